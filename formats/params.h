@@ -1,0 +1,60 @@
+/* Parameter tables: the model's parameters (root-relative FQN, shape) and its
+ * FSDP wrap groups, the input of plan compilation (DESIGN.md s5) and of the
+ * trace's /params. Produced by a model family (replay/models) or parsed from a
+ * text dump of named_parameters() (--params FILE). */
+#ifndef DRIFT_FORMATS_PARAMS_H
+#define DRIFT_FORMATS_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/err.h"
+
+#define DRIFT_MAX_DIMS 8
+#define DRIFT_MAX_FQN 512
+
+typedef struct drift_param_info {
+    char *fqn;                       /* owned; root-relative FQN */
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS];
+    int64_t numel;                   /* product of shape, checked against overflow */
+    int wrap;                        /* index into the table's wraps, or -1 for the root */
+} drift_param_info;
+
+typedef struct drift_param_table {
+    drift_param_info *params;        /* owned array of n */
+    size_t n, cap;
+    char **wraps;                    /* owned: module FQNs that get their own fully_shard, */
+    size_t n_wraps, cap_wraps;       /* in call order; the root call is implicit and last */
+} drift_param_table;
+
+/* Zeroes t. */
+void drift_param_table_init(drift_param_table *t);
+/* Frees what t owns (NULL allowed); t is left initialised and empty. */
+void drift_param_table_free(drift_param_table *t);
+/* Appends a wrap module FQN; returns its index in *index. */
+int drift_param_table_add_wrap(drift_param_table *t, const char *wrap_fqn, int *index, drift_err *err);
+/* Appends a parameter (fqn copied). wrap = -1 means "derive": the first wrap in
+ * call order whose FQN is a dotted prefix of fqn, else the root. Rejects
+ * duplicate FQNs, empty names, ndim > DRIFT_MAX_DIMS, negative dims and numel
+ * overflow (> 2^48 elements). */
+int drift_param_table_add(drift_param_table *t, const char *fqn, int ndim, const int64_t *shape,
+                          int wrap, drift_err *err);
+/* Index of fqn or -1. Linear scan: tables hold at most a few thousand rows. */
+long drift_param_table_find(const drift_param_table *t, const char *fqn);
+/* The wrap-local FQN of parameter i (fqn without "<wrap>." prefix); a pointer
+ * into the table's storage. */
+const char *drift_param_table_local_name(const drift_param_table *t, size_t i);
+
+/* Parses a named_parameters() dump, one parameter per line:
+ *     FQN  SHAPE  [WRAP]
+ * SHAPE is "1536", "1,6,1536", "(1, 6, 1536)", "[1, 6, 1536]" or
+ * "torch.Size([1, 6, 1536])"; WRAP is the wrap module FQN, or "-"/"root" for
+ * the root (omitted: derived from "# wraps:" lines, else root). Blank lines and
+ * lines starting with '#' are comments, except "# wraps: A B C" which declares
+ * wraps in call order. Errors name path:line:col and what was expected. */
+int drift_param_table_parse_file(drift_param_table *t, const char *path, drift_err *err);
+int drift_param_table_parse_text(drift_param_table *t, const char *text, size_t len,
+                                 const char *source_name, drift_err *err);
+
+#endif

@@ -1,0 +1,149 @@
+/* The op library's one backend interface (DESIGN.md s10, after ggml):
+ * a struct of function pointers with supports_op; ref (fp64 oracle), cpu
+ * (exact dtype emulation) and cuda implement it with the same semantics.
+ *
+ * Numeric contract (DESIGN.md s4), which every backend honours:
+ *  - A tensor's values are always exactly representable in its dtype.
+ *  - Ops take their inputs as they are (the executor inserts explicit CAST
+ *    ops beforehand); elementwise ops compute in fp32 ("opmath") in the
+ *    order documented per op, with no FMA contraction, and round once to
+ *    op->out. GEMMs multiply the operands exactly, accumulate in fp32 and
+ *    round once to op->out (bias added in fp32 before that rounding when
+ *    fused). Norms accumulate in fp32.
+ *  - The ref backend ignores dtypes: it stores fp64, computes in fp64 and
+ *    never rounds. It is the oracle and the reference in kernel tests. */
+#ifndef DRIFT_KERNELS_BACKEND_H
+#define DRIFT_KERNELS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/dtype.h"
+#include "formats/err.h"
+#include "formats/params.h" /* DRIFT_MAX_DIMS */
+
+typedef enum drift_op_kind {
+    DRIFT_OP_CAST = 0,     /* in0 -> out: round to op->out */
+    DRIFT_OP_LINEAR,       /* in0 x[..., K], in1 W[N, K], optional in2 bias[N] (fused epilogue):
+                              y[..., N] = x W^T (+ b); fp32 accumulate, one rounding */
+    DRIFT_OP_ADD,          /* in0 + in1, numpy broadcasting of in1 against in0's shape */
+    DRIFT_OP_SUB,          /* in0 - in1, broadcasting as ADD */
+    DRIFT_OP_MUL,          /* in0 * in1, broadcasting as ADD */
+    DRIFT_OP_AFFINE,       /* y = in0 * alpha + beta (fp32: t = x*alpha; y = t+beta) */
+    DRIFT_OP_SILU,         /* y = x / (1 + exp(-x)) in fp32 */
+    DRIFT_OP_GELU_TANH,    /* y = 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) in fp32 */
+    DRIFT_OP_LAYER_NORM,   /* over the last dim; optional in1 weight[D], in2 bias[D] (n_in says);
+                              mean and biased variance in fp32, y = (x-mean)*rsqrt(var+eps)*w+b */
+    DRIFT_OP_RMS_NORM,     /* over the last dim; optional in1 weight[D];
+                              y = round_in(x*rsqrt(mean(x^2)+eps)) * w  (torch composite order) */
+    DRIFT_OP_ROPE,         /* in0 x[B, L, H, Dh], in1 cos[L, Dh], in2 sin[L, Dh] (fp32 tables);
+                              pairs (x[2i], x[2i+1]): out[2i] = x0*cos[2i] - x1*sin[2i+1],
+                              out[2i+1] = x0*sin[2i+1] + x1*cos[2i]; fp32, one rounding */
+    DRIFT_OP_ATTENTION,    /* in0 q[B, H, Lq, Dh], in1 k[B, H, Lk, Dh], in2 v[B, H, Lk, Dh]:
+                              s = q k^T * scale (fp32 accumulate), p = exp(s - rowmax) fp32,
+                              l = sum p (fp32), p rounded to op->compute, o = (p v)/l fp32,
+                              rounded to op->out */
+    DRIFT_OP_PERMUTE,      /* out[...] = in0 permuted by perm[0..ndim-1] (out dim i = in dim perm[i]) */
+    DRIFT_OP_NARROW,       /* slice of in0 along dim: [start, start+length) */
+    DRIFT_OP_CONCAT,       /* in0 ++ in1 along dim (same dtype) */
+    DRIFT_OP_VIEW,         /* same data, new shape (out's shape), numel equal */
+    DRIFT_OP_PATCHIFY,     /* in0 latents[B, C, F, H, W] -> [B, (F/pf)(H/ph)(W/pw), C*pf*ph*pw],
+                              token order (f, h, w), feature order (c, pf, ph, pw) as Conv3d weights */
+    DRIFT_OP_UNPATCHIFY,   /* inverse of PATCHIFY for in0 [B, L, C*pf*ph*pw] into out's [B, C, F, H, W]
+                              (feature order (pf, ph, pw, c) as diffusers Wan's proj_out reshape) */
+    DRIFT_OP_TIMESTEP_SINUSOID, /* in0 t[B] -> [B, dim]: half = dim/2,
+                              freq_j = exp(-ln(max_period) * j / half) (fp32),
+                              arg = t*freq_j, out = flip ? [cos, sin] : [sin, cos] (fp32) */
+    DRIFT_OP_COUNT
+} drift_op_kind;
+
+typedef struct drift_op {
+    drift_op_kind kind;
+    drift_dtype compute;   /* GEMM operand / attention probability dtype; fp32 for elementwise */
+    drift_dtype out;       /* output dtype (one rounding at the end) */
+    int n_in;              /* number of inputs actually given */
+    /* attributes (meaning per kind above; unused ones stay zero) */
+    float eps;             /* LAYER_NORM, RMS_NORM */
+    float alpha, beta;     /* AFFINE */
+    float scale;           /* ATTENTION softmax scale */
+    float max_period;      /* TIMESTEP_SINUSOID (10000) */
+    int flip_sin_to_cos;   /* TIMESTEP_SINUSOID */
+    int dim;               /* NARROW, CONCAT */
+    int64_t start, length; /* NARROW */
+    int perm[DRIFT_MAX_DIMS]; /* PERMUTE */
+    int patch[3];          /* PATCHIFY/UNPATCHIFY: pf, ph, pw */
+} drift_op;
+
+struct drift_backend;
+
+typedef struct drift_tensor {
+    drift_dtype dtype;     /* logical dtype */
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS];
+    int64_t numel;
+    void *data;            /* backend-owned storage (ref: double, cpu: float, cuda: native) */
+    const struct drift_backend *be;
+} drift_tensor;
+
+/* Partial sums of the metrics of DESIGN.md s7 between a candidate t and a
+ * reference r, mergeable across tensors, micro-batches and ranks. */
+typedef struct drift_metric_acc {
+    double sum_abs_diff;   /* sum |t - r| */
+    double sum_sq_diff;    /* sum (t - r)^2 */
+    double sum_tr, sum_tt, sum_rr; /* cosine terms */
+    double max_abs_diff;   /* max |t - r| */
+    double max_abs_ref;    /* max |r| */
+    int64_t argmax;        /* flat index of the first element attaining max_abs_diff */
+    int64_t numel;
+    int64_t nan_t, inf_t, nan_r, inf_r;
+    int64_t n_diff;        /* elements whose bits differ (NaN == NaN) */
+} drift_metric_acc;
+
+typedef struct drift_backend {
+    const char *name;      /* "ref", "cpu", "cuda:0" */
+    void *ctx;             /* backend-private state */
+    /* 1 if this backend implements op with these dtypes, else 0. */
+    int (*supports_op)(const struct drift_backend *be, const drift_op *op);
+    /* Allocates t->data for t's dtype/shape (filled in by the caller; numel
+     * computed here, overflow-checked). */
+    int (*alloc)(const struct drift_backend *be, drift_tensor *t, drift_err *err);
+    /* Frees t->data (t NULL or unallocated allowed). */
+    void (*release)(const struct drift_backend *be, drift_tensor *t);
+    /* Host fp32 values in, rounded to t->dtype (ref: widened, not rounded). */
+    int (*upload_f32)(const struct drift_backend *be, drift_tensor *t, const float *src, drift_err *err);
+    /* Host fp64 values in (ref: exact; others round via fp32 then t->dtype). */
+    int (*upload_f64)(const struct drift_backend *be, drift_tensor *t, const double *src, drift_err *err);
+    /* Values out, widened (ref narrows fp64 to fp32 in download_f32). */
+    int (*download_f32)(const struct drift_backend *be, const drift_tensor *t, float *dst, drift_err *err);
+    int (*download_f64)(const struct drift_backend *be, const drift_tensor *t, double *dst, drift_err *err);
+    /* Runs op on in[0..op->n_in-1] into out (allocated by the caller with
+     * out->dtype == op->out and the op's output shape). */
+    int (*run)(const struct drift_backend *be, const drift_op *op, const drift_tensor *const *in,
+               drift_tensor *out, drift_err *err);
+    /* Accumulates metrics of t against r (same shape) into acc. */
+    int (*metrics)(const struct drift_backend *be, const drift_tensor *t, const drift_tensor *r,
+                   drift_metric_acc *acc, drift_err *err);
+    /* Waits for queued work (no-op on host backends). */
+    int (*sync)(const struct drift_backend *be, drift_err *err);
+    /* Frees the backend itself (ctx and the struct). NULL allowed via drift_backend_free. */
+    void (*destroy)(struct drift_backend *be);
+} drift_backend;
+
+/* Creates a backend by name: "ref", "cpu", "cuda" / "cuda:N" (DRIFT_E_UNSUPPORTED
+ * when built without CUDA or no device). Caller owns *out; free with
+ * drift_backend_free. */
+int drift_backend_create(const char *name, drift_backend **out, drift_err *err);
+void drift_backend_free(drift_backend *be);
+
+/* Helpers shared by all backends. */
+/* numel of shape with overflow check (limit 2^48); -1 on bad shape. */
+int64_t drift_shape_numel(int ndim, const int64_t *shape);
+/* Output shape of op for the given inputs (for shape checks and allocation). */
+int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int *ndim, int64_t *shape,
+                         drift_err *err);
+const char *drift_op_name(drift_op_kind k);
+/* Initialises acc (argmax -1). Merges b into a. */
+void drift_metric_acc_init(drift_metric_acc *acc);
+void drift_metric_acc_merge(drift_metric_acc *a, const drift_metric_acc *b);
+
+#endif
