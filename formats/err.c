@@ -34,7 +34,14 @@ void drift_err_prefix(drift_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    size_t np = strlen(pre);
+    if (np + 2 >= sizeof err->msg) np = sizeof err->msg - 3;
+    memcpy(err->msg, pre, np);
+    memcpy(err->msg + np, ": ", 2);
+    size_t room = sizeof err->msg - np - 3, no = strlen(old);
+    if (no > room) no = room;
+    memcpy(err->msg + np + 2, old, no);
+    err->msg[np + 2 + no] = '\0';
 }
 
 int drift_err_exit_code(int code) {

@@ -1,0 +1,224 @@
+#include "replay/models/family.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Hard bounds on any size a spec may ask for: keeps every tensor of the
+ * model and its activations well below 2^40 elements. */
+#define MAX_LAYERS 512
+#define MAX_WIDTH (1 << 17)
+#define MAX_GRID 4096
+
+static void set_tiny(drift_family_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->family, sizeof c->family, "tiny-dit");
+    c->layers = 2; c->dim = 64; c->heads = 4; c->ffn_dim = 128;
+    c->in_channels = 4; c->out_channels = 4; c->text_dim = 32; c->text_len = 8;
+    c->freq_dim = 32; c->patch[0] = 1; c->patch[1] = 2; c->patch[2] = 2;
+    c->frames = 2; c->height = 8; c->width = 8; c->batch = 1;
+    c->eps = 1e-6; c->rope_theta = 10000.0;
+}
+
+/* Wan2.2-TI2V-5B widths; a small latent grid so that a default replay is cheap. */
+static void set_wan22(drift_family_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->family, sizeof c->family, "wan2.2");
+    c->layers = 30; c->dim = 3072; c->heads = 24; c->ffn_dim = 14336;
+    c->in_channels = 48; c->out_channels = 48; c->text_dim = 4096; c->text_len = 32;
+    c->freq_dim = 256; c->patch[0] = 1; c->patch[1] = 2; c->patch[2] = 2;
+    c->frames = 1; c->height = 16; c->width = 16; c->batch = 1;
+    c->eps = 1e-6; c->rope_theta = 10000.0;
+}
+
+static int parse_int(const char *spec, const char *key, const char *val, int lo, int hi, int *out,
+                     drift_err *err) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end != '\0' || v < lo || v > hi)
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "model key '%s': expected an integer in [%d, %d], got '%s'",
+                             key, lo, hi, val);
+    *out = (int)v;
+    return DRIFT_OK;
+}
+
+static int parse_double(const char *spec, const char *key, const char *val, double lo, double hi, double *out,
+                        drift_err *err) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || end == val || *end != '\0' || !(v >= lo && v <= hi))
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "model key '%s': expected a number in [%g, %g], got '%s'",
+                             key, lo, hi, val);
+    *out = v;
+    return DRIFT_OK;
+}
+
+static int apply_kv(drift_family_config *c, const char *spec, const char *key, const char *val, drift_err *err) {
+    struct { const char *name; int *field; int lo, hi; } ints[] = {
+        {"layers", &c->layers, 0, MAX_LAYERS},     {"dim", &c->dim, 2, MAX_WIDTH},
+        {"heads", &c->heads, 1, 1024},             {"ffn_dim", &c->ffn_dim, 1, MAX_WIDTH * 4},
+        {"in_channels", &c->in_channels, 1, 4096}, {"out_channels", &c->out_channels, 1, 4096},
+        {"text_dim", &c->text_dim, 1, MAX_WIDTH},  {"text_len", &c->text_len, 1, MAX_GRID},
+        {"freq_dim", &c->freq_dim, 2, MAX_WIDTH},  {"frames", &c->frames, 1, MAX_GRID},
+        {"height", &c->height, 1, MAX_GRID},       {"width", &c->width, 1, MAX_GRID},
+        {"batch", &c->batch, 1, 1024},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (strcmp(key, ints[i].name) == 0) return parse_int(spec, key, val, ints[i].lo, ints[i].hi, ints[i].field, err);
+    if (strcmp(key, "eps") == 0) return parse_double(spec, key, val, 0.0, 1.0, &c->eps, err);
+    if (strcmp(key, "rope_theta") == 0) return parse_double(spec, key, val, 1.0, 1e12, &c->rope_theta, err);
+    if (strcmp(key, "patch") == 0) {
+        int p[3];
+        char extra;
+        if (sscanf(val, "%dx%dx%d%c", &p[0], &p[1], &p[2], &extra) != 3 || p[0] < 1 || p[1] < 1 || p[2] < 1 ||
+            p[0] > 64 || p[1] > 64 || p[2] > 64)
+            return drift_err_set(err, DRIFT_E_USAGE, spec, "model key 'patch': expected PFxPHxPW (e.g. 1x2x2), got '%s'", val);
+        memcpy(c->patch, p, sizeof p);
+        return DRIFT_OK;
+    }
+    return drift_err_set(err, DRIFT_E_USAGE, spec,
+                         "unknown model key '%s' (expected one of layers, dim, heads, ffn_dim, in_channels, "
+                         "out_channels, text_dim, text_len, freq_dim, frames, height, width, batch, patch, eps, rope_theta)",
+                         key);
+}
+
+static int validate(const drift_family_config *c, const char *spec, drift_err *err) {
+    if (c->dim % c->heads != 0)
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "dim (%d) must be a multiple of heads (%d)", c->dim, c->heads);
+    int hd = c->dim / c->heads;
+    if (hd % 2 != 0 || hd < 6)
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "head dim dim/heads = %d must be even and >= 6 (RoPE over 3 axes)", hd);
+    if (c->freq_dim % 2 != 0)
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "freq_dim (%d) must be even", c->freq_dim);
+    if (c->frames % c->patch[0] || c->height % c->patch[1] || c->width % c->patch[2])
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "latent grid %dx%dx%d is not divisible by patch %dx%dx%d",
+                             c->frames, c->height, c->width, c->patch[0], c->patch[1], c->patch[2]);
+    /* Largest activations: tokens x max(ffn_dim, dim*6) per sample, and attention's L x L scores. */
+    long long tokens = drift_family_tokens(c);
+    long long widest = c->ffn_dim > 6LL * c->dim ? c->ffn_dim : 6LL * c->dim;
+    if (tokens * widest * c->batch > (1LL << 40) || tokens * tokens * c->heads * (long long)c->batch > (1LL << 40))
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "model too large: %lld tokens x width %lld exceeds the 2^40-element limit",
+                             tokens, widest);
+    return DRIFT_OK;
+}
+
+int drift_family_parse(const char *spec, drift_family_config *cfg, drift_err *err) {
+    if (!spec || !*spec) return drift_err_set(err, DRIFT_E_USAGE, "--model", "empty model spec (expected FAMILY[:K=V,...])");
+    char buf[1024];
+    if (strlen(spec) >= sizeof buf) return drift_err_set(err, DRIFT_E_USAGE, "--model", "model spec too long");
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *colon = strchr(buf, ':');
+    if (colon) *colon = '\0';
+    drift_family_config c;
+    if (strcmp(buf, "tiny-dit") == 0) {
+        set_tiny(&c);
+    } else if (strcmp(buf, "wan2.2") == 0 || strcmp(buf, "wan") == 0) {
+        set_wan22(&c);
+    } else {
+        return drift_err_set(err, DRIFT_E_USAGE, spec, "unknown model family '%s' (expected tiny-dit or wan2.2)", buf);
+    }
+    if (colon) {
+        char *save = NULL;
+        for (char *kv = strtok_r(colon + 1, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (!eq || eq == kv)
+                return drift_err_set(err, DRIFT_E_USAGE, spec, "expected K=V in model spec, got '%s'", kv);
+            *eq = '\0';
+            int rc = apply_kv(&c, spec, kv, eq + 1, err);
+            if (rc) return rc;
+        }
+    }
+    int rc = validate(&c, spec, err);
+    if (rc) return rc;
+    *cfg = c;
+    return DRIFT_OK;
+}
+
+void drift_family_format(const drift_family_config *c, char *buf, unsigned long bufsz) {
+    snprintf(buf, bufsz,
+             "%s:layers=%d,dim=%d,heads=%d,ffn_dim=%d,in_channels=%d,out_channels=%d,text_dim=%d,text_len=%d,"
+             "freq_dim=%d,patch=%dx%dx%d,frames=%d,height=%d,width=%d,batch=%d,eps=%g,rope_theta=%g",
+             c->family, c->layers, c->dim, c->heads, c->ffn_dim, c->in_channels, c->out_channels, c->text_dim,
+             c->text_len, c->freq_dim, c->patch[0], c->patch[1], c->patch[2], c->frames, c->height, c->width,
+             c->batch, c->eps, c->rope_theta);
+}
+
+long drift_family_tokens(const drift_family_config *c) {
+    return (long)(c->frames / c->patch[0]) * (c->height / c->patch[1]) * (c->width / c->patch[2]);
+}
+
+/* Adds one parameter; shape given as up to 5 dims, 0-terminated. */
+static int add(drift_param_table *t, const char *fqn, int wrap, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+               int64_t d4, drift_err *err) {
+    int64_t s[5] = {d0, d1, d2, d3, d4};
+    int nd = 0;
+    while (nd < 5 && s[nd] > 0) nd++;
+    return drift_param_table_add(t, fqn, nd, s, wrap, err);
+}
+
+static int add_linear(drift_param_table *t, const char *prefix, int wrap, int64_t out, int64_t in, drift_err *err) {
+    char name[DRIFT_MAX_FQN];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    int rc = add(t, name, wrap, out, in, 0, 0, 0, err);
+    if (rc) return rc;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return add(t, name, wrap, out, 0, 0, 0, 0, err);
+}
+
+static int add_attention(drift_param_table *t, const char *prefix, int wrap, int64_t dim, drift_err *err) {
+    static const char *lin[] = {"to_q", "to_k", "to_v", "to_out.0"};
+    char name[DRIFT_MAX_FQN];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, lin[i]);
+        int rc = add_linear(t, name, wrap, dim, dim, err);
+        if (rc) return rc;
+    }
+    snprintf(name, sizeof name, "%s.norm_q.weight", prefix);
+    int rc = add(t, name, wrap, dim, 0, 0, 0, 0, err);
+    if (rc) return rc;
+    snprintf(name, sizeof name, "%s.norm_k.weight", prefix);
+    return add(t, name, wrap, dim, 0, 0, 0, 0, err);
+}
+
+int drift_family_param_table(const drift_family_config *c, drift_param_table *t, drift_err *err) {
+    int rc;
+    char name[DRIFT_MAX_FQN];
+    const int64_t dim = c->dim;
+    /* Wraps first (blocks.N, in call order); the root is implicit. */
+    for (int i = 0; i < c->layers; i++) {
+        snprintf(name, sizeof name, "blocks.%d", i);
+        if ((rc = drift_param_table_add_wrap(t, name, NULL, err))) return rc;
+    }
+    /* named_parameters() order follows module registration in diffusers' __init__. */
+    if ((rc = add(t, "patch_embedding.weight", -1, dim, c->in_channels, c->patch[0], c->patch[1], c->patch[2], err))) return rc;
+    if ((rc = add(t, "patch_embedding.bias", -1, dim, 0, 0, 0, 0, err))) return rc;
+    if ((rc = add_linear(t, "condition_embedder.time_embedder.linear_1", -1, dim, c->freq_dim, err))) return rc;
+    if ((rc = add_linear(t, "condition_embedder.time_embedder.linear_2", -1, dim, dim, err))) return rc;
+    if ((rc = add_linear(t, "condition_embedder.time_proj", -1, 6 * dim, dim, err))) return rc;
+    if ((rc = add_linear(t, "condition_embedder.text_embedder.linear_1", -1, dim, c->text_dim, err))) return rc;
+    if ((rc = add_linear(t, "condition_embedder.text_embedder.linear_2", -1, dim, dim, err))) return rc;
+    for (int i = 0; i < c->layers; i++) {
+        char p[DRIFT_MAX_FQN];
+        snprintf(p, sizeof p, "blocks.%d.attn1", i);
+        if ((rc = add_attention(t, p, i, dim, err))) return rc;
+        snprintf(p, sizeof p, "blocks.%d.attn2", i);
+        if ((rc = add_attention(t, p, i, dim, err))) return rc;
+        snprintf(p, sizeof p, "blocks.%d.norm2.weight", i);
+        if ((rc = add(t, p, i, dim, 0, 0, 0, 0, err))) return rc;
+        snprintf(p, sizeof p, "blocks.%d.norm2.bias", i);
+        if ((rc = add(t, p, i, dim, 0, 0, 0, 0, err))) return rc;
+        snprintf(p, sizeof p, "blocks.%d.ffn.net.0.proj", i);
+        if ((rc = add_linear(t, p, i, c->ffn_dim, dim, err))) return rc;
+        snprintf(p, sizeof p, "blocks.%d.ffn.net.2", i);
+        if ((rc = add_linear(t, p, i, dim, c->ffn_dim, err))) return rc;
+        snprintf(p, sizeof p, "blocks.%d.scale_shift_table", i);
+        if ((rc = add(t, p, i, 1, 6, dim, 0, 0, err))) return rc;
+    }
+    int64_t patch_vol = (int64_t)c->patch[0] * c->patch[1] * c->patch[2];
+    if ((rc = add_linear(t, "proj_out", -1, c->out_channels * patch_vol, dim, err))) return rc;
+    return add(t, "scale_shift_table", -1, 1, 2, dim, 0, 0, err);
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds the normal and
+# the sanitizer (ASan + UBSan) configurations, and runs the test suite in
+# both. GPU tests skip with a message here; tests/gpu/run.sh runs them on a GPU.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+scripts/setup.sh
+jobs="$(nproc 2>/dev/null || echo 2)"
+werror=OFF; [ "${CI:-}" = "true" ] && werror=ON
+
+echo "== build: normal (WERROR=$werror)"
+scripts/build.sh build -DDRIFT_WERROR=$werror
+echo "== test: normal"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== build: sanitizer (ASan + UBSan)"
+scripts/build.sh build-asan -DDRIFT_SANITIZE=ON -DDRIFT_WERROR=$werror -DDRIFT_CUDA=OFF
+echo "== test: sanitizer"
+ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
