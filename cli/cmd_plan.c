@@ -50,7 +50,13 @@ static void print_map_text(const drift_wrap_map *m, const drift_compiled_plan *c
 static void add_map_json(drift_json_buf *b, const drift_wrap_map *m) {
     drift_json_buf_add_key(b, "overrides");
     drift_json_buf_begin_object(b);
-    for (size_t k = 0; k < m->n; k++) drift_json_buf_field_string(b, m->entries[k].local_fqn, drift_dtype_name(m->entries[k].dtype));
+    for (size_t k = 0; k < m->n; k++) {
+        /* Two parameters of one wrap may share a local FQN with the same dtype
+         * (compile accepts that): one key in the map. */
+        int seen = 0;
+        for (size_t j = 0; j < k && !seen; j++) seen = strcmp(m->entries[j].local_fqn, m->entries[k].local_fqn) == 0;
+        if (!seen) drift_json_buf_field_string(b, m->entries[k].local_fqn, drift_dtype_name(m->entries[k].dtype));
+    }
     drift_json_buf_end_object(b);
 }
 

@@ -149,9 +149,4 @@ int drift_json_buf_field_int(drift_json_buf *b, const char *key, int64_t x);
 int drift_json_buf_field_bool(drift_json_buf *b, const char *key, int x);
 int drift_json_buf_field_null(drift_json_buf *b, const char *key);
 
-/* Appends s[0..n) to out as the inside of a JSON string literal (no quotes),
- * escaped as drift_json_buf_add_string does. Low-level helper; sets the
- * sticky status on allocation failure. */
-int drift_json_buf_append_escaped(drift_json_buf *b, const char *s, size_t n);
-
 #endif

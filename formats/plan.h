@@ -36,7 +36,7 @@ typedef enum drift_buffer_prov {
 typedef struct drift_param_pattern {
     char *glob;                  /* owned; Python fnmatch.fnmatchcase semantics */
     drift_dtype dtype;           /* bf16, fp16 or fp32 */
-    char origin[256];            /* "plan.json:9:5" or "--param-dtype" for error messages */
+    char origin[512];            /* "plan.json:9:5" or "--param-dtype" for error messages */
 } drift_param_pattern;
 
 typedef struct drift_plan {
@@ -59,9 +59,14 @@ void drift_plan_free(drift_plan *p);
 /* Deep copy into dst (which must not own anything). */
 int drift_plan_copy(drift_plan *dst, const drift_plan *src, drift_err *err);
 
-/* Parses a JSON plan from a file / a buffer into p (which is re-initialised).
- * Unknown keys, wrong types, unknown dtypes and malformed JSON are errors that
- * name source:line:col, the field and what was expected. */
+/* Parses a JSON plan from a file / a buffer into p (which is re-initialised:
+ * p must not own anything, i.e. be fresh, zeroed or freed; on error it is
+ * left initialised with the defaults). Keys absent from the file keep their
+ * defaults. Dtypes are spelled bf16, fp16 or fp32 exactly. Unknown keys, wrong
+ * types, unknown dtypes, duplicate keys and malformed JSON are errors
+ * (DRIFT_E_INPUT) whose where is source:line:col of the offending value and
+ * whose message names the field path (e.g. "param_dtype_patterns[2][1]") and
+ * what was expected. Each pattern's origin is "source:line:col" of its glob. */
 int drift_plan_load_file(drift_plan *p, const char *path, drift_err *err);
 int drift_plan_parse_json(drift_plan *p, const char *text, size_t len, const char *source_name,
                           drift_err *err);
@@ -76,8 +81,10 @@ int drift_plan_is_flag(const char *name);
  * or a dtype. Bad values are DRIFT_E_USAGE errors naming the flag. */
 int drift_plan_apply_flag(drift_plan *p, const char *name, const char *value, drift_err *err);
 
-/* Serialises p as JSON (the format of DESIGN.md s5). Returns malloc'd string
- * owned by the caller, or NULL on allocation failure. */
+/* Serialises p as compact JSON (the format of DESIGN.md s5, patterns as an
+ * array of pairs, plus "buffer_provenance"; parsing it back gives p again,
+ * less the patterns' origins). Returns malloc'd string owned by the caller,
+ * or NULL on allocation failure. */
 char *drift_plan_to_json(const drift_plan *p);
 
 /* Python fnmatch.fnmatchcase(name, pat): '*' matches any run (dots too), '?'
@@ -116,7 +123,12 @@ typedef struct drift_compiled_plan {
  * compiles to nothing), pass 2 claims each parameter for the first wrap that
  * reaches it and re-keys it to its wrap-local FQN; two parameters of one wrap
  * sharing a local FQN with different dtypes ("no override" counts) are
- * rejected. out must be zeroed; freed with drift_compiled_plan_free. */
+ * rejected. A parameter's wrap is the table's params[i].wrap (the table
+ * already resolved "first wrap that reaches it"). Errors are DRIFT_E_INPUT
+ * with where = the offending pattern's origin. Warnings (forward dtype !=
+ * rollout precision; reduce dtype bf16) go to out->warnings. out is
+ * overwritten (it must not own anything) and is left zeroed on error; free it
+ * with drift_compiled_plan_free. */
 int drift_plan_compile(const drift_plan *plan, const drift_param_table *table,
                        drift_compiled_plan *out, drift_err *err);
 void drift_compiled_plan_free(drift_compiled_plan *c);
