@@ -1,0 +1,151 @@
+#include "cli/bisect_cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+#include "cli/report.h"
+#include "formats/json.h"
+
+void drift_bisect_cli_opts_init(drift_bisect_cli_opts *o) {
+    memset(o, 0, sizeof *o);
+    drift_bisect_opts_init(&o->lib);
+    o->backend = "cpu";
+}
+
+static void progress(const char *what, long done, long total, void *user) {
+    (void)user;
+    fprintf(stderr, "\r%s %ld of at most %ld   ", what, done, total);
+}
+
+static const char *diff_kind_name(drift_diff_kind k) {
+    switch (k) {
+    case DRIFT_DIFF_FLAG: return "flag";
+    case DRIFT_DIFF_INPUT: return "input";
+    case DRIFT_DIFF_ROPE: return "buffer";
+    case DRIFT_DIFF_PATTERN_ADD: return "pattern";
+    case DRIFT_DIFF_PATTERN_DROP: return "pattern";
+    case DRIFT_DIFF_PARAM: return "param";
+    }
+    return "?";
+}
+
+static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result *r, FILE *out) {
+    drift_json_buf b;
+    drift_json_buf_init_pretty(&b, 2);
+    drift_json_buf_begin_object(&b);
+    drift_json_buf_field_string(&b, "trace", o->trace);
+    drift_json_buf_field_string(&b, "good", o->good->name);
+    drift_json_buf_field_string(&b, "bad", o->bad->name);
+    drift_json_buf_field_string(&b, "metric", drift_bisect_metric_name(o->lib.metric));
+    drift_json_buf_field_string(&b, "granularity", o->granularity_param ? "param" : "pattern");
+    drift_json_buf_field_string(&b, "reference", o->lib.ref == DRIFT_BISECT_REF_GOOD ? "good" : "rollout");
+    drift_json_buf_field_number(&b, "good_metric", r->good_metric);
+    drift_json_buf_field_number(&b, "bad_metric", r->bad_metric);
+    drift_json_buf_field_number(&b, "noise_floor", r->noise_floor);
+    drift_json_buf_field_number(&b, "threshold", r->threshold);
+    drift_json_buf_field_bool(&b, "good_over_threshold", r->good_fails);
+    drift_json_buf_add_key(&b, "differences");
+    drift_json_buf_begin_array(&b);
+    for (size_t i = 0; i < r->n_diffs; i++) {
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_string(&b, "kind", diff_kind_name(r->diffs[i].kind));
+        drift_json_buf_field_string(&b, "name", r->diffs[i].name);
+        drift_json_buf_field_string(&b, "good", r->diffs[i].good_value);
+        drift_json_buf_field_string(&b, "bad", r->diffs[i].bad_value);
+        drift_json_buf_end_object(&b);
+    }
+    drift_json_buf_end_array(&b);
+    drift_json_buf_add_key(&b, "culprit_sets");
+    drift_json_buf_begin_array(&b);
+    for (size_t k = 0; k < r->n_sets; k++) {
+        drift_json_buf_begin_array(&b);
+        for (size_t c = r->set_start[k]; c < r->set_start[k] + r->set_len[k]; c++) {
+            const drift_culprit_effect *e = &r->culprits[c];
+            drift_json_buf_begin_object(&b);
+            drift_json_buf_field_string(&b, "name", r->diffs[e->diff].name);
+            drift_json_buf_field_string(&b, "kind", diff_kind_name(r->diffs[e->diff].kind));
+            drift_json_buf_field_string(&b, "good", r->diffs[e->diff].good_value);
+            drift_json_buf_field_string(&b, "bad", r->diffs[e->diff].bad_value);
+            drift_json_buf_field_number(&b, "metric_alone", e->metric);
+            drift_json_buf_field_number(&b, "floor_units", e->floor_units);
+            drift_json_buf_field_string(&b, "first_divergent", e->first_divergent[0] ? e->first_divergent : NULL);
+            drift_json_buf_end_object(&b);
+        }
+        drift_json_buf_end_array(&b);
+    }
+    drift_json_buf_end_array(&b);
+    drift_json_buf_field_int(&b, "probes", (int64_t)r->probes);
+    drift_json_buf_field_int(&b, "memo_hits", (int64_t)r->memo_hits);
+    drift_json_buf_field_int(&b, "max_concurrent_probes", (int64_t)r->max_concurrent);
+    drift_json_buf_field_int(&b, "steps", r->n_steps);
+    drift_json_buf_field_number(&b, "seconds", r->seconds);
+    drift_json_buf_end_object(&b);
+    char *s = drift_json_buf_take(&b);
+    if (!s) return DRIFT_E_NOMEM;
+    fprintf(out, "%s\n", s);
+    free(s);
+    return DRIFT_OK;
+}
+
+int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *err) {
+    drift_bisect_opts lo = o->lib;
+    lo.trace = o->trace;
+    lo.good = o->good;
+    lo.bad = o->bad;
+    lo.backend = o->backend;
+    lo.granularity_param = o->granularity_param;
+    if (drift_cli_progress_enabled()) lo.progress = progress;
+    drift_bisect_result r;
+    int rc = drift_bisect_run(&lo, &r, err);
+    if (lo.progress) fputc('\n', stderr);
+    if (rc) {
+        drift_bisect_result_free(&r);
+        return rc;
+    }
+    if (o->json) {
+        rc = print_json(o, &r, out);
+        if (!rc && r.good_fails)
+            rc = drift_err_set(err, DRIFT_E_CHECK, o->trace, "the good plan is itself over the threshold");
+        drift_bisect_result_free(&r);
+        return rc;
+    }
+    char a[32], b[32], c[32], d[32];
+    const char *mname = drift_bisect_metric_name(lo.metric);
+    fprintf(out, "bisect %s: good plan '%s', bad plan '%s', %s granularity, %lld step%s\n", o->trace, o->good->name,
+            o->bad->name, o->granularity_param ? "parameter" : "pattern", (long long)r.n_steps, r.n_steps == 1 ? "" : "s");
+    fprintf(out, "  reference: %s; %s: good %s, bad %s; noise floor %s; threshold %s\n",
+            lo.ref == DRIFT_BISECT_REF_GOOD ? "the good plan's replay (bitwise question)" : "the recorded rollout output",
+            mname, drift_report_num(r.good_metric, a, sizeof a), drift_report_num(r.bad_metric, b, sizeof b),
+            drift_report_num(r.noise_floor, c, sizeof c), drift_report_num(r.threshold, d, sizeof d));
+    if (r.good_fails) {
+        fprintf(out, "the good plan itself is over the threshold (%s > %s): nothing to bisect\n",
+                drift_report_num(r.good_metric, a, sizeof a), drift_report_num(r.threshold, b, sizeof b));
+        drift_bisect_result_free(&r);
+        return drift_err_set(err, DRIFT_E_CHECK, o->trace, "the good plan is itself over the threshold");
+    }
+    fprintf(out, "  %zu difference%s between the plans:\n", r.n_diffs, r.n_diffs == 1 ? "" : "s");
+    for (size_t i = 0; i < r.n_diffs && i < 40; i++)
+        fprintf(out, "    %-8s %-52s %s -> %s\n", diff_kind_name(r.diffs[i].kind), r.diffs[i].name, r.diffs[i].good_value,
+                r.diffs[i].bad_value);
+    if (r.n_diffs > 40) fprintf(out, "    ... and %zu more\n", r.n_diffs - 40);
+    if (r.n_sets == 0) {
+        fprintf(out, "no culprit: applying every difference to the good plan stays within the threshold\n");
+    }
+    for (size_t k = 0; k < r.n_sets; k++) {
+        fprintf(out, "culprit set %zu (1-minimal, %zu member%s):\n", k + 1, r.set_len[k], r.set_len[k] == 1 ? "" : "s");
+        for (size_t cc = r.set_start[k]; cc < r.set_start[k] + r.set_len[k]; cc++) {
+            const drift_culprit_effect *e = &r.culprits[cc];
+            fprintf(out, "  %s (%s -> %s): alone %s = %s (%s x noise floor), first divergent site %s\n",
+                    r.diffs[e->diff].name, r.diffs[e->diff].good_value, r.diffs[e->diff].bad_value, mname,
+                    drift_report_num(e->metric, a, sizeof a),
+                    isinf(e->floor_units) ? "inf" : drift_report_num(e->floor_units, b, sizeof b),
+                    e->first_divergent[0] ? e->first_divergent : "(none)");
+        }
+    }
+    fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,
+            r.seconds);
+    drift_bisect_result_free(&r);
+    return DRIFT_OK;
+}

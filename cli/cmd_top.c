@@ -1,0 +1,215 @@
+/* drift top: the live dashboard of a frozen-weight debug run, or its table
+ * and series as JSON/CSV (--batch). The work lives in tui/: model (reading,
+ * aggregation), layout (pure geometry), view (curses), batch (output). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+
+#ifdef DRIFT_HAVE_TUI
+#include "tui/batch.h"
+#include "tui/model.h"
+#include "tui/view.h"
+#endif
+
+static const char *const HELP =
+    "usage: drift top TRACE [--ref TRACE] [--follow] [--interval MS] [options]\n"
+    "       drift top TRACE --batch [--format json|csv] [--steps A:B] [options]\n"
+    "\n"
+    "Shows, layer by layer and step by step, how far the two sides of a\n"
+    "frozen-weight debug run are apart: the trace's /metrics (per-site\n"
+    "comparison metrics) and per-step scalars (log_prob_mean_abs_diff,\n"
+    "ratio_abs_minus_1).\n"
+    "\n"
+    "  --ref TRACE          a known-good run: colour each layer by its ratio to\n"
+    "                       the reference's value (<= 2x ok, <= 10x warn, more bad)\n"
+    "                       instead of absolute thresholds\n"
+    "  --follow             tail a trace while it is written (HDF5 SWMR); waits up\n"
+    "                       to 30 s for the writer to enter SWMR mode\n"
+    "  --interval MS        refresh period with --follow (default 1000)\n"
+    "  --steps A:B          keep steps A <= step < B (A:, :B, or one step N)\n"
+    "  --agg step|mean|max  initial aggregation over steps (default step: the latest)\n"
+    "  --step N             with --agg step: show step N instead of the latest\n"
+    "  --sort order|name|mean|max|rel|cos   initial sort (default order)\n"
+    "  --desc / --asc       sort direction\n"
+    "  --filter PATTERN     glob (* ? [...]; * also matches dots) or substring\n"
+    "  --cfg                divide mean/max |diff| by the guidance scale s\n"
+    "  --variant N          metrics variant to show (default 0)\n"
+    "  --ascii              ASCII glyphs even in a UTF-8 locale\n"
+    "  --no-mouse           leave the mouse to the terminal\n"
+    "  --batch              print the table and series instead of drawing\n"
+    "  --format json|csv    batch format (default json); --json = --batch --format json\n"
+    "\n"
+    "Keys: arrows/jk move, PgUp/PgDn page, Enter drill into a layer's per-step\n"
+    "history, s/S sort column, 1-6 sort by order/name/mean/max/rel/cos, r reverse,\n"
+    "/ filter, a aggregation (step/mean/max), [ ] previous/next step, c CFG\n"
+    "normalisation, p chart on/off, ? help, q quit.\n"
+    "\n"
+    "Batch JSON: run attributes, plan and warnings, the kept steps, the table\n"
+    "(one row per layer: shown value, reference value, classes, flags) with each\n"
+    "layer's per-step history as recorded, and the per-step scalars. Batch CSV:\n"
+    "one table with a kind column (layer, history, step). Numbers have 17\n"
+    "significant digits: they read back as the trace's exact values.\n"
+    "\n"
+    "exit: 0 ok, 2 bad usage, unreadable trace or no terminal\n";
+
+#ifndef DRIFT_HAVE_TUI
+int drift_cmd_top(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "drift top: this build has no dashboard (configured with -DDRIFT_TUI=OFF)\n");
+    return 2;
+}
+#else
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+    char *e = NULL;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (errno || !e || *e || e == s || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* With --follow, the file may exist before its writer enters SWMR mode
+ * (readers cannot open it until then): retry for a while. */
+static int open_model(drift_top_model **m, const drift_top_open_opts *o, drift_err *err) {
+    int rc = drift_top_model_open(m, o, err);
+    if (rc == DRIFT_OK || !o->follow) return rc;
+    struct stat st;
+    if (stat(o->path, &st) != 0) return rc;
+    fprintf(stderr, "drift top: waiting for %s to become readable (writer not in SWMR mode yet)\n", o->path);
+    for (int i = 0; i < 300 && rc != DRIFT_OK; i++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        drift_err_clear(err);
+        rc = drift_top_model_open(m, o, err);
+    }
+    return rc;
+}
+
+int drift_cmd_top(int argc, char **argv) {
+    const char *path = NULL, *ref = NULL, *steps = NULL, *fmt = "json", *agg = NULL, *sort = NULL;
+    const char *filter = NULL, *interval = NULL, *variant = NULL, *step = NULL;
+    int follow = 0, batch = 0, cfg = 0, ascii = 0, mouse = 1, dir = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+#define OPT(name, var)                                                                 \
+    if ((r = drift_cli_opt(argc, argv, &i, name, &val)) != 0) {                        \
+        if (r < 0) return drift_cli_usage_error("top", "%s needs a value", name);      \
+        var = val;                                                                     \
+        continue;                                                                      \
+    }
+        OPT("--ref", ref)
+        OPT("--steps", steps)
+        OPT("--format", fmt)
+        OPT("--agg", agg)
+        OPT("--sort", sort)
+        OPT("--filter", filter)
+        OPT("--interval", interval)
+        OPT("--variant", variant)
+        OPT("--step", step)
+#undef OPT
+        if (strcmp(a, "--follow") == 0 || strcmp(a, "-f") == 0) follow = 1;
+        else if (strcmp(a, "--batch") == 0) batch = 1;
+        else if (strcmp(a, "--json") == 0) {
+            batch = 1;
+            fmt = "json";
+        } else if (strcmp(a, "--cfg") == 0) cfg = 1;
+        else if (strcmp(a, "--ascii") == 0) ascii = 1;
+        else if (strcmp(a, "--no-mouse") == 0) mouse = 0;
+        else if (strcmp(a, "--desc") == 0) dir = 1;
+        else if (strcmp(a, "--asc") == 0) dir = 0;
+        else if (a[0] == '-' && a[1]) return drift_cli_usage_error("top", "unknown option %s", a);
+        else if (!path) path = a;
+        else return drift_cli_usage_error("top", "one trace expected, got a second one: %s", a);
+    }
+    if (!path) return drift_cli_usage_error("top", "missing TRACE");
+
+    drift_err err;
+    drift_err_clear(&err);
+    drift_top_open_opts oo;
+    memset(&oo, 0, sizeof oo);
+    oo.path = path;
+    oo.ref_path = ref;
+    oo.follow = follow && !batch;
+    oo.step_lo = INT64_MIN;
+    oo.step_hi = INT64_MAX;
+    if (steps && drift_top_parse_steps(steps, &oo.step_lo, &oo.step_hi, &err) != DRIFT_OK)
+        return drift_cli_report("top", &err);
+    long long ll;
+    if (variant) {
+        if (parse_int(variant, 0, INT32_MAX, &ll)) return drift_cli_usage_error("top", "--variant: expected an integer >= 0, got \"%s\"", variant);
+        oo.variant = (int32_t)ll;
+    }
+    int interval_ms = 1000;
+    if (interval) {
+        if (parse_int(interval, 50, 3600 * 1000, &ll))
+            return drift_cli_usage_error("top", "--interval: expected milliseconds in 50..3600000, got \"%s\"", interval);
+        interval_ms = (int)ll;
+    }
+    drift_top_format format = DRIFT_TOP_FORMAT_JSON;
+    if (strcmp(fmt, "csv") == 0) format = DRIFT_TOP_FORMAT_CSV;
+    else if (strcmp(fmt, "json") != 0) return drift_cli_usage_error("top", "--format: expected json or csv, got \"%s\"", fmt);
+
+    drift_top_query q;
+    drift_top_query_default(&q);
+    if (agg) {
+        int a = drift_top_agg_parse(agg);
+        if (a < 0) return drift_cli_usage_error("top", "--agg: expected step, mean or max, got \"%s\"", agg);
+        q.agg = (drift_top_agg)a;
+    }
+    if (sort) {
+        int s = drift_top_sort_parse(sort);
+        if (s < 0) return drift_cli_usage_error("top", "--sort: expected order, name, mean, max, rel or cos, got \"%s\"", sort);
+        q.sort = (drift_top_sort)s;
+        q.descending = s >= DRIFT_TOP_SORT_MEAN && s != DRIFT_TOP_SORT_COS;
+    }
+    if (dir >= 0) q.descending = dir;
+    if (step) {
+        if (parse_int(step, 0, INT64_MAX - 1, &ll)) return drift_cli_usage_error("top", "--step: expected a step number, got \"%s\"", step);
+        q.step = (int64_t)ll;
+    }
+    q.filter = filter;
+    q.cfg_normalise = cfg;
+
+    if (!batch && !isatty(STDOUT_FILENO))
+        return drift_cli_usage_error("top", "stdout is not a terminal: use --batch [--format json|csv]");
+
+    drift_top_model *m = NULL;
+    if (open_model(&m, &oo, &err) != DRIFT_OK) return drift_cli_report("top", &err);
+    drift_top_model_query_init(m, &q);
+    if (step && drift_top_data_find_step(drift_top_model_data(m), q.step) < 0) {
+        drift_top_model_close(m);
+        return drift_cli_usage_error("top", "--step %s: no such committed step in %s", step, path);
+    }
+    int rc;
+    if (batch) {
+        rc = drift_top_batch_write(m, &q, format, stdout, &err);
+    } else {
+        drift_top_view_opts vo;
+        memset(&vo, 0, sizeof vo);
+        vo.interval_ms = interval_ms;
+        vo.follow = follow;
+        vo.mouse = mouse;
+        vo.ascii = ascii;
+        vo.query = q;
+        rc = drift_top_view_run(m, &vo, &err);
+    }
+    drift_top_model_close(m);
+    if (rc != DRIFT_OK) return drift_cli_report("top", &err);
+    return 0;
+}
+#endif

@@ -1,0 +1,424 @@
+/* drift check / --repair: deep validation of a trace and recovery of a file
+ * whose SWMR writer was killed. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/trace_internal.h"
+
+/* Superblock v2/v3 "file consistency flags" (byte 11 after the signature):
+ * bit 0 write access, bit 2 SWMR-write access. The signature sits at 0, 512,
+ * 1024, 2048... Returns 1 if found (version and flags filled), else 0. */
+static int superblock_flags(const char *path, int *version, int *flags) {
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    int found = 0;
+    for (long off = 0; off <= (1L << 30) && !found; off = off ? off * 2 : 512) {
+        unsigned char b[12];
+        if (fseek(fp, off, SEEK_SET) != 0 || fread(b, 1, sizeof b, fp) != sizeof b) break;
+        if (memcmp(b, sig, 8) == 0) {
+            *version = b[8];
+            *flags = b[8] >= 2 ? b[11] : 0;
+            found = 1;
+        }
+    }
+    fclose(fp);
+    return found;
+}
+
+static void problem(drift_trace_check_report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(drift_trace_check_report *rep, const char *fmt, ...) {
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (rep->n_problems >= 1000) return; /* enough to act on */
+    char **np = realloc(rep->problems, (rep->n_problems + 1) * sizeof *np);
+    if (!np) return;
+    rep->problems = np;
+    char *s = strdup(rep->n_problems == 999 ? "(further problems not listed)" : buf);
+    if (s) rep->problems[rep->n_problems++] = s;
+}
+
+void drift_trace_check_report_free(drift_trace_check_report *rep) {
+    if (!rep) return;
+    for (size_t i = 0; i < rep->n_problems; i++) free(rep->problems[i]);
+    free(rep->problems);
+    memset(rep, 0, sizeof *rep);
+}
+
+static long step_pos(const drift_trace_reader *r, int64_t step) {
+    size_t lo = 0, hi = r->n_steps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->stp[mid].step < step) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < r->n_steps && r->stp[lo].step == step) ? (long)lo : -1;
+}
+
+static int same_double(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
+
+/* Index scan of one site: steps committed and ordered, per-step counts,
+ * stats plausible, stored tensors consistent with their stats rows. */
+static void check_site(drift_trace_reader *r, size_t i, int64_t *per_step, drift_trace_check_report *rep) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_trace_site_info si;
+    if (drift_trace_reader_site(r, i, &si, &e)) {
+        problem(rep, "%s: %s", e.where, e.msg);
+        return;
+    }
+    tr_site *s = &r->sites[i];
+    rep->committed_records += s->committed;
+    int64_t ext_max = s->n_index;
+    if (s->n_stats > ext_max) ext_max = s->n_stats;
+    if (s->data >= 0 && s->n_data > ext_max) ext_max = s->n_data;
+    rep->uncommitted_records += ext_max - s->committed;
+    if (!rep->unclean && (s->n_stats != s->n_index || (s->data >= 0 && s->n_data != s->n_index)))
+        problem(rep, "site \"%s\": index, stats and data hold %lld, %lld and %lld rows; a cleanly closed writer keeps them equal",
+                s->name, (long long)s->n_index, (long long)s->n_stats, (long long)(s->data >= 0 ? s->n_data : s->n_index));
+    enum { BLK = 1024 };
+    drift_trace_index *ix = malloc(BLK * sizeof *ix);
+    drift_trace_stats *st = malloc(BLK * sizeof *st);
+    size_t esz = drift_dtype_size(s->dtype);
+    void *rec = s->data >= 0 ? malloc((size_t)s->numel * esz) : NULL;
+    if (!ix || !st || (s->data >= 0 && !rec)) {
+        problem(rep, "site \"%s\": out of memory for the scan", s->name);
+        goto done;
+    }
+    int64_t prev = -1;
+    size_t bad_data = 0;
+    for (int64_t first = 0; first < s->committed; first += BLK) {
+        int64_t cnt = s->committed - first < BLK ? s->committed - first : BLK;
+        if (drift_trace_read_index(r, i, first, cnt, ix, &e) || drift_trace_read_stats(r, i, first, cnt, st, &e)) {
+            problem(rep, "%s: %s", e.where, e.msg);
+            goto done;
+        }
+        for (int64_t k = 0; k < cnt; k++) {
+            int64_t row = first + k;
+            long pos = step_pos(r, ix[k].step);
+            if (ix[k].step < prev)
+                problem(rep, "site \"%s\" record %lld: step %lld after step %lld (steps must not decrease)", s->name,
+                        (long long)row, (long long)ix[k].step, (long long)prev);
+            prev = ix[k].step;
+            if (pos < 0)
+                problem(rep, "site \"%s\" record %lld: step %lld has no commit row in /steps", s->name, (long long)row,
+                        (long long)ix[k].step);
+            else
+                per_step[pos]++;
+            const drift_trace_stats *t = &st[k];
+            if (t->nan_count < 0 || t->inf_count < 0 || t->nan_count > s->numel || t->inf_count > s->numel - t->nan_count ||
+                (!isnan(t->min) && !isnan(t->max) && t->min > t->max))
+                problem(rep, "site \"%s\" record %lld: implausible stats (nan %lld, inf %lld of %lld; min %g max %g)",
+                        s->name, (long long)row, (long long)t->nan_count, (long long)t->inf_count, (long long)s->numel,
+                        t->min, t->max);
+            if (ix[k].stored && rec) {
+                if (drift_trace_read_record_raw(r, i, row, rec, (size_t)s->numel * esz, &e)) {
+                    problem(rep, "%s: %s", e.where, e.msg);
+                    continue;
+                }
+                drift_trace_stats re;
+                drift_trace_stats_compute(rec, s->dtype, (size_t)s->numel, &re);
+                if (!(same_double(re.min, t->min) && same_double(re.max, t->max) && same_double(re.mean, t->mean) &&
+                      same_double(re.mean_abs, t->mean_abs) && same_double(re.l2, t->l2) &&
+                      re.nan_count == t->nan_count && re.inf_count == t->inf_count) &&
+                    bad_data++ < 5)
+                    problem(rep,
+                            "site \"%s\" record %lld (step %lld): stored tensor does not match its stats row (mean %g vs "
+                            "%g): the data is corrupt",
+                            s->name, (long long)row, (long long)ix[k].step, re.mean, t->mean);
+            }
+        }
+    }
+done:
+    free(ix);
+    free(st);
+    free(rec);
+}
+
+/* Committed rows of a table keyed by step: each row's step must lie in the
+ * commit window that covers it. */
+static void check_windows(drift_trace_reader *r, const char *what, const int64_t *steps_of_rows, size_t n, size_t field,
+                          drift_trace_check_report *rep) {
+    size_t row = 0;
+    int64_t prev_step = -1;
+    for (size_t c = 0; c < r->n_steps && row < n; c++) {
+        int64_t end = field == 0 ? r->stp[c].metrics_rows : field == 1 ? r->stp[c].step_metrics_rows : r->stp[c].notes_rows;
+        for (; (int64_t)row < end && row < n; row++)
+            if (steps_of_rows[row] <= prev_step || steps_of_rows[row] > r->stp[c].step) {
+                problem(rep, "%s row %zu: step %lld, but the row was committed with step %lld", what, row,
+                        (long long)steps_of_rows[row], (long long)r->stp[c].step);
+                return;
+            }
+        prev_step = r->stp[c].step;
+    }
+}
+
+static void check_tables(drift_trace_reader *r, drift_trace_check_report *rep) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_trace_metric *m = NULL;
+    drift_trace_step_metrics *sm = NULL;
+    drift_trace_note *nt = NULL;
+    size_t n = 0;
+    int64_t *steps = NULL;
+    if (drift_trace_read_metrics(r, INT64_MIN, &m, &n, &e)) {
+        problem(rep, "%s: %s", e.where, e.msg);
+    } else {
+        rep->n_metric_rows = n;
+        steps = malloc((n ? n : 1) * sizeof *steps);
+        if (steps) {
+            for (size_t i = 0; i < n; i++) steps[i] = m[i].step;
+            check_windows(r, "/metrics/rows", steps, n, 0, rep);
+        }
+        free(steps);
+        free(m);
+    }
+    drift_err_clear(&e);
+    if (drift_trace_read_step_metrics(r, INT64_MIN, &sm, &n, &e)) {
+        problem(rep, "%s: %s", e.where, e.msg);
+    } else {
+        steps = malloc((n ? n : 1) * sizeof *steps);
+        if (steps) {
+            for (size_t i = 0; i < n; i++) steps[i] = sm[i].step;
+            check_windows(r, "/metrics/steps", steps, n, 1, rep);
+        }
+        free(steps);
+        free(sm);
+    }
+    drift_err_clear(&e);
+    if (drift_trace_read_notes(r, INT64_MIN, &nt, &n, &e)) {
+        problem(rep, "%s: %s", e.where, e.msg);
+    } else {
+        steps = malloc((n ? n : 1) * sizeof *steps);
+        if (steps) {
+            for (size_t i = 0; i < n; i++) steps[i] = nt[i].step;
+            check_windows(r, "/notes", steps, n, 2, rep);
+        }
+        free(steps);
+        free(nt);
+    }
+    /* rows of /steps past the committed prefix that look like commits */
+    if (r->steps_extent > (int64_t)r->n_steps + 1)
+        problem(rep, "/steps: %lld rows past the last valid commit row (expected at most one unwritten row)",
+                (long long)(r->steps_extent - (int64_t)r->n_steps));
+}
+
+static void check_arrays(drift_trace_reader *r, drift_trace_check_report *rep) {
+    drift_err e;
+    drift_err_clear(&e);
+    for (size_t i = 0; i < r->n_params + r->n_buffers; i++) {
+        int is_p = i < r->n_params;
+        const tr_param *p = is_p ? &r->params[i] : &r->buffers[i - r->n_params];
+        size_t bytes = (size_t)p->numel * drift_dtype_size(p->dtype);
+        void *buf = malloc(bytes ? bytes : 1);
+        if (!buf) {
+            problem(rep, "%s \"%s\": out of memory for %zu bytes", is_p ? "param" : "buffer", p->fqn, bytes);
+            continue;
+        }
+        int rc = is_p ? drift_trace_read_param(r, i, buf, (size_t)p->numel, &e)
+                      : drift_trace_read_buffer(r, i - r->n_params, buf, bytes, &e);
+        if (rc) problem(rep, "%s: %s", e.where, e.msg);
+        free(buf);
+    }
+    char *g = NULL;
+    size_t glen = 0;
+    if (drift_trace_read_graph(r, &g, &glen, &e)) problem(rep, "%s: %s", e.where, e.msg);
+    free(g);
+}
+
+int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err *err) {
+    tr_h5_quiet();
+    if (!path || !rep) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "check: NULL argument");
+    memset(rep, 0, sizeof *rep);
+    rep->last_step = -1;
+    int version = 0, flags = 0;
+    if (superblock_flags(path, &version, &flags) && (flags & 0x05)) rep->unclean = 1;
+    drift_trace_reader *r = NULL;
+    int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
+    if (rc) return rc;
+    rep->swmr = r->swmr;
+    if (r->swmr) rep->unclean = 1;
+    if (rep->unclean)
+        problem(rep,
+                "the file was not closed cleanly (its writer was killed, or is still writing): ordinary HDF5 readers "
+                "cannot open it; drift reads its committed steps through SWMR; `drift check --repair` restores it once "
+                "the writer is gone");
+    rep->committed_steps = (int64_t)r->n_steps;
+    rep->last_step = tr_last_step(r);
+    rep->n_sites = r->n_sites;
+    rep->n_params = r->n_params;
+    rep->n_buffers = r->n_buffers;
+    int64_t *per_step = calloc(r->n_steps ? r->n_steps : 1, sizeof *per_step);
+    if (!per_step) {
+        drift_trace_reader_close(r);
+        drift_trace_check_report_free(rep);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    }
+    for (size_t i = 0; i < r->n_sites; i++) check_site(r, i, per_step, rep);
+    for (size_t c = 0; c < r->n_steps; c++)
+        if (per_step[c] != r->stp[c].n_records)
+            problem(rep, "step %lld: commit row counts %lld records, the sites hold %lld", (long long)r->stp[c].step,
+                    (long long)r->stp[c].n_records, (long long)per_step[c]);
+    free(per_step);
+    check_tables(r, rep);
+    check_arrays(r, rep);
+    drift_trace_reader_close(r);
+    return DRIFT_OK;
+}
+
+/* --- repair ------------------------------------------------------------------ */
+typedef struct keep_counts {
+    int64_t *site_rows; /* per site link index: committed records */
+    char **site_links;
+    size_t n_sites;
+    int64_t steps, mrows, msteps, notes, names;
+} keep_counts;
+
+static void free_keep(keep_counts *k) {
+    for (size_t i = 0; i < k->n_sites; i++) free(k->site_links[i]);
+    free(k->site_links);
+    free(k->site_rows);
+}
+
+static int collect_keep(const char *path, keep_counts *k, drift_err *err) {
+    drift_trace_reader *r = NULL;
+    int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
+    if (rc) return rc;
+    k->n_sites = r->n_sites;
+    k->site_rows = calloc(r->n_sites ? r->n_sites : 1, sizeof *k->site_rows);
+    k->site_links = calloc(r->n_sites ? r->n_sites : 1, sizeof *k->site_links);
+    if (!k->site_rows || !k->site_links) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < r->n_sites; i++) {
+        if ((rc = tr_site_sync(r, i, err))) goto done;
+        char esc[3 * DRIFT_TRACE_NAME_MAX];
+        tr_escape_name(r->sites[i].name, esc, sizeof esc);
+        k->site_links[i] = strdup(esc);
+        if (!k->site_links[i]) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+            goto done;
+        }
+        k->site_rows[i] = r->sites[i].committed;
+    }
+    k->steps = (int64_t)r->n_steps;
+    if (r->n_steps) {
+        const drift_trace_step *l = &r->stp[r->n_steps - 1];
+        k->mrows = l->metrics_rows;
+        k->msteps = l->step_metrics_rows;
+        k->notes = l->notes_rows;
+    }
+    k->names = (int64_t)r->n_mnames;
+done:
+    drift_trace_reader_close(r);
+    return rc;
+}
+
+static int trim(hid_t ds, int64_t keep, int64_t *trimmed) {
+    hid_t sp = H5Dget_space(ds);
+    if (sp < 0) return -1;
+    hsize_t dims[H5S_MAX_RANK];
+    int rank = H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    if (rank < 1) return -1;
+    if ((int64_t)dims[0] <= keep) return 0;
+    *trimmed += (int64_t)dims[0] - keep;
+    dims[0] = (hsize_t)keep;
+    return H5Dset_extent(ds, dims) < 0 ? -1 : 0;
+}
+
+static int trim_path(hid_t file, const char *path, int64_t keep, int64_t *trimmed) {
+    if (H5Lexists(file, path, H5P_DEFAULT) <= 0) return 0;
+    hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    int rc = trim(ds, keep, trimmed);
+    H5Dclose(ds);
+    return rc;
+}
+
+int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
+    tr_h5_quiet();
+    if (trimmed) *trimmed = 0;
+    if (!path) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "repair: NULL path");
+    int version = 0, flags = 0;
+    if (!superblock_flags(path, &version, &flags)) {
+        drift_trace_reader *r = NULL;
+        int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err); /* names the reason */
+        drift_trace_reader_close(r);
+        return rc ? rc : drift_err_set(err, DRIFT_E_INPUT, path, "no HDF5 superblock found");
+    }
+    if (!(flags & 0x05)) return DRIFT_OK; /* closed cleanly: nothing to do */
+    keep_counts k;
+    memset(&k, 0, sizeof k);
+    drift_err first;
+    drift_err_clear(&first);
+    /* What was committed, read through SWMR before touching anything. */
+    int have_keep = collect_keep(path, &k, &first) == DRIFT_OK;
+    int rc = DRIFT_OK;
+    int64_t cut = 0;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = H5I_INVALID_HID;
+    hbool_t yes = 1;
+    /* HDF5 1.10's h5clear route: the library's "clear_status_flags" file-access
+     * property (registered in every fapl, set through the public H5Pset), then
+     * an RDWR open and close rewrite the superblock with the flags cleared. */
+    if (fapl < 0 || H5Pexist(fapl, "clear_status_flags") <= 0 || H5Pset(fapl, "clear_status_flags", &yes) < 0) {
+        rc = drift_err_set(err, DRIFT_E_UNSUPPORTED, path,
+                           "this HDF5 library has no clear_status_flags property; run `h5clear -s --increment=0 %s`",
+                           path);
+        goto done;
+    }
+    f = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    if (f < 0) {
+        rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot open the file for repair");
+        goto done;
+    }
+    /* EOA := max(EOA, EOF): data the writer put past the last flushed
+     * superblock becomes addressable for ordinary readers. */
+    if (H5Fincrement_filesize(f, 0) < 0) {
+        rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot set the end of allocation");
+        goto done;
+    }
+    if (have_keep) {
+        /* Trim rows past the last commit so that ordinary readers (h5dump)
+         * see exactly the committed steps. */
+        for (size_t i = 0; i < k.n_sites && !rc; i++) {
+            hid_t g = H5Gopen2(f, TR_SITES, H5P_DEFAULT);
+            hid_t sg = g >= 0 ? H5Gopen2(g, k.site_links[i], H5P_DEFAULT) : -1;
+            if (sg < 0 || trim_path(sg, "index", k.site_rows[i], &cut) || trim_path(sg, "stats", k.site_rows[i], &cut) ||
+                trim_path(sg, "data", k.site_rows[i], &cut))
+                rc = tr_h5_fail(err, DRIFT_E_IO, path, k.site_links[i], "cannot trim the site's uncommitted records");
+            if (sg >= 0) H5Gclose(sg);
+            if (g >= 0) H5Gclose(g);
+        }
+        if (!rc && (trim_path(f, TR_STEPS, k.steps, &cut) || trim_path(f, TR_METRIC_ROWS, k.mrows, &cut) ||
+                    trim_path(f, TR_METRIC_STEPS, k.msteps, &cut) || trim_path(f, TR_NOTES, k.notes, &cut) ||
+                    trim_path(f, TR_METRIC_NAMES, k.names, &cut)))
+            rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
+    }
+    if (H5Fclose(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
+    f = H5I_INVALID_HID;
+    if (!rc) {
+        /* Must now open for an ordinary reader. */
+        drift_trace_reader *r = NULL;
+        rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
+        if (!rc && r->swmr) rc = drift_err_set(err, DRIFT_E_IO, path, "repair did not clear the status flags");
+        drift_trace_reader_close(r);
+        if (rc) drift_err_prefix(err, "after repair");
+    }
+    /* !have_keep: the SWMR read failed (e.g. killed before entering SWMR);
+     * the file now opens plainly, untrimmed (readers ignore what has no
+     * commit row). */
+done:
+    if (f >= 0) H5Fclose(f);
+    if (fapl >= 0) H5Pclose(fapl);
+    free_keep(&k);
+    if (trimmed) *trimmed = cut;
+    return rc;
+}

@@ -1,0 +1,173 @@
+/* Private to formats/trace_*.c: HDF5 types of schema v1, checked HDF5
+ * helpers and the reader's state. Not a public header. */
+#ifndef DRIFT_FORMATS_TRACE_INTERNAL_H
+#define DRIFT_FORMATS_TRACE_INTERNAL_H
+
+#include <hdf5.h>
+
+#include "formats/trace.h"
+
+/* --- layout names (docs/format.md) ------------------------------------- */
+#define TR_SITES "/sites"
+#define TR_STEPS "/steps"
+#define TR_METRICS "/metrics"
+#define TR_METRIC_ROWS "/metrics/rows"
+#define TR_METRIC_STEPS "/metrics/steps"
+#define TR_METRIC_NAMES "/metrics/site_names"
+#define TR_NOTES "/notes"
+#define TR_PARAMS "/params"
+#define TR_PARAM_DTYPES "/param_dtypes"
+#define TR_BUFFERS "/buffers"
+#define TR_GRAPH "/graph"
+
+#define TR_DTYPE_STR 8                 /* fixed string size of a dtype name */
+#define TR_DIM_MAX ((int64_t)1 << 40)  /* largest dimension accepted */
+#define TR_ROWS_MAX ((int64_t)1 << 40) /* largest table accepted */
+
+/* Chunking (rows per chunk) of the tables. */
+#define TR_CHUNK_INDEX 256
+#define TR_CHUNK_STEPS 64
+#define TR_CHUNK_METRICS 256
+#define TR_CHUNK_NAMES 64
+#define TR_CHUNK_NOTES 64
+#define TR_DATA_CHUNK_BYTES 16384
+
+/* --- rows as stored (memory layouts are the public structs) ------------- */
+typedef struct tr_param_dtype_row {
+    char fqn[DRIFT_TRACE_NAME_MAX];
+    char dtype[TR_DTYPE_STR];
+} tr_param_dtype_row;
+
+typedef struct tr_name_row {
+    char name[DRIFT_TRACE_NAME_MAX];
+} tr_name_row;
+
+/* The compound types: file (packed little-endian) and memory (native, the
+ * public structs). All are transient; the caller closes them. */
+enum tr_table {
+    TR_T_INDEX = 0,
+    TR_T_STATS,
+    TR_T_STEPS,
+    TR_T_METRICS,
+    TR_T_STEP_METRICS,
+    TR_T_NOTES,
+    TR_T_PARAM_DTYPES,
+    TR_T_NAMES,
+    TR_T_COUNT
+};
+hid_t tr_type_file(enum tr_table t);
+hid_t tr_type_mem(enum tr_table t);
+size_t tr_type_mem_size(enum tr_table t);
+/* 0 if compound file type ft has every member of t with a usable class; else
+ * -1 and "expected ..." text in buf. */
+int tr_check_members(hid_t ft, enum tr_table t, char *buf, size_t bufsz);
+const char *tr_table_label(enum tr_table t);
+
+/* The HDF5 float type of a storage dtype (fp32, fp64, bf16, fp16): a new
+ * transient type the caller closes; H5I_INVALID_HID for others. */
+hid_t tr_float_type(drift_dtype dt);
+/* Recognises a dataset/attribute type: the dtype it encodes exactly, or
+ * DRIFT_DTYPE_INVALID with a description of what was found in desc. */
+drift_dtype tr_dtype_of_type(hid_t type, char *desc, size_t descsz);
+
+/* Silences HDF5's automatic error printing for this thread. */
+void tr_h5_quiet(void);
+/* The innermost message of the current HDF5 error stack ("" if none). */
+const char *tr_h5_msg(char *buf, size_t bufsz);
+/* drift_err_set with the HDF5 cause appended. */
+int tr_h5_fail(drift_err *err, int code, const char *file, const char *obj, const char *what);
+
+/* '/' -> "%2F", '%' -> "%25". Returns 0, or -1 if out is too small. */
+int tr_escape_name(const char *name, char *out, size_t outsz);
+/* Validates a site/param/buffer name; returns NULL or a description of the problem. */
+const char *tr_name_problem(const char *name);
+
+/* checked products: returns 0 and *out, or -1 on overflow past limit. */
+int tr_mul_checked(int64_t a, int64_t b, int64_t limit, int64_t *out);
+int tr_numel(int ndim, const int64_t *shape, int64_t *numel);
+
+/* --- checked reading helpers (return drift_status) ----------------------- */
+int tr_attr_exists(hid_t loc, const char *name);
+/* Fixed-length string attribute into a malloc'd NUL-terminated string. */
+int tr_read_attr_str(hid_t loc, const char *name, size_t max, char **out, const char *file, const char *obj,
+                     drift_err *err);
+int tr_read_attr_i64(hid_t loc, const char *name, int64_t *out, const char *file, const char *obj,
+                     drift_err *err);
+int tr_read_attr_f64(hid_t loc, const char *name, double *out, const char *file, const char *obj,
+                     drift_err *err);
+/* 1-D int64 array attribute of 0..maxn elements. */
+int tr_read_attr_i64v(hid_t loc, const char *name, int64_t *out, int maxn, int *n, const char *file,
+                      const char *obj, drift_err *err);
+
+int tr_write_attr_str(hid_t loc, const char *name, const char *value);
+int tr_write_attr_i64(hid_t loc, const char *name, int64_t v);
+int tr_write_attr_f64(hid_t loc, const char *name, double v);
+int tr_write_attr_i64v(hid_t loc, const char *name, const int64_t *v, int n);
+
+/* Dimensions of a dataset: rank in 1..maxrank, every dim <= TR_DIM_MAX. */
+int tr_dataset_dims(hid_t ds, int maxrank, int *rank, int64_t *dims, const char *file, const char *obj,
+                    drift_err *err);
+/* Checks that dataset ds is a 1-D table of compound type t (every member
+ * present with the right class); *rows gets its extent. */
+int tr_check_table(hid_t ds, enum tr_table t, int64_t *rows, const char *file, const char *obj, drift_err *err);
+/* Reads rows [first, first+count) of a 1-D table into dst (memory type of t). */
+int tr_read_rows(hid_t ds, enum tr_table t, int64_t first, int64_t count, void *dst, const char *file,
+                 const char *obj, drift_err *err);
+/* Creates an empty extendible 1-D table. */
+hid_t tr_create_table(hid_t loc, const char *name, enum tr_table t, hsize_t chunk_rows);
+/* Appends count rows (memory layout of t) at row *rows; updates *rows. */
+int tr_append_rows(hid_t ds, enum tr_table t, int64_t *rows, const void *src, int64_t count);
+
+/* --- reader state -------------------------------------------------------- */
+typedef struct tr_site {
+    char *name;
+    int id;
+    drift_dtype dtype;
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS];
+    int64_t numel;
+    drift_trace_compress compress;
+    hid_t grp, data, index, stats;   /* data < 0 if stats only */
+    int64_t n_index, n_stats, n_data; /* extents */
+    int64_t committed;               /* committed records */
+    int64_t committed_for;           /* step count committed was computed for (-1 = stale) */
+} tr_site;
+
+typedef struct tr_param {
+    char *fqn;
+    char *link;                      /* HDF5 link name (escaped) */
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS], offset[DRIFT_MAX_DIMS], full_shape[DRIFT_MAX_DIMS];
+    int64_t numel;
+    drift_dtype dtype;               /* buffers only */
+} tr_param;
+
+struct drift_trace_reader {
+    char *path;
+    hid_t file;
+    int follow, unclean, swmr;
+    drift_trace_meta meta;
+    char *meta_strs[7]; /* run_id, family, plan, producer, created */
+    tr_site *sites;
+    size_t n_sites;
+    hid_t steps, mrows, msteps, mnames, notes;
+    drift_trace_step *stp;
+    size_t n_steps, cap_steps;
+    int64_t steps_extent;
+    char **mnames_v;
+    size_t n_mnames;
+    tr_param *params, *buffers;
+    size_t n_params, n_buffers;
+    tr_param_dtype_row *pdt;
+    size_t n_pdt;
+};
+
+/* trace_reader.c internals used by trace_check.c */
+int tr_reader_open_file(drift_trace_reader *r, drift_err *err);
+int tr_site_sync(drift_trace_reader *r, size_t i, drift_err *err);
+int64_t tr_last_step(const drift_trace_reader *r);
+/* Loads params/buffers/param dtypes (trace_read_tables.c). */
+int tr_reader_load_extra(drift_trace_reader *r, drift_err *err);
+void tr_reader_free_extra(drift_trace_reader *r);
+
+#endif

@@ -1,0 +1,643 @@
+/* Trace writer: creates the schema v1 file, declares everything a live
+ * reader must see, enters SWMR and appends records, metrics and commit rows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "formats/trace_internal.h"
+
+typedef struct w_site {
+    char *name;
+    drift_dtype dtype;
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS];
+    int64_t numel;
+    int store;
+    hid_t grp, data, index, stats, ftype;
+    int64_t rows;
+} w_site;
+
+struct drift_trace_writer {
+    char *path;
+    hid_t file, g_sites, g_params, g_buffers, g_metrics;
+    int started, broken;
+    w_site *sites;
+    size_t n_sites, cap_sites;
+    hid_t steps, mrows, msteps, mnames, notes;
+    int64_t n_steps, n_mrows, n_msteps, n_mnames, n_notes;
+    char **names; /* metrics site names, in row order */
+    size_t cap_names;
+    tr_param_dtype_row *pdt;
+    size_t n_pdt, cap_pdt;
+    int64_t last_step; /* last committed, -1 */
+    int pending;
+    int64_t pending_step, pending_records;
+};
+
+static const char *wpath(const drift_trace_writer *w) { return w && w->path ? w->path : "?"; }
+
+static int wfail(drift_trace_writer *w, drift_err *err, const char *obj, const char *what) {
+    if (w && w->started) w->broken = 1; /* the file may be half-updated: stop appending */
+    return tr_h5_fail(err, DRIFT_E_IO, wpath(w), obj, what);
+}
+
+static void hclose(hid_t *h, herr_t (*fn)(hid_t)) {
+    if (*h >= 0) fn(*h);
+    *h = H5I_INVALID_HID;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int check_phase(drift_trace_writer *w, int want_started, const char *fn, drift_err *err) {
+    if (!w) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "%s: NULL writer", fn);
+    if (w->broken)
+        return drift_err_set(err, DRIFT_E_IO, w->path, "%s: the writer failed earlier; only close is allowed", fn);
+    if (want_started && !w->started)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "%s: call drift_trace_writer_start first", fn);
+    if (!want_started && w->started)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path,
+                             "%s: only allowed before drift_trace_writer_start (SWMR needs every dataset "
+                             "declared before it starts)",
+                             fn);
+    return DRIFT_OK;
+}
+
+static int check_shape(drift_trace_writer *w, const char *what, int ndim, const int64_t *shape, int64_t *numel,
+                       drift_err *err) {
+    if (ndim < 0 || ndim > DRIFT_MAX_DIMS || (ndim > 0 && !shape))
+        return drift_err_set(err, DRIFT_E_USAGE, wpath(w), "%s: ndim %d, expected 0..%d", what, ndim,
+                             DRIFT_MAX_DIMS);
+    if (tr_numel(ndim, shape, numel) != 0)
+        return drift_err_set(err, DRIFT_E_USAGE, wpath(w),
+                             "%s: expected dimensions in 1..2^40 and at most 2^48 elements", what);
+    return DRIFT_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+int drift_trace_writer_create(drift_trace_writer **out, const char *path, const drift_trace_meta *meta,
+                              drift_err *err) {
+    tr_h5_quiet();
+    if (!out || !path || !meta) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "writer_create: NULL argument");
+    *out = NULL;
+    if (drift_trace_side_name(meta->side)[0] == 'i')
+        return drift_err_set(err, DRIFT_E_USAGE, path, "side %d: expected trainer, rollout or replay",
+                             (int)meta->side);
+    if (meta->plan_json && strlen(meta->plan_json) >= DRIFT_TRACE_ATTR_MAX)
+        return drift_err_set(err, DRIFT_E_USAGE, path, "plan JSON longer than %u bytes", DRIFT_TRACE_ATTR_MAX);
+    drift_trace_writer *w = calloc(1, sizeof *w);
+    if (!w) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    w->file = w->g_sites = w->g_params = w->g_buffers = w->g_metrics = H5I_INVALID_HID;
+    w->steps = w->mrows = w->msteps = w->mnames = w->notes = H5I_INVALID_HID;
+    w->last_step = -1;
+    w->path = strdup(path);
+    int rc = DRIFT_OK;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (!w->path || fapl < 0) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+        goto fail;
+    }
+    if (H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0) {
+        rc = wfail(w, err, "/", "cannot set libver bounds");
+        goto fail;
+    }
+    w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (w->file < 0) {
+        rc = wfail(w, err, "/", "cannot create the trace file");
+        goto fail;
+    }
+    char created[64];
+    time_t t = time(NULL);
+    struct tm tmv;
+    gmtime_r(&t, &tmv);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    char producer[64];
+    snprintf(producer, sizeof producer, "drift %s", DRIFT_VERSION);
+    if (tr_write_attr_str(w->file, "format", DRIFT_TRACE_FORMAT_NAME) || tr_write_attr_i64(w->file, "format_version", DRIFT_TRACE_FORMAT_VERSION) ||
+        tr_write_attr_str(w->file, "side", drift_trace_side_name(meta->side)) ||
+        tr_write_attr_str(w->file, "run_id", meta->run_id) || tr_write_attr_i64(w->file, "rank", meta->rank) ||
+        tr_write_attr_i64(w->file, "world_size", meta->world_size) ||
+        tr_write_attr_str(w->file, "family", meta->family) ||
+        tr_write_attr_f64(w->file, "guidance_scale", meta->guidance_scale) ||
+        tr_write_attr_str(w->file, "plan", meta->plan_json) ||
+        tr_write_attr_str(w->file, "producer", meta->producer ? meta->producer : producer) ||
+        tr_write_attr_str(w->file, "created", created)) {
+        rc = wfail(w, err, "/", "cannot write root attributes");
+        goto fail;
+    }
+    w->g_sites = H5Gcreate2(w->file, TR_SITES, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    w->g_params = H5Gcreate2(w->file, TR_PARAMS, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    w->g_buffers = H5Gcreate2(w->file, TR_BUFFERS, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    w->g_metrics = H5Gcreate2(w->file, TR_METRICS, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->g_sites < 0 || w->g_params < 0 || w->g_buffers < 0 || w->g_metrics < 0) {
+        rc = wfail(w, err, "/", "cannot create groups");
+        goto fail;
+    }
+    H5Pclose(fapl);
+    *out = w;
+    return DRIFT_OK;
+fail:
+    if (fapl >= 0) H5Pclose(fapl);
+    drift_trace_writer_close(w, NULL);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+static hid_t create_data(drift_trace_writer *w, w_site *s, drift_trace_compress compress, const char *obj,
+                         drift_err *err, int *rc) {
+    hsize_t dims[DRIFT_MAX_DIMS + 1], maxd[DRIFT_MAX_DIMS + 1], chunk[DRIFT_MAX_DIMS + 1];
+    size_t esz = drift_dtype_size(s->dtype);
+    int64_t rec_bytes = s->numel * (int64_t)esz;
+    int64_t k = TR_DATA_CHUNK_BYTES / (rec_bytes > 0 ? rec_bytes : 1);
+    if (k < 1) k = 1;
+    if (k > 1024) k = 1024;
+    dims[0] = 0;
+    maxd[0] = H5S_UNLIMITED;
+    chunk[0] = (hsize_t)k;
+    for (int d = 0; d < s->ndim; d++) dims[d + 1] = maxd[d + 1] = chunk[d + 1] = (hsize_t)s->shape[d];
+    hid_t sp = H5Screate_simple(s->ndim + 1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE), ds = -1;
+    if (sp < 0 || dcpl < 0 || H5Pset_chunk(dcpl, s->ndim + 1, chunk) < 0) {
+        *rc = wfail(w, err, obj, "cannot set up the data dataset");
+        goto done;
+    }
+    if (compress == DRIFT_TRACE_COMPRESS_DEFLATE) {
+        if (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, 1) < 0) {
+            *rc = wfail(w, err, obj, "cannot set deflate");
+            goto done;
+        }
+    } else if (compress == DRIFT_TRACE_COMPRESS_BLOSC) {
+        /* blosc cd_values: 4 reserved, level 5, shuffle 1, compressor 1 (lz4). */
+        unsigned cd[7] = {0, 0, 0, 0, 5, 1, 1};
+        if (H5Pset_filter(dcpl, 32001, H5Z_FLAG_OPTIONAL, 7, cd) < 0) {
+            *rc = wfail(w, err, obj, "cannot set the blosc filter");
+            goto done;
+        }
+    }
+    ds = H5Dcreate2(s->grp, "data", s->ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ds < 0) *rc = wfail(w, err, obj, "cannot create the data dataset");
+done:
+    if (sp >= 0) H5Sclose(sp);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return ds;
+}
+
+int drift_trace_writer_declare_site(drift_trace_writer *w, const drift_trace_site_decl *decl, int *site_id,
+                                    drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "declare_site", err);
+    if (rc) return rc;
+    if (!decl) return drift_err_set(err, DRIFT_E_INTERNAL, w->path, "declare_site: NULL declaration");
+    const char *prob = tr_name_problem(decl->name);
+    if (prob) return drift_err_set(err, DRIFT_E_USAGE, w->path, "site name \"%s\": expected %s", decl->name ? decl->name : "", prob);
+    if (decl->dtype != DRIFT_F32 && decl->dtype != DRIFT_BF16 && decl->dtype != DRIFT_F16)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "site \"%s\": dtype %s, expected fp32, bf16 or fp16",
+                             decl->name, drift_dtype_name(decl->dtype));
+    if ((int)decl->compress < 0 || decl->compress > DRIFT_TRACE_COMPRESS_BLOSC)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "site \"%s\": unknown compression %d", decl->name,
+                             (int)decl->compress);
+    if (decl->store_tensors && decl->compress == DRIFT_TRACE_COMPRESS_BLOSC && !drift_trace_blosc_available())
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, w->path,
+                             "site \"%s\": blosc compression requested but the HDF5 blosc filter plugin (32001) "
+                             "is not available (install hdf5-filter-plugin-blosc-serial or set HDF5_PLUGIN_PATH)",
+                             decl->name);
+    int64_t numel = 0, bytes = 0;
+    rc = check_shape(w, decl->name, decl->ndim, decl->shape, &numel, err);
+    if (rc) return rc;
+    if (tr_mul_checked(numel, (int64_t)drift_dtype_size(decl->dtype), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "site \"%s\": a record of %lld elements exceeds %llu bytes",
+                             decl->name, (long long)numel, (unsigned long long)DRIFT_TRACE_READ_MAX);
+    for (size_t i = 0; i < w->n_sites; i++)
+        if (strcmp(w->sites[i].name, decl->name) == 0)
+            return drift_err_set(err, DRIFT_E_USAGE, w->path, "site \"%s\" declared twice", decl->name);
+    if (w->n_sites >= DRIFT_TRACE_MAX_SITES)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "more than %d sites", DRIFT_TRACE_MAX_SITES);
+    if (w->n_sites == w->cap_sites) {
+        size_t nc = w->cap_sites ? w->cap_sites * 2 : 16;
+        w_site *ns = realloc(w->sites, nc * sizeof *ns);
+        if (!ns) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
+        w->sites = ns;
+        w->cap_sites = nc;
+    }
+    w_site *s = &w->sites[w->n_sites];
+    memset(s, 0, sizeof *s);
+    s->grp = s->data = s->index = s->stats = s->ftype = H5I_INVALID_HID;
+    s->name = strdup(decl->name);
+    if (!s->name) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
+    s->dtype = decl->dtype;
+    s->ndim = decl->ndim;
+    for (int d = 0; d < decl->ndim; d++) s->shape[d] = decl->shape[d];
+    s->numel = numel;
+    s->store = decl->store_tensors ? 1 : 0;
+    char esc[3 * DRIFT_TRACE_NAME_MAX], obj[3 * DRIFT_TRACE_NAME_MAX + 16];
+    tr_escape_name(decl->name, esc, sizeof esc);
+    snprintf(obj, sizeof obj, "/sites/%s", esc);
+    s->ftype = tr_float_type(s->dtype);
+    s->grp = H5Gcreate2(w->g_sites, esc, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (s->ftype < 0 || s->grp < 0) {
+        rc = wfail(w, err, obj, "cannot create the site group");
+        goto fail;
+    }
+    if (tr_write_attr_str(s->grp, "name", decl->name) || tr_write_attr_i64(s->grp, "site_id", (int64_t)w->n_sites) ||
+        tr_write_attr_str(s->grp, "dtype", drift_dtype_name(s->dtype)) ||
+        tr_write_attr_i64v(s->grp, "shape", s->shape, s->ndim)) {
+        rc = wfail(w, err, obj, "cannot write site attributes");
+        goto fail;
+    }
+    s->index = tr_create_table(s->grp, "index", TR_T_INDEX, TR_CHUNK_INDEX);
+    s->stats = tr_create_table(s->grp, "stats", TR_T_STATS, TR_CHUNK_INDEX);
+    if (s->index < 0 || s->stats < 0) {
+        rc = wfail(w, err, obj, "cannot create the index/stats tables");
+        goto fail;
+    }
+    if (s->store) {
+        s->data = create_data(w, s, decl->compress, obj, err, &rc);
+        if (s->data < 0) goto fail;
+    }
+    if (site_id) *site_id = (int)w->n_sites;
+    w->n_sites++;
+    return DRIFT_OK;
+fail:
+    hclose(&s->data, H5Dclose);
+    hclose(&s->index, H5Dclose);
+    hclose(&s->stats, H5Dclose);
+    hclose(&s->grp, H5Gclose);
+    hclose(&s->ftype, H5Tclose);
+    free(s->name);
+    s->name = NULL;
+    w->broken = 1; /* a half-created group stays in the file */
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+static int write_array(drift_trace_writer *w, hid_t grp, const char *grpname, const char *name, hid_t ftype,
+                       int ndim, const int64_t *shape, const void *data, hid_t *out, drift_err *err) {
+    char esc[3 * DRIFT_TRACE_NAME_MAX], obj[3 * DRIFT_TRACE_NAME_MAX + 16];
+    tr_escape_name(name, esc, sizeof esc);
+    snprintf(obj, sizeof obj, "%s/%s", grpname, esc);
+    if (H5Lexists(grp, esc, H5P_DEFAULT) > 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "%s \"%s\" added twice", grpname + 1, name);
+    hsize_t dims[DRIFT_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) dims[d] = (hsize_t)shape[d];
+    hid_t sp = ndim > 0 ? H5Screate_simple(ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t ds = sp >= 0 ? H5Dcreate2(grp, esc, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int rc = DRIFT_OK;
+    if (ds < 0 || H5Dwrite(ds, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ||
+        tr_write_attr_str(ds, "name", name) || tr_write_attr_i64v(ds, "shape", shape, ndim)) {
+        rc = wfail(w, err, obj, "cannot write the dataset");
+        w->broken = 1;
+        if (ds >= 0) H5Dclose(ds);
+        ds = -1;
+    }
+    if (sp >= 0) H5Sclose(sp);
+    *out = ds;
+    return rc;
+}
+
+int drift_trace_writer_add_param(drift_trace_writer *w, const char *fqn, int ndim, const int64_t *shape,
+                                 const int64_t *offset, const int64_t *full_shape, const float *values,
+                                 drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "add_param", err);
+    if (rc) return rc;
+    const char *prob = tr_name_problem(fqn);
+    if (prob) return drift_err_set(err, DRIFT_E_USAGE, w->path, "param FQN \"%s\": expected %s", fqn ? fqn : "", prob);
+    int64_t numel = 0, bytes = 0;
+    if (ndim < 1) return drift_err_set(err, DRIFT_E_USAGE, w->path, "param \"%s\": expected ndim >= 1", fqn);
+    rc = check_shape(w, fqn, ndim, shape, &numel, err);
+    if (rc) return rc;
+    if (!values) return drift_err_set(err, DRIFT_E_USAGE, w->path, "param \"%s\": NULL values", fqn);
+    if (tr_mul_checked(numel, 4, (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "param \"%s\": larger than %llu bytes", fqn,
+                             (unsigned long long)DRIFT_TRACE_READ_MAX);
+    int64_t off[DRIFT_MAX_DIMS], full[DRIFT_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) {
+        off[d] = offset ? offset[d] : 0;
+        full[d] = full_shape ? full_shape[d] : shape[d];
+        if (off[d] < 0 || full[d] < 1 || full[d] > TR_DIM_MAX || off[d] > full[d] - shape[d])
+            return drift_err_set(err, DRIFT_E_USAGE, w->path,
+                                 "param \"%s\": dim %d: shard [%lld, %lld) does not fit the full shape %lld", fqn, d,
+                                 (long long)off[d], (long long)(off[d] + shape[d]), (long long)full[d]);
+    }
+    hid_t ds = -1;
+    rc = write_array(w, w->g_params, TR_PARAMS, fqn, H5T_IEEE_F32LE, ndim, shape, values, &ds, err);
+    if (rc) return rc;
+    if (tr_write_attr_i64v(ds, "offset", off, ndim) || tr_write_attr_i64v(ds, "full_shape", full, ndim))
+        rc = wfail(w, err, TR_PARAMS, "cannot write param attributes");
+    H5Dclose(ds);
+    return rc;
+}
+
+int drift_trace_writer_set_param_dtype(drift_trace_writer *w, const char *fqn, drift_dtype dtype, drift_err *err) {
+    int rc = check_phase(w, 0, "set_param_dtype", err);
+    if (rc) return rc;
+    const char *prob = tr_name_problem(fqn);
+    if (prob) return drift_err_set(err, DRIFT_E_USAGE, w->path, "param FQN \"%s\": expected %s", fqn ? fqn : "", prob);
+    if (dtype != DRIFT_F32 && dtype != DRIFT_BF16 && dtype != DRIFT_F16 && dtype != DRIFT_F64)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "param \"%s\": forward dtype must be fp32, bf16, fp16 or fp64", fqn);
+    for (size_t i = 0; i < w->n_pdt; i++)
+        if (strcmp(w->pdt[i].fqn, fqn) == 0) {
+            snprintf(w->pdt[i].dtype, sizeof w->pdt[i].dtype, "%s", drift_dtype_name(dtype));
+            return DRIFT_OK;
+        }
+    if (w->n_pdt == w->cap_pdt) {
+        size_t nc = w->cap_pdt ? w->cap_pdt * 2 : 64;
+        tr_param_dtype_row *np = realloc(w->pdt, nc * sizeof *np);
+        if (!np) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
+        w->pdt = np;
+        w->cap_pdt = nc;
+    }
+    tr_param_dtype_row *r = &w->pdt[w->n_pdt++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->fqn, sizeof r->fqn, "%s", fqn);
+    snprintf(r->dtype, sizeof r->dtype, "%s", drift_dtype_name(dtype));
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_add_buffer(drift_trace_writer *w, const char *name, drift_dtype dtype, int ndim,
+                                  const int64_t *shape, const void *data, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "add_buffer", err);
+    if (rc) return rc;
+    const char *prob = tr_name_problem(name);
+    if (prob) return drift_err_set(err, DRIFT_E_USAGE, w->path, "buffer name \"%s\": expected %s", name ? name : "", prob);
+    int64_t numel = 0, bytes = 0;
+    if (ndim < 1) return drift_err_set(err, DRIFT_E_USAGE, w->path, "buffer \"%s\": expected ndim >= 1", name);
+    rc = check_shape(w, name, ndim, shape, &numel, err);
+    if (rc) return rc;
+    hid_t ft = tr_float_type(dtype);
+    if (ft < 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "buffer \"%s\": dtype %s, expected fp32, fp64, bf16 or fp16",
+                             name, drift_dtype_name(dtype));
+    if (!data || tr_mul_checked(numel, (int64_t)drift_dtype_size(dtype), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0) {
+        H5Tclose(ft);
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "buffer \"%s\": NULL data or larger than %llu bytes", name,
+                             (unsigned long long)DRIFT_TRACE_READ_MAX);
+    }
+    hid_t ds = -1;
+    rc = write_array(w, w->g_buffers, TR_BUFFERS, name, ft, ndim, shape, data, &ds, err);
+    H5Tclose(ft);
+    if (ds >= 0) H5Dclose(ds);
+    return rc;
+}
+
+int drift_trace_writer_set_graph(drift_trace_writer *w, const char *json, size_t len, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "set_graph", err);
+    if (rc) return rc;
+    if (!json || len == 0 || len > DRIFT_TRACE_GRAPH_MAX)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "graph JSON: expected 1..%llu bytes",
+                             (unsigned long long)DRIFT_TRACE_GRAPH_MAX);
+    if (H5Lexists(w->file, "graph", H5P_DEFAULT) > 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "graph set twice");
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), ds = -1;
+    if (t < 0 || sp < 0 || H5Tset_size(t, len) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0 ||
+        (ds = H5Dcreate2(w->file, TR_GRAPH, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+        H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, json) < 0)
+        rc = wfail(w, err, TR_GRAPH, "cannot write the graph");
+    if (ds >= 0) H5Dclose(ds);
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+int drift_trace_writer_start(drift_trace_writer *w, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "start", err);
+    if (rc) return rc;
+    hid_t pd = tr_create_table(w->file, TR_PARAM_DTYPES, TR_T_PARAM_DTYPES, 256);
+    int64_t npd = 0;
+    if (pd < 0 || tr_append_rows(pd, TR_T_PARAM_DTYPES, &npd, w->pdt, (int64_t)w->n_pdt) != 0) {
+        if (pd >= 0) H5Dclose(pd);
+        return wfail(w, err, TR_PARAM_DTYPES, "cannot write the param dtype table");
+    }
+    H5Dclose(pd);
+    w->steps = tr_create_table(w->file, TR_STEPS, TR_T_STEPS, TR_CHUNK_STEPS);
+    w->mrows = tr_create_table(w->file, TR_METRIC_ROWS, TR_T_METRICS, TR_CHUNK_METRICS);
+    w->msteps = tr_create_table(w->file, TR_METRIC_STEPS, TR_T_STEP_METRICS, TR_CHUNK_STEPS);
+    w->mnames = tr_create_table(w->file, TR_METRIC_NAMES, TR_T_NAMES, TR_CHUNK_NAMES);
+    w->notes = tr_create_table(w->file, TR_NOTES, TR_T_NOTES, TR_CHUNK_NOTES);
+    if (w->steps < 0 || w->mrows < 0 || w->msteps < 0 || w->mnames < 0 || w->notes < 0) {
+        w->broken = 1;
+        return tr_h5_fail(err, DRIFT_E_IO, w->path, "/", "cannot create the tables");
+    }
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0 || H5Fstart_swmr_write(w->file) < 0) {
+        w->broken = 1;
+        return tr_h5_fail(err, DRIFT_E_IO, w->path, "/", "cannot enter SWMR-write mode");
+    }
+    w->started = 1;
+    return DRIFT_OK;
+}
+
+/* Every append between two commits belongs to one step. */
+static int check_step(drift_trace_writer *w, int64_t step, const char *what, drift_err *err) {
+    if (step < 0 || step <= w->last_step)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "%s: step %lld, expected > %lld (the last committed step)",
+                             what, (long long)step, (long long)w->last_step);
+    if (w->pending && step != w->pending_step)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path,
+                             "%s: step %lld, but step %lld is being built: commit it first", what, (long long)step,
+                             (long long)w->pending_step);
+    return DRIFT_OK;
+}
+
+static int append_record(drift_trace_writer *w, int site_id, const drift_trace_index *idx, const void *data,
+                         int store, const drift_trace_stats *st, drift_err *err) {
+    int rc = check_phase(w, 1, "append", err);
+    if (rc) return rc;
+    if (site_id < 0 || (size_t)site_id >= w->n_sites || !idx)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "append: site id %d, expected 0..%zu", site_id,
+                             w->n_sites ? w->n_sites - 1 : 0);
+    w_site *s = &w->sites[site_id];
+    rc = check_step(w, idx->step, s->name, err);
+    if (rc) return rc;
+    drift_trace_index row = *idx;
+    row.stored = (uint8_t)(store && s->store && data ? 1 : 0);
+    char obj[3 * DRIFT_TRACE_NAME_MAX + 16], esc[3 * DRIFT_TRACE_NAME_MAX];
+    tr_escape_name(s->name, esc, sizeof esc);
+    snprintf(obj, sizeof obj, "/sites/%s", esc);
+    /* data first, stats, then index: a reader trusts rows up to the commit. */
+    if (s->store) {
+        hsize_t nd[DRIFT_MAX_DIMS + 1], st0[DRIFT_MAX_DIMS + 1], cnt[DRIFT_MAX_DIMS + 1];
+        nd[0] = (hsize_t)s->rows + 1;
+        st0[0] = (hsize_t)s->rows;
+        cnt[0] = 1;
+        for (int d = 0; d < s->ndim; d++) {
+            nd[d + 1] = cnt[d + 1] = (hsize_t)s->shape[d];
+            st0[d + 1] = 0;
+        }
+        if (H5Dset_extent(s->data, nd) < 0) return wfail(w, err, obj, "cannot extend the data dataset");
+        if (row.stored) {
+            hid_t fs = H5Dget_space(s->data), ms = H5Screate_simple(s->ndim + 1, cnt, NULL);
+            herr_t e = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, st0, NULL, cnt, NULL);
+            if (e >= 0) e = H5Dwrite(s->data, s->ftype, ms, fs, H5P_DEFAULT, data);
+            if (fs >= 0) H5Sclose(fs);
+            if (ms >= 0) H5Sclose(ms);
+            if (e < 0) return wfail(w, err, obj, "cannot write the record");
+        }
+    }
+    int64_t r1 = s->rows, r2 = s->rows;
+    if (tr_append_rows(s->stats, TR_T_STATS, &r1, st, 1) != 0) return wfail(w, err, obj, "cannot append stats");
+    if (tr_append_rows(s->index, TR_T_INDEX, &r2, &row, 1) != 0) return wfail(w, err, obj, "cannot append index");
+    s->rows++;
+    w->pending = 1;
+    w->pending_step = idx->step;
+    w->pending_records++;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_append(drift_trace_writer *w, int site_id, const drift_trace_index *idx, const void *data,
+                              int store, drift_err *err) {
+    tr_h5_quiet();
+    if (w && site_id >= 0 && (size_t)site_id < w->n_sites && !data)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "append: NULL data for site \"%s\"", w->sites[site_id].name);
+    drift_trace_stats st;
+    if (w && site_id >= 0 && (size_t)site_id < w->n_sites)
+        drift_trace_stats_compute(data, w->sites[site_id].dtype, (size_t)w->sites[site_id].numel, &st);
+    return append_record(w, site_id, idx, data, store, &st, err);
+}
+
+int drift_trace_writer_append_stats(drift_trace_writer *w, int site_id, const drift_trace_index *idx,
+                                    const drift_trace_stats *stats, drift_err *err) {
+    tr_h5_quiet();
+    if (!stats) return drift_err_set(err, DRIFT_E_USAGE, w ? w->path : NULL, "append_stats: NULL stats");
+    return append_record(w, site_id, idx, NULL, 0, stats, err);
+}
+
+static int metric_site_id(drift_trace_writer *w, const char *name, int32_t *id, drift_err *err) {
+    const char *prob = tr_name_problem(name);
+    if (prob) return drift_err_set(err, DRIFT_E_USAGE, w->path, "metric site \"%s\": expected %s", name ? name : "", prob);
+    /* Declared sites are usually named in declaration order: try the same row first. */
+    for (int64_t i = 0; i < w->n_mnames; i++)
+        if (strcmp(w->names[i], name) == 0) {
+            *id = (int32_t)i;
+            return DRIFT_OK;
+        }
+    if (w->n_mnames >= INT32_MAX - 1) return drift_err_set(err, DRIFT_E_USAGE, w->path, "too many metric sites");
+    if ((size_t)w->n_mnames == w->cap_names) {
+        size_t nc = w->cap_names ? w->cap_names * 2 : 64;
+        char **nn = realloc(w->names, nc * sizeof *nn);
+        if (!nn) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
+        w->names = nn;
+        w->cap_names = nc;
+    }
+    tr_name_row row;
+    memset(&row, 0, sizeof row);
+    snprintf(row.name, sizeof row.name, "%s", name);
+    char *copy = strdup(name);
+    if (!copy) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
+    int64_t n = w->n_mnames;
+    if (tr_append_rows(w->mnames, TR_T_NAMES, &n, &row, 1) != 0) {
+        free(copy);
+        return wfail(w, err, TR_METRIC_NAMES, "cannot append a metric site name");
+    }
+    w->names[w->n_mnames] = copy;
+    *id = (int32_t)w->n_mnames;
+    w->n_mnames = n;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_add_metric(drift_trace_writer *w, const char *site_name, const drift_trace_metric *row,
+                                  drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 1, "add_metric", err);
+    if (rc) return rc;
+    if (!row) return drift_err_set(err, DRIFT_E_USAGE, w->path, "add_metric: NULL row");
+    rc = check_step(w, row->step, "add_metric", err);
+    if (rc) return rc;
+    drift_trace_metric m = *row;
+    rc = metric_site_id(w, site_name, &m.site, err);
+    if (rc) return rc;
+    if (tr_append_rows(w->mrows, TR_T_METRICS, &w->n_mrows, &m, 1) != 0)
+        return wfail(w, err, TR_METRIC_ROWS, "cannot append a metrics row");
+    w->pending = 1;
+    w->pending_step = row->step;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_add_step_metrics(drift_trace_writer *w, const drift_trace_step_metrics *row, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 1, "add_step_metrics", err);
+    if (rc) return rc;
+    if (!row) return drift_err_set(err, DRIFT_E_USAGE, w->path, "add_step_metrics: NULL row");
+    rc = check_step(w, row->step, "add_step_metrics", err);
+    if (rc) return rc;
+    if (tr_append_rows(w->msteps, TR_T_STEP_METRICS, &w->n_msteps, row, 1) != 0)
+        return wfail(w, err, TR_METRIC_STEPS, "cannot append a step metrics row");
+    w->pending = 1;
+    w->pending_step = row->step;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_note(drift_trace_writer *w, int64_t step, int level, const char *text, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 1, "note", err);
+    if (rc) return rc;
+    rc = check_step(w, step, "note", err);
+    if (rc) return rc;
+    drift_trace_note n;
+    memset(&n, 0, sizeof n);
+    n.step = step;
+    n.time = now_s();
+    n.level = level;
+    snprintf(n.text, sizeof n.text, "%s", text ? text : "");
+    if (tr_append_rows(w->notes, TR_T_NOTES, &w->n_notes, &n, 1) != 0)
+        return wfail(w, err, TR_NOTES, "cannot append a note");
+    w->pending = 1;
+    w->pending_step = step;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_commit_step(drift_trace_writer *w, int64_t step, uint32_t flags, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 1, "commit_step", err);
+    if (rc) return rc;
+    rc = check_step(w, step, "commit_step", err);
+    if (rc) return rc;
+    /* Everything of the step reaches the file before its commit row does. */
+    if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0) return wfail(w, err, "/", "cannot flush before the commit");
+    drift_trace_step row = {step, w->pending_records, w->n_mrows, w->n_msteps, w->n_notes, now_s(), flags};
+    if (tr_append_rows(w->steps, TR_T_STEPS, &w->n_steps, &row, 1) != 0 || H5Dflush(w->steps) < 0)
+        return wfail(w, err, TR_STEPS, "cannot write the commit row");
+    w->last_step = step;
+    w->pending = 0;
+    w->pending_records = 0;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
+    if (!w) return DRIFT_OK;
+    tr_h5_quiet();
+    for (size_t i = 0; i < w->n_sites; i++) {
+        w_site *s = &w->sites[i];
+        hclose(&s->data, H5Dclose);
+        hclose(&s->index, H5Dclose);
+        hclose(&s->stats, H5Dclose);
+        hclose(&s->grp, H5Gclose);
+        hclose(&s->ftype, H5Tclose);
+        free(s->name);
+    }
+    free(w->sites);
+    hclose(&w->steps, H5Dclose);
+    hclose(&w->mrows, H5Dclose);
+    hclose(&w->msteps, H5Dclose);
+    hclose(&w->mnames, H5Dclose);
+    hclose(&w->notes, H5Dclose);
+    hclose(&w->g_sites, H5Gclose);
+    hclose(&w->g_params, H5Gclose);
+    hclose(&w->g_buffers, H5Gclose);
+    hclose(&w->g_metrics, H5Gclose);
+    int rc = DRIFT_OK;
+    if (w->file >= 0 && H5Fclose(w->file) < 0) rc = tr_h5_fail(err, DRIFT_E_IO, wpath(w), "/", "cannot close the file");
+    for (int64_t i = 0; i < w->n_mnames; i++) free(w->names[i]);
+    free(w->names);
+    free(w->pdt);
+    free(w->path);
+    free(w);
+    return rc;
+}

@@ -1,0 +1,182 @@
+/* libFuzzer harness: an arbitrary byte string opened as a trace file
+ * (formats/trace.h). The bytes are written to a private temporary file; the
+ * reader opens it, lists and reads everything it exposes (meta, steps,
+ * sites with every committed record's index, stats and tensor, metrics,
+ * notes, params, param dtypes, buffers, graph), then drift_trace_check
+ * examines it and drift_trace_repair runs on it, after which it is opened
+ * and read once more. Every call must return a documented status. */
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "formats/trace.h"
+#include "fuzz/fuzz_common.h"
+
+/* Reads larger than this are skipped by the harness (not by the reader):
+ * the reader's own limit is DRIFT_TRACE_READ_MAX, too much per input. */
+#define TRACE_FUZZ_READ_CAP ((size_t)4 << 20)
+
+static char trace_g_path[512];
+
+static const char *trace_tmp_path(void) {
+    if (!trace_g_path[0]) {
+        const char *dir = getenv("FUZZ_TMPDIR");
+        if (!dir || !dir[0]) dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(trace_g_path, sizeof trace_g_path, "%s/drift-fuzz-trace.%ld.h5", dir, (long)getpid());
+    }
+    return trace_g_path;
+}
+
+#define TRACE_OK(rc, what)                                                                          \
+    FUZZ_CHECK(fuzz_status_ok(rc) && ((rc) == DRIFT_OK || err.msg[0]), "%s: rc %d: %s: %s", what, rc, \
+               err.where, err.msg)
+
+static void trace_read_everything(drift_trace_reader *r) {
+    drift_err err;
+    drift_err_clear(&err);
+    const drift_trace_meta *m = drift_trace_reader_meta(r);
+    FUZZ_CHECK(m && m->run_id && m->family && m->plan_json && m->producer && m->created, "meta strings");
+    (void)drift_trace_reader_unclean(r);
+    FUZZ_CHECK(drift_trace_reader_path(r) != NULL, "path");
+    size_t n_steps = 0;
+    const drift_trace_step *steps = drift_trace_reader_steps(r, &n_steps);
+    for (size_t i = 1; i < n_steps; i++)
+        FUZZ_CHECK(steps[i].step > steps[i - 1].step, "steps not increasing at %zu", i);
+
+    size_t ns = drift_trace_reader_n_sites(r);
+    for (size_t s = 0; s < ns; s++) {
+        drift_trace_site_info si;
+        drift_err_clear(&err);
+        int rc = drift_trace_reader_site(r, s, &si, &err);
+        TRACE_OK(rc, "site");
+        if (rc != DRIFT_OK) continue;
+        FUZZ_CHECK(si.name && drift_trace_reader_find_site(r, si.name) == (long)s, "find_site(%s)", si.name);
+        FUZZ_CHECK(si.n_records >= 0 && si.numel >= 0, "negative counts");
+        int64_t nrec = si.n_records < 64 ? si.n_records : 64;
+        if (nrec > 0) {
+            drift_trace_index *ix = calloc((size_t)nrec, sizeof *ix);
+            drift_trace_stats *st = calloc((size_t)nrec, sizeof *st);
+            rc = drift_trace_read_index(r, s, 0, nrec, ix, &err);
+            TRACE_OK(rc, "read_index");
+            rc = drift_trace_read_stats(r, s, 0, nrec, st, &err);
+            TRACE_OK(rc, "read_stats");
+            int64_t rec = -1;
+            rc = drift_trace_find_record(r, s, &ix[0], &rec, &err);
+            TRACE_OK(rc, "find_record");
+            size_t bytes = (size_t)si.numel * 4;
+            if (si.has_data && si.numel > 0 && bytes <= TRACE_FUZZ_READ_CAP) {
+                float *dst = malloc(bytes);
+                for (int64_t k = 0; k < nrec && k < 8; k++) {
+                    rc = drift_trace_read_record_f32(r, s, k, dst, (size_t)si.numel, &err);
+                    TRACE_OK(rc, "read_record_f32");
+                    rc = drift_trace_read_record_raw(r, s, k, dst, bytes, &err);
+                    TRACE_OK(rc, "read_record_raw");
+                }
+                free(dst);
+            }
+            free(ix);
+            free(st);
+        }
+        /* out of range must be an error, not a crash */
+        drift_trace_index one;
+        int rc2 = drift_trace_read_index(r, s, si.n_records, 1, &one, &err);
+        FUZZ_CHECK(rc2 != DRIFT_OK, "read_index past the committed rows succeeded");
+    }
+    drift_trace_site_info bogus;
+    FUZZ_CHECK(drift_trace_reader_site(r, ns, &bogus, &err) != DRIFT_OK, "site index n accepted");
+
+    drift_trace_metric *mr = NULL;
+    size_t n = 0;
+    int rc = drift_trace_read_metrics(r, INT64_MIN, &mr, &n, &err);
+    TRACE_OK(rc, "read_metrics");
+    free(mr);
+    drift_trace_step_metrics *sm = NULL;
+    rc = drift_trace_read_step_metrics(r, INT64_MIN, &sm, &n, &err);
+    TRACE_OK(rc, "read_step_metrics");
+    free(sm);
+    for (size_t i = 0; i < drift_trace_reader_n_metric_sites(r); i++)
+        FUZZ_CHECK(drift_trace_reader_metric_site(r, i) != NULL, "metric site %zu", i);
+    drift_trace_note *notes = NULL;
+    rc = drift_trace_read_notes(r, INT64_MIN, &notes, &n, &err);
+    TRACE_OK(rc, "read_notes");
+    free(notes);
+
+    for (size_t i = 0; i < drift_trace_reader_n_params(r); i++) {
+        drift_trace_param_info pi;
+        rc = drift_trace_reader_param(r, i, &pi);
+        if (rc != DRIFT_OK) continue;
+        FUZZ_CHECK(pi.fqn && drift_trace_reader_find_param(r, pi.fqn) == (long)i, "find_param");
+        if (pi.numel > 0 && (size_t)pi.numel * 4 <= TRACE_FUZZ_READ_CAP) {
+            float *dst = malloc((size_t)pi.numel * 4);
+            rc = drift_trace_read_param(r, i, dst, (size_t)pi.numel, &err);
+            TRACE_OK(rc, "read_param");
+            free(dst);
+        }
+    }
+    for (size_t i = 0; i < drift_trace_reader_n_param_dtypes(r); i++) {
+        const char *fqn = NULL;
+        drift_dtype dt;
+        if (drift_trace_reader_param_dtype(r, i, &fqn, &dt) == DRIFT_OK)
+            FUZZ_CHECK(fqn != NULL, "param dtype fqn");
+    }
+    for (size_t i = 0; i < drift_trace_reader_n_buffers(r); i++) {
+        drift_trace_buffer_info bi;
+        if (drift_trace_reader_buffer(r, i, &bi) != DRIFT_OK) continue;
+        size_t bytes = (size_t)bi.numel * drift_dtype_size(bi.dtype);
+        if (bi.numel > 0 && bytes > 0 && bytes <= TRACE_FUZZ_READ_CAP) {
+            void *dst = malloc(bytes);
+            rc = drift_trace_read_buffer(r, i, dst, bytes, &err);
+            TRACE_OK(rc, "read_buffer");
+            free(dst);
+        }
+    }
+    char *graph = NULL;
+    size_t glen = 0;
+    rc = drift_trace_read_graph(r, &graph, &glen, &err);
+    TRACE_OK(rc, "read_graph");
+    free(graph);
+    int64_t fresh = 0;
+    rc = drift_trace_reader_refresh(r, &fresh, &err);
+    TRACE_OK(rc, "refresh");
+}
+
+static void trace_open_and_read(const char *path, drift_trace_open_mode mode) {
+    drift_trace_reader *r = NULL;
+    drift_err err;
+    drift_err_clear(&err);
+    int rc = drift_trace_reader_open(&r, path, mode, &err);
+    fuzz_report("trace", rc, &err);
+    TRACE_OK(rc, "open");
+    if (rc == DRIFT_OK) {
+        FUZZ_CHECK(r != NULL, "no reader");
+        trace_read_everything(r);
+    }
+    drift_trace_reader_close(r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *path = trace_tmp_path();
+    FILE *f = fopen(path, "wb");
+    if (!f) abort();
+    if (size && fwrite(data, 1, size, f) != size) abort();
+    fclose(f);
+
+    trace_open_and_read(path, DRIFT_TRACE_OPEN_NORMAL);
+    trace_open_and_read(path, DRIFT_TRACE_OPEN_FOLLOW);
+
+    drift_trace_check_report rep;
+    memset(&rep, 0, sizeof rep);
+    drift_err err;
+    drift_err_clear(&err);
+    int rc = drift_trace_check(path, &rep, &err);
+    TRACE_OK(rc, "check");
+    for (size_t i = 0; i < rep.n_problems; i++) FUZZ_CHECK(rep.problems[i] != NULL, "problem %zu", i);
+    drift_trace_check_report_free(&rep);
+
+    int64_t trimmed = 0;
+    rc = drift_trace_repair(path, &trimmed, &err);
+    TRACE_OK(rc, "repair");
+    if (rc == DRIFT_OK) trace_open_and_read(path, DRIFT_TRACE_OPEN_NORMAL);
+    unlink(path);
+    return 0;
+}

@@ -1,0 +1,395 @@
+/* Backend dispatch and the helpers every backend shares (kernels/backend.h). */
+#include "kernels/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/host_internal.h"
+
+#ifdef DRIFT_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                   */
+
+/* Parses "cuda" (device 0) or "cuda:N"; 1 on success. */
+static int parse_cuda_name(const char *name, int *device) {
+    if (strcmp(name, "cuda") == 0) {
+        *device = 0;
+        return 1;
+    }
+    if (strncmp(name, "cuda:", 5) != 0) return 0;
+    const char *p = name + 5;
+    if (*p < '0' || *p > '9') return 0;
+    long v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        v = v * 10 + (*p - '0');
+        if (v > 1024) return 0;
+    }
+    *device = (int)v;
+    return 1;
+}
+
+int drift_backend_create(const char *name, drift_backend **out, drift_err *err) {
+    if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "backend", "drift_backend_create: out is NULL");
+    *out = NULL;
+    if (!name || !*name)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "empty backend name (expected ref, cpu, cuda or cuda:N)");
+    if (strcmp(name, "ref") == 0) return drift_ref_backend_create(out, err);
+    if (strcmp(name, "cpu") == 0) return drift_cpu_backend_create(out, err);
+    int device = 0;
+    if (parse_cuda_name(name, &device)) {
+#ifdef DRIFT_HAVE_CUDA
+        return drift_cuda_backend_create(device, out, err);
+#else
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "backend",
+                             "backend '%s': this drift was built without CUDA (configure with -DDRIFT_CUDA=ON)",
+                             name);
+#endif
+    }
+    return drift_err_set(err, DRIFT_E_INPUT, "backend", "unknown backend '%s' (expected ref, cpu, cuda or cuda:N)",
+                         name);
+}
+
+void drift_backend_free(drift_backend *be) {
+    if (!be) return;
+    if (be->destroy) be->destroy(be);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shapes                                                                     */
+
+#define NUMEL_LIMIT ((int64_t)1 << 48)
+
+int64_t drift_shape_numel(int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > DRIFT_MAX_DIMS) return -1;
+    if (ndim > 0 && !shape) return -1;
+    int64_t n = 1;
+    int zero = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || shape[i] > NUMEL_LIMIT) return -1;
+        if (shape[i] == 0) {
+            zero = 1;
+            continue;
+        }
+        if (n > NUMEL_LIMIT / shape[i]) return -1;
+        n *= shape[i];
+    }
+    return zero ? 0 : n;
+}
+
+static const char *const op_names[DRIFT_OP_COUNT] = {
+    [DRIFT_OP_CAST] = "cast",
+    [DRIFT_OP_LINEAR] = "linear",
+    [DRIFT_OP_ADD] = "add",
+    [DRIFT_OP_SUB] = "sub",
+    [DRIFT_OP_MUL] = "mul",
+    [DRIFT_OP_AFFINE] = "affine",
+    [DRIFT_OP_SILU] = "silu",
+    [DRIFT_OP_GELU_TANH] = "gelu_tanh",
+    [DRIFT_OP_LAYER_NORM] = "layer_norm",
+    [DRIFT_OP_RMS_NORM] = "rms_norm",
+    [DRIFT_OP_ROPE] = "rope",
+    [DRIFT_OP_ATTENTION] = "attention",
+    [DRIFT_OP_PERMUTE] = "permute",
+    [DRIFT_OP_NARROW] = "narrow",
+    [DRIFT_OP_CONCAT] = "concat",
+    [DRIFT_OP_VIEW] = "view",
+    [DRIFT_OP_PATCHIFY] = "patchify",
+    [DRIFT_OP_UNPATCHIFY] = "unpatchify",
+    [DRIFT_OP_TIMESTEP_SINUSOID] = "timestep_sinusoid",
+};
+
+const char *drift_op_name(drift_op_kind k) {
+    if ((int)k < 0 || k >= DRIFT_OP_COUNT) return "invalid";
+    return op_names[k];
+}
+
+static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, n - o, "[");
+    for (int i = 0; i < ndim && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+#define SHAPE_BUF 160
+
+static int shape_err(drift_err *err, const drift_op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int shape_err(drift_err *err, const drift_op *op, const char *fmt, ...) {
+    char where[64];
+    snprintf(where, sizeof where, "op %s", drift_op_name(op->kind));
+    va_list ap;
+    va_start(ap, fmt);
+    drift_err_vset(err, DRIFT_E_INPUT, where, fmt, ap);
+    va_end(ap);
+    return DRIFT_E_INPUT;
+}
+
+static int valid_tensor_shape(const drift_tensor *t) {
+    return t && t->ndim >= 0 && t->ndim <= DRIFT_MAX_DIMS && drift_shape_numel(t->ndim, t->shape) >= 0;
+}
+
+static void copy_shape(const drift_tensor *t, int *ndim, int64_t *shape) {
+    *ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
+}
+
+int drift_host_norm_dim(int dim, int ndim) {
+    if (dim < 0) dim += ndim;
+    return (dim < 0 || dim >= ndim) ? -1 : dim;
+}
+
+static int patch_ok(const int *p) {
+    for (int i = 0; i < 3; i++)
+        if (p[i] < 1 || p[i] > 65536) return 0;
+    return 1;
+}
+
+/* Inputs each kind takes: [lo, hi]. */
+static void n_in_range(drift_op_kind k, int *lo, int *hi) {
+    switch (k) {
+    case DRIFT_OP_LINEAR: *lo = 2; *hi = 3; return;
+    case DRIFT_OP_ADD: case DRIFT_OP_SUB: case DRIFT_OP_MUL: case DRIFT_OP_CONCAT: *lo = 2; *hi = 2; return;
+    case DRIFT_OP_LAYER_NORM: *lo = 1; *hi = 3; return;
+    case DRIFT_OP_RMS_NORM: *lo = 1; *hi = 2; return;
+    case DRIFT_OP_ROPE: case DRIFT_OP_ATTENTION: *lo = 3; *hi = 3; return;
+    default: *lo = 1; *hi = 1; return;
+    }
+}
+
+/* Output shape rules. VIEW and UNPATCHIFY cannot derive their output shape
+ * from the inputs alone: for them (*ndim, shape) on entry is the requested
+ * output shape, validated here and left as is. */
+int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int *ndim, int64_t *shape,
+                         drift_err *err) {
+    char s0[SHAPE_BUF], s1[SHAPE_BUF], s2[SHAPE_BUF];
+    if (!op || !ndim || !shape)
+        return drift_err_set(err, DRIFT_E_INTERNAL, "op", "drift_op_infer_shape: NULL argument");
+    if ((int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT)
+        return drift_err_set(err, DRIFT_E_INPUT, "op", "invalid op kind %d", (int)op->kind);
+    int lo, hi;
+    n_in_range(op->kind, &lo, &hi);
+    if (op->n_in < lo || op->n_in > hi)
+        return shape_err(err, op, "takes %d..%d inputs, got n_in = %d", lo, hi, op->n_in);
+    if (!in) return shape_err(err, op, "inputs array is NULL");
+    for (int i = 0; i < op->n_in; i++) {
+        if (!in[i]) return shape_err(err, op, "input %d is NULL", i);
+        if (!valid_tensor_shape(in[i])) return shape_err(err, op, "input %d has an invalid shape", i);
+    }
+    const drift_tensor *a = in[0], *b = op->n_in > 1 ? in[1] : NULL, *c = op->n_in > 2 ? in[2] : NULL;
+    fmt_shape(s0, sizeof s0, a->ndim, a->shape);
+
+    switch (op->kind) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_AFFINE:
+    case DRIFT_OP_SILU:
+    case DRIFT_OP_GELU_TANH:
+        copy_shape(a, ndim, shape);
+        return DRIFT_OK;
+
+    case DRIFT_OP_LINEAR: {
+        if (a->ndim < 1) return shape_err(err, op, "x must have at least 1 dim, got %s", s0);
+        fmt_shape(s1, sizeof s1, b->ndim, b->shape);
+        if (b->ndim != 2) return shape_err(err, op, "weight must be [N, K], got %s", s1);
+        int64_t K = a->shape[a->ndim - 1], N = b->shape[0];
+        if (b->shape[1] != K) return shape_err(err, op, "x %s and weight %s disagree on K", s0, s1);
+        if (c) {
+            fmt_shape(s2, sizeof s2, c->ndim, c->shape);
+            if (c->ndim != 1 || c->shape[0] != N) return shape_err(err, op, "bias must be [%lld], got %s", (long long)N, s2);
+        }
+        copy_shape(a, ndim, shape);
+        shape[a->ndim - 1] = N;
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_ADD:
+    case DRIFT_OP_SUB:
+    case DRIFT_OP_MUL: {
+        int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+        int64_t out[DRIFT_MAX_DIMS];
+        for (int i = 0; i < nd; i++) {
+            int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
+            int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+            if (da != db && da != 1 && db != 1) {
+                fmt_shape(s1, sizeof s1, b->ndim, b->shape);
+                return shape_err(err, op, "shapes %s and %s do not broadcast", s0, s1);
+            }
+            out[i] = da == 1 ? db : da;
+        }
+        *ndim = nd;
+        for (int i = 0; i < nd; i++) shape[i] = out[i];
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_LAYER_NORM:
+    case DRIFT_OP_RMS_NORM: {
+        if (a->ndim < 1) return shape_err(err, op, "x must have at least 1 dim, got %s", s0);
+        int64_t D = a->shape[a->ndim - 1];
+        for (int i = 1; i < op->n_in; i++) {
+            if (drift_shape_numel(in[i]->ndim, in[i]->shape) != D) {
+                fmt_shape(s1, sizeof s1, in[i]->ndim, in[i]->shape);
+                return shape_err(err, op, "%s %s must have %lld elements (x is %s)", i == 1 ? "weight" : "bias", s1,
+                                 (long long)D, s0);
+            }
+        }
+        copy_shape(a, ndim, shape);
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_ROPE: {
+        if (a->ndim != 4) return shape_err(err, op, "x must be [B, L, H, Dh], got %s", s0);
+        int64_t L = a->shape[1], Dh = a->shape[3];
+        if (Dh % 2) return shape_err(err, op, "head dim %lld of x %s must be even", (long long)Dh, s0);
+        for (int i = 1; i < 3; i++) {
+            const drift_tensor *t = in[i];
+            fmt_shape(s1, sizeof s1, t->ndim, t->shape);
+            if (t->ndim < 1 || t->shape[t->ndim - 1] != Dh || drift_shape_numel(t->ndim, t->shape) != L * Dh)
+                return shape_err(err, op, "%s table must be [L=%lld, Dh=%lld], got %s", i == 1 ? "cos" : "sin",
+                                 (long long)L, (long long)Dh, s1);
+        }
+        copy_shape(a, ndim, shape);
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_ATTENTION: {
+        fmt_shape(s1, sizeof s1, b->ndim, b->shape);
+        fmt_shape(s2, sizeof s2, c->ndim, c->shape);
+        if (a->ndim != 4 || b->ndim != 4 || c->ndim != 4)
+            return shape_err(err, op, "q, k, v must be [B, H, L, D], got %s, %s, %s", s0, s1, s2);
+        if (a->shape[0] != b->shape[0] || a->shape[0] != c->shape[0] || a->shape[1] != b->shape[1] ||
+            a->shape[1] != c->shape[1] || a->shape[3] != b->shape[3] || b->shape[2] != c->shape[2])
+            return shape_err(err, op, "q %s, k %s, v %s do not match (q, k share B, H, Dh; k, v share Lk)", s0, s1,
+                             s2);
+        if (b->shape[2] < 1 || a->shape[3] < 1)
+            return shape_err(err, op, "attention needs Lk >= 1 and Dh >= 1 (q %s, k %s)", s0, s1);
+        copy_shape(a, ndim, shape);
+        shape[3] = c->shape[3];
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_PERMUTE: {
+        int seen[DRIFT_MAX_DIMS] = {0};
+        for (int i = 0; i < a->ndim; i++) {
+            int p = op->perm[i];
+            if (p < 0 || p >= a->ndim || seen[p])
+                return shape_err(err, op, "perm is not a permutation of 0..%d (x %s)", a->ndim - 1, s0);
+            seen[p] = 1;
+        }
+        *ndim = a->ndim;
+        for (int i = 0; i < a->ndim; i++) shape[i] = a->shape[op->perm[i]];
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_NARROW: {
+        int d = drift_host_norm_dim(op->dim, a->ndim);
+        if (d < 0) return shape_err(err, op, "dim %d out of range for %s", op->dim, s0);
+        if (op->start < 0 || op->length < 0 || op->start > a->shape[d] || op->length > a->shape[d] - op->start)
+            return shape_err(err, op, "[%lld, %lld + %lld) out of range of dim %d (size %lld) of %s",
+                             (long long)op->start, (long long)op->start, (long long)op->length, d,
+                             (long long)a->shape[d], s0);
+        copy_shape(a, ndim, shape);
+        shape[d] = op->length;
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_CONCAT: {
+        fmt_shape(s1, sizeof s1, b->ndim, b->shape);
+        int d = drift_host_norm_dim(op->dim, a->ndim);
+        if (d < 0 || a->ndim != b->ndim) return shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
+        for (int i = 0; i < a->ndim; i++)
+            if (i != d && a->shape[i] != b->shape[i])
+                return shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
+        if (a->dtype != b->dtype)
+            return shape_err(err, op, "inputs must share a dtype (%s vs %s)", drift_dtype_name(a->dtype),
+                             drift_dtype_name(b->dtype));
+        copy_shape(a, ndim, shape);
+        shape[d] = a->shape[d] + b->shape[d];
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_VIEW: {
+        int64_t n = drift_shape_numel(*ndim, shape);
+        if (n < 0) return shape_err(err, op, "requested view shape is invalid (pass it in ndim/shape)");
+        if (n != drift_shape_numel(a->ndim, a->shape)) {
+            fmt_shape(s1, sizeof s1, *ndim, shape);
+            return shape_err(err, op, "cannot view %s as %s (numel differs)", s0, s1);
+        }
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_PATCHIFY: {
+        const int *p = op->patch;
+        if (a->ndim != 5) return shape_err(err, op, "latents must be [B, C, F, H, W], got %s", s0);
+        if (!patch_ok(p) || a->shape[2] % p[0] || a->shape[3] % p[1] || a->shape[4] % p[2])
+            return shape_err(err, op, "patch (%d, %d, %d) does not tile %s", p[0], p[1], p[2], s0);
+        int64_t P = (int64_t)p[0] * p[1] * p[2];
+        if (a->shape[1] > NUMEL_LIMIT / P) return shape_err(err, op, "patch (%d, %d, %d) too large", p[0], p[1], p[2]);
+        *ndim = 3;
+        shape[0] = a->shape[0];
+        shape[1] = (a->shape[2] / p[0]) * (a->shape[3] / p[1]) * (a->shape[4] / p[2]);
+        shape[2] = a->shape[1] * P;
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_UNPATCHIFY: {
+        const int *p = op->patch;
+        if (a->ndim != 3) return shape_err(err, op, "tokens must be [B, L, C*pf*ph*pw], got %s", s0);
+        if (!patch_ok(p)) return shape_err(err, op, "patch sizes must be in 1..65536, got (%d, %d, %d)", p[0], p[1], p[2]);
+        if (*ndim != 5 || drift_shape_numel(5, shape) < 0)
+            return shape_err(err, op, "requested output shape must be [B, C, F, H, W] (pass it in ndim/shape)");
+        fmt_shape(s1, sizeof s1, *ndim, shape);
+        int64_t P = (int64_t)p[0] * p[1] * p[2];
+        if (shape[0] != a->shape[0] || shape[1] > NUMEL_LIMIT / P || shape[1] * P != a->shape[2] || shape[2] % p[0] || shape[3] % p[1] ||
+            shape[4] % p[2] || (shape[2] / p[0]) * (shape[3] / p[1]) * (shape[4] / p[2]) != a->shape[1])
+            return shape_err(err, op, "tokens %s with patch (%d, %d, %d) do not unpatchify into %s", s0, p[0], p[1],
+                             p[2], s1);
+        return DRIFT_OK;
+    }
+
+    case DRIFT_OP_TIMESTEP_SINUSOID:
+        if (a->ndim != 1) return shape_err(err, op, "timesteps must be [B], got %s", s0);
+        if (op->dim < 1) return shape_err(err, op, "embedding dim (op->dim) must be >= 1, got %d", op->dim);
+        *ndim = 2;
+        shape[0] = a->shape[0];
+        shape[1] = op->dim;
+        return DRIFT_OK;
+
+    default:
+        break;
+    }
+    return drift_err_set(err, DRIFT_E_INPUT, "op", "invalid op kind %d", (int)op->kind);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metric accumulators (semantics: replay/metrics.h)                          */
+
+void drift_metric_acc_init(drift_metric_acc *acc) {
+    if (!acc) return;
+    memset(acc, 0, sizeof *acc);
+    acc->argmax = -1;
+}
+
+void drift_metric_acc_merge(drift_metric_acc *a, const drift_metric_acc *b) {
+    if (!a || !b) return;
+    /* b's elements come after a's: b's argmax shifts by a->numel; a keeps ties. */
+    if (b->argmax >= 0 && (a->argmax < 0 || b->max_abs_diff > a->max_abs_diff)) {
+        a->max_abs_diff = b->max_abs_diff;
+        a->argmax = b->argmax + a->numel;
+    }
+    if (b->max_abs_ref > a->max_abs_ref) a->max_abs_ref = b->max_abs_ref;
+    a->sum_abs_diff += b->sum_abs_diff;
+    a->sum_sq_diff += b->sum_sq_diff;
+    a->sum_tr += b->sum_tr;
+    a->sum_tt += b->sum_tt;
+    a->sum_rr += b->sum_rr;
+    a->numel += b->numel;
+    a->nan_t += b->nan_t;
+    a->inf_t += b->inf_t;
+    a->nan_r += b->nan_r;
+    a->inf_r += b->inf_r;
+    a->n_diff += b->n_diff;
+}

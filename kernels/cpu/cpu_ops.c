@@ -1,0 +1,720 @@
+/* The cpu backend's ops: fast, exact dtype emulation (kernels/backend.h).
+ *
+ * Storage: float, every value exactly representable in the tensor's dtype.
+ * Each op computes in fp32 in the order written below (no FMA: the build is
+ * ISO C, where GCC does not contract, and no fma() is called) and rounds
+ * once to op->out with drift_round_to / drift_dtype_round_n. GEMMs go to
+ * OpenBLAS cblas_sgemm: bf16/fp16 operands are exact in fp32 and so are their
+ * products, so sgemm's fp32 accumulation is the "fp32 accumulate" of the
+ * contract (the summation order is OpenBLAS's, fixed for a given shape,
+ * thread count and CPU kernel; see host_internal.h).
+ *
+ * Operand dtype of GEMMs (LINEAR, ATTENTION's q, k, v): an input whose dtype
+ * is not op->compute is first rounded to op->compute (when compute is bf16
+ * or fp16), as autocast's cast would. When the executor has inserted the
+ * casts (the contract) this is a no-op and no copy is made.
+ *
+ * Threading: every loop below splits by output element or row; an element
+ * is always computed by one thread in one order, so results do not depend
+ * on the thread count. */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/host_internal.h"
+
+#define BLK 1024                    /* elements computed before their rounding pass */
+#define GRAIN ((int64_t)1 << 15)    /* elements per thread below which we stay serial */
+
+static inline float *fd(const drift_tensor *t) { return (float *)t->data; }
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Rows per parallel range so that one range holds at least GRAIN elements. */
+static int64_t row_grain(int64_t row_len) {
+    if (row_len < 1) row_len = 1;
+    int64_t g = GRAIN / row_len;
+    return g < 1 ? 1 : g;
+}
+
+static int nomem(drift_err *err, const drift_op *op) {
+    return drift_err_set(err, DRIFT_E_NOMEM, "op", "%s: out of memory for a scratch buffer", drift_op_name(op->kind));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unary elementwise: CAST, AFFINE, SILU, GELU_TANH                          */
+
+/* GELU-tanh constants as PyTorch's kernels form them (opmath fp32):
+ * kBeta = M_SQRT2 * M_2_SQRTPI * 0.5 (= sqrt(2/pi)) rounded to fp32,
+ * kKappa = 0.044715f. */
+static const float k_gelu_beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+static const float k_gelu_kappa = 0.044715f;
+
+typedef struct un_job {
+    drift_op_kind kind;
+    float alpha, beta;
+    const float *x;
+    float *y;
+    drift_dtype dt;
+} un_job;
+
+static void unary_block(const un_job *j, const float *x, float *y, int64_t n) {
+    switch (j->kind) {
+    case DRIFT_OP_AFFINE: {
+        const float al = j->alpha, be = j->beta;
+        for (int64_t i = 0; i < n; i++) {
+            float t = x[i] * al; /* t = x * alpha */
+            y[i] = t + be;       /* y = t + beta   */
+        }
+        break;
+    }
+    case DRIFT_OP_SILU:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+        break;
+    case DRIFT_OP_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            float cube = v * v * v;                                  /* (x*x)*x */
+            float inner = k_gelu_beta * (v + k_gelu_kappa * cube);   /* kBeta*(x + kKappa*x^3) */
+            y[i] = 0.5f * v * (1.0f + tanhf(inner));                 /* (0.5*x)*(1 + tanh) */
+        }
+        break;
+    default: /* CAST */
+        memcpy(y, x, (size_t)n * sizeof(float));
+        break;
+    }
+}
+
+static void unary_range(void *p, int64_t b, int64_t e) {
+    const un_job *j = p;
+    for (int64_t s = b; s < e; s += BLK) {
+        int64_t n = min64(BLK, e - s);
+        unary_block(j, j->x + s, j->y + s, n);
+        drift_dtype_round_n(j->y + s, (size_t)n, j->dt);
+    }
+}
+
+static int run_unary(int nt, const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    un_job j = {op->kind, op->alpha, op->beta, fd(x), fd(out), op->out};
+    int64_t grain = op->kind == DRIFT_OP_CAST || op->kind == DRIFT_OP_AFFINE ? GRAIN * 4 : GRAIN / 8;
+    drift_host_parallel_for(nt, out->numel, grain, unary_range, &j);
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Binary elementwise with broadcasting: ADD, SUB, MUL                        */
+
+typedef struct bin_job {
+    drift_op_kind kind;
+    const float *a, *b;
+    float *y;
+    drift_bcast bc;
+    drift_dtype dt;
+} bin_job;
+
+#define BIN_LOOP(EXPR)                                                                  \
+    do {                                                                                \
+        if (ia == 1 && ib == 1)                                                         \
+            for (int64_t i = 0; i < n; i++) { float u = a[i], v = b[i]; y[i] = EXPR; }  \
+        else if (ia == 1 && ib == 0)                                                    \
+            for (int64_t i = 0; i < n; i++) { float u = a[i], v = b[0]; y[i] = EXPR; }  \
+        else if (ia == 0 && ib == 1)                                                    \
+            for (int64_t i = 0; i < n; i++) { float u = a[0], v = b[i]; y[i] = EXPR; }  \
+        else                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                float u = a[i * ia], v = b[i * ib];                                     \
+                y[i] = EXPR;                                                            \
+            }                                                                           \
+    } while (0)
+
+static void binary_block(drift_op_kind kind, const float *a, int64_t ia, const float *b, int64_t ib, float *y,
+                         int64_t n) {
+    if (kind == DRIFT_OP_ADD)
+        BIN_LOOP(u + v);
+    else if (kind == DRIFT_OP_SUB)
+        BIN_LOOP(u - v);
+    else
+        BIN_LOOP(u * v);
+}
+
+/* Flat output range [e0, e1): an odometer over the collapsed outer dims. */
+static void binary_range(void *p, int64_t e0, int64_t e1) {
+    const bin_job *j = p;
+    const drift_bcast *bc = &j->bc;
+    int nd = bc->nd;
+    int64_t inner = bc->shape[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
+    int64_t idx[DRIFT_MAX_DIMS] = {0};
+    int64_t row = e0 / inner, k = e0 % inner, oa = 0, ob = 0;
+    for (int d = nd - 2; d >= 0; d--) {
+        idx[d] = row % bc->shape[d];
+        row /= bc->shape[d];
+        oa += idx[d] * bc->sa[d];
+        ob += idx[d] * bc->sb[d];
+    }
+    int64_t pos = e0;
+    while (pos < e1) {
+        int64_t n = min64(inner - k, e1 - pos);
+        for (int64_t s = 0; s < n; s += BLK) {
+            int64_t m = min64(BLK, n - s);
+            float *y = j->y + pos + s;
+            binary_block(j->kind, j->a + oa + (k + s) * ia, ia, j->b + ob + (k + s) * ib, ib, y, m);
+            drift_dtype_round_n(y, (size_t)m, j->dt);
+        }
+        pos += n;
+        k = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            idx[d]++;
+            oa += bc->sa[d];
+            ob += bc->sb[d];
+            if (idx[d] < bc->shape[d]) break;
+            oa -= bc->sa[d] * bc->shape[d];
+            ob -= bc->sb[d] * bc->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static int run_binary(int nt, const drift_op *op, const drift_tensor *a, const drift_tensor *b, drift_tensor *out) {
+    bin_job j;
+    j.kind = op->kind;
+    j.a = fd(a);
+    j.b = fd(b);
+    j.y = fd(out);
+    j.dt = op->out;
+    drift_host_bcast_plan(a, b, &j.bc);
+    drift_host_parallel_for(nt, out->numel, GRAIN * 4, binary_range, &j);
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* LINEAR                                                                     */
+
+/* t's values as op->compute operands: t's own storage, or a rounded copy in
+ * *tmp (caller frees) when t's dtype is not the (narrow) compute dtype. */
+static const float *gemm_operand(const drift_tensor *t, drift_dtype compute, float **tmp) {
+    *tmp = NULL;
+    if (compute == DRIFT_F32 || t->dtype == compute) return fd(t);
+    float *c = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(float));
+    if (!c) return NULL;
+    memcpy(c, fd(t), (size_t)t->numel * sizeof(float));
+    drift_dtype_round_n(c, (size_t)t->numel, compute);
+    *tmp = c;
+    return c;
+}
+
+typedef struct epi_job {
+    float *y;
+    const float *bias;
+    int64_t N;
+    drift_dtype dt;
+} epi_job;
+
+/* y[m, :] = y[m, :] + bias (fp32), then one rounding to out. */
+static void linear_epilogue(void *p, int64_t r0, int64_t r1) {
+    const epi_job *j = p;
+    for (int64_t r = r0; r < r1; r++) {
+        float *y = j->y + r * j->N;
+        if (j->bias)
+            for (int64_t n = 0; n < j->N; n++) y[n] = y[n] + j->bias[n];
+        drift_dtype_round_n(y, (size_t)j->N, j->dt);
+    }
+}
+
+static int run_linear(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
+    const drift_tensor *x = in[0], *w = in[1], *bias = op->n_in > 2 ? in[2] : NULL;
+    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = 1;
+    for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
+    if (M == 0 || N == 0) return DRIFT_OK;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op linear", "GEMM dims M=%lld N=%lld K=%lld exceed BLAS int",
+                             (long long)M, (long long)N, (long long)K);
+    float *y = fd(out);
+    if (K == 0) {
+        memset(y, 0, (size_t)(M * N) * sizeof(float));
+    } else {
+        float *tx = NULL, *tw = NULL;
+        const float *xa = gemm_operand(x, op->compute, &tx);
+        const float *wa = xa ? gemm_operand(w, op->compute, &tw) : NULL;
+        if (!xa || !wa) {
+            free(tx);
+            return nomem(err, op);
+        }
+        /* y[M, N] = x[M, K] W[N, K]^T; beta = 0: y is not read. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, xa, (int)K, wa, (int)K,
+                    0.0f, y, (int)N);
+        free(tx);
+        free(tw);
+    }
+    epi_job j = {y, bias ? fd(bias) : NULL, N, op->out};
+    drift_host_parallel_for(nt, M, row_grain(N), linear_epilogue, &j);
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Norms                                                                      */
+
+typedef struct norm_job {
+    const float *x, *w, *b;
+    float *y;
+    int64_t D;
+    float eps;
+    drift_dtype in_dt, out_dt;
+} norm_job;
+
+/* mean = (sum_i x_i) / D, var = (sum_i (x_i - mean)^2) / D (sequential fp32
+ * sums in index order), rstd = 1 / sqrtf(var + eps),
+ * y = ((x - mean) * rstd) * w + b, rounded once. */
+static void layer_norm_rows(void *p, int64_t r0, int64_t r1) {
+    const norm_job *j = p;
+    const int64_t D = j->D;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * D;
+        float *y = j->y + r * D;
+        float sum = 0.0f;
+        for (int64_t i = 0; i < D; i++) sum += x[i];
+        const float mean = sum / (float)D;
+        float sq = 0.0f;
+        for (int64_t i = 0; i < D; i++) {
+            float d = x[i] - mean;
+            sq += d * d;
+        }
+        const float var = sq / (float)D;
+        const float rstd = 1.0f / sqrtf(var + j->eps);
+        for (int64_t i = 0; i < D; i++) {
+            float t = (x[i] - mean) * rstd;
+            if (j->w) t = t * j->w[i];
+            if (j->b) t = t + j->b[i];
+            y[i] = t;
+        }
+        drift_dtype_round_n(y, (size_t)D, j->out_dt);
+    }
+}
+
+/* torch composite rms_norm: ms = (sum_i x_i^2) / D (sequential fp32),
+ * r = 1 / sqrtf(ms + eps), h = round_to(x * r, dtype of x) (".type_as(input)"),
+ * y = h * w (fp32), rounded once to out. */
+static void rms_norm_rows(void *p, int64_t r0, int64_t r1) {
+    const norm_job *j = p;
+    const int64_t D = j->D;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * D;
+        float *y = j->y + r * D;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < D; i++) ss += x[i] * x[i];
+        const float ms = ss / (float)D;
+        const float rr = 1.0f / sqrtf(ms + j->eps);
+        for (int64_t i = 0; i < D; i++) y[i] = x[i] * rr;
+        drift_dtype_round_n(y, (size_t)D, j->in_dt);
+        if (j->w)
+            for (int64_t i = 0; i < D; i++) y[i] = y[i] * j->w[i];
+        drift_dtype_round_n(y, (size_t)D, j->out_dt);
+    }
+}
+
+static int run_norm(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out) {
+    const drift_tensor *x = in[0];
+    norm_job j;
+    j.D = x->shape[x->ndim - 1];
+    if (j.D == 0 || x->numel == 0) return DRIFT_OK;
+    j.x = fd(x);
+    j.w = op->n_in > 1 ? fd(in[1]) : NULL;
+    j.b = op->n_in > 2 ? fd(in[2]) : NULL;
+    j.y = fd(out);
+    j.eps = op->eps;
+    j.in_dt = x->dtype;
+    j.out_dt = op->out;
+    drift_host_parallel_for(nt, x->numel / j.D, row_grain(j.D * 4), op->kind == DRIFT_OP_LAYER_NORM ? layer_norm_rows
+                                                                                                    : rms_norm_rows, &j);
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ROPE                                                                       */
+
+typedef struct rope_job {
+    const float *x, *cos, *sin;
+    float *y;
+    int64_t L, H, Dh;
+    drift_dtype dt;
+} rope_job;
+
+/* Per pair i: c = cos[l, 2i], s = sin[l, 2i+1];
+ * y[2i] = (x0*c) - (x1*s), y[2i+1] = (x0*s) + (x1*c), each product rounded
+ * to fp32 (diffusers' apply_rotary_emb), then one rounding to out. */
+static void rope_rows(void *p, int64_t r0, int64_t r1) {
+    const rope_job *j = p;
+    const int64_t HD = j->H * j->Dh, half = j->Dh / 2;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t l = r % j->L;
+        const float *c = j->cos + l * j->Dh, *s = j->sin + l * j->Dh;
+        for (int64_t h = 0; h < j->H; h++) {
+            const float *x = j->x + r * HD + h * j->Dh;
+            float *y = j->y + r * HD + h * j->Dh;
+            for (int64_t i = 0; i < half; i++) {
+                float x0 = x[2 * i], x1 = x[2 * i + 1], cc = c[2 * i], ss = s[2 * i + 1];
+                float t1 = x0 * cc, t2 = x1 * ss;
+                float t3 = x0 * ss, t4 = x1 * cc;
+                y[2 * i] = t1 - t2;
+                y[2 * i + 1] = t3 + t4;
+            }
+        }
+        drift_dtype_round_n(j->y + r * HD, (size_t)HD, j->dt);
+    }
+}
+
+static int run_rope(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out) {
+    const drift_tensor *x = in[0];
+    rope_job j = {fd(x), fd(in[1]), fd(in[2]), fd(out), x->shape[1], x->shape[2], x->shape[3], op->out};
+    int64_t rows = x->shape[0] * x->shape[1];
+    drift_host_parallel_for(nt, rows, row_grain(j.H * j.Dh), rope_rows, &j);
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ATTENTION                                                                  */
+
+typedef struct softmax_job {
+    float *s;       /* [rows, Lk] scores in, rounded probabilities out */
+    float *l;       /* [rows] row sums */
+    int64_t Lk;
+    float scale;
+    drift_dtype compute;
+} softmax_job;
+
+/* Per row: s_j = s_j * scale; m = max_j s_j (NaN never wins the max; it
+ * propagates through exp and l instead); p_j = expf(s_j - m);
+ * l = sum_j p_j (sequential fp32, unrounded p); p_j rounded to compute. */
+static void softmax_rows(void *p, int64_t r0, int64_t r1) {
+    const softmax_job *j = p;
+    const int64_t Lk = j->Lk;
+    for (int64_t r = r0; r < r1; r++) {
+        float *s = j->s + r * Lk;
+        float m = -INFINITY;
+        for (int64_t c = 0; c < Lk; c++) {
+            float v = s[c] * j->scale;
+            s[c] = v;
+            if (v > m) m = v;
+        }
+        float sum = 0.0f;
+        for (int64_t c = 0; c < Lk; c++) {
+            float e = expf(s[c] - m);
+            s[c] = e;
+            sum += e;
+        }
+        j->l[r] = sum;
+        drift_dtype_round_n(s, (size_t)Lk, j->compute);
+    }
+}
+
+typedef struct attn_out_job {
+    float *o;       /* [rows, Dv] */
+    const float *l;
+    int64_t Dv;
+    drift_dtype dt;
+} attn_out_job;
+
+/* o = (P V) / l in fp32, rounded once to out. */
+static void attn_out_rows(void *p, int64_t r0, int64_t r1) {
+    const attn_out_job *j = p;
+    for (int64_t r = r0; r < r1; r++) {
+        float *o = j->o + r * j->Dv;
+        const float l = j->l[r];
+        for (int64_t d = 0; d < j->Dv; d++) o[d] = o[d] / l;
+        drift_dtype_round_n(o, (size_t)j->Dv, j->dt);
+    }
+}
+
+/* scale == 0 means the SDPA default 1/sqrt(Dh). */
+static float attn_scale(const drift_op *op, int64_t Dh) {
+    return op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
+}
+
+static int run_attention(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                         drift_err *err) {
+    const drift_tensor *q = in[0], *k = in[1], *v = in[2];
+    const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], Dh = q->shape[3];
+    const int64_t Lk = k->shape[2], Dv = v->shape[3];
+    if (BH == 0 || Lq == 0 || Dv == 0) return DRIFT_OK;
+    if (Lq > INT_MAX || Lk > INT_MAX || Dh > INT_MAX || Dv > INT_MAX)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention", "attention dims exceed BLAS int");
+    /* Query tiles keep the score buffer near 4 MiB; the tile size is a function of
+     * the shape only, so results stay deterministic. */
+    int64_t T = ((int64_t)1 << 20) / Lk;
+    if (T < 64) T = 64;
+    if (T > Lq) T = Lq;
+    float *tq = NULL, *tk = NULL, *tv = NULL;
+    float *S = malloc((size_t)(T * Lk) * sizeof(float));
+    float *l = malloc((size_t)T * sizeof(float));
+    const float *qa = gemm_operand(q, op->compute, &tq);
+    const float *ka = qa ? gemm_operand(k, op->compute, &tk) : NULL;
+    const float *va = ka ? gemm_operand(v, op->compute, &tv) : NULL;
+    int rc = DRIFT_OK;
+    if (!S || !l || !va) {
+        rc = nomem(err, op);
+        goto done;
+    }
+    const float scale = attn_scale(op, Dh);
+    float *o = fd(out);
+    for (int64_t bh = 0; bh < BH; bh++) {
+        const float *qh = qa + bh * Lq * Dh, *kh = ka + bh * Lk * Dh, *vh = va + bh * Lk * Dv;
+        float *oh = o + bh * Lq * Dv;
+        for (int64_t r0 = 0; r0 < Lq; r0 += T) {
+            const int64_t nr = min64(T, Lq - r0);
+            /* S[nr, Lk] = q[nr, Dh] k[Lk, Dh]^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)Lk, (int)Dh, 1.0f, qh + r0 * Dh,
+                        (int)Dh, kh, (int)Dh, 0.0f, S, (int)Lk);
+            softmax_job sj = {S, l, Lk, scale, op->compute};
+            drift_host_parallel_for(nt, nr, row_grain(Lk * 8), softmax_rows, &sj);
+            /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)Lk, 1.0f, S, (int)Lk, vh,
+                        (int)Dv, 0.0f, oh + r0 * Dv, (int)Dv);
+            attn_out_job oj = {oh + r0 * Dv, l, Dv, op->out};
+            drift_host_parallel_for(nt, nr, row_grain(Dv), attn_out_rows, &oj);
+        }
+    }
+done:
+    free(S);
+    free(l);
+    free(tq);
+    free(tk);
+    free(tv);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Movement: PERMUTE, NARROW, CONCAT, VIEW, PATCHIFY, UNPATCHIFY              */
+
+/* Rounds n values just copied from a tensor of dtype src to out (no-op when equal). */
+static void round_moved(float *y, int64_t n, drift_dtype src, drift_dtype out) {
+    if (src != out) drift_dtype_round_n(y, (size_t)n, out);
+}
+
+typedef struct perm_job {
+    const float *x;
+    float *y;
+    int nd;
+    int64_t shape[DRIFT_MAX_DIMS];   /* output shape */
+    int64_t stride[DRIFT_MAX_DIMS];  /* input stride of each output dim */
+    drift_dtype src, dt;
+} perm_job;
+
+static void permute_range(void *p, int64_t e0, int64_t e1) {
+    const perm_job *j = p;
+    const int nd = j->nd;
+    const int64_t inner = j->shape[nd - 1], is = j->stride[nd - 1];
+    int64_t idx[DRIFT_MAX_DIMS] = {0};
+    int64_t row = e0 / inner, k = e0 % inner, off = 0;
+    for (int d = nd - 2; d >= 0; d--) {
+        idx[d] = row % j->shape[d];
+        row /= j->shape[d];
+        off += idx[d] * j->stride[d];
+    }
+    int64_t pos = e0;
+    while (pos < e1) {
+        int64_t n = min64(inner - k, e1 - pos);
+        const float *x = j->x + off + k * is;
+        float *y = j->y + pos;
+        for (int64_t i = 0; i < n; i++) y[i] = x[i * is];
+        round_moved(y, n, j->src, j->dt);
+        pos += n;
+        k = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            idx[d]++;
+            off += j->stride[d];
+            if (idx[d] < j->shape[d]) break;
+            off -= j->stride[d] * j->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static int run_permute(int nt, const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    perm_job j;
+    j.x = fd(x);
+    j.y = fd(out);
+    j.src = x->dtype;
+    j.dt = op->out;
+    int64_t istride[DRIFT_MAX_DIMS], c = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        istride[d] = c;
+        c *= x->shape[d];
+    }
+    if (x->ndim == 0) {
+        j.nd = 1;
+        j.shape[0] = 1;
+        j.stride[0] = 1;
+    } else {
+        j.nd = x->ndim;
+        for (int d = 0; d < x->ndim; d++) {
+            j.shape[d] = x->shape[op->perm[d]];
+            j.stride[d] = istride[op->perm[d]];
+        }
+    }
+    drift_host_parallel_for(nt, out->numel, GRAIN * 4, permute_range, &j);
+    return DRIFT_OK;
+}
+
+static int run_narrow(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    int d = drift_host_norm_dim(op->dim, x->ndim);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= x->shape[i];
+    for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+    const int64_t blk = op->length * inner, src_row = x->shape[d] * inner, off = op->start * inner;
+    for (int64_t o = 0; o < outer; o++) {
+        float *y = fd(out) + o * blk;
+        memcpy(y, fd(x) + o * src_row + off, (size_t)blk * sizeof(float));
+        round_moved(y, blk, x->dtype, op->out);
+    }
+    return DRIFT_OK;
+}
+
+static int run_concat(const drift_op *op, const drift_tensor *a, const drift_tensor *b, drift_tensor *out) {
+    int d = drift_host_norm_dim(op->dim, a->ndim);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= a->shape[i];
+    for (int i = d + 1; i < a->ndim; i++) inner *= a->shape[i];
+    const int64_t na = a->shape[d] * inner, nb = b->shape[d] * inner;
+    for (int64_t o = 0; o < outer; o++) {
+        float *y = fd(out) + o * (na + nb);
+        memcpy(y, fd(a) + o * na, (size_t)na * sizeof(float));
+        memcpy(y + na, fd(b) + o * nb, (size_t)nb * sizeof(float));
+        round_moved(y, na + nb, a->dtype, op->out);
+    }
+    return DRIFT_OK;
+}
+
+static int run_view(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    memcpy(fd(out), fd(x), (size_t)x->numel * sizeof(float));
+    round_moved(fd(out), x->numel, x->dtype, op->out);
+    return DRIFT_OK;
+}
+
+typedef struct patch_job {
+    const float *src;
+    float *dst;
+    int64_t C, F, H, W, pf, ph, pw, Hp, Wp, L, P;
+    drift_dtype srcdt, dt;
+} patch_job;
+
+/* One unit = one (batch, token); token t = (f', h', w') in row-major order. */
+static void patchify_units(void *p, int64_t u0, int64_t u1) {
+    const patch_job *j = p;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t b = u / j->L, t = u % j->L;
+        const int64_t f0 = (t / (j->Hp * j->Wp)) * j->pf, h0 = ((t / j->Wp) % j->Hp) * j->ph, w0 = (t % j->Wp) * j->pw;
+        float *y = j->dst + u * j->P;
+        int64_t n = 0;
+        /* feature order (c, pf, ph, pw), as a Conv3d weight [out, C, pf, ph, pw] flattens */
+        for (int64_t c = 0; c < j->C; c++)
+            for (int64_t i = 0; i < j->pf; i++)
+                for (int64_t jj = 0; jj < j->ph; jj++) {
+                    const float *x = j->src + (((b * j->C + c) * j->F + f0 + i) * j->H + h0 + jj) * j->W + w0;
+                    for (int64_t k = 0; k < j->pw; k++) y[n++] = x[k];
+                }
+        round_moved(y, j->P, j->srcdt, j->dt);
+    }
+}
+
+static void unpatchify_units(void *p, int64_t u0, int64_t u1) {
+    const patch_job *j = p;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t b = u / j->L, t = u % j->L;
+        const int64_t f0 = (t / (j->Hp * j->Wp)) * j->pf, h0 = ((t / j->Wp) % j->Hp) * j->ph, w0 = (t % j->Wp) * j->pw;
+        const float *x = j->src + u * j->P;
+        /* feature order (pf, ph, pw, c), as diffusers Wan reshapes proj_out */
+        for (int64_t i = 0; i < j->pf; i++)
+            for (int64_t jj = 0; jj < j->ph; jj++)
+                for (int64_t k = 0; k < j->pw; k++)
+                    for (int64_t c = 0; c < j->C; c++) {
+                        float v = x[((i * j->ph + jj) * j->pw + k) * j->C + c];
+                        if (j->srcdt != j->dt) v = drift_round_to(v, j->dt);
+                        j->dst[(((b * j->C + c) * j->F + f0 + i) * j->H + h0 + jj) * j->W + w0 + k] = v;
+                    }
+    }
+}
+
+static int run_patch(int nt, const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    const drift_tensor *img = op->kind == DRIFT_OP_PATCHIFY ? x : out;
+    const drift_tensor *tok = op->kind == DRIFT_OP_PATCHIFY ? out : x;
+    patch_job j;
+    j.src = fd(x);
+    j.dst = fd(out);
+    j.C = img->shape[1];
+    j.F = img->shape[2];
+    j.H = img->shape[3];
+    j.W = img->shape[4];
+    j.pf = op->patch[0];
+    j.ph = op->patch[1];
+    j.pw = op->patch[2];
+    j.Hp = j.H / j.ph;
+    j.Wp = j.W / j.pw;
+    j.L = tok->shape[1];
+    j.P = tok->shape[2];
+    j.srcdt = x->dtype;
+    j.dt = op->out;
+    int64_t units = img->shape[0] * j.L;
+    if (units == 0 || j.P == 0) return DRIFT_OK;
+    drift_host_parallel_for(nt, units, row_grain(j.P), op->kind == DRIFT_OP_PATCHIFY ? patchify_units : unpatchify_units,
+                            &j);
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* TIMESTEP_SINUSOID                                                          */
+
+/* diffusers get_timestep_embedding (downscale_freq_shift 0, scale 1), fp32:
+ * c = fp32(-ln(max_period)) (a Python float, rounded when it meets the fp32
+ * tensor), e_j = (c * j) / half (two fp32 roundings), freq_j = expf(e_j),
+ * arg = t * freq_j, out = [sin(arg), cos(arg)] or, flipped, [cos, sin];
+ * an odd dim gets a zero last column. max_period 0 means 10000. */
+static int run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor *out) {
+    const int64_t B = t->shape[0], dim = op->dim, half = dim / 2;
+    const double mp = op->max_period != 0.0f ? (double)op->max_period : 10000.0;
+    const float c = (float)(-log(mp));
+    for (int64_t b = 0; b < B; b++) {
+        const float tv = fd(t)[b];
+        float *y = fd(out) + b * dim;
+        for (int64_t jj = 0; jj < half; jj++) {
+            float e = c * (float)jj;
+            e = e / (float)half;
+            const float freq = expf(e);
+            const float arg = tv * freq;
+            const float sv = sinf(arg), cv = cosf(arg);
+            y[jj] = op->flip_sin_to_cos ? cv : sv;
+            y[half + jj] = op->flip_sin_to_cos ? sv : cv;
+        }
+        if (dim % 2) y[dim - 1] = 0.0f;
+        drift_dtype_round_n(y, (size_t)dim, op->out);
+    }
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int drift_cpu_run_op(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
+    switch (op->kind) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_AFFINE:
+    case DRIFT_OP_SILU:
+    case DRIFT_OP_GELU_TANH: return run_unary(nt, op, in[0], out);
+    case DRIFT_OP_ADD:
+    case DRIFT_OP_SUB:
+    case DRIFT_OP_MUL: return run_binary(nt, op, in[0], in[1], out);
+    case DRIFT_OP_LINEAR: return run_linear(nt, op, in, out, err);
+    case DRIFT_OP_LAYER_NORM:
+    case DRIFT_OP_RMS_NORM: return run_norm(nt, op, in, out);
+    case DRIFT_OP_ROPE: return run_rope(nt, op, in, out);
+    case DRIFT_OP_ATTENTION: return run_attention(nt, op, in, out, err);
+    case DRIFT_OP_PERMUTE: return run_permute(nt, op, in[0], out);
+    case DRIFT_OP_NARROW: return run_narrow(op, in[0], out);
+    case DRIFT_OP_CONCAT: return run_concat(op, in[0], in[1], out);
+    case DRIFT_OP_VIEW: return run_view(op, in[0], out);
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY: return run_patch(nt, op, in[0], out);
+    case DRIFT_OP_TIMESTEP_SINUSOID: return run_timestep(op, in[0], out);
+    default: break;
+    }
+    return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "cpu backend: op %s not implemented", drift_op_name(op->kind));
+}

@@ -1,0 +1,158 @@
+/* ATTENTION on the CUDA backend (kernels/backend.h semantics), unfused:
+ *   S = scale * Q K^T      cuBLASLt strided-batched, bf16/fp16/fp32 operands,
+ *                          fp32 accumulate, fp32 output (alpha = scale: one
+ *                          fp32 rounding of acc*scale, as the cpu backend's
+ *                          separate multiply)
+ *   P, l = softmax rows    attention.cu: p = expf(s - max) fp32, l = sum p
+ *                          fp32, P rounded to op->compute
+ *   O = P V                cuBLASLt strided-batched, fp32 output
+ *   out = round_out(O / l) attention.cu
+ * q, k, v not already in op->compute are first rounded to it (as the cpu
+ * backend does). scale == 0 means the SDPA default 1/sqrt(Dh), as in the cpu
+ * and ref backends.
+ *
+ * Memory: S (fp32), P (compute), l and O (fp32) for a chunk of nb
+ * (batch*head) slices times nr query rows; the chunk is sized to the budget
+ * (DRIFT_CUDA_ATTN_SCRATCH, default 1 GiB): whole heads when one head fits
+ * (nb >= 1, nr = Lq), else one head at a time in blocks of nr query rows.
+ * Chunking changes no value: rows are independent and each row's softmax and
+ * GEMM columns are computed the same way in any chunk.
+ *
+ * A flash-style fused kernel (S/P in shared memory, online softmax) is the
+ * planned optimisation; it must keep the two-pass semantics above (l of the
+ * unrounded p, P rounded before P.V), which online rescaling does not give
+ * bit-for-bit, so it will be a separate, opt-in op variant. */
+#include <math.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* t's data as a `c` operand: t itself, or a rounded copy in *tmp. */
+static int as_compute(dcu_ctx *ctx, const drift_tensor *t, drift_dtype c, const void **p, void **tmp,
+                      drift_err *err) {
+    *tmp = NULL;
+    *p = t->data;
+    if (t->dtype == c) return DRIFT_OK;
+    cudaError_t e = dcu_malloc(ctx, tmp, (size_t)t->numel * drift_dtype_size(c));
+    if (e != cudaSuccess) return dcu_check(e, err, "op attention", "allocating an operand copy");
+    e = dcu_launch_unary(ctx, DCU_UN_CAST, t->data, t->dtype, *tmp, c, t->numel, 0.0f, 0.0f);
+    if (e != cudaSuccess) return dcu_check(e, err, "op attention", "rounding an operand to the compute dtype");
+    *p = *tmp;
+    return DRIFT_OK;
+}
+
+int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
+                      const drift_tensor *v, drift_tensor *out, drift_err *err) {
+    const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], Dh = q->shape[3];
+    const int64_t Lk = k->shape[2], Dv = v->shape[3];
+    if (BH == 0 || Lq == 0 || Dv == 0) return DRIFT_OK;
+    const drift_dtype c = op->compute;
+    const size_t cs = drift_dtype_size(c), os = drift_dtype_size(out->dtype);
+    const float scale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
+
+    /* chunk sizes */
+    const size_t row_bytes = (size_t)Lk * 4 + (size_t)Lk * cs + 4 + (size_t)Dv * 4;
+    const size_t head_bytes = row_bytes * (size_t)Lq;
+    const size_t budget = ctx->attn_budget;
+    int64_t nb, nr;
+    if (head_bytes <= budget) {
+        nr = Lq;
+        nb = (int64_t)(budget / head_bytes);
+        if (nb > BH) nb = BH;
+        if (nb < 1) nb = 1;
+    } else {
+        nb = 1;
+        nr = (int64_t)(budget / row_bytes);
+        if (nr < 1) nr = 1;
+        if (nr > Lq) nr = Lq;
+    }
+    const size_t rows = (size_t)nb * (size_t)nr;
+    const size_t s_bytes = align256(rows * (size_t)Lk * 4), p_bytes = align256(rows * (size_t)Lk * cs),
+                 l_bytes = align256(rows * 4), o_bytes = align256(rows * (size_t)Dv * 4);
+
+    const void *qa = NULL, *ka = NULL, *va = NULL;
+    void *tq = NULL, *tk = NULL, *tv = NULL, *scratch = NULL;
+    int rc = as_compute(ctx, q, c, &qa, &tq, err);
+    if (!rc) rc = as_compute(ctx, k, c, &ka, &tk, err);
+    if (!rc) rc = as_compute(ctx, v, c, &va, &tv, err);
+    if (!rc) {
+        cudaError_t e = dcu_malloc(ctx, &scratch, s_bytes + p_bytes + l_bytes + o_bytes);
+        if (e != cudaSuccess) rc = dcu_check(e, err, "op attention", "allocating the score/probability scratch");
+    }
+    if (rc) goto done;
+    float *S = (float *)scratch;
+    void *P = (char *)scratch + s_bytes;
+    float *l = (float *)((char *)scratch + s_bytes + p_bytes);
+    float *O = (float *)((char *)scratch + s_bytes + p_bytes + l_bytes);
+
+    for (int64_t bh0 = 0; bh0 < BH && !rc; bh0 += nb) {
+        const int64_t cnb = BH - bh0 < nb ? BH - bh0 : nb;
+        for (int64_t r0 = 0; r0 < Lq && !rc; r0 += nr) {
+            const int64_t cnr = Lq - r0 < nr ? Lq - r0 : nr;
+            /* S_z[cnr, Lk] (row-major) = col-major Lk x cnr:
+               S^T = K_z (Lk x Dh) . Q_z[r0:r0+cnr]^T */
+            dcu_gemm g1;
+            g1.transa = 1;
+            g1.transb = 0;
+            g1.m = Lk;
+            g1.n = cnr;
+            g1.k = Dh;
+            g1.a = (const char *)ka + (size_t)(bh0 * Lk * Dh) * cs;
+            g1.ta = c;
+            g1.lda = Dh;
+            g1.stride_a = Lk * Dh;
+            g1.b = (const char *)qa + (size_t)(bh0 * Lq * Dh + r0 * Dh) * cs;
+            g1.tb = c;
+            g1.ldb = Dh;
+            g1.stride_b = Lq * Dh;
+            g1.d = S;
+            g1.td = DRIFT_F32;
+            g1.ldd = Lk;
+            g1.stride_d = cnr * Lk;
+            g1.batch = cnb;
+            g1.alpha = scale;
+            g1.bias = NULL;
+            g1.tbias = DRIFT_F32;
+            rc = dcu_gemm_run(ctx, &g1, err);
+            if (rc) break;
+            rc = dcu_check(dcu_launch_softmax_rows(ctx, S, cnb * cnr, Lk, P, c, l), err, "op attention",
+                           "softmax kernel");
+            if (rc) break;
+            /* O_z[cnr, Dv] (row-major) = col-major Dv x cnr: O^T = V_z^T (Dv x Lk) . P_z^T (Lk x cnr) */
+            dcu_gemm g2;
+            g2.transa = 0;
+            g2.transb = 0;
+            g2.m = Dv;
+            g2.n = cnr;
+            g2.k = Lk;
+            g2.a = (const char *)va + (size_t)(bh0 * Lk * Dv) * cs;
+            g2.ta = c;
+            g2.lda = Dv;
+            g2.stride_a = Lk * Dv;
+            g2.b = P;
+            g2.tb = c;
+            g2.ldb = Lk;
+            g2.stride_b = cnr * Lk;
+            g2.d = O;
+            g2.td = DRIFT_F32;
+            g2.ldd = Dv;
+            g2.stride_d = cnr * Dv;
+            g2.batch = cnb;
+            g2.alpha = 1.0f;
+            g2.bias = NULL;
+            g2.tbias = DRIFT_F32;
+            rc = dcu_gemm_run(ctx, &g2, err);
+            if (rc) break;
+            void *ob = (char *)out->data + (size_t)(bh0 * Lq * Dv) * os;
+            rc = dcu_check(dcu_launch_attn_finalize(ctx, O, l, cnb, cnr, Dv, Lq, r0, ob, out->dtype), err,
+                           "op attention", "finalize kernel");
+        }
+    }
+done:
+    dcu_free(ctx, scratch);
+    dcu_free(ctx, tq);
+    dcu_free(ctx, tk);
+    dcu_free(ctx, tv);
+    return rc;
+}

@@ -1,0 +1,789 @@
+/* The CUDA backend's vtable (kernels/backend.h, kernels/cuda/cuda_backend.h):
+ * creation, storage, transfers, run() validation and dispatch, metrics.
+ * Kernels live in the .cu files; GEMMs in gemm_lt.c; attention in
+ * attention_lt.c. Every CUDA/cuBLASLt status is checked and turned into a
+ * drift_err (DRIFT_E_NOMEM for allocation failures, DRIFT_E_IO otherwise);
+ * nothing here exits or aborts. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_internal.h"
+
+#define DCU_WORKSPACE_BYTES ((size_t)32 << 20)
+#define DCU_PINNED_BYTES ((size_t)16 << 20)
+#define DCU_ATTN_BUDGET_DEFAULT ((size_t)1 << 30)
+
+static void cuda_destroy(drift_backend *be);
+
+/* ------------------------------------------------------------------------ */
+/* Errors and memory                                                          */
+
+int dcu_check(cudaError_t e, drift_err *err, const char *where, const char *what) {
+    if (e == cudaSuccess) return DRIFT_OK;
+    int code = e == cudaErrorMemoryAllocation ? DRIFT_E_NOMEM : DRIFT_E_IO;
+    drift_err_set(err, code, where, "%s: CUDA error %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    /* clear a non-sticky error so that the next call starts clean */
+    (void)cudaGetLastError();
+    return code;
+}
+
+cudaError_t dcu_malloc(dcu_ctx *ctx, void **p, size_t bytes) {
+    *p = NULL;
+    if (bytes == 0) return cudaSuccess;
+    if (ctx->have_pool) return cudaMallocFromPoolAsync(p, bytes, ctx->pool, ctx->stream);
+    return cudaMalloc(p, bytes);
+}
+
+void dcu_free(dcu_ctx *ctx, void *p) {
+    if (!p) return;
+    if (ctx->have_pool)
+        (void)cudaFreeAsync(p, ctx->stream);
+    else
+        (void)cudaFree(p);
+}
+
+static dcu_ctx *ctx_of(const drift_backend *be) { return (dcu_ctx *)be->ctx; }
+
+static int select_device(dcu_ctx *ctx, drift_err *err) {
+    return dcu_check(cudaSetDevice(ctx->device), err, ctx->name, "cudaSetDevice");
+}
+
+static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16; }
+
+/* ------------------------------------------------------------------------ */
+/* Capabilities, storage                                                      */
+
+static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
+    (void)be;
+    if (!op || (int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT) return 0;
+    if (!dtype_ok(op->out)) return 0;
+    if ((op->kind == DRIFT_OP_LINEAR || op->kind == DRIFT_OP_ATTENTION) && !dtype_ok(op->compute)) return 0;
+    return 1;
+}
+
+static int cuda_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
+    dcu_ctx *ctx = ctx_of(be);
+    if (!t) return drift_err_set(err, DRIFT_E_INTERNAL, ctx->name, "alloc: NULL tensor");
+    if (!dtype_ok(t->dtype))
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, ctx->name,
+                             "the cuda backend stores fp32, bf16 and fp16 tensors, not %s", drift_dtype_name(t->dtype));
+    int64_t n = drift_shape_numel(t->ndim, t->shape);
+    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, ctx->name, "alloc: invalid shape (ndim %d)", t->ndim);
+    int rc = select_device(ctx, err);
+    if (rc) return rc;
+    size_t bytes = (size_t)(n > 0 ? n : 1) * drift_dtype_size(t->dtype);
+    void *p = NULL;
+    cudaError_t e = dcu_malloc(ctx, &p, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return drift_err_set(err, e == cudaErrorMemoryAllocation ? DRIFT_E_NOMEM : DRIFT_E_IO, ctx->name,
+                             "alloc: cannot allocate %lld elements of %s (%zu bytes): %s", (long long)n,
+                             drift_dtype_name(t->dtype), bytes, cudaGetErrorString(e));
+    }
+    t->data = p;
+    t->numel = n;
+    t->be = be;
+    return DRIFT_OK;
+}
+
+static void cuda_release(const drift_backend *be, drift_tensor *t) {
+    if (!t || !t->data) return;
+    dcu_ctx *ctx = ctx_of(be);
+    if (cudaSetDevice(ctx->device) != cudaSuccess) (void)cudaGetLastError();
+    dcu_free(ctx, t->data);
+    t->data = NULL;
+}
+
+static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
+    const char *nm = ctx_of(be)->name;
+    if (!t || !t->data || t->be != be)
+        return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: tensor not allocated on this backend");
+    if (!dtype_ok(t->dtype)) return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: tensor has an invalid dtype");
+    if (t->numel < 0 || drift_shape_numel(t->ndim, t->shape) != t->numel)
+        return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: numel does not match the shape");
+    if (!buf && t->numel > 0) return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: NULL host buffer");
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transfers: host conversion (formats/dtype.h) through two pinned staging
+ * buffers, copies on the backend stream, double-buffered.                   */
+
+static size_t chunk_elems(const dcu_ctx *ctx, drift_dtype dt) { return ctx->pinned_size / drift_dtype_size(dt); }
+
+static void f64_to_dtype(const double *src, void *dst, drift_dtype dt, size_t n) {
+    if (dt == DRIFT_F32) {
+        float *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
+    } else if (dt == DRIFT_BF16) {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = drift_f32_to_bf16((float)src[i]);
+    } else {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = drift_f32_to_f16((float)src[i]);
+    }
+}
+
+static int upload_any(const drift_backend *be, drift_tensor *t, const float *src32, const double *src64,
+                      drift_err *err) {
+    int rc = check_io(be, t, src32 ? (const void *)src32 : (const void *)src64, err);
+    if (rc) return rc;
+    dcu_ctx *ctx = ctx_of(be);
+    if ((rc = select_device(ctx, err))) return rc;
+    size_t n = (size_t)t->numel, es = drift_dtype_size(t->dtype), chunk = chunk_elems(ctx, t->dtype);
+    int c = 0;
+    for (size_t off = 0; off < n; off += chunk, c ^= 1) {
+        size_t cnt = n - off < chunk ? n - off : chunk;
+        if ((rc = dcu_check(cudaEventSynchronize(ctx->pin_ev[c]), err, ctx->name, "upload: waiting for staging")))
+            return rc;
+        if (src32)
+            drift_dtype_from_f32_n(src32 + off, ctx->pinned[c], t->dtype, cnt);
+        else
+            f64_to_dtype(src64 + off, ctx->pinned[c], t->dtype, cnt);
+        rc = dcu_check(cudaMemcpyAsync((char *)t->data + off * es, ctx->pinned[c], cnt * es, cudaMemcpyHostToDevice,
+                                       ctx->stream),
+                       err, ctx->name, "upload: cudaMemcpyAsync");
+        if (!rc) rc = dcu_check(cudaEventRecord(ctx->pin_ev[c], ctx->stream), err, ctx->name, "upload: event");
+        if (rc) return rc;
+    }
+    return DRIFT_OK;
+}
+
+static int cuda_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
+    return upload_any(be, t, src, NULL, err);
+}
+
+static int cuda_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err) {
+    return upload_any(be, t, NULL, src, err);
+}
+
+static int download_any(const drift_backend *be, const drift_tensor *t, float *dst32, double *dst64, drift_err *err) {
+    int rc = check_io(be, t, dst32 ? (const void *)dst32 : (const void *)dst64, err);
+    if (rc) return rc;
+    dcu_ctx *ctx = ctx_of(be);
+    if ((rc = select_device(ctx, err))) return rc;
+    size_t n = (size_t)t->numel, es = drift_dtype_size(t->dtype), chunk = chunk_elems(ctx, t->dtype);
+    size_t nchunks = (n + chunk - 1) / chunk;
+    if (nchunks == 0) /* still surface errors of queued work */
+        return dcu_check(cudaStreamSynchronize(ctx->stream), err, ctx->name, "download: queued work failed");
+    for (size_t i = 0; i <= nchunks; i++) {
+        if (i < nchunks) { /* issue chunk i into buffer i&1 (chunk i-2 converted already) */
+            size_t off = i * chunk, cnt = n - off < chunk ? n - off : chunk;
+            int b = (int)(i & 1);
+            rc = dcu_check(cudaMemcpyAsync(ctx->pinned[b], (const char *)t->data + off * es, cnt * es,
+                                           cudaMemcpyDeviceToHost, ctx->stream),
+                           err, ctx->name, "download: cudaMemcpyAsync");
+            if (!rc) rc = dcu_check(cudaEventRecord(ctx->pin_ev[b], ctx->stream), err, ctx->name, "download: event");
+            if (rc) return rc;
+        }
+        if (i >= 1) { /* convert chunk i-1 */
+            size_t j = i - 1, off = j * chunk, cnt = n - off < chunk ? n - off : chunk;
+            int b = (int)(j & 1);
+            rc = dcu_check(cudaEventSynchronize(ctx->pin_ev[b]), err, ctx->name,
+                           "download: copy or earlier queued work failed");
+            if (rc) return rc;
+            if (dst32) {
+                drift_dtype_to_f32_n(ctx->pinned[b], t->dtype, dst32 + off, cnt);
+            } else {
+                double *d = dst64 + off;
+                if (t->dtype == DRIFT_F32) {
+                    const float *s = ctx->pinned[b];
+                    for (size_t k = 0; k < cnt; k++) d[k] = s[k];
+                } else {
+                    const uint16_t *s = ctx->pinned[b];
+                    for (size_t k = 0; k < cnt; k++)
+                        d[k] = t->dtype == DRIFT_BF16 ? drift_bf16_to_f32(s[k]) : drift_f16_to_f32(s[k]);
+                }
+            }
+        }
+    }
+    return DRIFT_OK;
+}
+
+static int cuda_download_f32(const drift_backend *be, const drift_tensor *t, float *dst, drift_err *err) {
+    return download_any(be, t, dst, NULL, err);
+}
+
+static int cuda_download_f64(const drift_backend *be, const drift_tensor *t, double *dst, drift_err *err) {
+    return download_any(be, t, NULL, dst, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* run(): validation                                                          */
+
+static int shapes_equal(int na, const int64_t *a, int nb, const int64_t *b) {
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static int check_tensor(const drift_backend *be, const char *where, const drift_tensor *t, const char *what, int idx,
+                        drift_err *err) {
+    if (!t) return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d is NULL", what, idx);
+    int64_t n = drift_shape_numel(t->ndim, t->shape);
+    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d has an invalid shape", what, idx);
+    if (t->numel != n)
+        return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d: numel %lld does not match its shape (%lld)", what, idx,
+                             (long long)t->numel, (long long)n);
+    if (!t->data) return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d is not allocated", what, idx);
+    if (t->be != be)
+        return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d belongs to backend '%s', not '%s'", what, idx,
+                             t->be ? t->be->name : "(none)", be->name);
+    if (!dtype_ok(t->dtype))
+        return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d has dtype %s (cuda stores fp32, bf16, fp16)", what, idx,
+                             drift_dtype_name(t->dtype));
+    return DRIFT_OK;
+}
+
+static int check_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in,
+                     const drift_tensor *out, char *where, size_t wsz, drift_err *err) {
+    if (!op || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "op", "run: NULL op or out");
+    if ((int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT)
+        return drift_err_set(err, DRIFT_E_INPUT, "op", "invalid op kind %d", (int)op->kind);
+    snprintf(where, wsz, "op %s", drift_op_name(op->kind));
+    if (!cuda_supports_op(be, op))
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, where, "backend '%s' does not support %s with compute %s, out %s",
+                             be->name, drift_op_name(op->kind), drift_dtype_name(op->compute),
+                             drift_dtype_name(op->out));
+    if (op->n_in < 1 || op->n_in > 3 || !in)
+        return drift_err_set(err, DRIFT_E_INPUT, where, "n_in = %d (expected 1..3 inputs)", op->n_in);
+    int nd = out->ndim;
+    int64_t shape[DRIFT_MAX_DIMS];
+    if (nd < 0 || nd > DRIFT_MAX_DIMS) return drift_err_set(err, DRIFT_E_INPUT, where, "out has an invalid ndim %d", nd);
+    memcpy(shape, out->shape, sizeof shape);
+    int rc = drift_op_infer_shape(op, in, &nd, shape, err);
+    if (rc) return rc;
+    for (int i = 0; i < op->n_in; i++)
+        if ((rc = check_tensor(be, where, in[i], "input", i, err))) return rc;
+    if ((rc = check_tensor(be, where, out, "out", 0, err))) return rc;
+    if (out->dtype != op->out)
+        return drift_err_set(err, DRIFT_E_INPUT, where, "out dtype %s differs from op->out %s",
+                             drift_dtype_name(out->dtype), drift_dtype_name(op->out));
+    if (!shapes_equal(nd, shape, out->ndim, out->shape))
+        return drift_err_set(err, DRIFT_E_INPUT, where, "out shape does not match the op's output shape");
+    uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)out->numel * drift_dtype_size(out->dtype);
+    for (int i = 0; i < op->n_in; i++) {
+        uintptr_t i0 = (uintptr_t)in[i]->data, i1 = i0 + (uintptr_t)in[i]->numel * drift_dtype_size(in[i]->dtype);
+        if (out->numel > 0 && in[i]->numel > 0 && o0 < i1 && i0 < o1)
+            return drift_err_set(err, DRIFT_E_INPUT, where, "out overlaps input %d (in-place ops are not supported)", i);
+    }
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* run(): ops                                                                 */
+
+/* numpy broadcast plan for a contiguous output (same rules as the host
+ * backends): right-aligned dims, size-1 dims dropped, chained dims merged. */
+static void bcast_plan(const drift_tensor *a, const drift_tensor *b, dcu_bcast *bc) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int64_t shp[DRIFT_MAX_DIMS], sa[DRIFT_MAX_DIMS], sb[DRIFT_MAX_DIMS];
+    int64_t ca = 1, cb = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        shp[i] = da == 1 ? db : da;
+        sa[i] = da == 1 ? 0 : ca;
+        sb[i] = db == 1 ? 0 : cb;
+        ca *= da;
+        cb *= db;
+    }
+    int m = 0;
+    int64_t numel = 1;
+    for (int i = 0; i < nd; i++) {
+        numel *= shp[i];
+        if (shp[i] == 1) continue;
+        if (m > 0 && bc->sa[m - 1] == sa[i] * shp[i] && bc->sb[m - 1] == sb[i] * shp[i]) {
+            bc->shape[m - 1] *= shp[i];
+            bc->sa[m - 1] = sa[i];
+            bc->sb[m - 1] = sb[i];
+            continue;
+        }
+        bc->shape[m] = shp[i];
+        bc->sa[m] = sa[i];
+        bc->sb[m] = sb[i];
+        m++;
+    }
+    if (m == 0) {
+        bc->shape[0] = 1;
+        bc->sa[0] = 0;
+        bc->sb[0] = 0;
+        m = 1;
+    }
+    bc->nd = m;
+    bc->numel = numel;
+}
+
+static void contiguous_strides(int nd, const int64_t *shape, int64_t *st) {
+    int64_t c = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        st[d] = c;
+        c *= shape[d];
+    }
+}
+
+static int norm_dim(int dim, int ndim) {
+    if (dim < 0) dim += ndim;
+    return (dim < 0 || dim >= ndim) ? -1 : dim;
+}
+
+static int launch_copy(dcu_ctx *ctx, dcu_copy *c, const char *where, drift_err *err) {
+    dcu_copy_simplify(c);
+    return dcu_check(dcu_launch_copy(ctx, c), err, where, "strided copy kernel");
+}
+
+static void copy_init(dcu_copy *c, const drift_tensor *src, drift_tensor *dst) {
+    memset(c, 0, sizeof *c);
+    c->src = src->data;
+    c->ts = src->dtype;
+    c->dst = dst->data;
+    c->td = dst->dtype;
+}
+
+static int run_layout(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                      const char *where, drift_err *err) {
+    const drift_tensor *x = in[0];
+    dcu_copy c;
+    copy_init(&c, x, out);
+    int64_t xs[DRIFT_MAX_DIMS], os[DRIFT_MAX_DIMS];
+    contiguous_strides(x->ndim, x->shape, xs);
+    contiguous_strides(out->ndim, out->shape, os);
+    switch (op->kind) {
+    case DRIFT_OP_PERMUTE:
+        c.nd = out->ndim;
+        for (int i = 0; i < out->ndim; i++) {
+            c.shape[i] = out->shape[i];
+            c.ss[i] = xs[op->perm[i]];
+            c.ds[i] = os[i];
+        }
+        if (c.nd == 0) { /* a 0-dim tensor: one element */
+            c.nd = 1;
+            c.shape[0] = 1;
+            c.ss[0] = c.ds[0] = 1;
+        }
+        return launch_copy(ctx, &c, where, err);
+    case DRIFT_OP_NARROW: {
+        int d = norm_dim(op->dim, x->ndim);
+        c.nd = out->ndim;
+        for (int i = 0; i < out->ndim; i++) {
+            c.shape[i] = out->shape[i];
+            c.ss[i] = xs[i];
+            c.ds[i] = os[i];
+        }
+        c.soff = op->start * xs[d];
+        return launch_copy(ctx, &c, where, err);
+    }
+    case DRIFT_OP_CONCAT: {
+        const drift_tensor *y = in[1];
+        int d = norm_dim(op->dim, x->ndim);
+        int64_t ys[DRIFT_MAX_DIMS];
+        contiguous_strides(y->ndim, y->shape, ys);
+        c.nd = x->ndim;
+        for (int i = 0; i < x->ndim; i++) {
+            c.shape[i] = x->shape[i];
+            c.ss[i] = xs[i];
+            c.ds[i] = os[i];
+        }
+        int rc = x->numel > 0 ? launch_copy(ctx, &c, where, err) : DRIFT_OK;
+        if (rc || y->numel == 0) return rc;
+        copy_init(&c, y, out);
+        c.nd = y->ndim;
+        for (int i = 0; i < y->ndim; i++) {
+            c.shape[i] = y->shape[i];
+            c.ss[i] = ys[i];
+            c.ds[i] = os[i];
+        }
+        c.doff = x->shape[d] * os[d];
+        return launch_copy(ctx, &c, where, err);
+    }
+    case DRIFT_OP_VIEW:
+        c.nd = 1;
+        c.shape[0] = x->numel;
+        c.ss[0] = c.ds[0] = 1;
+        return launch_copy(ctx, &c, where, err);
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY: {
+        const drift_tensor *img = op->kind == DRIFT_OP_PATCHIFY ? x : out;
+        const int64_t B = img->shape[0], C = img->shape[1], F = img->shape[2], H = img->shape[3], W = img->shape[4];
+        const int64_t pf = op->patch[0], ph = op->patch[1], pw = op->patch[2];
+        const int64_t Fp = F / pf, Hp = H / ph, Wp = W / pw;
+        /* image strides of the index dims (b, f', h', w', c, i, j, k) */
+        const int64_t im_b = C * F * H * W, im_f = pf * H * W, im_h = ph * W, im_w = pw, im_c = F * H * W,
+                      im_i = H * W, im_j = W, im_k = 1;
+        c.nd = 8;
+        if (op->kind == DRIFT_OP_PATCHIFY) {
+            /* index space (b, f', h', w', c, i, j, k): tokens row-major in that
+               order, features (c, pf, ph, pw) */
+            const int64_t shp[8] = {B, Fp, Hp, Wp, C, pf, ph, pw};
+            const int64_t ss[8] = {im_b, im_f, im_h, im_w, im_c, im_i, im_j, im_k};
+            int64_t ds[8];
+            contiguous_strides(8, shp, ds);
+            for (int i = 0; i < 8; i++) {
+                c.shape[i] = shp[i];
+                c.ss[i] = ss[i];
+                c.ds[i] = ds[i];
+            }
+        } else {
+            /* index space (b, f', h', w', i, j, k, c): the token tensor
+               row-major, features (pf, ph, pw, c) */
+            const int64_t shp[8] = {B, Fp, Hp, Wp, pf, ph, pw, C};
+            const int64_t ds[8] = {im_b, im_f, im_h, im_w, im_i, im_j, im_k, im_c};
+            int64_t ss[8];
+            contiguous_strides(8, shp, ss);
+            for (int i = 0; i < 8; i++) {
+                c.shape[i] = shp[i];
+                c.ss[i] = ss[i];
+                c.ds[i] = ds[i];
+            }
+        }
+        return launch_copy(ctx, &c, where, err);
+    }
+    default: break;
+    }
+    return drift_err_set(err, DRIFT_E_INTERNAL, where, "not a layout op");
+}
+
+/* t's data as an operand of dtype c: t itself, or a rounded copy in *tmp. */
+static int operand_as(dcu_ctx *ctx, const drift_tensor *t, drift_dtype c, const void **p, void **tmp,
+                      const char *where, drift_err *err) {
+    *tmp = NULL;
+    *p = t->data;
+    if (t->dtype == c) return DRIFT_OK;
+    cudaError_t e = dcu_malloc(ctx, tmp, (size_t)(t->numel > 0 ? t->numel : 1) * drift_dtype_size(c));
+    if (e != cudaSuccess) return dcu_check(e, err, where, "allocating an operand copy");
+    e = dcu_launch_unary(ctx, DCU_UN_CAST, t->data, t->dtype, *tmp, c, t->numel, 0.0f, 0.0f);
+    if (e != cudaSuccess) return dcu_check(e, err, where, "rounding an operand to the compute dtype");
+    *p = *tmp;
+    return DRIFT_OK;
+}
+
+static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                      const char *where, drift_err *err) {
+    const drift_tensor *x = in[0], *w = in[1], *bias = op->n_in > 2 ? in[2] : NULL;
+    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = 1;
+    for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
+    if (M == 0 || N == 0) return DRIFT_OK;
+    const void *xa = NULL, *wa = NULL;
+    void *tx = NULL, *tw = NULL;
+    int rc = operand_as(ctx, x, op->compute, &xa, &tx, where, err);
+    if (!rc) rc = operand_as(ctx, w, op->compute, &wa, &tw, where, err);
+    if (!rc) {
+        /* y[M, N] row-major = column-major N x M: y^T = W (N x K) . x^T (K x M) */
+        dcu_gemm g;
+        g.transa = 1;
+        g.transb = 0;
+        g.m = N;
+        g.n = M;
+        g.k = K;
+        g.a = wa;
+        g.ta = op->compute;
+        g.lda = K > 0 ? K : 1;
+        g.stride_a = 0;
+        g.b = xa;
+        g.tb = op->compute;
+        g.ldb = K > 0 ? K : 1;
+        g.stride_b = 0;
+        g.d = out->data;
+        g.td = out->dtype;
+        g.ldd = N;
+        g.stride_d = 0;
+        g.batch = 1;
+        g.alpha = 1.0f;
+        g.bias = bias ? bias->data : NULL;
+        g.tbias = bias ? bias->dtype : DRIFT_F32;
+        rc = dcu_gemm_run(ctx, &g, err);
+        if (rc) drift_err_prefix(err, "%s [M=%lld N=%lld K=%lld]", where, (long long)M, (long long)N, (long long)K);
+    }
+    dcu_free(ctx, tx);
+    dcu_free(ctx, tw);
+    return rc;
+}
+
+static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                  const char *where, drift_err *err) {
+    const drift_tensor *x = in[0];
+    switch (op->kind) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_AFFINE:
+    case DRIFT_OP_SILU:
+    case DRIFT_OP_GELU_TANH: {
+        int u = op->kind == DRIFT_OP_CAST     ? DCU_UN_CAST
+                : op->kind == DRIFT_OP_AFFINE ? DCU_UN_AFFINE
+                : op->kind == DRIFT_OP_SILU   ? DCU_UN_SILU
+                                              : DCU_UN_GELU_TANH;
+        return dcu_check(dcu_launch_unary(ctx, u, x->data, x->dtype, out->data, out->dtype, out->numel, op->alpha,
+                                          op->beta),
+                         err, where, "elementwise kernel");
+    }
+    case DRIFT_OP_ADD:
+    case DRIFT_OP_SUB:
+    case DRIFT_OP_MUL: {
+        dcu_bcast bc;
+        bcast_plan(in[0], in[1], &bc);
+        int b = op->kind == DRIFT_OP_ADD ? DCU_BIN_ADD : op->kind == DRIFT_OP_SUB ? DCU_BIN_SUB : DCU_BIN_MUL;
+        return dcu_check(dcu_launch_binary(ctx, b, in[0]->data, in[0]->dtype, in[1]->data, in[1]->dtype, out->data,
+                                           out->dtype, &bc),
+                         err, where, "binary kernel");
+    }
+    case DRIFT_OP_LINEAR: return run_linear(ctx, op, in, out, where, err);
+    case DRIFT_OP_LAYER_NORM:
+    case DRIFT_OP_RMS_NORM: {
+        int64_t D = x->shape[x->ndim - 1];
+        if (D == 0) return DRIFT_OK;
+        int64_t rows = x->numel / D;
+        const drift_tensor *w = op->n_in > 1 ? in[1] : NULL, *b = op->n_in > 2 ? in[2] : NULL;
+        cudaError_t e;
+        if (op->kind == DRIFT_OP_LAYER_NORM)
+            e = dcu_launch_layer_norm(ctx, x->data, x->dtype, rows, D, w ? w->data : NULL, w ? w->dtype : DRIFT_F32,
+                                      b ? b->data : NULL, b ? b->dtype : DRIFT_F32, out->data, out->dtype, op->eps);
+        else
+            e = dcu_launch_rms_norm(ctx, x->data, x->dtype, rows, D, w ? w->data : NULL, w ? w->dtype : DRIFT_F32,
+                                    out->data, out->dtype, op->eps);
+        return dcu_check(e, err, where, "norm kernel");
+    }
+    case DRIFT_OP_ROPE:
+        return dcu_check(dcu_launch_rope(ctx, x->data, x->dtype, x->shape[0], x->shape[1], x->shape[2], x->shape[3],
+                                         in[1]->data, in[1]->dtype, in[2]->data, in[2]->dtype, out->data, out->dtype),
+                         err, where, "rope kernel");
+    case DRIFT_OP_ATTENTION: {
+        int rc = dcu_attention_run(ctx, op, in[0], in[1], in[2], out, err);
+        if (rc)
+            drift_err_prefix(err, "%s [q %lldx%lldx%lldx%lld, Lk %lld]", where, (long long)x->shape[0],
+                             (long long)x->shape[1], (long long)x->shape[2], (long long)x->shape[3],
+                             (long long)in[1]->shape[2]);
+        return rc;
+    }
+    case DRIFT_OP_PERMUTE:
+    case DRIFT_OP_NARROW:
+    case DRIFT_OP_CONCAT:
+    case DRIFT_OP_VIEW:
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY: return run_layout(ctx, op, in, out, where, err);
+    case DRIFT_OP_TIMESTEP_SINUSOID: {
+        const double mp = op->max_period != 0.0f ? (double)op->max_period : 10000.0;
+        const float c = (float)(-log(mp));
+        return dcu_check(dcu_launch_sinusoid(ctx, x->data, x->dtype, out->data, out->dtype, x->shape[0], op->dim, c,
+                                             op->flip_sin_to_cos),
+                         err, where, "sinusoid kernel");
+    }
+    default: break;
+    }
+    return drift_err_set(err, DRIFT_E_UNSUPPORTED, where, "cuda backend: op %s not implemented",
+                         drift_op_name(op->kind));
+}
+
+static int cuda_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                    drift_err *err) {
+    char where[64];
+    int rc = check_run(be, op, in, out, where, sizeof where, err);
+    if (rc) return rc;
+    dcu_ctx *ctx = ctx_of(be);
+    if ((rc = select_device(ctx, err))) return rc;
+    if (out->numel == 0) return DRIFT_OK;
+    return run_op(ctx, op, in, out, where, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* metrics, sync                                                              */
+
+static int cuda_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
+                        drift_err *err) {
+    dcu_ctx *ctx = ctx_of(be);
+    if (!acc) return drift_err_set(err, DRIFT_E_INTERNAL, ctx->name, "metrics: NULL acc");
+    int rc = check_io(be, t, t ? t->data : NULL, err);
+    if (!rc) rc = check_io(be, r, r ? r->data : NULL, err);
+    if (rc) return rc;
+    if (t->ndim != r->ndim || t->numel != r->numel ||
+        memcmp(t->shape, r->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, ctx->name, "metrics: candidate and reference shapes differ");
+    if ((rc = select_device(ctx, err))) return rc;
+    dcu_metric_res res;
+    rc = dcu_metrics_run(ctx, t->data, t->dtype, r->data, r->dtype, t->numel, &res, err);
+    if (rc) return rc;
+    /* merge as one pass over acc's elements followed by these (replay/metrics.h) */
+    const int64_t base = acc->numel;
+    if (res.arg >= 0 && (acc->argmax < 0 || res.max_d > acc->max_abs_diff)) {
+        acc->max_abs_diff = res.max_d;
+        acc->argmax = base + res.arg;
+    }
+    if ((double)res.max_r > acc->max_abs_ref) acc->max_abs_ref = (double)res.max_r;
+    acc->sum_abs_diff += res.sum_abs;
+    acc->sum_sq_diff += res.sum_sq;
+    acc->sum_tr += res.sum_tr;
+    acc->sum_tt += res.sum_tt;
+    acc->sum_rr += res.sum_rr;
+    acc->numel = base + t->numel;
+    acc->nan_t += res.nan_t;
+    acc->inf_t += res.inf_t;
+    acc->nan_r += res.nan_r;
+    acc->inf_r += res.inf_r;
+    acc->n_diff += res.n_diff;
+    return DRIFT_OK;
+}
+
+static int cuda_sync(const drift_backend *be, drift_err *err) {
+    dcu_ctx *ctx = ctx_of(be);
+    int rc = select_device(ctx, err);
+    if (rc) return rc;
+    return dcu_check(cudaStreamSynchronize(ctx->stream), err, ctx->name, "queued work failed");
+}
+
+/* ------------------------------------------------------------------------ */
+/* creation                                                                   */
+
+static long env_long(const char *name, long dflt) {
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    return (end && *end == '\0') ? v : dflt;
+}
+
+static void read_knobs(dcu_ctx *ctx) {
+    ctx->force_i64 = env_long("DRIFT_CUDA_FORCE_I64", 0) != 0;
+    const char *g = getenv("DRIFT_CUDA_GEMM");
+    ctx->gemm_mode = DCU_GEMM_AUTO;
+    if (g && strcmp(g, "unfused") == 0) ctx->gemm_mode = DCU_GEMM_UNFUSED;
+    if (g && strcmp(g, "naive") == 0) ctx->gemm_mode = DCU_GEMM_NAIVE;
+    long ab = env_long("DRIFT_CUDA_ATTN_SCRATCH", 0);
+    ctx->attn_budget = ab > 0 ? (size_t)ab : DCU_ATTN_BUDGET_DEFAULT;
+    long mg = env_long("DRIFT_CUDA_METRICS_GRID", 0);
+    ctx->metrics_grid = mg > 0 && mg <= 65535 ? (int)mg : 0;
+    ctx->norm_smem = env_long("DRIFT_CUDA_NORM_SMEM", 1) != 0;
+}
+
+int drift_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0 ? n : 0;
+}
+
+int drift_cuda_backend_is_cuda(const drift_backend *be) { return be && be->destroy == cuda_destroy; }
+
+void *drift_cuda_backend_stream(const drift_backend *be) {
+    if (!drift_cuda_backend_is_cuda(be)) return NULL;
+    return (void *)ctx_of(be)->stream;
+}
+
+static void cuda_destroy(drift_backend *be) {
+    if (!be) return;
+    dcu_ctx *ctx = ctx_of(be);
+    if (ctx) {
+        if (cudaSetDevice(ctx->device) == cudaSuccess && ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
+        if (ctx->metrics_part) dcu_free(ctx, ctx->metrics_part);
+        if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
+        dcu_gemm_cache_destroy(ctx);
+        if (ctx->lt) cublasLtDestroy(ctx->lt);
+        if (ctx->lt_ws) (void)cudaFree(ctx->lt_ws);
+        for (int i = 0; i < 2; i++) {
+            if (ctx->pin_ev[i]) (void)cudaEventDestroy(ctx->pin_ev[i]);
+            if (ctx->pinned[i]) (void)cudaFreeHost(ctx->pinned[i]);
+        }
+        if (ctx->metrics_host) (void)cudaFreeHost(ctx->metrics_host);
+        if (ctx->have_pool) (void)cudaMemPoolDestroy(ctx->pool);
+        if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);
+        (void)cudaGetLastError();
+        free(ctx);
+    }
+    free(be);
+}
+
+int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
+    if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "cuda", "drift_cuda_backend_create: out is NULL");
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "cuda", "no usable CUDA device: %s (%s)", cudaGetErrorName(e),
+                             cudaGetErrorString(e));
+    }
+    if (count <= 0) return drift_err_set(err, DRIFT_E_UNSUPPORTED, "cuda", "no CUDA device present");
+    if (device < 0 || device >= count)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "cuda", "CUDA device %d does not exist (%d present)", device,
+                             count);
+
+    drift_backend *be = calloc(1, sizeof *be);
+    dcu_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!be || !ctx) {
+        free(be);
+        free(ctx);
+        return drift_err_set(err, DRIFT_E_NOMEM, "cuda", "cannot allocate the cuda backend");
+    }
+    ctx->device = device;
+    snprintf(ctx->name, sizeof ctx->name, "cuda:%d", device);
+    be->name = ctx->name;
+    be->ctx = ctx;
+    be->destroy = cuda_destroy;
+    read_knobs(ctx);
+
+    int rc = DRIFT_OK;
+#define CREATE_STEP(call, what)                                                                                        \
+    do {                                                                                                               \
+        if (!rc) rc = dcu_check((call), err, ctx->name, what);                                                         \
+    } while (0)
+    CREATE_STEP(cudaSetDevice(device), "cudaSetDevice");
+    int pools = 0;
+    CREATE_STEP(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device), "device attributes");
+    CREATE_STEP(cudaDeviceGetAttribute(&ctx->max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device),
+                "device attributes");
+    CREATE_STEP(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), "device attributes");
+    CREATE_STEP(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamDefault), "cudaStreamCreate");
+    if (!rc && pools) {
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.handleTypes = cudaMemHandleTypeNone;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        CREATE_STEP(cudaMemPoolCreate(&ctx->pool, &props), "cudaMemPoolCreate");
+        if (!rc) {
+            ctx->have_pool = 1;
+            /* keep freed blocks cached across synchronisations */
+            uint64_t thr = UINT64_MAX;
+            CREATE_STEP(cudaMemPoolSetAttribute(ctx->pool, cudaMemPoolAttrReleaseThreshold, &thr),
+                        "cudaMemPoolSetAttribute");
+        }
+    }
+    if (!rc) {
+        cublasStatus_t s = cublasLtCreate(&ctx->lt);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            ctx->lt = NULL;
+            rc = drift_err_set(err, DRIFT_E_IO, ctx->name, "cublasLtCreate failed: %s", cublasLtGetStatusString(s));
+        }
+    }
+    ctx->lt_ws_size = DCU_WORKSPACE_BYTES;
+    CREATE_STEP(cudaMalloc(&ctx->lt_ws, ctx->lt_ws_size), "allocating the cuBLASLt workspace");
+    ctx->pinned_size = DCU_PINNED_BYTES;
+    for (int i = 0; i < 2; i++) {
+        CREATE_STEP(cudaHostAlloc(&ctx->pinned[i], ctx->pinned_size, cudaHostAllocDefault), "pinned staging buffer");
+        CREATE_STEP(cudaEventCreateWithFlags(&ctx->pin_ev[i], cudaEventDisableTiming), "staging event");
+    }
+    CREATE_STEP(cudaHostAlloc(&ctx->metrics_host, sizeof(dcu_metric_res), cudaHostAllocDefault),
+                "pinned metric result");
+#undef CREATE_STEP
+    if (!rc) rc = dcu_gemm_cache_create(ctx, err);
+    if (rc) {
+        cuda_destroy(be);
+        return rc;
+    }
+    be->supports_op = cuda_supports_op;
+    be->alloc = cuda_alloc;
+    be->release = cuda_release;
+    be->upload_f32 = cuda_upload_f32;
+    be->upload_f64 = cuda_upload_f64;
+    be->download_f32 = cuda_download_f32;
+    be->download_f64 = cuda_download_f64;
+    be->run = cuda_run;
+    be->metrics = cuda_metrics;
+    be->sync = cuda_sync;
+    *out = be;
+    return DRIFT_OK;
+}

@@ -1,0 +1,187 @@
+/* Internal to kernels/cuda: the backend context and the launchers the .cu
+ * files export to the C side (backend_cuda.c, gemm_lt.c, attention_host.c).
+ * Compiles as C11 and as CUDA C++ (nvcc). Not a public header.
+ *
+ * Launchers take device pointers that the caller has validated (shapes,
+ * dtypes, bounds), queue their kernels on ctx->stream and return a
+ * cudaError_t (cudaSuccess = 0) from the launch; they never synchronise
+ * (except dcu_metrics_run, which must return host values). */
+#ifndef DRIFT_KERNELS_CUDA_INTERNAL_H
+#define DRIFT_KERNELS_CUDA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <cublasLt.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "formats/dtype.h"
+#include "formats/err.h"
+#include "kernels/backend.h"
+
+/* Forced GEMM paths (DRIFT_CUDA_GEMM). */
+enum { DCU_GEMM_AUTO = 0, DCU_GEMM_UNFUSED = 1, DCU_GEMM_NAIVE = 2 };
+
+typedef struct dcu_gemm_cache dcu_gemm_cache; /* gemm_lt.c */
+
+typedef struct dcu_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;               /* cuBLASLt workspace (device), lt_ws_size bytes */
+    size_t lt_ws_size;
+    cudaMemPool_t pool;        /* private stream-ordered pool, when supported */
+    int have_pool;
+    void *pinned[2];           /* host staging for upload/download */
+    size_t pinned_size;        /* bytes of each */
+    cudaEvent_t pin_ev[2];
+    void *metrics_part;        /* device: per-block metric partials */
+    int metrics_part_cap;      /* blocks they hold */
+    void *metrics_host;        /* pinned host: the final metric result */
+    int sm_count;
+    int max_threads_per_sm;
+    /* knobs (cuda_backend.h) */
+    int force_i64;
+    int gemm_mode;
+    size_t attn_budget;
+    int metrics_grid;
+    int norm_smem;
+    dcu_gemm_cache *gemm_cache;
+    char name[32];
+} dcu_ctx;
+
+/* ---- memory (backend_cuda.c) ---------------------------------------- */
+/* Stream-ordered device allocation on ctx->stream (pool when available,
+ * else cudaMalloc). bytes == 0 gives NULL and success. */
+cudaError_t dcu_malloc(dcu_ctx *ctx, void **p, size_t bytes);
+void dcu_free(dcu_ctx *ctx, void *p);
+/* Sets err from a CUDA status; returns the drift status (DRIFT_OK on success). */
+int dcu_check(cudaError_t e, drift_err *err, const char *where, const char *what);
+
+/* ---- elementwise.cu ------------------------------------------------- */
+enum { DCU_UN_CAST = 0, DCU_UN_AFFINE, DCU_UN_SILU, DCU_UN_GELU_TANH };
+enum { DCU_BIN_ADD = 0, DCU_BIN_SUB, DCU_BIN_MUL };
+
+/* y[i] = round_ty(f(x[i])), i < n. */
+cudaError_t dcu_launch_unary(const dcu_ctx *ctx, int op, const void *x, drift_dtype tx, void *y, drift_dtype ty,
+                             int64_t n, float alpha, float beta);
+
+/* Broadcast plan for a contiguous output (dims of size 1 dropped, chained
+ * dims merged). Strides in elements, 0 where broadcast. */
+typedef struct dcu_bcast {
+    int nd;
+    int64_t shape[DRIFT_MAX_DIMS];
+    int64_t sa[DRIFT_MAX_DIMS];
+    int64_t sb[DRIFT_MAX_DIMS];
+    int64_t numel;
+} dcu_bcast;
+cudaError_t dcu_launch_binary(const dcu_ctx *ctx, int op, const void *a, drift_dtype ta, const void *b,
+                              drift_dtype tb, void *y, drift_dtype ty, const dcu_bcast *bc);
+
+/* out[b, :] = sinusoid(t[b]) for b < nb, dim columns (see backend.h). */
+cudaError_t dcu_launch_sinusoid(const dcu_ctx *ctx, const void *t, drift_dtype tt, void *y, drift_dtype ty,
+                                int64_t nb, int dim, float neg_log_period, int flip);
+
+/* GEMM epilogue of the unfused path, column-major D[m x n] per batch:
+ * d[i + j*ldd + z*stride_d] = round_td(src[i + j*m + z*m*n] + bias[i]) (bias
+ * optional, NULL). */
+cudaError_t dcu_launch_bias_round(const dcu_ctx *ctx, const float *src, int64_t m, int64_t n, int64_t batch,
+                                  const void *bias, drift_dtype tbias, void *d, drift_dtype td, int64_t ldd,
+                                  int64_t stride_d);
+
+/* ---- norm.cu -------------------------------------------------------- */
+cudaError_t dcu_launch_layer_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t dim,
+                                  const void *w, drift_dtype tw, const void *b, drift_dtype tb, void *y,
+                                  drift_dtype ty, float eps);
+cudaError_t dcu_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t dim,
+                                const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps);
+
+/* ---- rope.cu -------------------------------------------------------- */
+cudaError_t dcu_launch_rope(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t nb, int64_t L, int64_t H,
+                            int64_t Dh, const void *cosb, drift_dtype tc, const void *sinb, drift_dtype ts, void *y,
+                            drift_dtype ty);
+
+/* ---- layout.cu ------------------------------------------------------ */
+/* Strided copy over an index space of nd dims (row-major iteration):
+ * dst[dbase + sum c_i*dst_stride_i] = convert(src[sbase + sum c_i*src_stride_i]).
+ * Element offsets, not bytes. Same dtype: raw bit copy; else round to td. */
+typedef struct dcu_copy {
+    int nd;
+    int64_t shape[DRIFT_MAX_DIMS];
+    int64_t ss[DRIFT_MAX_DIMS];
+    int64_t ds[DRIFT_MAX_DIMS];
+    const void *src;
+    drift_dtype ts;
+    int64_t soff;
+    void *dst;
+    drift_dtype td;
+    int64_t doff;
+} dcu_copy;
+/* Drops size-1 dims and merges chained neighbours in place. */
+void dcu_copy_simplify(dcu_copy *c);
+cudaError_t dcu_launch_copy(const dcu_ctx *ctx, const dcu_copy *c);
+
+/* ---- gemm (gemm_lt.c, gemm_naive.cu) -------------------------------- */
+/* Column-major strided-batched GEMM:
+ *   D_z[m x n] = round_td(alpha * op(A_z)[m x k] op(B_z)[k x n] (+ bias[m]))
+ * op(X) = X^T when trans. A stored rows x cols = (transa ? k x m : m x k) with
+ * leading dim lda; likewise B. fp32 accumulation; ta == tb. */
+typedef struct dcu_gemm {
+    int transa, transb;
+    int64_t m, n, k;
+    const void *a;
+    drift_dtype ta;
+    int64_t lda, stride_a;
+    const void *b;
+    drift_dtype tb;
+    int64_t ldb, stride_b;
+    void *d;
+    drift_dtype td;
+    int64_t ldd, stride_d;
+    int64_t batch;
+    float alpha;
+    const void *bias; /* NULL: none; else m elements of tbias */
+    drift_dtype tbias;
+} dcu_gemm;
+int dcu_gemm_run(dcu_ctx *ctx, const dcu_gemm *g, drift_err *err);
+int dcu_gemm_cache_create(dcu_ctx *ctx, drift_err *err);
+void dcu_gemm_cache_destroy(dcu_ctx *ctx);
+cudaError_t dcu_launch_gemm_naive(const dcu_ctx *ctx, const dcu_gemm *g);
+
+/* ---- attention.cu --------------------------------------------------- */
+/* Rows of s (rows x cols fp32, contiguous): m = max, p = exp(s - m) (fp32),
+ * l[row] = sum p (fp32), p_out = round_tp(p). */
+cudaError_t dcu_launch_softmax_rows(const dcu_ctx *ctx, const float *s, int64_t rows, int64_t cols, void *p,
+                                    drift_dtype tp, float *l);
+/* out[(z*Lq + r0 + i)*Dv + e] = round_to(o[(z*nr + i)*Dv + e] / l[z*nr + i])
+ * for z < nb, i < nr, e < Dv (out already offset to the chunk's first head). */
+cudaError_t dcu_launch_attn_finalize(const dcu_ctx *ctx, const float *o, const float *l, int64_t nb, int64_t nr,
+                                     int64_t Dv, int64_t Lq, int64_t r0, void *out, drift_dtype to);
+int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
+                      const drift_tensor *v, drift_tensor *out, drift_err *err);
+
+/* ---- metrics.cu ----------------------------------------------------- */
+/* Result of one metric pass (local indices 0..n-1). */
+typedef struct dcu_metric_res {
+    double sum_abs, sum_sq, sum_tr, sum_tt, sum_rr;
+    double max_d;        /* max |t - r| over finite pairs, -1 when none */
+    int64_t arg;         /* first index attaining max_d, -1 when none */
+    float max_r;         /* max |r| over finite pairs (0 when none) */
+    float pad_;
+    int64_t nan_t, inf_t, nan_r, inf_r, n_diff;
+} dcu_metric_res;
+/* Runs the fused reduction over n elements and waits for the result. */
+int dcu_metrics_run(dcu_ctx *ctx, const void *t, drift_dtype tt, const void *r, drift_dtype tr, int64_t n,
+                    dcu_metric_res *res, drift_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

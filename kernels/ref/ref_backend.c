@@ -1,0 +1,514 @@
+/* The ref backend: the fp64 oracle (kernels/backend.h). Naive on purpose.
+ *
+ * Storage is double whatever the tensor's logical dtype; every op computes
+ * in fp64 with the mathematical formula of backend.h and never rounds (no
+ * bf16/fp16/fp32 rounding anywhere, op->compute and op->out are ignored
+ * except for validation). Transcendentals are libm's double functions.
+ * Sums are sequential in index order; loops are split across threads by
+ * output row only, so results do not depend on the thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/host_internal.h"
+
+typedef struct ref_ctx {
+    int nthreads;
+} ref_ctx;
+
+#define GRAIN ((int64_t)1 << 14)
+
+static inline double *dd(const drift_tensor *t) { return (double *)t->data; }
+
+static int64_t row_grain(int64_t row_cost) {
+    if (row_cost < 1) row_cost = 1;
+    int64_t g = GRAIN / row_cost;
+    return g < 1 ? 1 : g;
+}
+
+static int dtype_ok(drift_dtype dt) {
+    return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64;
+}
+
+static int ref_supports_op(const drift_backend *be, const drift_op *op) {
+    (void)be;
+    return op && (int)op->kind >= 0 && op->kind < DRIFT_OP_COUNT && dtype_ok(op->out);
+}
+
+static int ref_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
+    if (!t) return drift_err_set(err, DRIFT_E_INTERNAL, "ref", "alloc: NULL tensor");
+    if (!dtype_ok(t->dtype))
+        return drift_err_set(err, DRIFT_E_INPUT, "ref", "alloc: invalid dtype %d", (int)t->dtype);
+    int64_t n = drift_shape_numel(t->ndim, t->shape);
+    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, "ref", "alloc: invalid shape (ndim %d)", t->ndim);
+    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!d) return drift_err_set(err, DRIFT_E_NOMEM, "ref", "alloc: cannot allocate %lld elements", (long long)n);
+    t->data = d;
+    t->numel = n;
+    t->be = be;
+    return DRIFT_OK;
+}
+
+static void ref_release(const drift_backend *be, drift_tensor *t) {
+    (void)be;
+    if (!t) return;
+    free(t->data);
+    t->data = NULL;
+}
+
+static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
+    if (!t || !t->data || t->be != be)
+        return drift_err_set(err, DRIFT_E_INPUT, "ref", "transfer: tensor not allocated on this backend");
+    if (!buf && t->numel > 0) return drift_err_set(err, DRIFT_E_INPUT, "ref", "transfer: NULL host buffer");
+    return DRIFT_OK;
+}
+
+static int ref_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
+    int rc = check_io(be, t, src, err);
+    if (rc) return rc;
+    for (int64_t i = 0; i < t->numel; i++) dd(t)[i] = src[i];
+    return DRIFT_OK;
+}
+
+static int ref_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err) {
+    int rc = check_io(be, t, src, err);
+    if (rc) return rc;
+    memcpy(t->data, src, (size_t)t->numel * sizeof(double));
+    return DRIFT_OK;
+}
+
+static int ref_download_f32(const drift_backend *be, const drift_tensor *t, float *dst, drift_err *err) {
+    int rc = check_io(be, t, dst, err);
+    if (rc) return rc;
+    for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)dd(t)[i];
+    return DRIFT_OK;
+}
+
+static int ref_download_f64(const drift_backend *be, const drift_tensor *t, double *dst, drift_err *err) {
+    int rc = check_io(be, t, dst, err);
+    if (rc) return rc;
+    memcpy(dst, t->data, (size_t)t->numel * sizeof(double));
+    return DRIFT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise                                                                */
+
+typedef struct ew_job {
+    const drift_op *op;
+    const double *a, *b;
+    double *y;
+    drift_bcast bc;
+} ew_job;
+
+static void unary_range(void *p, int64_t i0, int64_t i1) {
+    const ew_job *j = p;
+    const double *x = j->a;
+    double *y = j->y;
+    const double al = j->op->alpha, be = j->op->beta;
+    const double k_beta = sqrt(2.0 / 3.14159265358979323846), k_kappa = 0.044715;
+    for (int64_t i = i0; i < i1; i++) {
+        const double v = x[i];
+        switch (j->op->kind) {
+        case DRIFT_OP_AFFINE: y[i] = v * al + be; break;
+        case DRIFT_OP_SILU: y[i] = v / (1.0 + exp(-v)); break;
+        case DRIFT_OP_GELU_TANH: y[i] = 0.5 * v * (1.0 + tanh(k_beta * (v + k_kappa * v * v * v))); break;
+        default: y[i] = v; break; /* CAST: the oracle never rounds */
+        }
+    }
+}
+
+static void binary_range(void *p, int64_t e0, int64_t e1) {
+    const ew_job *j = p;
+    const drift_bcast *bc = &j->bc;
+    const int nd = bc->nd;
+    const int64_t inner = bc->shape[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
+    int64_t idx[DRIFT_MAX_DIMS] = {0};
+    int64_t row = e0 / inner, k = e0 % inner, oa = 0, ob = 0;
+    for (int d = nd - 2; d >= 0; d--) {
+        idx[d] = row % bc->shape[d];
+        row /= bc->shape[d];
+        oa += idx[d] * bc->sa[d];
+        ob += idx[d] * bc->sb[d];
+    }
+    for (int64_t pos = e0; pos < e1;) {
+        const int64_t n = (inner - k < e1 - pos) ? inner - k : e1 - pos;
+        const double *a = j->a + oa + k * ia, *b = j->b + ob + k * ib;
+        double *y = j->y + pos;
+        for (int64_t i = 0; i < n; i++) {
+            const double u = a[i * ia], v = b[i * ib];
+            y[i] = j->op->kind == DRIFT_OP_ADD ? u + v : j->op->kind == DRIFT_OP_SUB ? u - v : u * v;
+        }
+        pos += n;
+        k = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            idx[d]++;
+            oa += bc->sa[d];
+            ob += bc->sb[d];
+            if (idx[d] < bc->shape[d]) break;
+            oa -= bc->sa[d] * bc->shape[d];
+            ob -= bc->sb[d] * bc->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* LINEAR: y[m, n] = sum_k x[m, k] w[n, k] (+ b[n]) */
+
+typedef struct lin_job {
+    const double *x, *w, *b;
+    double *y;
+    int64_t N, K;
+} lin_job;
+
+static void linear_rows(void *p, int64_t m0, int64_t m1) {
+    const lin_job *j = p;
+    for (int64_t m = m0; m < m1; m++) {
+        const double *x = j->x + m * j->K;
+        for (int64_t n = 0; n < j->N; n++) {
+            const double *w = j->w + n * j->K;
+            double s = 0.0;
+            for (int64_t k = 0; k < j->K; k++) s += x[k] * w[k];
+            if (j->b) s += j->b[n];
+            j->y[m * j->N + n] = s;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Norms */
+
+typedef struct norm_job {
+    const drift_op *op;
+    const double *x, *w, *b;
+    double *y;
+    int64_t D;
+} norm_job;
+
+static void norm_rows(void *p, int64_t r0, int64_t r1) {
+    const norm_job *j = p;
+    const int64_t D = j->D;
+    const double eps = j->op->eps;
+    for (int64_t r = r0; r < r1; r++) {
+        const double *x = j->x + r * D;
+        double *y = j->y + r * D;
+        if (j->op->kind == DRIFT_OP_LAYER_NORM) {
+            double s = 0.0, q = 0.0;
+            for (int64_t i = 0; i < D; i++) s += x[i];
+            const double mean = s / (double)D;
+            for (int64_t i = 0; i < D; i++) q += (x[i] - mean) * (x[i] - mean);
+            const double rstd = 1.0 / sqrt(q / (double)D + eps);
+            for (int64_t i = 0; i < D; i++) {
+                double t = (x[i] - mean) * rstd;
+                if (j->w) t *= j->w[i];
+                if (j->b) t += j->b[i];
+                y[i] = t;
+            }
+        } else {
+            double q = 0.0;
+            for (int64_t i = 0; i < D; i++) q += x[i] * x[i];
+            const double rr = 1.0 / sqrt(q / (double)D + eps);
+            for (int64_t i = 0; i < D; i++) y[i] = x[i] * rr * (j->w ? j->w[i] : 1.0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* ROPE */
+
+typedef struct rope_job {
+    const double *x, *cos, *sin;
+    double *y;
+    int64_t L, H, Dh;
+} rope_job;
+
+static void rope_rows(void *p, int64_t r0, int64_t r1) {
+    const rope_job *j = p;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t l = r % j->L;
+        const double *c = j->cos + l * j->Dh, *s = j->sin + l * j->Dh;
+        for (int64_t h = 0; h < j->H; h++) {
+            const int64_t o = (r * j->H + h) * j->Dh;
+            for (int64_t i = 0; i < j->Dh / 2; i++) {
+                const double x0 = j->x[o + 2 * i], x1 = j->x[o + 2 * i + 1];
+                j->y[o + 2 * i] = x0 * c[2 * i] - x1 * s[2 * i + 1];
+                j->y[o + 2 * i + 1] = x0 * s[2 * i + 1] + x1 * c[2 * i];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* ATTENTION: per query row, two passes over the keys (max, then exp and the
+ * weighted sum of v accumulated straight into the output row). */
+
+typedef struct attn_job {
+    const double *q, *k, *v;
+    double *o;
+    int64_t Lq, Lk, Dh, Dv;
+    double scale;
+} attn_job;
+
+static double attn_score(const attn_job *j, const double *q, const double *k) {
+    double s = 0.0;
+    for (int64_t d = 0; d < j->Dh; d++) s += q[d] * k[d];
+    return s * j->scale;
+}
+
+static void attn_rows(void *p, int64_t r0, int64_t r1) {
+    const attn_job *j = p;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t bh = r / j->Lq;
+        const double *q = j->q + r * j->Dh, *k = j->k + bh * j->Lk * j->Dh, *v = j->v + bh * j->Lk * j->Dv;
+        double *o = j->o + r * j->Dv;
+        double m = -INFINITY;
+        for (int64_t c = 0; c < j->Lk; c++) {
+            double s = attn_score(j, q, k + c * j->Dh);
+            if (s > m) m = s;
+        }
+        double l = 0.0;
+        for (int64_t d = 0; d < j->Dv; d++) o[d] = 0.0;
+        for (int64_t c = 0; c < j->Lk; c++) {
+            const double pr = exp(attn_score(j, q, k + c * j->Dh) - m);
+            l += pr;
+            for (int64_t d = 0; d < j->Dv; d++) o[d] += pr * v[c * j->Dv + d];
+        }
+        for (int64_t d = 0; d < j->Dv; d++) o[d] /= l;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Movement */
+
+static void run_permute(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    const int nd = x->ndim;
+    int64_t istride[DRIFT_MAX_DIMS], c = 1, idx[DRIFT_MAX_DIMS] = {0};
+    for (int d = nd - 1; d >= 0; d--) {
+        istride[d] = c;
+        c *= x->shape[d];
+    }
+    for (int64_t e = 0; e < out->numel; e++) {
+        int64_t rem = e, off = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            idx[d] = rem % out->shape[d];
+            rem /= out->shape[d];
+            off += idx[d] * istride[op->perm[d]];
+        }
+        dd(out)[e] = dd(x)[off];
+    }
+}
+
+static void run_narrow(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    const int d = drift_host_norm_dim(op->dim, x->ndim);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= x->shape[i];
+    for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(dd(out) + o * op->length * inner, dd(x) + (o * x->shape[d] + op->start) * inner,
+               (size_t)(op->length * inner) * sizeof(double));
+}
+
+static void run_concat(const drift_op *op, const drift_tensor *a, const drift_tensor *b, drift_tensor *out) {
+    const int d = drift_host_norm_dim(op->dim, a->ndim);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= a->shape[i];
+    for (int i = d + 1; i < a->ndim; i++) inner *= a->shape[i];
+    const int64_t na = a->shape[d] * inner, nb = b->shape[d] * inner;
+    for (int64_t o = 0; o < outer; o++) {
+        memcpy(dd(out) + o * (na + nb), dd(a) + o * na, (size_t)na * sizeof(double));
+        memcpy(dd(out) + o * (na + nb) + na, dd(b) + o * nb, (size_t)nb * sizeof(double));
+    }
+}
+
+/* PATCHIFY: out[b, t, ((c*pf + i)*ph + j)*pw + k] = x[b, c, f'pf+i, h'ph+j, w'pw+k];
+ * UNPATCHIFY: out[b, c, f'pf+i, h'ph+j, w'pw+k] = x[b, t, ((i*ph + j)*pw + k)*C + c];
+ * token t = (f'*Hp + h')*Wp + w'. */
+static void run_patch(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
+    const int unp = op->kind == DRIFT_OP_UNPATCHIFY;
+    const drift_tensor *img = unp ? out : x;
+    const int64_t B = img->shape[0], C = img->shape[1], F = img->shape[2], H = img->shape[3], W = img->shape[4];
+    const int64_t pf = op->patch[0], ph = op->patch[1], pw = op->patch[2];
+    const int64_t Fp = F / pf, Hp = H / ph, Wp = W / pw, L = Fp * Hp * Wp, P = C * pf * ph * pw;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t f = 0; f < Fp; f++)
+            for (int64_t h = 0; h < Hp; h++)
+                for (int64_t w = 0; w < Wp; w++) {
+                    const int64_t t = (f * Hp + h) * Wp + w;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t i = 0; i < pf; i++)
+                            for (int64_t jj = 0; jj < ph; jj++)
+                                for (int64_t k = 0; k < pw; k++) {
+                                    const int64_t img_i =
+                                        (((b * C + c) * F + f * pf + i) * H + h * ph + jj) * W + w * pw + k;
+                                    if (unp)
+                                        dd(out)[img_i] = dd(x)[(b * L + t) * P + ((i * ph + jj) * pw + k) * C + c];
+                                    else
+                                        dd(out)[(b * L + t) * P + ((c * pf + i) * ph + jj) * pw + k] = dd(x)[img_i];
+                                }
+                }
+}
+
+/* freq_j = exp(-ln(max_period) * j / half), arg = t * freq_j (fp64). */
+static void run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor *out) {
+    const int64_t B = t->shape[0], dim = op->dim, half = dim / 2;
+    const double mp = op->max_period != 0.0f ? (double)op->max_period : 10000.0;
+    for (int64_t b = 0; b < B; b++) {
+        double *y = dd(out) + b * dim;
+        for (int64_t j = 0; j < half; j++) {
+            const double arg = dd(t)[b] * exp(-log(mp) * (double)j / (double)half);
+            y[j] = op->flip_sin_to_cos ? cos(arg) : sin(arg);
+            y[half + j] = op->flip_sin_to_cos ? sin(arg) : cos(arg);
+        }
+        if (dim % 2) y[dim - 1] = 0.0;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int ref_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                   drift_err *err) {
+    int rc = drift_host_check_run(be, op, in, out, sizeof(double), err);
+    if (rc) return rc;
+    const int nt = ((const ref_ctx *)be->ctx)->nthreads;
+    const drift_tensor *x = in[0];
+    switch (op->kind) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_AFFINE:
+    case DRIFT_OP_SILU:
+    case DRIFT_OP_GELU_TANH: {
+        ew_job j = {.op = op, .a = dd(x), .y = dd(out)};
+        drift_host_parallel_for(nt, out->numel, GRAIN, unary_range, &j);
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_ADD:
+    case DRIFT_OP_SUB:
+    case DRIFT_OP_MUL: {
+        ew_job j = {.op = op, .a = dd(x), .b = dd(in[1]), .y = dd(out)};
+        drift_host_bcast_plan(x, in[1], &j.bc);
+        drift_host_parallel_for(nt, out->numel, GRAIN * 4, binary_range, &j);
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_LINEAR: {
+        lin_job j = {dd(x), dd(in[1]), op->n_in > 2 ? dd(in[2]) : NULL, dd(out), in[1]->shape[0],
+                     x->shape[x->ndim - 1]};
+        int64_t M = 1;
+        for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
+        drift_host_parallel_for(nt, M, row_grain(j.N * (j.K + 1)), linear_rows, &j);
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_LAYER_NORM:
+    case DRIFT_OP_RMS_NORM: {
+        norm_job j = {op, dd(x), op->n_in > 1 ? dd(in[1]) : NULL, op->n_in > 2 ? dd(in[2]) : NULL, dd(out),
+                      x->shape[x->ndim - 1]};
+        if (j.D > 0) drift_host_parallel_for(nt, x->numel / j.D, row_grain(j.D * 3), norm_rows, &j);
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_ROPE: {
+        rope_job j = {dd(x), dd(in[1]), dd(in[2]), dd(out), x->shape[1], x->shape[2], x->shape[3]};
+        drift_host_parallel_for(nt, x->shape[0] * x->shape[1], row_grain(j.H * j.Dh), rope_rows, &j);
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_ATTENTION: {
+        const int64_t Dh = x->shape[3];
+        attn_job j = {dd(x), dd(in[1]), dd(in[2]), dd(out), x->shape[2], in[1]->shape[2], Dh, in[2]->shape[3],
+                      op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh)};
+        drift_host_parallel_for(nt, x->shape[0] * x->shape[1] * j.Lq, row_grain(j.Lk * (2 * j.Dh + j.Dv)),
+                                attn_rows, &j);
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_PERMUTE: run_permute(op, x, out); return DRIFT_OK;
+    case DRIFT_OP_NARROW: run_narrow(op, x, out); return DRIFT_OK;
+    case DRIFT_OP_CONCAT: run_concat(op, x, in[1], out); return DRIFT_OK;
+    case DRIFT_OP_VIEW: memcpy(out->data, x->data, (size_t)x->numel * sizeof(double)); return DRIFT_OK;
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY: run_patch(op, x, out); return DRIFT_OK;
+    case DRIFT_OP_TIMESTEP_SINUSOID: run_timestep(op, x, out); return DRIFT_OK;
+    default: break;
+    }
+    return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
+}
+
+/* Metrics over fp64 values, with the rules of replay/metrics.h (pairs with a
+ * non-finite side are counted, not summed; first-occurrence argmax; n_diff
+ * over fp64 bit patterns, NaN == NaN). */
+static int ref_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
+                       drift_err *err) {
+    if (!acc) return drift_err_set(err, DRIFT_E_INTERNAL, "ref", "metrics: NULL acc");
+    int rc = check_io(be, t, t ? t->data : NULL, err);
+    if (!rc) rc = check_io(be, r, r ? r->data : NULL, err);
+    if (rc) return rc;
+    if (t->ndim < 0 || t->ndim > DRIFT_MAX_DIMS || t->ndim != r->ndim || t->numel != r->numel ||
+        memcmp(t->shape, r->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, "ref", "metrics: candidate and reference shapes differ");
+    const double *tv = t->data, *rv = r->data;
+    const int64_t base = acc->numel;
+    for (int64_t i = 0; i < t->numel; i++) {
+        const double a = tv[i], b = rv[i];
+        const int a_nan = isnan(a), b_nan = isnan(b);
+        uint64_t ua, ub;
+        memcpy(&ua, &a, 8);
+        memcpy(&ub, &b, 8);
+        if (ua != ub && !(a_nan && b_nan)) acc->n_diff++;
+        if (a_nan)
+            acc->nan_t++;
+        else if (isinf(a))
+            acc->inf_t++;
+        if (b_nan)
+            acc->nan_r++;
+        else if (isinf(b))
+            acc->inf_r++;
+        if (!isfinite(a) || !isfinite(b)) continue;
+        const double d = a - b, ad = fabs(d), ar = fabs(b);
+        acc->sum_abs_diff += ad;
+        acc->sum_sq_diff += d * d;
+        acc->sum_tr += a * b;
+        acc->sum_tt += a * a;
+        acc->sum_rr += b * b;
+        if (acc->argmax < 0 || ad > acc->max_abs_diff) {
+            acc->max_abs_diff = ad;
+            acc->argmax = base + i;
+        }
+        if (ar > acc->max_abs_ref) acc->max_abs_ref = ar;
+    }
+    acc->numel = base + t->numel;
+    return DRIFT_OK;
+}
+
+static int ref_sync(const drift_backend *be, drift_err *err) {
+    (void)be;
+    (void)err;
+    return DRIFT_OK;
+}
+
+static void ref_destroy(drift_backend *be) {
+    if (!be) return;
+    free(be->ctx);
+    free(be);
+}
+
+int drift_ref_backend_create(drift_backend **out, drift_err *err) {
+    drift_backend *be = calloc(1, sizeof *be);
+    ref_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!be || !ctx) {
+        free(be);
+        free(ctx);
+        return drift_err_set(err, DRIFT_E_NOMEM, "ref", "cannot allocate the ref backend");
+    }
+    ctx->nthreads = drift_host_threads();
+    be->name = "ref";
+    be->ctx = ctx;
+    be->supports_op = ref_supports_op;
+    be->alloc = ref_alloc;
+    be->release = ref_release;
+    be->upload_f32 = ref_upload_f32;
+    be->upload_f64 = ref_upload_f64;
+    be->download_f32 = ref_download_f32;
+    be->download_f64 = ref_download_f64;
+    be->run = ref_run;
+    be->metrics = ref_metrics;
+    be->sync = ref_sync;
+    be->destroy = ref_destroy;
+    *out = be;
+    return DRIFT_OK;
+}

@@ -1,0 +1,323 @@
+/* Graph executor and host tensor sets (exec.h). */
+#include "replay/exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- host tensor sets ------------------------------------------------------ */
+
+struct drift_hostset {
+    drift_host_tensor **items;
+    size_t n, cap;
+    size_t *slots;      /* index + 1, 0 empty; open addressing */
+    size_t n_slots;     /* power of two */
+};
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+int drift_hostset_create(drift_hostset **out, drift_err *err) {
+    if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "hostset", "drift_hostset_create: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return drift_err_set(err, DRIFT_E_NOMEM, "hostset", "out of memory");
+    return DRIFT_OK;
+}
+
+static void host_tensor_free(drift_host_tensor *t) {
+    if (!t) return;
+    free((char *)t->name);
+    free(t->f32);
+    free(t->f64);
+    free(t);
+}
+
+void drift_hostset_free(drift_hostset *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) host_tensor_free(s->items[i]);
+    free(s->items);
+    free(s->slots);
+    free(s);
+}
+
+static size_t *find_slot(const drift_hostset *s, const char *name) {
+    if (!s->n_slots) return NULL;
+    size_t mask = s->n_slots - 1, i = (size_t)hash_str(name) & mask;
+    for (;;) {
+        size_t *sl = &s->slots[i];
+        if (*sl == 0 || strcmp(s->items[*sl - 1]->name, name) == 0) return sl;
+        i = (i + 1) & mask;
+    }
+}
+
+const drift_host_tensor *drift_hostset_find(const drift_hostset *s, const char *name) {
+    if (!s || !name) return NULL;
+    size_t *sl = find_slot(s, name);
+    return (sl && *sl) ? s->items[*sl - 1] : NULL;
+}
+
+size_t drift_hostset_count(const drift_hostset *s) { return s ? s->n : 0; }
+const drift_host_tensor *drift_hostset_at(const drift_hostset *s, size_t i) {
+    return (s && i < s->n) ? s->items[i] : NULL;
+}
+
+static int rehash(drift_hostset *s, size_t want) {
+    size_t ns = s->n_slots ? s->n_slots : 64;
+    while (ns < want * 2) ns *= 2;
+    if (ns == s->n_slots) return 0;
+    size_t *old = s->slots, old_n = s->n_slots;
+    s->slots = calloc(ns, sizeof *s->slots);
+    if (!s->slots) {
+        s->slots = old;
+        return -1;
+    }
+    s->n_slots = ns;
+    for (size_t i = 0; i < old_n; i++)
+        if (old[i]) *find_slot(s, s->items[old[i] - 1]->name) = old[i];
+    free(old);
+    return 0;
+}
+
+int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
+                      const float *f32, const double *f64, drift_host_tensor **added, drift_err *err) {
+    if (!s || !name || !*name || !f32)
+        return drift_err_set(err, DRIFT_E_INPUT, "hostset", "drift_hostset_add: a set, a name and fp32 values are required");
+    if (dtype != DRIFT_F32 && dtype != DRIFT_BF16 && dtype != DRIFT_F16 && dtype != DRIFT_F64)
+        return drift_err_set(err, DRIFT_E_INPUT, name, "host tensor '%s': expected a float dtype", name);
+    if (ndim < 0 || ndim > DRIFT_MAX_DIMS || (ndim && !shape))
+        return drift_err_set(err, DRIFT_E_INPUT, name, "host tensor '%s': ndim must be in 0..%d", name, DRIFT_MAX_DIMS);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1 || shape[i] > DRIFT_GRAPH_MAX_DIM || numel > DRIFT_GRAPH_MAX_NUMEL / shape[i])
+            return drift_err_set(err, DRIFT_E_INPUT, name,
+                                 "host tensor '%s': dims must be in 1..2^40 with at most 2^48 elements", name);
+        numel *= shape[i];
+    }
+    if (drift_hostset_find(s, name))
+        return drift_err_set(err, DRIFT_E_INPUT, name, "host tensor '%s' given twice", name);
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        drift_host_tensor **ni = realloc(s->items, nc * sizeof *ni);
+        if (!ni) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
+        s->items = ni;
+        s->cap = nc;
+    }
+    if (rehash(s, s->n + 1)) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
+    drift_host_tensor *t = calloc(1, sizeof *t);
+    if (!t) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
+    t->name = strdup(name);
+    t->f32 = malloc((size_t)numel * sizeof *t->f32);
+    t->f64 = f64 ? malloc((size_t)numel * sizeof *t->f64) : NULL;
+    if (!t->name || !t->f32 || (f64 && !t->f64)) {
+        host_tensor_free(t);
+        return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory for host tensor '%s'", name);
+    }
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = numel;
+    memcpy(t->f32, f32, (size_t)numel * sizeof *t->f32);
+    drift_dtype_round_n(t->f32, (size_t)numel, dtype);
+    if (f64) memcpy(t->f64, f64, (size_t)numel * sizeof *t->f64);
+    s->items[s->n] = t;
+    *find_slot(s, name) = s->n + 1;
+    s->n++;
+    if (added) *added = t;
+    return DRIFT_OK;
+}
+
+/* ---- execution ---------------------------------------------------------------- */
+
+typedef struct ebuf {
+    drift_tensor t;
+    int refs;          /* remaining uses by later nodes (and the output) */
+    int live;          /* t.data allocated and not yet released */
+} ebuf;
+
+typedef struct ectx {
+    const drift_graph *g;
+    const drift_backend *be;
+    const drift_exec_inputs *in;
+    ebuf **slot;       /* value id -> buffer holding its data (shared by aliases) */
+    ebuf **owned;      /* value id -> buffer it created */
+    int *uses;
+    unsigned char *live;
+    drift_err *err;
+} ectx;
+
+static void buf_release(const ectx *c, ebuf *b) {
+    if (b && b->live) {
+        c->be->release(c->be, &b->t);
+        b->live = 0;
+    }
+}
+
+static void buf_unref(const ectx *c, ebuf *b) {
+    if (--b->refs <= 0) buf_release(c, b);
+}
+
+static int new_buf(ectx *c, int id, drift_dtype dt, const drift_value *v, ebuf **out) {
+    ebuf *b = calloc(1, sizeof *b);
+    if (!b) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory");
+    c->owned[id] = b;
+    b->t.dtype = dt;
+    b->t.ndim = v->ndim;
+    memcpy(b->t.shape, v->shape, sizeof b->t.shape);
+    b->t.numel = v->numel;
+    b->t.be = c->be;
+    int rc = c->be->alloc(c->be, &b->t, c->err);
+    if (rc) {
+        drift_err_prefix(c->err, "value %d (%s)", id, v->name ? v->name : drift_graph_op_name(v->op.kind));
+        return rc;
+    }
+    b->live = 1;
+    *out = b;
+    return DRIFT_OK;
+}
+
+static int shapes_equal(const drift_value *v, const drift_host_tensor *h) {
+    if (v->ndim != h->ndim) return 0;
+    for (int i = 0; i < v->ndim; i++)
+        if (v->shape[i] != h->shape[i]) return 0;
+    return 1;
+}
+
+static int run_leaf(ectx *c, int id, const drift_value *v, ebuf **out) {
+    const drift_hostset *set = v->kind == DRIFT_VAL_PARAM ? c->in->params
+                               : v->kind == DRIFT_VAL_BUFFER ? c->in->buffers : c->in->inputs;
+    const char *what = drift_graph_kind_name(v->kind);
+    const drift_host_tensor *h = drift_hostset_find(set, v->name);
+    if (!h) return drift_err_set(c->err, DRIFT_E_INPUT, v->name, "no host values given for %s '%s'", what, v->name);
+    if (!shapes_equal(v, h))
+        return drift_err_set(c->err, DRIFT_E_INPUT, v->name, "%s '%s': host tensor has %d dims / %lld elements, the graph expects %d dims / %lld elements of another shape",
+                             what, v->name, h->ndim, (long long)h->numel, v->ndim, (long long)v->numel);
+    if (v->kind != DRIFT_VAL_PARAM && v->dtype != DRIFT_F64 && h->dtype != v->dtype)
+        return drift_err_set(c->err, DRIFT_E_INPUT, v->name,
+                             "%s '%s': host values are %s, the graph was assigned for %s (assign with the dtype it is handed over in)",
+                             what, v->name, drift_dtype_name(h->dtype), drift_dtype_name(v->dtype));
+    int rc = new_buf(c, id, v->dtype, v, out);
+    if (rc) return rc;
+    if (v->dtype == DRIFT_F64 && h->f64) rc = c->be->upload_f64(c->be, &(*out)->t, h->f64, c->err);
+    else rc = c->be->upload_f32(c->be, &(*out)->t, h->f32, c->err);
+    if (rc) drift_err_prefix(c->err, "uploading %s '%s'", what, v->name);
+    return rc;
+}
+
+static int run_node(ectx *c, int id, const drift_value *v, ebuf **out) {
+    const drift_tensor *ins[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < v->op.n_in; k++) {
+        ebuf *b = c->slot[v->in[k]];
+        if (!b || !b->live)
+            return drift_err_set(c->err, DRIFT_E_INTERNAL, "exec", "value %d: input %d (value %d) is not available", id,
+                                 k, v->in[k]);
+        ins[k] = &b->t;
+    }
+    if (v->op.kind == DRIFT_OP_CAST && ins[0]->dtype == v->op.out) {
+        *out = c->slot[v->in[0]]; /* identity cast: alias */
+        return DRIFT_OK;
+    }
+    int rc = new_buf(c, id, v->op.out, v, out);
+    if (rc) return rc;
+    rc = c->be->run(c->be, &v->op, ins, &(*out)->t, c->err);
+    if (rc)
+        drift_err_prefix(c->err, "value %d (%s%s%s)", id, drift_graph_op_name(v->op.kind), v->name ? " " : "",
+                         v->name ? v->name : "");
+    return rc;
+}
+
+static int download(ectx *c, const ebuf *b, drift_exec_result *out) {
+    memset(out, 0, sizeof *out);
+    out->dtype = b->t.dtype;
+    out->ndim = b->t.ndim;
+    memcpy(out->shape, b->t.shape, sizeof out->shape);
+    out->numel = b->t.numel;
+    size_t n = (size_t)b->t.numel;
+    out->f32 = malloc((n ? n : 1) * sizeof *out->f32);
+    out->f64 = malloc((n ? n : 1) * sizeof *out->f64);
+    if (!out->f32 || !out->f64) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory for the output");
+    int rc = c->be->download_f64(c->be, &b->t, out->f64, c->err);
+    if (!rc) rc = c->be->download_f32(c->be, &b->t, out->f32, c->err);
+    return rc;
+}
+
+void drift_exec_result_free(drift_exec_result *r) {
+    if (!r) return;
+    free(r->f32);
+    free(r->f64);
+    memset(r, 0, sizeof *r);
+}
+
+int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in, drift_exec_result *out,
+                   drift_err *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!g || !be || !in) return drift_err_set(err, DRIFT_E_INTERNAL, "exec", "drift_exec_run: NULL argument");
+    if (!drift_graph_is_assigned(g))
+        return drift_err_set(err, DRIFT_E_INPUT, "exec", "the graph has no explicit dtypes (run drift_assign_dtypes first)");
+    int n = drift_graph_count(g), output = drift_graph_output(g), rc = DRIFT_OK;
+    if (out && output < 0) return drift_err_set(err, DRIFT_E_INPUT, "exec", "the graph has no output");
+    drift_err local;
+    drift_err_clear(&local);
+    ectx c = {g, be, in, NULL, NULL, NULL, NULL, err ? err : &local};
+    size_t nn = (size_t)(n ? n : 1);
+    c.slot = calloc(nn, sizeof *c.slot);
+    c.owned = calloc(nn, sizeof *c.owned);
+    c.uses = calloc(nn, sizeof *c.uses);
+    c.live = calloc(nn, 1);
+    if (!c.slot || !c.owned || !c.uses || !c.live) {
+        rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory");
+        goto done;
+    }
+    /* liveness, backwards: the output, sites (when observed), their inputs */
+    if (output >= 0) c.live[output] = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        const drift_value *v = drift_graph_value(g, i);
+        if (v->site && in->on_site) c.live[i] = 1;
+        if (!c.live[i] || v->kind != DRIFT_VAL_NODE) continue;
+        for (int k = 0; k < v->op.n_in; k++) {
+            c.live[v->in[k]] = 1;
+            c.uses[v->in[k]]++;
+        }
+    }
+    if (output >= 0) c.uses[output]++;
+
+    for (int i = 0; i < n; i++) {
+        if (!c.live[i]) continue;
+        const drift_value *v = drift_graph_value(g, i);
+        ebuf *b = NULL;
+        rc = v->kind == DRIFT_VAL_NODE ? run_node(&c, i, v, &b) : run_leaf(&c, i, v, &b);
+        if (rc) goto done;
+        c.slot[i] = b;
+        b->refs += c.uses[i];
+        if (v->site && in->on_site) {
+            rc = in->on_site(v->site, &b->t, in->user, c.err);
+            if (rc) {
+                if (c.err->code == DRIFT_OK)
+                    drift_err_set(c.err, rc, v->site, "the site callback stopped the run at '%s'", v->site);
+                goto done;
+            }
+        }
+        if (v->kind == DRIFT_VAL_NODE)
+            for (int k = 0; k < v->op.n_in; k++) buf_unref(&c, c.slot[v->in[k]]);
+        if (b->refs <= 0) buf_release(&c, b);
+    }
+    if (out && output >= 0) rc = download(&c, c.slot[output], out);
+done:
+    if (c.owned) {
+        for (int i = 0; i < n; i++) {
+            buf_release(&c, c.owned[i]);
+            free(c.owned[i]);
+        }
+    }
+    free(c.slot);
+    free(c.owned);
+    free(c.uses);
+    free(c.live);
+    if (rc && out) drift_exec_result_free(out);
+    return rc;
+}

@@ -1,0 +1,71 @@
+/* Replaying a recorded trace under a dtype plan (drift replay): rebuilds the
+ * model from the trace (family, fp32 masters, buffers), feeds each committed
+ * step's recorded boundary inputs (as handed over, before their cast) to the
+ * forward of the plan, and compares every recorded site with a reference:
+ *   trainer  the trace's own recorded sites (replay fidelity: same plan and
+ *            backend reproduces them bit for bit);
+ *   rollout  the rollout side's trace (NAME.rollout.h5 beside it, or a path);
+ *   trace    any other trace given by path;
+ *   oracle   the same graph in fp64 on the ref backend ("how far from the
+ *            truth"); also reports each recorded side's output RMSE to it.
+ * Per step it also finds the first divergent site (execution order), and
+ * when the trace holds the SDE sample it recomputes the log-prob from the
+ * replayed output against the recorded log_prob_old / log_prob_new. */
+#ifndef DRIFT_REPLAY_REPLAY_TRACE_H
+#define DRIFT_REPLAY_REPLAY_TRACE_H
+
+#include <stdint.h>
+
+#include "formats/err.h"
+#include "formats/plan.h"
+#include "replay/assign.h"
+#include "replay/metrics.h"
+#include "replay/sitecmp.h"
+#include "replay/synth.h"
+
+typedef enum drift_ref_kind {
+    DRIFT_REF_TRAINER = 0,
+    DRIFT_REF_ROLLOUT = 1,
+    DRIFT_REF_ORACLE = 2,
+    DRIFT_REF_TRACE = 3
+} drift_ref_kind;
+
+typedef struct drift_replay_opts {
+    const char *trace;           /* the trace to replay */
+    const drift_plan *plan;
+    drift_side side;             /* trainer (default) or rollout: which forward dtype the plan gives */
+    drift_ref_kind ref;
+    const char *ref_path;        /* ROLLOUT (NULL: sibling) or TRACE */
+    int64_t step_first, step_last; /* inclusive range of trace steps; -1: unbounded */
+    const char *backend;         /* "cpu" (default), "cuda[:N]" */
+    const char *out_path;        /* NULL, or a result trace (side replay: metrics + output) */
+    int sites;                   /* 1: compare every site (default); 0: only the output */
+    drift_progress_fn progress;
+    void *progress_user;
+} drift_replay_opts;
+
+void drift_replay_opts_init(drift_replay_opts *o);
+
+typedef struct drift_replay_report {
+    char model[1024];
+    char ref_desc[4200];         /* "rollout trace PATH", "fp64 oracle", ... */
+    drift_sitecmp cmp;           /* per-site aggregates, execution order */
+    int64_t n_steps;
+    int64_t *steps;              /* owned: the trace steps replayed */
+    char **first_divergent;      /* owned: per replayed step, the first divergent site or NULL */
+    int has_logprob;
+    drift_logprob_metrics lp_vs_old;   /* replayed log-prob vs recorded logprob:old */
+    drift_logprob_metrics lp_vs_new;   /* replayed log-prob vs recorded logprob:new */
+    int has_oracle;
+    double oracle_rmse_replay, oracle_rmse_trainer, oracle_rmse_rollout; /* output vs oracle; NaN if n/a */
+    double seconds;
+} drift_replay_report;
+
+/* Runs the replay. rep is filled (caller frees it with
+ * drift_replay_report_free, also after an error). */
+int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, drift_err *err);
+void drift_replay_report_free(drift_replay_report *rep);
+/* Parses "A:B", "A:", ":B", "A" into an inclusive range (-1 unbounded). */
+int drift_replay_parse_steps(const char *s, int64_t *first, int64_t *last, drift_err *err);
+
+#endif

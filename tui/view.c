@@ -1,0 +1,1081 @@
+/* The curses view of `drift top` (see view.h). Draws only: every number
+ * comes from tui/model, every rectangle from tui/layout. Frames are built
+ * with erase() + drawing + wnoutrefresh() + doupdate(), so curses sends only
+ * the cells that changed (no flicker); input waits with timeout() for the
+ * refresh interval; KEY_RESIZE recomputes the layout. */
+#include "tui/view.h"
+
+#include <curses.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tui/layout.h"
+
+enum { C_OK = 1, C_WARN, C_BAD, C_EQUAL, C_TITLE, C_BAR_A, C_BAR_B, C_DIM };
+
+#define KEY_ESC 27
+#define CTRL_L 12
+
+typedef struct vs {
+    drift_top_model *m;
+    drift_top_query q;
+    char filter[256];
+    drift_top_table t;
+    int dirty;
+    int to_top;                  /* the order changed: select the first row */
+    uint64_t gen;
+    size_t sel_layer;
+    int have_sel;
+    long sel_row, top;
+    int drill;
+    size_t drill_layer;
+    long dsel, dtop;
+    int help, help_top;
+    int prompt;
+    char pbuf[256];
+    size_t plen;
+    char saved_filter[256];
+    int hide_chart;
+    int utf8, color, mouse;
+    int follow, interval_ms;
+    char msg[256];
+    int msg_bad;
+    double msg_until;
+    drift_top_layout L;
+} vs;
+
+/* ======================================================================= */
+/* small drawing helpers                                                    */
+/* ======================================================================= */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Bytes of the first `cells` code points of s (every code point one cell). */
+static size_t u8_prefix(const char *s, int cells, int *used) {
+    size_t i = 0;
+    int c = 0;
+    while (s[i] && c < cells) {
+        unsigned char b = (unsigned char)s[i];
+        size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
+        for (size_t k = 1; k < n; k++)
+            if (!s[i + k]) {
+                n = k;
+                break;
+            }
+        i += n;
+        c++;
+    }
+    if (used) *used = c;
+    return i;
+}
+
+static int u8_cells(const char *s) {
+    int c = 0;
+    u8_prefix(s, 1 << 30, &c);
+    return c;
+}
+
+/* Writes s at (y, x), clipped to w cells. Returns the cells written. */
+static int put(int y, int x, int w, attr_t a, const char *s) {
+    if (w <= 0 || !s) return 0;
+    int used = 0;
+    size_t n = u8_prefix(s, w, &used);
+    attrset(a);
+    mvaddnstr(y, x, s, (int)n);
+    attrset(A_NORMAL);
+    return used;
+}
+
+static void putr(int y, int x, int w, attr_t a, const char *s) {
+    int c = u8_cells(s);
+    if (c >= w)
+        put(y, x, w, a, s);
+    else
+        put(y, x + (w - c), c, a, s);
+}
+
+static void fill(int y, int x, int w, attr_t a) {
+    if (w <= 0) return;
+    attrset(a);
+    mvhline(y, x, ' ', w);
+    attrset(A_NORMAL);
+}
+
+/* A cursor that writes segments left to right on one line, clipped at xend. */
+typedef struct line {
+    int y, x, xend;
+} line;
+
+static void seg(line *l, attr_t a, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seg(line *l, attr_t a, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    l->x += put(l->y, l->x, l->xend - l->x, a, buf);
+}
+
+static attr_t cls_attr(const vs *v, drift_top_class c) {
+    if (!v->color) {
+        if (c == DRIFT_TOP_CLASS_BAD) return A_BOLD | A_UNDERLINE;
+        if (c == DRIFT_TOP_CLASS_WARN) return A_BOLD;
+        return A_NORMAL;
+    }
+    switch (c) {
+    case DRIFT_TOP_CLASS_EQUAL: return COLOR_PAIR(C_EQUAL);
+    case DRIFT_TOP_CLASS_OK: return COLOR_PAIR(C_OK);
+    case DRIFT_TOP_CLASS_WARN: return COLOR_PAIR(C_WARN) | A_BOLD;
+    case DRIFT_TOP_CLASS_BAD: return COLOR_PAIR(C_BAD) | A_BOLD;
+    default: return A_NORMAL;
+    }
+}
+
+static attr_t pair(const vs *v, int p) { return v->color ? COLOR_PAIR(p) : A_NORMAL; }
+
+static const char *spark_glyph(const vs *v, int level) {
+    static const char *const u[8] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+                                     "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+    static const char *const a[8] = {"_", ".", "-", ":", "=", "+", "*", "#"};
+    if (level < 0) return " ";
+    if (level > 7) level = 7;
+    return v->utf8 ? u[level] : a[level];
+}
+
+/* The glyph of a bar cell filled k/8 (0..8) from the bottom. */
+static const char *bar_glyph(const vs *v, int k) {
+    if (k <= 0) return " ";
+    if (k >= 8) return v->utf8 ? "\xe2\x96\x88" : "#";
+    if (v->utf8) return spark_glyph(v, k - 1);
+    return k <= 2 ? "." : (k <= 5 ? ":" : "|");
+}
+
+static void set_msg(vs *v, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_msg(vs *v, int bad, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->msg, sizeof v->msg, fmt, ap);
+    va_end(ap);
+    v->msg_bad = bad;
+    v->msg_until = now_s() + 4.0;
+}
+
+/* ======================================================================= */
+/* state                                                                    */
+/* ======================================================================= */
+
+static const drift_top_data *D(const vs *v) { return drift_top_model_data(v->m); }
+
+static void rebuild(vs *v) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_top_table_free(&v->t);
+    v->q.filter = v->filter;
+    /* a chosen step that is no longer kept falls back to the latest */
+    if (v->q.step != INT64_MAX && drift_top_data_find_step(D(v), v->q.step) < 0) v->q.step = INT64_MAX;
+    if (drift_top_table_build(D(v), drift_top_model_ref(v->m), &v->q, &v->t, &e) != DRIFT_OK)
+        set_msg(v, 1, "%s", e.msg);
+    v->gen = drift_top_data_generation(D(v));
+    v->dirty = 0;
+    if (v->t.n == 0) {
+        v->sel_row = 0;
+        return;
+    }
+    long r = v->have_sel && !v->to_top ? drift_top_table_find(&v->t, v->sel_layer) : -1;
+    if (v->to_top) v->top = 0;
+    v->to_top = 0;
+    /* keep the selected layer; if it was filtered out, start from the top */
+    v->sel_row = r >= 0 ? r : 0;
+    if (v->sel_row < 0) v->sel_row = 0;
+    v->sel_layer = v->t.rows[v->sel_row].layer;
+    v->have_sel = 1;
+}
+
+static void select_row(vs *v, long r) {
+    if (v->t.n == 0) return;
+    if (r < 0) r = 0;
+    if (r >= (long)v->t.n) r = (long)v->t.n - 1;
+    v->sel_row = r;
+    v->sel_layer = v->t.rows[r].layer;
+    v->have_sel = 1;
+}
+
+static void clamp_scroll(long *top, long sel, long n, long visible) {
+    if (visible < 1) visible = 1;
+    if (sel < *top) *top = sel;
+    if (sel >= *top + visible) *top = sel - visible + 1;
+    if (*top > n - visible) *top = n - visible;
+    if (*top < 0) *top = 0;
+}
+
+/* Column of the step shown (the latest unless a step was chosen); -1 if none. */
+static long shown_col(const vs *v) {
+    size_t n = drift_top_data_n_steps(D(v));
+    if (n == 0) return -1;
+    if (v->q.step == INT64_MAX) return (long)n - 1;
+    long c = drift_top_data_find_step(D(v), v->q.step);
+    return c >= 0 ? c : (long)n - 1;
+}
+
+static double norm_scale(const vs *v) {
+    double s = v->q.guidance_scale;
+    return (v->q.cfg_normalise && isfinite(s) && s > 0.0) ? s : 1.0;
+}
+
+/* ======================================================================= */
+/* header                                                                   */
+/* ======================================================================= */
+
+static void draw_status(vs *v, int y, int *xend) {
+    const drift_top_header *h = drift_top_model_header(v->m);
+    double idle_after = v->interval_ms * 5e-3 > 10.0 ? v->interval_ms * 5e-3 : 10.0;
+    double age = 0;
+    drift_top_liveness lv = drift_top_model_liveness(v->m, now_s(), idle_after, &age);
+    char buf[64];
+    attr_t a;
+    if (lv == DRIFT_TOP_LIVE) {
+        snprintf(buf, sizeof buf, " LIVE ");
+        a = pair(v, C_OK) | A_BOLD | A_REVERSE;
+    } else if (lv == DRIFT_TOP_IDLE) {
+        if (age >= 0)
+            snprintf(buf, sizeof buf, " IDLE %.0fs ", age);
+        else
+            snprintf(buf, sizeof buf, " IDLE ");
+        a = pair(v, C_WARN) | A_BOLD | A_REVERSE;
+    } else {
+        snprintf(buf, sizeof buf, " CLOSED ");
+        a = A_REVERSE;
+    }
+    (void)h;
+    int w = u8_cells(buf);
+    if (w >= v->L.header.w) return;
+    put(y, v->L.header.w - w, w, a, buf);
+    *xend = v->L.header.w - w - 1;
+}
+
+static void draw_run_line(vs *v, int y, int compact) {
+    const drift_top_header *h = drift_top_model_header(v->m);
+    int xend = v->L.header.w;
+    draw_status(v, y, &xend);
+    line l = {y, 0, xend};
+    seg(&l, A_BOLD, "drift top ");
+    seg(&l, A_NORMAL, " run %s", h->run_id[0] ? h->run_id : "?");
+    seg(&l, A_NORMAL, "  %s", h->side);
+    if (h->world_size > 1) seg(&l, A_NORMAL, " rank %d/%d", (int)h->rank, (int)h->world_size);
+    seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
+    seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
+    if (h->steps_committed > 0)
+        seg(&l, A_NORMAL, "  steps %lld [%lld..%lld]", (long long)h->steps_committed, (long long)h->first_step,
+            (long long)h->last_step);
+    else
+        seg(&l, A_NORMAL, "  steps 0");
+    if (compact) {
+        if (!h->plan_ok) seg(&l, pair(v, C_BAD) | A_BOLD, "  !plan");
+        if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  !fwd %s!=rollout %s", h->fwd, h->rollout);
+        if (h->warn_reduce_bf16) seg(&l, pair(v, C_WARN) | A_BOLD, "  !reduce bf16");
+    }
+}
+
+static void draw_plan_line(vs *v, int y) {
+    const drift_top_header *h = drift_top_model_header(v->m);
+    line l = {y, 0, v->L.header.w};
+    if (!h->plan_ok) {
+        seg(&l, pair(v, C_BAD) | A_BOLD, "plan: %s", h->plan_error);
+        return;
+    }
+    seg(&l, A_NORMAL, "plan %s: fwd %s  rollout %s  reduce %s  master %s  %d pattern%s", h->plan_name, h->fwd,
+        h->rollout, h->reduce, h->master, h->n_patterns, h->n_patterns == 1 ? "" : "s");
+    if (h->warn_fwd_rollout)
+        seg(&l, pair(v, C_BAD) | A_BOLD, "  ! forward %s != rollout %s", h->fwd, h->rollout);
+    if (h->warn_reduce_bf16) seg(&l, pair(v, C_WARN) | A_BOLD, "  ! reduce dtype bf16");
+}
+
+static void draw_view_line(vs *v, int y) {
+    line l = {y, 0, v->L.header.w};
+    const char *up = v->utf8 ? "\xe2\x96\xb2" : "^", *down = v->utf8 ? "\xe2\x96\xbc" : "v";
+    if (v->q.agg == DRIFT_TOP_AGG_STEP) {
+        if (v->t.step >= 0)
+            seg(&l, A_BOLD, "step %lld%s", (long long)v->t.step, v->q.step == INT64_MAX ? " (latest)" : "");
+        else
+            seg(&l, A_BOLD, "step -");
+    } else {
+        seg(&l, A_BOLD, "%s over %zu steps", v->q.agg == DRIFT_TOP_AGG_MEAN ? "mean" : "max",
+            drift_top_data_n_steps(D(v)));
+    }
+    if (v->q.cfg_normalise)
+        seg(&l, pair(v, C_EQUAL) | A_BOLD, "  |diff|/s (s=%g)", norm_scale(v));
+    else
+        seg(&l, A_NORMAL, "  raw");
+    seg(&l, A_NORMAL, "  sort %s%s", drift_top_sort_name(v->q.sort), v->q.descending ? down : up);
+    if (v->filter[0])
+        seg(&l, A_BOLD, "  filter \"%s\" %zu/%zu", v->filter, v->t.n, v->t.n_total);
+    else
+        seg(&l, A_NORMAL, "  %zu layers", v->t.n_total);
+    if (v->t.first_divergent >= 0)
+        seg(&l, pair(v, C_BAD), "  first divergent %s",
+            drift_top_data_layer_name(D(v), (size_t)v->t.first_divergent));
+    const drift_top_header *h = drift_top_model_header(v->m);
+    if (h->has_ref) seg(&l, A_NORMAL, "  vs ref %s", h->ref_run_id[0] ? h->ref_run_id : h->ref_path);
+}
+
+static void draw_header(vs *v) {
+    const drift_top_rect *r = &v->L.header;
+    if (r->h >= 3) {
+        draw_run_line(v, r->y, 0);
+        draw_plan_line(v, r->y + 1);
+        draw_view_line(v, r->y + 2);
+    } else if (r->h == 2) {
+        draw_run_line(v, r->y, 1);
+        draw_view_line(v, r->y + 1);
+    } else if (r->h == 1) {
+        draw_run_line(v, r->y, 1);
+    }
+}
+
+/* ======================================================================= */
+/* layer table                                                              */
+/* ======================================================================= */
+
+static void col_title(vs *v, int y, const drift_top_colfit *f, int c, int right, const char *title, int sort_key) {
+    if (!f->shown[c]) return;
+    char buf[64];
+    const char *arrow = "";
+    if (sort_key >= 0 && (int)v->q.sort == sort_key)
+        arrow = v->q.descending ? (v->utf8 ? "\xe2\x96\xbc" : "v") : (v->utf8 ? "\xe2\x96\xb2" : "^");
+    snprintf(buf, sizeof buf, "%s%s", title, arrow);
+    attr_t a = A_REVERSE | A_BOLD;
+    if (right)
+        putr(y, v->L.table.x + f->x[c], f->w[c], a, buf);
+    else
+        put(y, v->L.table.x + f->x[c], f->w[c], a, buf);
+}
+
+static void draw_table(vs *v) {
+    const drift_top_rect *R = &v->L.table;
+    const drift_top_colfit *f = &v->L.tcols;
+    if (R->h <= 0) return;
+    int cfg = v->q.cfg_normalise;
+    fill(R->y, R->x, R->w, A_REVERSE);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_NAME, 0, "layer", DRIFT_TOP_SORT_NAME);
+    if (v->q.sort == DRIFT_TOP_SORT_ORDER)
+        col_title(v, R->y, f, DRIFT_TOP_TCOL_MARK, 0, "", DRIFT_TOP_SORT_ORDER);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_MEAN, 1, cfg ? "mean/s" : "mean|d|", DRIFT_TOP_SORT_MEAN);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_MAX, 1, cfg ? "max/s" : "max|d|", DRIFT_TOP_SORT_MAX);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_REL, 1, "relmax", DRIFT_TOP_SORT_REL);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
+              DRIFT_TOP_SORT_COS);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "history mean|d|", -1);
+
+    int visible = drift_top_layout_table_rows(R);
+    clamp_scroll(&v->top, v->sel_row, (long)v->t.n, visible);
+    if (v->t.n == 0) {
+        const char *msg = drift_top_data_n_layers(D(v)) == 0 ? "no metrics yet" : "no layer matches the filter";
+        put(R->y + 1, R->x + 2, R->w - 2, A_BOLD, msg);
+        return;
+    }
+    const drift_top_data *d = D(v);
+    size_t n_steps = drift_top_data_n_steps(d);
+    long scol = shown_col(v);
+    for (int i = 0; i < visible; i++) {
+        long ri = v->top + i;
+        if (ri >= (long)v->t.n) break;
+        const drift_top_row *row = &v->t.rows[ri];
+        int y = R->y + 1 + i;
+        attr_t base = ri == v->sel_row ? A_REVERSE : A_NORMAL;
+        if (base) fill(y, R->x, R->w, base);
+        char buf[64];
+        if (f->shown[DRIFT_TOP_TCOL_MARK]) {
+            const char *mark = " ";
+            attr_t ma = base;
+            if (row->flags & DRIFT_TOP_FLAG_NONFINITE) {
+                mark = "!";
+                ma |= pair(v, C_BAD) | A_BOLD;
+            } else if ((long)row->layer == v->t.first_divergent) {
+                mark = v->utf8 ? "\xe2\x96\xb6" : ">";
+                ma |= pair(v, C_BAD) | A_BOLD;
+            }
+            put(y, R->x + f->x[DRIFT_TOP_TCOL_MARK], 1, ma, mark);
+        }
+        put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
+            row->name);
+        static const int tc[DRIFT_TOP_M_COUNT] = {DRIFT_TOP_TCOL_MEAN, DRIFT_TOP_TCOL_MAX, DRIFT_TOP_TCOL_REL,
+                                                  DRIFT_TOP_TCOL_COS};
+        for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
+            int c = tc[m];
+            if (!f->shown[c]) continue;
+            if (m == DRIFT_TOP_M_COS)
+                drift_top_fmt_cos(row->v[m], buf, sizeof buf);
+            else
+                drift_top_fmt_value(row->v[m], buf, sizeof buf);
+            putr(y, R->x + f->x[c], f->w[c], base | cls_attr(v, row->cls[m]), buf);
+        }
+        if (f->shown[DRIFT_TOP_TCOL_SPARK] && n_steps > 0) {
+            int w = f->w[DRIFT_TOP_TCOL_SPARK];
+            double vals[256];
+            int lv[256];
+            if (w > 256) w = 256;
+            size_t n = n_steps < (size_t)w ? n_steps : (size_t)w;
+            size_t c0 = n_steps - n;
+            for (size_t k = 0; k < n; k++) {
+                const drift_top_cell *cell = drift_top_data_cell(d, row->layer, c0 + k);
+                vals[k] = cell->present ? cell->v[DRIFT_TOP_M_MEAN] : NAN;
+            }
+            drift_top_spark_levels(vals, n, n, lv);
+            int x = R->x + f->x[DRIFT_TOP_TCOL_SPARK];
+            for (size_t k = 0; k < n; k++) {
+                attr_t a = base | pair(v, C_BAR_A);
+                if (v->q.agg == DRIFT_TOP_AGG_STEP && (long)(c0 + k) == scol && v->q.step != INT64_MAX)
+                    a = base | pair(v, C_WARN) | A_BOLD;
+                put(y, x + (int)k, 1, a, spark_glyph(v, lv[k]));
+            }
+        }
+    }
+}
+
+/* ======================================================================= */
+/* charts                                                                   */
+/* ======================================================================= */
+
+/* A bar chart of vals[0..n) (one column per value, the newest at the right
+ * edge) in R: label line on top, bars below. hl = column to highlight (-1). */
+static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t n, long hl, int color,
+                      const char *label, double now_val, int64_t now_step) {
+    if (R->h <= 0 || R->w <= 0) return;
+    int H = R->h - 1;
+    size_t W = (size_t)R->w;
+    size_t shown = n < W ? n : W;
+    size_t c0 = n - shown;
+    double vmax = 0.0;
+    for (size_t k = c0; k < n; k++)
+        if (isfinite(vals[k]) && vals[k] > vmax) vmax = vals[k];
+    char a[32], b[32];
+    line l = {R->y, R->x, R->x + R->w};
+    seg(&l, A_BOLD, "%s", label);
+    seg(&l, A_NORMAL, "  now ");
+    seg(&l, A_BOLD, "%s", drift_top_fmt_value(now_val, a, sizeof a));
+    if (now_step >= 0) seg(&l, A_NORMAL, " @%lld", (long long)now_step);
+    seg(&l, A_NORMAL, "  max %s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
+    if (H <= 0) return;
+    for (size_t k = 0; k < shown; k++) {
+        double x = vals[c0 + k];
+        int e = drift_top_bar_eighths(x, vmax, H);
+        attr_t at = pair(v, color);
+        if ((long)(c0 + k) == hl) at = pair(v, C_WARN) | A_BOLD;
+        for (int r = 0; r < H; r++) {
+            int k8 = e < 0 ? 0 : e - 8 * r;
+            if (k8 > 8) k8 = 8;
+            int y = R->y + R->h - 1 - r;
+            if (k8 > 0) put(y, R->x + (int)k, 1, at, bar_glyph(v, k8));
+        }
+    }
+}
+
+static void draw_chart(vs *v) {
+    const drift_top_rect *R = &v->L.chart;
+    if (R->h <= 0) return;
+    const drift_top_data *d = D(v);
+    size_t n = drift_top_data_n_steps(d);
+    fill(R->y, R->x, R->w, A_REVERSE);
+    line l = {R->y, R->x, R->x + R->w};
+    if (n > 0)
+        seg(&l, A_REVERSE | A_BOLD, " per step: log_prob |diff| and |ratio - 1|, steps %lld..%lld ",
+            (long long)drift_top_data_step(d, 0), (long long)drift_top_data_step(d, n - 1));
+    else
+        seg(&l, A_REVERSE | A_BOLD, " per step: no steps yet ");
+    double *a = n ? malloc(n * sizeof *a) : NULL;
+    double *b = n ? malloc(n * sizeof *b) : NULL;
+    if (n && (!a || !b)) {
+        free(a);
+        free(b);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        a[k] = drift_top_data_series(d, DRIFT_TOP_S_LOGPROB, k);
+        b[k] = drift_top_data_series(d, DRIFT_TOP_S_RATIO, k);
+    }
+    long sc = shown_col(v);
+    long hl = (v->q.agg == DRIFT_TOP_AGG_STEP && v->q.step != INT64_MAX) ? sc : -1;
+    int64_t st = sc >= 0 ? drift_top_data_step(d, (size_t)sc) : -1;
+    draw_bars(v, &v->L.chart_a, a ? a : (double[1]){0}, n, hl, C_BAR_A, "log_prob_mean_abs_diff",
+              sc >= 0 ? a[sc] : NAN, st);
+    draw_bars(v, &v->L.chart_b, b ? b : (double[1]){0}, n, hl, C_BAR_B, "ratio_abs_minus_1", sc >= 0 ? b[sc] : NAN,
+              st);
+    free(a);
+    free(b);
+}
+
+/* ======================================================================= */
+/* drill-down                                                               */
+/* ======================================================================= */
+
+static void draw_drill(vs *v) {
+    const drift_top_data *d = D(v);
+    const drift_top_data *ref = drift_top_model_ref(v->m);
+    size_t li = v->drill_layer;
+    if (li >= drift_top_data_n_layers(d)) {
+        v->drill = 0;
+        return;
+    }
+    const char *name = drift_top_data_layer_name(d, li);
+    size_t n = drift_top_data_n_steps(d);
+    double s = norm_scale(v);
+    size_t n_values = 0;
+    for (size_t k = 0; k < n; k++) n_values += drift_top_data_cell(d, li, k)->present ? 1u : 0u;
+
+    const drift_top_rect *T = &v->L.drill_title;
+    fill(T->y, T->x, T->w, A_REVERSE);
+    line l = {T->y, T->x, T->x + T->w};
+    seg(&l, A_REVERSE | A_BOLD, " layer %s ", name);
+    seg(&l, A_REVERSE, " #%zu of %zu in execution order, %zu/%zu steps with values%s   Esc: back ", li + 1,
+        drift_top_data_n_layers(d), n_values, n, v->q.cfg_normalise ? ", |diff|/s" : "");
+
+    /* reference values for colours */
+    double refv[DRIFT_TOP_M_COUNT];
+    for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) refv[m] = NAN;
+    if (ref) {
+        long rl = drift_top_data_find_layer(ref, name);
+        if (rl >= 0) {
+            double rs = v->q.cfg_normalise ? v->q.ref_guidance_scale : 1.0;
+            if (!(isfinite(rs) && rs > 0)) rs = 1.0;
+            for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
+                refv[m] = drift_top_data_aggregate(ref, (size_t)rl, (drift_top_metric)m, DRIFT_TOP_AGG_MEAN);
+                if (m == DRIFT_TOP_M_MEAN || m == DRIFT_TOP_M_MAX) refv[m] /= rs;
+            }
+        }
+    }
+
+    if (v->L.drill_chart.h > 0) {
+        double *vals = n ? malloc(n * sizeof *vals) : NULL;
+        if (!n || vals) {
+            for (size_t k = 0; k < n; k++) {
+                const drift_top_cell *c = drift_top_data_cell(d, li, k);
+                vals[k] = c->present ? c->v[DRIFT_TOP_M_MEAN] / s : NAN;
+            }
+            long sel_col = v->dsel >= 0 && (size_t)v->dsel < n ? (long)(n - 1 - (size_t)v->dsel) : -1;
+            draw_bars(v, &v->L.drill_chart, vals ? vals : (double[1]){0}, n, sel_col, C_BAR_A, "mean |diff| per step",
+                      sel_col >= 0 ? vals[sel_col] : NAN, sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1);
+            free(vals);
+        }
+    }
+
+    const drift_top_rect *R = &v->L.drill_table;
+    const drift_top_colfit *f = &v->L.dcols;
+    if (R->h <= 0) return;
+    fill(R->y, R->x, R->w, A_REVERSE);
+    static const char *const titles[DRIFT_TOP_DCOL_COUNT] = {"step", "mean|d|", "max|d|", "relmax",
+                                                              "cosine", "max ulp", "flags"};
+    for (int c = 0; c < DRIFT_TOP_DCOL_COUNT; c++) {
+        if (!f->shown[c]) continue;
+        const char *t = titles[c];
+        if (v->q.cfg_normalise && c == DRIFT_TOP_DCOL_MEAN) t = "mean/s";
+        if (v->q.cfg_normalise && c == DRIFT_TOP_DCOL_MAX) t = "max/s";
+        if (c == DRIFT_TOP_DCOL_FLAGS)
+            put(R->y, R->x + f->x[c], f->w[c], A_REVERSE | A_BOLD, t);
+        else
+            putr(R->y, R->x + f->x[c], f->w[c], A_REVERSE | A_BOLD, t);
+    }
+    int visible = drift_top_layout_table_rows(R);
+    if (v->dsel >= (long)n) v->dsel = (long)n - 1;
+    if (v->dsel < 0) v->dsel = 0;
+    clamp_scroll(&v->dtop, v->dsel, (long)n, visible);
+    for (int i = 0; i < visible; i++) {
+        long ri = v->dtop + i;
+        if (ri >= (long)n) break;
+        size_t col = n - 1 - (size_t)ri; /* newest first */
+        const drift_top_cell *c = drift_top_data_cell(d, li, col);
+        int y = R->y + 1 + i;
+        attr_t base = ri == v->dsel ? A_REVERSE : A_NORMAL;
+        if (base) fill(y, R->x, R->w, base);
+        char buf[64];
+        snprintf(buf, sizeof buf, "%lld", (long long)drift_top_data_step(d, col));
+        putr(y, R->x + f->x[DRIFT_TOP_DCOL_STEP], f->w[DRIFT_TOP_DCOL_STEP], base, buf);
+        static const int dc[DRIFT_TOP_M_COUNT] = {DRIFT_TOP_DCOL_MEAN, DRIFT_TOP_DCOL_MAX, DRIFT_TOP_DCOL_REL,
+                                                  DRIFT_TOP_DCOL_COS};
+        for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
+            int cc = dc[m];
+            if (!f->shown[cc]) continue;
+            double x = c->present ? c->v[m] : NAN;
+            if (m == DRIFT_TOP_M_MEAN || m == DRIFT_TOP_M_MAX) x /= s;
+            if (m == DRIFT_TOP_M_COS)
+                drift_top_fmt_cos(x, buf, sizeof buf);
+            else
+                drift_top_fmt_value(x, buf, sizeof buf);
+            drift_top_class cl = drift_top_classify((drift_top_metric)m, x, refv[m], &v->q.th);
+            putr(y, R->x + f->x[cc], f->w[cc], base | cls_attr(v, cl), buf);
+        }
+        if (f->shown[DRIFT_TOP_DCOL_ULP]) {
+            if (!c->present)
+                snprintf(buf, sizeof buf, "-");
+            else if (c->max_ulp_diff == UINT64_MAX)
+                snprintf(buf, sizeof buf, "nan");
+            else
+                snprintf(buf, sizeof buf, "%llu", (unsigned long long)c->max_ulp_diff);
+            putr(y, R->x + f->x[DRIFT_TOP_DCOL_ULP], f->w[DRIFT_TOP_DCOL_ULP], base, buf);
+        }
+        if (f->shown[DRIFT_TOP_DCOL_FLAGS]) {
+            buf[0] = 0;
+            if (!c->present) snprintf(buf, sizeof buf, "no row");
+            if (c->flags & DRIFT_TRACE_METRIC_FIRST_DIVERGENT) strcat(buf, "first ");
+            if (c->flags & DRIFT_TRACE_METRIC_BITWISE_EQUAL) strcat(buf, "equal ");
+            if (c->flags & DRIFT_TOP_FLAG_NONFINITE) strcat(buf, "nonfinite");
+            attr_t fa = base | ((c->flags & (DRIFT_TRACE_METRIC_FIRST_DIVERGENT | DRIFT_TOP_FLAG_NONFINITE))
+                                    ? pair(v, C_BAD) | A_BOLD
+                                    : A_NORMAL);
+            put(y, R->x + f->x[DRIFT_TOP_DCOL_FLAGS], f->w[DRIFT_TOP_DCOL_FLAGS], fa, buf);
+        }
+    }
+}
+
+/* ======================================================================= */
+/* footer, help                                                             */
+/* ======================================================================= */
+
+static void draw_footer(vs *v) {
+    const drift_top_rect *R = &v->L.footer;
+    if (R->h <= 0) return;
+    line l = {R->y, R->x, R->x + R->w};
+    if (v->prompt) {
+        seg(&l, A_BOLD, "filter (glob or substring, Enter apply, Esc cancel): ");
+        seg(&l, A_NORMAL, "%s", v->pbuf);
+        seg(&l, A_REVERSE, " ");
+        return;
+    }
+    if (v->msg[0] && now_s() < v->msg_until) {
+        seg(&l, v->msg_bad ? pair(v, C_BAD) | A_BOLD : A_BOLD, "%s", v->msg);
+        return;
+    }
+    static const char *const keys[][2] = {{"q", "quit"},    {"?", "help"},  {"Enter", "drill"}, {"/", "filter"},
+                                          {"s", "sort"},    {"r", "rev"},   {"a", "agg"},       {"c", "cfg"},
+                                          {"[]", "step"},   {"p", "chart"}};
+    size_t nk = sizeof keys / sizeof keys[0];
+    if (v->drill) {
+        seg(&l, A_REVERSE | A_BOLD, "Esc");
+        seg(&l, A_NORMAL, " back ");
+    }
+    for (size_t i = 0; i < nk; i++) {
+        seg(&l, A_REVERSE | A_BOLD, "%s", keys[i][0]);
+        seg(&l, A_NORMAL, " %s ", keys[i][1]);
+    }
+}
+
+static const char *const help_text[] = {
+    "drift top: does the trainer agree with the rollout, layer by layer?",
+    "",
+    " Up/Down k/j   move             PgUp/PgDn   page",
+    " Home/End g/G  first/last row   Enter       per-step history",
+    " Esc/Left      back / clear the filter",
+    " s / S         sort by the next / previous column",
+    " 1 .. 6        sort by order, name, mean, max, rel, cos",
+    "               (the same key again reverses)      r  reverse",
+    " /             filter layers: glob (* ? [..]) or substring",
+    " a             aggregate: this step -> mean -> max over steps",
+    " [ / ]         previous / next step (] on the last: follow)",
+    " c             CFG: divide the |diff| columns by the scale s",
+    " p             show / hide the per-step chart",
+    " Ctrl-L        redraw    ?  this help    q  quit",
+    "",
+    "Colours: cyan equal (0), green ok, yellow warn, red bad.",
+    "No --ref: absolute thresholds: mean|d| 1e-3/1e-2, max|d|",
+    "  2e-2/1e-1, relmax 1e-2/1e-1, 1-cosine 1e-4/1e-2.",
+    "--ref: ratio to the reference run's value of the same",
+    "  layer: <= 2x ok, <= 10x warn, above: bad.",
+    "Marks: > first divergent layer at the step shown,",
+    "  ! NaN/inf where the reference side has none.",
+    "Max mode takes the minimum (worst) cosine.",
+    "Any other key closes this help.",
+};
+
+static void draw_help(vs *v) {
+    const drift_top_rect *R = &v->L.help;
+    if (R->h <= 0 || R->w <= 0) return;
+    for (int y = 0; y < R->h; y++) fill(R->y + y, R->x, R->w, A_NORMAL);
+    attrset(A_BOLD);
+    mvaddch(R->y, R->x, ACS_ULCORNER);
+    mvaddch(R->y, R->x + R->w - 1, ACS_URCORNER);
+    mvaddch(R->y + R->h - 1, R->x, ACS_LLCORNER);
+    mvaddch(R->y + R->h - 1, R->x + R->w - 1, ACS_LRCORNER);
+    if (R->w > 2) {
+        mvhline(R->y, R->x + 1, ACS_HLINE, R->w - 2);
+        mvhline(R->y + R->h - 1, R->x + 1, ACS_HLINE, R->w - 2);
+    }
+    if (R->h > 2) {
+        mvvline(R->y + 1, R->x, ACS_VLINE, R->h - 2);
+        mvvline(R->y + 1, R->x + R->w - 1, ACS_VLINE, R->h - 2);
+    }
+    attrset(A_NORMAL);
+    put(R->y, R->x + 2, R->w - 4, A_BOLD, " help ");
+    int n = (int)(sizeof help_text / sizeof help_text[0]);
+    int inner = R->h - 2;
+    if (v->help_top > n - inner) v->help_top = n - inner;
+    if (v->help_top < 0) v->help_top = 0;
+    for (int i = 0; i < inner && v->help_top + i < n; i++)
+        put(R->y + 1 + i, R->x + 1, R->w - 2, i == 0 && v->help_top == 0 ? A_BOLD : A_NORMAL,
+            help_text[v->help_top + i]);
+}
+
+static void draw(vs *v) {
+    erase();
+    int rows, cols;
+    getmaxyx(stdscr, rows, cols);
+    drift_top_layout_opts lo;
+    memset(&lo, 0, sizeof lo);
+    lo.help = v->help;
+    lo.drill = v->drill;
+    lo.hide_chart = v->hide_chart;
+    lo.name_w = (int)drift_top_data_max_name(D(v));
+    drift_top_layout_compute(cols, rows, &lo, &v->L);
+    if (v->L.too_small) {
+        put(0, 0, cols, A_BOLD, "terminal too small");
+    } else {
+        draw_header(v);
+        if (v->drill)
+            draw_drill(v);
+        else {
+            draw_table(v);
+            draw_chart(v);
+        }
+        draw_footer(v);
+        if (v->help) draw_help(v);
+    }
+    wnoutrefresh(stdscr);
+    doupdate();
+}
+
+/* ======================================================================= */
+/* keys                                                                     */
+/* ======================================================================= */
+
+static void set_sort(vs *v, drift_top_sort s) {
+    if (v->q.sort == s) {
+        v->q.descending = !v->q.descending;
+    } else {
+        v->q.sort = s;
+        /* metric columns worst first, order and name ascending */
+        v->q.descending = s >= DRIFT_TOP_SORT_MEAN && s != DRIFT_TOP_SORT_COS;
+    }
+    v->dirty = 1;
+    v->to_top = 1;
+}
+
+static void step_move(vs *v, int delta) {
+    const drift_top_data *d = D(v);
+    size_t n = drift_top_data_n_steps(d);
+    if (n == 0) return;
+    if (v->q.agg != DRIFT_TOP_AGG_STEP) {
+        v->q.agg = DRIFT_TOP_AGG_STEP;
+        v->dirty = 1;
+    }
+    long c = shown_col(v) + delta;
+    if (c < 0) c = 0;
+    if (c >= (long)n - 1)
+        v->q.step = INT64_MAX; /* the latest, and keep following it */
+    else
+        v->q.step = drift_top_data_step(d, (size_t)c);
+    v->dirty = 1;
+}
+
+static void prompt_key(vs *v, int ch) {
+    if (ch == KEY_ESC) {
+        snprintf(v->filter, sizeof v->filter, "%s", v->saved_filter);
+        v->prompt = 0;
+    } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+        v->prompt = 0;
+    } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+        while (v->plen > 0) {
+            unsigned char b = (unsigned char)v->pbuf[--v->plen];
+            if ((b & 0xc0) != 0x80) break; /* drop a whole UTF-8 sequence */
+        }
+        v->pbuf[v->plen] = 0;
+        snprintf(v->filter, sizeof v->filter, "%s", v->pbuf);
+    } else if (ch == 21) { /* Ctrl-U */
+        v->plen = 0;
+        v->pbuf[0] = 0;
+        v->filter[0] = 0;
+    } else if (ch >= 32 && ch < 256 && ch != 127 && v->plen + 1 < sizeof v->pbuf) {
+        v->pbuf[v->plen++] = (char)ch;
+        v->pbuf[v->plen] = 0;
+        snprintf(v->filter, sizeof v->filter, "%s", v->pbuf);
+    }
+    v->dirty = 1; /* filter as you type */
+}
+
+static void mouse_key(vs *v) {
+    MEVENT ev;
+    if (getmouse(&ev) != OK) return;
+    if (ev.bstate & BUTTON4_PRESSED) {
+        if (v->drill) v->dsel -= 3;
+        else select_row(v, v->sel_row - 3);
+        return;
+    }
+    if (ev.bstate & BUTTON5_PRESSED) {
+        if (v->drill) v->dsel += 3;
+        else select_row(v, v->sel_row + 3);
+        return;
+    }
+    if (!(ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON1_DOUBLE_CLICKED))) return;
+    if (v->drill || v->help) return;
+    const drift_top_rect *R = &v->L.table;
+    if (ev.y == R->y) { /* click on a column title sorts by it */
+        static const int map[DRIFT_TOP_TCOL_COUNT] = {DRIFT_TOP_SORT_ORDER, DRIFT_TOP_SORT_NAME, DRIFT_TOP_SORT_MEAN,
+                                                      DRIFT_TOP_SORT_MAX,   DRIFT_TOP_SORT_REL,  DRIFT_TOP_SORT_COS,
+                                                      -1};
+        for (int c = 0; c < DRIFT_TOP_TCOL_COUNT; c++)
+            if (v->L.tcols.shown[c] && ev.x >= v->L.tcols.x[c] && ev.x < v->L.tcols.x[c] + v->L.tcols.w[c] &&
+                map[c] >= 0)
+                set_sort(v, (drift_top_sort)map[c]);
+        return;
+    }
+    if (ev.y > R->y && ev.y < R->y + R->h) {
+        long r = v->top + (ev.y - R->y - 1);
+        if (r < (long)v->t.n) {
+            select_row(v, r);
+            if (ev.bstate & BUTTON1_DOUBLE_CLICKED) {
+                v->drill = 1;
+                v->drill_layer = v->sel_layer;
+                v->dsel = 0;
+                v->dtop = 0;
+            }
+        }
+    }
+}
+
+/* Returns 1 to quit. */
+static int handle_key(vs *v, int ch) {
+    if (ch == KEY_RESIZE) return 0;
+    if (ch == CTRL_L) {
+        clearok(curscr, TRUE);
+        return 0;
+    }
+    if (v->prompt) {
+        prompt_key(v, ch);
+        return 0;
+    }
+    if (v->help) {
+        int inner = v->L.help.h - 2;
+        if (ch == KEY_DOWN || ch == 'j')
+            v->help_top++;
+        else if (ch == KEY_UP || ch == 'k')
+            v->help_top--;
+        else if (ch == KEY_NPAGE || ch == ' ')
+            v->help_top += inner > 1 ? inner - 1 : 1;
+        else if (ch == KEY_PPAGE)
+            v->help_top -= inner > 1 ? inner - 1 : 1;
+        else
+            v->help = 0;
+        return 0;
+    }
+    if (ch == KEY_MOUSE) {
+        mouse_key(v);
+        return 0;
+    }
+    int page = v->drill ? drift_top_layout_table_rows(&v->L.drill_table) : drift_top_layout_table_rows(&v->L.table);
+    if (page < 1) page = 1;
+    switch (ch) {
+    case 'q':
+    case 'Q': return 1;
+    case '?':
+    case 'h':
+    case KEY_F(1):
+        v->help = 1;
+        v->help_top = 0;
+        return 0;
+    case 'a':
+        v->q.agg = (drift_top_agg)(((int)v->q.agg + 1) % DRIFT_TOP_AGG_COUNT);
+        v->dirty = 1;
+        return 0;
+    case 'c':
+        v->q.cfg_normalise = !v->q.cfg_normalise;
+        v->dirty = 1;
+        set_msg(v, 0, v->q.cfg_normalise ? "CFG normalisation on: mean|d| and max|d| divided by s = %g"
+                                         : "CFG normalisation off: raw values (s = %g)",
+                v->q.guidance_scale);
+        return 0;
+    case 'p':
+        v->hide_chart = !v->hide_chart;
+        return 0;
+    case '[': step_move(v, -1); return 0;
+    case ']': step_move(v, +1); return 0;
+    case '{': step_move(v, -(1 << 30)); return 0;
+    case '}': step_move(v, +(1 << 30)); return 0;
+    default: break;
+    }
+    if (v->drill) {
+        switch (ch) {
+        case KEY_ESC:
+        case KEY_LEFT:
+        case KEY_BACKSPACE:
+        case 127:
+        case '\n':
+        case '\r':
+        case KEY_ENTER: v->drill = 0; break;
+        case KEY_UP:
+        case 'k': v->dsel--; break;
+        case KEY_DOWN:
+        case 'j': v->dsel++; break;
+        case KEY_PPAGE: v->dsel -= page; break;
+        case KEY_NPAGE:
+        case ' ': v->dsel += page; break;
+        case KEY_HOME:
+        case 'g': v->dsel = 0; break;
+        case KEY_END:
+        case 'G': v->dsel = (long)drift_top_data_n_steps(D(v)) - 1; break;
+        default: break;
+        }
+        return 0;
+    }
+    switch (ch) {
+    case KEY_UP:
+    case 'k': select_row(v, v->sel_row - 1); break;
+    case KEY_DOWN:
+    case 'j': select_row(v, v->sel_row + 1); break;
+    case KEY_PPAGE: select_row(v, v->sel_row - page); break;
+    case KEY_NPAGE:
+    case ' ': select_row(v, v->sel_row + page); break;
+    case KEY_HOME:
+    case 'g': select_row(v, 0); break;
+    case KEY_END:
+    case 'G': select_row(v, (long)v->t.n - 1); break;
+    case '\n':
+    case '\r':
+    case KEY_ENTER:
+    case KEY_RIGHT:
+        if (v->t.n > 0) {
+            v->drill = 1;
+            v->drill_layer = v->sel_layer;
+            v->dsel = 0;
+            v->dtop = 0;
+        }
+        break;
+    case '/':
+        v->prompt = 1;
+        snprintf(v->saved_filter, sizeof v->saved_filter, "%s", v->filter);
+        snprintf(v->pbuf, sizeof v->pbuf, "%s", v->filter);
+        v->plen = strlen(v->pbuf);
+        break;
+    case KEY_ESC:
+    case KEY_LEFT:
+        if (v->filter[0]) {
+            v->filter[0] = 0;
+            v->dirty = 1;
+        }
+        break;
+    case 's':
+        set_sort(v, (drift_top_sort)(((int)v->q.sort + 1) % DRIFT_TOP_SORT_COUNT));
+        break;
+    case 'S':
+        set_sort(v, (drift_top_sort)(((int)v->q.sort + DRIFT_TOP_SORT_COUNT - 1) % DRIFT_TOP_SORT_COUNT));
+        break;
+    case 'r':
+        v->q.descending = !v->q.descending;
+        v->dirty = 1;
+        v->to_top = 1;
+        break;
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6': set_sort(v, (drift_top_sort)(ch - '1')); break;
+    default: break;
+    }
+    return 0;
+}
+
+/* ======================================================================= */
+/* main loop                                                                */
+/* ======================================================================= */
+
+int drift_top_view_run(drift_top_model *m, const drift_top_view_opts *o, drift_err *err) {
+    vs *v = calloc(1, sizeof *v);
+    if (!v) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
+    v->m = m;
+    v->q = o->query;
+    if (o->query.filter) snprintf(v->filter, sizeof v->filter, "%s", o->query.filter);
+    v->q.filter = v->filter;
+    v->follow = o->follow;
+    v->interval_ms = o->interval_ms < 50 ? 50 : o->interval_ms;
+    v->mouse = o->mouse;
+    v->dirty = 1;
+
+    setlocale(LC_ALL, "");
+    const char *cs = nl_langinfo(CODESET);
+    v->utf8 = !o->ascii && cs && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0);
+
+    SCREEN *scr = newterm(NULL, stdout, stdin);
+    if (!scr) {
+        const char *term = getenv("TERM");
+        free(v);
+        return drift_err_set(err, DRIFT_E_IO, "drift top", "cannot initialise the terminal (TERM=%s)",
+                             term ? term : "(unset)");
+    }
+    set_term(scr);
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    set_escdelay(25);
+    curs_set(0);
+    if (has_colors()) {
+        start_color();
+        use_default_colors();
+        init_pair(C_OK, COLOR_GREEN, -1);
+        init_pair(C_WARN, COLOR_YELLOW, -1);
+        init_pair(C_BAD, COLOR_RED, -1);
+        init_pair(C_EQUAL, COLOR_CYAN, -1);
+        init_pair(C_TITLE, COLOR_BLACK, COLOR_CYAN);
+        init_pair(C_BAR_A, COLOR_BLUE, -1);
+        init_pair(C_BAR_B, COLOR_MAGENTA, -1);
+        init_pair(C_DIM, COLOR_WHITE, -1);
+        v->color = 1;
+    }
+    if (v->mouse) {
+        mousemask(BUTTON1_CLICKED | BUTTON1_DOUBLE_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+        mouseinterval(200);
+    }
+
+    double next = now_s() + v->interval_ms / 1000.0;
+    for (;;) {
+        if (v->dirty || v->gen != drift_top_data_generation(D(v))) rebuild(v);
+        if (v->msg[0] && now_s() >= v->msg_until) v->msg[0] = 0;
+        draw(v);
+        int wait_ms = -1;
+        if (v->follow) {
+            double left = next - now_s();
+            wait_ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+        }
+        if (v->msg[0]) { /* wake up to let the message expire */
+            double left = v->msg_until - now_s();
+            int ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+            if (wait_ms < 0 || ms < wait_ms) wait_ms = ms;
+        }
+        timeout(wait_ms);
+        int ch = getch();
+        if (ch != ERR && handle_key(v, ch)) break;
+        if (v->follow && now_s() >= next) {
+            drift_err e;
+            drift_err_clear(&e);
+            int64_t nn = 0;
+            if (drift_top_model_refresh(v->m, &nn, &e) != DRIFT_OK) {
+                char buf[1600];
+                set_msg(v, 1, "refresh failed: %s", drift_err_format(&e, buf, sizeof buf));
+            }
+            next = now_s() + v->interval_ms / 1000.0;
+        }
+    }
+    endwin();
+    delscreen(scr);
+    drift_top_table_free(&v->t);
+    free(v);
+    return DRIFT_OK;
+}
