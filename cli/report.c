@@ -21,9 +21,12 @@ static const char *ulp_str(uint64_t u, char *buf, size_t n) {
 }
 
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
-    fprintf(f, "replay of %s\n  model %s\n  plan %s (%s side), backend %s\n  reference: %s\n", o->trace, rep->model,
-            o->plan && o->plan->name[0] ? o->plan->name : "(unnamed)", drift_assign_side_name(o->side),
-            o->backend ? o->backend : "cpu", rep->ref_desc);
+    if (o->plan)
+        fprintf(f, "replay of %s\n  model %s\n  plan %s (%s side), backend %s\n  reference: %s\n", o->trace, rep->model,
+                o->plan->name[0] ? o->plan->name : "(unnamed)", drift_assign_side_name(o->side),
+                o->backend ? o->backend : "cpu", rep->ref_desc);
+    else
+        fprintf(f, "compare %s (candidate)\n  against %s (reference)\n  model %s\n", o->trace, rep->ref_desc, rep->model);
     fprintf(f, "  %lld step%s in %.2f s\n\n", (long long)rep->n_steps, rep->n_steps == 1 ? "" : "s", rep->seconds);
     fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s\n", "site (execution order)", "dtype", "equal", "mean|d|",
             "max|d|", "rel_max", "cosine", "max ulp");

@@ -68,4 +68,10 @@ void drift_replay_report_free(drift_replay_report *rep);
 /* Parses "A:B", "A:", ":B", "A" into an inclusive range (-1 unbounded). */
 int drift_replay_parse_steps(const char *s, int64_t *first, int64_t *last, drift_err *err);
 
+
+/* drift compare: every site the two traces share (same name and size),
+ * step by step over the steps both committed, A as candidate and B as
+ * reference. Fills rep (model from A; no log-prob, no oracle). */
+int drift_compare_traces(const char *path_a, const char *path_b, drift_replay_report *rep, drift_err *err);
+
 #endif

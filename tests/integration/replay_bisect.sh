@@ -105,4 +105,10 @@ assert a['culprit_sets']==b['culprit_sets'] and a['max_concurrent_probes']==1 an
 first=$(grep -m1 '<- first divergence' "$W/demo.txt" | awk '{print $1}')
 [ "$first" = "blocks.0.norm2:out" ] || fail "demo first divergent: '$first'"
 grep -q "param_dtype_patterns\['\*.norm2.\*'\] (absent -> fp32)" "$W/demo.txt" || fail "demo bisect did not name *.norm2.*"
+# 11. drift compare of the two recorded sides finds the same first divergence.
+"$D" compare "$W/t.h5" "$W/t.rollout.h5" --json >"$W/cmp.json" || fail "compare"
+"$PY" -c "
+import json; d=json.load(open('$W/cmp.json'))
+assert [f['site'] for f in d['first_divergent']] == ['blocks.0.norm2:out']*2, d['first_divergent']
+" || fail "compare first divergence"
 echo "replay_bisect: all checks passed"
