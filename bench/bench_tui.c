@@ -9,6 +9,9 @@
  *         load     drift_top_model_open: what `drift top` does before its first frame
  *         table    drift_top_table_build (sorted by mean |diff|) for step / mean / max
  *         batch    drift_top_batch_write JSON and CSV to /dev/null
+ *         frame    end to end: spawn `drift top TRACE` on a 120x40 pseudo-terminal and
+ *                  wait until its first full frame has been written (the footer's
+ *                  last key hint); floor: spawn `drift top --help`
  *       and, with a writer process appending to a second trace under SWMR:
  *         refresh  drift_top_model_refresh + table build, with no new step and
  *                  with one new step (sites rows) committed since the last one
@@ -16,10 +19,12 @@
  *   bench_tui --write-only PATH [--steps N] [--sites M] [--slow-ms K]
  *             [--guidance S] [--run-id ID] [--plan FILE] [--start-step S]
  *             [--pause-after K --gate FILE] [--ready FILE] [--late-site NAME]
+ *             [--outlier F]
  *       writes a synthetic trace (Wan-like site names in execution order,
  *       deterministic values) for tests: sleeps K ms after each commit; after
  *       K steps creates --ready and waits (up to 120 s) for --gate to exist;
- *       --late-site adds one more metrics site from the step after the pause.
+ *       --late-site adds one more metrics site from the step after the pause;
+ *       blocks.1.norm2:out is F times worse than its neighbours (default 40).
  *
  *   bench_tui --writer-server PATH [--steps N] [--sites M]
  *       (internal) writes N steps, prints "ready", then commits one more step
@@ -31,8 +36,12 @@ int main(void) {
     return 77;
 }
 #else
+#define _XOPEN_SOURCE 700 /* posix_openpt, grantpt, unlockpt, ptsname */
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -40,6 +49,7 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +63,7 @@ extern char **environ;
 typedef struct opts {
     const char *write_only, *server, *dir, *plan_file, *ready, *gate, *late_site, *run_id;
     long steps, sites, reps, slow_ms, pause_after, start_step;
-    double guidance;
+    double guidance, outlier;
 } opts;
 
 static double mono(void) {
@@ -108,7 +118,9 @@ static char **make_names(long m) {
 /* Deterministic metrics of site i at step s: the first three sites are
  * bitwise equal, the fourth is the first divergent one, differences grow
  * with depth, and blocks.1.norm2 (a parameter that should have stayed fp32)
- * stands out by 40x. */
+ * stands out by 40x (--outlier F; 1 for a good run). */
+static double g_outlier = 40.0;
+
 static void make_row(long i, const char *name, long s, drift_trace_metric *r) {
     memset(r, 0, sizeof *r);
     r->step = s;
@@ -123,7 +135,7 @@ static void make_row(long i, const char *name, long s, drift_trace_metric *r) {
         return;
     }
     double mean = 1e-5 * (1.0 + 0.35 * (double)i) * (1.0 + 0.25 * sin(0.7 * (double)s + (double)i));
-    if (strcmp(name, "blocks.1.norm2:out") == 0) mean *= 40.0;
+    if (strcmp(name, "blocks.1.norm2:out") == 0) mean *= g_outlier;
     r->mean_abs_diff = mean;
     r->max_abs_diff = mean * (12.0 + 3.0 * cos((double)s + (double)i));
     r->rel_max = r->max_abs_diff / (2.0 + 0.01 * (double)i);
@@ -383,6 +395,69 @@ static void self_exe(char *buf, size_t n, const char *argv0) {
     snprintf(buf, n, "%s", argv0);
 }
 
+/* Spawns argv on a new 120x40 pseudo-terminal and returns the seconds until
+ * the output contains `until` (NULL: until the process exits); then sends q
+ * and reaps it. Returns -1 on failure. */
+static double pty_run(char *const argv[], const char *until) {
+    int mfd = posix_openpt(O_RDWR | O_NOCTTY);
+    if (mfd < 0 || grantpt(mfd) || unlockpt(mfd)) return -1;
+    const char *sn = ptsname(mfd);
+    if (!sn) return -1;
+    struct winsize ws;
+    memset(&ws, 0, sizeof ws);
+    ws.ws_row = 40;
+    ws.ws_col = 120;
+    ioctl(mfd, TIOCSWINSZ, &ws);
+    int sfd = open(sn, O_RDWR | O_NOCTTY);
+    if (sfd < 0) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sfd, 0);
+    posix_spawn_file_actions_adddup2(&fa, sfd, 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclose(&fa, mfd);
+    char *envp[] = {"TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", NULL};
+    pid_t pid;
+    double t0 = mono();
+    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, envp) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        close(sfd);
+        close(mfd);
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(sfd);
+    static char buf[1 << 20];
+    size_t n = 0, ul = until ? strlen(until) : 0;
+    double t = -1;
+    while (mono() - t0 < 30.0) {
+        struct pollfd pf = {mfd, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        ssize_t k = read(mfd, buf + n, sizeof buf - 1 - n);
+        if (k <= 0) { /* the process is gone (EIO on a closed pty) */
+            if (!until) t = mono() - t0;
+            break;
+        }
+        n += (size_t)k;
+        buf[n] = 0;
+        if (until && n >= ul) {
+            size_t from = n - (size_t)k >= ul ? n - (size_t)k - ul + 1 : 0;
+            for (size_t i = from; i + ul <= n; i++)
+                if (memcmp(buf + i, until, ul) == 0) {
+                    t = mono() - t0;
+                    break;
+                }
+        }
+        if (t >= 0) break;
+        if (n + 1 >= sizeof buf) n = 0;
+    }
+    if (write(mfd, "q", 1) != 1) kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    close(mfd);
+    return t;
+}
+
 static int bench(const opts *o, const char *argv0) {
     char path[1024], live[1024];
     const char *dir = o->dir ? o->dir : "/tmp";
@@ -446,6 +521,38 @@ static int bench(const opts *o, const char *argv0) {
     }
     if (null) fclose(null);
     drift_top_model_close(m);
+
+    /* end to end: the real binary on a pseudo-terminal */
+    char exe0[1024], drift_path[1100];
+    self_exe(exe0, sizeof exe0, argv0);
+    char *slash = strrchr(exe0, '/');
+    if (slash) *slash = 0;
+    snprintf(drift_path, sizeof drift_path, "%s/drift", slash ? exe0 : ".");
+    if (access(drift_path, X_OK) == 0) {
+        char *help_argv[] = {drift_path, "top", "--help", NULL};
+        char *top_argv[] = {drift_path, "top", path, NULL};
+        long okk = 0;
+        for (long k = 0; k < R; k++) {
+            t[k] = pty_run(help_argv, NULL);
+            okk += t[k] >= 0;
+        }
+        stat_t s_help = summarize(t, R);
+        for (long k = 0; k < R; k++) {
+            t[k] = pty_run(top_argv, "chart");
+            okk += t[k] >= 0;
+        }
+        stat_t s_frame = summarize(t, R);
+        if (okk == 2 * R) {
+            printf("  first frame (e2e)    %9.2f ms   min %.2f   (%s top on a 120x40 pty)\n", s_frame.med * 1e3,
+                   s_frame.min * 1e3, drift_path);
+            printf("  process floor        %9.2f ms   min %.2f   (drift top --help)\n", s_help.med * 1e3,
+                   s_help.min * 1e3);
+        } else {
+            printf("  first frame (e2e)    skipped: no pseudo-terminal here\n");
+        }
+    } else {
+        printf("  first frame (e2e)    skipped: %s not built\n", drift_path);
+    }
 
     /* live: a writer process appends one step at a time under SWMR */
     char exe[1024];
@@ -546,6 +653,7 @@ int main(int argc, char **argv) {
     o.sites = 300;
     o.reps = 7;
     o.guidance = 1.0;
+    o.outlier = 40.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -572,11 +680,12 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--pause-after") == 0) { VAL(); o.pause_after = parse_long(v, a); }
         else if (strcmp(a, "--start-step") == 0) { VAL(); o.start_step = parse_long(v, a); }
         else if (strcmp(a, "--guidance") == 0) { VAL(); o.guidance = strtod(v, NULL); }
+        else if (strcmp(a, "--outlier") == 0) { VAL(); o.outlier = strtod(v, NULL); }
         else if (strcmp(a, "--help") == 0) {
             printf("usage: bench_tui [--steps N] [--sites M] [--reps R] [--dir DIR]\n"
                    "       bench_tui --write-only PATH [--steps N] [--sites M] [--slow-ms K] [--guidance S]\n"
                    "                 [--run-id ID] [--plan FILE] [--start-step S] [--pause-after K --gate FILE]\n"
-                   "                 [--ready FILE] [--late-site NAME]\n");
+                   "                 [--ready FILE] [--late-site NAME] [--outlier F]\n");
             return 0;
         } else {
             fprintf(stderr, "bench_tui: unknown argument %s\n", a);
@@ -588,6 +697,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_tui: --steps >= 0 and --sites in 1..100000\n");
         return 2;
     }
+    g_outlier = o.outlier;
     if (o.write_only) return write_only(&o);
     if (o.server) return writer_server(&o);
     return bench(&o, argv[0]);

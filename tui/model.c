@@ -65,10 +65,25 @@ typedef struct icell {
     int src;
 } icell;
 
-typedef struct layer {
+/* Running aggregate of one layer over the columns [0, folded), folded in
+ * column (= step) order so that the mean is the same sequential fp64 sum a
+ * reader of the trace would compute. */
+typedef struct layer_agg {
+    double sum[DRIFT_TOP_M_COUNT];
+    size_t cnt[DRIFT_TOP_M_COUNT];
+    double max[DRIFT_TOP_M_COUNT]; /* min for the cosine */
+    uint32_t flags;
+    uint64_t ulp;
+    size_t n_values;
+} layer_agg;
+
+typedef struct tlayer {
     char *name;
     icell *cells;                /* n_steps used, cap allocated */
     size_t cap;
+    layer_agg agg;
+    size_t folded;               /* columns folded into agg */
+    int dirty;                   /* a folded cell changed: refold from 0 */
 } tlayer;
 
 typedef struct stepvals {
@@ -90,6 +105,54 @@ struct drift_top_data {
     size_t max_name;
     uint64_t gen;
 };
+
+static double nanmax2(double a, double b) {
+    if (isnan(a)) return b;
+    if (isnan(b)) return a;
+    return a > b ? a : b;
+}
+
+static double nanmin2(double a, double b) {
+    if (isnan(a)) return b;
+    if (isnan(b)) return a;
+    return a < b ? a : b;
+}
+
+static void agg_reset(layer_agg *a) {
+    memset(a, 0, sizeof *a);
+    for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) a->max[m] = NAN;
+}
+
+static void agg_fold(layer_agg *a, const drift_top_cell *x) {
+    if (!x->present) return;
+    a->n_values++;
+    a->flags |= x->flags;
+    if (x->max_ulp_diff > a->ulp) a->ulp = x->max_ulp_diff;
+    for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
+        double v = x->v[m];
+        if (isnan(v)) continue;
+        a->sum[m] += v;
+        a->cnt[m]++;
+        a->max[m] = m == DRIFT_TOP_M_COS ? nanmin2(a->max[m], v) : nanmax2(a->max[m], v);
+    }
+}
+
+static double agg_mean(const layer_agg *a, int m) { return a->cnt[m] ? a->sum[m] / (double)a->cnt[m] : NAN; }
+
+/* Brings every layer's aggregate up to date: a layer whose folded cells
+ * changed is refolded from the start; otherwise only the new columns. */
+static void fold_all(drift_top_data *d) {
+    for (size_t li = 0; li < d->n_layers; li++) {
+        tlayer *L = &d->layers[li];
+        if (L->dirty || L->folded > d->n_steps) {
+            agg_reset(&L->agg);
+            L->folded = 0;
+            L->dirty = 0;
+        }
+        for (size_t c = L->folded; c < d->n_steps; c++) agg_fold(&L->agg, &L->cells[c].c);
+        L->folded = d->n_steps;
+    }
+}
 
 int drift_top_data_create(drift_top_data **out, int64_t step_lo, int64_t step_hi, int32_t variant, drift_err *err) {
     *out = NULL;
@@ -168,6 +231,7 @@ int drift_top_data_add_layer(drift_top_data *d, const char *name, drift_err *err
     }
     tlayer *L = &d->layers[d->n_layers];
     memset(L, 0, sizeof *L);
+    agg_reset(&L->agg);
     size_t len = strlen(name);
     L->name = malloc(len + 1);
     if (!L->name) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
@@ -192,18 +256,6 @@ long drift_top_data_find_step(const drift_top_data *d, int64_t step) {
             hi = mid;
     }
     return (lo < d->n_steps && d->steps[lo] == step) ? (long)lo : -1;
-}
-
-static double nanmax2(double a, double b) {
-    if (isnan(a)) return b;
-    if (isnan(b)) return a;
-    return a > b ? a : b;
-}
-
-static double nanmin2(double a, double b) {
-    if (isnan(a)) return b;
-    if (isnan(b)) return a;
-    return a < b ? a : b;
 }
 
 static void cell_set(icell *ic, const drift_trace_metric *r) {
@@ -244,7 +296,9 @@ int drift_top_data_add_metrics(drift_top_data *d, const drift_trace_metric *rows
             col_step = r->step;
         }
         if (col < 0) continue;
-        icell *ic = &d->layers[r->site].cells[col];
+        tlayer *L = &d->layers[r->site];
+        icell *ic = &L->cells[col];
+        if ((size_t)col < L->folded) L->dirty = 1;
         if (r->denoise_index < 0) {
             cell_set(ic, r);
             ic->src = SRC_AGG;
@@ -280,6 +334,7 @@ int drift_top_data_add_metrics(drift_top_data *d, const drift_trace_metric *rows
         }
         cell_nonfinite(&ic->c);
     }
+    fold_all(d);
     d->gen++;
     return DRIFT_OK;
 }
@@ -338,48 +393,14 @@ double drift_top_data_series(const drift_top_data *d, drift_top_series s, size_t
     return d->sv[col].v[s];
 }
 
-/* One layer over all steps in one pass: mean, max (min for cosine), flags, ULPs. */
-typedef struct layer_agg {
-    double mean[DRIFT_TOP_M_COUNT], max[DRIFT_TOP_M_COUNT];
-    uint32_t flags;
-    uint64_t ulp;
-    size_t n_values;
-} layer_agg;
-
-static void aggregate_layer(const drift_top_data *d, size_t li, layer_agg *a) {
-    double sum[DRIFT_TOP_M_COUNT] = {0};
-    size_t cnt[DRIFT_TOP_M_COUNT] = {0};
-    for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) a->max[m] = NAN;
-    a->flags = 0;
-    a->ulp = 0;
-    a->n_values = 0;
-    const icell *cells = d->layers[li].cells;
-    for (size_t c = 0; c < d->n_steps; c++) {
-        const drift_top_cell *x = &cells[c].c;
-        if (!x->present) continue;
-        a->n_values++;
-        a->flags |= x->flags;
-        if (x->max_ulp_diff > a->ulp) a->ulp = x->max_ulp_diff;
-        for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
-            double v = x->v[m];
-            if (isnan(v)) continue;
-            sum[m] += v;
-            cnt[m]++;
-            a->max[m] = m == DRIFT_TOP_M_COS ? nanmin2(a->max[m], v) : nanmax2(a->max[m], v);
-        }
-    }
-    for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) a->mean[m] = cnt[m] ? sum[m] / (double)cnt[m] : NAN;
-}
-
 double drift_top_data_aggregate(const drift_top_data *d, size_t layer_i, drift_top_metric m, drift_top_agg agg) {
     if (layer_i >= d->n_layers || (unsigned)m >= DRIFT_TOP_M_COUNT || d->n_steps == 0) return NAN;
     if (agg == DRIFT_TOP_AGG_STEP) {
         const drift_top_cell *x = &d->layers[layer_i].cells[d->n_steps - 1].c;
         return x->present ? x->v[m] : NAN;
     }
-    layer_agg a;
-    aggregate_layer(d, layer_i, &a);
-    return agg == DRIFT_TOP_AGG_MEAN ? a.mean[m] : a.max[m];
+    const layer_agg *a = &d->layers[layer_i].agg;
+    return agg == DRIFT_TOP_AGG_MEAN ? agg_mean(a, m) : a->max[m];
 }
 
 /* ======================================================================= */
@@ -513,9 +534,8 @@ int drift_top_table_build(const drift_top_data *d, const drift_top_data *ref, co
         r->layer = li;
         r->name = L->name;
         r->max_ulp_diff = -1;
-        layer_agg a;
-        aggregate_layer(d, li, &a);
-        r->n_values = a.n_values;
+        const layer_agg *a = &L->agg;
+        r->n_values = a->n_values;
         if (q->agg == DRIFT_TOP_AGG_STEP) {
             const drift_top_cell *x = col >= 0 ? &L->cells[col].c : NULL;
             for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) r->v[m] = (x && x->present) ? x->v[m] : NAN;
@@ -525,20 +545,19 @@ int drift_top_table_build(const drift_top_data *d, const drift_top_data *ref, co
             }
         } else {
             for (int m = 0; m < DRIFT_TOP_M_COUNT; m++)
-                r->v[m] = q->agg == DRIFT_TOP_AGG_MEAN ? a.mean[m] : a.max[m];
-            if (a.n_values) {
-                r->flags = a.flags;
-                r->max_ulp_diff = a.ulp > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)a.ulp;
+                r->v[m] = q->agg == DRIFT_TOP_AGG_MEAN ? agg_mean(a, m) : a->max[m];
+            if (a->n_values) {
+                r->flags = a->flags;
+                r->max_ulp_diff = a->ulp > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)a->ulp;
             }
         }
         for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) r->ref[m] = NAN;
         if (ref) {
             long rl = drift_top_data_find_layer(ref, L->name);
             if (rl >= 0) {
-                layer_agg ra;
-                aggregate_layer(ref, (size_t)rl, &ra);
+                const layer_agg *ra = &ref->layers[rl].agg;
                 for (int m = 0; m < DRIFT_TOP_M_COUNT; m++)
-                    r->ref[m] = q->agg == DRIFT_TOP_AGG_MAX ? ra.max[m] : ra.mean[m];
+                    r->ref[m] = q->agg == DRIFT_TOP_AGG_MAX ? ra->max[m] : agg_mean(ra, m);
             }
         }
         if (q->cfg_normalise) {

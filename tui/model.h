@@ -212,8 +212,9 @@ typedef struct drift_top_table {
     size_t n;
     size_t n_total;              /* layers before filtering */
     int64_t step;                /* AGG_STEP: the step shown (-1 if none) */
-    long first_divergent;        /* layer flagged FIRST_DIVERGENT at that step (or the earliest step in
-                                    other modes), -1 if none */
+    long first_divergent;        /* at the step shown (the latest in mean/max modes), over all layers
+                                    (filtered or not): the first layer flagged FIRST_DIVERGENT, else the
+                                    first in execution order with max |diff| > 0; -1 if none */
 } drift_top_table;
 
 /* Builds the table of d (and of the reference ref, NULL allowed) under q.

@@ -248,8 +248,12 @@ static void draw_status(vs *v, int y, int *xend) {
         snprintf(buf, sizeof buf, " LIVE ");
         a = pair(v, C_OK) | A_BOLD | A_REVERSE;
     } else if (lv == DRIFT_TOP_IDLE) {
-        if (age >= 0)
+        if (age >= 0 && age < 120)
             snprintf(buf, sizeof buf, " IDLE %.0fs ", age);
+        else if (age >= 0 && age < 7200)
+            snprintf(buf, sizeof buf, " IDLE %.0fm ", age / 60);
+        else if (age >= 0)
+            snprintf(buf, sizeof buf, " IDLE %.1fh ", age / 3600);
         else
             snprintf(buf, sizeof buf, " IDLE ");
         a = pair(v, C_WARN) | A_BOLD | A_REVERSE;

@@ -40,6 +40,7 @@ wait_for() {
     fail "timed out waiting for: $desc"
 }
 screen_has() { tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null && grep -qF -- "$1" "$T/screen.txt"; }
+screen_re() { tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null && grep -qE -- "$1" "$T/screen.txt"; }
 # row_is NAME MEAN MAX: the table shows NAME with these mean and max |diff|
 row_is() {
     tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null &&
@@ -67,7 +68,7 @@ EOF
 WRITER=$!
 wait_for "the writer to commit 3 steps" test -e "$T/ready"
 
-tm new-session -d -s top -x 120 -y 40 \
+tm new-session -d -s top -x 120 -y 60 \
     "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT_BIN' top '$T/live.h5' --follow --interval 100 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
 wait_for "3 steps on screen" screen_has "steps 3 [0..2]"
 screen_has "LIVE" || fail "a file being written shows LIVE"
@@ -92,7 +93,7 @@ screen_has "step 7 (latest)" || fail "the latest step is 7"
 # the drill-down of a layer follows too: step 7 on top
 tm send-keys -t top G Enter
 wait_for "drill-down of the late site" screen_has "layer late:appears_at_step_3"
-wait_for "its step 7 row" grep -qE "^[[:space:]]+7[[:space:]]+$ml[[:space:]]+$xl" "$T/screen.txt"
+wait_for "its step 7 row" screen_re "^[[:space:]]+7[[:space:]]+$ml[[:space:]]+$xl"
 
 tm send-keys -t top q
 wait_for "drift top to exit" test -s "$T/exit"

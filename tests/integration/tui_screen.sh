@@ -44,6 +44,8 @@ cat >"$T/plan.json" <<'EOF'
  "param_dtype_patterns": [["*.norm2.*", "fp32"]]}
 EOF
 "$BENCH" --write-only "$T/demo.h5" --steps 12 --sites 40 --guidance 4.5 --run-id demo-run --plan "$T/plan.json"
+# a known-good run: same model, without the one bad layer (blocks.1.norm2 40x its neighbours)
+"$BENCH" --write-only "$T/good.h5" --steps 6 --sites 40 --outlier 1 --run-id good-run
 
 # --- expectations, from the file itself (h5py), not from drift
 "$PY" - "$T/demo.h5" "$T/expect.json" <<'EOF'
@@ -156,11 +158,25 @@ if "drill" in E:
         if not re.search(pat, ln): die("drill row %d: expected %r, got %r" % (j, r, ln))
 EOF
 
-start() { # start COLS ROWS ENV...: drift top on the demo trace in a fresh tmux session
+ARGS=""
+start() { # start COLS ROWS ENV...: drift top on the demo trace (plus $ARGS) in a fresh tmux session
     local cols="$1" rows="$2"; shift 2
     rm -f "$T/exit" "$T/stderr"
     tm new-session -d -s top -x "$cols" -y "$rows" \
-        "env $* '$DRIFT_BIN' top '$T/demo.h5' 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
+        "env $* '$DRIFT_BIN' top '$T/demo.h5' $ARGS 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
+}
+# colour_is NAME COLOUR: the layer's name is drawn in SGR colour COLOUR (31 red, 32 green, 33 yellow)
+colour_is() {
+    tm capture-pane -e -p -t top >"$T/screen_e.txt"
+    "$PY" - "$T/screen_e.txt" "$1" "$2" <<'PYEOF'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+pat = r"\x1b\[([0-9;]*)m((?:\x1b\[[0-9;]*m)*)" + re.escape(sys.argv[2]) + r"\x1b"
+for m in re.finditer(pat, text):
+    codes = (m.group(1) + ";" + ";".join(re.findall(r"\[([0-9;]*)m", m.group(2)))).split(";")
+    if sys.argv[3] in codes: sys.exit(0)
+sys.exit(1)
+PYEOF
 }
 quit_ok() { # q, then the exit status must be 0 and stderr empty (sanitizer reports land there)
     keys q
@@ -173,6 +189,10 @@ quit_ok() { # q, then the exit status must be 0 and stderr empty (sanitizer repo
 
 start 120 40 LANG=C.UTF-8 LC_ALL=C.UTF-8
 wait_check first
+# absolute thresholds: the bad layer (mean |diff| 2.5e-3) is a warning, its neighbours ok
+colour_is "blocks.1.norm2:out" 33 || fail "blocks.1.norm2:out should be yellow (warn) without --ref"
+colour_is "blocks.1.attn1:out" 32 || fail "blocks.1.attn1:out should be green (ok)"
+colour_is "input:latents:pre_cast" 36 || fail "a bitwise-equal layer should be cyan"
 tm capture-pane -p -t top >"$T/first.txt"
 keys 3; wait_check sort_mean            # sort by mean |diff|, worst first
 keys r; wait_check sort_mean_asc        # reverse
@@ -201,6 +221,16 @@ for _ in $(seq 300); do # (a footer message may still be showing for a few secon
 done
 [ "$same" = 1 ] || { diff "$T/first.txt" "$T/again.txt" >&2; fail "the screen after resizing back differs from the first screen"; }
 quit_ok
+
+# relative to a known-good run: the bad layer is 40x its reference value: red
+ARGS="--ref '$T/good.h5'"
+start 120 40 LANG=C.UTF-8 LC_ALL=C.UTF-8
+wait_check first
+grep -qF "vs ref good-run" "$T/screen.txt" || fail "the header names the reference run"
+colour_is "blocks.1.norm2:out" 31 || fail "blocks.1.norm2:out should be red (bad) against the good run"
+colour_is "blocks.1.attn1:out" 32 || fail "blocks.1.attn1:out should be green (ok) against the good run"
+quit_ok
+ARGS=""
 
 # a non-UTF-8 locale gets ASCII glyphs
 start 120 30 LANG=C LC_ALL=C

@@ -196,6 +196,51 @@ static void test_aggregate(void **state) {
     drift_top_data_free(d);
 }
 
+/* Aggregates are folded incrementally as steps arrive; a change to an
+ * already-folded step refolds the layer. Either way the mean is the
+ * sequential fp64 sum over steps in order. */
+static void test_incremental_aggregate(void **state) {
+    (void)state;
+    drift_top_data *d = NULL;
+    drift_err e;
+    assert_int_equal(drift_top_data_create(&d, INT64_MIN, INT64_MAX, 0, &e), DRIFT_OK);
+    assert_int_equal(drift_top_data_add_layer(d, "x", &e), DRIFT_OK);
+    const double a = 0.1, b = 0.7, c = 1e-17, dd = 0.3;
+    assert_int_equal(drift_top_data_add_step(d, 0, 0, &e), DRIFT_OK);
+    assert_int_equal(drift_top_data_add_step(d, 1, 0, &e), DRIFT_OK);
+    drift_trace_metric r01[2] = {mrow(0, 0, -1, a, a, a, 0.5), mrow(1, 0, -1, b, b, b, 0.25)};
+    assert_int_equal(drift_top_data_add_metrics(d, r01, 2, &e), DRIFT_OK);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_MEAN, DRIFT_TOP_AGG_MEAN) == (a + b) / 2.0);
+    assert_int_equal(drift_top_data_add_step(d, 2, 0, &e), DRIFT_OK);
+    /* a step without rows yet changes nothing */
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_MEAN, DRIFT_TOP_AGG_MEAN) == (a + b) / 2.0);
+    drift_trace_metric r2 = mrow(2, 0, -1, c, c, c, 0.75);
+    assert_int_equal(drift_top_data_add_metrics(d, &r2, 1, &e), DRIFT_OK);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_MEAN, DRIFT_TOP_AGG_MEAN) == ((a + b) + c) / 3.0);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_MAX, DRIFT_TOP_AGG_MAX) == b);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_COS, DRIFT_TOP_AGG_MAX) == 0.25);
+    /* an already-folded step is replaced: the layer is refolded */
+    drift_trace_metric r1 = mrow(1, 0, -1, dd, dd, dd, 0.9);
+    assert_int_equal(drift_top_data_add_metrics(d, &r1, 1, &e), DRIFT_OK);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_MEAN, DRIFT_TOP_AGG_MEAN) == ((a + dd) + c) / 3.0);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_MAX, DRIFT_TOP_AGG_MAX) == dd);
+    assert_true(drift_top_data_aggregate(d, 0, DRIFT_TOP_M_COS, DRIFT_TOP_AGG_MAX) == 0.5);
+    /* a layer that appears late aggregates over its own steps only */
+    assert_int_equal(drift_top_data_add_layer(d, "late", &e), DRIFT_OK);
+    drift_trace_metric rl = mrow(2, 1, -1, 4.0, 4.0, 4.0, 1.0);
+    assert_int_equal(drift_top_data_add_metrics(d, &rl, 1, &e), DRIFT_OK);
+    assert_true(drift_top_data_aggregate(d, 1, DRIFT_TOP_M_MEAN, DRIFT_TOP_AGG_MEAN) == 4.0);
+    drift_top_query q;
+    drift_top_query_default(&q);
+    q.agg = DRIFT_TOP_AGG_MEAN;
+    drift_top_table t;
+    assert_int_equal(drift_top_table_build(d, NULL, &q, &t, &e), DRIFT_OK);
+    assert_int_equal(t.rows[0].n_values, 3);
+    assert_int_equal(t.rows[1].n_values, 1);
+    drift_top_table_free(&t);
+    drift_top_data_free(d);
+}
+
 static void test_table_sort_filter(void **state) {
     (void)state;
     drift_top_data *d = make_data(INT64_MIN, INT64_MAX);
@@ -563,6 +608,7 @@ int main(void) {
         cmocka_unit_test(test_range_and_variant),
         cmocka_unit_test(test_denoise_combination),
         cmocka_unit_test(test_aggregate),
+        cmocka_unit_test(test_incremental_aggregate),
         cmocka_unit_test(test_table_sort_filter),
         cmocka_unit_test(test_cfg_and_classes),
         cmocka_unit_test(test_presentation),
