@@ -13,7 +13,8 @@
  *    to the cpu backend: fp32 opmath with explicit _rn intrinsics (no FMA
  *    contraction) and the exact RNE conversions of formats/dtype.h.
  *  - GEMMs use cuBLASLt, CUBLAS_COMPUTE_32F (no TF32), one rounding to the
- *    output dtype (split-K only with fp32 intermediates).
+ *    output dtype (split-K only with fp32 intermediates, and never with a
+ *    fused bias: cuBLASLt's split-K reduction adds the bias after rounding).
  *  - reductions (norms, softmax sums, GEMM accumulation) use their own
  *    summation order: close to, not bit-identical with, the cpu backend.
  *  - transcendental functions are CUDA's precise ones (no fast math): expf,

@@ -5,7 +5,11 @@
  *  - A, B and D types explicit; D rounded once from the fp32 accumulator
  *    (+ bias), so split-K algorithms are restricted to
  *    CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE (fp32 partials): INPLACE and
- *    OUTPUT_TYPE reduce in the output dtype and would round twice;
+ *    OUTPUT_TYPE reduce in the output dtype and would round twice; with a
+ *    fused bias split-K is not allowed at all (CUBLASLT_REDUCTION_SCHEME_NONE):
+ *    measured on an H200 with CUDA 13.0, the split-K reduction kernel rounds
+ *    the fp32 sum to the output type and then adds the bias (two roundings),
+ *    while the non-split kernels add it in fp32;
  *  - a fused bias uses CUBLASLT_EPILOGUE_BIAS, whose bias vector must have
  *    the output dtype (cuBLASLt: "bias vector elements are the same type as
  *    the elements of output matrix" for non-fp8 kernels). A bias of another
@@ -144,7 +148,11 @@ static int entry_build(dcu_ctx *ctx, gemm_entry *e, const dcu_gemm *g, drift_err
     cublasLtMatmulPreference_t pref = NULL;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = (uint64_t)ctx->lt_ws_size;
-    uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; /* NONE is always allowed */
+    /* split-K only with fp32 partials (NONE is always allowed); with a fused
+       bias no split-K at all: cuBLASLt's split-K reduction adds the bias after
+       rounding the sum to the output type (measured: H200, CUDA 13.0, algo 24
+       with SPLITK_NUM 2..16: ~30% of outputs double-rounded) */
+    uint32_t red = g->bias ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_NONE : (uint32_t)CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     uint32_t aa = k->align_a, ab = k->align_b, ad = k->align_d;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (s == CUBLAS_STATUS_SUCCESS)
