@@ -2,6 +2,8 @@
  * docs/autocast.md). */
 #include "replay/assign.h"
 
+#include "formats/alloc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +64,7 @@ static int grow_cache(actx *c) {
     if (n <= c->cache_cap) return DRIFT_OK;
     int ncap = c->cache_cap ? c->cache_cap : 256;
     while (ncap < n) ncap *= 2;
-    int (*nc)[N_DT] = realloc(c->cache, (size_t)ncap * sizeof *nc);
+    int (*nc)[N_DT] = drift_realloc(c->cache, (size_t)ncap * sizeof *nc);
     if (!nc) return drift_err_set(c->err, DRIFT_E_NOMEM, "assign", "out of memory");
     memset(nc + c->cache_cap, 0, (size_t)(ncap - c->cache_cap) * sizeof *nc);
     c->cache = nc;
@@ -333,7 +335,7 @@ int drift_assign_dtypes(const drift_graph *sem, const drift_plan *plan, const dr
     }
     c.autocast = is_lower(c.fwd) ? c.fwd : DRIFT_DTYPE_INVALID;
     int n = drift_graph_count(sem), rc;
-    c.map = malloc((size_t)(n ? n : 1) * sizeof *c.map);
+    c.map = drift_malloc((size_t)(n ? n : 1) * sizeof *c.map);
     if (!c.map) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "assign", "out of memory");
         goto done;
@@ -349,8 +351,8 @@ int drift_assign_dtypes(const drift_graph *sem, const drift_plan *plan, const dr
         goto done;
 done:
     drift_plan_free(&oracle_plan);
-    free(c.map);
-    free(c.cache);
+    drift_free(c.map);
+    drift_free(c.cache);
     if (rc) {
         drift_graph_free(c.out);
         return rc;

@@ -1,6 +1,8 @@
 /* Graph executor and host tensor sets (exec.h). */
 #include "replay/exec.h"
 
+#include "formats/alloc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,25 +27,25 @@ static uint64_t hash_str(const char *s) {
 
 int drift_hostset_create(drift_hostset **out, drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "hostset", "drift_hostset_create: out is NULL");
-    *out = calloc(1, sizeof **out);
+    *out = drift_calloc(1, sizeof **out);
     if (!*out) return drift_err_set(err, DRIFT_E_NOMEM, "hostset", "out of memory");
     return DRIFT_OK;
 }
 
 static void host_tensor_free(drift_host_tensor *t) {
     if (!t) return;
-    free((char *)t->name);
-    free(t->f32);
-    free(t->f64);
-    free(t);
+    drift_free((char *)t->name);
+    drift_free(t->f32);
+    drift_free(t->f64);
+    drift_free(t);
 }
 
 void drift_hostset_free(drift_hostset *s) {
     if (!s) return;
     for (size_t i = 0; i < s->n; i++) host_tensor_free(s->items[i]);
-    free(s->items);
-    free(s->slots);
-    free(s);
+    drift_free(s->items);
+    drift_free(s->slots);
+    drift_free(s);
 }
 
 static size_t *find_slot(const drift_hostset *s, const char *name) {
@@ -72,7 +74,7 @@ static int rehash(drift_hostset *s, size_t want) {
     while (ns < want * 2) ns *= 2;
     if (ns == s->n_slots) return 0;
     size_t *old = s->slots, old_n = s->n_slots;
-    s->slots = calloc(ns, sizeof *s->slots);
+    s->slots = drift_calloc(ns, sizeof *s->slots);
     if (!s->slots) {
         s->slots = old;
         return -1;
@@ -80,7 +82,7 @@ static int rehash(drift_hostset *s, size_t want) {
     s->n_slots = ns;
     for (size_t i = 0; i < old_n; i++)
         if (old[i]) *find_slot(s, s->items[old[i] - 1]->name) = old[i];
-    free(old);
+    drift_free(old);
     return 0;
 }
 
@@ -103,17 +105,17 @@ int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int
         return drift_err_set(err, DRIFT_E_INPUT, name, "host tensor '%s' given twice", name);
     if (s->n == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 64;
-        drift_host_tensor **ni = realloc(s->items, nc * sizeof *ni);
+        drift_host_tensor **ni = drift_realloc(s->items, nc * sizeof *ni);
         if (!ni) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
         s->items = ni;
         s->cap = nc;
     }
     if (rehash(s, s->n + 1)) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
-    drift_host_tensor *t = calloc(1, sizeof *t);
+    drift_host_tensor *t = drift_calloc(1, sizeof *t);
     if (!t) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
-    t->name = strdup(name);
-    t->f32 = malloc((size_t)numel * sizeof *t->f32);
-    t->f64 = f64 ? malloc((size_t)numel * sizeof *t->f64) : NULL;
+    t->name = drift_strdup(name);
+    t->f32 = drift_malloc((size_t)numel * sizeof *t->f32);
+    t->f64 = f64 ? drift_malloc((size_t)numel * sizeof *t->f64) : NULL;
     if (!t->name || !t->f32 || (f64 && !t->f64)) {
         host_tensor_free(t);
         return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory for host tensor '%s'", name);
@@ -163,7 +165,7 @@ static void buf_unref(const ectx *c, ebuf *b) {
 }
 
 static int new_buf(ectx *c, int id, drift_dtype dt, const drift_value *v, ebuf **out) {
-    ebuf *b = calloc(1, sizeof *b);
+    ebuf *b = drift_calloc(1, sizeof *b);
     if (!b) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory");
     c->owned[id] = b;
     b->t.dtype = dt;
@@ -238,8 +240,8 @@ static int download(ectx *c, const ebuf *b, drift_exec_result *out) {
     memcpy(out->shape, b->t.shape, sizeof out->shape);
     out->numel = b->t.numel;
     size_t n = (size_t)b->t.numel;
-    out->f32 = malloc((n ? n : 1) * sizeof *out->f32);
-    out->f64 = malloc((n ? n : 1) * sizeof *out->f64);
+    out->f32 = drift_malloc((n ? n : 1) * sizeof *out->f32);
+    out->f64 = drift_malloc((n ? n : 1) * sizeof *out->f64);
     if (!out->f32 || !out->f64) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory for the output");
     int rc = c->be->download_f64(c->be, &b->t, out->f64, c->err);
     if (!rc) rc = c->be->download_f32(c->be, &b->t, out->f32, c->err);
@@ -248,8 +250,8 @@ static int download(ectx *c, const ebuf *b, drift_exec_result *out) {
 
 void drift_exec_result_free(drift_exec_result *r) {
     if (!r) return;
-    free(r->f32);
-    free(r->f64);
+    drift_free(r->f32);
+    drift_free(r->f64);
     memset(r, 0, sizeof *r);
 }
 
@@ -265,10 +267,10 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
     drift_err_clear(&local);
     ectx c = {g, be, in, NULL, NULL, NULL, NULL, err ? err : &local};
     size_t nn = (size_t)(n ? n : 1);
-    c.slot = calloc(nn, sizeof *c.slot);
-    c.owned = calloc(nn, sizeof *c.owned);
-    c.uses = calloc(nn, sizeof *c.uses);
-    c.live = calloc(nn, 1);
+    c.slot = drift_calloc(nn, sizeof *c.slot);
+    c.owned = drift_calloc(nn, sizeof *c.owned);
+    c.uses = drift_calloc(nn, sizeof *c.uses);
+    c.live = drift_calloc(nn, 1);
     if (!c.slot || !c.owned || !c.uses || !c.live) {
         rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory");
         goto done;
@@ -311,13 +313,13 @@ done:
     if (c.owned) {
         for (int i = 0; i < n; i++) {
             buf_release(&c, c.owned[i]);
-            free(c.owned[i]);
+            drift_free(c.owned[i]);
         }
     }
-    free(c.slot);
-    free(c.owned);
-    free(c.uses);
-    free(c.live);
+    drift_free(c.slot);
+    drift_free(c.owned);
+    drift_free(c.uses);
+    drift_free(c.live);
     if (rc && out) drift_exec_result_free(out);
     return rc;
 }

@@ -3,6 +3,8 @@
  * adding functions. */
 #include "replay/graph.h"
 
+#include "formats/alloc.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +66,7 @@ static int index_lookup(const drift_graph *g, const strindex *ix, int sites, dri
 static int index_insert(drift_graph *g, strindex *ix, int sites, int id) {
     if ((ix->n + 1) * 2 > ix->cap) {
         size_t ncap = ix->cap ? ix->cap * 2 : 64;
-        int *ns = malloc(ncap * sizeof *ns);
+        int *ns = drift_malloc(ncap * sizeof *ns);
         if (!ns) return -1;
         for (size_t i = 0; i < ncap; i++) ns[i] = -1;
         strindex nx = {ns, ncap, 0};
@@ -76,7 +78,7 @@ static int index_insert(drift_graph *g, strindex *ix, int sites, int id) {
             nx.slots[s] = old;
             nx.n++;
         }
-        free(ix->slots);
+        drift_free(ix->slots);
         *ix = nx;
     }
     size_t s = 0;
@@ -161,7 +163,7 @@ void drift_node_spec_init(drift_node_spec *s, drift_op_kind kind) {
 
 int drift_graph_create(int assigned, drift_graph **out, drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "graph", "drift_graph_create: out is NULL");
-    *out = calloc(1, sizeof **out);
+    *out = drift_calloc(1, sizeof **out);
     if (!*out) return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory creating a graph");
     (*out)->assigned = assigned ? 1 : 0;
     (*out)->output = -1;
@@ -171,14 +173,14 @@ int drift_graph_create(int assigned, drift_graph **out, drift_err *err) {
 void drift_graph_free(drift_graph *g) {
     if (!g) return;
     for (int i = 0; i < g->n; i++) {
-        free((char *)g->vals[i].name);
-        free((char *)g->vals[i].site);
+        drift_free((char *)g->vals[i].name);
+        drift_free((char *)g->vals[i].site);
     }
-    free(g->vals);
-    free(g->model);
-    free(g->leaves.slots);
-    free(g->sites.slots);
-    free(g);
+    drift_free(g->vals);
+    drift_free(g->model);
+    drift_free(g->leaves.slots);
+    drift_free(g->sites.slots);
+    drift_free(g);
 }
 
 /* ---- validation helpers ------------------------------------------------------ */
@@ -219,7 +221,7 @@ static int reserve(drift_graph *g, drift_err *err) {
     if (g->n < g->cap) return DRIFT_OK;
     int ncap = g->cap ? g->cap * 2 : 64;
     if (ncap > DRIFT_GRAPH_MAX_VALUES) ncap = DRIFT_GRAPH_MAX_VALUES;
-    drift_value *nv = realloc(g->vals, (size_t)ncap * sizeof *nv);
+    drift_value *nv = drift_realloc(g->vals, (size_t)ncap * sizeof *nv);
     if (!nv) return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory growing a graph");
     g->vals = nv;
     g->cap = ncap;
@@ -371,7 +373,7 @@ int drift_graph_add_leaf(drift_graph *g, drift_value_kind kind, const char *name
     drift_value *v = &g->vals[g->n];
     memset(v, 0, sizeof *v);
     v->kind = kind;
-    v->name = strdup(name);
+    v->name = drift_strdup(name);
     if (!v->name) return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
     v->ndim = ndim;
     for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
@@ -383,7 +385,7 @@ int drift_graph_add_leaf(drift_graph *g, drift_value_kind kind, const char *name
     g->n++;
     if (index_insert(g, &g->leaves, 0, g->n - 1)) {
         g->n--;
-        free((char *)v->name);
+        drift_free((char *)v->name);
         return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
     }
     if (id) *id = g->n - 1;
@@ -458,11 +460,11 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     drift_value *v = &g->vals[me];
     memset(v, 0, sizeof *v);
     v->kind = DRIFT_VAL_NODE;
-    v->name = s->name ? strdup(s->name) : NULL;
-    v->site = s->site ? strdup(s->site) : NULL;
+    v->name = s->name ? drift_strdup(s->name) : NULL;
+    v->site = s->site ? drift_strdup(s->site) : NULL;
     if ((s->name && !v->name) || (s->site && !v->site)) {
-        free((char *)v->name);
-        free((char *)v->site);
+        drift_free((char *)v->name);
+        drift_free((char *)v->site);
         return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
     }
     v->ndim = ndim;
@@ -479,8 +481,8 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     g->n++;
     if (v->site && index_insert(g, &g->sites, 1, me)) {
         g->n--;
-        free((char *)v->name);
-        free((char *)v->site);
+        drift_free((char *)v->name);
+        drift_free((char *)v->site);
         return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
     }
     if (id) *id = me;
@@ -495,12 +497,12 @@ int drift_graph_set_site(drift_graph *g, int id, const char *site, drift_err *er
     if (g->vals[id].site) return drift_err_set(err, DRIFT_E_INPUT, "graph", "value %d already has site '%s'", id, g->vals[id].site);
     if (index_lookup(g, &g->sites, 1, DRIFT_VAL_NODE, site, NULL) >= 0)
         return drift_err_set(err, DRIFT_E_INPUT, "graph", "value %d: duplicate site '%s'", id, site);
-    char *c = strdup(site);
+    char *c = drift_strdup(site);
     if (!c) return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
     g->vals[id].site = c;
     if (index_insert(g, &g->sites, 1, id)) {
         g->vals[id].site = NULL;
-        free(c);
+        drift_free(c);
         return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
     }
     return DRIFT_OK;
@@ -517,9 +519,9 @@ int drift_graph_set_model(drift_graph *g, const char *model, drift_err *err) {
     if (!g) return drift_err_set(err, DRIFT_E_INTERNAL, "graph", "drift_graph_set_model: graph is NULL");
     if (model && strlen(model) > 4096)
         return drift_err_set(err, DRIFT_E_INPUT, "graph", "model: longer than 4096 bytes");
-    char *c = model ? strdup(model) : NULL;
+    char *c = model ? drift_strdup(model) : NULL;
     if (model && !c) return drift_err_set(err, DRIFT_E_NOMEM, "graph", "out of memory");
-    free(g->model);
+    drift_free(g->model);
     g->model = c;
     return DRIFT_OK;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
 #include "formats/json.h"
 #include "formats/plan.h"
 #include "replay/graph.h"
@@ -150,6 +151,14 @@ static int jfail(jctx *c, const drift_json_value *v, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return drift_err_set(c->err, DRIFT_E_INPUT, where, "%s%s%s", c->path, c->path[0] ? ": " : "", msg);
+}
+
+/* Re-reports an error of the graph API at the position of the offending
+ * value; codes other than DRIFT_E_INPUT (out of memory) are kept. */
+static int rewrap(jctx *c, const drift_json_value *v, int rc) {
+    if (rc == DRIFT_E_INPUT) return jfail(c, v, "%s", c->err->msg);
+    snprintf(c->err->where, sizeof c->err->where, "%s:%d:%d", c->src, v ? v->line : 1, v ? v->col : 1);
+    return rc;
 }
 
 static int expect_type(jctx *c, const char *field, const drift_json_value *v, drift_json_type t) {
@@ -322,8 +331,7 @@ static int parse_value(jctx *c, drift_graph *g, const drift_json_value *o, size_
         int id = -1;
         rc = drift_graph_add_leaf(g, kind, name, dtype, (int)ndim, shape, &id, c->err);
         if (rc == DRIFT_OK && site) rc = drift_graph_set_site(g, id, site, c->err);
-        if (rc) return jfail(c, o, "%s", c->err->msg);
-        return DRIFT_OK;
+        return rc ? rewrap(c, o, rc) : DRIFT_OK;
     }
 
     drift_node_spec s;
@@ -401,7 +409,7 @@ static int parse_value(jctx *c, drift_graph *g, const drift_json_value *o, size_
             if ((v = drift_json_object_get(o, assigned_only[i])))
                 return jfail(c, v, "'%s' belongs to assigned graphs (\"assigned\": true)", assigned_only[i]);
     }
-    if ((rc = drift_graph_add_node(g, &s, NULL, c->err))) return jfail(c, o, "%s", c->err->msg);
+    if ((rc = drift_graph_add_node(g, &s, NULL, c->err))) return rewrap(c, o, rc);
     return DRIFT_OK;
 }
 
@@ -438,7 +446,7 @@ int drift_graph_from_json(const char *text, size_t len, const char *source_name,
             goto done;
         }
         if ((rc = drift_graph_set_model(g, v->str, err))) {
-            rc = jfail(&c, v, "%s", err->msg);
+            rc = rewrap(&c, v, rc);
             goto done;
         }
     }

@@ -1,6 +1,8 @@
 /* Seeded parameters, synthetic inputs, Wan RoPE tables (params_init.h). */
 #include "replay/params_init.h"
 
+#include "formats/alloc.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +100,7 @@ int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_ho
     if (rc) return rc;
     for (size_t i = 0; i < t->n; i++) {
         const drift_param_info *p = &t->params[i];
-        float *nb = realloc(buf, (size_t)(p->numel ? p->numel : 1) * sizeof *nb);
+        float *nb = drift_realloc(buf, (size_t)(p->numel ? p->numel : 1) * sizeof *nb);
         if (!nb) {
             rc = drift_err_set(err, DRIFT_E_NOMEM, p->fqn, "out of memory initialising '%s'", p->fqn);
             goto fail;
@@ -107,11 +109,11 @@ int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_ho
         init_param(p, seed, buf);
         if ((rc = drift_hostset_add(s, p->fqn, DRIFT_F32, p->ndim, p->shape, buf, NULL, NULL, err))) goto fail;
     }
-    free(buf);
+    drift_free(buf);
     *out = s;
     return DRIFT_OK;
 fail:
-    free(buf);
+    drift_free(buf);
     drift_hostset_free(s);
     return rc;
 }
@@ -122,13 +124,13 @@ static int add_random(drift_hostset *s, const char *name, int ndim, const int64_
                       drift_err *err) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
-    float *v = malloc((size_t)n * sizeof *v);
+    float *v = drift_malloc((size_t)n * sizeof *v);
     if (!v) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory for input '%s'", name);
     rng r;
     rng_seed(&r, seed, name);
     for (int64_t i = 0; i < n; i++) v[i] = (float)(uniform1000 ? 1000.0 * uniform(&r) : normal(&r));
     int rc = drift_hostset_add(s, name, DRIFT_F32, ndim, shape, v, NULL, NULL, err);
-    free(v);
+    drift_free(v);
     return rc;
 }
 
@@ -189,9 +191,9 @@ int drift_params_build_rope(const drift_family_config *cfg, drift_buffer_prov pr
     const int64_t L = Fp * Hp * Wp;
     const size_t n = (size_t)L * (size_t)Dh;
     int rc = DRIFT_OK;
-    float *c32 = malloc(n * sizeof *c32), *s32 = malloc(n * sizeof *s32);
-    double *c64 = prov == DRIFT_BUF_CPU_FP64 ? malloc(n * sizeof *c64) : NULL;
-    double *s64 = prov == DRIFT_BUF_CPU_FP64 ? malloc(n * sizeof *s64) : NULL;
+    float *c32 = drift_malloc(n * sizeof *c32), *s32 = drift_malloc(n * sizeof *s32);
+    double *c64 = prov == DRIFT_BUF_CPU_FP64 ? drift_malloc(n * sizeof *c64) : NULL;
+    double *s64 = prov == DRIFT_BUF_CPU_FP64 ? drift_malloc(n * sizeof *s64) : NULL;
     if (!c32 || !s32 || (prov == DRIFT_BUF_CPU_FP64 && (!c64 || !s64))) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "rope", "out of memory for the RoPE tables");
         goto done;
@@ -225,10 +227,10 @@ int drift_params_build_rope(const drift_family_config *cfg, drift_buffer_prov pr
     if ((rc = drift_hostset_add(dst, DRIFT_WAN_ROPE_COS, DRIFT_F32, 2, shape, c32, c64, NULL, err))) goto done;
     rc = drift_hostset_add(dst, DRIFT_WAN_ROPE_SIN, DRIFT_F32, 2, shape, s32, s64, NULL, err);
 done:
-    free(c32);
-    free(s32);
-    free(c64);
-    free(s64);
+    drift_free(c32);
+    drift_free(s32);
+    drift_free(c64);
+    drift_free(s64);
     return rc;
 }
 

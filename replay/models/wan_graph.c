@@ -4,6 +4,8 @@
  * failure every helper returns -1 and the build reports that failure. */
 #include "replay/models/wan_graph.h"
 
+#include "formats/alloc.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "formats/alloc.h"
 #include "formats/dtype.h"
 #include "formats/plan.h"
 #include "kernels/backend.h"
@@ -222,6 +223,19 @@ static void test_determinism(void **state) {
     drift_exec_result rc;
     run(f, g, f->cpu, f->buf_cpu, NULL, &rc);
     assert_memory_equal(rc.f32, ra.f32, (size_t)ra.numel * sizeof(float));
+    /* the graph as stored in a trace's /graph replays to the same bits */
+    drift_err err;
+    drift_err_clear(&err);
+    char *js = drift_graph_to_json(g, 0, &err);
+    assert_non_null(js);
+    drift_graph *back = NULL;
+    OK(drift_graph_from_json(js, strlen(js), "graph.json", &back, &err), &err);
+    drift_exec_result rj;
+    run(f, back, f->cpu, f->buf_cpu, NULL, &rj);
+    assert_memory_equal(rj.f32, ra.f32, (size_t)ra.numel * sizeof(float));
+    drift_exec_result_free(&rj);
+    drift_graph_free(back);
+    free(js);
     /* every site of the graph was reported, in execution order */
     int ids[256];
     int ns = drift_graph_sites(g, ids, 256);
@@ -680,6 +694,68 @@ static void test_params_init(void **state) {
     fx_free(f);
 }
 
+/* Allocation failures in assignment, host sets and execution are reported
+ * as DRIFT_E_NOMEM, release every backend tensor and leak nothing. */
+static void test_oom(void **state) {
+    (void)state;
+    fixture *f = fx_new("tiny-dit:layers=1,dim=24,heads=2,ffn_dim=32,height=4,width=4,text_len=4,text_dim=8");
+    drift_plan plan;
+    drift_plan_init(&plan);
+    load_plan(&plan, "wan2_2.json");
+    drift_err err;
+    drift_err_clear(&err);
+    drift_compiled_plan cp;
+    memset(&cp, 0, sizeof cp);
+    OK(drift_plan_compile(&plan, &f->table, &cp, &err), &err);
+    drift_exec_result want;
+    drift_graph *g0 = assign(f, &plan, DRIFT_SIDE_TRAINER);
+    run(f, g0, f->cpu, f->buf_cpu, NULL, &want);
+    counting c;
+    c.be = *f->cpu;
+    c.inner = f->cpu;
+    c.be.alloc = cnt_alloc;
+    c.be.release = cnt_release;
+    c.live = c.peak = c.allocs = 0;
+    long n;
+    for (n = 0;; n++) {
+        drift_graph *g = NULL;
+        drift_hostset *bufs = NULL;
+        drift_exec_result r;
+        memset(&r, 0, sizeof r);
+        drift_assign_opts o;
+        drift_assign_opts_init(&o);
+        drift_err_clear(&err);
+        drift_alloc_fail_after(n);
+        int rc = drift_assign_dtypes(f->sem, &plan, &cp, &f->table, &o, &g, &err);
+        if (!rc) rc = drift_params_init_buffers(&f->cfg, DRIFT_BUF_CPU_FP64, &bufs, &err);
+        if (!rc) {
+            drift_exec_inputs in = {f->params, bufs, f->inputs, NULL, NULL};
+            rc = drift_exec_run(g, &c.be, &in, &r, &err);
+        }
+        long hit = drift_alloc_injected();
+        drift_alloc_fail_after(-1);
+        assert_int_equal(c.live, 0);
+        if (hit == 0) {
+            assert_int_equal(rc, DRIFT_OK);
+            assert_memory_equal(r.f32, want.f32, (size_t)want.numel * sizeof(float));
+        } else if (rc != DRIFT_E_NOMEM) {
+            fail_msg("allocation %ld failed: got code %d (%s: %s), expected DRIFT_E_NOMEM", n, rc, err.where, err.msg);
+        } else {
+            assert_null(r.f32);
+        }
+        drift_exec_result_free(&r);
+        drift_graph_free(g);
+        drift_hostset_free(bufs);
+        if (hit == 0) break;
+    }
+    assert_true(n > 100);
+    drift_exec_result_free(&want);
+    drift_graph_free(g0);
+    drift_compiled_plan_free(&cp);
+    drift_plan_free(&plan);
+    fx_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_determinism),
@@ -691,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_refcount_release),
         cmocka_unit_test(test_exec_errors),
         cmocka_unit_test(test_params_init),
+        cmocka_unit_test(test_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

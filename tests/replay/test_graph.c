@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "formats/alloc.h"
 #include "formats/plan.h"
 #include "replay/assign.h"
 #include "replay/graph.h"
@@ -417,6 +418,42 @@ static void test_api_validation(void **state) {
     drift_graph_free(NULL);
 }
 
+/* Every allocation failure on the way (build, serialise, parse) is reported
+ * as DRIFT_E_NOMEM and leaks nothing (ASan's leak check in the sanitizer build). */
+static void test_oom(void **state) {
+    (void)state;
+    drift_family_config cfg;
+    drift_err err;
+    drift_err_clear(&err);
+    OK(drift_family_parse("tiny-dit:layers=1", &cfg, &err), &err);
+    long n;
+    for (n = 0;; n++) {
+        drift_graph *g = NULL, *back = NULL;
+        char *js = NULL;
+        drift_err_clear(&err);
+        drift_alloc_fail_after(n);
+        int rc = drift_wan_graph_build(&cfg, &g, &err);
+        if (rc == DRIFT_OK) {
+            js = drift_graph_to_json(g, 0, &err);
+            if (js) rc = drift_graph_from_json(js, strlen(js), "oom.json", &back, &err);
+        }
+        long hit = drift_alloc_injected();
+        drift_alloc_fail_after(-1);
+        if (hit == 0) {
+            assert_int_equal(rc, DRIFT_OK);
+            assert_true(drift_graph_equal(g, back, NULL, 0));
+        } else if (rc != DRIFT_E_NOMEM) {
+            fail_msg("allocation %ld failed: got code %d (%s), expected DRIFT_E_NOMEM", n, rc, err.msg);
+        }
+        if (rc != DRIFT_OK) assert_null(back);
+        drift_graph_free(g);
+        drift_graph_free(back);
+        free(js);
+        if (hit == 0) break;
+    }
+    assert_true(n > 100);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wan_params_match_family_table),
@@ -426,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_json_base_valid),
         cmocka_unit_test(test_json_hostile),
         cmocka_unit_test(test_api_validation),
+        cmocka_unit_test(test_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
