@@ -41,6 +41,10 @@ void *drift_malloc(size_t n) {
 void *drift_calloc(size_t n, size_t size) {
     if (should_fail()) return NULL;
     if (n == 0 || size == 0) return calloc(1, 1);
+    if (n > SIZE_MAX / size) { /* checked here: sanitizers treat it as a fatal error */
+        errno = ENOMEM;
+        return NULL;
+    }
     return calloc(n, size);
 }
 

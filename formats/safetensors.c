@@ -516,7 +516,9 @@ int drift_safetensors_open(drift_safetensors **out, const char *path, unsigned f
     if (!path) return drift_err_set(err, DRIFT_E_USAGE, "safetensors", "no path given");
     drift_safetensors *f = new_handle(path);
     if (!f) return nomem(err, NULL);
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO given as the path must not block the open; it has
+     * no effect on the regular files accepted below. */
+    f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f->fd < 0) {
         int e = errno;
         drift_safetensors_close(f);
@@ -709,7 +711,7 @@ int drift_safetensors_write(const char *path, const drift_safetensors_entry *ent
     if (n > 0 && !entries) return drift_err_set(err, DRIFT_E_USAGE, path, "entries is NULL");
     if (n_meta > 0 && (!meta_keys || !meta_values))
         return drift_err_set(err, DRIFT_E_USAGE, path, "metadata arrays are NULL");
-    int rc = DRIFT_OK, fd = -1;
+    int rc = DRIFT_OK, fd = -1, created = 0;
     char *tmp = NULL, *hdr = NULL;
     unsigned char *bounce = NULL;
     drift_json_buf b;
@@ -776,6 +778,7 @@ int drift_safetensors_write(const char *path, const drift_safetensors_entry *ent
         rc = drift_err_set(err, DRIFT_E_IO, tmp, "cannot create: %s", strerror(errno));
         goto done;
     }
+    created = 1;
     unsigned char pre[8];
     for (int i = 0; i < 8; i++) pre[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int wfail = write_all(fd, pre, 8) || write_all(fd, hdr, hlen);
@@ -815,7 +818,7 @@ int drift_safetensors_write(const char *path, const drift_safetensors_entry *ent
     }
 done:
     if (fd >= 0) close(fd);
-    if (rc != DRIFT_OK && tmp) unlink(tmp);
+    if (rc != DRIFT_OK && created) unlink(tmp);
     drift_json_buf_free(&b);
     free(hdr); /* from drift_json_buf_take (malloc) */
     drift_free(tmp);

@@ -297,6 +297,25 @@ int tr_check_table(hid_t ds, enum tr_table t, int64_t *rows, const char *file, c
     return DRIFT_OK;
 }
 
+/* A transfer property list whose type-conversion buffer fits the request:
+ * HDF5's default (1 MiB) is allocated and freed on every converting read or
+ * write, which dominates small appends and index probes. */
+static hid_t small_dxpl(size_t rows, size_t row_bytes) {
+    size_t b = rows * row_bytes;
+    if (b < 4096) b = 4096;
+    if (b > ((size_t)1 << 20)) b = (size_t)1 << 20;
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    if (dxpl >= 0 && H5Pset_buffer(dxpl, b, NULL, NULL) < 0) {
+        H5Pclose(dxpl);
+        return H5P_DEFAULT;
+    }
+    return dxpl < 0 ? H5P_DEFAULT : dxpl;
+}
+
+static void close_dxpl(hid_t dxpl) {
+    if (dxpl != H5P_DEFAULT) H5Pclose(dxpl);
+}
+
 int tr_read_rows(hid_t ds, enum tr_table t, int64_t first, int64_t count, void *dst, const char *file,
                  const char *obj, drift_err *err) {
     char w[512];
@@ -319,10 +338,12 @@ int tr_read_rows(hid_t ds, enum tr_table t, int64_t first, int64_t count, void *
                              "%lld rows exceed the %llu-byte read limit", (long long)count,
                              (unsigned long long)DRIFT_TRACE_READ_MAX);
     hid_t mt = tr_type_mem(t), fs = H5Dget_space(ds), ms = H5I_INVALID_HID;
+    hid_t dxpl = small_dxpl((size_t)count, fsz > msz ? fsz : msz);
     hsize_t st = (hsize_t)first, cn = (hsize_t)count;
     if (mt < 0 || fs < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &cn, NULL) < 0 ||
-        (ms = H5Screate_simple(1, &cn, NULL)) < 0 || H5Dread(ds, mt, ms, fs, H5P_DEFAULT, dst) < 0)
+        (ms = H5Screate_simple(1, &cn, NULL)) < 0 || H5Dread(ds, mt, ms, fs, dxpl, dst) < 0)
         rc = tr_h5_fail(err, DRIFT_E_INPUT, file, obj, "cannot read table rows");
+    close_dxpl(dxpl);
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (mt >= 0) H5Tclose(mt);
@@ -353,21 +374,47 @@ done:
     return ds;
 }
 
-int tr_append_rows(hid_t ds, enum tr_table t, int64_t *rows, const void *src, int64_t count) {
+int tr_io_init(tr_io *io) {
+    memset(io, 0, sizeof *io);
+    for (int t = 0; t < TR_T_COUNT; t++) io->mt[t] = H5I_INVALID_HID;
+    io->dxpl = small_dxpl(1, 65536);
+    for (int t = 0; t < TR_T_COUNT; t++)
+        if ((io->mt[t] = tr_type_mem((enum tr_table)t)) < 0) {
+            tr_io_free(io);
+            return -1;
+        }
+    io->ready = 1;
+    return 0;
+}
+
+void tr_io_free(tr_io *io) {
+    if (!io) return;
+    for (int t = 0; t < TR_T_COUNT; t++)
+        if (io->mt[t] > 0) H5Tclose(io->mt[t]);
+    close_dxpl(io->dxpl);
+    memset(io, 0, sizeof *io);
+    for (int t = 0; t < TR_T_COUNT; t++) io->mt[t] = H5I_INVALID_HID;
+    io->dxpl = H5P_DEFAULT;
+}
+
+int tr_append_rows(hid_t ds, enum tr_table t, int64_t *rows, const void *src, int64_t count, const tr_io *io) {
     if (count <= 0) return 0;
     hsize_t st = (hsize_t)*rows, cn = (hsize_t)count, nd = st + cn;
-    int rc = -1;
-    hid_t mt = tr_type_mem(t), fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+    int rc = -1, own = !(io && io->ready);
+    hid_t mt = own ? tr_type_mem(t) : io->mt[t], fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+    hid_t dxpl = (own || count > 64) ? small_dxpl((size_t)count, tr_type_mem_size(t)) : io->dxpl;
+    int own_dxpl = own || count > 64;
     if (mt < 0 || H5Dset_extent(ds, &nd) < 0) goto done;
     fs = H5Dget_space(ds);
     if (fs < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &cn, NULL) < 0) goto done;
     ms = H5Screate_simple(1, &cn, NULL);
-    if (ms < 0 || H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, src) < 0) goto done;
+    if (ms < 0 || H5Dwrite(ds, mt, ms, fs, dxpl, src) < 0) goto done;
     *rows = (int64_t)nd;
     rc = 0;
 done:
+    if (own_dxpl) close_dxpl(dxpl);
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
-    if (mt >= 0) H5Tclose(mt);
+    if (own && mt >= 0) H5Tclose(mt);
     return rc;
 }

@@ -30,7 +30,7 @@
 #define TR_CHUNK_METRICS 256
 #define TR_CHUNK_NAMES 64
 #define TR_CHUNK_NOTES 64
-#define TR_DATA_CHUNK_BYTES 16384
+#define TR_DATA_CHUNK_BYTES 4096 /* small: sampled-out records leave their chunks unallocated */
 
 /* --- rows as stored (memory layouts are the public structs) ------------- */
 typedef struct tr_param_dtype_row {
@@ -115,8 +115,18 @@ int tr_read_rows(hid_t ds, enum tr_table t, int64_t first, int64_t count, void *
                  const char *obj, drift_err *err);
 /* Creates an empty extendible 1-D table. */
 hid_t tr_create_table(hid_t loc, const char *name, enum tr_table t, hsize_t chunk_rows);
-/* Appends count rows (memory layout of t) at row *rows; updates *rows. */
-int tr_append_rows(hid_t ds, enum tr_table t, int64_t *rows, const void *src, int64_t count);
+/* Memory types and a transfer list built once by a writer (or zeroed: then
+ * tr_append_rows builds them per call). */
+typedef struct tr_io {
+    hid_t mt[TR_T_COUNT];
+    hid_t dxpl;
+    int ready;
+} tr_io;
+int tr_io_init(tr_io *io);
+void tr_io_free(tr_io *io);
+/* Appends count rows (memory layout of t) at row *rows; updates *rows.
+ * io may be NULL. */
+int tr_append_rows(hid_t ds, enum tr_table t, int64_t *rows, const void *src, int64_t count, const tr_io *io);
 
 /* --- reader state -------------------------------------------------------- */
 typedef struct tr_site {

@@ -21,7 +21,7 @@ static int load_array(drift_trace_reader *r, hid_t g, const char *gname, const c
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         goto done;
     }
-    if ((rc = tr_read_attr_str(ds, "name", DRIFT_TRACE_NAME_MAX - 1, &p->fqn, f, obj, err))) goto done;
+    if ((rc = tr_read_attr_str(ds, "name", DRIFT_TRACE_NAME_MAX, &p->fqn, f, obj, err))) goto done;
     char esc[3 * DRIFT_TRACE_NAME_MAX];
     if (tr_name_problem(p->fqn) || tr_escape_name(p->fqn, esc, sizeof esc) != 0 || strcmp(esc, link) != 0) {
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"name\" is \"%s\", expected the dataset name unescaped",

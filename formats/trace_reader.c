@@ -22,11 +22,26 @@ static const char *site_obj(const tr_site *s, char *buf, size_t sz) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* An SWMR reader retries a metadata read whose checksum fails (the writer
+ * may be mid-write), sleeping 1, 2, 4... ns between attempts. HDF5's default
+ * of 100 attempts never ends on a file that is really corrupt: bound it. */
+#define TR_SWMR_ATTEMPTS_FOLLOW 22 /* about 4 ms of retries: outlasts any in-flight write */
+#define TR_SWMR_ATTEMPTS_STATIC 12 /* the writer is gone: a bad checksum is final */
+
+static hid_t open_swmr(const char *path, unsigned attempts) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return H5I_INVALID_HID;
+    hid_t f = H5I_INVALID_HID;
+    if (H5Pset_metadata_read_attempts(fapl, attempts) >= 0)
+        f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
 int tr_reader_open_file(drift_trace_reader *r, drift_err *err) {
     char first[400] = "";
-    unsigned swmr_fl = H5F_ACC_RDONLY | H5F_ACC_SWMR_READ;
     if (r->follow) {
-        r->file = H5Fopen(r->path, swmr_fl, H5P_DEFAULT);
+        r->file = open_swmr(r->path, TR_SWMR_ATTEMPTS_FOLLOW);
         if (r->file >= 0) {
             r->swmr = 1;
             return DRIFT_OK;
@@ -39,7 +54,7 @@ int tr_reader_open_file(drift_trace_reader *r, drift_err *err) {
     if (!r->follow) {
         /* Still open by an SWMR writer, or its writer was killed: the
          * committed steps are readable through SWMR. */
-        r->file = H5Fopen(r->path, swmr_fl, H5P_DEFAULT);
+        r->file = open_swmr(r->path, TR_SWMR_ATTEMPTS_STATIC);
         if (r->file >= 0) {
             r->swmr = 1;
             r->unclean = 1;
@@ -154,7 +169,7 @@ static int load_site(drift_trace_reader *r, hid_t g, const char *link, tr_site *
     int64_t id = -1;
     tmp->grp = H5Gopen2(g, link, H5P_DEFAULT);
     if (tmp->grp < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, obj, "expected a site group");
-    if ((rc = tr_read_attr_str(tmp->grp, "name", DRIFT_TRACE_NAME_MAX - 1, &tmp->name, f, obj, err))) return rc;
+    if ((rc = tr_read_attr_str(tmp->grp, "name", DRIFT_TRACE_NAME_MAX, &tmp->name, f, obj, err))) return rc;
     char esc[3 * DRIFT_TRACE_NAME_MAX];
     const char *prob = tr_name_problem(tmp->name);
     if (prob) return drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"name\": expected %s", prob);

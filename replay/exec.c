@@ -140,7 +140,61 @@ typedef struct ebuf {
     drift_tensor t;
     int refs;          /* remaining uses by later nodes (and the output) */
     int live;          /* t.data allocated and not yet released */
+    int pinned;        /* owned by a drift_exec_cache: never released by the run */
 } ebuf;
+
+struct drift_exec_cache {
+    const drift_backend *be;
+    const drift_graph *g; /* the graph the entries belong to */
+    int n;
+    drift_tensor *t;      /* per value id */
+    unsigned char *have;
+};
+
+int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, drift_err *err) {
+    *out = drift_calloc(1, sizeof **out);
+    if (!*out) return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory");
+    (*out)->be = be;
+    return DRIFT_OK;
+}
+
+static void cache_clear(drift_exec_cache *c) {
+    for (int i = 0; i < c->n; i++)
+        if (c->have[i]) c->be->release(c->be, &c->t[i]);
+    drift_free(c->t);
+    drift_free(c->have);
+    c->t = NULL;
+    c->have = NULL;
+    c->n = 0;
+    c->g = NULL;
+}
+
+void drift_exec_cache_free(drift_exec_cache *c) {
+    if (!c) return;
+    cache_clear(c);
+    drift_free(c);
+}
+
+size_t drift_exec_cache_count(const drift_exec_cache *c) {
+    size_t k = 0;
+    for (int i = 0; c && i < c->n; i++) k += c->have[i];
+    return k;
+}
+
+static int cache_bind(drift_exec_cache *c, const drift_graph *g, drift_err *err) {
+    if (c->g == g && c->n == drift_graph_count(g)) return DRIFT_OK;
+    cache_clear(c);
+    int n = drift_graph_count(g);
+    c->t = drift_calloc((size_t)(n ? n : 1), sizeof *c->t);
+    c->have = drift_calloc((size_t)(n ? n : 1), 1);
+    if (!c->t || !c->have) {
+        cache_clear(c);
+        return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory (cache)");
+    }
+    c->n = n;
+    c->g = g;
+    return DRIFT_OK;
+}
 
 typedef struct ectx {
     const drift_graph *g;
@@ -151,10 +205,11 @@ typedef struct ectx {
     int *uses;
     unsigned char *live;
     drift_err *err;
+    unsigned char *fixed; /* with a cache: value depends on parameters/buffers only */
 } ectx;
 
 static void buf_release(const ectx *c, ebuf *b) {
-    if (b && b->live) {
+    if (b && b->live && !b->pinned) {
         c->be->release(c->be, &b->t);
         b->live = 0;
     }
@@ -265,7 +320,7 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
     if (out && output < 0) return drift_err_set(err, DRIFT_E_INPUT, "exec", "the graph has no output");
     drift_err local;
     drift_err_clear(&local);
-    ectx c = {g, be, in, NULL, NULL, NULL, NULL, err ? err : &local};
+    ectx c = {.g = g, .be = be, .in = in, .err = err ? err : &local};
     size_t nn = (size_t)(n ? n : 1);
     c.slot = drift_calloc(nn, sizeof *c.slot);
     c.owned = drift_calloc(nn, sizeof *c.owned);
@@ -288,12 +343,48 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
     }
     if (output >= 0) c.uses[output]++;
 
+    /* Values that depend on parameters and buffers only: cacheable. */
+    drift_exec_cache *cache = in->cache && in->cache->be == be ? in->cache : NULL;
+    if (in->cache && !cache) {
+        rc = drift_err_set(c.err, DRIFT_E_INTERNAL, "exec", "the cache belongs to another backend");
+        goto done;
+    }
+    if (cache && (rc = cache_bind(cache, g, c.err))) goto done;
+    if (cache) {
+        c.fixed = drift_calloc(nn, 1);
+        if (!c.fixed) { rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory"); goto done; }
+        for (int i = 0; i < n; i++) {
+            const drift_value *v = drift_graph_value(g, i);
+            if (v->kind == DRIFT_VAL_PARAM || v->kind == DRIFT_VAL_BUFFER) {
+                c.fixed[i] = 1;
+            } else if (v->kind == DRIFT_VAL_NODE) {
+                int all = 1;
+                for (int k = 0; k < v->op.n_in; k++) all &= c.fixed[v->in[k]];
+                c.fixed[i] = (unsigned char)all;
+            }
+        }
+    }
+
     for (int i = 0; i < n; i++) {
         if (!c.live[i]) continue;
         const drift_value *v = drift_graph_value(g, i);
         ebuf *b = NULL;
-        rc = v->kind == DRIFT_VAL_NODE ? run_node(&c, i, v, &b) : run_leaf(&c, i, v, &b);
-        if (rc) goto done;
+        if (cache && c.fixed[i] && cache->have[i]) {
+            b = drift_calloc(1, sizeof *b);
+            if (!b) { rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory"); goto done; }
+            c.owned[i] = b;
+            b->t = cache->t[i];
+            b->live = b->pinned = 1;
+        } else {
+            rc = v->kind == DRIFT_VAL_NODE ? run_node(&c, i, v, &b) : run_leaf(&c, i, v, &b);
+            if (rc) goto done;
+            if (cache && c.fixed[i] && !b->pinned && c.owned[i] == b) {
+                /* keep it for later runs (an aliasing identity cast shares its input's entry) */
+                cache->t[i] = b->t;
+                cache->have[i] = 1;
+                b->pinned = 1;
+            }
+        }
         c.slot[i] = b;
         b->refs += c.uses[i];
         if (v->site && in->on_site) {
@@ -317,6 +408,7 @@ done:
         }
     }
     drift_free(c.slot);
+    drift_free(c.fixed);
     drift_free(c.owned);
     drift_free(c.uses);
     drift_free(c.live);

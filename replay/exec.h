@@ -74,7 +74,23 @@ typedef struct drift_exec_inputs {
     const drift_hostset *inputs;   /* boundary inputs by name, in their handed-over dtype */
     drift_exec_site_fn on_site;    /* may be NULL */
     void *user;
+    struct drift_exec_cache *cache; /* may be NULL: see drift_exec_cache below */
 } drift_exec_inputs;
+
+/* Device residency across runs. Values that depend only on parameters and
+ * buffers (the masters, their FSDP casts, autocast's casts of them, views of
+ * them) are the same in every run of one graph: with a cache they are
+ * computed on the first run and kept on the backend, as a trainer keeps its
+ * gathered bf16 parameters, so later runs upload and cast nothing but the
+ * boundary inputs. A cache belongs to one backend and one graph; given
+ * another graph it empties itself first. */
+typedef struct drift_exec_cache drift_exec_cache;
+/* Creates an empty cache for be (borrowed; must outlive the cache). */
+int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, drift_err *err);
+/* Releases every cached tensor and frees c (NULL allowed). */
+void drift_exec_cache_free(drift_exec_cache *c);
+/* Tensors and bytes held. */
+size_t drift_exec_cache_count(const drift_exec_cache *c);
 
 /* The graph's output (noise_pred) after a run. */
 typedef struct drift_exec_result {

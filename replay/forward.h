@@ -68,6 +68,12 @@ void drift_forward_free(drift_forward *f);
 int drift_forward_run(const drift_forward *f, drift_model *m, const drift_backend *be, const drift_hostset *inputs,
                       drift_exec_site_fn on_site, void *user, drift_exec_result *out, drift_err *err);
 
+/* The same with a device-residency cache (replay/exec.h): parameters and
+ * their casts stay on be between runs of f. cache may be NULL. */
+int drift_forward_run_cached(const drift_forward *f, drift_model *m, const drift_backend *be,
+                             const drift_hostset *inputs, drift_exec_cache *cache, drift_exec_site_fn on_site,
+                             void *user, drift_exec_result *out, drift_err *err);
+
 /* Recorded site values of one run, kept on the host (fp32 widened), by site
  * name in execution order: the reference side of a comparison. */
 typedef struct drift_site_cache drift_site_cache;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -248,6 +249,13 @@ static void test_writer_rejects(void **state) {
     drift_safetensors *f = NULL;
     assert_int_equal(drift_safetensors_open(&f, "/nonexistent-dir/x.safetensors", 0, &err), DRIFT_E_IO);
     assert_null(f);
+    /* a directory and a FIFO are refused, without blocking */
+    assert_int_equal(drift_safetensors_open(&f, g_tmp, 0, &err), DRIFT_E_INPUT);
+    const char *fifo = tmp_path("fifo.safetensors");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(drift_safetensors_open(&f, fifo, 0, &err), DRIFT_E_INPUT);
+    assert_null(f);
+    unlink(fifo);
 }
 
 /* Files written by numpy, header built by hand in Python (the layout the

@@ -16,6 +16,14 @@
 
 #include "test_trace_util.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/* HDF5 1.10.8 itself leaks a few free-list blocks when it gives up on a
+ * corrupt object header (the bit-flip test): not drift's memory. drift's own
+ * allocations never have a libhdf5 frame on top, so they stay checked. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libhdf5_serial.so\n"; }
+#endif
+
 static unsigned char *g_orig;
 static size_t g_orig_len;
 static char g_orig_path[1400];
@@ -123,6 +131,14 @@ static int exercise(const char *path, drift_err *e) {
     return rc;
 }
 
+/* No HDF5 identifier (file, group, dataset, type, space, attribute) may
+ * outlive the call that opened it, error paths included. */
+static void assert_no_open_ids(const char *what) {
+    ssize_t n = H5Fget_obj_count((hid_t)H5F_OBJ_ALL, H5F_OBJ_ALL);
+    if (n != 0) fprintf(stderr, "%s: %zd HDF5 objects left open\n", what, n);
+    assert_int_equal(n, 0);
+}
+
 static void assert_clean_failure(int rc, const drift_err *e, const char *what) {
     if (rc != DRIFT_E_INPUT && rc != DRIFT_E_IO)
         fprintf(stderr, "%s: rc %d (%s: %s)\n", what, rc, e->where, e->msg);
@@ -135,6 +151,7 @@ static void test_valid_baseline(void **state) {
     (void)state;
     drift_err e;
     assert_int_equal(exercise(g_orig_path, &e), DRIFT_OK);
+    assert_no_open_ids("valid file");
 }
 
 static void test_truncated(void **state) {
@@ -153,12 +170,15 @@ static void test_truncated(void **state) {
         char what[64];
         snprintf(what, sizeof what, "truncated at %zu", offs[i]);
         assert_clean_failure(rc, &e, what);
+        assert_no_open_ids(what);
         drift_trace_check_report rep;
         rc = drift_trace_check(p, &rep, &e);
         if (rc == DRIFT_OK) drift_trace_check_report_free(&rep);
         else assert_clean_failure(rc, &e, what);
+        assert_no_open_ids(what);
         int64_t trimmed = 0;
         rc = drift_trace_repair(p, &trimmed, &e); /* must not crash either */
+        assert_no_open_ids(what);
         assert_true(rc == DRIFT_OK || rc == DRIFT_E_INPUT || rc == DRIFT_E_IO || rc == DRIFT_E_UNSUPPORTED);
     }
 }
@@ -170,7 +190,7 @@ static void test_bit_flips(void **state) {
     assert_non_null(b);
     uint64_t seed = 0x5eed1234abcdULL;
     int fails = 0, oks = 0;
-    for (int it = 0; it < 400; it++) {
+    for (int it = 0; it < 250; it++) {
         memcpy(b, g_orig, g_orig_len);
         int nflips = 1 + it % 3;
         for (int f = 0; f < nflips; f++) {
@@ -189,10 +209,12 @@ static void test_bit_flips(void **state) {
             fails++;
             assert_clean_failure(rc, &e, what);
         }
+        assert_no_open_ids(what);
         drift_trace_check_report rep;
         rc = drift_trace_check(p, &rep, &e);
         if (rc == DRIFT_OK) drift_trace_check_report_free(&rep);
         else assert_clean_failure(rc, &e, what);
+        assert_no_open_ids(what);
     }
     free(b);
     fprintf(stderr, "bit flips: %d read back, %d rejected\n", oks, fails);
@@ -573,6 +595,7 @@ static void test_crafted(void **state) {
         assert_int_equal(rc, DRIFT_E_INPUT);
         assert_true(strstr(e.msg, k_crafted[i].expect) || strstr(e.where, k_crafted[i].expect));
         assert_non_null(strstr(e.where, "crafted.h5"));
+        assert_no_open_ids(k_crafted[i].name);
         /* drift check: an input error (exit 2) or a problem list (exit 1), never OK-and-silent */
         drift_trace_check_report rep;
         rc = drift_trace_check(p, &rep, &e);
@@ -583,6 +606,7 @@ static void test_crafted(void **state) {
         } else {
             assert_int_equal(rc, DRIFT_E_INPUT);
         }
+        assert_no_open_ids(k_crafted[i].name);
     }
 }
 
@@ -625,5 +649,6 @@ int main(void) {
         cmocka_unit_test(test_valid_baseline), cmocka_unit_test(test_truncated), cmocka_unit_test(test_bit_flips),
         cmocka_unit_test(test_crafted),        cmocka_unit_test(test_check_finds),
     };
+    if (getenv("TT_FILTER")) cmocka_set_test_filter(getenv("TT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,280 @@
+/* drift ls: what a trace holds (root attributes, steps, sites, params,
+ * buffers, graph, metrics), as text or one JSON document. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "formats/json.h"
+#include "formats/trace.h"
+
+static const char *const HELP =
+    "usage: drift ls TRACE [--json]\n"
+    "\n"
+    "Lists what a drift trace (HDF5, schema v1) holds: its root attributes (side,\n"
+    "run id, rank/world size, model family, guidance scale, plan, producer,\n"
+    "creation time), the committed steps, every site with dtype, per-record shape\n"
+    "and committed record count, the parameters (fp32 masters, shards with offset\n"
+    "and full shape, and the dtype each had in the forward), buffers, the graph\n"
+    "and the metrics tables. Only committed steps count. A trace whose writer is\n"
+    "still running or was killed is read through SWMR (see drift check --repair).\n"
+    "\n"
+    "  --json   one JSON document on stdout\n"
+    "\n"
+    "exit: 0 listed, 2 bad usage or unreadable trace\n";
+
+static const char *compress_name(drift_trace_compress c) {
+    return c == DRIFT_TRACE_COMPRESS_DEFLATE ? "deflate" : c == DRIFT_TRACE_COMPRESS_BLOSC ? "blosc" : "none";
+}
+
+static void shape_str(char *buf, size_t sz, int ndim, const int64_t *shape) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, sz - o, "[");
+    for (int d = 0; d < ndim && o < sz; d++) o += (size_t)snprintf(buf + o, sz - o, "%s%lld", d ? "," : "", (long long)shape[d]);
+    if (o < sz) snprintf(buf + o, sz - o, "]");
+}
+
+static void json_shape(drift_json_buf *b, const char *key, int ndim, const int64_t *shape) {
+    drift_json_buf_add_key(b, key);
+    drift_json_buf_begin_array(b);
+    for (int d = 0; d < ndim; d++) drift_json_buf_add_int(b, shape[d]);
+    drift_json_buf_end_array(b);
+}
+
+typedef struct ls_counts {
+    int64_t metric_rows, step_metric_rows, notes;
+    size_t graph_bytes;
+} ls_counts;
+
+static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) {
+    const drift_trace_meta *m = drift_trace_reader_meta(r);
+    drift_json_buf b;
+    drift_json_buf_init_pretty(&b, 2);
+    drift_json_buf_begin_object(&b);
+    drift_json_buf_field_string(&b, "path", drift_trace_reader_path(r));
+    drift_json_buf_field_string(&b, "format", DRIFT_TRACE_FORMAT_NAME);
+    drift_json_buf_field_int(&b, "format_version", m->format_version);
+    drift_json_buf_field_string(&b, "side", drift_trace_side_name(m->side));
+    drift_json_buf_field_string(&b, "run_id", m->run_id);
+    drift_json_buf_field_int(&b, "rank", m->rank);
+    drift_json_buf_field_int(&b, "world_size", m->world_size);
+    drift_json_buf_field_string(&b, "family", m->family);
+    drift_json_buf_field_number(&b, "guidance_scale", m->guidance_scale);
+    /* the plan as JSON when it parses, else as the string it is */
+    drift_json_value *plan = NULL;
+    drift_err perr;
+    drift_err_clear(&perr);
+    drift_json_buf_add_key(&b, "plan");
+    if (m->plan_json[0] && drift_json_parse(m->plan_json, strlen(m->plan_json), "plan", &plan, &perr) == DRIFT_OK)
+        drift_json_buf_add_raw(&b, m->plan_json);
+    else if (m->plan_json[0])
+        drift_json_buf_add_string(&b, m->plan_json);
+    else
+        drift_json_buf_add_null(&b);
+    drift_json_free(plan);
+    drift_json_buf_field_string(&b, "producer", m->producer);
+    drift_json_buf_field_string(&b, "created", m->created);
+    drift_json_buf_field_bool(&b, "unclean", drift_trace_reader_unclean(r));
+
+    size_t ns = 0;
+    const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
+    drift_json_buf_add_key(&b, "steps");
+    drift_json_buf_begin_object(&b);
+    drift_json_buf_field_int(&b, "committed", (int64_t)ns);
+    if (ns) {
+        drift_json_buf_field_int(&b, "first", st[0].step);
+        drift_json_buf_field_int(&b, "last", st[ns - 1].step);
+    } else {
+        drift_json_buf_field_null(&b, "first");
+        drift_json_buf_field_null(&b, "last");
+    }
+    drift_json_buf_end_object(&b);
+
+    int rc = DRIFT_OK;
+    drift_json_buf_add_key(&b, "sites");
+    drift_json_buf_begin_array(&b);
+    for (size_t i = 0; i < drift_trace_reader_n_sites(r) && !rc; i++) {
+        drift_trace_site_info si;
+        if ((rc = drift_trace_reader_site(r, i, &si, err))) break;
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_string(&b, "name", si.name);
+        drift_json_buf_field_int(&b, "id", si.id);
+        drift_json_buf_field_string(&b, "dtype", drift_dtype_name(si.dtype));
+        json_shape(&b, "shape", si.ndim, si.shape);
+        drift_json_buf_field_int(&b, "records", si.n_records);
+        drift_json_buf_field_bool(&b, "tensors", si.has_data);
+        drift_json_buf_field_string(&b, "compression", compress_name(si.compress));
+        drift_json_buf_end_object(&b);
+    }
+    drift_json_buf_end_array(&b);
+
+    drift_json_buf_add_key(&b, "params");
+    drift_json_buf_begin_array(&b);
+    for (size_t i = 0; i < drift_trace_reader_n_params(r); i++) {
+        drift_trace_param_info p;
+        drift_trace_reader_param(r, i, &p);
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_string(&b, "fqn", p.fqn);
+        json_shape(&b, "shape", p.ndim, p.shape);
+        json_shape(&b, "offset", p.ndim, p.offset);
+        json_shape(&b, "full_shape", p.ndim, p.full_shape);
+        drift_dtype fd = drift_trace_reader_find_param_dtype(r, p.fqn);
+        if (fd == DRIFT_DTYPE_INVALID) drift_json_buf_field_null(&b, "forward_dtype");
+        else drift_json_buf_field_string(&b, "forward_dtype", drift_dtype_name(fd));
+        drift_json_buf_end_object(&b);
+    }
+    drift_json_buf_end_array(&b);
+    drift_json_buf_add_key(&b, "param_dtypes");
+    drift_json_buf_begin_object(&b);
+    for (size_t i = 0; i < drift_trace_reader_n_param_dtypes(r); i++) {
+        const char *fqn = NULL;
+        drift_dtype dt = DRIFT_DTYPE_INVALID;
+        drift_trace_reader_param_dtype(r, i, &fqn, &dt);
+        drift_json_buf_field_string(&b, fqn, drift_dtype_name(dt));
+    }
+    drift_json_buf_end_object(&b);
+
+    drift_json_buf_add_key(&b, "buffers");
+    drift_json_buf_begin_array(&b);
+    for (size_t i = 0; i < drift_trace_reader_n_buffers(r); i++) {
+        drift_trace_buffer_info bi;
+        drift_trace_reader_buffer(r, i, &bi);
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_string(&b, "name", bi.name);
+        drift_json_buf_field_string(&b, "dtype", drift_dtype_name(bi.dtype));
+        json_shape(&b, "shape", bi.ndim, bi.shape);
+        drift_json_buf_end_object(&b);
+    }
+    drift_json_buf_end_array(&b);
+    drift_json_buf_field_int(&b, "graph_bytes", (int64_t)c->graph_bytes);
+    drift_json_buf_add_key(&b, "metrics");
+    drift_json_buf_begin_object(&b);
+    drift_json_buf_field_int(&b, "rows", c->metric_rows);
+    drift_json_buf_field_int(&b, "sites", (int64_t)drift_trace_reader_n_metric_sites(r));
+    drift_json_buf_field_int(&b, "step_rows", c->step_metric_rows);
+    drift_json_buf_end_object(&b);
+    drift_json_buf_field_int(&b, "notes", c->notes);
+    drift_json_buf_end_object(&b);
+    char *doc = drift_json_buf_take(&b);
+    drift_json_buf_free(&b);
+    if (rc) {
+        free(doc);
+        return rc;
+    }
+    if (!doc) return drift_err_set(err, DRIFT_E_NOMEM, NULL, "cannot build the JSON document");
+    fputs(doc, stdout);
+    fputc('\n', stdout);
+    free(doc);
+    return DRIFT_OK;
+}
+
+static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) {
+    const drift_trace_meta *m = drift_trace_reader_meta(r);
+    printf("trace     %s\n", drift_trace_reader_path(r));
+    printf("format    %s v%d, %s\n", DRIFT_TRACE_FORMAT_NAME, m->format_version,
+           drift_trace_reader_unclean(r) ? "NOT closed cleanly (read through SWMR: committed steps only)"
+                                         : "closed cleanly");
+    printf("side      %s   run %s   rank %d of %d\n", drift_trace_side_name(m->side), m->run_id, (int)m->rank,
+           (int)m->world_size);
+    printf("family    %s   guidance scale %g\n", m->family[0] ? m->family : "-", m->guidance_scale);
+    printf("producer  %s   created %s\n", m->producer, m->created);
+    printf("plan      %s\n", m->plan_json[0] ? m->plan_json : "-");
+    size_t ns = 0;
+    const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
+    if (ns) printf("steps     %zu committed (step %lld .. %lld)\n", ns, (long long)st[0].step, (long long)st[ns - 1].step);
+    else printf("steps     0 committed\n");
+
+    size_t n = drift_trace_reader_n_sites(r);
+    printf("\nsites (%zu)\n", n);
+    if (n) printf("  %-40s %-5s %-16s %8s  %s\n", "NAME", "DTYPE", "SHAPE", "RECORDS", "STORED");
+    for (size_t i = 0; i < n; i++) {
+        drift_trace_site_info si;
+        int rc = drift_trace_reader_site(r, i, &si, err);
+        if (rc) return rc;
+        char shp[128];
+        shape_str(shp, sizeof shp, si.ndim, si.shape);
+        printf("  %-40s %-5s %-16s %8lld  %s%s%s\n", si.name, drift_dtype_name(si.dtype), shp, (long long)si.n_records,
+               si.has_data ? "tensors" : "stats only", si.compress ? ", " : "", si.compress ? compress_name(si.compress) : "");
+    }
+    n = drift_trace_reader_n_params(r);
+    printf("\nparams (%zu)\n", n);
+    for (size_t i = 0; i < n; i++) {
+        drift_trace_param_info p;
+        drift_trace_reader_param(r, i, &p);
+        char shp[128], off[128], full[128];
+        shape_str(shp, sizeof shp, p.ndim, p.shape);
+        drift_dtype fd = drift_trace_reader_find_param_dtype(r, p.fqn);
+        printf("  %-48s fp32 %-16s", p.fqn, shp);
+        if (p.is_shard) {
+            shape_str(off, sizeof off, p.ndim, p.offset);
+            shape_str(full, sizeof full, p.ndim, p.full_shape);
+            printf(" shard at %s of %s", off, full);
+        }
+        printf("  forward %s\n", fd == DRIFT_DTYPE_INVALID ? "-" : drift_dtype_name(fd));
+    }
+    size_t npd = drift_trace_reader_n_param_dtypes(r);
+    for (size_t i = 0; i < npd; i++) {
+        const char *fqn = NULL;
+        drift_dtype dt = DRIFT_DTYPE_INVALID;
+        drift_trace_reader_param_dtype(r, i, &fqn, &dt);
+        if (drift_trace_reader_find_param(r, fqn) < 0)
+            printf("  %-48s (no values)            forward %s\n", fqn, drift_dtype_name(dt));
+    }
+    n = drift_trace_reader_n_buffers(r);
+    printf("\nbuffers (%zu)\n", n);
+    for (size_t i = 0; i < n; i++) {
+        drift_trace_buffer_info bi;
+        drift_trace_reader_buffer(r, i, &bi);
+        char shp[128];
+        shape_str(shp, sizeof shp, bi.ndim, bi.shape);
+        printf("  %-48s %-4s %s\n", bi.name, drift_dtype_name(bi.dtype), shp);
+    }
+    printf("\ngraph     %s", c->graph_bytes ? "" : "none\n");
+    if (c->graph_bytes) printf("%zu bytes of JSON\n", c->graph_bytes);
+    printf("metrics   %lld rows over %zu sites, %lld per-step rows\n", (long long)c->metric_rows,
+           drift_trace_reader_n_metric_sites(r), (long long)c->step_metric_rows);
+    printf("notes     %lld\n", (long long)c->notes);
+    return DRIFT_OK;
+}
+
+int drift_cmd_ls(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return drift_cli_usage_error("ls", "unknown option '%s'", argv[i]);
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            return drift_cli_usage_error("ls", "unexpected argument '%s' (one TRACE)", argv[i]);
+        }
+    }
+    if (!path) return drift_cli_usage_error("ls", "a TRACE file is required");
+    drift_err err;
+    drift_err_clear(&err);
+    drift_trace_reader *r = NULL;
+    int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &err);
+    if (rc) return drift_cli_report("ls", &err);
+    ls_counts c;
+    memset(&c, 0, sizeof c);
+    size_t ns = 0;
+    const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
+    if (ns) {
+        c.metric_rows = st[ns - 1].metrics_rows;
+        c.step_metric_rows = st[ns - 1].step_metrics_rows;
+        c.notes = st[ns - 1].notes_rows;
+    }
+    char *g = NULL;
+    rc = drift_trace_read_graph(r, &g, &c.graph_bytes, &err);
+    free(g);
+    if (!rc) rc = json ? list_json(r, &c, &err) : list_text(r, &c, &err);
+    drift_trace_reader_close(r);
+    if (rc) return drift_cli_report("ls", &err);
+    return 0;
+}

@@ -1,0 +1,170 @@
+/* replay/forward: model + side forward, the device-residency cache, the
+ * site cache. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "replay/forward.h"
+#include "replay/params_init.h"
+
+static drift_model *model(void) {
+    drift_model *m = NULL;
+    drift_err err;
+    assert_int_equal(drift_model_create("tiny-dit", &m, &err), DRIFT_OK);
+    assert_int_equal(drift_model_seed_params(m, 7, &err), DRIFT_OK);
+    return m;
+}
+
+static void run(drift_forward *f, drift_model *m, drift_backend *be, drift_hostset *in, drift_exec_cache *c,
+                drift_exec_result *out) {
+    drift_err err;
+    memset(out, 0, sizeof *out);
+    int rc = drift_forward_run_cached(f, m, be, in, c, NULL, NULL, out, &err);
+    if (rc) fail_msg("%s: %s", err.where, err.msg);
+}
+
+/* The cache keeps parameters (and their casts) resident: after the first
+ * cached run, changing the host masters changes nothing for cached runs
+ * and everything for uncached ones. */
+static void test_cache_keeps_params_resident(void **state) {
+    (void)state;
+    drift_err err;
+    drift_model *m = model();
+    drift_backend *be = NULL;
+    drift_forward *f = NULL;
+    drift_hostset *in = NULL;
+    drift_exec_cache *cache = NULL;
+    drift_plan plan;
+    drift_plan_init(&plan);
+    assert_int_equal(drift_plan_apply_flag(&plan, "--param-dtype", "*.norm2.*=fp32", &err), DRIFT_OK);
+    assert_int_equal(drift_backend_create("cpu", &be, &err), DRIFT_OK);
+    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_TRAINER, NULL, &f, &err), DRIFT_OK);
+    assert_int_equal(drift_params_init_inputs(&m->cfg, 3, &in, &err), DRIFT_OK);
+    assert_int_equal(drift_exec_cache_create(be, &cache, &err), DRIFT_OK);
+
+    drift_exec_result a, b, c, d;
+    run(f, m, be, in, NULL, &a);
+    run(f, m, be, in, cache, &b);
+    size_t held = drift_exec_cache_count(cache);
+    assert_true(held > 69); /* at least every parameter master */
+    run(f, m, be, in, cache, &c);
+    assert_int_equal(drift_exec_cache_count(cache), held);
+    assert_memory_equal(a.f32, b.f32, (size_t)a.numel * sizeof(float));
+    assert_memory_equal(a.f32, c.f32, (size_t)a.numel * sizeof(float));
+
+    /* change a master on the host: proj_out.weight doubled */
+    drift_hostset *p2 = NULL;
+    assert_int_equal(drift_hostset_create(&p2, &err), DRIFT_OK);
+    for (size_t i = 0; i < drift_hostset_count(m->params); i++) {
+        const drift_host_tensor *t = drift_hostset_at(m->params, i);
+        drift_host_tensor *added = NULL;
+        assert_int_equal(drift_hostset_add(p2, t->name, t->dtype, t->ndim, t->shape, t->f32, NULL, &added, &err), DRIFT_OK);
+        if (strcmp(t->name, "proj_out.weight") == 0)
+            for (int64_t k = 0; k < added->numel; k++) added->f32[k] *= 2.0f;
+    }
+    drift_hostset *orig = m->params;
+    m->params = p2;
+    drift_exec_result_free(&c);
+    run(f, m, be, in, cache, &c); /* cached: still the old weights */
+    assert_memory_equal(a.f32, c.f32, (size_t)a.numel * sizeof(float));
+    run(f, m, be, in, NULL, &d);  /* uncached: the new weights show */
+    assert_memory_not_equal(a.f32, d.f32, (size_t)a.numel * sizeof(float));
+    /* another graph empties the cache first */
+    drift_forward *g = NULL;
+    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_ROLLOUT, NULL, &g, &err), DRIFT_OK);
+    drift_exec_result e;
+    run(g, m, be, in, cache, &e);
+    assert_memory_equal(d.f32, e.f32, (size_t)d.numel * sizeof(float)); /* same plan, both bf16 sides */
+    m->params = orig;
+    drift_hostset_free(p2);
+    drift_exec_result_free(&a); drift_exec_result_free(&b); drift_exec_result_free(&c);
+    drift_exec_result_free(&d); drift_exec_result_free(&e);
+    drift_exec_cache_free(cache);
+    drift_forward_free(f);
+    drift_forward_free(g);
+    drift_hostset_free(in);
+    drift_backend_free(be);
+    drift_model_free(m);
+    drift_plan_free(&plan);
+}
+
+static void test_cache_other_backend_refused(void **state) {
+    (void)state;
+    drift_err err;
+    drift_model *m = model();
+    drift_backend *be = NULL, *be2 = NULL;
+    drift_forward *f = NULL;
+    drift_hostset *in = NULL;
+    drift_exec_cache *cache = NULL;
+    drift_plan plan;
+    drift_plan_init(&plan);
+    assert_int_equal(drift_backend_create("cpu", &be, &err), DRIFT_OK);
+    assert_int_equal(drift_backend_create("cpu", &be2, &err), DRIFT_OK);
+    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_TRAINER, NULL, &f, &err), DRIFT_OK);
+    assert_int_equal(drift_params_init_inputs(&m->cfg, 3, &in, &err), DRIFT_OK);
+    assert_int_equal(drift_exec_cache_create(be, &cache, &err), DRIFT_OK);
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(drift_forward_run_cached(f, m, be2, in, cache, NULL, NULL, &r, &err), DRIFT_E_INTERNAL);
+    drift_exec_cache_free(cache);
+    drift_forward_free(f);
+    drift_hostset_free(in);
+    drift_backend_free(be);
+    drift_backend_free(be2);
+    drift_model_free(m);
+    drift_plan_free(&plan);
+}
+
+static void test_site_cache(void **state) {
+    (void)state;
+    drift_err err;
+    drift_site_cache *c = NULL;
+    assert_int_equal(drift_site_cache_create(&c, &err), DRIFT_OK);
+    float v[3] = {1, 2, 3}, w[5] = {4, 5, 6, 7, 8};
+    assert_int_equal(drift_site_cache_put_f32(c, "a:out", DRIFT_BF16, v, 3, &err), DRIFT_OK);
+    assert_int_equal(drift_site_cache_put_f32(c, "b:out", DRIFT_F32, w, 5, &err), DRIFT_OK);
+    int64_t n;
+    drift_dtype dt;
+    const float *g = drift_site_cache_get(c, "a:out", &n, &dt);
+    assert_non_null(g);
+    assert_int_equal(n, 3);
+    assert_int_equal(dt, DRIFT_BF16);
+    assert_true(g[2] == 3.0f);
+    assert_null(drift_site_cache_get(c, "zz", NULL, NULL));
+    drift_site_cache_clear(c);
+    assert_null(drift_site_cache_get(c, "a:out", NULL, NULL));
+    assert_int_equal(drift_site_cache_put_f32(c, "a:out", DRIFT_F32, w, 5, &err), DRIFT_OK);
+    g = drift_site_cache_get(c, "a:out", &n, &dt);
+    assert_int_equal(n, 5);
+    assert_true(g[4] == 8.0f);
+    drift_site_cache_free(c);
+}
+
+static void test_model_errors(void **state) {
+    (void)state;
+    drift_err err;
+    drift_model *m = NULL;
+    assert_int_equal(drift_model_create("tiny-dit:heads=5", &m, &err), DRIFT_E_USAGE);
+    assert_null(m);
+    assert_int_equal(drift_model_create("nosuch", &m, &err), DRIFT_E_USAGE);
+    m = model();
+    const drift_hostset *b = NULL;
+    assert_int_equal(drift_model_buffers(m, DRIFT_BUF_RECORDED, &b, &err), DRIFT_E_INPUT);
+    assert_int_equal(drift_model_buffers(m, DRIFT_BUF_DEVICE_FP32, &b, &err), DRIFT_OK);
+    assert_non_null(b);
+    drift_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cache_keeps_params_resident),
+        cmocka_unit_test(test_cache_other_backend_refused),
+        cmocka_unit_test(test_site_cache),
+        cmocka_unit_test(test_model_errors),
+    };
+    return cmocka_run_group_tests_name("replay_forward", tests, NULL, NULL);
+}
