@@ -61,8 +61,12 @@ static const char *const HELP =
 
 #ifndef DRIFT_HAVE_TUI
 int drift_cmd_top(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+    }
     fprintf(stderr, "drift top: this build has no dashboard (configured with -DDRIFT_TUI=OFF)\n");
     return 2;
 }

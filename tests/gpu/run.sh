@@ -18,7 +18,7 @@
 #            (default /tmp/drift-gpu-prefix) first, e.g. DEBS=$PWD/.debs
 #   BUILD    build folder (default: /tmp/drift-gpu-build)
 #   ARCH     CMAKE_CUDA_ARCHITECTURES (default: 90)
-#   STAGES   any of "build test bench" (default: all three)
+#   STAGES   any of "build test bench demo" (default: all four)
 #   JOBS     build parallelism (default: nproc)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds per test / benchmark (900 / 600)
 #   DRIFT_TUI ON|OFF: build the TUI (default: ON when ncurses headers are found)
@@ -31,7 +31,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$SRC/gpu-out}
 BUILD=${BUILD:-/tmp/drift-gpu-build}
 ARCH=${ARCH:-90}
-STAGES=${STAGES:-build test bench}
+STAGES=${STAGES:-build test bench demo}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
 mkdir -p "$OUT" "$BUILD"
 BUILD_LOG=$OUT/build.log
@@ -140,7 +140,7 @@ GPU_TESTS=()
 for f in "$BUILD_SRC"/tests/gpu/test_*.c; do
   GPU_TESTS+=("gpu_$(basename "$f" .c)")
 done
-BENCHES=(bench_cuda_metrics bench_cuda_gemm)
+BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_forward)
 
 # ---------------------------------------------------------------- build
 BUILD_OK=1
@@ -154,7 +154,7 @@ if has_stage build; then
     echo "== cmake ${CMAKE_ARGS[*]}"
   } >"$BUILD_LOG" 2>&1
   if cmake -S "$BUILD_SRC" -B "$BUILD" "${CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1 &&
-     cmake --build "$BUILD" -j"$JOBS" --target "${GPU_TESTS[@]}" "${BENCHES[@]}" >>"$BUILD_LOG" 2>&1; then
+     cmake --build "$BUILD" -j"$JOBS" --target drift "${GPU_TESTS[@]}" "${BENCHES[@]}" >>"$BUILD_LOG" 2>&1; then
     summ "build                         OK   (TUI=$TUI, arch $ARCH)"
   else
     BUILD_OK=0
@@ -204,11 +204,29 @@ if has_stage bench && [ $BUILD_OK = 1 ]; then
     echo "===== $b" >>"$BENCH_LOG"
     (cd "$BUILD" && timeout "${BENCH_TIMEOUT:-600}" "./$b") >>"$BENCH_LOG" 2>&1 || echo "===== $b failed (rc $?)" >>"$BENCH_LOG"
   done
+  for py in cuda_forward_torch.py; do
+    echo "===== $py" >>"$BENCH_LOG"
+    (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH PYTHONUNBUFFERED=1 timeout 600 python3 "bench/$py") >>"$BENCH_LOG" 2>&1 ||
+      echo "===== $py failed (rc $?)" >>"$BENCH_LOG"
+  done
   echo "===== cuda_metrics_torch.py" >>"$BENCH_LOG"
   (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH PYTHONUNBUFFERED=1 timeout 600 python3 bench/cuda_metrics_torch.py) >>"$BENCH_LOG" 2>&1 ||
     echo "===== cuda_metrics_torch.py failed (rc $?)" >>"$BENCH_LOG"
   while IFS= read -r l; do summ "bench: ${l#BENCH }"; done < <(grep '^BENCH ' "$BENCH_LOG")
   grep -q '^BENCH ' "$BENCH_LOG" || summ "bench: no results (see bench.log)"
+fi
+
+# ---------------------------------------------------------------- demo
+if has_stage demo && [ $BUILD_OK = 1 ]; then
+  say "drift demo --device cuda (log: $OUT/demo.log)"
+  if (cd "$BUILD" && timeout 600 ./drift demo --device cuda --out "$BUILD/demo") >"$OUT/demo.log" 2>&1; then
+    first=$(grep -m1 '<- first divergence' "$OUT/demo.log" | awk '{print $1}')
+    summ "demo --device cuda            PASS      first divergence $first"
+  else
+    ALL_OK=0
+    summ "demo --device cuda            FAIL (see demo.log)"
+    tail -n 20 "$OUT/demo.log"
+  fi
 fi
 
 summ "total $(($(date +%s) - T0))s; logs in $OUT"
