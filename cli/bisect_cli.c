@@ -69,6 +69,7 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
             drift_json_buf_field_string(&b, "good", r->diffs[e->diff].good_value);
             drift_json_buf_field_string(&b, "bad", r->diffs[e->diff].bad_value);
             drift_json_buf_field_number(&b, "metric_alone", e->metric);
+            drift_json_buf_field_number(&b, "metric_without", e->metric_without);
             drift_json_buf_field_number(&b, "floor_units", e->floor_units);
             drift_json_buf_field_string(&b, "first_divergent", e->first_divergent[0] ? e->first_divergent : NULL);
             drift_json_buf_end_object(&b);
@@ -137,11 +138,12 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
         fprintf(out, "culprit set %zu (1-minimal, %zu member%s):\n", k + 1, r.set_len[k], r.set_len[k] == 1 ? "" : "s");
         for (size_t cc = r.set_start[k]; cc < r.set_start[k] + r.set_len[k]; cc++) {
             const drift_culprit_effect *e = &r.culprits[cc];
-            fprintf(out, "  %s (%s -> %s): alone %s = %s (%s x noise floor), first divergent site %s\n",
+            fprintf(out, "  %s (%s -> %s)\n    alone: %s = %s (%s x noise floor), first divergent site %s\n"
+                         "    every other difference without it: %s\n",
                     r.diffs[e->diff].name, r.diffs[e->diff].good_value, r.diffs[e->diff].bad_value, mname,
                     drift_report_num(e->metric, a, sizeof a),
                     isinf(e->floor_units) ? "inf" : drift_report_num(e->floor_units, b, sizeof b),
-                    e->first_divergent[0] ? e->first_divergent : "(none)");
+                    e->first_divergent[0] ? e->first_divergent : "(none)", drift_report_num(e->metric_without, c, sizeof c));
         }
     }
     fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,

@@ -10,7 +10,8 @@
 
 static const char *const HELP =
     "usage: drift record --synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
-    "                    [--seed S] [--eta E] [--shift S] [--device cpu|cuda[:N]] -o TRACE\n"
+    "                    [--seed S] [--weights FILE.safetensors] [--eta E] [--shift S]\n"
+    "                    [--device cpu|cuda[:N]] -o TRACE\n"
     "\n"
     "Records a synthetic frozen-weight debug run: one denoising trajectory of the\n"
     "model with seeded weights. At each of N denoising steps the rollout side's\n"
@@ -25,6 +26,7 @@ static const char *const HELP =
     "  --trainer-plan P     JSON dtype plan of the trainer (diffusion_forward_dtype applies)\n"
     "  --rollout-plan P     JSON dtype plan of the rollout (sglang_dit_precision applies)\n"
     "  --seed S             weights, inputs and SDE noise (default 0)\n"
+    "  --weights FILE       real weights from a .safetensors file (diffusers names) instead of seeded ones\n"
     "  --eta E              SDE noise level (default 0.7); --shift S schedule shift (default 3)\n"
     "  --device D           cpu (default) or cuda[:N]\n"
     "  -o TRACE             output path of the trainer trace\n";
@@ -60,6 +62,7 @@ int drift_cmd_record(int argc, char **argv) {
         OPT("-o", out)
         OPT("--out", out)
         OPT("--device", o.backend)
+        OPT("--weights", o.weights)
         if ((m = drift_cli_opt(argc, argv, &i, "--seed", &seed)) != 0 ||
             (m = drift_cli_opt(argc, argv, &i, "--eta", &eta)) != 0 ||
             (m = drift_cli_opt(argc, argv, &i, "--shift", &shift)) != 0) {

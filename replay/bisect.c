@@ -570,6 +570,12 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         if (!rc) rc = first_divergent(&s, &p, e->first_divergent, sizeof e->first_divergent, err);
         drift_plan_free(&p);
         if (rc) goto done;
+        memset(mask, 1, nd);
+        mask[e->diff] = 0;
+        if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &p, err))) goto done;
+        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &e->metric_without, err);
+        drift_plan_free(&p);
+        if (rc) goto done;
         e->floor_units = drift_metrics_floor_ratio(e->metric, floor_metric);
     }
 done:

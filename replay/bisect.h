@@ -79,7 +79,8 @@ int drift_bisect_metric_parse(const char *s);
 /* The effect of one culprit applied alone to the good plan. */
 typedef struct drift_culprit_effect {
     size_t diff;                 /* index into diffs */
-    double metric;               /* output metric vs the reference */
+    double metric;               /* output metric vs the reference, this difference alone applied */
+    double metric_without;       /* every difference but this one applied (the bad plan without it) */
     double floor_units;          /* metric / noise floor (inf if the floor is 0 and metric > 0) */
     char first_divergent[256];   /* first site (vs the good replay) that differs, "" if none */
 } drift_culprit_effect;

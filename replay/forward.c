@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/safetensors.h"
 #include "replay/models/wan_graph.h"
 #include "replay/params_init.h"
 
@@ -107,6 +108,47 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
 done:
     free(buf);
     drift_hostset_free(set);
+    return rc;
+}
+
+int drift_model_load_safetensors(drift_model *m, const char *path, size_t *n_extra, drift_err *err) {
+    drift_safetensors *f = NULL;
+    drift_hostset *set = NULL;
+    float *buf = NULL;
+    int rc = drift_safetensors_open(&f, path, 0, err);
+    if (rc) return rc;
+    if ((rc = drift_hostset_create(&set, err))) goto done;
+    for (size_t i = 0; i < m->table.n; i++) {
+        const drift_param_info *pi = &m->table.params[i];
+        long k = drift_safetensors_find(f, pi->fqn);
+        if (k < 0) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "no tensor '%s' (model %s needs it under its diffusers name)",
+                               pi->fqn, m->spec);
+            goto done;
+        }
+        drift_safetensors_info info;
+        if ((rc = drift_safetensors_tensor(f, (size_t)k, &info, err))) goto done;
+        int same = info.ndim == pi->ndim;
+        for (int d = 0; same && d < pi->ndim; d++) same = info.shape[d] == pi->shape[d];
+        if (!same) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "tensor '%s': expected %d dims / %lld elements (the model's shape), got %d dims / %lld",
+                               pi->fqn, pi->ndim, (long long)pi->numel, info.ndim, (long long)info.numel);
+            goto done;
+        }
+        float *nb = realloc(buf, (size_t)pi->numel * sizeof *nb);
+        if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading '%s'", pi->fqn); goto done; }
+        buf = nb;
+        if ((rc = drift_safetensors_read_f32(f, (size_t)k, buf, (size_t)pi->numel, err))) goto done;
+        if ((rc = drift_hostset_add(set, pi->fqn, DRIFT_F32, pi->ndim, pi->shape, buf, NULL, NULL, err))) goto done;
+    }
+    if (n_extra) *n_extra = drift_safetensors_n_tensors(f) - m->table.n;
+    drift_hostset_free(m->params);
+    m->params = set;
+    set = NULL;
+done:
+    free(buf);
+    drift_hostset_free(set);
+    drift_safetensors_close(f);
     return rc;
 }
 

@@ -43,6 +43,12 @@ int drift_model_seed_params(drift_model *m, uint64_t seed, drift_err *err);
  * must be there, whole, with its shape) and m->buffers[RECORDED] from its
  * /buffers when it has the RoPE tables. */
 int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err);
+/* Fills m->params from a .safetensors file (untrusted: parsed with
+ * formats/safetensors checks): every parameter of the table must be there
+ * under its diffusers name with the model's shape (any of F32/BF16/F16/F64,
+ * widened to fp32 masters). Extra tensors are ignored and counted in
+ * *n_extra (may be NULL). */
+int drift_model_load_safetensors(drift_model *m, const char *path, size_t *n_extra, drift_err *err);
 /* The buffers for provenance prov (built on first use for CPU/DEVICE;
  * RECORDED must have been loaded). Borrowed. */
 int drift_model_buffers(drift_model *m, drift_buffer_prov prov, const drift_hostset **out, drift_err *err);

@@ -220,7 +220,9 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     if (o->steps < 1 || o->steps > 100000)
         return drift_err_set(err, DRIFT_E_USAGE, "--steps", "expected 1..100000 denoising steps, got %d", o->steps);
     if ((rc = drift_model_create(o->model, &m, err))) goto done;
-    if ((rc = drift_model_seed_params(m, o->seed, err))) goto done;
+    if (o->weights) rc = drift_model_load_safetensors(m, o->weights, NULL, err);
+    else rc = drift_model_seed_params(m, o->seed, err);
+    if (rc) goto done;
     if ((rc = drift_backend_create(o->backend ? o->backend : "cpu", &be, err))) goto done;
     if ((rc = drift_forward_prepare(m, o->rollout_plan, DRIFT_SIDE_ROLLOUT, NULL, &ro.f, err))) goto done;
     if ((rc = drift_forward_prepare(m, o->trainer_plan, DRIFT_SIDE_TRAINER, NULL, &tr.f, err))) goto done;

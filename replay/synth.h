@@ -35,6 +35,7 @@ typedef void (*drift_progress_fn)(const char *what, long done, long total, void 
 typedef struct drift_synth_opts {
     const char *model;           /* family spec, e.g. "tiny-dit" */
     uint64_t seed;               /* weights, inputs and SDE noise */
+    const char *weights;         /* NULL: seeded weights; else a .safetensors file with diffusers names */
     int steps;                   /* denoising steps recorded */
     double shift;                /* schedule time shift (3.0) */
     float eta;                   /* SDE noise level (0.7) */

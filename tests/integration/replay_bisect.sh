@@ -58,6 +58,8 @@ assert len(d["differences"]) == 16, len(d["differences"])
 assert [[c["name"] for c in s] for s in d["culprit_sets"]] == [["param_dtype_patterns['*.norm2.*']"]], d["culprit_sets"]
 assert d["probes"] <= 10, d["probes"]
 assert d["culprit_sets"][0][0]["first_divergent"] == "blocks.0.norm2:out"
+assert d["culprit_sets"][0][0]["metric_without"] == 0    # the 15 others are harmless
+assert d["culprit_sets"][0][0]["metric_alone"] == d["bad_metric"]
 PY
 
 # 5. Two culprits that drift only together: each alone below the threshold.
