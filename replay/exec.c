@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- host tensor sets ------------------------------------------------------ */
 
@@ -310,6 +311,15 @@ void drift_exec_result_free(drift_exec_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* DRIFT_EXEC_PROFILE=1: synchronise around every node and print, per op
+ * kind, the count and the time spent (stderr, at the end of each run). A
+ * diagnostic for benchmarks; it serialises the device. */
+static double prof_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in, drift_exec_result *out,
                    drift_err *err) {
     if (out) memset(out, 0, sizeof *out);
@@ -365,10 +375,19 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
         }
     }
 
+    const char *prof_env = getenv("DRIFT_EXEC_PROFILE");
+    int prof = prof_env && prof_env[0] == '1';
+    double prof_t[DRIFT_OP_COUNT + 1] = {0};
+    long prof_n[DRIFT_OP_COUNT + 1] = {0};
     for (int i = 0; i < n; i++) {
         if (!c.live[i]) continue;
         const drift_value *v = drift_graph_value(g, i);
         ebuf *b = NULL;
+        double prof_t0 = 0;
+        if (prof) {
+            be->sync(be, NULL);
+            prof_t0 = prof_now();
+        }
         if (cache && c.fixed[i] && cache->have[i]) {
             b = drift_calloc(1, sizeof *b);
             if (!b) { rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory"); goto done; }
@@ -385,6 +404,12 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
                 b->pinned = 1;
             }
         }
+        if (prof) {
+            be->sync(be, NULL);
+            int k = v->kind == DRIFT_VAL_NODE ? (int)v->op.kind : DRIFT_OP_COUNT;
+            prof_t[k] += prof_now() - prof_t0;
+            prof_n[k]++;
+        }
         c.slot[i] = b;
         b->refs += c.uses[i];
         if (v->site && in->on_site) {
@@ -400,6 +425,15 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
         if (b->refs <= 0) buf_release(&c, b);
     }
     if (out && output >= 0) rc = download(&c, c.slot[output], out);
+    if (prof) {
+        double tot = 0;
+        for (int k = 0; k <= DRIFT_OP_COUNT; k++) tot += prof_t[k];
+        fprintf(stderr, "exec profile (%s): %.3f ms in nodes\n", be->name, tot * 1e3);
+        for (int k = 0; k <= DRIFT_OP_COUNT; k++)
+            if (prof_n[k])
+                fprintf(stderr, "  %-18s %5ld x %9.3f ms  %5.1f%%\n", k == DRIFT_OP_COUNT ? "(leaves)" : drift_op_name((drift_op_kind)k),
+                        prof_n[k], prof_t[k] * 1e3, tot > 0 ? 100 * prof_t[k] / tot : 0);
+    }
 done:
     if (c.owned) {
         for (int i = 0; i < n; i++) {
