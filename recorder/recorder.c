@@ -66,6 +66,8 @@ static int turn_off_locked(drift_recorder *r, int code, const char *cause) {
     snprintf(r->off_msg, sizeof r->off_msg,
              "%s: recording turned off%s (last committed step %lld; the job goes on without recording): %s", r->path,
              at, (long long)r->c[DRIFT_RECORDER_LAST_COMMITTED], cause);
+    for (char *p = r->off_msg; *p; p++)
+        if ((unsigned char)*p < 0x20) *p = ' '; /* one line (HDF5 messages carry newlines) */
     pthread_cond_broadcast(&r->space);
     pthread_cond_broadcast(&r->progress);
     pthread_cond_broadcast(&r->work);
@@ -455,21 +457,28 @@ int drift_recorder_close(drift_recorder *r, drift_err *err) {
     r->closing = 1;
     r->start_requested = 1; /* a trace never started still gets its schema */
     pthread_cond_broadcast(&r->work);
+    /* Waits while the writer makes progress (the backlog is bounded by the
+     * staging ring); gives up after close_timeout_ms without any. */
     struct timespec dl = deadline_in(r->opt.close_timeout_ms);
+    uint64_t seq = r->progress_seq;
     while (!r->exited) {
-        if (pthread_cond_timedwait(&r->progress, &r->mu, &dl) == ETIMEDOUT && !r->exited) break;
+        if (pthread_cond_timedwait(&r->progress, &r->mu, &dl) == ETIMEDOUT && !r->exited) {
+            if (r->progress_seq == seq) break;
+            seq = r->progress_seq;
+            dl = deadline_in(r->opt.close_timeout_ms);
+        }
     }
     if (!r->exited) {
         /* The writer is stuck (a hung file system): hand r over to it. */
         r->abandoned = 1;
         int ms = r->opt.close_timeout_ms;
         char path[512];
-        snprintf(path, sizeof path, "%s", r->path);
+        snprintf(path, sizeof path, "%.500s", r->path);
         size_t q = r->st.qcount;
         pthread_mutex_unlock(&r->mu);
         pthread_detach(r->thread);
         drift_err_set(&e, DRIFT_E_IO, path,
-                      "the recorder's writer thread is still busy after %d ms with %zu entries queued; left to "
+                      "the recorder's writer thread made no progress for %d ms with %zu entries queued; left to "
                       "finish in the background (the trace may be incomplete)",
                       ms, q);
         return finish(DRIFT_E_IO, &e, err);

@@ -34,6 +34,7 @@
  *   drift_recorder_declare_site ...     optional: sites known up front
  *   drift_recorder_add_param ...        optional: /params, /param_dtypes,
  *   drift_recorder_add_buffer ...         /buffers, /graph (before start only)
+ *   drift_recorder_prepare_device       optional, CUDA: pin staging now
  *   drift_recorder_start                optional (else: end of first step)
  *   per step:
  *     drift_recorder_begin_step(step)   step numbers strictly increase
@@ -44,9 +45,9 @@
  *
  * Staging policy (option policy=)
  * -------------------------------
- * Staging is one ring of `staging_mb` MiB (pinned lazily when the first
- * device capture needs it) plus a ring of at most `max_pending` records in
- * flight. When a tensor to be stored does not fit:
+ * Staging is one ring of `staging_mb` MiB (pinned by
+ * drift_recorder_prepare_device or the first device capture) plus a ring of
+ * at most `max_pending` records in flight. When a tensor to be stored does not fit:
  *   drop_step (default): it is not stored, nor is any later tensor of the
  *     same step; stats rows are still written for all of them.
  *   block: the caller waits until space frees up, at most block_timeout_ms;
@@ -76,12 +77,17 @@
  * Every function takes plain C types and pointers (no structs by value);
  * handles are opaque pointers; every `err` may be NULL, and
  * drift_recorder_last_error() returns the message of the last failing call
- * on the calling thread. Build libdrift_recorder.so for ctypes.
+ * on the calling thread. libdrift_recorder.so (recorder + formats, HDF5
+ * shared, CUDA runtime static) exports the drift_recorder_* symbols only.
+ * tests/integration/recorder_ctypes.sh shows the argtypes.
  *
  * Thread safety: every function may be called from any thread, but
  * drift_recorder_close must not race with other calls on the same handle.
  * In a forked child (a DataLoader worker) every call is a no-op returning
- * DRIFT_OK. Errors: functions return a drift_status and fill the caller-owned
+ * DRIFT_OK. The recorder serialises its own HDF5 calls (the calling thread
+ * before the start, the writer thread after); other HDF5 use in the same
+ * process at the same time needs a thread-safe HDF5 build (Debian's is).
+ * Errors: functions return a drift_status and fill the caller-owned
  * err (NULL allowed). */
 #ifndef DRIFT_RECORDER_RECORDER_H
 #define DRIFT_RECORDER_RECORDER_H
@@ -112,8 +118,13 @@ typedef struct drift_recorder drift_recorder;
  *                        of drift_recorder_sites_parse)
  *   compress=none|deflate|blosc     data datasets (default none)
  *   auto_start=1|0       start at the end of the first step (default 1)
- *   close_timeout_ms=N   how long close waits for the writer (default 60000)
+ *   close_timeout_ms=N   how long close (and flush, by default) waits for a
+ *                        writer making no progress (default 60000)
  *   quiet=0|1            1: no stderr line when turned off (callback still runs)
+ *   device_wait=1|0      1: after a device capture the producer's stream waits
+ *                        (on the GPU, never the host) for the copy, so later
+ *                        in-place ops cannot change the tensor first; 0: the
+ *                        caller keeps it unchanged until the copy has run
  *   producer=TEXT        root attribute "producer" (default "drift <version>")
  * Unknown keys and malformed values are DRIFT_E_USAGE naming the key.
  * DRIFT_E_IO if the file cannot be created. *out is owned by the caller:
@@ -124,9 +135,10 @@ int drift_recorder_open(drift_recorder **out, const char *path, int side, int32_
 
 /* Drains the queue (every ended step gets committed), stops the writer
  * thread, closes the file and frees r (NULL allowed). A step begun but not
- * ended is not committed. If the writer does not finish within
- * close_timeout_ms, r is handed to the writer thread (which frees it when it
- * finishes) and DRIFT_E_IO is returned; r must not be used after this call
+ * ended is not committed. Close waits as long as the writer makes progress
+ * (the backlog is bounded by the staging ring); if it makes none for
+ * close_timeout_ms (a hung file system), r is handed to the writer thread
+ * (which frees it when it finishes) and DRIFT_E_IO is returned; r must not be used after this call
  * in any case. Returns DRIFT_OK otherwise, also when an error turned the
  * recorder off (it was reported when it happened; check
  * drift_recorder_enabled / drift_recorder_error before closing to know). */
@@ -185,17 +197,29 @@ int drift_recorder_record_host(drift_recorder *r, const char *site, int dtype, i
 
 /* Same for a device pointer (CUDA builds only; DRIFT_E_UNSUPPORTED
  * otherwise). stream is the producer's cudaStream_t (NULL: the legacy
- * default stream); dev_data must stay valid and unmodified until the work
- * already queued on that stream, plus the copy, has run, i.e. the usual
- * stream-ordered lifetime (PyTorch: record_stream or keep a reference for
- * the step). The call records an event on stream, makes the recorder's copy
- * stream wait for it and queues the copy (or, for a sampled-out tensor, a
- * small stats kernel): it does not synchronise the job. Every device
- * pointer of one recorder must live on one device (the current device at
- * the first device capture). */
+ * default stream). The call records an event on stream, makes the
+ * recorder's copy stream wait for it and queues the copy into pinned staging
+ * (or, for a sampled-out tensor, a small stats kernel whose 56-byte result
+ * is copied): it never synchronises the host. dev_data must stay allocated
+ * until then; with device_wait=1 (default) the producer's stream waits on
+ * the GPU for the copy, so stream-ordered reuse and in-place updates are
+ * safe; with device_wait=0 the caller keeps the tensor unchanged until the
+ * copy has run. Every device pointer of one recorder must live on one device
+ * (the current device at the first device capture). CUDA errors of the
+ * capture are cleared from the runtime's last-error state (the job's own
+ * checks never see them) and returned as DRIFT_E_INPUT. */
 int drift_recorder_record_device(drift_recorder *r, const char *site, int dtype, int ndim, const int64_t *shape,
                                  const void *dev_data, void *stream, int32_t microbatch, int32_t denoise_index,
                                  int32_t call_index, drift_err *err);
+
+/* Prepares device captures on the current CUDA device: pins the staging
+ * ring (cudaHostRegister: a one-time cost of about 0.5 ms per MiB, measured
+ * on an H200), creates the copy stream, its events and the stats kernel's
+ * scratch. Optional: the first device capture does it otherwise, inside the
+ * job's step. Call it once the job has chosen its device. CPU builds:
+ * DRIFT_E_UNSUPPORTED; no CUDA device: DRIFT_E_UNSUPPORTED naming the CUDA
+ * error (device captures then keep returning it; host captures work). */
+int drift_recorder_prepare_device(drift_recorder *r, drift_err *err);
 
 /* 1 if a record of site in the open step would store its tensor (step and
  * site sampling, site stores tensors); 0 otherwise (and outside a step, or

@@ -7,14 +7,20 @@
  *   cudaMemcpyAsync(pinned staging <- device)   a stored tensor, or
  *   stats kernel -> 56 bytes of pinned staging  a sampled-out one
  *   cudaEventRecord(done, copy stream)          the writer thread polls it
- * The staging arena is pinned lazily (cudaHostRegister) at the first device
- * capture, when the job has chosen its device. Every CUDA error raised here
+ *   cudaStreamWaitEvent(producer stream, done)  (device_wait=1, the default)
+ *                                               later work on the producer's
+ *                                               stream cannot overwrite the
+ *                                               tensor before it is copied
+ * The staging arena is pinned (cudaHostRegister) by
+ * drift_recorder_prepare_device, or lazily at the first device capture,
+ * when the job has chosen its device. Every CUDA error raised here
  * is cleared (cudaGetLastError) so that the job's own error checks never see
  * it. The stats kernel lives in recorder_stats.cu. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "recorder/recorder_internal.h"
 
@@ -23,6 +29,7 @@
 
 /* recorder_stats.cu */
 size_t drift_rec_stats_scratch_bytes(void);
+int drift_rec_stats_preload(void);
 int drift_rec_stats_launch(const void *data, int dtype, int64_t n, void *scratch, void *host_out, void *stream);
 
 struct rec_cuda {
@@ -32,6 +39,7 @@ struct rec_cuda {
     int device;
     int registered;              /* staging arena pinned */
     int writer_bound;            /* the writer thread called cudaSetDevice */
+    int scratch_async;           /* scratch from cudaMallocAsync on the copy stream */
     cudaStream_t copy;
     cudaEvent_t prod;
     void *scratch;
@@ -64,7 +72,17 @@ static int cuda_setup(drift_recorder *r, drift_err *err) {
         }
         if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->prod, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaMalloc(&c->scratch, drift_rec_stats_scratch_bytes());
+        if (e == cudaSuccess) e = (cudaError_t)drift_rec_stats_preload();
+        if (e == cudaSuccess) {
+            /* stream-ordered: neither this nor the free at close waits for the device */
+            e = cudaMallocAsync(&c->scratch, drift_rec_stats_scratch_bytes(), c->copy);
+            if (e == cudaSuccess) {
+                c->scratch_async = 1;
+            } else {
+                (void)cudaGetLastError();
+                e = cudaMalloc(&c->scratch, drift_rec_stats_scratch_bytes());
+            }
+        }
         if (e == cudaSuccess) {
             c->ready = 1;
         } else {
@@ -74,6 +92,19 @@ static int cuda_setup(drift_recorder *r, drift_err *err) {
     }
     int rc = c->ready ? DRIFT_OK : drift_err_set(err, DRIFT_E_UNSUPPORTED, r->path, "%s", c->why);
     pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int drift_recorder_prepare_device(drift_recorder *r, drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    int rc = DRIFT_OK;
+    if (!r) rc = drift_err_set(&e, DRIFT_E_USAGE, "prepare_device", "NULL recorder");
+    else if (!atomic_load(&r->off) && r->pid == getpid()) rc = cuda_setup(r, &e);
+    if (rc) {
+        drift_rec_set_last_error(&e);
+        if (err) *err = e;
+    }
     return rc;
 }
 
@@ -142,8 +173,11 @@ void drift_rec_cuda_free(drift_recorder *r) {
     for (size_t i = 0; i < c->n_pool; i++) cudaEventDestroy(c->pool[i]);
     free(c->pool);
     if (c->prod) cudaEventDestroy(c->prod);
+    if (c->scratch && c->scratch_async) cudaFreeAsync(c->scratch, c->copy);
+    else if (c->scratch) cudaFree(c->scratch); /* synchronises the device */
     if (c->copy) cudaStreamDestroy(c->copy);
-    if (c->scratch) cudaFree(c->scratch);
+    /* Unpinning waits for the device to be idle (measured on an H200); it
+     * happens once, at close. */
     if (c->registered) cudaHostUnregister(r->st.base);
     if (have_prev && prev != c->device) cudaSetDevice(prev);
     (void)cudaGetLastError();
@@ -168,6 +202,21 @@ static int record_device_impl(drift_recorder *r, const char *site, int dtype, in
                              "device capture on device %d, but this recorder captures from device %d (one device "
                              "per recorder)",
                              dev, c->device);
+    }
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cap) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cap = cudaStreamCaptureStatusNone;
+    }
+    if (cap != cudaStreamCaptureStatusNone) {
+        /* Touching a stream being captured into a CUDA graph would break the
+         * job's capture: skip, and say why. */
+        pthread_mutex_lock(&r->mu);
+        r->c[DRIFT_RECORDER_REJECTED]++;
+        pthread_mutex_unlock(&r->mu);
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, site,
+                             "the producer stream is being captured into a CUDA graph: device captures are skipped "
+                             "there (capture outside the graph, or copy to the host)");
     }
     pthread_mutex_lock(&r->mu);
     int si = -1;
@@ -226,6 +275,9 @@ static int record_device_impl(drift_recorder *r, const char *site, int dtype, in
             else ce = (cudaError_t)drift_rec_stats_launch(dev_data, dtype, numel, c->scratch, dst, c->copy);
         }
         if (ce == cudaSuccess) ce = cudaEventRecord(ev, c->copy);
+        /* Later work on the producer's stream (an in-place op, the caching
+         * allocator reusing the block) waits for the copy: no host wait. */
+        if (ce == cudaSuccess && r->opt.device_wait) ce = cudaStreamWaitEvent(ps, ev, 0);
         pthread_mutex_unlock(&c->mu);
     }
     if (ce != cudaSuccess) {
@@ -275,6 +327,16 @@ void drift_rec_cuda_release_event(drift_recorder *r, rec_entry *e) {
 }
 
 void drift_rec_cuda_free(drift_recorder *r) { (void)r; }
+
+int drift_recorder_prepare_device(drift_recorder *r, drift_err *err) {
+    (void)r;
+    drift_err e;
+    drift_err_clear(&e);
+    drift_err_set(&e, DRIFT_E_UNSUPPORTED, "prepare_device", "device captures need a CUDA build of drift");
+    drift_rec_set_last_error(&e);
+    if (err) *err = e;
+    return DRIFT_E_UNSUPPORTED;
+}
 
 int drift_recorder_record_device(drift_recorder *r, const char *site, int dtype, int ndim, const int64_t *shape,
                                  const void *dev_data, void *stream, int32_t microbatch, int32_t denoise_index,

@@ -1,4 +1,4 @@
-/* Private to recorder/*.c: the recorder's state, the staging rings and the
+/* Private to the recorder/ sources: the recorder's state, the staging rings and the
  * writer thread. Not a public header (tests include it to test the rings). */
 #ifndef DRIFT_RECORDER_INTERNAL_H
 #define DRIFT_RECORDER_INTERNAL_H
@@ -88,6 +88,7 @@ typedef struct rec_options {
     int close_timeout_ms;
     int auto_start;
     int quiet;
+    int device_wait;
     drift_trace_compress compress;
     drift_recorder_steps *steps;  /* owned */
     drift_recorder_sites *sites;  /* owned */

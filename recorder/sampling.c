@@ -41,8 +41,9 @@ static int parse_num(const char *s, int64_t *out) {
     int64_t v = 0;
     for (const char *p = s; *p; p++) {
         if (*p < '0' || *p > '9') return -1;
-        v = v * 10 + (*p - '0');
-        if (v > STEP_MAX) return -1;
+        int d = *p - '0';
+        if (v > (STEP_MAX - d) / 10) return -1; /* v * 10 + d > STEP_MAX, without overflowing */
+        v = v * 10 + d;
     }
     *out = v;
     return 0;
@@ -303,6 +304,8 @@ static int opt_set(rec_options *o, const char *key, const char *v, drift_err *er
         rc = opt_bool(key, v, &o->auto_start, err);
     } else if (strcmp(key, "quiet") == 0) {
         rc = opt_bool(key, v, &o->quiet, err);
+    } else if (strcmp(key, "device_wait") == 0) {
+        rc = opt_bool(key, v, &o->device_wait, err);
     } else if (strcmp(key, "compress") == 0) {
         if (strcmp(v, "none") == 0) o->compress = DRIFT_TRACE_COMPRESS_NONE;
         else if (strcmp(v, "deflate") == 0) o->compress = DRIFT_TRACE_COMPRESS_DEFLATE;
@@ -328,7 +331,7 @@ static int opt_set(rec_options *o, const char *key, const char *v, drift_err *er
         rc = drift_err_set(err, DRIFT_E_USAGE, key,
                            "unknown recorder option \"%s\" (expected staging_mb, staging_bytes, max_pending, policy, "
                            "block_timeout_ms, store_steps, store_sites, compress, auto_start, close_timeout_ms, quiet, "
-                           "producer)",
+                           "device_wait, producer)",
                            key);
     }
     return rc;
@@ -341,6 +344,7 @@ int drift_rec_options_parse(rec_options *o, const char *text, drift_err *err) {
     o->block_timeout_ms = 200;
     o->close_timeout_ms = 60000;
     o->auto_start = 1;
+    o->device_wait = 1;
     int rc = drift_recorder_steps_parse(&o->steps, "all", err);
     if (!rc) rc = drift_recorder_sites_parse(&o->sites, "*", err);
     if (rc || !text) goto out;

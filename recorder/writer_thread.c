@@ -142,6 +142,14 @@ static void *writer_main(void *arg) {
         if (rc && !lost) {
             char cause[1600];
             drift_err_format(&err, cause, sizeof cause);
+            /* Say so in the trace if the writer still accepts anything (an
+             * HDF5 failure leaves it refusing all but close). */
+            char t[DRIFT_TRACE_NOTE_MAX];
+            snprintf(t, sizeof t, "recording turned off: %.200s", cause);
+            pthread_mutex_lock(&r->h5mu);
+            if (drift_trace_writer_note(r->w, e->step, 2, t, NULL) == DRIFT_OK)
+                drift_trace_writer_commit_step(r->w, e->step, DRIFT_TRACE_STEP_DROPPED, NULL);
+            pthread_mutex_unlock(&r->h5mu);
             drift_rec_turn_off(r, rc, cause);
         }
         pthread_mutex_lock(&r->mu);
