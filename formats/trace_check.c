@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "formats/trace_internal.h"
 
@@ -27,6 +29,35 @@ static int superblock_flags(const char *path, int *version, int *flags) {
     }
     fclose(fp);
     return found;
+}
+
+/* The end-of-file address stored in a version 2/3 superblock at offset 0
+ * (8-byte offsets), or -1. */
+static int64_t superblock_eof(const char *path) {
+    unsigned char b[36];
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    size_t n = fread(b, 1, sizeof b, fp);
+    fclose(fp);
+    if (n != sizeof b || memcmp(b, "\x89HDF\r\n\x1a\n", 8) != 0 || (b[8] != 2 && b[8] != 3) || b[9] != 8) return -1;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | b[28 + i];
+    return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+}
+
+/* A file whose writer hit EFBIG/ENOSPC while extending it: HDF5 closed it
+ * with clean status flags but the file is shorter than its stored end of
+ * file, and ordinary opens fail with "truncated file". Everything committed
+ * lies below the actual size; extending the file (sparse zeros) to the stored
+ * end makes it openable, as `h5clear --increment` does. Bounded: at most
+ * 1 GiB of extension, so a hostile superblock cannot make us grow a file
+ * without limit. Returns 1 if it extended the file. */
+static int extend_short_file(const char *path) {
+    struct stat st;
+    int64_t eof = superblock_eof(path);
+    if (eof < 0 || stat(path, &st) != 0 || (int64_t)st.st_size >= eof) return 0;
+    if (eof - (int64_t)st.st_size > ((int64_t)1 << 30)) return 0;
+    return truncate(path, (off_t)eof) == 0;
 }
 
 static void problem(drift_trace_check_report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -362,7 +393,22 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
         drift_trace_reader_close(r);
         return rc ? rc : drift_err_set(err, DRIFT_E_INPUT, path, "no HDF5 superblock found");
     }
-    if (!(flags & 0x05)) return DRIFT_OK; /* closed cleanly: nothing to do */
+    if (!(flags & 0x05)) {
+        /* Closed with clean flags. Usually nothing to do, except a writer
+         * that ran out of space while extending the file. */
+        drift_trace_reader *r = NULL;
+        drift_err probe;
+        drift_err_clear(&probe);
+        if (drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &probe) == DRIFT_OK) {
+            drift_trace_reader_close(r);
+            return DRIFT_OK;
+        }
+        if (!extend_short_file(path)) return DRIFT_OK; /* not that case: check reports the problem */
+        int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
+        drift_trace_reader_close(r);
+        if (rc) drift_err_prefix(err, "after extending the short file to its stored end");
+        return rc;
+    }
     keep_counts k;
     memset(&k, 0, sizeof k);
     drift_err first;
