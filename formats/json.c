@@ -200,6 +200,16 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n) {
     return need;
 }
 
+int drift_json_utf8_valid(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq_len(u + i, n - i);
+        if (k == 0) return 0;
+        i += k;
+    }
+    return 1;
+}
+
 /* Parses a string at the current position (which holds '"'). */
 static int jp_parse_string(jparser *p, char **out, size_t *out_len) {
     int line0 = p->line, col0 = p->col;

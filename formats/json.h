@@ -91,6 +91,9 @@ const char *drift_json_type_name(drift_json_type t);
  * "true", "null", "an array", "an object". Returns buf. */
 const char *drift_json_describe(const drift_json_value *v, char *buf, size_t bufsz);
 
+/* 1 if s[0..n) is valid UTF-8 (RFC 3629: no overlongs, no surrogates). */
+int drift_json_utf8_valid(const char *s, size_t n);
+
 /* ---- writer ------------------------------------------------------------ */
 
 typedef struct drift_json_buf {

@@ -412,6 +412,9 @@ int drift_plan_apply_flag(drift_plan *p, const char *name, const char *value, dr
     if (strcmp(name, "--sglang-dit-precision") == 0) return flag_dtype(name, value, &p->sglang_dit_precision, err);
     if (strcmp(name, "--plan-name") == 0) {
         if (!value[0]) return drift_err_set(err, DRIFT_E_USAGE, name, "expected a non-empty name");
+        /* A plan is JSON: its strings are UTF-8 (and would not survive a round trip otherwise). */
+        if (!drift_json_utf8_valid(value, strlen(value)))
+            return drift_err_set(err, DRIFT_E_USAGE, name, "expected a name in valid UTF-8");
         if (strlen(value) >= sizeof p->name)
             return drift_err_set(err, DRIFT_E_USAGE, name, "expected at most %zu bytes, got %zu", sizeof p->name - 1,
                                  strlen(value));
@@ -435,6 +438,8 @@ int drift_plan_apply_flag(drift_plan *p, const char *name, const char *value, dr
                                  value);
         if (gl > GLOB_MAX)
             return drift_err_set(err, DRIFT_E_USAGE, name, "PATTERN is %zu bytes, over the limit of %d", gl, GLOB_MAX);
+        if (!drift_json_utf8_valid(value, gl))
+            return drift_err_set(err, DRIFT_E_USAGE, name, "expected PATTERN in valid UTF-8");
         drift_dtype d = plan_dtype(eq + 1);
         if (d == DRIFT_DTYPE_INVALID) {
             char hint[96];
