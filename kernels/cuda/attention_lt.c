@@ -18,11 +18,17 @@
  * Chunking changes no value: rows are independent and each row's softmax and
  * GEMM columns are computed the same way in any chunk.
  *
- * A flash-style fused kernel (S/P in shared memory, online softmax) is the
- * planned optimisation; it must keep the two-pass semantics above (l of the
- * unrounded p, P rounded before P.V), which online rescaling does not give
- * bit-for-bit, so it will be a separate, opt-in op variant. */
+ * Fused path (attention_fused.cu): compute bf16/fp16, Dh == Dv in {64, 128},
+ * Lk >= 1, sm_80+: one kernel, exact two passes over the keys (global row
+ * max, p rounded once), S and P never in global memory. It is the default
+ * where supported; DRIFT_CUDA_ATTENTION (read at every call, unlike the
+ * knobs read at backend creation, so that tests and benchmarks can switch
+ * it on one backend) = "unfused" forces the path below, "fused" forces the
+ * fused kernel and fails with DRIFT_E_UNSUPPORTED where it does not apply;
+ * anything else (or unset) means automatic. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
 
@@ -42,11 +48,91 @@ static int as_compute(dcu_ctx *ctx, const drift_tensor *t, drift_dtype c, const 
     return DRIFT_OK;
 }
 
+/* attention_fused.cu (prototypes kept here: only this file launches it) */
+cudaError_t dcu_launch_attn_fused(const dcu_ctx *ctx, const void *q, const void *k, const void *v, drift_dtype c,
+                                  int64_t BH, int64_t Lq, int64_t Lk, int64_t D, float scale, void *out,
+                                  drift_dtype to);
+int dcu_attn_fused_grid_ok(int64_t BH, int64_t Lq);
+
+enum { ATTN_AUTO = 0, ATTN_UNFUSED = 1, ATTN_FUSED = 2 };
+
+static int attn_mode(void) {
+    const char *s = getenv("DRIFT_CUDA_ATTENTION");
+    if (s && strcmp(s, "unfused") == 0) return ATTN_UNFUSED;
+    if (s && strcmp(s, "fused") == 0) return ATTN_FUSED;
+    return ATTN_AUTO;
+}
+
+/* NULL when the fused kernel applies, else why not. */
+static const char *fused_unsupported(const dcu_ctx *ctx, const drift_op *op, int64_t BH, int64_t Lq, int64_t Lk,
+                                     int64_t Dh, int64_t Dv) {
+    if (op->compute != DRIFT_BF16 && op->compute != DRIFT_F16) return "compute dtype is not bf16/fp16";
+    if (Dh != 64 && Dh != 128) return "head dim is not 64 or 128";
+    if (Dv != Dh) return "Dv differs from Dh";
+    if (Lk < 1) return "no keys";
+    if (!dcu_attn_fused_grid_ok(BH, Lq)) return "too many query tiles for one grid";
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return "cannot query the compute capability";
+    }
+    if (major < 8) return "device older than sm_80";
+    return NULL;
+}
+
+/* *p = an operand already in the compute dtype, or a 16-byte aligned copy of
+ * it in *tmp (the fused kernel's cp.async needs 16-byte aligned rows; views
+ * at odd element offsets are copied). */
+static int aligned16(dcu_ctx *ctx, const void **p, void **tmp, size_t bytes, drift_err *err) {
+    if (((uintptr_t)*p & 15u) == 0) return DRIFT_OK;
+    void *d = NULL;
+    cudaError_t e = dcu_malloc(ctx, &d, bytes);
+    if (e != cudaSuccess) return dcu_check(e, err, "op attention", "allocating an aligned operand copy");
+    *tmp = d;
+    e = cudaMemcpyAsync(d, *p, bytes, cudaMemcpyDeviceToDevice, ctx->stream);
+    if (e != cudaSuccess) return dcu_check(e, err, "op attention", "copying an operand to aligned memory");
+    *p = d;
+    return DRIFT_OK;
+}
+
+static int attention_fused(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
+                           const drift_tensor *v, drift_tensor *out, float scale, drift_err *err) {
+    const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], D = q->shape[3], Lk = k->shape[2];
+    const drift_dtype c = op->compute;
+    const size_t cs = drift_dtype_size(c);
+    const void *qa = NULL, *ka = NULL, *va = NULL;
+    void *tmp[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int rc = as_compute(ctx, q, c, &qa, &tmp[0], err);
+    if (!rc) rc = as_compute(ctx, k, c, &ka, &tmp[1], err);
+    if (!rc) rc = as_compute(ctx, v, c, &va, &tmp[2], err);
+    if (!rc) rc = aligned16(ctx, &qa, &tmp[3], (size_t)q->numel * cs, err);
+    if (!rc) rc = aligned16(ctx, &ka, &tmp[4], (size_t)k->numel * cs, err);
+    if (!rc) rc = aligned16(ctx, &va, &tmp[5], (size_t)v->numel * cs, err);
+    if (!rc)
+        rc = dcu_check(dcu_launch_attn_fused(ctx, qa, ka, va, c, BH, Lq, Lk, D, scale, out->data, out->dtype), err,
+                       "op attention", "fused attention kernel");
+    for (int i = 0; i < 6; i++) dcu_free(ctx, tmp[i]);
+    return rc;
+}
+
 int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
                       const drift_tensor *v, drift_tensor *out, drift_err *err) {
     const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], Dh = q->shape[3];
     const int64_t Lk = k->shape[2], Dv = v->shape[3];
     if (BH == 0 || Lq == 0 || Dv == 0) return DRIFT_OK;
+    const int mode = attn_mode();
+    if (mode != ATTN_UNFUSED) {
+        const char *why = fused_unsupported(ctx, op, BH, Lq, Lk, Dh, Dv);
+        if (!why) {
+            const float fscale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
+            return attention_fused(ctx, op, q, k, v, out, fscale, err);
+        }
+        if (mode == ATTN_FUSED)
+            return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention",
+                                 "DRIFT_CUDA_ATTENTION=fused, but the fused kernel does not apply: %s (it needs "
+                                 "bf16/fp16 compute, Dh == Dv in {64, 128}, Lk >= 1, sm_80+)",
+                                 why);
+    }
     const drift_dtype c = op->compute;
     const size_t cs = drift_dtype_size(c), os = drift_dtype_size(out->dtype);
     const float scale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));

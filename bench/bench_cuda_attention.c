@@ -1,0 +1,162 @@
+/* Benchmark of the CUDA backend's ATTENTION on the wan2.2 self-attention
+ * shape: B=1, H=24, Lq=Lk=4096, Dh=Dv=128, bf16 q/k/v/out, bf16 compute,
+ * scale 0 (1/sqrt(128)); the fused kernel (DRIFT_CUDA_ATTENTION=fused)
+ * against the unfused cuBLASLt path (DRIFT_CUDA_ATTENTION=unfused) on the
+ * same backend and operands.
+ *
+ *   bench_cuda_attention [reps=20]
+ *
+ * Each call is timed with CUDA events on the backend stream around its
+ * enqueue (host overhead counts); the two paths are interleaved rep by rep;
+ * medians after 3 warm-ups. Also prints the mean relative difference of the
+ * two outputs (sanity). Last line:
+ *   BENCH attention fused_ms=X unfused_ms=Y
+ * Prints "SKIP" and exits 0 in a build without CUDA or without a device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DRIFT_HAVE_CUDA
+#include <math.h>
+
+#include <cuda_runtime_api.h>
+
+#include "formats/dtype.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+
+#define CK(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+#define DK(call)                                                                                                       \
+    do {                                                                                                               \
+        if ((call) != 0) {                                                                                             \
+            char b_[2048];                                                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, drift_err_format(&err, b_, sizeof b_));      \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static float normalish(void) { /* sum of 4 uniforms, ~N(0,1) */
+    double s = 0.0;
+    for (int i = 0; i < 4; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        s += (double)(rng >> 11) * (1.0 / 9007199254740992.0) - 0.5;
+    }
+    return (float)(s * 1.7320508);
+}
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 20;
+    if (reps < 1) reps = 1;
+    if (drift_cuda_device_count() <= 0) {
+        printf("SKIP: no CUDA device\n");
+        return 0;
+    }
+    drift_err err;
+    drift_err_clear(&err);
+    drift_backend *be = NULL;
+    DK(drift_backend_create("cuda", &be, &err));
+    cudaStream_t st = (cudaStream_t)drift_cuda_backend_stream(be);
+
+    const int64_t B = 1, H = 24, L = 4096, D = 128;
+    drift_tensor t[5];
+    memset(t, 0, sizeof t);
+    for (int i = 0; i < 5; i++) {
+        t[i].dtype = DRIFT_BF16;
+        t[i].ndim = 4;
+        t[i].shape[0] = B;
+        t[i].shape[1] = H;
+        t[i].shape[2] = L;
+        t[i].shape[3] = D;
+        DK(be->alloc(be, &t[i], &err));
+    }
+    const int64_t n = B * H * L * D;
+    float *h = malloc((size_t)n * sizeof(float)), *h2 = malloc((size_t)n * sizeof(float));
+    if (!h || !h2) return 1;
+    for (int i = 0; i < 3; i++) {
+        for (int64_t j = 0; j < n; j++) h[j] = normalish();
+        DK(be->upload_f32(be, &t[i], h, &err));
+    }
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = DRIFT_OP_ATTENTION;
+    op.compute = DRIFT_BF16;
+    op.out = DRIFT_BF16;
+    op.n_in = 3;
+    op.scale = 0.0f;
+    const drift_tensor *in[3] = {&t[0], &t[1], &t[2]};
+    static const char *modes[2] = {"fused", "unfused"};
+
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float *ms[2] = {malloc((size_t)reps * sizeof(float)), malloc((size_t)reps * sizeof(float))};
+    if (!ms[0] || !ms[1]) return 1;
+    for (int r = -3; r < reps; r++)
+        for (int m = 0; m < 2; m++) {
+            setenv("DRIFT_CUDA_ATTENTION", modes[m], 1);
+            CK(cudaEventRecord(e0, st));
+            DK(be->run(be, &op, in, &t[3 + m], &err));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float x = 0.0f;
+            CK(cudaEventElapsedTime(&x, e0, e1));
+            if (r >= 0) ms[m][r] = x;
+        }
+    unsetenv("DRIFT_CUDA_ATTENTION");
+    DK(be->download_f32(be, &t[3], h, &err));
+    DK(be->download_f32(be, &t[4], h2, &err));
+    double sad = 0.0, sau = 0.0;
+    int64_t differ = 0, nonfin = 0;
+    for (int64_t j = 0; j < n; j++) {
+        if (!isfinite(h[j]) || !isfinite(h2[j])) {
+            nonfin++;
+            continue;
+        }
+        sad += fabs((double)h[j] - (double)h2[j]);
+        sau += fabs((double)h2[j]);
+        differ += h[j] != h2[j];
+    }
+    qsort(ms[0], (size_t)reps, sizeof(float), cmp_f);
+    qsort(ms[1], (size_t)reps, sizeof(float), cmp_f);
+    const double fm = ms[0][reps / 2], um = ms[1][reps / 2];
+    /* useful flops: 2 GEMMs of 2*L*L*D per head (the fused kernel computes QK^T twice) */
+    const double fl = 4.0 * (double)(B * H) * (double)L * (double)L * (double)D;
+    printf("attention B=%lld H=%lld L=%lld D=%lld bf16, %d reps (medians; min fused %.3f unfused %.3f ms)\n",
+           (long long)B, (long long)H, (long long)L, (long long)D, reps, (double)ms[0][0], (double)ms[1][0]);
+    printf("  fused   %.3f ms  %.1f TFLOP/s (2 GEMMs)\n", fm, fl / (fm * 1e-3) / 1e12);
+    printf("  unfused %.3f ms  %.1f TFLOP/s\n", um, fl / (um * 1e-3) / 1e12);
+    printf("  speedup %.2fx; outputs: mean rel diff %.2e, %.3f%% elements differ, %lld non-finite\n", um / fm,
+           sau > 0 ? sad / sau : sad, 100.0 * (double)differ / (double)n, (long long)nonfin);
+    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f\n", fm, um);
+    for (int i = 0; i < 5; i++) be->release(be, &t[i]);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    drift_backend_free(be);
+    free(h);
+    free(h2);
+    free(ms[0]);
+    free(ms[1]);
+    return 0;
+}
+
+#else
+int main(void) {
+    printf("SKIP: built without CUDA\n");
+    return 0;
+}
+#endif
