@@ -7,6 +7,13 @@
 set -u
 SO="${DRIFT_RECORDER_SO:-$(dirname "${DRIFT_BIN:-/nonexistent/drift}")/libdrift_recorder.so}"
 PY="${PYTHON3:-python3}"
+# A sanitizer build of the library needs the ASan runtime loaded first in the
+# (uninstrumented) Python process; Python's own allocations are not ours to
+# leak-check.
+if [ -f "$SO" ] && asan=$(ldd "$SO" 2>/dev/null | awk '/libasan/ {print $3}') && [ -n "$asan" ]; then
+  export LD_PRELOAD="$asan${LD_PRELOAD:+:$LD_PRELOAD}"
+  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
 if [ ! -f "$SO" ]; then
   echo "SKIP: $SO not built (add the shared-library lines of the recorder to CMake)"
   exit 77
