@@ -12,7 +12,7 @@ PY="${PYTHON3:-python3}"
 # leak-check.
 if [ -f "$SO" ] && asan=$(ldd "$SO" 2>/dev/null | awk '/libasan/ {print $3}') && [ -n "$asan" ]; then
   export LD_PRELOAD="$asan${LD_PRELOAD:+:$LD_PRELOAD}"
-  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 if [ ! -f "$SO" ]; then
   echo "SKIP: $SO not built (add the shared-library lines of the recorder to CMake)"
