@@ -103,7 +103,7 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
         return tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot build the row types");
     }
     int rc = DRIFT_OK;
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5I_INVALID_HID;
     if (!w->path || fapl < 0) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
         goto fail;
@@ -112,7 +112,17 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
         rc = wfail(w, err, "/", "cannot set libver bounds");
         goto fail;
     }
-    w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    /* Paged file-space aggregation: no metadata block crosses a 4 KiB page,
+     * so a write(2) that a SIGKILL cuts short at a page boundary cannot tear
+     * an object header half new, half old (which made a killed trace
+     * unreadable as a whole in about 1 of 200-600 kill trials). */
+    fcpl = H5Pcreate(H5P_FILE_CREATE);
+    if (fcpl < 0 || H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_PAGE, 0, 1) < 0 ||
+        H5Pset_file_space_page_size(fcpl, 4096) < 0) {
+        rc = wfail(w, err, "/", "cannot set paged file-space aggregation");
+        goto fail;
+    }
+    w->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
     if (w->file < 0) {
         rc = wfail(w, err, "/", "cannot create the trace file");
         goto fail;
@@ -145,10 +155,12 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
         goto fail;
     }
     H5Pclose(fapl);
+    H5Pclose(fcpl);
     *out = w;
     return DRIFT_OK;
 fail:
     if (fapl >= 0) H5Pclose(fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
     drift_trace_writer_close(w, NULL);
     return rc;
 }
