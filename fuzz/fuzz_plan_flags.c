@@ -46,6 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int rc = drift_plan_parse_json(&q, j, strlen(j), "flags.json", &err);
         FUZZ_CHECK(rc == DRIFT_OK, "plan built from flags does not parse back (%s: %s):\n%.400s", err.where,
                    err.msg, j);
+        /* and it is the same plan: nothing was altered on the way */
+        FUZZ_CHECK(strcmp(p.name, q.name) == 0, "name changed by serialisation: \"%s\" -> \"%s\"", p.name, q.name);
+        FUZZ_CHECK(p.n_patterns == q.n_patterns, "%zu patterns became %zu", p.n_patterns, q.n_patterns);
+        for (size_t i = 0; i < p.n_patterns; i++)
+            FUZZ_CHECK(strcmp(p.patterns[i].glob, q.patterns[i].glob) == 0 && p.patterns[i].dtype == q.patterns[i].dtype,
+                       "pattern %zu changed by serialisation: \"%s\" -> \"%s\"", i, p.patterns[i].glob,
+                       q.patterns[i].glob);
         drift_plan_free(&q);
         free(j);
     }

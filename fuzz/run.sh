@@ -11,7 +11,10 @@
 # tests/data/regress/<h>/ (where tests/formats/test_regress.c replays it).
 #
 # Environment: FUZZ_RUNS=N (executions instead of time), FUZZ_PARALLEL=K
-# (harnesses at once, default 1), FUZZ_OUT (default build-fuzz/fuzz),
+# (harnesses at once, default 1), FUZZ_KEEP_GOING=1 (libFuzzer fork mode with
+# -ignore_crashes/-ignore_timeouts/-ignore_ooms: the run goes on past a
+# finding, every finding is counted, the 3 smallest are copied to
+# tests/data/regress), FUZZ_OUT (default build-fuzz/fuzz),
 # FUZZ_NO_BUILD=1 (use the binaries already built), FUZZ_ARGS (extra
 # libFuzzer flags). A summary is written to $FUZZ_OUT/summary.tsv.
 set -uo pipefail
@@ -31,7 +34,7 @@ fi
 
 # Largest input per harness (libFuzzer -max_len).
 declare -A MAXLEN=([fuzz_json]=16384 [fuzz_plan]=8192 [fuzz_plan_flags]=4096 [fuzz_params]=8192
-                   [fuzz_family_spec]=512 [fuzz_safetensors]=16384 [fuzz_graph]=16384 [fuzz_trace]=393216)
+                   [fuzz_family_spec]=512 [fuzz_safetensors]=16384 [fuzz_graph]=16384 [fuzz_trace]=65536)
 declare -A DICT=([fuzz_json]=json [fuzz_plan]=plan [fuzz_plan_flags]=plan_flags [fuzz_params]=params
                  [fuzz_family_spec]=family_spec [fuzz_safetensors]=safetensors [fuzz_graph]=graph)
 
@@ -57,26 +60,35 @@ run_one() {
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
   local dict=()
   [ -n "${DICT[$h]+x}" ] && [ -f "$root/fuzz/dict/${DICT[$h]}.dict" ] && dict=(-dict="$root/fuzz/dict/${DICT[$h]}.dict")
+  local keep=()
+  [ "${FUZZ_KEEP_GOING:-0}" = 1 ] && keep=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   local seeds="$root/fuzz/corpus/$h"
   mkdir -p "$seeds"
   local t0=$SECONDS
   # shellcheck disable=SC2086
-  "$bin" "${limit[@]}" "${dict[@]}" -max_len="${MAXLEN[$h]:-16384}" -timeout=25 -rss_limit_mb=2560 \
+  "$bin" "${limit[@]}" "${keep[@]}" "${dict[@]}" -max_len="${MAXLEN[$h]:-16384}" -timeout=25 -rss_limit_mb=2560 \
     -print_final_stats=1 -artifact_prefix="$art/" ${FUZZ_ARGS:-} "$work" "$seeds" >>"$log" 2>&1
   rc=$?
   local dt=$((SECONDS - t0))
-  local execs
-  execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')"
-  [ -z "$execs" ] && execs="$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')"
-  [ -z "$execs" ] && execs=0
-  local found=0
-  for a in "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-*; do
+  # executions: libFuzzer's final stat line, or (fork mode, where the parent's
+  # own stat line says 0) the last "#N" progress line; the larger of the two
+  local execs e1 e2
+  e1="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')"
+  e2="$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')"
+  execs=$(( ${e1:-0} > ${e2:-0} ? ${e1:-0} : ${e2:-0} ))
+  local found=0 copied=0
+  # smallest first; at most 3 copied per run (fork mode can save many inputs of one bug)
+  while read -r a; do
     [ -f "$a" ] || continue
     found=$((found + 1))
-    mkdir -p "$reg"
-    cp -f "$a" "$reg/"
-    echo "CRASH $h: $(basename "$a") -> tests/data/regress/$h/$(basename "$a")" >&2
-  done
+    if [ $copied -lt 3 ]; then
+      mkdir -p "$reg"
+      cp -f "$a" "$reg/"
+      copied=$((copied + 1))
+      echo "CRASH $h: $(basename "$a") -> tests/data/regress/$h/$(basename "$a")" >&2
+    fi
+  done < <(ls -S -r "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-* 2>/dev/null)
+  [ $found -gt $copied ] && echo "CRASH $h: $found finding(s) in all, in $art" >&2
   if [ $rc -ne 0 ] || [ $found -gt 0 ]; then
     status=crash
     [ $found -eq 0 ] && found=1

@@ -18,3 +18,10 @@ echo "== build: sanitizer (ASan + UBSan)"
 scripts/build.sh build-asan -DDRIFT_SANITIZE=ON -DDRIFT_WERROR=$werror -DDRIFT_CUDA=OFF
 echo "== test: sanitizer"
 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
+
+# Bounded fuzzing of every parser of untrusted input (docs/RELIABILITY.md):
+# a fixed seed and a bounded time per harness (the trace harness runs ~100
+# inputs/s, so a fixed execution count would dominate CI);
+# scripts/reliability.sh runs the million-execution campaigns.
+echo "== fuzz: ${DRIFT_FUZZ_SECONDS:-15} s per harness, seed 1"
+FUZZ_ARGS="-seed=1 ${FUZZ_ARGS:-}" fuzz/run.sh "${DRIFT_FUZZ_SECONDS:-15}"

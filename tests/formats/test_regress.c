@@ -4,7 +4,9 @@
  * harness sources are compiled in here, so a parser that crashes, leaks
  * (under the ASan build) or breaks a harness property (e.g. a serialised
  * plan that does not parse back) fails this test. Each file must come back
- * cleanly: DRIFT_OK or a documented error code. */
+ * cleanly: DRIFT_OK or a documented error code. tests/data/regress/repair/
+ * holds traces left by writers killed in fuzz/kill_trials.c that repair must
+ * restore with every committed step. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,6 +146,73 @@ static void replay_harness(const char *name, one_input_fn fn) {
         replay_harness(#h, drift_##h##_one);                                                           \
     }
 
+/* Crash-consistency regressions (fuzz/kill_trials.c): traces as a killed
+ * writer left them, gzipped, named NAME.commits-N.h5.gz where N is the number
+ * of steps whose commit had returned. drift_trace_repair must succeed and the
+ * repaired file must hold at least N committed steps, every record readable. */
+static void repair_one(const char *dir, const char *name) {
+    const char *tmp = getenv("DRIFT_TMP");
+    const char *c = strstr(name, ".commits-");
+    assert_non_null(c);
+    long want = strtol(c + 9, NULL, 10);
+    char src[8448], path[4200], cmd[13000];
+    assert_true(snprintf(src, sizeof src, "%s/%s", dir, name) < (int)sizeof src);
+    assert_true(snprintf(path, sizeof path, "%s/repair-%ld.h5", tmp && tmp[0] ? tmp : "/tmp", (long)getpid()) <
+                (int)sizeof path);
+    assert_true(snprintf(cmd, sizeof cmd, "gzip -dc '%s' > '%s'", src, path) < (int)sizeof cmd);
+    assert_int_equal(system(cmd), 0);
+    fprintf(stderr, "  repair %s (%ld committed steps)\n", src, want);
+    drift_err err;
+    drift_err_clear(&err);
+    int64_t trimmed = 0;
+    int rc = drift_trace_repair(path, &trimmed, &err);
+    if (rc != DRIFT_OK) fprintf(stderr, "  repair: rc %d: %s: %s\n", rc, err.where, err.msg);
+    assert_int_equal(rc, DRIFT_OK);
+    drift_trace_reader *r = NULL;
+    rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &err);
+    if (rc != DRIFT_OK) fprintf(stderr, "  open after repair: rc %d: %s: %s\n", rc, err.where, err.msg);
+    assert_int_equal(rc, DRIFT_OK);
+    size_t n = 0;
+    drift_trace_reader_steps(r, &n);
+    assert_true((long)n >= want);
+    for (size_t s = 0; s < drift_trace_reader_n_sites(r); s++) {
+        drift_trace_site_info si;
+        assert_int_equal(drift_trace_reader_site(r, s, &si, &err), DRIFT_OK);
+        float *buf = malloc((size_t)si.numel * sizeof *buf + 1);
+        drift_trace_index ix;
+        for (int64_t k = 0; k < si.n_records; k++) {
+            assert_int_equal(drift_trace_read_index(r, s, k, 1, &ix, &err), DRIFT_OK);
+            if (si.has_data && ix.stored)
+                assert_int_equal(drift_trace_read_record_f32(r, s, k, buf, (size_t)si.numel, &err), DRIFT_OK);
+        }
+        free(buf);
+    }
+    drift_trace_reader_close(r);
+    unlink(path);
+}
+
+static void test_repair_regressions(void **state) {
+    (void)state;
+    const char *data = getenv("DRIFT_TESTDATA");
+    if (!data || !data[0]) skip();
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/regress/repair", data);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    /* names first, so that a failing assertion leaves no open directory */
+    static char names[64][256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 64) {
+        size_t l = strlen(e->d_name);
+        if (l > 6 && l < sizeof names[0] && strcmp(e->d_name + l - 6, ".h5.gz") == 0 && strstr(e->d_name, ".commits-"))
+            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) repair_one(dir, names[i]);
+    fprintf(stderr, "repair: %d killed trace(s) repaired with every committed step\n", n);
+}
+
 REPLAY_TEST(fuzz_json)
 REPLAY_TEST(fuzz_plan)
 REPLAY_TEST(fuzz_plan_flags)
@@ -161,6 +230,7 @@ int main(void) {
         cmocka_unit_test(test_fuzz_plan_flags),  cmocka_unit_test(test_fuzz_params),
         cmocka_unit_test(test_fuzz_family_spec), cmocka_unit_test(test_fuzz_safetensors),
         cmocka_unit_test(test_fuzz_graph),       cmocka_unit_test(test_fuzz_trace),
+        cmocka_unit_test(test_repair_regressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
