@@ -12,12 +12,12 @@ werror=OFF; [ "${CI:-}" = "true" ] && werror=ON
 echo "== build: normal (WERROR=$werror)"
 scripts/build.sh build -DDRIFT_WERROR=$werror
 echo "== test: normal"
-ctest --test-dir build --output-on-failure -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs" 2>&1 | tee build/ctest-summary.log
 
 echo "== build: sanitizer (ASan + UBSan)"
 scripts/build.sh build-asan -DDRIFT_SANITIZE=ON -DDRIFT_WERROR=$werror -DDRIFT_CUDA=OFF
 echo "== test: sanitizer"
-ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
+ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow 2>&1 | tee build-asan/ctest-summary.log
 
 # Bounded fuzzing of every parser of untrusted input (docs/RELIABILITY.md):
 # a fixed seed and a bounded time per harness (the trace harness runs ~100
@@ -25,3 +25,7 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
 # scripts/reliability.sh runs the million-execution campaigns.
 echo "== fuzz: ${DRIFT_FUZZ_SECONDS:-15} s per harness, seed 1"
 FUZZ_ARGS="-seed=1 ${FUZZ_ARGS:-}" fuzz/run.sh "${DRIFT_FUZZ_SECONDS:-15}"
+
+# One closing line over both test runs (each aborted the script on a failure).
+total() { sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -n1; }
+echo "tests: $(( $(total build/ctest-summary.log) + $(total build-asan/ctest-summary.log) )) passed, 0 failed"
