@@ -1,6 +1,6 @@
 /* Subcommands whose implementation has not landed yet say so plainly and
- * exit 2 rather than pretending. Each is a weak symbol: the real
- * cmd_<name>.c overrides it at link time, and this file shrinks to nothing. */
+ * exit 2 rather than pretending (drift merge: the multi-GPU issue). Each is a
+ * weak symbol: a real cmd_<name>.c overrides it at link time. */
 #include <stdio.h>
 
 #include "cli/commands.h"
@@ -13,13 +13,4 @@
         return 2;                                                            \
     }
 
-PENDING(drift_cmd_demo, "demo")
-PENDING(drift_cmd_record, "record")
-PENDING(drift_cmd_ls, "ls")
-PENDING(drift_cmd_check, "check")
-PENDING(drift_cmd_plan, "plan")
-PENDING(drift_cmd_replay, "replay")
-PENDING(drift_cmd_compare, "compare")
-PENDING(drift_cmd_bisect, "bisect")
-PENDING(drift_cmd_top, "top")
 PENDING(drift_cmd_merge, "merge")
