@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--text-dim", type=int, default=4096)
     ap.add_argument("--channels", type=int, default=48)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's CUDA kernel table of one forward")
     a = ap.parse_args()
     torch.manual_seed(0)
     dt = torch.bfloat16
@@ -150,6 +151,12 @@ def main():
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e))
     times.sort()
+    if a.profile:
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            forward()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))
     print(f"torch eager wan-like forward: layers={a.layers} dim={a.dim} heads={a.heads} L={L} ffn={a.ffn} "
           f"text={a.text_len}: median {times[len(times) // 2]:.3f} ms over {a.reps} reps")
 

@@ -18,7 +18,10 @@
 #            (default /tmp/drift-gpu-prefix) first, e.g. DEBS=$PWD/.debs
 #   BUILD    build folder (default: /tmp/drift-gpu-build)
 #   ARCH     CMAKE_CUDA_ARCHITECTURES (default: 90)
-#   STAGES   any of "build test bench demo" (default: all four)
+#   STAGES   any of "build test bench demo scripts" (default: all five);
+#            "scripts" runs every other tests/gpu/*.sh (multi-GPU, recorder,
+#            intercept acceptance jobs) with BUILD and OUT set, one log each
+#   SCRIPTS  which of those scripts (default: all of them, by name order)
 #   JOBS     build parallelism (default: nproc)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds per test / benchmark (900 / 600)
 #   DRIFT_TUI ON|OFF: build the TUI (default: ON when ncurses headers are found)
@@ -31,7 +34,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$SRC/gpu-out}
 BUILD=${BUILD:-/tmp/drift-gpu-build}
 ARCH=${ARCH:-90}
-STAGES=${STAGES:-build test bench demo}
+STAGES=${STAGES:-build test bench demo scripts}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
 mkdir -p "$OUT" "$BUILD"
 BUILD_LOG=$OUT/build.log
@@ -154,7 +157,10 @@ if has_stage build; then
     echo "== cmake ${CMAKE_ARGS[*]}"
   } >"$BUILD_LOG" 2>&1
   if cmake -S "$BUILD_SRC" -B "$BUILD" "${CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1 &&
-     cmake --build "$BUILD" -j"$JOBS" --target drift "${GPU_TESTS[@]}" "${BENCHES[@]}" >>"$BUILD_LOG" 2>&1; then
+     cmake --build "$BUILD" -j"$JOBS" --target drift "${GPU_TESTS[@]}" "${BENCHES[@]}" >>"$BUILD_LOG" 2>&1 &&
+     { EXTRA=(); for t in drift_recorder_shared drift_intercept; do
+         cmake --build "$BUILD" --target help 2>/dev/null | grep -q "\.\.\. $t\$" && EXTRA+=("$t"); done
+       [ ${#EXTRA[@]} = 0 ] || cmake --build "$BUILD" -j"$JOBS" --target "${EXTRA[@]}" >>"$BUILD_LOG" 2>&1; }; then
     summ "build                         OK   (TUI=$TUI, arch $ARCH)"
   else
     BUILD_OK=0
@@ -204,7 +210,8 @@ if has_stage bench && [ $BUILD_OK = 1 ]; then
     echo "===== $b" >>"$BENCH_LOG"
     (cd "$BUILD" && timeout "${BENCH_TIMEOUT:-600}" "./$b") >>"$BENCH_LOG" 2>&1 || echo "===== $b failed (rc $?)" >>"$BENCH_LOG"
   done
-  for py in cuda_forward_torch.py; do
+  for py in cuda_forward_torch.py recorder_overhead.py; do
+    [ -f "$SRC/bench/$py" ] || continue
     echo "===== $py" >>"$BENCH_LOG"
     (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH PYTHONUNBUFFERED=1 timeout 600 python3 "bench/$py") >>"$BENCH_LOG" 2>&1 ||
       echo "===== $py failed (rc $?)" >>"$BENCH_LOG"
@@ -227,6 +234,24 @@ if has_stage demo && [ $BUILD_OK = 1 ]; then
     summ "demo --device cuda            FAIL (see demo.log)"
     tail -n 20 "$OUT/demo.log"
   fi
+fi
+
+# ---------------------------------------------------------------- scripts
+if has_stage scripts && [ $BUILD_OK = 1 ]; then
+  for f in "$SRC"/tests/gpu/*.sh; do
+    n=$(basename "$f" .sh)
+    case $n in run|probe) continue ;; esac
+    if [ -n "${SCRIPTS:-}" ] && [[ " $SCRIPTS " != *" $n "* ]]; then continue; fi
+    say "script $n (log: $OUT/$n.log)"
+    s=$(date +%s)
+    mkdir -p "$OUT/$n"
+    (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH BUILD=$BUILD OUT=$OUT/$n PYTHONUNBUFFERED=1 \
+       timeout "${SCRIPT_TIMEOUT:-420}" bash "$f") >"$OUT/$n.log" 2>&1
+    rc=$?
+    case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res=TIMEOUT; ALL_OK=0 ;; *) res="FAIL($rc)"; ALL_OK=0 ;; esac
+    summ "$(printf '%-29s %-9s %4ds  %s' "$n.sh" "$res" $(($(date +%s) - s)) "$(grep -c '^PASS' "$OUT/$n.log") PASS lines, $(grep -c '^FAIL' "$OUT/$n.log") FAIL lines")"
+    grep -E '^(PASS|FAIL|SKIP|RESULT)' "$OUT/$n.log" | head -n 40 | sed "s/^/  $n: /" >>"$SUMMARY"
+  done
 fi
 
 summ "total $(($(date +%s) - T0))s; logs in $OUT"
