@@ -1,5 +1,6 @@
 #include "replay/forward.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,22 +43,197 @@ int drift_model_seed_params(drift_model *m, uint64_t seed, drift_err *err) {
     return DRIFT_OK;
 }
 
+/* --- shard assembly -------------------------------------------------------- */
+/* An FSDP run writes one trace per rank ("...rank<N>..."), each holding its
+ * shard of every parameter (offset + full shape). Replaying one rank file
+ * assembles each sharded parameter from the sibling files of the same run:
+ * same directory and name with N = 0 .. world_size-1, same run id. */
+typedef struct shard_siblings {
+    int world, own;
+    drift_trace_reader **r;      /* [world]; r[own] is the caller's (borrowed) */
+    char (*path)[4096];          /* [world] */
+} shard_siblings;
+
+static void siblings_close(shard_siblings *s) {
+    if (!s->r) return;
+    for (int k = 0; k < s->world; k++)
+        if (k != s->own) drift_trace_reader_close(s->r[k]);
+    free(s->r);
+    free(s->path);
+    memset(s, 0, sizeof *s);
+}
+
+/* Opens every rank file of r's run. Errors name the missing rank's file. */
+static int siblings_open(shard_siblings *s, drift_trace_reader *r, const char *fqn, drift_err *err) {
+    const char *path = drift_trace_reader_path(r);
+    const drift_trace_meta *meta = drift_trace_reader_meta(r);
+    if (meta->world_size < 1 || meta->world_size > 65535 || meta->rank < 0 || meta->rank >= meta->world_size)
+        return drift_err_set(err, DRIFT_E_INPUT, path,
+                             "/params/%s is a shard, but the root attributes give rank %d of world size %d", fqn,
+                             (int)meta->rank, (int)meta->world_size);
+    /* the last "rank<digits>" of the file name (not of the directory) */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *at = NULL;
+    for (const char *p = strstr(base, "rank"); p; p = strstr(p + 1, "rank"))
+        if (p[4] >= '0' && p[4] <= '9') at = p;
+    if (!at)
+        return drift_err_set(err, DRIFT_E_INPUT, path,
+                             "/params/%s is a shard (world size %d): the other ranks' shards are looked for in "
+                             "sibling files named like this one with rank<N>, but this file name has no rank<N>",
+                             fqn, (int)meta->world_size);
+    const char *digits_end = at + 4;
+    while (*digits_end >= '0' && *digits_end <= '9') digits_end++;
+    s->world = meta->world_size;
+    s->own = meta->rank;
+    s->r = calloc((size_t)s->world, sizeof *s->r);
+    s->path = calloc((size_t)s->world, sizeof *s->path);
+    if (!s->r || !s->path) {
+        siblings_close(s);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    }
+    for (int k = 0; k < s->world; k++) {
+        int n = snprintf(s->path[k], sizeof s->path[k], "%.*s%d%s", (int)(at + 4 - path), path, k, digits_end);
+        if (n < 0 || (size_t)n >= sizeof s->path[k]) {
+            siblings_close(s);
+            return drift_err_set(err, DRIFT_E_INPUT, path, "file name too long");
+        }
+        if (k == s->own) {
+            s->r[k] = r;
+            continue;
+        }
+        drift_err e2;
+        drift_err_clear(&e2);
+        if (drift_trace_reader_open(&s->r[k], s->path[k], DRIFT_TRACE_OPEN_NORMAL, &e2)) {
+            int rc = drift_err_set(err, DRIFT_E_INPUT, s->path[k],
+                                   "cannot open the trace of rank %d of %d (needed to assemble sharded /params, "
+                                   "e.g. '%s', for %s): %s",
+                                   k, s->world, fqn, path, e2.msg);
+            siblings_close(s);
+            return rc;
+        }
+        const drift_trace_meta *mk = drift_trace_reader_meta(s->r[k]);
+        if (strcmp(mk->run_id, meta->run_id) != 0 || mk->rank != k || mk->world_size != meta->world_size) {
+            int rc = drift_err_set(err, DRIFT_E_INPUT, s->path[k],
+                                   "expected rank %d of world size %d of run '%s' (sibling of %s), found rank %d of "
+                                   "world size %d of run '%s'",
+                                   k, s->world, meta->run_id, path, (int)mk->rank, (int)mk->world_size, mk->run_id);
+            siblings_close(s);
+            return rc;
+        }
+    }
+    return DRIFT_OK;
+}
+
+/* Assembles pi's full tensor into full (pi->numel floats) from every rank's
+ * piece; each element must be covered exactly once. */
+static int assemble_param(const drift_param_info *pi, shard_siblings *s, float *full, drift_err *err) {
+    int rc = DRIFT_OK;
+    uint16_t *owner = calloc((size_t)(pi->numel ? pi->numel : 1), sizeof *owner);
+    float *piece = NULL;
+    char missing[256] = "";
+    size_t mlen = 0;
+    if (!owner) return drift_err_set(err, DRIFT_E_NOMEM, pi->fqn, "out of memory assembling /params/%s", pi->fqn);
+    for (int k = 0; k < s->world && !rc; k++) {
+        const char *path = s->path[k];
+        long id = drift_trace_reader_find_param(s->r[k], pi->fqn);
+        if (id < 0) {
+            if (mlen < sizeof missing - 16) mlen += (size_t)snprintf(missing + mlen, sizeof missing - mlen, "%s%d", mlen ? ", " : "", k);
+            continue;
+        }
+        drift_trace_param_info info;
+        if ((rc = drift_trace_reader_param(s->r[k], (size_t)id, &info))) break;
+        int ok = info.ndim == pi->ndim;
+        for (int d = 0; ok && d < pi->ndim; d++) {
+            int64_t fs = info.is_shard ? info.full_shape[d] : info.shape[d];
+            int64_t off = info.is_shard ? info.offset[d] : 0;
+            ok = fs == pi->shape[d] && off >= 0 && info.shape[d] >= 0 && off <= fs && info.shape[d] <= fs - off;
+        }
+        if (!ok) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path,
+                               "/params/%s: rank %d's piece does not fit the model's shape (%d dims, numel %lld): "
+                               "%d dims, numel %lld",
+                               pi->fqn, k, pi->ndim, (long long)pi->numel, info.ndim, (long long)info.numel);
+            break;
+        }
+        if (info.numel == 0) continue;
+        float *np2 = realloc(piece, (size_t)info.numel * sizeof *np2);
+        if (!np2) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading /params/%s", pi->fqn); break; }
+        piece = np2;
+        if ((rc = drift_trace_read_param(s->r[k], (size_t)id, piece, (size_t)info.numel, err))) break;
+        /* place row by row (rows along the last dim) */
+        const int nd = pi->ndim;
+        const int64_t last = nd ? info.shape[nd - 1] : 1, rows = last ? info.numel / last : 0;
+        for (int64_t row = 0; row < rows && !rc; row++) {
+            int64_t rem = row, base = 0, stride = nd ? pi->shape[nd - 1] : 1;
+            for (int d = nd - 2; d >= 0; d--) {
+                int64_t idx = rem % info.shape[d];
+                rem /= info.shape[d];
+                base += (idx + (info.is_shard ? info.offset[d] : 0)) * stride;
+                stride *= pi->shape[d];
+            }
+            if (nd) base += info.is_shard ? info.offset[nd - 1] : 0;
+            for (int64_t j = 0; j < last; j++) {
+                if (owner[base + j]) {
+                    rc = drift_err_set(err, DRIFT_E_INPUT, path,
+                                       "/params/%s: element %lld is covered by rank %d and rank %d (shards overlap)",
+                                       pi->fqn, (long long)(base + j), owner[base + j] - 1, k);
+                    break;
+                }
+                owner[base + j] = (uint16_t)(k + 1);
+                full[base + j] = piece[row * last + j];
+            }
+        }
+    }
+    if (!rc) {
+        int64_t first = -1, n_missing = 0;
+        for (int64_t i = 0; i < pi->numel; i++)
+            if (!owner[i]) {
+                if (first < 0) first = i;
+                n_missing++;
+            }
+        if (n_missing)
+            rc = drift_err_set(err, DRIFT_E_INPUT, s->path[s->own],
+                               "/params/%s: %lld of %lld elements are in no rank file (first: flat index %lld); "
+                               "rank files without this parameter: %s",
+                               pi->fqn, (long long)n_missing, (long long)pi->numel, (long long)first,
+                               mlen ? missing : "none (the shards leave a gap)");
+    }
+    free(owner);
+    free(piece);
+    return rc;
+}
+
 int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err) {
     const char *path = drift_trace_reader_path(r);
     drift_hostset *set = NULL;
     float *buf = NULL;
+    shard_siblings sib;
+    memset(&sib, 0, sizeof sib);
     int rc = drift_hostset_create(&set, err);
     if (rc) return rc;
     for (size_t i = 0; i < m->table.n; i++) {
         const drift_param_info *pi = &m->table.params[i];
         long k = drift_trace_reader_find_param(r, pi->fqn);
-        if (k < 0) {
+        drift_trace_param_info info;
+        memset(&info, 0, sizeof info);
+        if (k < 0 && drift_trace_reader_meta(r)->world_size <= 1) {
             rc = drift_err_set(err, DRIFT_E_INPUT, path, "/params has no parameter '%s' (model %s needs it)", pi->fqn,
                                m->spec);
             goto done;
         }
-        drift_trace_param_info info;
-        if ((rc = drift_trace_reader_param(r, (size_t)k, &info))) goto done;
+        if (k >= 0 && (rc = drift_trace_reader_param(r, (size_t)k, &info))) goto done;
+        /* An FSDP shard, or (k < 0) a parameter whose shard on this rank is
+         * empty: assemble from the sibling rank files. */
+        if (k < 0 || info.is_shard) {
+            if (!sib.r && (rc = siblings_open(&sib, r, pi->fqn, err))) goto done;
+            float *nb = realloc(buf, (size_t)(pi->numel ? pi->numel : 1) * sizeof *nb);
+            if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading /params/%s", pi->fqn); goto done; }
+            buf = nb;
+            if ((rc = assemble_param(pi, &sib, buf, err))) goto done;
+            if ((rc = drift_hostset_add(set, pi->fqn, DRIFT_F32, pi->ndim, pi->shape, buf, NULL, NULL, err))) goto done;
+            continue;
+        }
         int same = info.ndim == pi->ndim && !info.is_shard;
         for (int d = 0; same && d < pi->ndim; d++) same = info.shape[d] == pi->shape[d];
         if (!same) {
@@ -106,6 +282,7 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
         m->buffers[DRIFT_BUF_RECORDED] = b;
     }
 done:
+    siblings_close(&sib);
     free(buf);
     drift_hostset_free(set);
     return rc;

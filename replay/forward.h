@@ -40,8 +40,12 @@ void drift_model_free(drift_model *m);
 /* Fills m->params with seeded fp32 masters (replaces any). */
 int drift_model_seed_params(drift_model *m, uint64_t seed, drift_err *err);
 /* Fills m->params from the trace's /params (every parameter of the table
- * must be there, whole, with its shape) and m->buffers[RECORDED] from its
- * /buffers when it has the RoPE tables. */
+ * must be there with its shape) and m->buffers[RECORDED] from its /buffers
+ * when it has the RoPE tables. A parameter stored as a shard (an FSDP rank
+ * file) is assembled from the sibling rank files of the same run: the same
+ * path with the file name's last "rank<N>" replaced by N = 0..world_size-1,
+ * each with the same run id; every element must be covered exactly once
+ * (errors name the missing rank file or parameter). */
 int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err);
 /* Fills m->params from a .safetensors file (untrusted: parsed with
  * formats/safetensors checks): every parameter of the table must be there

@@ -1,0 +1,630 @@
+"""The Recorder: drift's C recording API for PyTorch trainers and rollout
+engines (DESIGN.md s7d "Hooks"). See docs/recorder.md.
+
+Failure policy: the training job never sees an exception from here. Every
+public method catches its own failures (a C status, a Python error), logs
+the first one of each kind on stderr ("drift recorder: ...") and returns;
+when the C recorder turns itself off (disk full, file gone) every later
+call is a cheap no-op. strict=True raises RecorderError instead (tests).
+"""
+import ctypes as C
+import fnmatch
+import os
+import sys
+import threading
+from contextlib import contextmanager
+
+from . import _lib
+from ._tensor import prepare, to_host_f32, dtype_code
+from .metrics import compare_metrics, logprob_metrics
+
+# Wrapper components that never belong to a diffusers FQN (FSDP1, activation
+# checkpointing, torch.compile); DDP's "module." is stripped at the root only.
+_WRAPPER_PARTS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod")
+
+
+class RecorderError(RuntimeError):
+    pass
+
+
+def strip_fqn(name, root_prefixes=()):
+    """Model FQN without wrapper components: diffusers' names (DESIGN.md s8)."""
+    parts = [p for p in name.split(".") if p not in _WRAPPER_PARTS]
+    name = ".".join(parts)
+    for pre in root_prefixes:
+        if pre and name.startswith(pre):
+            name = name[len(pre):]
+            break
+    return name
+
+
+def _root_prefixes(model, extra):
+    pre = []
+    if type(model).__name__ in ("DistributedDataParallel", "DataParallel"):
+        pre.append("module.")
+    if extra:
+        pre.extend([extra] if isinstance(extra, str) else list(extra))
+    return tuple(pre)
+
+
+def _dist_rank_world():
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    except Exception:
+        pass
+    r, w = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if r is not None and w is not None:
+        return int(r), int(w)
+    return 0, 1
+
+
+def _is_dtensor(p):
+    return type(p).__name__ == "DTensor" and hasattr(p, "to_local")
+
+
+def _dtensor_offset(p):
+    """(offset, full_shape) of this rank's local shard of DTensor p."""
+    full = tuple(int(s) for s in p.shape)
+    try:
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+        _, off = compute_local_shape_and_global_offset(p.shape, p.device_mesh, p.placements)
+        return tuple(int(o) for o in off), full
+    except Exception:
+        pass
+    # FSDP2's layout: Shard(0) on a 1-D mesh, torch.chunk sizes
+    off = [0] * len(full)
+    mesh = p.device_mesh
+    for mdim, pl in enumerate(p.placements):
+        if type(pl).__name__ in ("Shard", "_StridedShard") and getattr(pl, "dim", None) is not None:
+            n = mesh.size(mdim)
+            coord = mesh.get_coordinate()[mdim]
+            size = full[pl.dim]
+            chunk = -(-size // n)
+            off[pl.dim] += min(coord * chunk, size)
+    return tuple(off), full
+
+
+def _is_fsdp_module(m):
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            from torch.distributed.fsdp import FSDPModule
+            return isinstance(m, FSDPModule)
+        except Exception:  # noqa: BLE001
+            pass
+    return type(m).__name__.startswith("FSDP")
+
+
+def _first_tensor(out):
+    if hasattr(out, "data_ptr") or hasattr(out, "__array_interface__"):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    if isinstance(out, dict):
+        for o in out.values():
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    if hasattr(out, "sample"):  # diffusers' Transformer2DModelOutput
+        return _first_tensor(out.sample)
+    return None
+
+
+def _options_str(options):
+    if options is None:
+        return None
+    if isinstance(options, str):
+        return options
+    return ";".join(f"{k}={v}" for k, v in options.items())
+
+
+class Recorder:
+    """One trace file (one rank of one side).
+
+        with Recorder("trace.rank{rank}.h5", family="wan2.2:layers=2,...", plan=plan,
+                      run_id="run-42", options={"store_steps": "every:10"}) as rec:
+            rec.record_params(model)                  # fp32 masters (shards), before step 0 ends
+            rec.watch(model, outputs="blocks.*")      # module outputs, gathered dtypes
+            for step in ...:
+                with rec.step(step):
+                    rec.input("latents", latents_handed_over, latents_cast)
+                    out = model(...)
+                    rec.output("noise_pred", out)
+    """
+
+    def __init__(self, path, *, side="trainer", rank=None, world_size=None, run_id=None, family="",
+                 guidance_scale=1.0, plan=None, options=None, lib=None, strict=False, quiet=False):
+        self.strict = strict
+        self.quiet = quiet
+        self._h = C.c_void_p()
+        self._open = False
+        self._logged = set()
+        self._lock = threading.RLock()
+        self._in_step = False
+        self._step = -1
+        self._paused = 0
+        self._calls = {}
+        self._names = {}
+        self._device_ok = True
+        self._hooks = []
+        self._started_steps = 0  # steps ended
+        self._seen_dtypes = {}   # fqn -> drift dtype observed in this step's forward
+        self._param_dtypes = {}  # fqn -> dtype written to /param_dtypes
+        self._dtype_changes = {}
+        self._first_div = False
+        self.failures = 0
+        self.lib = None
+        try:
+            self.lib = _lib.load(lib)
+            r0, w0 = _dist_rank_world()
+            self.rank = r0 if rank is None else int(rank)
+            self.world_size = w0 if world_size is None else int(world_size)
+            self.path = path.format(rank=self.rank) if "{rank}" in path else path
+            if run_id is None:
+                run_id = os.environ.get("DRIFT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
+            self.run_id = run_id
+            if isinstance(plan, dict):
+                import json
+                plan = json.dumps(plan)
+            sd = _lib.SIDES[side] if isinstance(side, str) else int(side)
+            rc = self.lib.drift_recorder_open(C.byref(self._h), self.path.encode(), sd, self.rank, self.world_size,
+                                              run_id.encode(), (family or "").encode(), float(guidance_scale),
+                                              (plan or "").encode(), (_options_str(options) or "").encode() or None,
+                                              None)
+            if rc != 0:
+                self._status_fail("open", rc)
+                return
+            self._open = True
+        except Exception as e:  # noqa: BLE001 - the job must go on
+            self._fail("open", e)
+
+    # ------------------------------------------------------------------ errors
+    def _log_once(self, key, msg):
+        self.failures += 1
+        if key in self._logged:
+            return
+        self._logged.add(key)
+        if not self.quiet:
+            print(f"drift recorder: {getattr(self, 'path', '?')}: {msg} (reported once; the job goes on)",
+                  file=sys.stderr, flush=True)
+
+    def _fail(self, where, exc):
+        if self.strict:
+            raise RecorderError(f"{where}: {exc}") from exc
+        self._log_once(("exc", where), f"{where} failed: {type(exc).__name__}: {exc}")
+
+    def _status_fail(self, where, rc):
+        msg = self.lib.drift_recorder_last_error().decode(errors="replace") if self.lib else ""
+        if self.strict:
+            raise RecorderError(f"{where}: status {rc}: {msg}")
+        self._log_once(("rc", where), f"{where}: status {rc}: {msg}")
+
+    def _ok(self):
+        return self._open and self._paused == 0
+
+    def _name(self, s):
+        b = self._names.get(s)
+        if b is None:
+            b = s.encode()
+            self._names[s] = b
+        return b
+
+    # -------------------------------------------------------------- lifecycle
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Ends an open step (uncommitted: a step begun but not ended is not
+        committed), drains and closes. Idempotent."""
+        if not self._open:
+            return
+        try:
+            self.unwatch()
+            self._open = False
+            rc = self.lib.drift_recorder_close(self._h, None)
+            self._h = C.c_void_p()
+            if rc != 0:
+                self._status_fail("close", rc)
+        except Exception as e:  # noqa: BLE001
+            self._fail("close", e)
+
+    @property
+    def enabled(self):
+        """True while recording (False once closed or turned off by an error)."""
+        try:
+            return self._open and self.lib.drift_recorder_enabled(self._h) == 1
+        except Exception:  # noqa: BLE001
+            return False
+
+    @property
+    def error(self):
+        """The error that turned the recorder off ('' while on)."""
+        if not self._open:
+            return ""
+        return self.lib.drift_recorder_error(self._h).decode(errors="replace")
+
+    def counters(self):
+        if not self._open:
+            return {}
+        return {n: int(self.lib.drift_recorder_counter(self._h, i)) for i, n in enumerate(_lib.COUNTERS)}
+
+    def start(self):
+        """Starts the trace now (else: at the end of the first step)."""
+        if self._open:
+            self._flush_param_dtypes()
+            rc = self.lib.drift_recorder_start(self._h, None)
+            if rc:
+                self._status_fail("start", rc)
+
+    def prepare_device(self):
+        """Pins staging and creates the copy stream now (optional)."""
+        if self._open:
+            rc = self.lib.drift_recorder_prepare_device(self._h, None)
+            if rc == _lib.E_UNSUPPORTED:
+                self._device_ok = False
+            elif rc:
+                self._status_fail("prepare_device", rc)
+
+    def flush(self, timeout_ms=-1):
+        if self._open:
+            rc = self.lib.drift_recorder_flush(self._h, int(timeout_ms), None)
+            if rc:
+                self._status_fail("flush", rc)
+                return False
+        return True
+
+    # ------------------------------------------------------------------ steps
+    def begin_step(self, step):
+        if not self._open:
+            return
+        try:
+            with self._lock:
+                rc = self.lib.drift_recorder_begin_step(self._h, int(step), None)
+                if rc:
+                    self._status_fail("begin_step", rc)
+                    return
+                self._in_step = True
+                self._step = int(step)
+                self._calls.clear()
+                self._seen_dtypes.clear()
+                self._first_div = False
+        except Exception as e:  # noqa: BLE001
+            self._fail("begin_step", e)
+
+    def end_step(self):
+        if not self._open or not self._in_step:
+            return
+        try:
+            with self._lock:
+                if self._started_steps == 0:
+                    self._flush_param_dtypes()   # before the trace starts (end of the first step)
+                else:
+                    self._note_dtype_changes()
+                self._in_step = False
+                self._started_steps += 1
+                rc = self.lib.drift_recorder_end_step(self._h, None)
+                if rc:
+                    self._status_fail("end_step", rc)
+        except Exception as e:  # noqa: BLE001
+            self._fail("end_step", e)
+
+    @contextmanager
+    def step(self, step):
+        self.begin_step(step)
+        try:
+            yield self
+        finally:
+            self.end_step()
+
+    @contextmanager
+    def paused(self):
+        """No hook records inside (e.g. a second forward that is not the trainer's)."""
+        self._paused += 1
+        try:
+            yield self
+        finally:
+            self._paused -= 1
+
+    # ---------------------------------------------------------------- records
+    def record(self, site, x, microbatch=0, denoise_index=-1, call_index=None):
+        """Records tensor x (torch CUDA/CPU tensor or numpy array) under site in
+        the open step. call_index None: counted per (site, microbatch,
+        denoise_index) within the step. Returns True if the record was taken."""
+        if not self._open or not self._in_step or x is None:
+            return False
+        try:
+            if call_index is None:
+                key = (site, microbatch, denoise_index)
+                call_index = self._calls.get(key, 0)
+                self._calls[key] = call_index + 1
+            p = prepare(x)
+            name = self._name(site)
+            shape = _lib.shape_array(p.shape)
+            if p.device is not None and self._device_ok:
+                rc = self.lib.drift_recorder_record_device(self._h, name, p.dtype, len(p.shape), shape,
+                                                           C.c_void_p(p.ptr), C.c_void_p(p.stream), int(microbatch),
+                                                           int(denoise_index), int(call_index), None)
+                if rc != _lib.E_UNSUPPORTED:
+                    if rc:
+                        self._status_fail(f"record {site}", rc)
+                    return rc == 0
+                self._device_ok = False
+                self._log_once("nodevice", "device captures unsupported here ("
+                               + self.lib.drift_recorder_last_error().decode(errors="replace")
+                               + "): copying CUDA tensors to the host instead")
+            if p.device is not None:
+                p = prepare(x, want_host=True)
+            rc = self.lib.drift_recorder_record_host(self._h, name, p.dtype, len(p.shape), shape, C.c_void_p(p.ptr),
+                                                     int(microbatch), int(denoise_index), int(call_index), None)
+            if rc:
+                self._status_fail(f"record {site}", rc)
+            return rc == 0
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"record {site}", e)
+            return False
+
+    def input(self, name, pre_cast, post_cast=None, **idx):
+        """Boundary input `name` (latents, cond, timestep) as handed over
+        (input:<name>:pre_cast) and after the input_dtype_policy cast
+        (input:<name>:post_cast; the same tensor when there is no cast)."""
+        self.record(f"input:{name}:pre_cast", pre_cast, **idx)
+        self.record(f"input:{name}:post_cast", pre_cast if post_cast is None else post_cast, **idx)
+
+    def output(self, name, x, **idx):
+        """The model's final output: output:<name> (output:noise_pred)."""
+        return self.record(f"output:{name}", x, **idx)
+
+    def rollout(self, name, x, **idx):
+        """A tensor handed over by the rollout: rollout:<name> (rollout:model_output)."""
+        return self.record(f"rollout:{name}", x, **idx)
+
+    def logprob(self, kind, x, **idx):
+        """logprob:old (rollout) / logprob:new (trainer), one value per sample."""
+        return self.record(f"logprob:{kind}", x, **idx)
+
+    def sde(self, name, x, **idx):
+        """SDE sample data replay needs for log-probs: sde:x_next, sde:params
+        ([sigma, sigma_next, sigma_max, eta], fp32)."""
+        return self.record(f"sde:{name}", x, **idx)
+
+    def note(self, text, level=0):
+        if self._open and self._in_step:
+            rc = self.lib.drift_recorder_note(self._h, int(level), text.encode(errors="replace")[:255], None)
+            if rc:
+                self._status_fail("note", rc)
+
+    # ---------------------------------------------------------------- metrics
+    def compare(self, site, candidate, reference, batch=None, variant=0, denoise_index=-1, dtype=None):
+        """DESIGN.md s7 metrics of candidate vs reference (computed on their
+        device, fp64 sums) appended to /metrics for the open step, so that
+        `drift top --follow` shows them live. Returns the metrics dict (None
+        if nothing could be computed)."""
+        if not self._open or not self._in_step:
+            return None
+        try:
+            m = compare_metrics(candidate, reference, batch=batch, dtype=dtype)
+            row = _lib.TraceMetric()
+            for k, _ in _lib.TraceMetric._fields_:
+                if k in m:
+                    setattr(row, k, m[k])
+            row.step = self._step
+            row.variant = int(variant)
+            row.denoise_index = int(denoise_index)
+            flags = _lib.METRIC_BITWISE_EQUAL if m["bitwise_equal"] else 0
+            if not m["bitwise_equal"] and not self._first_div:
+                self._first_div = True
+                flags |= _lib.METRIC_FIRST_DIVERGENT
+            row.flags = flags
+            m["flags"] = flags
+            rc = self.lib.drift_recorder_add_metric(self._h, self._name(site), C.byref(row), None)
+            if rc:
+                self._status_fail(f"compare {site}", rc)
+            return m
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"compare {site}", e)
+            return None
+
+    def step_metrics(self, lp_new, lp_old, variant=0, denoise_index=-1):
+        """log_prob_mean_abs_diff, ratio_abs_minus_1, approx_kl of the open
+        step's log-prob pairs, appended to /metrics/steps."""
+        if not self._open or not self._in_step:
+            return None
+        try:
+            m = logprob_metrics(lp_new, lp_old)
+            row = _lib.TraceStepMetrics(step=self._step, variant=int(variant), denoise_index=int(denoise_index),
+                                        n_pairs=m["n_pairs"], log_prob_mean_abs_diff=m["log_prob_mean_abs_diff"],
+                                        ratio_abs_minus_1=m["ratio_abs_minus_1"], approx_kl=m["approx_kl"])
+            rc = self.lib.drift_recorder_add_step_metrics(self._h, C.byref(row), None)
+            if rc:
+                self._status_fail("step_metrics", rc)
+            return m
+        except Exception as e:  # noqa: BLE001
+            self._fail("step_metrics", e)
+            return None
+
+    # ------------------------------------------------------- params, buffers
+    def add_param(self, fqn, values, offset=None, full_shape=None):
+        """One fp32 master (or shard of it: offset and full_shape) into /params."""
+        if not self._open:
+            return False
+        try:
+            ptr, shape, keep = to_host_f32(values)
+            if len(shape) == 0 or any(s == 0 for s in shape):
+                return False  # an empty shard covers nothing
+            sh = _lib.shape_array(shape)
+            off = _lib.shape_array(offset) if offset is not None else None
+            fs = _lib.shape_array(full_shape) if full_shape is not None else None
+            rc = self.lib.drift_recorder_add_param(self._h, fqn.encode(), len(shape), sh, off, fs, C.c_void_p(ptr),
+                                                   None)
+            del keep
+            if rc:
+                self._status_fail(f"add_param {fqn}", rc)
+            return rc == 0
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"add_param {fqn}", e)
+            return False
+
+    def record_params(self, model, strip_prefix=None):
+        """Every parameter of model as fp32 masters, once (before the first
+        step ends): an FSDP2 DTensor parameter as this rank's local shard with
+        its offset and the full shape, a plain tensor whole. Names are the
+        model's FQNs without wrapper components. Returns the count written."""
+        n = 0
+        if not self._open:
+            return 0
+        try:
+            pre = _root_prefixes(model, strip_prefix)
+            for name, p in model.named_parameters():
+                fqn = strip_fqn(name, pre)
+                if _is_dtensor(p):
+                    off, full = _dtensor_offset(p)
+                    local = p.to_local()
+                    if tuple(local.shape) == full:
+                        n += self.add_param(fqn, local)
+                    else:
+                        n += self.add_param(fqn, local, off, full)
+                else:
+                    n += self.add_param(fqn, p)
+        except Exception as e:  # noqa: BLE001
+            self._fail("record_params", e)
+        return n
+
+    def set_param_dtype(self, fqn, dtype):
+        """/param_dtypes row (before the trace starts)."""
+        code = dtype if isinstance(dtype, int) else dtype_code_of(dtype)
+        self._param_dtypes[fqn] = code
+        if self._open:
+            rc = self.lib.drift_recorder_set_param_dtype(self._h, fqn.encode(), code, None)
+            if rc:
+                self._status_fail("set_param_dtype", rc)
+
+    def add_buffer(self, name, x):
+        """A non-parameter tensor that matters numerically (RoPE tables), in
+        its own dtype (before the trace starts)."""
+        if not self._open:
+            return
+        try:
+            p = prepare(x, want_host=True)
+            sh = _lib.shape_array(p.shape)
+            rc = self.lib.drift_recorder_add_buffer(self._h, name.encode(), p.dtype, len(p.shape), sh,
+                                                    C.c_void_p(p.ptr), None)
+            if rc:
+                self._status_fail(f"add_buffer {name}", rc)
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"add_buffer {name}", e)
+
+    def set_graph(self, json_text):
+        if self._open:
+            b = json_text.encode()
+            rc = self.lib.drift_recorder_set_graph(self._h, b, len(b), None)
+            if rc:
+                self._status_fail("set_graph", rc)
+
+    def _flush_param_dtypes(self):
+        for fqn, code in sorted(self._seen_dtypes.items()):
+            if fqn not in self._param_dtypes:
+                self.set_param_dtype(fqn, code)
+
+    def _note_dtype_changes(self):
+        changed = [(f, self._param_dtypes[f], c) for f, c in sorted(self._seen_dtypes.items())
+                   if f in self._param_dtypes and self._param_dtypes[f] != c]
+        if not changed:
+            return
+        f, a, b = changed[0]
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        self.note(f"param dtype changed: {f} gathered as {_lib.DTYPE_NAMES.get(b, b)}, "
+                  f"/param_dtypes says {_lib.DTYPE_NAMES.get(a, a)}{more}", level=1)
+        for f, _, c in changed:
+            self._param_dtypes[f] = c
+
+    # ------------------------------------------------------------------ hooks
+    def watch(self, model, outputs=None, gathered=None, param_dtypes=True, strip_prefix=None):
+        """Installs forward hooks on model (call after fully_shard):
+
+        outputs: glob(s) over module FQNs; each matching module's first tensor
+          output is recorded as "<fqn>:out" (call_index counts repeated calls
+          within a step).
+        param_dtypes: the dtype each parameter had when its forward ran (the
+          gathered, unsharded parameter under FSDP2; the plan in force),
+          written to /param_dtypes at the end of the first step; a later step
+          that sees a different dtype gets a note.
+        gathered: glob(s) over parameter FQNs whose gathered values are
+          recorded as "param:<fqn>:gathered" (once per step).
+        """
+        if not self._open:
+            return
+        try:
+            pre = _root_prefixes(model, strip_prefix)
+            out_globs = [outputs] if isinstance(outputs, str) else list(outputs or [])
+            g_globs = [gathered] if isinstance(gathered, str) else list(gathered or [])
+            mods = [(strip_fqn(n, pre), m) for n, m in model.named_modules()]
+            fsdp = [(n, m) for n, m in mods if _is_fsdp_module(m)]
+            if param_dtypes or g_globs:
+                # FSDP2 unshards in a pre-forward hook registered with
+                # prepend=True, so hooks registered here run after it and see
+                # the unsharded parameters of the module's own group (a
+                # parameter still sharded is a DTensor: another group's).
+                owners = fsdp if fsdp else [(n, m) for n, m in mods if any(True for _ in m.parameters(recurse=False))]
+                for n, m in owners:
+                    names = [(strip_fqn(pn, ()), pn) for pn, _ in m.named_parameters()]
+                    self._hooks.append(m.register_forward_pre_hook(self._make_param_hook(n, m, names, g_globs,
+                                                                                           param_dtypes)))
+            for n, m in mods:
+                if n and any(fnmatch.fnmatchcase(n, g) for g in out_globs):
+                    self._hooks.append(m.register_forward_hook(self._make_out_hook(f"{n}:out")))
+        except Exception as e:  # noqa: BLE001
+            self._fail("watch", e)
+
+    def unwatch(self):
+        for h in self._hooks:
+            try:
+                h.remove()
+            except Exception:  # noqa: BLE001
+                pass
+        self._hooks = []
+
+    def _make_out_hook(self, site):
+        def hook(module, args, output):
+            if self._ok() and self._in_step:
+                t = _first_tensor(output)
+                if t is not None:
+                    self.record(site, t)
+        return hook
+
+    def _make_param_hook(self, prefix, module, names, g_globs, want_dtypes):
+        def hook(mod, args):
+            if not (self._ok() and self._in_step):
+                return None
+            try:
+                params = dict(mod.named_parameters())
+                for local, pn in names:
+                    p = params.get(pn)
+                    if p is None or _is_dtensor(p):
+                        continue
+                    fqn = f"{prefix}.{local}" if prefix else local
+                    if want_dtypes and fqn not in self._seen_dtypes:
+                        self._seen_dtypes[fqn] = dtype_code(p)
+                    if g_globs and any(fnmatch.fnmatchcase(fqn, g) for g in g_globs):
+                        key = f"param:{fqn}:gathered"
+                        if (key, 0, -1) not in self._calls:
+                            self.record(key, p)
+            except Exception as e:  # noqa: BLE001
+                self._fail("param hook", e)
+            return None
+        return hook
+
+
+def dtype_code_of(d):
+    """drift dtype code of a name ('fp32', 'bf16', 'fp16') or a torch dtype."""
+    s = str(d).replace("torch.", "")
+    return {"fp32": 1, "float32": 1, "float": 1, "bf16": 2, "bfloat16": 2, "fp16": 3, "float16": 3,
+            "half": 3}[s]
