@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
             ng++;
         } else if (v->op.kind == DRIFT_OP_ATTENTION) {
             const drift_value *q = drift_graph_value(f->assigned, v->in[0]), *k = drift_graph_value(f->assigned, v->in[1]);
-            int64_t bh = q->shape[0] * q->shape[1], lq = q->shape[2], d = q->shape[3], lk = k->shape[2];
+            const int hd = v->op.layout ? 2 : 1, ld = v->op.layout ? 1 : 2; /* [B, L, H, D] in layout 1 */
+            int64_t bh = q->shape[0] * q->shape[hd], lq = q->shape[ld], d = q->shape[3], lk = k->shape[ld];
             g[ng++] = (gemm){lq, lk, d, bh};
             g[ng++] = (gemm){lq, d, lk, bh};
             flops += 4.0 * (double)bh * (double)lq * (double)lk * (double)d;

@@ -2,15 +2,18 @@
  * shape: B=1, H=24, Lq=Lk=4096, Dh=Dv=128, bf16 q/k/v/out, bf16 compute,
  * scale 0 (1/sqrt(128)); the fused kernel (DRIFT_CUDA_ATTENTION=fused)
  * against the unfused cuBLASLt path (DRIFT_CUDA_ATTENTION=unfused) on the
- * same backend and operands.
+ * same backend and operands, each in layout 0 (q, k, v, out [B, H, L, D])
+ * and layout 1 ([B, L, H, D], the per-head view of a linear's output that
+ * the Wan graph feeds without permutes; same values, permuted).
  *
  *   bench_cuda_attention [reps=20]
  *
  * Each call is timed with CUDA events on the backend stream around its
- * enqueue (host overhead counts); the two paths are interleaved rep by rep;
- * medians after 3 warm-ups. Also prints the mean relative difference of the
- * two outputs (sanity). Last line:
- *   BENCH attention fused_ms=X unfused_ms=Y
+ * enqueue (host overhead counts); the four configurations are interleaved
+ * rep by rep; medians after 3 warm-ups. Also prints the mean relative
+ * difference of the fused and unfused outputs and the number of elements
+ * where layout 1 differs from layout 0 (permuted back; must be 0). Last line:
+ *   BENCH attention fused_ms=X unfused_ms=Y fused_l1_ms=Z unfused_l1_ms=W
  * Prints "SKIP" and exits 0 in a build without CUDA or without a device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +62,14 @@ static int cmp_f(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* [B, n1, n2, D] -> [B, n2, n1, D] */
+static void swap12(const float *src, float *dst, int64_t B, int64_t n1, int64_t n2, int64_t D) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < n1; i++)
+            for (int64_t j = 0; j < n2; j++)
+                memcpy(dst + ((b * n2 + j) * n1 + i) * D, src + ((b * n1 + i) * n2 + j) * D, (size_t)D * sizeof(float));
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 1) reps = 1;
@@ -73,14 +84,16 @@ int main(int argc, char **argv) {
     cudaStream_t st = (cudaStream_t)drift_cuda_backend_stream(be);
 
     const int64_t B = 1, H = 24, L = 4096, D = 128;
-    drift_tensor t[5];
+    /* t[0..2] q, k, v layout 0; t[3], t[4] fused / unfused out layout 0;
+       t[5..7] q, k, v layout 1; t[8], t[9] fused / unfused out layout 1 */
+    drift_tensor t[10];
     memset(t, 0, sizeof t);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 10; i++) {
         t[i].dtype = DRIFT_BF16;
         t[i].ndim = 4;
         t[i].shape[0] = B;
-        t[i].shape[1] = H;
-        t[i].shape[2] = L;
+        t[i].shape[1] = i < 5 ? H : L;
+        t[i].shape[2] = i < 5 ? L : H;
         t[i].shape[3] = D;
         DK(be->alloc(be, &t[i], &err));
     }
@@ -90,6 +103,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) {
         for (int64_t j = 0; j < n; j++) h[j] = normalish();
         DK(be->upload_f32(be, &t[i], h, &err));
+        swap12(h, h2, B, H, L, D);
+        DK(be->upload_f32(be, &t[5 + i], h2, &err));
     }
     drift_op op;
     memset(&op, 0, sizeof op);
@@ -98,24 +113,27 @@ int main(int argc, char **argv) {
     op.out = DRIFT_BF16;
     op.n_in = 3;
     op.scale = 0.0f;
-    const drift_tensor *in[3] = {&t[0], &t[1], &t[2]};
+    const drift_tensor *in0[3] = {&t[0], &t[1], &t[2]}, *in1[3] = {&t[5], &t[6], &t[7]};
     static const char *modes[2] = {"fused", "unfused"};
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    float *ms[2] = {malloc((size_t)reps * sizeof(float)), malloc((size_t)reps * sizeof(float))};
-    if (!ms[0] || !ms[1]) return 1;
+    float *ms[4];
+    for (int c = 0; c < 4; c++)
+        if (!(ms[c] = malloc((size_t)reps * sizeof(float)))) return 1;
     for (int r = -3; r < reps; r++)
-        for (int m = 0; m < 2; m++) {
+        for (int c = 0; c < 4; c++) { /* c = layout * 2 + mode */
+            const int m = c & 1, ly = c >> 1;
             setenv("DRIFT_CUDA_ATTENTION", modes[m], 1);
+            op.layout = ly;
             CK(cudaEventRecord(e0, st));
-            DK(be->run(be, &op, in, &t[3 + m], &err));
+            DK(be->run(be, &op, ly ? in1 : in0, &t[ly ? 8 + m : 3 + m], &err));
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float x = 0.0f;
             CK(cudaEventElapsedTime(&x, e0, e1));
-            if (r >= 0) ms[m][r] = x;
+            if (r >= 0) ms[c][r] = x;
         }
     unsetenv("DRIFT_CUDA_ATTENTION");
     DK(be->download_f32(be, &t[3], h, &err));
@@ -131,27 +149,46 @@ int main(int argc, char **argv) {
         sau += fabs((double)h2[j]);
         differ += h[j] != h2[j];
     }
-    qsort(ms[0], (size_t)reps, sizeof(float), cmp_f);
-    qsort(ms[1], (size_t)reps, sizeof(float), cmp_f);
-    const double fm = ms[0][reps / 2], um = ms[1][reps / 2];
+    /* layout 1 vs layout 0, per path, bitwise */
+    int64_t l1_differ[2] = {0, 0};
+    float *h3 = malloc((size_t)n * sizeof(float)), *h4 = malloc((size_t)n * sizeof(float));
+    if (!h3 || !h4) return 1;
+    for (int m = 0; m < 2; m++) {
+        DK(be->download_f32(be, &t[3 + m], h3, &err));
+        DK(be->download_f32(be, &t[8 + m], h4, &err));
+        swap12(h4, h, B, L, H, D); /* [B, L, H, D] -> [B, H, L, D] */
+        for (int64_t j = 0; j < n; j++) l1_differ[m] += memcmp(&h[j], &h3[j], sizeof(float)) != 0;
+    }
+    double med[4];
+    for (int c = 0; c < 4; c++) {
+        qsort(ms[c], (size_t)reps, sizeof(float), cmp_f);
+        med[c] = ms[c][reps / 2];
+    }
+    const double fm = med[0], um = med[1];
     /* useful flops: 2 GEMMs of 2*L*L*D per head (the fused kernel computes QK^T twice) */
     const double fl = 4.0 * (double)(B * H) * (double)L * (double)L * (double)D;
     printf("attention B=%lld H=%lld L=%lld D=%lld bf16, %d reps (medians; min fused %.3f unfused %.3f ms)\n",
            (long long)B, (long long)H, (long long)L, (long long)D, reps, (double)ms[0][0], (double)ms[1][0]);
-    printf("  fused   %.3f ms  %.1f TFLOP/s (2 GEMMs)\n", fm, fl / (fm * 1e-3) / 1e12);
-    printf("  unfused %.3f ms  %.1f TFLOP/s\n", um, fl / (um * 1e-3) / 1e12);
+    printf("  fused   layout 0 %.3f ms  %.1f TFLOP/s (2 GEMMs)\n", fm, fl / (fm * 1e-3) / 1e12);
+    printf("  unfused layout 0 %.3f ms  %.1f TFLOP/s\n", um, fl / (um * 1e-3) / 1e12);
+    printf("  fused   layout 1 %.3f ms  %.1f TFLOP/s; %lld elements differ from layout 0 (want 0)\n", med[2],
+           fl / (med[2] * 1e-3) / 1e12, (long long)l1_differ[0]);
+    printf("  unfused layout 1 %.3f ms  %.1f TFLOP/s; %lld elements differ from layout 0 (want 0)\n", med[3],
+           fl / (med[3] * 1e-3) / 1e12, (long long)l1_differ[1]);
     printf("  speedup %.2fx; outputs: mean rel diff %.2e, %.3f%% elements differ, %lld non-finite\n", um / fm,
            sau > 0 ? sad / sau : sad, 100.0 * (double)differ / (double)n, (long long)nonfin);
-    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f\n", fm, um);
-    for (int i = 0; i < 5; i++) be->release(be, &t[i]);
+    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f\n", fm, um, med[2],
+           med[3]);
+    for (int i = 0; i < 10; i++) be->release(be, &t[i]);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
     drift_backend_free(be);
     free(h);
     free(h2);
-    free(ms[0]);
-    free(ms[1]);
-    return 0;
+    free(h3);
+    free(h4);
+    for (int c = 0; c < 4; c++) free(ms[c]);
+    return l1_differ[0] || l1_differ[1] ? 1 : 0;
 }
 
 #else

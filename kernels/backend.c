@@ -258,14 +258,19 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
     case DRIFT_OP_ATTENTION: {
         fmt_shape(s1, sizeof s1, b->ndim, b->shape);
         fmt_shape(s2, sizeof s2, c->ndim, c->shape);
+        if (op->layout != 0 && op->layout != 1)
+            return shape_err(err, op, "layout must be 0 ([B, H, L, D]) or 1 ([B, L, H, D]), got %d", op->layout);
+        /* dims of H and L in this layout */
+        const int hd = op->layout ? 2 : 1, ld = op->layout ? 1 : 2;
+        const char *names = op->layout ? "[B, L, H, D] (layout 1)" : "[B, H, L, D]";
         if (a->ndim != 4 || b->ndim != 4 || c->ndim != 4)
-            return shape_err(err, op, "q, k, v must be [B, H, L, D], got %s, %s, %s", s0, s1, s2);
-        if (a->shape[0] != b->shape[0] || a->shape[0] != c->shape[0] || a->shape[1] != b->shape[1] ||
-            a->shape[1] != c->shape[1] || a->shape[3] != b->shape[3] || b->shape[2] != c->shape[2])
-            return shape_err(err, op, "q %s, k %s, v %s do not match (q, k share B, H, Dh; k, v share Lk)", s0, s1,
-                             s2);
-        if (b->shape[2] < 1 || a->shape[3] < 1)
-            return shape_err(err, op, "attention needs Lk >= 1 and Dh >= 1 (q %s, k %s)", s0, s1);
+            return shape_err(err, op, "q, k, v must be %s, got %s, %s, %s", names, s0, s1, s2);
+        if (a->shape[0] != b->shape[0] || a->shape[0] != c->shape[0] || a->shape[hd] != b->shape[hd] ||
+            a->shape[hd] != c->shape[hd] || a->shape[3] != b->shape[3] || b->shape[ld] != c->shape[ld])
+            return shape_err(err, op, "q %s, k %s, v %s do not match (%s: q, k share B, H, Dh; k, v share Lk)", s0,
+                             s1, s2, names);
+        if (b->shape[ld] < 1 || a->shape[3] < 1)
+            return shape_err(err, op, "attention needs Lk >= 1 and Dh >= 1 (q %s, k %s, %s)", s0, s1, names);
         copy_shape(a, ndim, shape);
         shape[3] = c->shape[3];
         return DRIFT_OK;

@@ -240,7 +240,7 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: o->eps = in->eps; break;
     case DRIFT_OP_AFFINE: o->alpha = in->alpha; o->beta = in->beta; break;
-    case DRIFT_OP_ATTENTION: o->scale = in->scale; break;
+    case DRIFT_OP_ATTENTION: o->scale = in->scale; o->layout = in->layout; break;
     case DRIFT_OP_TIMESTEP_SINUSOID:
         o->dim = in->dim;
         o->max_period = in->max_period;
@@ -277,6 +277,8 @@ static int check_attrs(int id, const drift_op *op, drift_err *err) {
         break;
     case DRIFT_OP_ATTENTION:
         if (!isfinite(op->scale) || op->scale <= 0) return fail_node(id, op, err, "scale must be finite and > 0");
+        if (op->layout != 0 && op->layout != 1)
+            return fail_node(id, op, err, "layout must be 0 ([B, H, L, D]) or 1 ([B, L, H, D]), got %d", op->layout);
         break;
     case DRIFT_OP_TIMESTEP_SINUSOID:
         if (!isfinite(op->max_period) || op->max_period <= 0)
@@ -567,7 +569,8 @@ static int op_eq(const drift_op *a, const drift_op *b) {
     if (!f_eq(a->eps, b->eps) || !f_eq(a->alpha, b->alpha) || !f_eq(a->beta, b->beta) || !f_eq(a->scale, b->scale) ||
         !f_eq(a->max_period, b->max_period))
         return 0;
-    if (a->flip_sin_to_cos != b->flip_sin_to_cos || a->dim != b->dim || a->start != b->start || a->length != b->length)
+    if (a->flip_sin_to_cos != b->flip_sin_to_cos || a->dim != b->dim || a->start != b->start || a->length != b->length ||
+        a->layout != b->layout)
         return 0;
     return memcmp(a->perm, b->perm, sizeof a->perm) == 0 && memcmp(a->patch, b->patch, sizeof a->patch) == 0;
 }

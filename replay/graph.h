@@ -175,7 +175,7 @@ int drift_graph_input_parse(const char *s);             /* -> DRIFT_INPUT_*, or 
  *                 "attrs": {...}, "dtype": "bf16", "compute": "bf16", "origin": "model",
  *                 "sem_id": 3}, ... ]}
  * Node attrs by op: layer_norm/rms_norm {eps}, affine {alpha, beta},
- * attention {scale}, timestep_sinusoid {dim, max_period, flip_sin_to_cos},
+ * attention {scale, layout (optional, written only when 1 = [B, L, H, D])}, timestep_sinusoid {dim, max_period, flip_sin_to_cos},
  * narrow {dim, start, length}, concat {dim}, permute {perm}, patchify and
  * unpatchify {patch}. Rules with arguments: cast_to/fixed {"to": dtype},
  * type_as {"ref": id}, input_policy {"input": name}. */

@@ -36,6 +36,7 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim) {
         drift_json_buf_add_key(b, "attrs");
         drift_json_buf_begin_object(b);
         drift_json_buf_field_number(b, "scale", op->scale);
+        if (op->layout) drift_json_buf_field_int(b, "layout", op->layout); /* omitted when 0 */
         drift_json_buf_end_object(b);
         break;
     case DRIFT_OP_TIMESTEP_SINUSOID:
@@ -235,15 +236,18 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     int rc;
     int64_t t;
     static const char *const keys[] = {"eps", "alpha", "beta", "scale", "dim", "max_period", "flip_sin_to_cos",
-                                       "start", "length", "perm", "patch", NULL};
+                                       "start", "length", "perm", "patch", "layout", NULL};
     if ((rc = expect_type(c, "attrs", a, DRIFT_JSON_OBJECT))) return rc;
     if ((rc = check_keys(c, a, keys))) return rc;
-    /* Required attributes per op; extra ones are rejected by name. */
+    /* Required attributes per op, then optional ones (default 0, so that
+     * documents written before they existed stay valid); others are
+     * rejected by name. */
     const char *req[4] = {NULL, NULL, NULL, NULL};
+    const char *opt = NULL;
     switch (op->kind) {
     case DRIFT_OP_LAYER_NORM: case DRIFT_OP_RMS_NORM: req[0] = "eps"; break;
     case DRIFT_OP_AFFINE: req[0] = "alpha"; req[1] = "beta"; break;
-    case DRIFT_OP_ATTENTION: req[0] = "scale"; break;
+    case DRIFT_OP_ATTENTION: req[0] = "scale"; opt = "layout"; break;
     case DRIFT_OP_TIMESTEP_SINUSOID: req[0] = "dim"; req[1] = "max_period"; req[2] = "flip_sin_to_cos"; break;
     case DRIFT_OP_NARROW: req[0] = "dim"; req[1] = "start"; req[2] = "length"; break;
     case DRIFT_OP_CONCAT: req[0] = "dim"; break;
@@ -254,6 +258,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     for (size_t i = 0; i < a->n_members; i++) {
         int ok = 0;
         for (int k = 0; k < 4 && req[k]; k++) ok |= strcmp(a->members[i].key, req[k]) == 0;
+        if (opt) ok |= strcmp(a->members[i].key, opt) == 0;
         if (!ok) return jfail(c, &a->members[i].value, "attribute '%s' does not apply to op %s", a->members[i].key,
                               drift_graph_op_name(op->kind));
     }
@@ -283,6 +288,13 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             for (size_t i = 0; rc == DRIFT_OK && i < n; i++) (perm ? op->perm : op->patch)[i] = (int)arr[i];
         }
         if (rc) return rc;
+    }
+    if (opt) {
+        const drift_json_value *v = drift_json_object_get(a, opt);
+        if (v && !strcmp(opt, "layout")) {
+            if ((rc = get_int(c, opt, v, 0, 1, &t))) return rc;
+            op->layout = (int)t;
+        }
     }
     return DRIFT_OK;
 }

@@ -431,11 +431,27 @@ static float attn_scale(const drift_op *op, int64_t Dh) {
     return op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
 }
 
+/* The [L, D] rows of one head (row stride ld elements) to / from a
+ * contiguous [L, D] buffer. */
+static void head_gather(float *c, const float *t, int64_t L, int64_t D, int64_t ld) {
+    for (int64_t i = 0; i < L; i++) memcpy(c + i * D, t + i * ld, (size_t)D * sizeof(float));
+}
+static void head_scatter(float *t, const float *c, int64_t L, int64_t D, int64_t ld) {
+    for (int64_t i = 0; i < L; i++) memcpy(t + i * ld, c + i * D, (size_t)D * sizeof(float));
+}
+
+/* Layout 0: heads are contiguous [L, D] blocks of q, k, v, out and the GEMMs
+ * read and write them in place. Layout 1 ([B, L, H, D]): each head's rows
+ * are gathered into contiguous buffers first and its output scattered back,
+ * so OpenBLAS sees exactly the operands (values, shapes, leading dims) of
+ * layout 0 and the results are bitwise equal (the copies are O(L D) per
+ * head against the O(Lq Lk D) products). */
 static int run_attention(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
-    const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], Dh = q->shape[3];
-    const int64_t Lk = k->shape[2], Dv = v->shape[3];
+    const int ly = op->layout != 0, hd = ly ? 2 : 1, ld = ly ? 1 : 2;
+    const int64_t B = q->shape[0], H = q->shape[hd], BH = B * H, Lq = q->shape[ld], Dh = q->shape[3];
+    const int64_t Lk = k->shape[ld], Dv = v->shape[3];
     if (BH == 0 || Lq == 0 || Dv == 0) return DRIFT_OK;
     if (Lq > INT_MAX || Lk > INT_MAX || Dh > INT_MAX || Dv > INT_MAX)
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention", "attention dims exceed BLAS int");
@@ -444,22 +460,35 @@ static int run_attention(int nt, const drift_op *op, const drift_tensor *const *
     int64_t T = ((int64_t)1 << 20) / Lk;
     if (T < 64) T = 64;
     if (T > Lq) T = Lq;
-    float *tq = NULL, *tk = NULL, *tv = NULL;
+    float *tq = NULL, *tk = NULL, *tv = NULL, *hb = NULL;
     float *S = malloc((size_t)(T * Lk) * sizeof(float));
     float *l = malloc((size_t)T * sizeof(float));
+    if (ly) hb = malloc((size_t)(Lq * Dh + Lk * Dh + Lk * Dv + Lq * Dv) * sizeof(float));
     const float *qa = gemm_operand(q, op->compute, &tq);
     const float *ka = qa ? gemm_operand(k, op->compute, &tk) : NULL;
     const float *va = ka ? gemm_operand(v, op->compute, &tv) : NULL;
     int rc = DRIFT_OK;
-    if (!S || !l || !va) {
+    if (!S || !l || !va || (ly && !hb)) {
         rc = nomem(err, op);
         goto done;
     }
     const float scale = attn_scale(op, Dh);
     float *o = fd(out);
     for (int64_t bh = 0; bh < BH; bh++) {
-        const float *qh = qa + bh * Lq * Dh, *kh = ka + bh * Lk * Dh, *vh = va + bh * Lk * Dv;
-        float *oh = o + bh * Lq * Dv;
+        const float *qh, *kh, *vh;
+        float *oh;
+        if (ly) {
+            /* head h of sample b: rows at stride H*D from b*L*H*D + h*D */
+            const int64_t b = bh / H, h = bh - b * H;
+            float *cq = hb, *ck = cq + Lq * Dh, *cv = ck + Lk * Dh;
+            head_gather(cq, qa + b * Lq * H * Dh + h * Dh, Lq, Dh, H * Dh);
+            head_gather(ck, ka + b * Lk * H * Dh + h * Dh, Lk, Dh, H * Dh);
+            head_gather(cv, va + b * Lk * H * Dv + h * Dv, Lk, Dv, H * Dv);
+            qh = cq, kh = ck, vh = cv, oh = cv + Lk * Dv;
+        } else {
+            qh = qa + bh * Lq * Dh, kh = ka + bh * Lk * Dh, vh = va + bh * Lk * Dv;
+            oh = o + bh * Lq * Dv;
+        }
         for (int64_t r0 = 0; r0 < Lq; r0 += T) {
             const int64_t nr = min64(T, Lq - r0);
             /* S[nr, Lk] = q[nr, Dh] k[Lk, Dh]^T */
@@ -473,10 +502,15 @@ static int run_attention(int nt, const drift_op *op, const drift_tensor *const *
             attn_out_job oj = {oh + r0 * Dv, l, Dv, op->out};
             drift_host_parallel_for(nt, nr, row_grain(Dv), attn_out_rows, &oj);
         }
+        if (ly) {
+            const int64_t b = bh / H, h = bh - b * H;
+            head_scatter(o + b * Lq * H * Dv + h * Dv, oh, Lq, Dv, H * Dv);
+        }
     }
 done:
     free(S);
     free(l);
+    free(hb);
     free(tq);
     free(tk);
     free(tv);

@@ -6,17 +6,19 @@
  * statistics (m, l) stay in registers:
  *   pass 1: for every key tile of 64 keys: s = fp32(q.k) * scale (mma.sync
  *           m16n8k16, fp32 accumulation, then one __fmul_rn, as cuBLASLt's
- *           alpha), masked to -inf past Lk; running row max m and running
- *           l = l * expf(m_old - m_new) + sum expf(s - m_new) (fp32);
+ *           alpha), masked to -inf past Lk; the running row max m only
+ *           (no exponentials: pass 1 is the mma and a max);
  *   pass 2: the same key tiles again, s recomputed by the same code (bitwise
  *           identical to pass 1), p = expf(s - m) with the FINAL (global) row
- *           max, p rounded once to the compute dtype (RNE, dev_common.cuh),
+ *           max; l += p in fp32 (the unrounded p, as the unfused path sums
+ *           it), p rounded once to the compute dtype (RNE, dev_common.cuh),
  *           o += p.v (mma.sync, fp32 accumulation);
  *   out = round_out(__fdiv_rn(o, l)).
  * So p follows the contract exactly (global max, one rounding); what differs
  * from the unfused path is the fp32 summation order of q.k (inside the mma
- * vs cuBLASLt) and of l (online rescaling instead of a plain sum), both at
- * fp32 ULP level (kernels/cuda/README.md).
+ * vs cuBLASLt) and of l (per-thread partial sums over its columns, then a
+ * quad reduction, instead of the unfused kernel's order), both at fp32 ULP
+ * level (kernels/cuda/README.md).
  *
  * Non-finite values follow the unfused path: the max ignores NaN (fmaxf);
  * a row whose final max is not finite gets l = NaN (the unfused path's
@@ -33,8 +35,17 @@
  * the P.V A fragments in registers (the m16n8 C layout of two adjacent key
  * tiles is the m16k16 A layout).
  *
+ * Layouts: element (b, h, l, d) of q, k, v and out sits at
+ * b*sB + h*sH + l*sL + d (dcu_attn_strides), so ATTENTION's layout 0
+ * ([B, H, L, D]: sH = L*D, sL = D) and layout 1 ([B, L, H, D]: sH = D,
+ * sL = H*D) run the same code on the same values: a CTA computes exactly the
+ * same arithmetic whatever the strides, only its addresses change, so the
+ * two layouts give bitwise equal results.
+ *
  * Requirements (checked by the host side, attention_lt.c): q, k, v in the
- * compute dtype, 16-byte aligned, contiguous [BH, L, D]; sm_80 or newer. */
+ * compute dtype, 16-byte aligned base pointers and q/k/v strides that are
+ * multiples of 8 elements (every row start 16-byte aligned for cp.async);
+ * sm_80 or newer. The output is written element by element (any strides). */
 #include "kernels/cuda/dev_common.cuh"
 
 #include <math.h>
@@ -94,21 +105,24 @@ DCU_DEV int swz(int r, int c) {
     return r * D + ((c ^ (r & 7)) << 3);
 }
 
-/* Copies rows [row0, row0 + nrows) of a [L, D] matrix into a swizzled smem
- * tile of nrows rows; rows >= L are zero-filled. */
+/* Copies rows [row0, row0 + nrows) of an [L, D] matrix whose rows are ld
+ * elements apart into a swizzled smem tile of nrows rows; rows >= L are
+ * zero-filled. */
 template <int D, int NROWS>
-DCU_DEV void load_tile(uint16_t *sm, const uint16_t *g, int64_t row0, int64_t L) {
+DCU_DEV void load_tile(uint16_t *sm, const uint16_t *g, int64_t row0, int64_t L, int64_t ld) {
     constexpr int kChunks = D / 8; /* 16-byte chunks per row */
     constexpr int kTotal = NROWS * kChunks;
-    static_assert(kTotal % kThreads == 0, "tile chunks must divide evenly over the threads");
+    constexpr int kRowStep = kThreads / kChunks; /* rows between a thread's chunks */
+    static_assert(kTotal % kThreads == 0 && kThreads % kChunks == 0, "tile chunks must divide evenly over the threads");
+    const int r0 = (int)threadIdx.x / kChunks, c = (int)threadIdx.x % kChunks; /* c is the same for every i */
+    const uint16_t *p = g + (row0 + r0) * ld + c * 8;
+    const int64_t step = (int64_t)kRowStep * ld;
 #pragma unroll
     for (int i = 0; i < kTotal / kThreads; i++) {
-        int idx = (int)threadIdx.x + i * kThreads;
-        int r = idx / kChunks, c = idx % kChunks;
-        int64_t gr = row0 + r;
-        bool ok = gr < L;
-        const uint16_t *src = ok ? g + gr * D + c * 8 : g; /* any valid address when zero-filling */
-        cp_async16(smem_addr(sm + swz<D>(r, c)), src, ok ? 16 : 0);
+        const int r = r0 + i * kRowStep;
+        const bool ok = row0 + r < L;
+        cp_async16(smem_addr(sm + swz<D>(r, c)), ok ? p : g, ok ? 16 : 0); /* any valid address when zero-filling */
+        p += step;
     }
 }
 
@@ -146,7 +160,8 @@ DCU_DEV uint32_t round_bits(float x, bool bf16) { return bf16 ? dcu_f32_to_bf16(
 template <bool BF16, int D>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     k_attn_fused(const uint16_t *__restrict__ q, const uint16_t *__restrict__ k, const uint16_t *__restrict__ v,
-                 int64_t Lq, int64_t Lk, int64_t n_qtiles, float scale, void *__restrict__ out, int to) {
+                 const dcu_attn_strides st_, int64_t Lq, int64_t Lk, int64_t n_qtiles, float scale,
+                 void *__restrict__ out, int to) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) uint16_t smem[];
     constexpr int kTile = kBN * D; /* elements of one K or V tile */
@@ -157,17 +172,24 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     const int g = lane >> 2, t2 = (lane & 3) * 2;
     const int64_t bh = (int64_t)blockIdx.x / n_qtiles;
     const int64_t q0 = ((int64_t)blockIdx.x - bh * n_qtiles) * kBM;
-    const uint16_t *qh = q + bh * Lq * D;
-    const uint16_t *kh = k + bh * Lk * D;
-    const uint16_t *vh = v + bh * Lk * D;
+    /* (b, h) of this CTA; the row strides stay in the parameter space until
+       load_tile turns them into per-thread pointer steps (ptxas, sm_90: no
+       spills, 233 / 128 registers at D = 128 / 64) */
+    const uint16_t *qh, *kh, *vh;
+    {
+        const int64_t bb = bh / st_.H, hh = bh - bb * st_.H;
+        qh = q + bb * st_.q[0] + hh * st_.q[1];
+        kh = k + bb * st_.k[0] + hh * st_.k[1];
+        vh = v + bb * st_.v[0] + hh * st_.v[1];
+    }
     const int n_kt = (int)((Lk + kBN - 1) / kBN);
 
     /* Q tile -> smem (V area: 2 * kBN rows == kBM rows) -> registers */
     static_assert(2 * kBN == kBM, "the Q tile is staged in the two V buffers");
-    load_tile<D, kBM>(Vs, qh, q0, Lq);
+    load_tile<D, kBM>(Vs, qh, q0, Lq, st_.q[2]);
     cp_async_commit();
     /* first K tile (pass 1) */
-    load_tile<D, kBN>(Ks, kh, 0, Lk);
+    load_tile<D, kBN>(Ks, kh, 0, Lk, st_.k[2]);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
@@ -180,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     __syncthreads(); /* the V buffers are free again */
 
     float m[2] = {-INFINITY, -INFINITY}; /* rows g, g+8: running (then final) max */
-    float l[2] = {0.0f, 0.0f};           /* this thread's partial sums (its 16 columns of each tile) */
+    float l[2] = {0.0f, 0.0f};           /* pass 2: this thread's partial sums of p (its 16 columns of each tile) */
     float o[D / 8][4];
 #pragma unroll
     for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
@@ -192,8 +214,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
            iteration ended with a barrier) */
         if (it + 1 < total) {
             const int nx = it + 1, kt = nx < n_kt ? nx : nx - n_kt;
-            load_tile<D, kBN>(Ks + (nx & 1) * kTile, kh, (int64_t)kt * kBN, Lk);
-            if (nx >= n_kt) load_tile<D, kBN>(Vs + (nx & 1) * kTile, vh, (int64_t)kt * kBN, Lk);
+            load_tile<D, kBN>(Ks + (nx & 1) * kTile, kh, (int64_t)kt * kBN, Lk, st_.k[2]);
+            if (nx >= n_kt) load_tile<D, kBN>(Vs + (nx & 1) * kTile, vh, (int64_t)kt * kBN, Lk, st_.v[2]);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -208,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
         score_tile<BF16, D>(s, qf, Ks + st * kTile, lane, scale, valid);
 
         if (it < n_kt) {
-            /* ---- pass 1: running max and rescaled running sum ---- */
+            /* ---- pass 1: the row max only (l is summed in pass 2 from the same
+               expf values p is rounded from, as the unfused path sums them) ---- */
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float tm = -INFINITY;
@@ -216,20 +239,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
                 for (int j = 0; j < kBN / 8; j++) tm = fmaxf(tm, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
                 tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
                 tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-                const float mo = m[h], mn = fmaxf(mo, tm);
-                /* exp reference: 0 while every s so far is -inf or NaN (-inf - -inf
-                   would be NaN; expf(-inf - 0) = 0 adds nothing, NaN stays NaN) */
-                const float mu = mn == -INFINITY ? 0.0f : mn;
-                /* mo == -inf: l holds only zeros (or NaN), drop it by 0 */
-                const float alpha = mo == -INFINITY ? 0.0f : expf(__fsub_rn(mo, mu));
-                float acc = __fmul_rn(l[h], alpha);
-#pragma unroll
-                for (int j = 0; j < kBN / 8; j++) {
-                    acc = __fadd_rn(acc, expf(__fsub_rn(s[j][2 * h], mu)));
-                    acc = __fadd_rn(acc, expf(__fsub_rn(s[j][2 * h + 1], mu)));
-                }
-                l[h] = acc;
-                m[h] = mn;
+                m[h] = fmaxf(m[h], tm);
             }
         } else {
             /* ---- pass 2: p = expf(s - m) with the global max, rounded once, o += p v ---- */
@@ -241,10 +251,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 #pragma unroll
                 for (int half = 0; half < 2; half++) {
                     const float *sj = s[2 * kk + half];
-                    uint32_t lo0 = round_bits(expf(__fsub_rn(sj[0], m[0])), BF16);
-                    uint32_t hi0 = round_bits(expf(__fsub_rn(sj[1], m[0])), BF16);
-                    uint32_t lo1 = round_bits(expf(__fsub_rn(sj[2], m[1])), BF16);
-                    uint32_t hi1 = round_bits(expf(__fsub_rn(sj[3], m[1])), BF16);
+                    const float e0 = expf(__fsub_rn(sj[0], m[0])), e1 = expf(__fsub_rn(sj[1], m[0]));
+                    const float e2 = expf(__fsub_rn(sj[2], m[1])), e3 = expf(__fsub_rn(sj[3], m[1]));
+                    l[0] = __fadd_rn(__fadd_rn(l[0], e0), e1); /* fp32, unrounded p */
+                    l[1] = __fadd_rn(__fadd_rn(l[1], e2), e3);
+                    uint32_t lo0 = round_bits(e0, BF16), hi0 = round_bits(e1, BF16);
+                    uint32_t lo1 = round_bits(e2, BF16), hi1 = round_bits(e3, BF16);
                     pa[2 * half] = lo0 | (hi0 << 16);     /* row g */
                     pa[2 * half + 1] = lo1 | (hi1 << 16); /* row g+8 */
                 }
@@ -262,8 +274,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
         }
         __syncthreads(); /* stage st is overwritten by the next iteration's prefetch */
 
-        if (it == n_kt - 1) {
-            /* end of pass 1: full row sums (same value on the 4 lanes of a quad) */
+        if (it == total - 1) {
+            /* end of pass 2: full row sums (same value on the 4 lanes of a quad) */
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float t = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
@@ -276,11 +288,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     }
 
     /* ---- out = round(o / l) ---- */
+    const int64_t ob = (bh / st_.H) * st_.o[0] + (bh - (bh / st_.H) * st_.H) * st_.o[1];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int64_t row = q0 + warp * 16 + g + h * 8;
         if (row >= Lq) continue;
-        const int64_t base = (bh * Lq + row) * D;
+        const int64_t base = ob + row * st_.o[2];
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {
             dcu_st<int64_t>(out, to, base + j * 8 + t2, __fdiv_rn(o[j][2 * h], l[h]));
@@ -288,21 +301,22 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
         }
     }
 #else
-    (void)q, (void)k, (void)v, (void)Lq, (void)Lk, (void)n_qtiles, (void)scale, (void)out, (void)to;
+    (void)q, (void)k, (void)v, (void)st_, (void)Lq, (void)Lk, (void)n_qtiles, (void)scale, (void)out, (void)to;
     __trap(); /* the host side never launches this below sm_80 */
 #endif
 }
 
 template <bool BF16, int D>
-cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void *v, int64_t BH, int64_t Lq,
-                   int64_t Lk, float scale, void *out, drift_dtype to) {
+cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void *v, const dcu_attn_strides &st,
+                   int64_t BH, int64_t Lq, int64_t Lk, float scale, void *out, drift_dtype to) {
     const size_t smem = (size_t)4 * kBN * D * sizeof(uint16_t); /* K and V, two stages each */
     auto kern = k_attn_fused<BF16, D>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const int64_t n_qt = (Lq + kBM - 1) / kBM;
     kern<<<(unsigned)(n_qt * BH), kThreads, smem, ctx->stream>>>((const uint16_t *)q, (const uint16_t *)k,
-                                                                (const uint16_t *)v, Lq, Lk, n_qt, scale, out, (int)to);
+                                                                (const uint16_t *)v, st, Lq, Lk, n_qt, scale, out,
+                                                                (int)to);
     return cudaGetLastError();
 }
 
@@ -314,16 +328,25 @@ extern "C" int dcu_attn_fused_grid_ok(int64_t BH, int64_t Lq) {
     return BH > 0 && n_qt > 0 && n_qt <= (int64_t)INT32_MAX / BH;
 }
 
-/* q[BH, Lq, D], k[BH, Lk, D], v[BH, Lk, D] in `c` (bf16/fp16), 16-byte
- * aligned; out[BH, Lq, D] in `to`. D in {64, 128}, Lk >= 1. */
+/* Strides every cp.async row start needs: multiples of 8 elements (16 bytes). */
+extern "C" int dcu_attn_fused_strides_ok(const dcu_attn_strides *st) {
+    if (st->H < 1) return 0;
+    for (int i = 0; i < 3; i++)
+        if (st->q[i] % 8 || st->k[i] % 8 || st->v[i] % 8) return 0;
+    return 1;
+}
+
+/* q, k, v in `c` (bf16/fp16) at st's strides, 16-byte aligned; out in `to`.
+ * BH = B*H, D in {64, 128}, Lk >= 1. */
 extern "C" cudaError_t dcu_launch_attn_fused(const dcu_ctx *ctx, const void *q, const void *k, const void *v,
-                                             drift_dtype c, int64_t BH, int64_t Lq, int64_t Lk, int64_t D,
-                                             float scale, void *out, drift_dtype to) {
+                                             const dcu_attn_strides *st, drift_dtype c, int64_t BH, int64_t Lq,
+                                             int64_t Lk, int64_t D, float scale, void *out, drift_dtype to) {
     if (BH <= 0 || Lq <= 0) return cudaSuccess;
+    if (!dcu_attn_fused_strides_ok(st) || BH % st->H) return cudaErrorInvalidValue;
     const bool bf16 = c == DRIFT_BF16;
     if (D == 64)
-        return bf16 ? launch<true, 64>(ctx, q, k, v, BH, Lq, Lk, scale, out, to)
-                    : launch<false, 64>(ctx, q, k, v, BH, Lq, Lk, scale, out, to);
-    return bf16 ? launch<true, 128>(ctx, q, k, v, BH, Lq, Lk, scale, out, to)
-                : launch<false, 128>(ctx, q, k, v, BH, Lq, Lk, scale, out, to);
+        return bf16 ? launch<true, 64>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to)
+                    : launch<false, 64>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to);
+    return bf16 ? launch<true, 128>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to)
+                : launch<false, 128>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to);
 }

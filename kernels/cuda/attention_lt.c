@@ -25,7 +25,14 @@
  * knobs read at backend creation, so that tests and benchmarks can switch
  * it on one backend) = "unfused" forces the path below, "fused" forces the
  * fused kernel and fails with DRIFT_E_UNSUPPORTED where it does not apply;
- * anything else (or unset) means automatic. */
+ * anything else (or unset) means automatic.
+ *
+ * Layouts (op->layout, kernels/backend.h): the fused kernel reads and writes
+ * both through strides (dcu_attn_strides), so layout 1 ([B, L, H, D]) costs
+ * no copy there. The unfused path runs layout 1 by permuting q, k, v (after
+ * their rounding to the compute dtype) into [B, H, L, D] scratch, running as
+ * layout 0, and permuting the rounded output back: raw copies, so both paths
+ * give bitwise the results of layout 0 on permuted data. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +55,6 @@ static int as_compute(dcu_ctx *ctx, const drift_tensor *t, drift_dtype c, const 
     return DRIFT_OK;
 }
 
-/* attention_fused.cu (prototypes kept here: only this file launches it) */
-cudaError_t dcu_launch_attn_fused(const dcu_ctx *ctx, const void *q, const void *k, const void *v, drift_dtype c,
-                                  int64_t BH, int64_t Lq, int64_t Lk, int64_t D, float scale, void *out,
-                                  drift_dtype to);
-int dcu_attn_fused_grid_ok(int64_t BH, int64_t Lq);
-
 enum { ATTN_AUTO = 0, ATTN_UNFUSED = 1, ATTN_FUSED = 2 };
 
 static int attn_mode(void) {
@@ -63,14 +64,54 @@ static int attn_mode(void) {
     return ATTN_AUTO;
 }
 
+/* The dims of an ATTENTION call: H and L sit at dims (1, 2) in layout 0 and
+ * (2, 1) in layout 1. */
+typedef struct attn_dims {
+    int layout;
+    int64_t B, H, Lq, Lk, Dh, Dv;
+} attn_dims;
+
+static attn_dims get_dims(const drift_op *op, const drift_tensor *q, const drift_tensor *k, const drift_tensor *v) {
+    attn_dims d;
+    d.layout = op->layout != 0;
+    const int hd = d.layout ? 2 : 1, ld = d.layout ? 1 : 2;
+    d.B = q->shape[0];
+    d.H = q->shape[hd];
+    d.Lq = q->shape[ld];
+    d.Lk = k->shape[ld];
+    d.Dh = q->shape[3];
+    d.Dv = v->shape[3];
+    return d;
+}
+
+/* Strides (b, h, l) of a contiguous tensor of L rows of D per head. */
+static void layout_strides(int layout, int64_t H, int64_t L, int64_t D, int64_t *s) {
+    s[0] = H * L * D;
+    s[1] = layout ? D : L * D;
+    s[2] = layout ? H * D : D;
+}
+
+static dcu_attn_strides fused_strides(const attn_dims *d) {
+    dcu_attn_strides st;
+    memset(&st, 0, sizeof st);
+    st.H = d->H;
+    layout_strides(d->layout, d->H, d->Lq, d->Dh, st.q);
+    layout_strides(d->layout, d->H, d->Lk, d->Dh, st.k);
+    layout_strides(d->layout, d->H, d->Lk, d->Dv, st.v);
+    layout_strides(d->layout, d->H, d->Lq, d->Dv, st.o);
+    return st;
+}
+
 /* NULL when the fused kernel applies, else why not. */
-static const char *fused_unsupported(const dcu_ctx *ctx, const drift_op *op, int64_t BH, int64_t Lq, int64_t Lk,
-                                     int64_t Dh, int64_t Dv) {
+static const char *fused_unsupported(const dcu_ctx *ctx, const drift_op *op, const attn_dims *d) {
+    const int64_t BH = d->B * d->H;
     if (op->compute != DRIFT_BF16 && op->compute != DRIFT_F16) return "compute dtype is not bf16/fp16";
-    if (Dh != 64 && Dh != 128) return "head dim is not 64 or 128";
-    if (Dv != Dh) return "Dv differs from Dh";
-    if (Lk < 1) return "no keys";
-    if (!dcu_attn_fused_grid_ok(BH, Lq)) return "too many query tiles for one grid";
+    if (d->Dh != 64 && d->Dh != 128) return "head dim is not 64 or 128";
+    if (d->Dv != d->Dh) return "Dv differs from Dh";
+    if (d->Lk < 1) return "no keys";
+    if (!dcu_attn_fused_grid_ok(BH, d->Lq)) return "too many query tiles for one grid";
+    dcu_attn_strides st = fused_strides(d);
+    if (!dcu_attn_fused_strides_ok(&st)) return "q/k/v row strides are not multiples of 8 elements";
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -95,9 +136,11 @@ static int aligned16(dcu_ctx *ctx, const void **p, void **tmp, size_t bytes, dri
     return DRIFT_OK;
 }
 
-static int attention_fused(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
-                           const drift_tensor *v, drift_tensor *out, float scale, drift_err *err) {
-    const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], D = q->shape[3], Lk = k->shape[2];
+static int attention_fused(dcu_ctx *ctx, const drift_op *op, const attn_dims *d, const drift_tensor *q,
+                           const drift_tensor *k, const drift_tensor *v, drift_tensor *out, float scale,
+                           drift_err *err) {
+    const int64_t BH = d->B * d->H, Lq = d->Lq, D = d->Dh, Lk = d->Lk;
+    const dcu_attn_strides st = fused_strides(d);
     const drift_dtype c = op->compute;
     const size_t cs = drift_dtype_size(c);
     const void *qa = NULL, *ka = NULL, *va = NULL;
@@ -109,32 +152,43 @@ static int attention_fused(dcu_ctx *ctx, const drift_op *op, const drift_tensor 
     if (!rc) rc = aligned16(ctx, &ka, &tmp[4], (size_t)k->numel * cs, err);
     if (!rc) rc = aligned16(ctx, &va, &tmp[5], (size_t)v->numel * cs, err);
     if (!rc)
-        rc = dcu_check(dcu_launch_attn_fused(ctx, qa, ka, va, c, BH, Lq, Lk, D, scale, out->data, out->dtype), err,
-                       "op attention", "fused attention kernel");
+        rc = dcu_check(dcu_launch_attn_fused(ctx, qa, ka, va, &st, c, BH, Lq, Lk, D, scale, out->data, out->dtype),
+                       err, "op attention", "fused attention kernel");
     for (int i = 0; i < 6; i++) dcu_free(ctx, tmp[i]);
     return rc;
 }
 
-int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
-                      const drift_tensor *v, drift_tensor *out, drift_err *err) {
-    const int64_t BH = q->shape[0] * q->shape[1], Lq = q->shape[2], Dh = q->shape[3];
-    const int64_t Lk = k->shape[2], Dv = v->shape[3];
-    if (BH == 0 || Lq == 0 || Dv == 0) return DRIFT_OK;
-    const int mode = attn_mode();
-    if (mode != ATTN_UNFUSED) {
-        const char *why = fused_unsupported(ctx, op, BH, Lq, Lk, Dh, Dv);
-        if (!why) {
-            const float fscale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
-            return attention_fused(ctx, op, q, k, v, out, fscale, err);
-        }
-        if (mode == ATTN_FUSED)
-            return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention",
-                                 "DRIFT_CUDA_ATTENTION=fused, but the fused kernel does not apply: %s (it needs "
-                                 "bf16/fp16 compute, Dh == Dv in {64, 128}, Lk >= 1, sm_80+)",
-                                 why);
-    }
+/* The first address at or after p that equals like modulo 256 bytes. */
+static char *same_mod256(char *p, const void *like) {
+    return p + (((uintptr_t)like - (uintptr_t)p) & 255u);
+}
+
+/* Permutes a contiguous [B, n1, n2, D] tensor into [B, n2, n1, D] (dims 1
+ * and 2 swapped): raw copy in dtype dt. */
+static int swap12(dcu_ctx *ctx, const void *src, void *dst, drift_dtype dt, int64_t B, int64_t n1, int64_t n2,
+                  int64_t D, drift_err *err) {
+    dcu_copy c;
+    memset(&c, 0, sizeof c);
+    c.nd = 4;
+    /* index space = the destination's dims (b, j, i, d) */
+    c.shape[0] = B, c.shape[1] = n2, c.shape[2] = n1, c.shape[3] = D;
+    c.ss[0] = n1 * n2 * D, c.ss[1] = D, c.ss[2] = n2 * D, c.ss[3] = 1;
+    c.ds[0] = n1 * n2 * D, c.ds[1] = n1 * D, c.ds[2] = D, c.ds[3] = 1;
+    c.src = src;
+    c.ts = dt;
+    c.dst = dst;
+    c.td = dt;
+    dcu_copy_simplify(&c);
+    return dcu_check(dcu_launch_copy(ctx, &c), err, "op attention", "permuting a layout-1 operand");
+}
+
+/* The unfused path on layout-0 operands already in the compute dtype:
+ * qa[BH, Lq, Dh], ka[BH, Lk, Dh], va[BH, Lk, Dv] -> o[BH, Lq, Dv] in `to`. */
+static int attention_unfused(dcu_ctx *ctx, const drift_op *op, const void *qa, const void *ka, const void *va,
+                             int64_t BH, int64_t Lq, int64_t Lk, int64_t Dh, int64_t Dv, void *o_out, drift_dtype to,
+                             drift_err *err) {
     const drift_dtype c = op->compute;
-    const size_t cs = drift_dtype_size(c), os = drift_dtype_size(out->dtype);
+    const size_t cs = drift_dtype_size(c), os = drift_dtype_size(to);
     const float scale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
 
     /* chunk sizes */
@@ -157,16 +211,10 @@ int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, c
     const size_t s_bytes = align256(rows * (size_t)Lk * 4), p_bytes = align256(rows * (size_t)Lk * cs),
                  l_bytes = align256(rows * 4), o_bytes = align256(rows * (size_t)Dv * 4);
 
-    const void *qa = NULL, *ka = NULL, *va = NULL;
-    void *tq = NULL, *tk = NULL, *tv = NULL, *scratch = NULL;
-    int rc = as_compute(ctx, q, c, &qa, &tq, err);
-    if (!rc) rc = as_compute(ctx, k, c, &ka, &tk, err);
-    if (!rc) rc = as_compute(ctx, v, c, &va, &tv, err);
-    if (!rc) {
-        cudaError_t e = dcu_malloc(ctx, &scratch, s_bytes + p_bytes + l_bytes + o_bytes);
-        if (e != cudaSuccess) rc = dcu_check(e, err, "op attention", "allocating the score/probability scratch");
-    }
-    if (rc) goto done;
+    void *scratch = NULL;
+    int rc = DRIFT_OK;
+    cudaError_t e = dcu_malloc(ctx, &scratch, s_bytes + p_bytes + l_bytes + o_bytes);
+    if (e != cudaSuccess) return dcu_check(e, err, "op attention", "allocating the score/probability scratch");
     float *S = (float *)scratch;
     void *P = (char *)scratch + s_bytes;
     float *l = (float *)((char *)scratch + s_bytes + p_bytes);
@@ -230,13 +278,70 @@ int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, c
             g2.tbias = DRIFT_F32;
             rc = dcu_gemm_run(ctx, &g2, err);
             if (rc) break;
-            void *ob = (char *)out->data + (size_t)(bh0 * Lq * Dv) * os;
-            rc = dcu_check(dcu_launch_attn_finalize(ctx, O, l, cnb, cnr, Dv, Lq, r0, ob, out->dtype), err,
-                           "op attention", "finalize kernel");
+            void *ob = (char *)o_out + (size_t)(bh0 * Lq * Dv) * os;
+            rc = dcu_check(dcu_launch_attn_finalize(ctx, O, l, cnb, cnr, Dv, Lq, r0, ob, to), err, "op attention",
+                           "finalize kernel");
         }
     }
-done:
     dcu_free(ctx, scratch);
+    return rc;
+}
+
+int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
+                      const drift_tensor *v, drift_tensor *out, drift_err *err) {
+    const attn_dims d = get_dims(op, q, k, v);
+    const int64_t BH = d.B * d.H;
+    if (BH == 0 || d.Lq == 0 || d.Dv == 0) return DRIFT_OK;
+    const int mode = attn_mode();
+    if (mode != ATTN_UNFUSED) {
+        const char *why = fused_unsupported(ctx, op, &d);
+        if (!why) {
+            const float fscale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)d.Dh));
+            return attention_fused(ctx, op, &d, q, k, v, out, fscale, err);
+        }
+        if (mode == ATTN_FUSED)
+            return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention",
+                                 "DRIFT_CUDA_ATTENTION=fused, but the fused kernel does not apply: %s (it needs "
+                                 "bf16/fp16 compute, Dh == Dv in {64, 128}, Lk >= 1, sm_80+)",
+                                 why);
+    }
+    const drift_dtype c = op->compute;
+    const size_t cs = drift_dtype_size(c);
+    const void *qa = NULL, *ka = NULL, *va = NULL;
+    void *tq = NULL, *tk = NULL, *tv = NULL, *perm = NULL;
+    int rc = as_compute(ctx, q, c, &qa, &tq, err);
+    if (!rc) rc = as_compute(ctx, k, c, &ka, &tk, err);
+    if (!rc) rc = as_compute(ctx, v, c, &va, &tv, err);
+    if (rc) goto done;
+    if (!d.layout) {
+        rc = attention_unfused(ctx, op, qa, ka, va, BH, d.Lq, d.Lk, d.Dh, d.Dv, out->data, out->dtype, err);
+        goto done;
+    }
+    /* layout 1: [B, L, H, D] -> [B, H, L, D] scratch, run as layout 0, output
+       back. Each operand's scratch sits at the operand's own offset modulo
+       256 bytes: cuBLASLt's algorithm (hence its summation order) depends on
+       pointer alignment (gemm_lt.c), so this keeps the result bitwise that of
+       layout 0 on tensors aligned like these. */
+    {
+        const size_t qb = align256((size_t)q->numel * cs) + 256, kb = align256((size_t)k->numel * cs) + 256,
+                     vb = align256((size_t)v->numel * cs) + 256,
+                     ob = (size_t)out->numel * drift_dtype_size(out->dtype);
+        cudaError_t e = dcu_malloc(ctx, &perm, qb + kb + vb + ob);
+        if (e != cudaSuccess) {
+            rc = dcu_check(e, err, "op attention", "allocating the layout-1 permute scratch");
+            goto done;
+        }
+        char *base = (char *)perm;
+        char *qp = same_mod256(base, qa), *kp = same_mod256(base + qb, ka), *vp = same_mod256(base + qb + kb, va),
+             *op0 = base + qb + kb + vb;
+        rc = swap12(ctx, qa, qp, c, d.B, d.Lq, d.H, d.Dh, err);
+        if (!rc) rc = swap12(ctx, ka, kp, c, d.B, d.Lk, d.H, d.Dh, err);
+        if (!rc) rc = swap12(ctx, va, vp, c, d.B, d.Lk, d.H, d.Dv, err);
+        if (!rc) rc = attention_unfused(ctx, op, qp, kp, vp, BH, d.Lq, d.Lk, d.Dh, d.Dv, op0, out->dtype, err);
+        if (!rc) rc = swap12(ctx, op0, out->data, out->dtype, d.B, d.H, d.Lq, d.Dv, err);
+    }
+done:
+    dcu_free(ctx, perm);
     dcu_free(ctx, tq);
     dcu_free(ctx, tk);
     dcu_free(ctx, tv);

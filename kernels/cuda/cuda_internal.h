@@ -163,8 +163,29 @@ cudaError_t dcu_launch_softmax_rows(const dcu_ctx *ctx, const float *s, int64_t 
  * for z < nb, i < nr, e < Dv (out already offset to the chunk's first head). */
 cudaError_t dcu_launch_attn_finalize(const dcu_ctx *ctx, const float *o, const float *l, int64_t nb, int64_t nr,
                                      int64_t Dv, int64_t Lq, int64_t r0, void *out, drift_dtype to);
+/* ATTENTION (attention_lt.c) in either layout of op->layout (backend.h). */
 int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
                       const drift_tensor *v, drift_tensor *out, drift_err *err);
+
+/* ---- attention_fused.cu --------------------------------------------- */
+/* Element strides of the fused kernel's operands: element (b, h, l, d) of
+ * q at b*q[0] + h*q[1] + l*q[2] + d, likewise k, v and the output o; the
+ * grid's bh index is b*H + h. Layout 0: {H*L*D, L*D, D}; layout 1:
+ * {L*H*D, D, H*D}. */
+typedef struct dcu_attn_strides {
+    int64_t H;
+    int64_t q[3], k[3], v[3], o[3];
+} dcu_attn_strides;
+/* 1 if every q/k/v stride is a multiple of 8 elements (16-byte rows for
+ * cp.async; base pointers must be 16-byte aligned as well) and H >= 1. */
+int dcu_attn_fused_strides_ok(const dcu_attn_strides *st);
+/* 1 if ceil(Lq/128) * BH query tiles fit in one grid. */
+int dcu_attn_fused_grid_ok(int64_t BH, int64_t Lq);
+/* q, k, v in c (bf16/fp16) at st's strides, 16-byte aligned; out in to.
+ * BH = B*H, D in {64, 128}, Lk >= 1; cudaErrorInvalidValue on bad strides. */
+cudaError_t dcu_launch_attn_fused(const dcu_ctx *ctx, const void *q, const void *k, const void *v,
+                                  const dcu_attn_strides *st, drift_dtype c, int64_t BH, int64_t Lq, int64_t Lk,
+                                  int64_t D, float scale, void *out, drift_dtype to);
 
 /* ---- metrics.cu ----------------------------------------------------- */
 /* Result of one metric pass (local indices 0..n-1). */

@@ -253,20 +253,20 @@ static int attention(wb *b, int x, int ctx, int lq, int lk, const char *prefix, 
         q = rope(b, q, cos_t, sin_t);
         k = rope(b, k, cos_t, sin_t);
     }
-    /* dispatch_attention_fn (native SDPA): [B, L, H, Dh] -> [B, H, L, Dh] */
-    static const int bhld[4] = {0, 2, 1, 3};
-    int qp = permute(b, q, 4, bhld), kp = permute(b, k, 4, bhld), vp = permute(b, v, 4, bhld);
+    /* dispatch_attention_fn (native SDPA) transposes to [B, H, L, Dh] and
+     * back; ATTENTION's layout 1 takes [B, L, H, Dh] as it is and returns
+     * [B, Lq, H, Dh] (the same math, no PERMUTE nodes; kernels/backend.h) */
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_ATTENTION);
     s.op.n_in = 3;
-    s.in[0] = qp;
-    s.in[1] = kp;
-    s.in[2] = vp;
+    s.in[0] = q;
+    s.in[1] = k;
+    s.in[2] = v;
     s.op.scale = (float)(1.0 / sqrt((double)Dh));
+    s.op.layout = 1;
     s.rule = DRIFT_RULE_AUTOCAST_LOWER;
     s.name = prefix;
     int o = add(b, &s);
-    o = permute(b, o, 4, bhld);
     o = view(b, o, 3, B, lq, dim, 0, 0); /* hidden_states.flatten(2, 3) */
     o = type_as(b, o, q);                /* hidden_states.type_as(query) */
     snprintf(p, sizeof p, "%s.to_out.0", prefix);
