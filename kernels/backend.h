@@ -39,7 +39,11 @@ typedef enum drift_op_kind {
     DRIFT_OP_ROPE,         /* in0 x[B, L, H, Dh], in1 cos[L, Dh], in2 sin[L, Dh] (fp32 tables);
                               pairs (x[2i], x[2i+1]): out[2i] = x0*cos[2i] - x1*sin[2i+1],
                               out[2i+1] = x0*sin[2i+1] + x1*cos[2i]; fp32, one rounding */
-    DRIFT_OP_ATTENTION,    /* in0 q[B, H, Lq, Dh], in1 k[B, H, Lk, Dh], in2 v[B, H, Lk, Dh]:
+    DRIFT_OP_ATTENTION,    /* in0 q[B, H, Lq, Dh], in1 k[B, H, Lk, Dh], in2 v[B, H, Lk, Dv]
+                              -> out[B, H, Lq, Dv] (layout 0), or with layout 1 q[B, Lq, H, Dh],
+                              k[B, Lk, H, Dh], v[B, Lk, H, Dv] -> out[B, Lq, H, Dv] (the linear's
+                              output viewed per head, no permutes): the same math on the same
+                              (b, h, l, d) elements, bitwise equal to layout 0 on permuted data:
                               s = q k^T * scale (fp32 accumulate), p = exp(s - rowmax) fp32,
                               l = sum p (fp32), p rounded to op->compute, o = (p v)/l fp32,
                               rounded to op->out */
@@ -66,6 +70,7 @@ typedef struct drift_op {
     float eps;             /* LAYER_NORM, RMS_NORM */
     float alpha, beta;     /* AFFINE */
     float scale;           /* ATTENTION softmax scale */
+    int layout;            /* ATTENTION: 0 = q, k, v, out [B, H, L, D]; 1 = [B, L, H, D] */
     float max_period;      /* TIMESTEP_SINUSOID (10000) */
     int flip_sin_to_cos;   /* TIMESTEP_SINUSOID */
     int dim;               /* NARROW, CONCAT */
@@ -127,6 +132,17 @@ typedef struct drift_backend {
     int (*sync)(const struct drift_backend *be, drift_err *err);
     /* Frees the backend itself (ctx and the struct). NULL allowed via drift_backend_free. */
     void (*destroy)(struct drift_backend *be);
+    /* Optional (NULL: this backend never aliases). Makes out (dtype, ndim and
+     * shape filled in by the caller; dtype == base->dtype) a view of base's
+     * storage starting elem_offset elements in: out->data points into
+     * base->data (byte offset = elem_offset * the backend's storage element
+     * size), out->numel and out->be are set; nothing is allocated. out must
+     * fit inside base. DRIFT_E_UNSUPPORTED means "not here" (e.g. a
+     * misaligned offset): the caller copies instead. An alias borrows base's
+     * storage: never pass it to release, and release base only after every
+     * alias of it is dead. */
+    int (*alias)(const struct drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
+                 drift_err *err);
 } drift_backend;
 
 /* Creates a backend by name: "ref", "cpu", "cuda" / "cuda:N" (DRIFT_E_UNSUPPORTED

@@ -2,6 +2,7 @@
 #include "replay/exec.h"
 
 #include "formats/alloc.h"
+#include "replay/fuse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,11 +138,19 @@ int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int
 
 /* ---- execution ---------------------------------------------------------------- */
 
+
+/* A value's storage during a run. A buffer either owns its storage (base
+ * NULL) or is an alias (VIEW, contiguous NARROW) of the buffer `base` that
+ * owns it, at element offset `off`; an alias holds one reference on base.
+ * Values that alias without a new shape or offset (identity casts, skipped
+ * and folded casts) share their input's ebuf. */
 typedef struct ebuf {
     drift_tensor t;
-    int refs;          /* remaining uses by later nodes (and the output) */
-    int live;          /* t.data allocated and not yet released */
+    int refs;          /* remaining uses by later nodes (and the output), plus live aliases */
+    int live;          /* t.data valid (allocated, or aliased) and not yet released */
     int pinned;        /* owned by a drift_exec_cache: never released by the run */
+    struct ebuf *base; /* alias: the owning buffer (never itself an alias) */
+    int64_t off;       /* alias: element offset into base */
 } ebuf;
 
 struct drift_exec_cache {
@@ -150,6 +159,7 @@ struct drift_exec_cache {
     int n;
     drift_tensor *t;      /* per value id */
     unsigned char *have;
+    unsigned char *alias; /* per value id: the entry borrows another entry's storage (never released) */
 };
 
 int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, drift_err *err) {
@@ -161,11 +171,13 @@ int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, dri
 
 static void cache_clear(drift_exec_cache *c) {
     for (int i = 0; i < c->n; i++)
-        if (c->have[i]) c->be->release(c->be, &c->t[i]);
+        if (c->have[i] && !c->alias[i]) c->be->release(c->be, &c->t[i]);
     drift_free(c->t);
     drift_free(c->have);
+    drift_free(c->alias);
     c->t = NULL;
     c->have = NULL;
+    c->alias = NULL;
     c->n = 0;
     c->g = NULL;
 }
@@ -188,12 +200,30 @@ static int cache_bind(drift_exec_cache *c, const drift_graph *g, drift_err *err)
     int n = drift_graph_count(g);
     c->t = drift_calloc((size_t)(n ? n : 1), sizeof *c->t);
     c->have = drift_calloc((size_t)(n ? n : 1), 1);
-    if (!c->t || !c->have) {
+    c->alias = drift_calloc((size_t)(n ? n : 1), 1);
+    if (!c->t || !c->have || !c->alias) {
         cache_clear(c);
         return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory (cache)");
     }
     c->n = n;
     c->g = g;
+    return DRIFT_OK;
+}
+
+/* drift_exec_cache_put (exec.h): a value computed elsewhere (e.g. an FSDP
+ * all-gather) adopted as if an earlier run had cached it. */
+int drift_exec_cache_put(drift_exec_cache *c, const drift_graph *g, int id, drift_tensor *t, drift_err *err) {
+    const drift_value *v = drift_graph_value(g, id);
+    int ok = v && t && t->be == c->be && t->dtype == v->dtype && t->ndim == v->ndim;
+    for (int d = 0; ok && d < v->ndim; d++) ok = t->shape[d] == v->shape[d];
+    if (!ok) return drift_err_set(err, DRIFT_E_INTERNAL, "exec", "cache_put: value %d: tensor does not match", id);
+    int rc = cache_bind(c, g, err);
+    if (rc) return rc;
+    if (c->have[id] && !c->alias[id]) c->be->release(c->be, &c->t[id]);
+    c->t[id] = *t;
+    c->have[id] = 1;
+    c->alias[id] = 0;
+    t->data = NULL;
     return DRIFT_OK;
 }
 
@@ -207,12 +237,22 @@ typedef struct ectx {
     unsigned char *live;
     drift_err *err;
     unsigned char *fixed; /* with a cache: value depends on parameters/buffers only */
+    int alias;            /* VIEW/NARROW aliasing on (and the backend can) */
+    const drift_fuse_plan *fuse; /* NULL: no cast folding */
+    drift_exec_stats st;
 } ectx;
 
+static void buf_unref(const ectx *c, ebuf *b);
+
 static void buf_release(const ectx *c, ebuf *b) {
-    if (b && b->live && !b->pinned) {
+    if (!b || !b->live || b->pinned) return;
+    b->live = 0;
+    if (b->base) {
+        ebuf *base = b->base;
+        b->base = NULL; /* drop the reference once */
+        buf_unref(c, base);
+    } else {
         c->be->release(c->be, &b->t);
-        b->live = 0;
     }
 }
 
@@ -235,6 +275,39 @@ static int new_buf(ectx *c, int id, drift_dtype dt, const drift_value *v, ebuf *
         return rc;
     }
     b->live = 1;
+    *out = b;
+    return DRIFT_OK;
+}
+
+/* Makes value id (shape v's) an alias of src's storage at element offset
+ * off (relative to src). *out stays NULL when the backend declines (the
+ * caller copies instead). */
+static int new_alias(ectx *c, int id, const drift_value *v, ebuf *src, int64_t off, ebuf **out) {
+    *out = NULL;
+    ebuf *root = src->base ? src->base : src;
+    int64_t total = (src->base ? src->off : 0) + off;
+    ebuf *b = drift_calloc(1, sizeof *b);
+    if (!b) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory");
+    b->t.dtype = src->t.dtype;
+    b->t.ndim = v->ndim;
+    memcpy(b->t.shape, v->shape, sizeof b->t.shape);
+    b->t.numel = v->numel;
+    b->t.be = c->be;
+    drift_err local;
+    drift_err_clear(&local);
+    int rc = c->be->alias(c->be, &root->t, total, &b->t, &local);
+    if (rc) {
+        drift_free(b);
+        if (rc == DRIFT_E_UNSUPPORTED) return DRIFT_OK;
+        *c->err = local;
+        drift_err_prefix(c->err, "value %d (%s)", id, v->name ? v->name : drift_graph_op_name(v->op.kind));
+        return rc;
+    }
+    c->owned[id] = b;
+    b->live = 1;
+    b->base = root;
+    b->off = total;
+    root->refs++;
     *out = b;
     return DRIFT_OK;
 }
@@ -267,6 +340,18 @@ static int run_leaf(ectx *c, int id, const drift_value *v, ebuf **out) {
     return rc;
 }
 
+/* Element offset of a NARROW's slice when it is contiguous in x's storage
+ * (every dim before `dim` has size 1), else -1. */
+static int64_t narrow_offset(const drift_op *op, const drift_tensor *x) {
+    int d = op->dim < 0 ? op->dim + x->ndim : op->dim;
+    if (d < 0 || d >= x->ndim || op->start < 0 || op->length < 0 || op->start + op->length > x->shape[d]) return -1;
+    for (int k = 0; k < d; k++)
+        if (x->shape[k] != 1) return -1;
+    int64_t inner = 1;
+    for (int k = d + 1; k < x->ndim; k++) inner *= x->shape[k];
+    return op->start * inner;
+}
+
 static int run_node(ectx *c, int id, const drift_value *v, ebuf **out) {
     const drift_tensor *ins[3] = {NULL, NULL, NULL};
     for (int k = 0; k < v->op.n_in; k++) {
@@ -276,13 +361,39 @@ static int run_node(ectx *c, int id, const drift_value *v, ebuf **out) {
                                  k, v->in[k]);
         ins[k] = &b->t;
     }
-    if (v->op.kind == DRIFT_OP_CAST && ins[0]->dtype == v->op.out) {
-        *out = c->slot[v->in[0]]; /* identity cast: alias */
-        return DRIFT_OK;
+    const int act = c->fuse ? c->fuse->action[id] : DRIFT_FUSE_NONE;
+    if (v->op.kind == DRIFT_OP_CAST) {
+        if (ins[0]->dtype == v->op.out) { /* identity cast, or one folded into its producer: alias */
+            if (act == DRIFT_FUSE_FOLD_CAST) c->st.casts_folded++;
+            else c->st.identity_casts++;
+            *out = c->slot[v->in[0]];
+            return DRIFT_OK;
+        }
+        if (act == DRIFT_FUSE_SKIP_CAST && drift_fuse_exact_widening(ins[0]->dtype, v->op.out)) {
+            c->st.casts_skipped++; /* consumers read the narrow input (fuse.h) */
+            *out = c->slot[v->in[0]];
+            return DRIFT_OK;
+        }
     }
-    int rc = new_buf(c, id, v->op.out, v, out);
+    if (c->alias && ins[0]->dtype == v->op.out && (v->op.kind == DRIFT_OP_VIEW || v->op.kind == DRIFT_OP_NARROW)) {
+        int64_t off = v->op.kind == DRIFT_OP_VIEW ? 0 : narrow_offset(&v->op, ins[0]);
+        if (off >= 0 && (v->op.kind == DRIFT_OP_NARROW || ins[0]->numel == v->numel)) {
+            int rc = new_alias(c, id, v, c->slot[v->in[0]], off, out);
+            if (rc) return rc;
+            if (*out) {
+                if (v->op.kind == DRIFT_OP_VIEW) c->st.views_aliased++;
+                else c->st.narrows_aliased++;
+                return DRIFT_OK;
+            }
+        }
+    }
+    drift_op op = v->op;
+    if (c->fuse && v->op.kind != DRIFT_OP_CAST)
+        op.out = c->fuse->out[id]; /* a producer of a folded cast rounds to the cast's dtype */
+    int rc = new_buf(c, id, op.out, v, out);
     if (rc) return rc;
-    rc = c->be->run(c->be, &v->op, ins, &(*out)->t, c->err);
+    c->st.kernels++;
+    rc = c->be->run(c->be, &op, ins, &(*out)->t, c->err);
     if (rc)
         drift_err_prefix(c->err, "value %d (%s%s%s)", id, drift_graph_op_name(v->op.kind), v->name ? " " : "",
                          v->name ? v->name : "");
@@ -320,9 +431,22 @@ static double prof_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* A -1/0/1 switch: -1 reads env ("0" = off; unset or anything else = on). */
+static int switch_on(int v, const char *env) {
+    if (v >= 0) return v != 0;
+    const char *s = getenv(env);
+    return !(s && s[0] == '0' && s[1] == '\0');
+}
+
 int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in, drift_exec_result *out,
                    drift_err *err) {
+    return drift_exec_run_ex(g, be, in, NULL, out, err);
+}
+
+int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in,
+                      const drift_exec_options *opts, drift_exec_result *out, drift_err *err) {
     if (out) memset(out, 0, sizeof *out);
+    if (opts && opts->stats) memset(opts->stats, 0, sizeof *opts->stats);
     if (!g || !be || !in) return drift_err_set(err, DRIFT_E_INTERNAL, "exec", "drift_exec_run: NULL argument");
     if (!drift_graph_is_assigned(g))
         return drift_err_set(err, DRIFT_E_INPUT, "exec", "the graph has no explicit dtypes (run drift_assign_dtypes first)");
@@ -331,6 +455,10 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
     drift_err local;
     drift_err_clear(&local);
     ectx c = {.g = g, .be = be, .in = in, .err = err ? err : &local};
+    c.alias = be->alias && switch_on(opts ? opts->alias : -1, "DRIFT_EXEC_ALIAS");
+    const int fuse_on = switch_on(opts ? opts->fuse_casts : -1, "DRIFT_EXEC_FUSE_CASTS");
+    drift_fuse_plan fplan;
+    memset(&fplan, 0, sizeof fplan);
     size_t nn = (size_t)(n ? n : 1);
     c.slot = drift_calloc(nn, sizeof *c.slot);
     c.owned = drift_calloc(nn, sizeof *c.owned);
@@ -374,6 +502,11 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
             }
         }
     }
+    if (fuse_on) {
+        drift_fuse_opts fo = {.live = c.live, .fixed = c.fixed, .observe_sites = in->on_site != NULL};
+        if ((rc = drift_fuse_plan_build(g, &fo, &fplan, c.err))) goto done;
+        c.fuse = &fplan;
+    }
 
     const char *prof_env = getenv("DRIFT_EXEC_PROFILE");
     int prof = prof_env && prof_env[0] == '1';
@@ -398,9 +531,11 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
             rc = v->kind == DRIFT_VAL_NODE ? run_node(&c, i, v, &b) : run_leaf(&c, i, v, &b);
             if (rc) goto done;
             if (cache && c.fixed[i] && !b->pinned && c.owned[i] == b) {
-                /* keep it for later runs (an aliasing identity cast shares its input's entry) */
+                /* keep it for later runs (an aliasing identity cast shares its input's entry; a VIEW or
+                   NARROW alias is kept as an entry borrowing its base's, which is fixed and kept too) */
                 cache->t[i] = b->t;
                 cache->have[i] = 1;
+                cache->alias[i] = b->base != NULL;
                 b->pinned = 1;
             }
         }
@@ -433,14 +568,18 @@ int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_ex
             if (prof_n[k])
                 fprintf(stderr, "  %-18s %5ld x %9.3f ms  %5.1f%%\n", k == DRIFT_OP_COUNT ? "(leaves)" : drift_op_name((drift_op_kind)k),
                         prof_n[k], prof_t[k] * 1e3, tot > 0 ? 100 * prof_t[k] / tot : 0);
+        fprintf(stderr, "  kernels %lld; aliases: %lld identity casts, %lld views, %lld narrows; casts skipped %lld, folded %lld\n",
+                (long long)c.st.kernels, (long long)c.st.identity_casts, (long long)c.st.views_aliased,
+                (long long)c.st.narrows_aliased, (long long)c.st.casts_skipped, (long long)c.st.casts_folded);
     }
 done:
+    if (opts && opts->stats) *opts->stats = c.st;
     if (c.owned) {
-        for (int i = 0; i < n; i++) {
-            buf_release(&c, c.owned[i]);
-            drift_free(c.owned[i]);
-        }
+        /* release everything first (an alias drops its reference on a base that is still allocated), then free */
+        for (int i = 0; i < n; i++) buf_release(&c, c.owned[i]);
+        for (int i = 0; i < n; i++) drift_free(c.owned[i]);
     }
+    drift_fuse_plan_free(&fplan);
     drift_free(c.slot);
     drift_free(c.fixed);
     drift_free(c.owned);

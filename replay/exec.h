@@ -9,6 +9,16 @@
  *    when it has them (e.g. the RoPE tables built in fp64).
  *  - Values are reference counted and released after their last use; a CAST
  *    whose input already has the target dtype aliases its input (no copy).
+ *  - Aliases (DRIFT_EXEC_ALIAS=0 turns them off): where the backend has an
+ *    alias function, a VIEW shares its input's storage, and so does a NARROW
+ *    whose slice is contiguous (every dim before `dim` has size 1) at an
+ *    element offset. An alias holds a reference on the buffer that owns the
+ *    storage, which is released only after its last alias.
+ *  - Cast folding (DRIFT_EXEC_FUSE_CASTS=0 turns it off; replay/fuse.h):
+ *    exact widening casts read by ops that widen anyway are skipped, and an
+ *    fp32 elementwise op followed only by a narrowing cast rounds to the
+ *    cast's dtype itself. Every materialised value keeps its bits: the
+ *    output and every reported site are bitwise equal with and without.
  *  - Only live values run: the output, recorded sites when a site callback
  *    is given, and what they depend on.
  *  - The site callback sees every recorded site in execution order, as a
@@ -92,6 +102,14 @@ void drift_exec_cache_free(drift_exec_cache *c);
 /* Tensors and bytes held. */
 size_t drift_exec_cache_count(const drift_exec_cache *c);
 
+/* Adopts t (allocated on c's backend, with value id's dtype and shape) as
+ * the cached value of value id of g, binding c to g first (which empties it
+ * if it held another graph): runs of g with c use it instead of computing
+ * the value, as if an earlier run had cached it. t's storage moves to the
+ * cache (t->data is set to NULL). For values that depend on parameters and
+ * buffers only (e.g. FSDP-gathered parameters, replay/fsdp.h). */
+int drift_exec_cache_put(drift_exec_cache *c, const drift_graph *g, int id, drift_tensor *t, drift_err *err);
+
 /* The graph's output (noise_pred) after a run. */
 typedef struct drift_exec_result {
     drift_dtype dtype;     /* the output value's dtype */
@@ -105,6 +123,24 @@ typedef struct drift_exec_result {
 /* Frees what r owns (NULL allowed) and zeroes it. */
 void drift_exec_result_free(drift_exec_result *r);
 
+/* What one run did (drift_exec_run_ex). */
+typedef struct drift_exec_stats {
+    int64_t kernels;        /* backend run() calls */
+    int64_t identity_casts; /* CASTs served as aliases because the input already had the dtype */
+    int64_t views_aliased;  /* VIEWs served as aliases */
+    int64_t narrows_aliased;/* NARROWs served as aliases */
+    int64_t casts_skipped;  /* (a) widening CASTs skipped (fuse.h) */
+    int64_t casts_folded;   /* (b) narrowing CASTs folded into their producer (fuse.h) */
+} drift_exec_stats;
+
+/* Per-run switches. -1 = the environment's setting (DRIFT_EXEC_ALIAS,
+ * DRIFT_EXEC_FUSE_CASTS: "0" turns off, anything else or unset is on). */
+typedef struct drift_exec_options {
+    int alias;                /* -1, 0 or 1 */
+    int fuse_casts;           /* -1, 0 or 1 */
+    drift_exec_stats *stats;  /* may be NULL; filled (zeroed first) by the run */
+} drift_exec_options;
+
 /* Runs the assigned graph g on be. Every live leaf must be found in the
  * matching set with the leaf's shape; an input's host dtype must equal the
  * leaf's dtype (the one the assignment was told was handed over) unless the
@@ -113,5 +149,8 @@ void drift_exec_result_free(drift_exec_result *r);
  * be is released before returning, on success and on failure. */
 int drift_exec_run(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in, drift_exec_result *out,
                    drift_err *err);
+/* The same with explicit switches (opts NULL: as drift_exec_run). */
+int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in,
+                      const drift_exec_options *opts, drift_exec_result *out, drift_err *err);
 
 #endif

@@ -52,6 +52,22 @@ static void cpu_release(const drift_backend *be, drift_tensor *t) {
     t->data = NULL;
 }
 
+/* A view of base's float storage elem_offset elements in (backend.h). */
+static int cpu_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
+                     drift_err *err) {
+    if (!base || !base->data || base->be != be || !out)
+        return drift_err_set(err, DRIFT_E_INPUT, "cpu", "alias: base not allocated on this backend");
+    int64_t n = drift_shape_numel(out->ndim, out->shape);
+    if (n < 0 || out->dtype != base->dtype || elem_offset < 0 || elem_offset > base->numel ||
+        n > base->numel - elem_offset)
+        return drift_err_set(err, DRIFT_E_INPUT, "cpu", "alias: %lld elements at offset %lld do not fit a %lld-element %s base",
+                             (long long)n, (long long)elem_offset, (long long)base->numel, drift_dtype_name(base->dtype));
+    out->data = (float *)base->data + elem_offset;
+    out->numel = n;
+    out->be = be;
+    return DRIFT_OK;
+}
+
 static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
     if (!t || !t->data || t->be != be)
         return drift_err_set(err, DRIFT_E_INPUT, "cpu", "transfer: tensor not allocated on this backend");
@@ -198,6 +214,7 @@ int drift_cpu_backend_create(drift_backend **out, drift_err *err) {
     be->metrics = cpu_metrics;
     be->sync = cpu_sync;
     be->destroy = cpu_destroy;
+    be->alias = cpu_alias;
     *out = be;
     return DRIFT_OK;
 }

@@ -97,6 +97,29 @@ static void cuda_release(const drift_backend *be, drift_tensor *t) {
     t->data = NULL;
 }
 
+/* A view of base's device storage elem_offset elements in (backend.h).
+ * Offsets that are not a multiple of 16 bytes are declined
+ * (DRIFT_E_UNSUPPORTED: the caller copies), so every tensor the kernels and
+ * cuBLASLt see keeps the alignment of a fresh allocation's 16-byte grid. */
+static int cuda_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
+                      drift_err *err) {
+    const char *nm = ctx_of(be)->name;
+    if (!base || !base->data || base->be != be || !out || !dtype_ok(base->dtype))
+        return drift_err_set(err, DRIFT_E_INPUT, nm, "alias: base not allocated on this backend");
+    int64_t n = drift_shape_numel(out->ndim, out->shape);
+    if (n < 0 || out->dtype != base->dtype || elem_offset < 0 || elem_offset > base->numel ||
+        n > base->numel - elem_offset)
+        return drift_err_set(err, DRIFT_E_INPUT, nm, "alias: %lld elements at offset %lld do not fit a %lld-element %s base",
+                             (long long)n, (long long)elem_offset, (long long)base->numel, drift_dtype_name(base->dtype));
+    size_t bytes = (size_t)elem_offset * drift_dtype_size(base->dtype);
+    if (((uintptr_t)base->data + bytes) % 16 != 0)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, nm, "alias: offset of %zu bytes is not 16-byte aligned", bytes);
+    out->data = (char *)base->data + bytes;
+    out->numel = n;
+    out->be = be;
+    return DRIFT_OK;
+}
+
 static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
     const char *nm = ctx_of(be)->name;
     if (!t || !t->data || t->be != be)
@@ -127,29 +150,71 @@ static void f64_to_dtype(const double *src, void *dst, drift_dtype dt, size_t n)
     }
 }
 
-static int upload_any(const drift_backend *be, drift_tensor *t, const float *src32, const double *src64,
-                      drift_err *err) {
-    int rc = check_io(be, t, src32 ? (const void *)src32 : (const void *)src64, err);
-    if (rc) return rc;
-    dcu_ctx *ctx = ctx_of(be);
-    if ((rc = select_device(ctx, err))) return rc;
-    size_t n = (size_t)t->numel, es = drift_dtype_size(t->dtype), chunk = chunk_elems(ctx, t->dtype);
-    int c = 0;
+/* Elements per staging chunk for a transfer of n elements of es bytes: about
+ * a quarter of the transfer (at least DCU_STAGE_MIN_BYTES, at most one
+ * pinned buffer), so that filling the next chunk on the host overlaps the
+ * DMA of the previous one instead of waiting for a single large copy. */
+#define DCU_STAGE_MIN_BYTES ((size_t)1 << 20)
+static size_t stage_chunk(const dcu_ctx *ctx, size_t n, size_t es) {
+    size_t bytes = n * es / 4;
+    if (bytes < DCU_STAGE_MIN_BYTES) bytes = DCU_STAGE_MIN_BYTES;
+    if (bytes > ctx->pinned_size) bytes = ctx->pinned_size;
+    size_t c = bytes / es;
+    return c ? c : 1;
+}
+
+/* Host values (fp32 or fp64) -> n elements of dt at device dst, rounded RNE
+ * on the host chunk by chunk into the two pinned buffers (double-buffered:
+ * a buffer is refilled once the DMA queued from it two chunks ago is done). */
+static int staged_upload(dcu_ctx *ctx, void *dst, drift_dtype dt, size_t n, const float *src32, const double *src64,
+                         drift_err *err) {
+    size_t es = drift_dtype_size(dt), chunk = stage_chunk(ctx, n, es);
+    int c = 0, rc = DRIFT_OK;
     for (size_t off = 0; off < n; off += chunk, c ^= 1) {
         size_t cnt = n - off < chunk ? n - off : chunk;
         if ((rc = dcu_check(cudaEventSynchronize(ctx->pin_ev[c]), err, ctx->name, "upload: waiting for staging")))
             return rc;
         if (src32)
-            drift_dtype_from_f32_n(src32 + off, ctx->pinned[c], t->dtype, cnt);
+            drift_dtype_from_f32_n(src32 + off, ctx->pinned[c], dt, cnt);
         else
-            f64_to_dtype(src64 + off, ctx->pinned[c], t->dtype, cnt);
-        rc = dcu_check(cudaMemcpyAsync((char *)t->data + off * es, ctx->pinned[c], cnt * es, cudaMemcpyHostToDevice,
+            f64_to_dtype(src64 + off, ctx->pinned[c], dt, cnt);
+        rc = dcu_check(cudaMemcpyAsync((char *)dst + off * es, ctx->pinned[c], cnt * es, cudaMemcpyHostToDevice,
                                        ctx->stream),
                        err, ctx->name, "upload: cudaMemcpyAsync");
         if (!rc) rc = dcu_check(cudaEventRecord(ctx->pin_ev[c], ctx->stream), err, ctx->name, "upload: event");
         if (rc) return rc;
     }
     return DRIFT_OK;
+}
+
+/* fp32 host values into a bf16/fp16 tensor of at least this many elements
+ * are staged raw (a memcpy per chunk instead of a per-element conversion on
+ * the host) into a device fp32 scratch and rounded there by the CAST kernel:
+ * the same RNE bits as drift_f32_to_bf16 / drift_f32_to_f16 (dev_common.cuh
+ * mirrors formats/dtype.h, NaN and overflow included). */
+#define DCU_DEVCAST_MIN ((size_t)1 << 16)
+
+static int upload_any(const drift_backend *be, drift_tensor *t, const float *src32, const double *src64,
+                      drift_err *err) {
+    int rc = check_io(be, t, src32 ? (const void *)src32 : (const void *)src64, err);
+    if (rc) return rc;
+    dcu_ctx *ctx = ctx_of(be);
+    if ((rc = select_device(ctx, err))) return rc;
+    size_t n = (size_t)t->numel;
+    if (src32 && t->dtype != DRIFT_F32 && n >= DCU_DEVCAST_MIN) {
+        void *tmp = NULL;
+        if (dcu_malloc(ctx, &tmp, n * sizeof(float)) == cudaSuccess && tmp) {
+            rc = staged_upload(ctx, tmp, DRIFT_F32, n, src32, NULL, err);
+            if (!rc)
+                rc = dcu_check(dcu_launch_unary(ctx, DCU_UN_CAST, tmp, DRIFT_F32, t->data, t->dtype, (int64_t)n, 0.0f,
+                                                0.0f),
+                               err, ctx->name, "upload: rounding on the device");
+            dcu_free(ctx, tmp);
+            return rc;
+        }
+        (void)cudaGetLastError(); /* no scratch: round on the host instead */
+    }
+    return staged_upload(ctx, t->data, t->dtype, n, src32, src64, err);
 }
 
 static int cuda_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
@@ -552,9 +617,9 @@ static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
     case DRIFT_OP_ATTENTION: {
         int rc = dcu_attention_run(ctx, op, in[0], in[1], in[2], out, err);
         if (rc)
-            drift_err_prefix(err, "%s [q %lldx%lldx%lldx%lld, Lk %lld]", where, (long long)x->shape[0],
+            drift_err_prefix(err, "%s [q %lldx%lldx%lldx%lld, Lk %lld, layout %d]", where, (long long)x->shape[0],
                              (long long)x->shape[1], (long long)x->shape[2], (long long)x->shape[3],
-                             (long long)in[1]->shape[2]);
+                             (long long)in[1]->shape[op->layout ? 1 : 2], op->layout);
         return rc;
     }
     case DRIFT_OP_PERMUTE:
@@ -784,6 +849,7 @@ int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
     be->run = cuda_run;
     be->metrics = cuda_metrics;
     be->sync = cuda_sync;
+    be->alias = cuda_alias;
     *out = be;
     return DRIFT_OK;
 }

@@ -56,6 +56,22 @@ static void ref_release(const drift_backend *be, drift_tensor *t) {
     t->data = NULL;
 }
 
+/* A view of base's double storage elem_offset elements in (backend.h). */
+static int ref_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
+                     drift_err *err) {
+    if (!base || !base->data || base->be != be || !out)
+        return drift_err_set(err, DRIFT_E_INPUT, "ref", "alias: base not allocated on this backend");
+    int64_t n = drift_shape_numel(out->ndim, out->shape);
+    if (n < 0 || out->dtype != base->dtype || elem_offset < 0 || elem_offset > base->numel ||
+        n > base->numel - elem_offset)
+        return drift_err_set(err, DRIFT_E_INPUT, "ref", "alias: %lld elements at offset %lld do not fit a %lld-element %s base",
+                             (long long)n, (long long)elem_offset, (long long)base->numel, drift_dtype_name(base->dtype));
+    out->data = dd(base) + elem_offset;
+    out->numel = n;
+    out->be = be;
+    return DRIFT_OK;
+}
+
 static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
     if (!t || !t->data || t->be != be)
         return drift_err_set(err, DRIFT_E_INPUT, "ref", "transfer: tensor not allocated on this backend");
@@ -241,12 +257,16 @@ static void rope_rows(void *p, int64_t r0, int64_t r1) {
 
 /* ------------------------------------------------------------------------ */
 /* ATTENTION: per query row, two passes over the keys (max, then exp and the
- * weighted sum of v accumulated straight into the output row). */
+ * weighted sum of v accumulated straight into the output row). Rows are
+ * addressed through strides, so layout 1 ([B, L, H, D]) runs the same
+ * operations in the same order as layout 0 ([B, H, L, D]). */
 
 typedef struct attn_job {
     const double *q, *k, *v;
     double *o;
-    int64_t Lq, Lk, Dh, Dv;
+    int64_t H, Lq, Lk, Dh, Dv;
+    /* element strides of b, h, l (d is contiguous) */
+    int64_t qs[3], ks[3], vs[3], os[3];
     double scale;
 } attn_job;
 
@@ -256,25 +276,41 @@ static double attn_score(const attn_job *j, const double *q, const double *k) {
     return s * j->scale;
 }
 
+/* Rows r = (b*H + h)*Lq + i. */
 static void attn_rows(void *p, int64_t r0, int64_t r1) {
     const attn_job *j = p;
     for (int64_t r = r0; r < r1; r++) {
-        const int64_t bh = r / j->Lq;
-        const double *q = j->q + r * j->Dh, *k = j->k + bh * j->Lk * j->Dh, *v = j->v + bh * j->Lk * j->Dv;
-        double *o = j->o + r * j->Dv;
+        const int64_t bh = r / j->Lq, i = r - bh * j->Lq, b = bh / j->H, h = bh - b * j->H;
+        const double *q = j->q + b * j->qs[0] + h * j->qs[1] + i * j->qs[2];
+        const double *k = j->k + b * j->ks[0] + h * j->ks[1], *v = j->v + b * j->vs[0] + h * j->vs[1];
+        double *o = j->o + b * j->os[0] + h * j->os[1] + i * j->os[2];
+        const int64_t kl = j->ks[2], vl = j->vs[2];
         double m = -INFINITY;
         for (int64_t c = 0; c < j->Lk; c++) {
-            double s = attn_score(j, q, k + c * j->Dh);
+            double s = attn_score(j, q, k + c * kl);
             if (s > m) m = s;
         }
         double l = 0.0;
         for (int64_t d = 0; d < j->Dv; d++) o[d] = 0.0;
         for (int64_t c = 0; c < j->Lk; c++) {
-            const double pr = exp(attn_score(j, q, k + c * j->Dh) - m);
+            const double pr = exp(attn_score(j, q, k + c * kl) - m);
             l += pr;
-            for (int64_t d = 0; d < j->Dv; d++) o[d] += pr * v[c * j->Dv + d];
+            for (int64_t d = 0; d < j->Dv; d++) o[d] += pr * v[c * vl + d];
         }
         for (int64_t d = 0; d < j->Dv; d++) o[d] /= l;
+    }
+}
+
+/* Strides (b, h, l) of a contiguous 4-d tensor t in `layout`. */
+static void attn_strides(const drift_tensor *t, int layout, int64_t *s) {
+    const int64_t D = t->shape[3], n1 = t->shape[1], n2 = t->shape[2];
+    s[0] = n1 * n2 * D;
+    if (layout) {
+        s[1] = D;      /* h: dim 2 */
+        s[2] = n2 * D; /* l: dim 1 */
+    } else {
+        s[1] = n2 * D;
+        s[2] = D;
     }
 }
 
@@ -410,11 +446,18 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
         return DRIFT_OK;
     }
     case DRIFT_OP_ATTENTION: {
+        const int ly = op->layout != 0, hd = ly ? 2 : 1, ld = ly ? 1 : 2;
         const int64_t Dh = x->shape[3];
-        attn_job j = {dd(x), dd(in[1]), dd(in[2]), dd(out), x->shape[2], in[1]->shape[2], Dh, in[2]->shape[3],
-                      op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh)};
-        drift_host_parallel_for(nt, x->shape[0] * x->shape[1] * j.Lq, row_grain(j.Lk * (2 * j.Dh + j.Dv)),
-                                attn_rows, &j);
+        attn_job j;
+        memset(&j, 0, sizeof j);
+        j.q = dd(x), j.k = dd(in[1]), j.v = dd(in[2]), j.o = dd(out);
+        j.H = x->shape[hd], j.Lq = x->shape[ld], j.Lk = in[1]->shape[ld], j.Dh = Dh, j.Dv = in[2]->shape[3];
+        attn_strides(x, ly, j.qs);
+        attn_strides(in[1], ly, j.ks);
+        attn_strides(in[2], ly, j.vs);
+        attn_strides(out, ly, j.os);
+        j.scale = op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh);
+        drift_host_parallel_for(nt, x->shape[0] * j.H * j.Lq, row_grain(j.Lk * (2 * j.Dh + j.Dv)), attn_rows, &j);
         return DRIFT_OK;
     }
     case DRIFT_OP_PERMUTE: run_permute(op, x, out); return DRIFT_OK;
@@ -509,6 +552,7 @@ int drift_ref_backend_create(drift_backend **out, drift_err *err) {
     be->metrics = ref_metrics;
     be->sync = ref_sync;
     be->destroy = ref_destroy;
+    be->alias = ref_alias;
     *out = be;
     return DRIFT_OK;
 }
