@@ -19,6 +19,11 @@ static void progress(const char *what, long done, long total, void *user) {
     fprintf(stderr, "\r%s %ld of at most %ld   ", what, done, total);
 }
 
+static void probe_log(const char *line, void *user) {
+    (void)user;
+    fprintf(stderr, "%s\n", line);
+}
+
 static const char *diff_kind_name(drift_diff_kind k) {
     switch (k) {
     case DRIFT_DIFF_FLAG: return "flag";
@@ -97,7 +102,8 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     lo.bad = o->bad;
     lo.backend = o->backend;
     lo.granularity_param = o->granularity_param;
-    if (drift_cli_progress_enabled()) lo.progress = progress;
+    if (drift_cli_progress_enabled() && !lo.devices) lo.progress = progress;
+    if (lo.devices) lo.log = probe_log;
     drift_bisect_result r;
     int rc = drift_bisect_run(&lo, &r, err);
     if (lo.progress) fputc('\n', stderr);
@@ -146,8 +152,8 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
                     e->first_divergent[0] ? e->first_divergent : "(none)", drift_report_num(e->metric_without, c, sizeof c));
         }
     }
-    fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,
-            r.seconds);
+    fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent%s%s) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,
+            lo.devices ? " on " : "", lo.devices ? lo.devices : "", r.seconds);
     drift_bisect_result_free(&r);
     return DRIFT_OK;
 }

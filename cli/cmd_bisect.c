@@ -12,7 +12,8 @@
 static const char *const HELP =
     "usage: drift bisect TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
-    "                    [--all] [--steps A:B] [--device cpu|cuda[:N]] [--parallel N] [--json]\n"
+    "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
+    "                    [--parallel N] [--json]\n"
     "\n"
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
@@ -35,7 +36,10 @@ static const char *const HELP =
     "  --threshold-floor K   threshold = good + K x the measured noise floor (the same\n"
     "                   replay with the latents moved by one ULP)\n"
     "  --all            repeat without the culprits found until nothing fails\n"
-    "  --parallel N     probes run at once (threads; default 2)\n"
+    "  --parallel N     probes run at once (threads; default 2, or one per device)\n"
+    "  --devices LIST   e.g. cuda:0,cuda:1: independent probes run on different GPUs\n"
+    "                   at once (probe slot i on device i %% n, each its own backend);\n"
+    "                   stderr logs each probe's start and finish with its device\n"
     "\n"
     "exit: 0 answered (also 'no culprit'), 1 the good plan is itself over the threshold,\n"
     "      2 bad usage or input\n";
@@ -44,6 +48,7 @@ int drift_cmd_bisect(int argc, char **argv) {
     drift_bisect_cli_opts o;
     drift_bisect_cli_opts_init(&o);
     const char *good = NULL, *bad = NULL, *steps = NULL;
+    int device_given = 0, parallel_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int m;
@@ -62,7 +67,9 @@ int drift_cmd_bisect(int argc, char **argv) {
         if (m < 0) return 2;
         if (VAL("--steps")) { steps = v; continue; }
         if (m < 0) return 2;
-        if (VAL("--device")) { o.backend = v; continue; }
+        if (VAL("--devices")) { o.lib.devices = v; continue; }
+        if (m < 0) return 2;
+        if (VAL("--device")) { o.backend = v; device_given = 1; continue; }
         if (m < 0) return 2;
         if (VAL("--ref")) {
             if (strcmp(v, "good") == 0) o.lib.ref = DRIFT_BISECT_REF_GOOD;
@@ -108,6 +115,7 @@ int drift_cmd_bisect(int argc, char **argv) {
             long n = strtol(v, &end, 10);
             if (!end || *end || n < 1 || n > 16) return drift_cli_usage_error("bisect", "--parallel: expected 1..16, got '%s'", v);
             o.lib.parallel = (int)n;
+            parallel_given = 1;
             continue;
         }
         if (m < 0) return 2;
@@ -117,6 +125,12 @@ int drift_cmd_bisect(int argc, char **argv) {
         o.trace = argv[i];
     }
     if (!o.trace || !good || !bad) return drift_cli_usage_error("bisect", "TRACE, --good and --bad are required");
+    if (o.lib.devices && device_given) return drift_cli_usage_error("bisect", "give --device or --devices, not both");
+    if (o.lib.devices && !parallel_given) {
+        int n = 1;
+        for (const char *p = o.lib.devices; *p; p++) n += *p == ',';
+        o.lib.parallel = n > 16 ? 16 : n;
+    }
     if (o.lib.has_threshold && o.lib.has_threshold_floor)
         return drift_cli_usage_error("bisect", "give --threshold or --threshold-floor, not both");
     drift_err err;

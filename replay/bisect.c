@@ -1,6 +1,7 @@
 #include "replay/bisect.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "replay/ddmin.h"
 #include "replay/forward.h"
 #include "replay/metrics.h"
+#include "replay/multi.h"
 
 #define MAX_SLOTS 16
 
@@ -241,6 +243,11 @@ typedef struct session {
     size_t n_diffs;
     double threshold;
     size_t probes_done, bound;
+    char slot_dev[MAX_SLOTS][64]; /* device name of each slot, for the probe log */
+    pthread_mutex_t log_mu;
+    int running;
+    long probe_seq;
+    double t0;
 } session;
 
 static void session_free(session *s) {
@@ -395,15 +402,45 @@ static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, f
     return DRIFT_OK;
 }
 
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One log line per probe start and finish (which device, how many run). */
+static long probe_log(session *s, int slot, long id, int start, int fails, double secs) {
+    if (!s->o->log) return 0;
+    char line[256];
+    pthread_mutex_lock(&s->log_mu);
+    if (start) {
+        id = ++s->probe_seq;
+        s->running++;
+        snprintf(line, sizeof line, "[%7.2f s] probe %ld on %s started (%d running)", mono_s() - s->t0, id,
+                 s->slot_dev[slot], s->running);
+    } else {
+        s->running--;
+        snprintf(line, sizeof line, "[%7.2f s] probe %ld on %s finished in %.2f s: %s (%d running)", mono_s() - s->t0, id,
+                 s->slot_dev[slot], secs, fails < 0 ? "error" : fails ? "fails" : "passes", s->running);
+    }
+    s->o->log(line, s->o->log_user);
+    pthread_mutex_unlock(&s->log_mu);
+    return id;
+}
+
 static int probe(const unsigned char *mask, size_t n, int slot, void *user, int *fails, drift_err *err) {
     session *s = user;
+    slot %= s->slots;
+    double t = mono_s();
+    long id = probe_log(s, slot, 0, 1, 0, 0);
     drift_plan p;
     int rc = drift_bisect_apply(s->o->good, s->o->bad, &s->m->table, s->diffs, n, mask, &p, err);
     if (rc) return rc;
     double metric = 0;
-    rc = run_plan(s, &p, slot % s->slots, s->ref, NULL, 0, &metric, err);
+    rc = run_plan(s, &p, slot, s->ref, NULL, 0, &metric, err);
     drift_plan_free(&p);
     if (!rc) *fails = metric > s->threshold || isnan(metric);
+    probe_log(s, slot, id, 0, rc ? -1 : *fails, mono_s() - t);
     return rc;
 }
 
@@ -483,10 +520,24 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     unsigned char *universe = NULL, *mask = NULL;
     drift_plan_diff *diffs = NULL;
     int rc;
+    pthread_mutex_init(&s.log_mu, NULL);
+    s.t0 = mono_s();
+    char **devs = NULL;
+    int n_dev = 0;
+    if (o->devices && (rc = drift_replay_parse_devices(o->devices, &devs, &n_dev, err))) goto done;
     if ((rc = session_load(&s, o, err))) goto done;
     s.slots = o->parallel < 1 ? 1 : (o->parallel > MAX_SLOTS ? MAX_SLOTS : o->parallel);
-    for (int i = 0; i < s.slots; i++)
-        if ((rc = drift_backend_create(o->backend ? o->backend : "cpu", &s.be[i], err))) goto done;
+    /* each slot its own backend; with --devices, slot i on device i % n */
+    for (int i = 0; i < s.slots; i++) {
+        const char *name = devs ? devs[i % n_dev] : (o->backend ? o->backend : "cpu");
+        if ((rc = drift_backend_create(name, &s.be[i], err))) {
+            drift_err_prefix(err, "probe slot %d", i);
+            goto done;
+        }
+        snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%s", s.be[i]->name);
+        if (strncmp(s.be[i]->name, "cuda", 4) != 0) /* host backends share a name: tell the slots apart */
+            snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%.40s[slot %d]", s.be[i]->name, i);
+    }
     res->n_steps = s.n_steps;
     size_t nd = 0;
     if ((rc = drift_bisect_diff_plans(o->good, o->bad, &s.m->table, o->granularity_param, &diffs, &nd, err))) goto done;
@@ -588,5 +639,7 @@ done:
     free(universe);
     free(mask);
     session_free(&s);
+    drift_replay_devices_free(devs, n_dev);
+    pthread_mutex_destroy(&s.log_mu);
     return rc;
 }

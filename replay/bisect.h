@@ -67,6 +67,12 @@ typedef struct drift_bisect_opts {
     int64_t step_first, step_last; /* -1: unbounded */
     const char *backend;
     int parallel;                /* concurrent probes (threads; default 2) */
+    const char *devices;         /* "cuda:0,cuda:1": probe slot i runs on device i % n (its own
+                                    backend); NULL: every slot on backend */
+    /* Called (from probe threads, serialised) with one line per probe start
+     * and finish: "probe 3 on cuda:1 started (2 running)". May be NULL. */
+    void (*log)(const char *line, void *user);
+    void *log_user;
     drift_progress_fn progress;
     void *progress_user;
 } drift_bisect_opts;

@@ -40,6 +40,12 @@ typedef struct drift_replay_opts {
     const char *backend;         /* "cpu" (default), "cuda[:N]" */
     const char *out_path;        /* NULL, or a result trace (side replay: metrics + output) */
     int sites;                   /* 1: compare every site (default); 0: only the output */
+    /* Several devices or ranks (replay/multi.h): the report is the same bit
+     * for bit as the one-device replay's. */
+    const char *devices;         /* "cuda:0,cuda:1": one worker thread per device; NULL: backend */
+    int fsdp;                    /* shard the fp32 masters over the workers, cast, all-gather (replay/fsdp.h) */
+    int mpi;                     /* this process is one rank of MPI_COMM_WORLD (MPI initialised); backend
+                                    "cuda" picks cuda:LOCAL_RANK */
     drift_progress_fn progress;
     void *progress_user;
 } drift_replay_opts;
@@ -59,6 +65,12 @@ typedef struct drift_replay_report {
     int has_oracle;
     double oracle_rmse_replay, oracle_rmse_trainer, oracle_rmse_rollout; /* output vs oracle; NaN if n/a */
     double seconds;
+    /* how it ran */
+    int workers;                 /* devices or ranks (1: one-device replay) */
+    char comm[16];               /* "nccl", "mpi", "local" (host memory), "" for one device */
+    int rank;                    /* MPI: this process's rank (only rank 0 prints) */
+    double setup_seconds, steps_seconds; /* loading and preparing / replaying the steps */
+    int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
 } drift_replay_report;
 
 /* Runs the replay. rep is filled (caller frees it with

@@ -45,18 +45,28 @@ static drift_sitecmp_entry *entry_for(drift_sitecmp *c, const char *site, drift_
     return e;
 }
 
+int drift_sitecmp_step_acc(drift_dtype dt, const float *t, const float *r, int64_t n, int64_t batch,
+                           drift_site_acc *one, drift_err *err) {
+    drift_metrics_site_init(one, dt);
+    if (batch < 1 || n % batch != 0) batch = 1;
+    return drift_metrics_site_add_f32(one, t, r, (size_t)batch, (size_t)n, err);
+}
+
 int drift_sitecmp_add(drift_sitecmp *c, const char *site, drift_dtype dt, const float *t, const float *r, int64_t n,
                       int64_t batch, int64_t step, drift_trace_metric *row, drift_err *err) {
+    drift_site_acc one;
+    int rc = drift_sitecmp_step_acc(dt, t, r, n, batch, &one, err);
+    if (rc) return rc;
+    return drift_sitecmp_add_acc(c, site, dt, &one, step, row, err);
+}
+
+int drift_sitecmp_add_acc(drift_sitecmp *c, const char *site, drift_dtype dt, const drift_site_acc *one, int64_t step,
+                          drift_trace_metric *row, drift_err *err) {
     drift_sitecmp_entry *e = entry_for(c, site, dt, err);
     if (!e) return err ? err->code : DRIFT_E_NOMEM;
-    drift_site_acc one;
-    drift_metrics_site_init(&one, dt);
-    if (batch < 1 || n % batch != 0) batch = 1;
-    int rc = drift_metrics_site_add_f32(&one, t, r, (size_t)batch, (size_t)n, err);
-    if (rc) return rc;
     drift_site_metrics m;
-    drift_metrics_site_finish(&one, c->guidance_scale, &m);
-    drift_metrics_site_merge(&e->acc, &one);
+    drift_metrics_site_finish(one, c->guidance_scale, &m);
+    drift_metrics_site_merge(&e->acc, one);
     e->steps++;
     int first = 0;
     if (m.bitwise_equal) {

@@ -38,6 +38,15 @@ void drift_sitecmp_begin_step(drift_sitecmp *c);
  * first site of the step whose bits differ. */
 int drift_sitecmp_add(drift_sitecmp *c, const char *site, drift_dtype dt, const float *t, const float *r, int64_t n,
                       int64_t batch, int64_t step, drift_trace_metric *row, drift_err *err);
+/* The two halves of drift_sitecmp_add, for producers that compute a step's
+ * accumulators elsewhere (another thread, device or rank) and merge them in
+ * step order: the step's accumulator of one site (batch rows as above), and
+ * its merge into the aggregate with the same bookkeeping (first divergence,
+ * row). drift_sitecmp_add(c, ...) == step_acc + add_acc, bit for bit. */
+int drift_sitecmp_step_acc(drift_dtype dt, const float *t, const float *r, int64_t n, int64_t batch,
+                           drift_site_acc *one, drift_err *err);
+int drift_sitecmp_add_acc(drift_sitecmp *c, const char *site, drift_dtype dt, const drift_site_acc *one, int64_t step,
+                          drift_trace_metric *row, drift_err *err);
 /* The entry of site, or NULL. */
 drift_sitecmp_entry *drift_sitecmp_find(drift_sitecmp *c, const char *site);
 /* Finishes an entry's aggregate. */
