@@ -11,7 +11,7 @@
 static const char *const HELP =
     "usage: drift record --synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
     "                    [--seed S] [--weights FILE.safetensors] [--eta E] [--shift S]\n"
-    "                    [--device cpu|cuda[:N]] -o TRACE\n"
+    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] -o TRACE\n"
     "\n"
     "Records a synthetic frozen-weight debug run: one denoising trajectory of the\n"
     "model with seeded weights. At each of N denoising steps the rollout side's\n"
@@ -29,6 +29,8 @@ static const char *const HELP =
     "  --weights FILE       real weights from a .safetensors file (diffusers names) instead of seeded ones\n"
     "  --eta E              SDE noise level (default 0.7); --shift S schedule shift (default 3)\n"
     "  --device D           cpu (default) or cuda[:N]\n"
+    "  --rank R, --world-size W  rank and world size written into the traces (default 0 of 1):\n"
+    "                       per-rank files of one run, e.g. for drift merge\n"
     "  -o TRACE             output path of the trainer trace\n";
 
 static void progress(const char *what, long done, long total, void *user) {
@@ -55,6 +57,20 @@ int drift_cmd_record(int argc, char **argv) {
         continue;                                                                                  \
     }
         const char *seed = NULL, *eta = NULL, *shift = NULL;
+        const char *rk = NULL;
+        for (int ws = 0; ws < 2; ws++) {
+            const char *name = ws ? "--world-size" : "--rank";
+            if ((m = drift_cli_opt(argc, argv, &i, name, &rk)) == 0) continue;
+            if (m < 0) return drift_cli_usage_error("record", "%s needs a value", name);
+            char *end = NULL;
+            long rv = strtol(rk, &end, 10);
+            if (!end || *end || rv < ws || rv > 1000000)
+                return drift_cli_usage_error("record", "%s: expected an integer in %d..1000000, got '%s'", name, ws, rk);
+            if (ws) o.world_size = (int32_t)rv;
+            else o.rank = (int32_t)rv;
+            break;
+        }
+        if (m > 0) continue;
         OPT("--synthetic", synthetic)
         OPT("--steps", steps)
         OPT("--trainer-plan", tplan)
@@ -90,6 +106,9 @@ int drift_cmd_record(int argc, char **argv) {
     char *end = NULL;
     long n = strtol(steps, &end, 10);
     if (!end || *end || n < 1 || n > 100000) return drift_cli_usage_error("record", "--steps: expected 1..100000, got '%s'", steps);
+    if (o.rank >= (o.world_size > 0 ? o.world_size : 1))
+        return drift_cli_usage_error("record", "--rank %d: expected 0 <= rank < --world-size (%d)", (int)o.rank,
+                                     (int)(o.world_size > 0 ? o.world_size : 1));
     o.steps = (int)n;
     o.model = synthetic;
     o.trainer_path = out;

@@ -133,12 +133,12 @@ static int declare(drift_trace_writer *w, const char *name, drift_dtype dt, int 
 /* Creates the writer, declares the graph's sites plus extra, writes params,
  * dtypes, buffers, graph. */
 static int side_open(side_rec *s, drift_model *m, const char *path, drift_trace_side side, const drift_plan *plan,
-                     uint64_t seed, drift_err *err) {
+                     uint64_t seed, int32_t rank, int32_t world_size, drift_err *err) {
     int rc;
     char *plan_json = drift_plan_to_json(plan), *graph_json = NULL;
     char run_id[64];
     snprintf(run_id, sizeof run_id, "synthetic-%016llx", (unsigned long long)seed);
-    drift_trace_meta meta = {.side = side, .run_id = run_id, .rank = 0, .world_size = 1, .family = m->spec,
+    drift_trace_meta meta = {.side = side, .run_id = run_id, .rank = rank, .world_size = world_size > 0 ? world_size : 1, .family = m->spec,
                              .guidance_scale = 1.0, .plan_json = plan_json ? plan_json : "{}"};
     if ((rc = drift_trace_writer_create(&s->w, path, &meta, err))) goto done;
     const drift_graph *g = s->f->assigned;
@@ -231,11 +231,11 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     tr.cmp = &cmp;
     ro.batch = tr.batch = m->cfg.batch;
 
-    if ((rc = side_open(&tr, m, o->trainer_path, DRIFT_TRACE_SIDE_TRAINER, o->trainer_plan, o->seed, err))) goto done;
+    if ((rc = side_open(&tr, m, o->trainer_path, DRIFT_TRACE_SIDE_TRAINER, o->trainer_plan, o->seed, o->rank, o->world_size, err))) goto done;
     char rpath[4096];
     if (o->rollout_path) snprintf(rpath, sizeof rpath, "%s", o->rollout_path);
     else drift_synth_rollout_path(o->trainer_path, rpath, sizeof rpath);
-    if ((rc = side_open(&ro, m, rpath, DRIFT_TRACE_SIDE_ROLLOUT, o->rollout_plan, o->seed, err))) goto done;
+    if ((rc = side_open(&ro, m, rpath, DRIFT_TRACE_SIDE_ROLLOUT, o->rollout_plan, o->seed, o->rank, o->world_size, err))) goto done;
     /* What the rollout hands over, recorded on both sides. */
     const drift_value *outv = drift_graph_value(ro.f->assigned, drift_graph_output(ro.f->assigned));
     const int64_t B = m->cfg.batch;

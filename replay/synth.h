@@ -44,6 +44,7 @@ typedef struct drift_synth_opts {
     const char *trainer_path;    /* trainer-side trace */
     const char *rollout_path;    /* rollout-side trace (NULL: drift_synth_rollout_path) */
     const char *backend;         /* "cpu" (default) or "cuda[:N]" */
+    int32_t rank, world_size;    /* root attributes of both traces (0, 1: a single-process run) */
     drift_progress_fn progress;
     void *progress_user;
 } drift_synth_opts;
