@@ -6,8 +6,10 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "formats/census.h" /* intercept census */
 #include "formats/json.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h" /* drift merge index */
 
 static const char *const HELP =
     "usage: drift ls TRACE [--json]\n"
@@ -19,6 +21,13 @@ static const char *const HELP =
     "and full shape, and the dtype each had in the forward), buffers, the graph\n"
     "and the metrics tables. Only committed steps count. A trace whose writer is\n"
     "still running or was killed is read through SWMR (see drift check --repair).\n"
+    "A census written by libdrift_intercept.so (docs/intercept.md) is listed as\n"
+    "two tables: GEMMs (range, api, dtypes, compute type, shape, calls) and\n"
+    "collectives (range, op, dtype, count, calls); JSON key \"census\" (null if none).\n"
+    "\n"
+    "A drift merge index is listed rank by rank: INDEX lists every rank it holds\n"
+    "(JSON: {\"format\": \"drift-index\", ..., \"ranks\": [one listing per rank]}),\n"
+    "INDEX#rank=N only rank N's view (as every other command reads it).\n"
     "\n"
     "  --json   one JSON document on stdout\n"
     "\n"
@@ -45,6 +54,7 @@ static void json_shape(drift_json_buf *b, const char *key, int ndim, const int64
 typedef struct ls_counts {
     int64_t metric_rows, step_metric_rows, notes;
     size_t graph_bytes;
+    const drift_census *census; /* intercept census, NULL if none (borrowed) */
 } ls_counts;
 
 static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) {
@@ -155,6 +165,8 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     drift_json_buf_field_int(&b, "step_rows", c->step_metric_rows);
     drift_json_buf_end_object(&b);
     drift_json_buf_field_int(&b, "notes", c->notes);
+    drift_json_buf_add_key(&b, "census"); /* intercept census */
+    drift_census_json(&b, c->census);
     drift_json_buf_end_object(&b);
     char *doc = drift_json_buf_take(&b);
     drift_json_buf_free(&b);
@@ -235,8 +247,96 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     printf("metrics   %lld rows over %zu sites, %lld per-step rows\n", (long long)c->metric_rows,
            drift_trace_reader_n_metric_sites(r), (long long)c->step_metric_rows);
     printf("notes     %lld\n", (long long)c->notes);
+    if (c->census) { /* intercept census */
+        printf("\n");
+        drift_census_print(stdout, c->census);
+    }
     return DRIFT_OK;
 }
+
+/* ---- drift merge index: every rank, each listed as its own trace ---------- */
+static void json_str_out(const char *s) {
+    drift_json_buf b;
+    drift_json_buf_init(&b);
+    drift_json_buf_add_string(&b, s);
+    char *q = drift_json_buf_take(&b);
+    drift_json_buf_free(&b);
+    fputs(q ? q : "null", stdout);
+    free(q);
+}
+
+static int ls_index(const char *path, int json) {
+    drift_err err;
+    drift_err_clear(&err);
+    drift_trace_index_info ix;
+    if (drift_trace_index_info_read(path, &ix, &err)) return drift_cli_report("ls", &err);
+    int rc = 0;
+    char **views = calloc(ix.n_ranks ? ix.n_ranks : 1, sizeof *views);
+    if (!views) {
+        drift_trace_index_info_free(&ix);
+        fprintf(stderr, "drift ls: out of memory\n");
+        return 2;
+    }
+    for (size_t i = 0; i < ix.n_ranks && !rc; i++) {
+        size_t l = strlen(path) + 32;
+        drift_trace_reader *r = NULL;
+        if (!(views[i] = malloc(l))) {
+            fprintf(stderr, "drift ls: out of memory\n");
+            rc = 2;
+            break;
+        }
+        snprintf(views[i], l, "%s%s%d", path, DRIFT_TRACE_INDEX_RANK_SUFFIX, (int)ix.ranks[i]);
+        /* every view opens (its rank file is there and unchanged) before anything is printed */
+        if (drift_trace_reader_open(&r, views[i], DRIFT_TRACE_OPEN_NORMAL, &err)) rc = drift_cli_report("ls", &err);
+        drift_trace_reader_close(r);
+    }
+    if (!rc && json) {
+        printf("{\n  \"path\": ");
+        json_str_out(path);
+        printf(",\n  \"format\": \"%s\",\n  \"index_version\": %d,\n  \"format_version\": %d,\n  \"run_id\": ",
+               DRIFT_TRACE_INDEX_FORMAT_NAME, DRIFT_TRACE_INDEX_VERSION, ix.format_version);
+        json_str_out(ix.run_id);
+        printf(",\n  \"side\": ");
+        json_str_out(ix.side);
+        printf(",\n  \"world_size\": %d,\n  \"created\": ", (int)ix.world_size);
+        json_str_out(ix.created);
+        printf(",\n  \"snapshot\": true,\n  \"missing_ranks\": [");
+        for (size_t i = 0; i < ix.n_missing; i++) printf("%s%d", i ? ", " : "", (int)ix.missing[i]);
+        printf("],\n  \"sources\": {");
+        for (size_t i = 0; i < ix.n_ranks; i++) {
+            printf("%s\"%d\": ", i ? ", " : "", (int)ix.ranks[i]);
+            json_str_out(ix.sources[i]);
+        }
+        printf("},\n  \"ranks\": [\n");
+    } else if (!rc) {
+        printf("index     %s\n", path);
+        printf("format    %s v%d over %s v%d rank traces (a snapshot: re-run drift merge to refresh)\n",
+               DRIFT_TRACE_INDEX_FORMAT_NAME, DRIFT_TRACE_INDEX_VERSION, DRIFT_TRACE_FORMAT_NAME, ix.format_version);
+        printf("run       %s   side %s   world size %d   merged %s\n", ix.run_id, ix.side, (int)ix.world_size, ix.created);
+        printf("ranks     %zu present", ix.n_ranks);
+        if (ix.n_missing) {
+            printf(", %zu missing:", ix.n_missing);
+            for (size_t i = 0; i < ix.n_missing && i < 64; i++) printf(" %d", (int)ix.missing[i]);
+            if (ix.n_missing > 64) printf(" ...");
+        }
+        printf("\n");
+        for (size_t i = 0; i < ix.n_ranks; i++) printf("  rank %-5d %s\n", (int)ix.ranks[i], ix.resolved[i]);
+    }
+    for (size_t i = 0; i < ix.n_ranks && !rc; i++) {
+        if (!json) printf("\n== rank %d: %s ==\n", (int)ix.ranks[i], views[i]);
+        else if (i) printf(",\n");
+        fflush(stdout);
+        char *av[3] = {"ls", views[i], "--json"};
+        rc = drift_cmd_ls(json ? 3 : 2, av);
+        fflush(stdout);
+    }
+    if (!rc && json) printf("]\n}\n");
+    for (size_t i = 0; i < ix.n_ranks; i++) free(views[i]);
+    free(views);
+    drift_trace_index_info_free(&ix);
+    return rc;
+}
+/* ---- end drift merge index -------------------------------------------------- */
 
 int drift_cmd_ls(int argc, char **argv) {
     const char *path = NULL;
@@ -256,6 +356,7 @@ int drift_cmd_ls(int argc, char **argv) {
         }
     }
     if (!path) return drift_cli_usage_error("ls", "a TRACE file is required");
+    if (drift_trace_index_is(path)) return ls_index(path, json); /* drift merge index */
     drift_err err;
     drift_err_clear(&err);
     drift_trace_reader *r = NULL;
@@ -273,7 +374,11 @@ int drift_cmd_ls(int argc, char **argv) {
     char *g = NULL;
     rc = drift_trace_read_graph(r, &g, &c.graph_bytes, &err);
     free(g);
+    drift_census *census = NULL; /* intercept census */
+    if (!rc) rc = drift_census_read(r, &census, &err);
+    c.census = census;
     if (!rc) rc = json ? list_json(r, &c, &err) : list_text(r, &c, &err);
+    drift_census_free(census);
     drift_trace_reader_close(r);
     if (rc) return drift_cli_report("ls", &err);
     return 0;

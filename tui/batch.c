@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/census.h" /* intercept census */
 #include "formats/json.h"
 
 static const char *const mkeys[DRIFT_TOP_M_COUNT] = {"mean_abs_diff", "max_abs_diff", "rel_max", "cosine"};
@@ -160,6 +161,8 @@ static int write_json(const drift_top_model *mo, const drift_top_query *q, const
         drift_json_buf_end_object(&b);
     }
     drift_json_buf_end_array(&b);
+    drift_json_buf_add_key(&b, "census"); /* intercept census (docs/intercept.md), null if none */
+    drift_census_json(&b, drift_top_model_census(mo));
     drift_json_buf_end_object(&b);
     char *doc = drift_json_buf_take(&b);
     if (!doc) {

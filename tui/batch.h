@@ -25,7 +25,8 @@ typedef enum drift_top_format { DRIFT_TOP_FORMAT_JSON = 0, DRIFT_TOP_FORMAT_CSV 
  *     "history":[{"step", mean_abs_diff, max_abs_diff, rel_max, cosine,
  *       "max_ulp_diff", "flags"}]}],
  *   "step_metrics":[{"step", log_prob_mean_abs_diff, ratio_abs_minus_1,
- *     approx_kl}]}
+ *     approx_kl}],
+ *   "census":null|{...} (the intercept census, drift_census_json)}
  * Numbers print with 17 significant digits (exact round trip); NaN is null.
  *
  * CSV: one table, header

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/census.h" /* intercept census */
 #include "formats/plan.h"
 
 /* ======================================================================= */
@@ -697,7 +698,10 @@ struct drift_top_model {
     char *path, *ref_path;
     int64_t loaded_after;        /* last step ingested (INT64_MIN: none) */
     int follow;
+    drift_census *census;        /* intercept census, NULL if none (owned) */
 };
+
+const struct drift_census *drift_top_model_census(const drift_top_model *m) { return m ? m->census : NULL; }
 
 static char *dupstr(const char *s) {
     if (!s) s = "";
@@ -800,6 +804,7 @@ int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, dr
     }
     if ((rc = open_one(o->path, o->follow, &m->r, err)) != DRIFT_OK) goto fail;
     if ((rc = drift_top_data_create(&m->d, o->step_lo, o->step_hi, o->variant, err)) != DRIFT_OK) goto fail;
+    if (drift_census_read(m->r, &m->census, NULL) != DRIFT_OK) m->census = NULL; /* a bad census hides only itself */
     if ((rc = load_new(m->r, m->d, &m->loaded_after, NULL, err)) != DRIFT_OK) {
         drift_err_prefix(err, "%s", o->path);
         goto fail;
@@ -842,6 +847,7 @@ fail:
 
 void drift_top_model_close(drift_top_model *m) {
     if (!m) return;
+    drift_census_free(m->census);
     drift_trace_reader_close(m->r);
     drift_trace_reader_close(m->rr);
     drift_top_data_free(m->d);

@@ -306,6 +306,10 @@ const drift_top_data *drift_top_model_ref(const drift_top_model *m);
 drift_top_liveness drift_top_model_liveness(const drift_top_model *m, double now, double idle_after, double *age);
 /* Fills q's guidance scales from the traces. */
 void drift_top_model_query_init(const drift_top_model *m, drift_top_query *q);
+/* The intercept census of the trace (formats/census.h), read once at open;
+ * NULL when the trace has none or it is unreadable. Owned by m. */
+struct drift_census;
+const struct drift_census *drift_top_model_census(const drift_top_model *m);
 
 /* Parses "A:B", "A:", ":B", "A" (= A:A+1) into [lo, hi). */
 int drift_top_parse_steps(const char *s, int64_t *lo, int64_t *hi, drift_err *err);

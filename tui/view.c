@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "formats/census.h" /* intercept census */
 #include "tui/layout.h"
 
 enum { C_OK = 1, C_WARN, C_BAD, C_EQUAL, C_TITLE, C_BAR_A, C_BAR_B, C_DIM };
@@ -37,7 +38,7 @@ typedef struct vs {
     int drill;
     size_t drill_layer;
     long dsel, dtop;
-    int help, help_top;
+    int help, help_top;          /* help 2: the census overlay (key C) */
     int prompt;
     char pbuf[256];
     size_t plen;
@@ -687,6 +688,8 @@ static const char *const help_text[] = {
     " [ / ]         previous / next step (] on the last: follow)",
     " c             CFG: divide the |diff| columns by the scale s",
     " p             show / hide the per-step chart",
+    " C             census: GEMM / collective dtypes by NVTX range",
+    "               (traces of libdrift_intercept.so, docs/intercept.md)",
     " Ctrl-L        redraw    ?  this help    q  quit",
     "",
     "Colours: cyan equal (0), green ok, yellow warn, red bad.",
@@ -699,6 +702,51 @@ static const char *const help_text[] = {
     "Max mode takes the minimum (worst) cosine.",
     "Any other key closes this help.",
 };
+
+/* --- intercept census overlay (key C) -------------------------------------- */
+/* Line i of the census text (0 = title); 0 past the end. */
+static int census_line(const drift_census *c, int i, char *buf, size_t sz) {
+    if (!c) return i == 0 ? (snprintf(buf, sz, "no census in this trace (see docs/intercept.md)"), 1) : 0;
+    if (i == 0) {
+        snprintf(buf, sz, "rank %d/%d  %lld GEMM calls, %lld collective calls, NVTX %s", (int)c->info.rank,
+                 (int)c->info.world_size, (long long)c->info.gemm_calls, (long long)c->info.coll_calls,
+                 c->info.nvtx_injected ? "on" : "off");
+        return 1;
+    }
+    i--;
+    if (i == 0) return snprintf(buf, sz, "GEMMs: A,B->D | compute | calls | range [api m,n,k epilogue]"), 1;
+    i--;
+    if ((size_t)i < c->n_gemm) {
+        const drift_census_gemm *g = &c->gemm[i];
+        char dt[96];
+        snprintf(buf, sz, "%-15s %-12s %6lld  %s [%s %lld,%lld,%lld %s]", drift_census_gemm_dtypes(g, dt, sizeof dt),
+                 g->compute_type, (long long)g->calls, g->range[0] ? g->range : "-", g->api, (long long)g->m,
+                 (long long)g->n, (long long)g->k, g->epilogue[0] ? g->epilogue : "-");
+        return 1;
+    }
+    i -= (int)c->n_gemm;
+    if (i == 0) return snprintf(buf, sz, "collectives: op | dtype | count | calls | range [rank/n]"), 1;
+    i--;
+    if ((size_t)i < c->n_coll) {
+        const drift_census_coll *x = &c->coll[i];
+        snprintf(buf, sz, "%-13s %-7s %10lld %6lld  %s [%d/%d]", x->op, x->dtype, (long long)x->count,
+                 (long long)x->calls, x->range[0] ? x->range : "-", (int)x->comm_rank, (int)x->comm_nranks);
+        return 1;
+    }
+    return 0;
+}
+
+static void draw_census(vs *v, const drift_top_rect *R) {
+    const drift_census *c = drift_top_model_census(v->m);
+    put(R->y, R->x + 2, R->w - 4, A_BOLD, " census (j/k scroll, any other key closes) ");
+    int n = c ? (int)(3 + c->n_gemm + c->n_coll) : 1;
+    int inner = R->h - 2;
+    if (v->help_top > n - inner) v->help_top = n - inner;
+    if (v->help_top < 0) v->help_top = 0;
+    char buf[512];
+    for (int i = 0; i < inner && census_line(c, v->help_top + i, buf, sizeof buf); i++)
+        put(R->y + 1 + i, R->x + 1, R->w - 2, v->help_top + i == 0 ? A_BOLD : A_NORMAL, buf);
+}
 
 static void draw_help(vs *v) {
     const drift_top_rect *R = &v->L.help;
@@ -718,6 +766,10 @@ static void draw_help(vs *v) {
         mvvline(R->y + 1, R->x + R->w - 1, ACS_VLINE, R->h - 2);
     }
     attrset(A_NORMAL);
+    if (v->help == 2) { /* intercept census */
+        draw_census(v, R);
+        return;
+    }
     put(R->y, R->x + 2, R->w - 4, A_BOLD, " help ");
     int n = (int)(sizeof help_text / sizeof help_text[0]);
     int inner = R->h - 2;
@@ -892,6 +944,10 @@ static int handle_key(vs *v, int ch) {
     case 'h':
     case KEY_F(1):
         v->help = 1;
+        v->help_top = 0;
+        return 0;
+    case 'C': /* intercept census */
+        v->help = 2;
         v->help_top = 0;
         return 0;
     case 'a':

@@ -158,7 +158,7 @@ if has_stage build; then
   } >"$BUILD_LOG" 2>&1
   if cmake -S "$BUILD_SRC" -B "$BUILD" "${CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1 &&
      cmake --build "$BUILD" -j"$JOBS" --target drift "${GPU_TESTS[@]}" "${BENCHES[@]}" >>"$BUILD_LOG" 2>&1 &&
-     { EXTRA=(); for t in drift_recorder_shared drift_intercept; do
+     { EXTRA=(); for t in drift_recorder_shared drift_intercept drift_intercept_writer; do
          cmake --build "$BUILD" --target help 2>/dev/null | grep -q "\.\.\. $t\$" && EXTRA+=("$t"); done
        [ ${#EXTRA[@]} = 0 ] || cmake --build "$BUILD" -j"$JOBS" --target "${EXTRA[@]}" >>"$BUILD_LOG" 2>&1; }; then
     summ "build                         OK   (TUI=$TUI, arch $ARCH)"
