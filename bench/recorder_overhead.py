@@ -4,8 +4,9 @@ One GPU, the Wan-like DiT of tests/gpu/fsdp_wan_debug.py (diffusers names,
 drift's op order) at a realistic size: d=1536, 12 heads, L=4096 tokens
 (latent 64x128x128 -> patch 1x2x2), 8 blocks, FFN 8960, 512 text tokens;
 fp32 masters, bf16 autocast, forward + backward of a scalar loss. Three
-configurations, each timed with CUDA events over --steps steps after
---warmup steps:
+configurations, each step timed with CUDA events, run interleaved in
+--rounds rounds of --steps steps each (the first round not counted), so that
+drift of the machine over the run affects all three alike:
 
   baseline   no recorder
   stats      every block output recorded every step, tensors sampled out
@@ -19,7 +20,7 @@ acceptance: stats <= 2 %, full/10 <= 5 % (on the mean, which carries the
 stored steps; the median is shown too).
 
     BUILD=/tmp/drift-gpu-build DRIFT_RECORDER_LIB=$BUILD/libdrift_recorder.so \
-        python3 bench/recorder_overhead.py [--steps 20] [--dir /tmp]
+        python3 bench/recorder_overhead.py [--steps 10] [--rounds 7] [--dir /tmp]
 """
 import argparse
 import os
@@ -36,14 +37,16 @@ from drift_recorder import Recorder  # noqa: E402
 import fsdp_wan_debug as wan  # noqa: E402
 
 
-def run(model, inputs, steps, warmup, rec=None):
+def run(model, inputs, steps, first_step, rec=None):
+    """steps training steps (forward + backward), timed one by one with CUDA
+    events; the recorder, if any, records steps first_step, first_step+1, ..."""
     lat, ts, cond = inputs
     times = []
-    for i in range(warmup + steps):
+    for i in range(steps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         if rec is not None:
-            rec.begin_step(i)
+            rec.begin_step(first_step + i)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(lat, ts, cond)
         loss = out.float().pow(2).mean()
@@ -54,14 +57,14 @@ def run(model, inputs, steps, warmup, rec=None):
         torch.cuda.synchronize()
         for p in model.parameters():
             p.grad = None
-        if i >= warmup:
-            times.append(s.elapsed_time(e))
+        times.append(s.elapsed_time(e))
     return times
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10, help="steps per configuration per round")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (the first one is not counted)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--dim", type=int, default=1536)
@@ -85,32 +88,50 @@ def main():
     print(f"wan-like train step: layers={a.layers} dim={a.dim} heads={a.heads} L={L} ffn={a.ffn}, "
           f"{a.steps} steps after {a.warmup} warm-up, traces in {d}")
 
-    res = {}
-    res["baseline"] = run(model, inputs, a.steps, a.warmup)
-    for name, store in (("stats", "none"), ("full/10", "every:10")):
-        rec = Recorder(os.path.join(d, f"bench_{store.replace(':', '')}.h5"), run_id="bench", family="",
-                       options={"store_steps": store, "staging_mb": 512})
-        rec.prepare_device()
-        rec.watch(model, outputs="blocks.?", param_dtypes=False)
-        res[name] = run(model, inputs, a.steps, a.warmup, rec)
+    # The three configurations run interleaved, in rounds of --steps steps
+    # each (baseline, stats, full/10, baseline, ...), so that the machine's
+    # drift over the run (clocks, allocator, other tenants) hits them alike.
+    modes = (("baseline", None), ("stats", "none"), ("full/10", "every:10"))
+    recs = {}
+    for name, store in modes:
+        if store is None:
+            continue
+        recs[name] = Recorder(os.path.join(d, f"bench_{store.replace(':', '')}.h5"), run_id="bench", family="",
+                              options={"store_steps": store, "staging_mb": 512})
+        recs[name].prepare_device()
+    res = {name: [] for name, _ in modes}
+    rounds_mean = {name: [] for name, _ in modes}
+    next_step = {name: 0 for name, _ in modes}
+    run(model, inputs, a.warmup, 0)  # warm-up without any recorder
+    for r in range(a.rounds):
+        for name, _ in modes:
+            rec = recs.get(name)
+            if rec is not None:  # only this configuration's hooks are installed while it runs
+                rec.watch(model, outputs="blocks.?", param_dtypes=False)
+            t = run(model, inputs, a.steps, next_step[name], rec)
+            if rec is not None:
+                rec.unwatch()
+            next_step[name] += a.steps
+            if r > 0 or a.rounds == 1:  # the first round of each warms its recorder up
+                res[name] += t
+                rounds_mean[name].append(statistics.mean(t))
+    for name, rec in recs.items():
         cnt = rec.counters()
         rec.close()
         print(f"  {name}: records {cnt.get('records')}, stored {cnt.get('stored')}, dropped {cnt.get('dropped')}, "
               f"sampled out {cnt.get('sampled_out')}, recorder error: {rec.error or 'none'}")
-    res["baseline2"] = run(model, inputs, a.steps, a.warmup)  # drift of the machine over the run
 
-    base_med = statistics.median(res["baseline"] + res["baseline2"])
-    base_mean = statistics.mean(res["baseline"] + res["baseline2"])
-    for name in ("baseline", "stats", "full/10", "baseline2"):
+    base_med = statistics.median(res["baseline"])
+    base_mean = statistics.mean(res["baseline"])
+    for name, _ in modes:
         t = res[name]
         med, mean = statistics.median(t), statistics.mean(t)
-        print(f"{name:10s} median {med:8.3f} ms  mean {mean:8.3f} ms  min {min(t):8.3f}  max {max(t):8.3f}   "
-              f"overhead median {100 * (med / base_med - 1):+6.2f} %  mean {100 * (mean / base_mean - 1):+6.2f} %")
+        print(f"{name:10s} median {med:8.3f} ms  mean {mean:8.3f} ms  min {min(t):8.3f}  max {max(t):8.3f}  "
+              f"({len(t)} steps)  overhead median {100 * (med / base_med - 1):+6.2f} %  mean {100 * (mean / base_mean - 1):+6.2f} %")
     so = 100 * (statistics.mean(res["stats"]) / base_mean - 1)
     fo = 100 * (statistics.mean(res["full/10"]) / base_mean - 1)
     print(f"acceptance: stats every step {so:+.2f} % (<= 2 %: {'PASS' if so <= 2 else 'FAIL'}), "
           f"full tensors 1 step in 10 {fo:+.2f} % (<= 5 %: {'PASS' if fo <= 5 else 'FAIL'})")
-
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,7 @@
 static const char *const HELP =
     "usage: drift record --synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
     "                    [--seed S] [--weights FILE.safetensors] [--eta E] [--shift S]\n"
-    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] -o TRACE\n"
+    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] [--sites GLOBS] -o TRACE\n"
     "\n"
     "Records a synthetic frozen-weight debug run: one denoising trajectory of the\n"
     "model with seeded weights. At each of N denoising steps the rollout side's\n"
@@ -31,6 +31,8 @@ static const char *const HELP =
     "  --device D           cpu (default) or cuda[:N]\n"
     "  --rank R, --world-size W  rank and world size written into the traces (default 0 of 1):\n"
     "                       per-rank files of one run, e.g. for drift merge\n"
+    "  --sites GLOBS        record only the graph sites matching these comma-separated globs\n"
+    "                       (input:* and output:noise_pred always; default: every site)\n"
     "  -o TRACE             output path of the trainer trace\n";
 
 static void progress(const char *what, long done, long total, void *user) {
@@ -73,6 +75,7 @@ int drift_cmd_record(int argc, char **argv) {
         if (m > 0) continue;
         OPT("--synthetic", synthetic)
         OPT("--steps", steps)
+        OPT("--sites", o.sites)
         OPT("--trainer-plan", tplan)
         OPT("--rollout-plan", rplan)
         OPT("-o", out)

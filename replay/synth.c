@@ -62,7 +62,28 @@ typedef struct side_rec {
     float *f32;
     void *raw;
     size_t cap;
+    const char *sites;           /* borrowed: drift_synth_opts.sites (NULL: every site) */
 } side_rec;
+
+/* Whether graph site name is recorded under the --sites globs: the boundary
+ * inputs and the output always are (replay needs them). */
+static int site_wanted(const char *globs, const char *name) {
+    if (!globs || strncmp(name, "input:", 6) == 0 || strcmp(name, DRIFT_SITE_NOISE_PRED) == 0) return 1;
+    char pat[1024];
+    const char *p = globs;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n > 0 && n < sizeof pat) {
+            memcpy(pat, p, n);
+            pat[n] = '\0';
+            if (drift_fnmatch(pat, name)) return 1;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
 
 static int grow(side_rec *s, size_t n, drift_err *err) {
     if (n <= s->cap) return DRIFT_OK;
@@ -87,6 +108,7 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
     side_rec *s = user;
     size_t k = 0;
     while (k < s->n_sites && strcmp(s->names[k], site) != 0) k++;
+    if (k == s->n_sites && s->sites && !site_wanted(s->sites, site)) return DRIFT_OK; /* not recorded (--sites) */
     if (k == s->n_sites) return drift_err_set(err, DRIFT_E_INTERNAL, site, "site not declared in the %s trace", s->label);
     int rc = grow(s, (size_t)t->numel, err);
     if (rc) return rc;
@@ -153,13 +175,15 @@ static int side_open(side_rec *s, drift_model *m, const char *path, drift_trace_
         goto done;
     }
     drift_graph_sites(g, gids, n);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, k = 0; i < n; i++) {
         const drift_value *v = drift_graph_value(g, gids[i]);
-        s->names[i] = strdup(v->site);
-        s->dtypes[i] = v->dtype;
-        s->n_sites = (size_t)i + 1;
-        if (!s->names[i]) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); break; }
-        if ((rc = declare(s->w, v->site, v->dtype, v->ndim, v->shape, &s->ids[i], err))) break;
+        if (!site_wanted(s->sites, v->site)) continue;
+        s->names[k] = strdup(v->site);
+        s->dtypes[k] = v->dtype;
+        s->n_sites = (size_t)k + 1;
+        if (!s->names[k]) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); break; }
+        if ((rc = declare(s->w, v->site, v->dtype, v->ndim, v->shape, &s->ids[k], err))) break;
+        k++;
     }
     free(gids);
     if (rc) goto done;
@@ -209,6 +233,7 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     memset(&tr, 0, sizeof tr);
     ro.label = "rollout";
     tr.label = "trainer";
+    ro.sites = tr.sites = o->sites;
     drift_sitecmp cmp;
     drift_sitecmp_init(&cmp, 1.0);
     drift_exec_result vr, vt;

@@ -45,6 +45,8 @@ typedef struct drift_synth_opts {
     const char *rollout_path;    /* rollout-side trace (NULL: drift_synth_rollout_path) */
     const char *backend;         /* "cpu" (default) or "cuda[:N]" */
     int32_t rank, world_size;    /* root attributes of both traces (0, 1: a single-process run) */
+    const char *sites;           /* NULL: record every graph site; else comma-separated globs of the graph
+                                    sites to record (input:* and output:noise_pred always are) */
     drift_progress_fn progress;
     void *progress_user;
 } drift_synth_opts;

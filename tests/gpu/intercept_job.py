@@ -91,8 +91,16 @@ def add_nvtx_hooks(model):
         name = fqn[len(parent) + 1:] if parent else fqn
         # prepend: run before FSDP2's own pre-forward hook (registered with
         # prepend=True by fully_shard), so the range encloses its all-gather
-        mod.register_forward_pre_hook(lambda m, a, n=name: torch.cuda.nvtx.range_push(n), prepend=True)
-        mod.register_forward_hook(lambda m, a, o: torch.cuda.nvtx.range_pop())
+        # (a hook's non-None return value would replace the module's input or
+        # output, and range_push/range_pop return the nesting depth)
+        def push(m, a, n=name):
+            torch.cuda.nvtx.range_push(n)
+
+        def pop(m, a, o):
+            torch.cuda.nvtx.range_pop()
+
+        mod.register_forward_pre_hook(push, prepend=True)
+        mod.register_forward_hook(pop)
 
 
 def main():

@@ -180,7 +180,8 @@ if has_stage test && [ $BUILD_OK = 1 ]; then
     s=$(date +%s%N)
     if [ -x "$exe" ]; then
       mkdir -p "$BUILD/testtmp/$t"
-      (cd "$BUILD" && DRIFT_TMP=$BUILD/testtmp/$t timeout "${TEST_TIMEOUT:-900}" "$exe") >"$cur" 2>&1
+      (cd "$BUILD" && DRIFT_TMP=$BUILD/testtmp/$t DRIFT_SRC=$BUILD_SRC DRIFT_TESTDATA=$BUILD_SRC/tests/data DRIFT_BIN=$BUILD/drift \
+         timeout "${TEST_TIMEOUT:-900}" "$exe") >"$cur" 2>&1
       rc=$?
     else
       echo "missing executable $exe" >"$cur"
@@ -213,7 +214,8 @@ if has_stage bench && [ $BUILD_OK = 1 ]; then
   for py in cuda_forward_torch.py recorder_overhead.py; do
     [ -f "$SRC/bench/$py" ] || continue
     echo "===== $py" >>"$BENCH_LOG"
-    (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH PYTHONUNBUFFERED=1 timeout 600 python3 "bench/$py") >>"$BENCH_LOG" 2>&1 ||
+    (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH DRIFT_RECORDER_LIB=$BUILD/libdrift_recorder.so PYTHONUNBUFFERED=1 \
+       timeout 600 python3 "bench/$py") >>"$BENCH_LOG" 2>&1 ||
       echo "===== $py failed (rc $?)" >>"$BENCH_LOG"
   done
   echo "===== cuda_metrics_torch.py" >>"$BENCH_LOG"
