@@ -257,9 +257,15 @@ static void run_job(job *j) {
     if (!I || !S || !M) j->rc = drift_err_set(&j->err, DRIFT_E_NOMEM, "replay", "out of memory");
     else if (!(j->rc = drift_rs_step_init(s, keep_out, &st, &j->err))) have_st = 1;
     int64_t rounds = (s->n_sel + W - 1) / W;
+    const char *pe = getenv("DRIFT_REPLAY_PROFILE");
+    int prof = pe && pe[0] == '1';
+    double t_step = 0, t_xchg = 0, t_merge = 0;
     for (int64_t r = 0; r < rounds; r++) {
         int64_t k = r * W + rank;
+        double pa = prof ? now_s() : 0;
         if (!j->rc && k < s->n_sel) j->rc = drift_rs_run_step(s, j->w, k, &st, &j->err);
+        double pb = prof ? now_s() : 0;
+        t_step += pb - pa;
         if (I && S && M) {
             fill_identity(&L, W, I, S, M);
             if (!j->rc && k < s->n_sel)
@@ -274,6 +280,8 @@ static void run_job(job *j) {
         if (!rc) rc = j->comm->allreduce_f64(j->comm, S, (size_t)W * L.ns, DRIFT_COMM_SUM, &e);
         if (!rc) rc = j->comm->allreduce_f64(j->comm, M, (size_t)W * L.nm, DRIFT_COMM_MAX, &e);
         if (rc) { j->rc = rc; j->err = e; break; }
+        double pc = prof ? now_s() : 0;
+        t_xchg += pc - pb;
         if (!j->mg) continue;
         for (int w = 0; w < W; w++) {
             const int64_t *Iw = I + (size_t)w * L.ni;
@@ -283,8 +291,13 @@ static void run_job(job *j) {
             if (o->progress) o->progress("replay", (long)j->rep->n_steps, (long)s->n_sel, o->progress_user);
         }
         /* a merge failure is this worker's own: the others learn it next round */
+        if (prof) t_merge += now_s() - pc;
     }
     j->t_steps = now_s() - t0;
+    if (prof)
+        fprintf(stderr, "replay profile (worker %d of %d): %lld rounds: step %.1f ms, exchange %.1f ms, merge %.1f ms per round\n",
+                rank, W, (long long)rounds, 1e3 * t_step / (double)(rounds ? rounds : 1),
+                1e3 * t_xchg / (double)(rounds ? rounds : 1), 1e3 * t_merge / (double)(rounds ? rounds : 1));
     if (have_st) drift_rs_step_free(&st);
     free(I);
     free(S);

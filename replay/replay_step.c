@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "replay/sde.h"
 
@@ -213,10 +214,25 @@ struct drift_rs_worker {
     const drift_rs_shared *s;
     drift_rs_step *st;
     int cursor;
+    /* DRIFT_REPLAY_PROFILE=1: seconds per phase of drift_rs_run_step, printed at free */
+    int prof;
+    long prof_steps;
+    double prof_t[4]; /* inputs read, forward (incl. site comparisons), oracle, after the forward */
+    char prof_name[32];
 };
+
+static double rs_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 void drift_rs_worker_free(drift_rs_worker *w) {
     if (!w) return;
+    if (w->prof && w->prof_steps)
+        fprintf(stderr, "replay profile (%s): %ld steps: inputs %.1f ms, forward+sites %.1f ms, oracle %.1f ms, "
+                "after %.1f ms per step\n", w->prof_name, w->prof_steps, 1e3 * w->prof_t[0] / w->prof_steps,
+                1e3 * w->prof_t[1] / w->prof_steps, 1e3 * w->prof_t[2] / w->prof_steps, 1e3 * w->prof_t[3] / w->prof_steps);
     drift_exec_result_free(&w->res);
     drift_exec_result_free(&w->ores);
     drift_exec_cache_free(w->cache);
@@ -238,6 +254,9 @@ int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_
     drift_rs_worker *w = calloc(1, sizeof *w);
     if (!w) return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
     w->s = s;
+    const char *pe = getenv("DRIFT_REPLAY_PROFILE");
+    w->prof = pe && pe[0] == '1';
+    snprintf(w->prof_name, sizeof w->prof_name, "%s", backend ? backend : "cpu");
     int rc = src_open(&w->main_src, o->trace, err);
     if (!rc && (o->ref == DRIFT_REF_ROLLOUT || o->ref == DRIFT_REF_TRACE)) {
         w->has_ref = 1;
@@ -347,6 +366,7 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
     drift_rs_step_reset(s, st);
     int64_t step = s->sel[k];
     st->step = step;
+    double pt0 = w->prof ? rs_now() : 0, pt1 = 0, pt2 = 0, pt3 = 0;
     drift_hostset *in = NULL;
     int rc = drift_hostset_create(&in, err);
     if (rc) return rc;
@@ -363,15 +383,18 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
         if ((rc = drift_hostset_add(in, INPUT_NAME[i], info.dtype, info.ndim, info.shape, w->main_src.buf, NULL, NULL, err)))
             goto done;
     }
+    if (w->prof) pt1 = rs_now();
     if (w->fo) {
         drift_site_cache_clear(w->oracle);
         drift_exec_result_free(&w->ores);
         if ((rc = drift_forward_run(w->fo, s->m, w->ref_be, in, oracle_site, w->oracle, &w->ores, err))) goto done;
     }
+    if (w->prof) pt2 = rs_now();
     drift_exec_result_free(&w->res);
     w->st = st;
     w->cursor = 0;
     if ((rc = drift_forward_run_cached(w->f, s->m, w->be, in, w->cache, on_site, w, &w->res, err))) goto done;
+    if (w->prof) pt3 = rs_now();
     if (st->out && w->res.numel == s->out_numel) memcpy(st->out, w->res.f32, (size_t)s->out_numel * sizeof *st->out);
 
     /* Each recorded side's output against the oracle. */
@@ -409,6 +432,14 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
     if (nl == (int64_t)B) { st->has_new = 1; memcpy(st->lp_new, w->main_src.buf, B * sizeof *st->lp_new); }
 done:
     drift_hostset_free(in);
+    if (w->prof && pt3 > 0) {
+        double end = rs_now();
+        w->prof_t[0] += pt1 - pt0;
+        w->prof_t[2] += pt2 - pt1;
+        w->prof_t[1] += pt3 - pt2;
+        w->prof_t[3] += end - pt3;
+        w->prof_steps++;
+    }
     return rc;
 }
 
