@@ -115,6 +115,8 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         drift_json_buf_field_int(&b, "records", si.n_records);
         drift_json_buf_field_bool(&b, "tensors", si.has_data);
         drift_json_buf_field_string(&b, "compression", compress_name(si.compress));
+        if (si.damaged) drift_json_buf_field_string(&b, "damaged", si.damaged); /* unreadable site */
+        else drift_json_buf_field_null(&b, "damaged");
         drift_json_buf_end_object(&b);
     }
     drift_json_buf_end_array(&b);
@@ -206,6 +208,10 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         if (rc) return rc;
         char shp[128];
         shape_str(shp, sizeof shp, si.ndim, si.shape);
+        if (si.damaged) { /* listed, but its records cannot be read (drift check reports it) */
+            printf("  %-40s %-5s %-16s %8s  DAMAGED: %s\n", si.name, drift_dtype_name(si.dtype), shp, "-", si.damaged);
+            continue;
+        }
         printf("  %-40s %-5s %-16s %8lld  %s%s%s\n", si.name, drift_dtype_name(si.dtype), shp, (long long)si.n_records,
                si.has_data ? "tensors" : "stats only", si.compress ? ", " : "", si.compress ? compress_name(si.compress) : "");
     }

@@ -14,58 +14,67 @@
  *         (lo > hi) are removed together with their end points
  *   no backslash escapes: '\' is an ordinary character
  * Characters are Unicode code points (the strings are decoded as UTF-8; an
- * invalid byte stands for itself as a distinct code point). */
+ * invalid byte stands for itself as a distinct code point).
+ *
+ * It cannot fail: the compiled pattern lives in fixed buffers on the stack
+ * (about 30 KiB), sized for DRIFT_FNMATCH_MAX bytes of pattern, and the name
+ * is decoded as it is matched. (It used to malloc six buffers per call and
+ * report an allocation failure as "no match": docs/RELIABILITY.md, fixed
+ * finding 2.) */
 #include "formats/plan.h"
 
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum { TOK_LIT, TOK_ANY, TOK_STAR, TOK_SET };
 enum { SET_NORMAL, SET_NEVER, SET_ALWAYS };
 
 typedef struct fn_tok {
-    int kind;
+    uint8_t kind;
+    uint8_t set_kind;        /* TOK_SET */
+    uint8_t neg;             /* TOK_SET */
     uint32_t c;              /* TOK_LIT */
-    int set_kind;            /* TOK_SET */
-    int neg;                 /* TOK_SET */
-    size_t first, count;     /* TOK_SET: intervals [first, first+count) */
+    uint16_t first, count;   /* TOK_SET: intervals [first, first+count) */
 } fn_tok;
 
 typedef struct fn_iv {
     uint32_t lo, hi;
 } fn_iv;
 
+/* Decodes the code point at *u (not NUL) and returns it; *len gets its
+ * length in bytes (1..4). */
+static uint32_t decode_one(const unsigned char *u, size_t *len) {
+    unsigned char c = u[0];
+    uint32_t v = 0;
+    size_t l = 0;
+    if (c < 0x80) {
+        v = c;
+        l = 1;
+    } else if (c >= 0xC2 && c <= 0xDF && (u[1] & 0xC0) == 0x80) {
+        v = ((uint32_t)(c & 0x1F) << 6) | (u[1] & 0x3F);
+        l = 2;
+    } else if (c >= 0xE0 && c <= 0xEF && (u[1] & 0xC0) == 0x80 && (u[2] & 0xC0) == 0x80) {
+        v = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+        l = (v >= 0x800 && (v < 0xD800 || v > 0xDFFF)) ? 3 : 0;
+    } else if (c >= 0xF0 && c <= 0xF4 && (u[1] & 0xC0) == 0x80 && (u[2] & 0xC0) == 0x80 && (u[3] & 0xC0) == 0x80) {
+        v = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) | ((uint32_t)(u[2] & 0x3F) << 6) |
+            (u[3] & 0x3F);
+        l = (v >= 0x10000 && v <= 0x10FFFF) ? 4 : 0;
+    }
+    if (l == 0) {
+        v = 0x110000u + c; /* invalid byte: a code point no valid character has */
+        l = 1;
+    }
+    *len = l;
+    return v;
+}
+
 /* Decodes s into cp (capacity strlen(s)); returns the number of code points. */
 static size_t decode_utf8(const char *s, uint32_t *cp) {
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = 0;
+    size_t n = 0, len = 0;
     while (*u) {
-        unsigned char c = u[0];
-        uint32_t v;
-        size_t len = 0;
-        if (c < 0x80) {
-            v = c;
-            len = 1;
-        } else if (c >= 0xC2 && c <= 0xDF && (u[1] & 0xC0) == 0x80) {
-            v = ((uint32_t)(c & 0x1F) << 6) | (u[1] & 0x3F);
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF && (u[1] & 0xC0) == 0x80 && (u[2] & 0xC0) == 0x80) {
-            v = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
-            len = (v >= 0x800 && (v < 0xD800 || v > 0xDFFF)) ? 3 : 0;
-        } else if (c >= 0xF0 && c <= 0xF4 && (u[1] & 0xC0) == 0x80 && (u[2] & 0xC0) == 0x80 &&
-                   (u[3] & 0xC0) == 0x80) {
-            v = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) | ((uint32_t)(u[2] & 0x3F) << 6) |
-                (u[3] & 0x3F);
-            len = (v >= 0x10000 && v <= 0x10FFFF) ? 4 : 0;
-        } else {
-            v = 0;
-        }
-        if (len == 0) {
-            v = 0x110000u + c; /* invalid byte: a code point no valid character has */
-            len = 1;
-        }
-        cp[n++] = v;
+        cp[n++] = decode_one(u, &len);
         u += len;
     }
     return n;
@@ -74,15 +83,16 @@ static size_t decode_utf8(const char *s, uint32_t *cp) {
 /* Compiles the set pat[i..j) (i just after '[', pat[j] == ']') into tok,
  * appending intervals to iv. scratch and bounds have room for j - i + 2. */
 static void compile_set(const uint32_t *pat, size_t i, size_t j, fn_tok *tok, fn_iv *iv, size_t *n_iv,
-                        uint32_t *scratch, size_t *bounds) {
+                        uint32_t *scratch, uint32_t *bounds) {
     tok->kind = TOK_SET;
     tok->set_kind = SET_NORMAL;
     tok->neg = 0;
-    tok->first = *n_iv;
+    tok->first = (uint16_t)*n_iv;
     tok->count = 0;
 
     /* chunks: contiguous in scratch, chunk k = scratch[bounds[k] .. bounds[k+1]) */
-    size_t L = 0, nc = 0;
+    uint32_t L = 0;
+    size_t nc = 0;
     int has_dash = 0;
     for (size_t x = i; x < j; x++)
         if (pat[x] == '-') has_dash = 1;
@@ -150,7 +160,7 @@ static void compile_set(const uint32_t *pat, size_t i, size_t j, fn_tok *tok, fn
         iv[*n_iv].hi = scratch[bounds[k]];
         (*n_iv)++;
     }
-    tok->count = *n_iv - tok->first;
+    tok->count = (uint16_t)(*n_iv - tok->first);
 }
 
 static int tok_match(const fn_tok *t, const fn_iv *iv, uint32_t c) {
@@ -161,7 +171,7 @@ static int tok_match(const fn_tok *t, const fn_iv *iv, uint32_t c) {
         if (t->set_kind == SET_NEVER) return 0;
         if (t->set_kind == SET_ALWAYS) return 1;
         int in = 0;
-        for (size_t k = t->first; k < t->first + t->count; k++) {
+        for (size_t k = t->first; k < (size_t)t->first + t->count; k++) {
             if (c >= iv[k].lo && c <= iv[k].hi) {
                 in = 1;
                 break;
@@ -175,17 +185,16 @@ static int tok_match(const fn_tok *t, const fn_iv *iv, uint32_t c) {
 
 int drift_fnmatch(const char *pat, const char *name) {
     if (!pat || !name) return 0;
-    size_t pl = strlen(pat), nl = strlen(name);
-    int result = 0;
-    uint32_t *pc = malloc((pl + 1) * sizeof *pc);
-    uint32_t *nc = malloc((nl + 1) * sizeof *nc);
-    fn_tok *tok = malloc((pl + 1) * sizeof *tok);
-    fn_iv *iv = malloc((2 * pl + 2) * sizeof *iv);
-    uint32_t *scratch = malloc((pl + 2) * sizeof *scratch);
-    size_t *bounds = malloc((pl + 2) * sizeof *bounds);
-    if (!pc || !nc || !tok || !iv || !scratch || !bounds) goto cleanup;
+    size_t pl = strlen(pat);
+    if (pl > DRIFT_FNMATCH_MAX) return 0;
+    /* Fixed buffers: a pattern of pl bytes has at most pl code points, pl
+     * tokens, and its sets at most pl intervals and pl + 2 chunk bounds. */
+    uint32_t pc[DRIFT_FNMATCH_MAX + 1];
+    fn_tok tok[DRIFT_FNMATCH_MAX + 1];
+    fn_iv iv[DRIFT_FNMATCH_MAX + 2];
+    uint32_t scratch[DRIFT_FNMATCH_MAX + 2];
+    uint32_t bounds[DRIFT_FNMATCH_MAX + 2];
     size_t m = decode_utf8(pat, pc);
-    size_t n = decode_utf8(name, nc);
 
     /* tokenize as fnmatch.translate does */
     size_t nt = 0, n_iv = 0;
@@ -214,30 +223,26 @@ int drift_fnmatch(const char *pat, const char *name) {
     }
 
     /* match: every non-star token consumes exactly one character, so the
-     * single-backtrack-point algorithm is exact */
-    size_t ti = 0, ni = 0, star_t = (size_t)-1, star_n = 0;
-    while (ni < n) {
+     * single-backtrack-point algorithm is exact; the name is decoded as it
+     * goes (positions are byte offsets) */
+    const unsigned char *u = (const unsigned char *)name;
+    size_t ti = 0, ni = 0, star_t = (size_t)-1, star_n = 0, len = 0;
+    while (u[ni]) {
         if (ti < nt && tok[ti].kind == TOK_STAR) {
             star_t = ti++;
             star_n = ni;
-        } else if (ti < nt && tok_match(&tok[ti], iv, nc[ni])) {
+        } else if (ti < nt && tok_match(&tok[ti], iv, decode_one(u + ni, &len))) {
             ti++;
-            ni++;
+            ni += len;
         } else if (star_t != (size_t)-1) {
             ti = star_t + 1;
-            ni = ++star_n;
+            decode_one(u + star_n, &len);
+            star_n += len;
+            ni = star_n;
         } else {
-            goto cleanup;
+            return 0;
         }
     }
     while (ti < nt && tok[ti].kind == TOK_STAR) ti++;
-    result = ti == nt;
-cleanup:
-    free(pc);
-    free(nc);
-    free(tok);
-    free(iv);
-    free(scratch);
-    free(bounds);
-    return result;
+    return ti == nt;
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+
 /* ======================================================================== */
 /* reader                                                                   */
 /* ======================================================================== */
@@ -32,7 +34,7 @@ static int sbuf_reserve(sbuf *b, size_t extra) {
     if (b->len + extra + 1 <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 32;
     while (cap < b->len + extra + 1) cap *= 2;
-    char *d = realloc(b->data, cap);
+    char *d = drift_realloc(b->data, cap);
     if (!d) return -1;
     b->data = d;
     b->cap = cap;
@@ -312,7 +314,7 @@ static int jp_parse_string(jparser *p, char **out, size_t *out_len) {
         jp_advance(p);
     }
     if (!b.data) {
-        b.data = calloc(1, 1);
+        b.data = drift_calloc(1, 1);
         if (!b.data) goto nomem;
     }
     *out = b.data;
@@ -366,7 +368,7 @@ static int jp_parse_number(jparser *p, drift_json_value *out) {
     size_t n = p->pos - start;
     const char *dp = localeconv()->decimal_point;
     size_t dpl = (dp && dp[0]) ? strlen(dp) : 1;
-    char *tok = malloc(n * dpl + 1);
+    char *tok = drift_malloc(n * dpl + 1);
     if (!tok) return jp_fail_at(p, line0, col0, DRIFT_E_NOMEM, "out of memory reading a number");
     size_t k = 0;
     for (size_t i = start; i < p->pos; i++) {
@@ -468,7 +470,7 @@ static int jp_parse_array(jparser *p, int depth, drift_json_value *out) {
         }
         if (out->n_items == cap) {
             size_t ncap = cap ? cap * 2 : 4;
-            drift_json_value *ni = realloc(out->items, ncap * sizeof *ni);
+            drift_json_value *ni = drift_realloc(out->items, ncap * sizeof *ni);
             if (!ni) {
                 value_free_contents(&item);
                 return jp_fail_at(p, line0, col0, DRIFT_E_NOMEM, "out of memory reading an array");
@@ -553,7 +555,7 @@ static int jp_parse_object(jparser *p, int depth, drift_json_value *out) {
         rc = jp_parse_value(p, depth + 1, &m.value);
         if (rc == DRIFT_OK && out->n_members == cap) {
             size_t ncap = cap ? cap * 2 : 4;
-            drift_json_member *nm = realloc(out->members, ncap * sizeof *nm);
+            drift_json_member *nm = drift_realloc(out->members, ncap * sizeof *nm);
             if (!nm) {
                 rc = jp_fail_at(p, line0, col0, DRIFT_E_NOMEM, "out of memory reading an object");
             } else {
@@ -633,7 +635,7 @@ int drift_json_parse(const char *text, size_t len, const char *source_name, drif
         return drift_err_set(err, DRIFT_E_NOMEM, p.src, "JSON input is %zu bytes, over the %zu-byte limit", p.len,
                              (size_t)DRIFT_JSON_MAX_INPUT);
     if (p.len >= 3 && p.s[0] == 0xEF && p.s[1] == 0xBB && p.s[2] == 0xBF) p.pos = 3; /* BOM */
-    drift_json_value *root = calloc(1, sizeof *root);
+    drift_json_value *root = drift_calloc(1, sizeof *root);
     if (!root) return drift_err_set(err, DRIFT_E_NOMEM, p.src, "out of memory");
     int rc = jp_parse_value(&p, 0, root);
     if (rc == DRIFT_OK) {
@@ -803,7 +805,7 @@ static int wb_put(drift_json_buf *b, const char *s, size_t n) {
             if (cap > SIZE_MAX / 2) return wb_fail(b, DRIFT_E_NOMEM);
             cap *= 2;
         }
-        char *d = realloc(b->data, cap);
+        char *d = drift_realloc(b->data, cap);
         if (!d) return wb_fail(b, DRIFT_E_NOMEM);
         b->data = d;
         b->cap = cap;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+
 #define NUMEL_LIMIT ((int64_t)1 << 48)
 #define PARAMS_FILE_LIMIT ((size_t)64 << 20)
 
@@ -26,7 +28,7 @@ void drift_param_table_free(drift_param_table *t) {
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = drift_malloc(n);
     if (d) memcpy(d, s, n);
     return d;
 }
@@ -67,7 +69,7 @@ int drift_param_table_add_wrap(drift_param_table *t, const char *wrap_fqn, int *
         return drift_err_set(err, DRIFT_E_NOMEM, "param table", "more than %d wraps", DRIFT_PARAM_MAX_WRAPS);
     if (t->n_wraps == t->cap_wraps) {
         size_t cap = t->cap_wraps ? t->cap_wraps * 2 : 8;
-        char **w = realloc(t->wraps, cap * sizeof *w);
+        char **w = drift_realloc(t->wraps, cap * sizeof *w);
         if (!w) return drift_err_set(err, DRIFT_E_NOMEM, "param table", "out of memory");
         t->wraps = w;
         t->cap_wraps = cap;
@@ -125,7 +127,7 @@ int drift_param_table_add(drift_param_table *t, const char *fqn, int ndim, const
         return drift_err_set(err, DRIFT_E_INPUT, fqn, "duplicate parameter \"%s\"", fqn);
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 16;
-        drift_param_info *p = realloc(t->params, cap * sizeof *p);
+        drift_param_info *p = drift_realloc(t->params, cap * sizeof *p);
         if (!p) return drift_err_set(err, DRIFT_E_NOMEM, fqn, "out of memory");
         t->params = p;
         t->cap = cap;
@@ -440,7 +442,7 @@ int drift_param_table_parse_text(drift_param_table *t, const char *text, size_t 
             }
             if (tmp.n > row_cap) {
                 size_t ncap = row_cap ? row_cap * 2 : 64;
-                int *nl = realloc(row_line, ncap * sizeof *nl);
+                int *nl = drift_realloc(row_line, ncap * sizeof *nl);
                 if (!nl) {
                     rc = lfail(&lc, fq, DRIFT_E_NOMEM, "out of memory");
                     goto fail;
@@ -469,7 +471,7 @@ int drift_param_table_parse_file(drift_param_table *t, const char *path, drift_e
     for (;;) {
         if (len == cap) {
             size_t ncap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, ncap);
+            char *nb = drift_realloc(buf, ncap);
             if (!nb) {
                 rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading the file");
                 goto cleanup;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+
 #include "formats/json.h"
 
 #define GLOB_MAX 1024
@@ -19,7 +21,7 @@ static const char *const k_input_names[DRIFT_INPUT_COUNT] = {"latents", "cond", 
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = drift_malloc(n);
     if (d) memcpy(d, s, n);
     return d;
 }
@@ -50,7 +52,7 @@ void drift_plan_free(drift_plan *p) {
 
 /* Appends a pattern (glob copied). */
 static int plan_push_pattern(drift_plan *p, const char *glob, drift_dtype dt, const char *origin) {
-    drift_param_pattern *np = realloc(p->patterns, (p->n_patterns + 1) * sizeof *np);
+    drift_param_pattern *np = drift_realloc(p->patterns, (p->n_patterns + 1) * sizeof *np);
     if (!np) return DRIFT_E_NOMEM;
     p->patterns = np;
     drift_param_pattern *pp = &np[p->n_patterns];
@@ -447,7 +449,7 @@ int drift_plan_apply_flag(drift_plan *p, const char *name, const char *value, dr
             return drift_err_set(err, DRIFT_E_USAGE, name, "%.100s: expected DTYPE one of bf16, fp16, fp32, got \"%.100s\"%s",
                                  value, eq + 1, hint);
         }
-        char *glob = malloc(gl + 1);
+        char *glob = drift_malloc(gl + 1);
         if (!glob) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
         memcpy(glob, value, gl);
         glob[gl] = '\0';
@@ -558,7 +560,7 @@ static int add_warning(drift_compiled_plan *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    char **w = realloc(c->warnings, (c->n_warnings + 1) * sizeof *w);
+    char **w = drift_realloc(c->warnings, (c->n_warnings + 1) * sizeof *w);
     if (!w) return DRIFT_E_NOMEM;
     c->warnings = w;
     c->warnings[c->n_warnings] = dup_str(msg);
@@ -661,8 +663,8 @@ int drift_plan_compile(const drift_plan *plan, const drift_param_table *table, d
     }
 
     /* pass 1: expand in declaration order; later patterns override earlier */
-    assign = malloc((n ? n : 1) * sizeof *assign);
-    c.param_dtype = malloc((n ? n : 1) * sizeof *c.param_dtype);
+    assign = drift_malloc((n ? n : 1) * sizeof *assign);
+    c.param_dtype = drift_malloc((n ? n : 1) * sizeof *c.param_dtype);
     if (!assign || !c.param_dtype) goto nomem;
     c.n_params = n;
     for (size_t i = 0; i < n; i++) assign[i] = -1;
@@ -703,7 +705,7 @@ int drift_plan_compile(const drift_plan *plan, const drift_param_table *table, d
         }
     }
     if (table->n_wraps > 0) {
-        c.wraps = calloc(table->n_wraps, sizeof *c.wraps);
+        c.wraps = drift_calloc(table->n_wraps, sizeof *c.wraps);
         if (!c.wraps) goto nomem;
     }
     c.n_wraps = table->n_wraps;
@@ -714,7 +716,7 @@ int drift_plan_compile(const drift_plan *plan, const drift_param_table *table, d
         if (c.param_dtype[i] == fwd) continue; /* equal to the group default: compiles to nothing */
         int w = table->params[i].wrap;
         drift_wrap_map *m = w >= 0 ? &c.wraps[w] : &c.root;
-        drift_param_override *e = realloc(m->entries, (m->n + 1) * sizeof *e);
+        drift_param_override *e = drift_realloc(m->entries, (m->n + 1) * sizeof *e);
         if (!e) goto nomem;
         m->entries = e;
         drift_param_override *o = &e[m->n];

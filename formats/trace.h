@@ -277,12 +277,17 @@ typedef struct drift_trace_site_info {
     int64_t numel;
     int has_data;                /* tensors stored (else stats only) */
     drift_trace_compress compress;
-    int64_t n_records;           /* records of committed steps */
+    int64_t n_records;           /* records of committed steps (0 if damaged) */
+    const char *damaged;         /* NULL, or why the site is unreadable (its object headers are
+                                    damaged, e.g. torn by a kill): owned by r; its records cannot
+                                    be read (DRIFT_E_INPUT naming the site), every other site can */
 } drift_trace_site_info;
 
 size_t drift_trace_reader_n_sites(const drift_trace_reader *r);
 /* Info of site i (0..n_sites-1, declaration order = id). Fills *out; counts
- * committed records (a few small reads in follow mode). */
+ * committed records (a few small reads in follow mode). A damaged site
+ * (out->damaged != NULL) is still listed: DRIFT_OK, with its name and what
+ * could be read of it. */
 int drift_trace_reader_site(drift_trace_reader *r, size_t i, drift_trace_site_info *out, drift_err *err);
 /* Site index by name; -1 if absent. */
 long drift_trace_reader_find_site(const drift_trace_reader *r, const char *name);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "formats/alloc.h"
 #include "formats/trace_internal.h"
 
 /* Superblock v2/v3 "file consistency flags" (byte 11 after the signature):
@@ -45,6 +46,15 @@ static int64_t superblock_eof(const char *path) {
     return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
 }
 
+int tr_short_file(const char *path, int64_t *size, int64_t *eof) {
+    struct stat st;
+    int64_t e = superblock_eof(path);
+    if (e < 0 || stat(path, &st) != 0 || (int64_t)st.st_size >= e) return 0;
+    *size = (int64_t)st.st_size;
+    *eof = e;
+    return 1;
+}
+
 /* A file whose writer hit EFBIG/ENOSPC while extending it: HDF5 closed it
  * with clean status flags but the file is shorter than its stored end of
  * file, and ordinary opens fail with "truncated file". Everything committed
@@ -60,6 +70,12 @@ static int extend_short_file(const char *path) {
     return truncate(path, (off_t)eof) == 0;
 }
 
+/* Set when an allocation of the check failed (a problem could not be
+ * recorded, a scan buffer could not be had): drift_trace_check then returns
+ * DRIFT_E_NOMEM instead of a report that silently misses something. One
+ * check per thread at a time. */
+static _Thread_local int check_nomem;
+
 static void problem(drift_trace_check_report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void problem(drift_trace_check_report *rep, const char *fmt, ...) {
     char buf[1200];
@@ -68,11 +84,21 @@ static void problem(drift_trace_check_report *rep, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (rep->n_problems >= 1000) return; /* enough to act on */
-    char **np = realloc(rep->problems, (rep->n_problems + 1) * sizeof *np);
-    if (!np) return;
+    char **np = drift_realloc(rep->problems, (rep->n_problems + 1) * sizeof *np);
+    if (!np) {
+        check_nomem = 1;
+        return;
+    }
     rep->problems = np;
-    char *s = strdup(rep->n_problems == 999 ? "(further problems not listed)" : buf);
+    char *s = drift_strdup(rep->n_problems == 999 ? "(further problems not listed)" : buf);
     if (s) rep->problems[rep->n_problems++] = s;
+    else check_nomem = 1;
+}
+
+/* A failed read as a problem; an allocation failure is not one. */
+static void problem_err(drift_trace_check_report *rep, const drift_err *e) {
+    if (e->code == DRIFT_E_NOMEM) check_nomem = 1;
+    else problem(rep, "%s: %s", e->where, e->msg);
 }
 
 void drift_trace_check_report_free(drift_trace_check_report *rep) {
@@ -109,10 +135,17 @@ static void check_site(drift_trace_reader *r, size_t i, int64_t *per_step, drift
     drift_err_clear(&e);
     drift_trace_site_info si;
     if (drift_trace_reader_site(r, i, &si, &e)) {
-        problem(rep, "%s: %s", e.where, e.msg);
+        problem_err(rep, &e);
         return;
     }
     tr_site *s = &r->sites[i];
+    if (s->damaged) {
+        problem(rep,
+                "site \"%s\" is damaged and its records cannot be read (%s); every other site reads (per-step record "
+                "counts not compared)",
+                s->name, s->damaged);
+        return;
+    }
     rep->committed_records += s->committed;
     int64_t ext_max = s->n_index;
     if (s->n_stats > ext_max) ext_max = s->n_stats;
@@ -122,12 +155,12 @@ static void check_site(drift_trace_reader *r, size_t i, int64_t *per_step, drift
         problem(rep, "site \"%s\": index, stats and data hold %lld, %lld and %lld rows; a cleanly closed writer keeps them equal",
                 s->name, (long long)s->n_index, (long long)s->n_stats, (long long)(s->data >= 0 ? s->n_data : s->n_index));
     enum { BLK = 1024 };
-    drift_trace_index *ix = malloc(BLK * sizeof *ix);
-    drift_trace_stats *st = malloc(BLK * sizeof *st);
+    drift_trace_index *ix = drift_malloc(BLK * sizeof *ix);
+    drift_trace_stats *st = drift_malloc(BLK * sizeof *st);
     size_t esz = drift_dtype_size(s->dtype);
-    void *rec = s->data >= 0 ? malloc((size_t)s->numel * esz) : NULL;
+    void *rec = s->data >= 0 ? drift_malloc((size_t)s->numel * esz) : NULL;
     if (!ix || !st || (s->data >= 0 && !rec)) {
-        problem(rep, "site \"%s\": out of memory for the scan", s->name);
+        check_nomem = 1;
         goto done;
     }
     int64_t prev = -1;
@@ -135,7 +168,7 @@ static void check_site(drift_trace_reader *r, size_t i, int64_t *per_step, drift
     for (int64_t first = 0; first < s->committed; first += BLK) {
         int64_t cnt = s->committed - first < BLK ? s->committed - first : BLK;
         if (drift_trace_read_index(r, i, first, cnt, ix, &e) || drift_trace_read_stats(r, i, first, cnt, st, &e)) {
-            problem(rep, "%s: %s", e.where, e.msg);
+            problem_err(rep, &e);
             goto done;
         }
         for (int64_t k = 0; k < cnt; k++) {
@@ -158,7 +191,7 @@ static void check_site(drift_trace_reader *r, size_t i, int64_t *per_step, drift
                         t->min, t->max);
             if (ix[k].stored && rec) {
                 if (drift_trace_read_record_raw(r, i, row, rec, (size_t)s->numel * esz, &e)) {
-                    problem(rep, "%s: %s", e.where, e.msg);
+                    problem_err(rep, &e);
                     continue;
                 }
                 drift_trace_stats re;
@@ -207,37 +240,43 @@ static void check_tables(drift_trace_reader *r, drift_trace_check_report *rep) {
     size_t n = 0;
     int64_t *steps = NULL;
     if (drift_trace_read_metrics(r, INT64_MIN, &m, &n, &e)) {
-        problem(rep, "%s: %s", e.where, e.msg);
+        problem_err(rep, &e);
     } else {
         rep->n_metric_rows = n;
-        steps = malloc((n ? n : 1) * sizeof *steps);
+        steps = drift_malloc((n ? n : 1) * sizeof *steps);
         if (steps) {
             for (size_t i = 0; i < n; i++) steps[i] = m[i].step;
             check_windows(r, "/metrics/rows", steps, n, 0, rep);
+        } else {
+            check_nomem = 1;
         }
         free(steps);
         free(m);
     }
     drift_err_clear(&e);
     if (drift_trace_read_step_metrics(r, INT64_MIN, &sm, &n, &e)) {
-        problem(rep, "%s: %s", e.where, e.msg);
+        problem_err(rep, &e);
     } else {
-        steps = malloc((n ? n : 1) * sizeof *steps);
+        steps = drift_malloc((n ? n : 1) * sizeof *steps);
         if (steps) {
             for (size_t i = 0; i < n; i++) steps[i] = sm[i].step;
             check_windows(r, "/metrics/steps", steps, n, 1, rep);
+        } else {
+            check_nomem = 1;
         }
         free(steps);
         free(sm);
     }
     drift_err_clear(&e);
     if (drift_trace_read_notes(r, INT64_MIN, &nt, &n, &e)) {
-        problem(rep, "%s: %s", e.where, e.msg);
+        problem_err(rep, &e);
     } else {
-        steps = malloc((n ? n : 1) * sizeof *steps);
+        steps = drift_malloc((n ? n : 1) * sizeof *steps);
         if (steps) {
             for (size_t i = 0; i < n; i++) steps[i] = nt[i].step;
             check_windows(r, "/notes", steps, n, 2, rep);
+        } else {
+            check_nomem = 1;
         }
         free(steps);
         free(nt);
@@ -255,19 +294,19 @@ static void check_arrays(drift_trace_reader *r, drift_trace_check_report *rep) {
         int is_p = i < r->n_params;
         const tr_param *p = is_p ? &r->params[i] : &r->buffers[i - r->n_params];
         size_t bytes = (size_t)p->numel * drift_dtype_size(p->dtype);
-        void *buf = malloc(bytes ? bytes : 1);
+        void *buf = drift_malloc(bytes ? bytes : 1);
         if (!buf) {
-            problem(rep, "%s \"%s\": out of memory for %zu bytes", is_p ? "param" : "buffer", p->fqn, bytes);
+            check_nomem = 1;
             continue;
         }
         int rc = is_p ? drift_trace_read_param(r, i, buf, (size_t)p->numel, &e)
                       : drift_trace_read_buffer(r, i - r->n_params, buf, bytes, &e);
-        if (rc) problem(rep, "%s: %s", e.where, e.msg);
+        if (rc) problem_err(rep, &e);
         free(buf);
     }
     char *g = NULL;
     size_t glen = 0;
-    if (drift_trace_read_graph(r, &g, &glen, &e)) problem(rep, "%s: %s", e.where, e.msg);
+    if (drift_trace_read_graph(r, &g, &glen, &e)) problem_err(rep, &e);
     free(g);
 }
 
@@ -276,10 +315,26 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     if (!path || !rep) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "check: NULL argument");
     memset(rep, 0, sizeof *rep);
     rep->last_step = -1;
+    check_nomem = 0;
     int version = 0, flags = 0;
     if (superblock_flags(path, &version, &flags) && (flags & 0x05)) rep->unclean = 1;
     drift_trace_reader *r = NULL;
     int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
+    int64_t size = 0, eof = 0;
+    if (rc == DRIFT_E_INPUT && tr_short_file(path, &size, &eof)) {
+        /* cut short by a full disk: a problem to report, and `--repair` (which
+         * runs when unclean is set) fixes it */
+        drift_err_clear(err);
+        rep->unclean = 1;
+        problem(rep,
+                "the file is cut short: %lld bytes, its superblock records %lld (its writer stopped while extending it, "
+                "e.g. on a full disk); no reader can open it as it is; `drift check --repair` restores every committed "
+                "step",
+                (long long)size, (long long)eof);
+        if (!check_nomem) return DRIFT_OK;
+        drift_trace_check_report_free(rep);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    }
     if (rc) return rc;
     rep->swmr = r->swmr;
     if (r->swmr) rep->unclean = 1;
@@ -293,14 +348,18 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     rep->n_sites = r->n_sites;
     rep->n_params = r->n_params;
     rep->n_buffers = r->n_buffers;
-    int64_t *per_step = calloc(r->n_steps ? r->n_steps : 1, sizeof *per_step);
+    int64_t *per_step = drift_calloc(r->n_steps ? r->n_steps : 1, sizeof *per_step);
     if (!per_step) {
         drift_trace_reader_close(r);
         drift_trace_check_report_free(rep);
         return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     }
-    for (size_t i = 0; i < r->n_sites; i++) check_site(r, i, per_step, rep);
-    for (size_t c = 0; c < r->n_steps; c++)
+    int damaged = 0;
+    for (size_t i = 0; i < r->n_sites; i++) {
+        check_site(r, i, per_step, rep);
+        damaged += r->sites[i].damaged != NULL;
+    }
+    for (size_t c = 0; c < r->n_steps && !damaged; c++)
         if (per_step[c] != r->stp[c].n_records)
             problem(rep, "step %lld: commit row counts %lld records, the sites hold %lld", (long long)r->stp[c].step,
                     (long long)r->stp[c].n_records, (long long)per_step[c]);
@@ -308,6 +367,10 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     check_tables(r, rep);
     check_arrays(r, rep);
     drift_trace_reader_close(r);
+    if (check_nomem) {
+        drift_trace_check_report_free(rep);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory while checking");
+    }
     return DRIFT_OK;
 }
 
@@ -320,7 +383,7 @@ typedef struct keep_counts {
 } keep_counts;
 
 static void free_keep(keep_counts *k) {
-    for (size_t i = 0; i < k->n_sites; i++) free(k->site_links[i]);
+    for (size_t i = 0; k->site_links && i < k->n_sites; i++) free(k->site_links[i]);
     free(k->site_links);
     free(k->site_rows);
 }
@@ -330,17 +393,21 @@ static int collect_keep(const char *path, keep_counts *k, drift_err *err) {
     int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
     if (rc) return rc;
     k->n_sites = r->n_sites;
-    k->site_rows = calloc(r->n_sites ? r->n_sites : 1, sizeof *k->site_rows);
-    k->site_links = calloc(r->n_sites ? r->n_sites : 1, sizeof *k->site_links);
+    k->site_rows = drift_calloc(r->n_sites ? r->n_sites : 1, sizeof *k->site_rows);
+    k->site_links = drift_calloc(r->n_sites ? r->n_sites : 1, sizeof *k->site_links);
     if (!k->site_rows || !k->site_links) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < r->n_sites; i++) {
+        if (r->sites[i].damaged) { /* left as it is */
+            k->site_rows[i] = -1;
+            continue;
+        }
         if ((rc = tr_site_sync(r, i, err))) goto done;
         char esc[3 * DRIFT_TRACE_NAME_MAX];
         tr_escape_name(r->sites[i].name, esc, sizeof esc);
-        k->site_links[i] = strdup(esc);
+        k->site_links[i] = drift_strdup(esc);
         if (!k->site_links[i]) {
             rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
             goto done;
@@ -399,9 +466,14 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
         drift_trace_reader *r = NULL;
         drift_err probe;
         drift_err_clear(&probe);
-        if (drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &probe) == DRIFT_OK) {
+        int prc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &probe);
+        if (prc == DRIFT_OK) {
             drift_trace_reader_close(r);
             return DRIFT_OK;
+        }
+        if (prc == DRIFT_E_NOMEM) {
+            if (err) *err = probe;
+            return prc;
         }
         if (!extend_short_file(path)) return DRIFT_OK; /* not that case: check reports the problem */
         int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
@@ -414,7 +486,13 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
     drift_err first;
     drift_err_clear(&first);
     /* What was committed, read through SWMR before touching anything. */
-    int have_keep = collect_keep(path, &k, &first) == DRIFT_OK;
+    int krc = collect_keep(path, &k, &first);
+    if (krc == DRIFT_E_NOMEM) { /* nothing touched yet */
+        free_keep(&k);
+        if (err) *err = first;
+        return krc;
+    }
+    int have_keep = krc == DRIFT_OK;
     int rc = DRIFT_OK;
     int64_t cut = 0;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = H5I_INVALID_HID;
@@ -443,6 +521,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
         /* Trim rows past the last commit so that ordinary readers (h5dump)
          * see exactly the committed steps. */
         for (size_t i = 0; i < k.n_sites && !rc; i++) {
+            if (k.site_rows[i] < 0) continue; /* damaged site: not touched */
             hid_t g = H5Gopen2(f, TR_SITES, H5P_DEFAULT);
             hid_t sg = g >= 0 ? H5Gopen2(g, k.site_links[i], H5P_DEFAULT) : -1;
             if (sg < 0 || trim_path(sg, "index", k.site_rows[i], &cut) || trim_path(sg, "stats", k.site_rows[i], &cut) ||

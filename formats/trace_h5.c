@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
 #include "formats/trace_internal.h"
 
 void tr_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
@@ -93,7 +94,7 @@ int tr_read_attr_str(hid_t loc, const char *name, size_t max, char **out, const 
                            "attribute \"%s\": expected a string of at most %zu bytes, found %zu", name, max, sz);
         goto done;
     }
-    buf = malloc(sz + 1);
+    buf = drift_malloc(sz + 1);
     if (!buf) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, wh(w, sizeof w, file, obj), "out of memory");
         goto done;

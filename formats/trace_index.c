@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "formats/alloc.h"
 #include "formats/trace_index.h"
 #include "formats/trace_internal.h"
 
@@ -736,9 +737,17 @@ done:
 /* Reading                                                                   */
 /* ======================================================================= */
 
+/* 1 if f is a drift merge index, 0 if not, -1 if out of memory (an
+ * allocation failure must not read as "not an index"). */
 static int is_index_file(hid_t f) {
-    char fmt[64];
-    return attr_str_opt(f, "format", fmt, sizeof fmt) == 0 && strcmp(fmt, DRIFT_TRACE_INDEX_FORMAT_NAME) == 0;
+    char *s = NULL;
+    if (H5Aexists(f, "format") <= 0) return 0;
+    int rc = tr_read_attr_str(f, "format", 64, &s, "", "", NULL);
+    if (rc == DRIFT_E_NOMEM) return -1;
+    if (rc != DRIFT_OK) return 0;
+    int is = strcmp(s, DRIFT_TRACE_INDEX_FORMAT_NAME) == 0;
+    drift_free(s);
+    return is;
 }
 
 int drift_trace_index_is(const char *path) {
@@ -748,7 +757,7 @@ int drift_trace_index_is(const char *path) {
     if (f < 0) return 0;
     int is = is_index_file(f);
     H5Fclose(f);
-    return is;
+    return is > 0;
 }
 
 /* Splits "INDEX#rank=N" when no file of that literal name exists; *rank = -1
@@ -826,7 +835,7 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
         rc = tr_h5_fail(err, access(base, R_OK) ? DRIFT_E_IO : DRIFT_E_INPUT, base, "/", "cannot open the index");
         goto done;
     }
-    if (!is_index_file(idx)) {
+    if (is_index_file(idx) <= 0) {
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "not a drift index (root attribute \"format\" is not \"%s\"): '%s' "
                            "selects a rank of an index written by drift merge", DRIFT_TRACE_INDEX_FORMAT_NAME,
                            DRIFT_TRACE_INDEX_RANK_SUFFIX "N");
@@ -935,7 +944,10 @@ int tr_index_reader_open_file(drift_trace_reader *r, drift_err *err) {
             return drift_err_set(err, DRIFT_E_IO, r->path, "cannot open the index %s: no such file", base);
     } else {
         int rc = tr_reader_open_file(r, err);
-        if (rc || !is_index_file(r->file)) return rc;
+        if (rc) return rc;
+        int is = is_index_file(r->file);
+        if (is < 0) return drift_err_set(err, DRIFT_E_NOMEM, r->path, "out of memory");
+        if (!is) return DRIFT_OK;
         H5Fclose(r->file);
         r->file = H5I_INVALID_HID;
         r->swmr = r->unclean = 0;
@@ -981,7 +993,7 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
     unsigned char *seen = NULL;
     char w[IX_PATH_MAX];
     where2(w, sizeof w, path, "/");
-    if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 || !is_index_file(f)) {
+    if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 || is_index_file(f) <= 0) {
         rc = drift_err_set(err, DRIFT_E_INPUT, path, "not a drift index");
         goto done;
     }

@@ -141,6 +141,8 @@ typedef struct tr_site {
     int64_t n_index, n_stats, n_data; /* extents */
     int64_t committed;               /* committed records */
     int64_t committed_for;           /* step count committed was computed for (-1 = stale) */
+    char *damaged;                   /* owned; non-NULL: the site could not be loaded (why): its
+                                        records are unreadable, every other site reads */
 } tr_site;
 
 typedef struct tr_param {
@@ -174,6 +176,10 @@ struct drift_trace_reader {
 
 /* trace_reader.c internals used by trace_check.c */
 int tr_reader_open_file(drift_trace_reader *r, drift_err *err);
+/* 1 if path is shorter than the end-of-file address its (v2/v3) superblock
+ * records: a writer stopped mid-write (disk full); *size and *eof filled.
+ * trace_check.c. */
+int tr_short_file(const char *path, int64_t *size, int64_t *eof);
 int tr_site_sync(drift_trace_reader *r, size_t i, drift_err *err);
 int64_t tr_last_step(const drift_trace_reader *r);
 /* Loads params/buffers/param dtypes (trace_read_tables.c). */

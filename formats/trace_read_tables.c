@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
 #include "formats/trace_internal.h"
 
 /* Loads one /params or /buffers dataset's description. */
@@ -16,7 +17,7 @@ static int load_array(drift_trace_reader *r, hid_t g, const char *gname, const c
     int rc = DRIFT_OK;
     hid_t ds = H5Dopen2(g, link, H5P_DEFAULT);
     if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, obj, "expected a dataset");
-    p->link = strdup(link);
+    p->link = drift_strdup(link);
     if (!p->link) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         goto done;
@@ -95,7 +96,7 @@ static int load_group(drift_trace_reader *r, const char *gname, int is_param, tr
         goto done;
     }
     if (info.nlinks == 0) goto done;
-    *out = calloc((size_t)info.nlinks, sizeof **out);
+    *out = drift_calloc((size_t)info.nlinks, sizeof **out);
     if (!*out) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         goto done;
@@ -129,7 +130,7 @@ static int load_param_dtypes(drift_trace_reader *r, drift_err *err) {
     if (!rc && rows > DRIFT_TRACE_MAX_PARAMS)
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "%lld rows, expected at most %d", (long long)rows, DRIFT_TRACE_MAX_PARAMS);
     if (!rc && rows > 0) {
-        r->pdt = malloc((size_t)rows * sizeof *r->pdt);
+        r->pdt = drift_malloc((size_t)rows * sizeof *r->pdt);
         if (!r->pdt) rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         else rc = tr_read_rows(ds, TR_T_PARAM_DTYPES, 0, rows, r->pdt, r->path, TR_PARAM_DTYPES, err);
         for (int64_t i = 0; !rc && i < rows; i++) {
@@ -287,7 +288,7 @@ int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drif
     } else if (sz == 0 || sz > DRIFT_TRACE_GRAPH_MAX) {
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "a string of %zu bytes, expected 1..%llu", sz,
                            (unsigned long long)DRIFT_TRACE_GRAPH_MAX);
-    } else if (!(buf = malloc(sz + 1))) {
+    } else if (!(buf = drift_malloc(sz + 1))) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
     } else if (H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, TR_GRAPH, "cannot read the graph");
@@ -342,7 +343,7 @@ static int read_committed(drift_trace_reader *r, hid_t ds, const char *obj, enum
     int64_t cnt = end - start, bytes = 0;
     if (tr_mul_checked(cnt, (int64_t)tr_type_mem_size(t), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
         return drift_err_set(err, DRIFT_E_INPUT, w, "%lld rows exceed the read limit", (long long)cnt);
-    void *buf = malloc((size_t)bytes);
+    void *buf = drift_malloc((size_t)bytes);
     if (!buf) return drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory for %lld rows", (long long)cnt);
     rc = tr_read_rows(ds, t, start, cnt, buf, r->path, obj, err);
     if (rc) {

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "formats/trace_index.h" /* drift merge: INDEX / INDEX#rank=N open a rank view */
+#include "formats/alloc.h"
 #include "formats/trace_internal.h"
 
 static void hclose(hid_t *h, herr_t (*fn)(hid_t)) {
@@ -25,7 +27,9 @@ static const char *site_obj(const tr_site *s, char *buf, size_t sz) {
 /* An SWMR reader retries a metadata read whose checksum fails (the writer
  * may be mid-write), sleeping 1, 2, 4... ns between attempts. HDF5's default
  * of 100 attempts never ends on a file that is really corrupt: bound it. */
+#ifndef TR_SWMR_ATTEMPTS_FOLLOW /* fuzz/build.sh lowers it: retries only cost time there */
 #define TR_SWMR_ATTEMPTS_FOLLOW 22 /* about 4 ms of retries: outlasts any in-flight write */
+#endif
 #define TR_SWMR_ATTEMPTS_STATIC 12 /* the writer is gone: a bad checksum is final */
 
 static hid_t open_swmr(const char *path, unsigned attempts) {
@@ -63,6 +67,13 @@ int tr_reader_open_file(drift_trace_reader *r, drift_err *err) {
     }
     if (access(r->path, R_OK) != 0)
         return drift_err_set(err, DRIFT_E_IO, r->path, "cannot open the trace: no such file or not readable");
+    int64_t size = 0, eof = 0;
+    if (tr_short_file(r->path, &size, &eof))
+        return drift_err_set(err, DRIFT_E_INPUT, r->path,
+                             "the file is cut short: %lld bytes, its superblock records %lld (its writer stopped while "
+                             "extending it, e.g. on a full disk; HDF5: %s); `drift check --repair` restores every "
+                             "committed step",
+                             (long long)size, (long long)eof, first[0] ? first : "no message");
     htri_t is5 = H5Fis_hdf5(r->path);
     if (is5 <= 0)
         return drift_err_set(err, DRIFT_E_INPUT, r->path, "not an HDF5 file (expected a drift trace, HDF5 schema v1)");
@@ -245,6 +256,66 @@ static void free_site(tr_site *s) {
     hclose(&s->grp, H5Gclose);
     free(s->name);
     s->name = NULL;
+    free(s->damaged);
+    s->damaged = NULL;
+}
+
+/* --- damaged sites (docs/RELIABILITY.md, finding 1) ------------------------
+ * A site whose group or datasets cannot be loaded (an object header torn by a
+ * kill, a bad attribute) does not cost the whole trace: it is kept as a
+ * damaged site, named after its link, with the reason; its records are
+ * unreadable and every other site reads as usual. */
+
+/* The site name of a link: %2F and %25 unescaped, when that round-trips;
+ * otherwise the link name itself. */
+static void damaged_name(const char *link, char *out, size_t sz) {
+    size_t o = 0;
+    for (const char *p = link; *p && o + 1 < sz; p++) {
+        if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == '5')) {
+            out[o++] = p[2] == 'F' ? '/' : '%';
+            p += 2;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+    char esc[3 * DRIFT_TRACE_NAME_MAX];
+    if (tr_name_problem(out) || tr_escape_name(out, esc, sizeof esc) != 0 || strcmp(esc, link) != 0)
+        snprintf(out, sz, "%s", link);
+}
+
+/* Turns tmp, whose loading failed with *why, into a damaged site: HDF5
+ * handles closed, the name taken from the link, dtype and shape kept only if
+ * they were valid, the reason kept (owned by tmp). */
+static int mark_damaged(tr_site *tmp, const char *link, const drift_err *why, drift_err *err) {
+    char name[3 * DRIFT_TRACE_NAME_MAX];
+    damaged_name(link, name, sizeof name);
+    hclose(&tmp->data, H5Dclose);
+    hclose(&tmp->index, H5Dclose);
+    hclose(&tmp->stats, H5Dclose);
+    hclose(&tmp->grp, H5Gclose);
+    free(tmp->name);
+    tmp->name = drift_strdup(name);
+    size_t len = strlen(why->where) + strlen(why->msg) + 3;
+    tmp->damaged = drift_malloc(len);
+    if (!tmp->name || !tmp->damaged) return drift_err_set(err, DRIFT_E_NOMEM, why->where, "out of memory");
+    snprintf(tmp->damaged, len, "%s: %s", why->where, why->msg);
+    int64_t numel = 0, bytes = 0;
+    int keep = (tmp->dtype == DRIFT_F32 || tmp->dtype == DRIFT_BF16 || tmp->dtype == DRIFT_F16) && tmp->ndim >= 0 &&
+               tmp->ndim <= DRIFT_MAX_DIMS && tr_numel(tmp->ndim, tmp->shape, &numel) == 0 &&
+               tr_mul_checked(numel, (int64_t)drift_dtype_size(tmp->dtype), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) == 0;
+    if (!keep) {
+        tmp->dtype = DRIFT_F32;
+        tmp->ndim = 0;
+        memset(tmp->shape, 0, sizeof tmp->shape);
+        numel = 1;
+    }
+    tmp->numel = numel;
+    tmp->compress = DRIFT_TRACE_COMPRESS_NONE;
+    tmp->n_index = tmp->n_stats = tmp->n_data = 0;
+    tmp->committed = 0;
+    tmp->committed_for = -1;
+    return DRIFT_OK;
 }
 
 static int load_sites(drift_trace_reader *r, drift_err *err) {
@@ -257,6 +328,8 @@ static int load_sites(drift_trace_reader *r, drift_err *err) {
     if (g < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, TR_SITES, "expected a group");
     H5G_info_t info;
     int rc = DRIFT_OK;
+    tr_site *dmg = NULL; /* owned: damaged sites not yet placed */
+    size_t n_dmg = 0;
     if (H5Gget_info(g, &info) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, f, TR_SITES, "unreadable group");
         goto done;
@@ -268,13 +341,19 @@ static int load_sites(drift_trace_reader *r, drift_err *err) {
     }
     r->n_sites = (size_t)info.nlinks;
     if (r->n_sites == 0) goto done;
-    r->sites = calloc(r->n_sites, sizeof *r->sites);
+    r->sites = drift_calloc(r->n_sites, sizeof *r->sites);
     if (!r->sites) {
         r->n_sites = 0;
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < r->n_sites; i++) r->sites[i].grp = r->sites[i].data = r->sites[i].index = r->sites[i].stats = -1;
+    /* damaged sites wait here until every loadable site has its slot (by site_id) */
+    dmg = drift_calloc(r->n_sites, sizeof *dmg);
+    if (!dmg) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
+        goto done;
+    }
     for (size_t i = 0; i < r->n_sites; i++) {
         char link[3 * DRIFT_TRACE_NAME_MAX];
         ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
@@ -289,10 +368,21 @@ static int load_sites(drift_trace_reader *r, drift_err *err) {
         tr_site tmp;
         memset(&tmp, 0, sizeof tmp);
         tmp.grp = tmp.data = tmp.index = tmp.stats = -1;
-        rc = load_site(r, g, link, &tmp, err);
+        drift_err why; /* a site's own failure makes it a damaged site, not a failed open */
+        drift_err_clear(&why);
+        rc = load_site(r, g, link, &tmp, &why);
         if (!rc && r->sites[tmp.id].name) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, w, "sites \"%s\" and \"%s\" share site_id %d", r->sites[tmp.id].name,
-                               tmp.name, tmp.id);
+            rc = drift_err_set(&why, DRIFT_E_INPUT, w, "sites \"%s\" and \"%s\" share site_id %d",
+                               r->sites[tmp.id].name, tmp.name, tmp.id);
+        }
+        if (rc == DRIFT_E_INPUT) {
+            rc = mark_damaged(&tmp, link, &why, err);
+            if (!rc) {
+                dmg[n_dmg++] = tmp;
+                continue;
+            }
+        } else if (rc && err) {
+            *err = why;
         }
         if (rc) {
             free_site(&tmp);
@@ -300,7 +390,17 @@ static int load_sites(drift_trace_reader *r, drift_err *err) {
         }
         r->sites[tmp.id] = tmp;
     }
+    /* the damaged sites take the ids left free, in link order */
+    for (size_t i = 0, slot = 0; i < n_dmg; i++, slot++) {
+        while (r->sites[slot].name) slot++;
+        dmg[i].id = (int)slot;
+        r->sites[slot] = dmg[i];
+        dmg[i].name = dmg[i].damaged = NULL;
+    }
+    n_dmg = 0;
 done:
+    for (size_t i = 0; i < n_dmg; i++) free_site(&dmg[i]);
+    free(dmg);
     H5Gclose(g);
     return rc;
 }
@@ -347,7 +447,7 @@ static int load_steps(drift_trace_reader *r, int64_t *added, drift_err *err) {
     if (tr_mul_checked(want, (int64_t)sizeof(drift_trace_step), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
         return drift_err_set(err, DRIFT_E_INPUT, w, "%lld steps exceed the read limit", (long long)want);
     if ((size_t)ext > r->cap_steps) {
-        drift_trace_step *ns = realloc(r->stp, (size_t)ext * sizeof *ns);
+        drift_trace_step *ns = drift_realloc(r->stp, (size_t)ext * sizeof *ns);
         if (!ns) return drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         r->stp = ns;
         r->cap_steps = (size_t)ext;
@@ -384,8 +484,8 @@ static int load_names(drift_trace_reader *r, drift_err *err) {
         tr_mul_checked(want, (int64_t)sizeof(tr_name_row), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
         return drift_err_set(err, DRIFT_E_INPUT, w, "%lld names, expected at most %d", (long long)ext,
                              DRIFT_TRACE_MAX_SITES * 100);
-    tr_name_row *rows = malloc((size_t)want * sizeof *rows);
-    char **nv = realloc(r->mnames_v, (size_t)ext * sizeof *nv);
+    tr_name_row *rows = drift_malloc((size_t)want * sizeof *rows);
+    char **nv = drift_realloc(r->mnames_v, (size_t)ext * sizeof *nv);
     if (!rows || !nv) {
         free(rows);
         if (nv) r->mnames_v = nv;
@@ -396,7 +496,7 @@ static int load_names(drift_trace_reader *r, drift_err *err) {
     for (int64_t i = 0; !rc && i < want; i++) {
         rows[i].name[DRIFT_TRACE_NAME_MAX - 1] = '\0';
         if (!rows[i].name[0]) break; /* not yet written (SWMR tail) */
-        r->mnames_v[r->n_mnames] = strdup(rows[i].name);
+        r->mnames_v[r->n_mnames] = drift_strdup(rows[i].name);
         if (!r->mnames_v[r->n_mnames]) rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         else r->n_mnames++;
     }
@@ -424,18 +524,18 @@ int drift_trace_reader_open(drift_trace_reader **out, const char *path, drift_tr
     tr_h5_quiet();
     if (!out || !path) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "reader_open: NULL argument");
     *out = NULL;
-    drift_trace_reader *r = calloc(1, sizeof *r);
+    drift_trace_reader *r = drift_calloc(1, sizeof *r);
     if (!r) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     r->file = r->steps = r->mrows = r->msteps = r->mnames = r->notes = H5I_INVALID_HID;
     r->follow = mode == DRIFT_TRACE_OPEN_FOLLOW;
-    r->path = strdup(path);
+    r->path = drift_strdup(path);
     int rc;
     int64_t added = 0;
     if (!r->path) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
         goto fail;
     }
-    if ((rc = tr_reader_open_file(r, err))) goto fail;
+    if ((rc = tr_index_reader_open_file(r, err))) goto fail; /* plain trace, or a merge index view */
     if ((rc = load_meta(r, err))) goto fail;
     if ((rc = load_sites(r, err))) goto fail;
     if ((rc = open_tables(r, err))) goto fail;
@@ -551,6 +651,14 @@ static int refresh_extent(drift_trace_reader *r, tr_site *s, hid_t ds, const cha
 int tr_site_sync(drift_trace_reader *r, size_t i, drift_err *err) {
     if (!r || i >= r->n_sites) return drift_err_set(err, DRIFT_E_USAGE, r ? r->path : NULL, "site %zu out of range", i);
     tr_site *s = &r->sites[i];
+    if (s->damaged) {
+        char obj[3 * DRIFT_TRACE_NAME_MAX + 32], w[sizeof obj + 600];
+        snprintf(w, sizeof w, "%s:%s", r->path, site_obj(s, obj, sizeof obj));
+        return drift_err_set(err, DRIFT_E_INPUT, w,
+                             "site \"%s\" is damaged, its records cannot be read (%s); every other site can (`drift check` "
+                             "lists the damage)",
+                             s->name, s->damaged);
+    }
     if (s->committed_for == (int64_t)r->n_steps) return DRIFT_OK;
     int rc;
     if (r->swmr) {
@@ -570,7 +678,7 @@ size_t drift_trace_reader_n_sites(const drift_trace_reader *r) { return r ? r->n
 
 int drift_trace_reader_site(drift_trace_reader *r, size_t i, drift_trace_site_info *out, drift_err *err) {
     tr_h5_quiet();
-    int rc = tr_site_sync(r, i, err);
+    int rc = r && i < r->n_sites && r->sites[i].damaged ? DRIFT_OK : tr_site_sync(r, i, err);
     if (rc) return rc;
     const tr_site *s = &r->sites[i];
     memset(out, 0, sizeof *out);
@@ -583,6 +691,7 @@ int drift_trace_reader_site(drift_trace_reader *r, size_t i, drift_trace_site_in
     out->has_data = s->data >= 0;
     out->compress = s->compress;
     out->n_records = s->committed;
+    out->damaged = s->damaged;
     return DRIFT_OK;
 }
 
@@ -635,7 +744,7 @@ int drift_trace_find_record(drift_trace_reader *r, size_t site, const drift_trac
     if (rc) return rc;
     int64_t n = r->sites[site].committed;
     enum { BLK = 4096 };
-    drift_trace_index *buf = malloc(BLK * sizeof *buf);
+    drift_trace_index *buf = drift_malloc(BLK * sizeof *buf);
     if (!buf) return drift_err_set(err, DRIFT_E_NOMEM, r->path, "out of memory");
     for (int64_t first = 0; first < n && *record < 0; first += BLK) {
         int64_t cnt = n - first < BLK ? n - first : BLK;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "formats/alloc.h"
 #include "formats/trace_internal.h"
 
 typedef struct w_site {
@@ -91,12 +92,12 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
                              (int)meta->side);
     if (meta->plan_json && strlen(meta->plan_json) >= DRIFT_TRACE_ATTR_MAX)
         return drift_err_set(err, DRIFT_E_USAGE, path, "plan JSON longer than %u bytes", DRIFT_TRACE_ATTR_MAX);
-    drift_trace_writer *w = calloc(1, sizeof *w);
+    drift_trace_writer *w = drift_calloc(1, sizeof *w);
     if (!w) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     w->file = w->g_sites = w->g_params = w->g_buffers = w->g_metrics = H5I_INVALID_HID;
     w->steps = w->mrows = w->msteps = w->mnames = w->notes = H5I_INVALID_HID;
     w->last_step = -1;
-    w->path = strdup(path);
+    w->path = drift_strdup(path);
     if (tr_io_init(&w->io) != 0) {
         free(w->path);
         free(w);
@@ -236,7 +237,7 @@ int drift_trace_writer_declare_site(drift_trace_writer *w, const drift_trace_sit
         return drift_err_set(err, DRIFT_E_USAGE, w->path, "more than %d sites", DRIFT_TRACE_MAX_SITES);
     if (w->n_sites == w->cap_sites) {
         size_t nc = w->cap_sites ? w->cap_sites * 2 : 16;
-        w_site *ns = realloc(w->sites, nc * sizeof *ns);
+        w_site *ns = drift_realloc(w->sites, nc * sizeof *ns);
         if (!ns) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
         w->sites = ns;
         w->cap_sites = nc;
@@ -244,7 +245,7 @@ int drift_trace_writer_declare_site(drift_trace_writer *w, const drift_trace_sit
     w_site *s = &w->sites[w->n_sites];
     memset(s, 0, sizeof *s);
     s->grp = s->data = s->index = s->stats = s->ftype = H5I_INVALID_HID;
-    s->name = strdup(decl->name);
+    s->name = drift_strdup(decl->name);
     if (!s->name) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
     s->dtype = decl->dtype;
     s->ndim = decl->ndim;
@@ -364,7 +365,7 @@ int drift_trace_writer_set_param_dtype(drift_trace_writer *w, const char *fqn, d
         }
     if (w->n_pdt == w->cap_pdt) {
         size_t nc = w->cap_pdt ? w->cap_pdt * 2 : 64;
-        tr_param_dtype_row *np = realloc(w->pdt, nc * sizeof *np);
+        tr_param_dtype_row *np = drift_realloc(w->pdt, nc * sizeof *np);
         if (!np) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
         w->pdt = np;
         w->cap_pdt = nc;
@@ -546,7 +547,7 @@ static int metric_site_id(drift_trace_writer *w, const char *name, int32_t *id, 
     if (w->n_mnames >= INT32_MAX - 1) return drift_err_set(err, DRIFT_E_USAGE, w->path, "too many metric sites");
     if ((size_t)w->n_mnames == w->cap_names) {
         size_t nc = w->cap_names ? w->cap_names * 2 : 64;
-        char **nn = realloc(w->names, nc * sizeof *nn);
+        char **nn = drift_realloc(w->names, nc * sizeof *nn);
         if (!nn) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
         w->names = nn;
         w->cap_names = nc;
@@ -554,7 +555,7 @@ static int metric_site_id(drift_trace_writer *w, const char *name, int32_t *id, 
     tr_name_row row;
     memset(&row, 0, sizeof row);
     snprintf(row.name, sizeof row.name, "%s", name);
-    char *copy = strdup(name);
+    char *copy = drift_strdup(name);
     if (!copy) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
     int64_t n = w->n_mnames;
     if (tr_append_rows(w->mnames, TR_T_NAMES, &n, &row, 1, &w->io) != 0) {

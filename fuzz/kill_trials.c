@@ -420,7 +420,10 @@ static void trial_body(const char *dir, long trial, int disk_full, double max_ms
 
     /* 1. as killed (SWMR fallback). After a full disk the file is shorter than
      * the end of file HDF5 recorded, and nothing opens it before repair: that
-     * is allowed (promise 5 is about what repair recovers) and counted. */
+     * is allowed (promise 5 is about what repair recovers) and counted, but
+     * the reader's error and drift_trace_check must name the cause and the
+     * remedy. */
+    int cut_short = 0;
     drift_trace_check_report rep;
     memset(&rep, 0, sizeof rep);
     drift_err err;
@@ -433,6 +436,10 @@ static void trial_body(const char *dir, long trial, int disk_full, double max_ms
             drift_trace_reader_close(r0);
         } else {
             st->disk_unreadable_as_is++;
+            cut_short = 1;
+            if (!strstr(err.msg, "cut short") || !strstr(err.msg, "drift check --repair"))
+                fail_line(st, trial, "disk-full file, as is", "the reader's error does not name the cause: %s: %s",
+                          err.where, err.msg);
         }
     } else {
         verify_path(path, last_known, st, trial, "killed file, as is", 0);
@@ -447,8 +454,16 @@ static void trial_body(const char *dir, long trial, int disk_full, double max_ms
     }
     /* 2. check and repair */
     rc = drift_trace_check(path, &rep, &err);
-    if (rc != DRIFT_OK && disk_full) {
-        /* cannot be examined before repair: see above */
+    if (cut_short) {
+        /* cannot be examined before repair: check reports why, as a problem */
+        int named = 0;
+        for (size_t i = 0; rc == DRIFT_OK && i < rep.n_problems; i++)
+            named |= strstr(rep.problems[i], "cut short") && strstr(rep.problems[i], "drift check --repair");
+        if (rc != DRIFT_OK || !rep.unclean || !named)
+            fail_line(st, trial, "check", "a cut-short file: rc %d, unclean %d, %zu problem(s)%s%s: %s", rc, rep.unclean,
+                      rep.n_problems, rep.n_problems ? ": " : "", rep.n_problems ? rep.problems[0] : "", err.msg);
+        else
+            st->repaired_unclean++;
     } else if (rc == DRIFT_OK) {
         if (rep.committed_steps < last_known + 1)
             fail_line(st, trial, "check", "reports %" PRId64 " committed steps, the writer committed %" PRId64,

@@ -1,6 +1,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "formats/alloc.h"
 #include <time.h>
 
 #include "formats/trace.h"
@@ -12,9 +14,9 @@ static int step_records(drift_trace_reader *r, size_t site, int64_t n, int64_t *
     *steps = *recs = NULL;
     *m = 0;
     if (n == 0) return DRIFT_OK;
-    drift_trace_index *rows = malloc((size_t)n * sizeof *rows);
-    *steps = malloc((size_t)n * sizeof **steps);
-    *recs = malloc((size_t)n * sizeof **recs);
+    drift_trace_index *rows = drift_malloc((size_t)n * sizeof *rows);
+    *steps = drift_malloc((size_t)n * sizeof **steps);
+    *recs = drift_malloc((size_t)n * sizeof **recs);
     if (!rows || !*steps || !*recs) {
         free(rows);
         return drift_err_set(err, DRIFT_E_NOMEM, drift_trace_reader_path(r), "out of memory");
@@ -46,8 +48,8 @@ int drift_compare_traces(const char *path_a, const char *path_b, drift_replay_re
     snprintf(rep->ref_desc, sizeof rep->ref_desc, "%s", path_b);
     size_t n_steps = 0;
     const drift_trace_step *st = drift_trace_reader_steps(a, &n_steps);
-    rep->steps = calloc(n_steps ? n_steps : 1, sizeof *rep->steps);
-    rep->first_divergent = calloc(n_steps ? n_steps : 1, sizeof *rep->first_divergent);
+    rep->steps = drift_calloc(n_steps ? n_steps : 1, sizeof *rep->steps);
+    rep->first_divergent = drift_calloc(n_steps ? n_steps : 1, sizeof *rep->first_divergent);
     if (!rep->steps || !rep->first_divergent) { rc = drift_err_set(err, DRIFT_E_NOMEM, path_a, "out of memory"); goto done; }
     for (size_t i = 0; i < n_steps; i++) rep->steps[i] = st[i].step;
     rep->n_steps = (int64_t)n_steps;
@@ -62,9 +64,9 @@ int drift_compare_traces(const char *path_a, const char *path_b, drift_replay_re
         if ((rc = drift_trace_reader_site(b, (size_t)sb, &ib, err))) break;
         if (!ib.has_data || ib.numel != ia.numel) continue;
         if ((size_t)ia.numel > cap) {
-            float *x = realloc(va, (size_t)ia.numel * sizeof *x);
+            float *x = drift_realloc(va, (size_t)ia.numel * sizeof *x);
             if (x) va = x;
-            float *y = x ? realloc(vb, (size_t)ia.numel * sizeof *y) : NULL;
+            float *y = x ? drift_realloc(vb, (size_t)ia.numel * sizeof *y) : NULL;
             if (!x || !y) { rc = drift_err_set(err, DRIFT_E_NOMEM, path_a, "out of memory"); break; }
             vb = y;
             cap = (size_t)ia.numel;
@@ -84,7 +86,11 @@ int drift_compare_traces(const char *path_a, const char *path_b, drift_replay_re
             int differs = e->steps - e->steps_equal > before;
             for (size_t k = 0; differs && k < n_steps; k++) {
                 if (rep->steps[k] != sa[i] || rep->first_divergent[k]) continue;
-                rep->first_divergent[k] = strdup(ia.name);
+                rep->first_divergent[k] = drift_strdup(ia.name);
+                if (!rep->first_divergent[k]) {
+                    rc = drift_err_set(err, DRIFT_E_NOMEM, path_a, "out of memory");
+                    break;
+                }
             }
         }
         free(sa); free(ra); free(sbv); free(rb);

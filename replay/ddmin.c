@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+
 /* Memo of probed subsets: linear, since a search runs at most a few hundred
  * probes and each compare is n bytes. */
 typedef struct memo_entry {
@@ -29,12 +31,12 @@ static int memo_find(const search *s, const unsigned char *mask) {
 static int memo_add(search *s, const unsigned char *mask, int fails, drift_err *err) {
     if (s->n_memo == s->cap_memo) {
         size_t cap = s->cap_memo ? s->cap_memo * 2 : 32;
-        memo_entry *m = realloc(s->memo, cap * sizeof *m);
+        memo_entry *m = drift_realloc(s->memo, cap * sizeof *m);
         if (!m) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory (probe memo)");
         s->memo = m;
         s->cap_memo = cap;
     }
-    unsigned char *copy = malloc(s->n);
+    unsigned char *copy = drift_malloc(s->n);
     if (!copy) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory (probe memo)");
     memcpy(copy, mask, s->n);
     s->memo[s->n_memo].mask = copy;
@@ -157,7 +159,7 @@ int drift_ddmin_run(size_t n, const unsigned char *universe, const drift_ddmin_o
         return drift_err_set(err, DRIFT_E_INTERNAL, "bisect", "ddmin needs at least one difference and a probe");
     search s = {.n = n, .opts = opts};
     int rc = DRIFT_OK;
-    unsigned char *cur = calloc(n, 1);
+    unsigned char *cur = drift_calloc(n, 1);
     unsigned char **cands = NULL;
     size_t n_cands_cap = 0;
     if (!cur) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
@@ -178,12 +180,12 @@ int drift_ddmin_run(size_t n, const unsigned char *universe, const drift_ddmin_o
         if (k > m) k = m;
         size_t need = 2 * k;
         if (need > n_cands_cap) {
-            unsigned char **nc = realloc(cands, need * sizeof *nc);
+            unsigned char **nc = drift_realloc(cands, need * sizeof *nc);
             if (!nc) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
             for (size_t q = n_cands_cap; q < need; q++) nc[q] = NULL;
             cands = nc;
             for (size_t q = n_cands_cap; q < need; q++) {
-                cands[q] = malloc(n);
+                cands[q] = drift_malloc(n);
                 if (!cands[q]) { n_cands_cap = q; rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
             }
             n_cands_cap = need;
@@ -221,7 +223,7 @@ done:
     res->memo_hits = s.memo_hits;
     res->max_concurrent = s.max_concurrent;
     if (!res->found && rc == DRIFT_OK) {
-        res->culprit = cur ? cur : calloc(n, 1);
+        res->culprit = cur ? cur : drift_calloc(n, 1);
         if (res->culprit) memset(res->culprit, 0, n);
         cur = NULL;
     }

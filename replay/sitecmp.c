@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+
 void drift_sitecmp_init(drift_sitecmp *c, double guidance_scale) {
     memset(c, 0, sizeof *c);
     c->guidance_scale = guidance_scale;
@@ -29,14 +31,14 @@ static drift_sitecmp_entry *entry_for(drift_sitecmp *c, const char *site, drift_
     if (e) return e;
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 64;
-        drift_sitecmp_entry *ne = realloc(c->e, cap * sizeof *ne);
+        drift_sitecmp_entry *ne = drift_realloc(c->e, cap * sizeof *ne);
         if (!ne) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
         c->e = ne;
         c->cap = cap;
     }
     e = &c->e[c->n];
     memset(e, 0, sizeof *e);
-    e->site = strdup(site);
+    e->site = drift_strdup(site);
     if (!e->site) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
     e->dtype = dt;
     e->rmse_oracle = NAN;

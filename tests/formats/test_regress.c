@@ -41,6 +41,10 @@
 #include "fuzz/fuzz_family_spec.c"
 #undef LLVMFuzzerTestOneInput
 
+#define LLVMFuzzerTestOneInput drift_fuzz_specs_one
+#include "fuzz/fuzz_specs.c"
+#undef LLVMFuzzerTestOneInput
+
 #define LLVMFuzzerTestOneInput drift_fuzz_safetensors_one
 #include "fuzz/fuzz_safetensors.c"
 #undef LLVMFuzzerTestOneInput
@@ -147,9 +151,12 @@ static void replay_harness(const char *name, one_input_fn fn) {
     }
 
 /* Crash-consistency regressions (fuzz/kill_trials.c): traces as a killed
- * writer left them, gzipped, named NAME.commits-N.h5.gz where N is the number
- * of steps whose commit had returned. drift_trace_repair must succeed and the
- * repaired file must hold at least N committed steps, every record readable. */
+ * writer left them, gzipped, named NAME[.damaged-D].commits-N.h5.gz where N is
+ * the number of steps whose commit had returned. drift_trace_repair must
+ * succeed and the repaired file must hold at least N committed steps, every
+ * record readable, except in the D sites whose object headers the kill tore
+ * (listed as damaged, reading them fails with DRIFT_E_INPUT naming the site,
+ * and drift_trace_check reports each). */
 static void repair_one(const char *dir, const char *name) {
     const char *tmp = getenv("DRIFT_TMP");
     const char *c = strstr(name, ".commits-");
@@ -175,9 +182,22 @@ static void repair_one(const char *dir, const char *name) {
     size_t n = 0;
     drift_trace_reader_steps(r, &n);
     assert_true((long)n >= want);
+    long damaged = 0;
     for (size_t s = 0; s < drift_trace_reader_n_sites(r); s++) {
         drift_trace_site_info si;
         assert_int_equal(drift_trace_reader_site(r, s, &si, &err), DRIFT_OK);
+        if (si.damaged) {
+            /* listed, marked, and reading it is a clear input error naming it */
+            damaged++;
+            fprintf(stderr, "  damaged site \"%s\": %s\n", si.name, si.damaged);
+            assert_int_equal(si.n_records, 0);
+            drift_trace_index ix;
+            drift_err_clear(&err);
+            assert_int_equal(drift_trace_read_index(r, s, 0, 1, &ix, &err), DRIFT_E_INPUT);
+            assert_non_null(strstr(err.msg, si.name));
+            assert_non_null(strstr(err.msg, "damaged"));
+            continue;
+        }
         float *buf = malloc((size_t)si.numel * sizeof *buf + 1);
         drift_trace_index ix;
         for (int64_t k = 0; k < si.n_records; k++) {
@@ -188,6 +208,19 @@ static void repair_one(const char *dir, const char *name) {
         free(buf);
     }
     drift_trace_reader_close(r);
+    /* name.damaged-N.commits-M.h5.gz: exactly N sites are damaged, and
+     * drift_trace_check reports each of them */
+    const char *d = strstr(name, ".damaged-");
+    assert_int_equal(damaged, d ? strtol(d + 9, NULL, 10) : 0);
+    if (damaged) {
+        drift_trace_check_report rep;
+        assert_int_equal(drift_trace_check(path, &rep, &err), DRIFT_OK);
+        long reported = 0;
+        for (size_t i = 0; i < rep.n_problems; i++) reported += strstr(rep.problems[i], "is damaged") != NULL;
+        assert_int_equal(reported, damaged);
+        assert_true(rep.committed_steps >= want);
+        drift_trace_check_report_free(&rep);
+    }
     unlink(path);
 }
 
@@ -213,11 +246,58 @@ static void test_repair_regressions(void **state) {
     fprintf(stderr, "repair: %d killed trace(s) repaired with every committed step\n", n);
 }
 
+/* A trace cut short as a full disk leaves it (docs/RELIABILITY.md, fixed
+ * finding 3): the reader's error and drift_trace_check name the cause and the
+ * remedy; drift_trace_repair restores it. Made from the clean seed trace, one
+ * byte short of its stored end of file. */
+static void test_short_file(void **state) {
+    (void)state;
+    const char *src = getenv("DRIFT_SRC"), *tmp = getenv("DRIFT_TMP");
+    if (!src || !src[0]) skip();
+    char from[4096], path[4200];
+    snprintf(from, sizeof from, "%s/fuzz/corpus/fuzz_trace/clean_small.h5", src);
+    snprintf(path, sizeof path, "%s/short-%ld.h5", tmp && tmp[0] ? tmp : "/tmp", (long)getpid());
+    size_t len = 0;
+    unsigned char *img = read_all(from, &len);
+    assert_non_null(img);
+    assert_true(len > 1);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(img, 1, len - 1, f), len - 1);
+    fclose(f);
+    free(img);
+
+    drift_err err;
+    drift_err_clear(&err);
+    drift_trace_reader *r = NULL;
+    assert_int_equal(drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &err), DRIFT_E_INPUT);
+    fprintf(stderr, "  reader: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "cut short"));
+    assert_non_null(strstr(err.msg, "drift check --repair"));
+    drift_trace_check_report rep;
+    assert_int_equal(drift_trace_check(path, &rep, &err), DRIFT_OK);
+    assert_true(rep.unclean);
+    assert_int_equal(rep.n_problems, 1);
+    fprintf(stderr, "  check: %s\n", rep.problems[0]);
+    assert_non_null(strstr(rep.problems[0], "cut short"));
+    assert_non_null(strstr(rep.problems[0], "drift check --repair"));
+    drift_trace_check_report_free(&rep);
+    int64_t trimmed = 0;
+    assert_int_equal(drift_trace_repair(path, &trimmed, &err), DRIFT_OK);
+    assert_int_equal(drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &err), DRIFT_OK);
+    size_t n = 0;
+    drift_trace_reader_steps(r, &n);
+    assert_int_equal(n, 3);
+    drift_trace_reader_close(r);
+    unlink(path);
+}
+
 REPLAY_TEST(fuzz_json)
 REPLAY_TEST(fuzz_plan)
 REPLAY_TEST(fuzz_plan_flags)
 REPLAY_TEST(fuzz_params)
 REPLAY_TEST(fuzz_family_spec)
+REPLAY_TEST(fuzz_specs)
 REPLAY_TEST(fuzz_safetensors)
 REPLAY_TEST(fuzz_graph)
 REPLAY_TEST(fuzz_trace)
@@ -228,9 +308,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fuzz_json),        cmocka_unit_test(test_fuzz_plan),
         cmocka_unit_test(test_fuzz_plan_flags),  cmocka_unit_test(test_fuzz_params),
-        cmocka_unit_test(test_fuzz_family_spec), cmocka_unit_test(test_fuzz_safetensors),
+        cmocka_unit_test(test_fuzz_family_spec), cmocka_unit_test(test_fuzz_specs),
+        cmocka_unit_test(test_fuzz_safetensors),
         cmocka_unit_test(test_fuzz_graph),       cmocka_unit_test(test_fuzz_trace),
-        cmocka_unit_test(test_repair_regressions),
+        cmocka_unit_test(test_repair_regressions), cmocka_unit_test(test_short_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

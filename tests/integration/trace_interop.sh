@@ -177,8 +177,10 @@ with h5py.File(sys.argv[1], 'r+') as f:
     del g['data']
     g.create_dataset('data', data=np.zeros((4, 2, 3), dtype='<i4'))
 PY
-err=$("$D" check "$T/int.h5" 2>&1 >/dev/null); rc=$?
-[ $rc -eq 2 ] || fail "check of int32 site data exited $rc, expected 2"
+# (one damaged site: the trace opens, the site is reported damaged, the check fails: exit 1)
+err=$("$D" check "$T/int.h5" 2>&1); rc=$?
+[ $rc -eq 1 ] || fail "check of int32 site data exited $rc, expected 1 (a damaged site)"
+echo "$err" | grep -q 'site "blocks.0:out" is damaged' || fail "int32 site not reported damaged: $err"
 echo "$err" | grep -q 'int.h5' && echo "$err" | grep -q 'sites/blocks.0:out/data' && echo "$err" | grep -q 'expected bf16' \
   || fail "int32 message does not name file, object and expectation: $err"
 # a 16-bit float that is neither bf16 nor fp16
@@ -192,9 +194,12 @@ with h5py.File(sys.argv[1], 'r+') as f:
     t = h5t.IEEE_F32LE.copy(); t.set_fields(15, 9, 6, 0, 9); t.set_offset(0); t.set_precision(16); t.set_size(2); t.set_ebias(31)
     h5d.create(g.id, b'data', t, h5s.create_simple((4, 2, 3)))
 PY
-err=$("$D" ls "$T/odd.h5" 2>&1 >/dev/null); rc=$?
-[ $rc -eq 2 ] || fail "ls of odd float exited $rc, expected 2"
-echo "$err" | grep -q 'bias 31' || fail "odd float message: $err"
+# (one damaged site: ls lists it as DAMAGED with the reason, check fails with exit 1)
+err=$("$D" ls "$T/odd.h5" 2>&1); rc=$?
+[ $rc -eq 0 ] || fail "ls of odd float exited $rc, expected 0 (the site listed as damaged)"
+echo "$err" | grep -q 'blocks.0:out .*DAMAGED: .*bias 31' || fail "odd float not listed as damaged with its reason: $err"
+"$D" check "$T/odd.h5" >/dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "check of odd float exited $rc, expected 1"
 # missing root attribute
 cp "$T/py.h5" "$T/noside.h5"
 "$PY" -c 'import sys,h5py; f=h5py.File(sys.argv[1],"r+"); del f.attrs["side"]; f.close()' "$T/noside.h5" || fail "crafting"

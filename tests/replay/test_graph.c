@@ -436,6 +436,7 @@ static void test_oom(void **state) {
         if (rc == DRIFT_OK) {
             js = drift_graph_to_json(g, 0, &err);
             if (js) rc = drift_graph_from_json(js, strlen(js), "oom.json", &back, &err);
+            else rc = err.code ? err.code : DRIFT_E_NOMEM;
         }
         long hit = drift_alloc_injected();
         drift_alloc_fail_after(-1);
