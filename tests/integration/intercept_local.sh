@@ -11,6 +11,10 @@ set -u
 DRIFT_BIN=${DRIFT_BIN:?DRIFT_BIN not set}
 B=$(cd "$(dirname "$DRIFT_BIN")" && pwd)
 LIB=$B/libdrift_intercept.so
+# In the sanitizer build the interposer is ASan-instrumented: the ASan runtime
+# must come first in the preload list.
+ASAN_RT=$(ldd "$LIB" 2>/dev/null | awk '/libasan/ {print $3; exit}')
+[ -n "$ASAN_RT" ] && ASAN_RT="$ASAN_RT:"
 APP=$B/drift_intercept_test_app
 PY=${PYTHON3:-python3}
 T=${DRIFT_TMP:-/tmp}/intercept_local.$$
@@ -40,7 +44,7 @@ EOF
 }
 
 run() { # env assignments..., then the app runs under the interposer
-  env "$@" LD_PRELOAD="$LIB" "$APP" > "$T/app.out" 2> "$T/app.err"
+  env "$@" LD_PRELOAD="$ASAN_RT$LIB" "$APP" > "$T/app.out" 2> "$T/app.err"
 }
 
 # --- 1. the census of the test program ---------------------------------------
