@@ -112,7 +112,10 @@ int drift_cmd_check(int argc, char **argv) {
     int repaired = 0;
     int64_t trimmed = 0;
     if (repair && rep.unclean) {
-        if (!json)
+        int was_short = rep.cut_short; /* not openable before repair: its step count is unknown */
+        if (!json && was_short)
+            fprintf(stderr, "drift check: %s: before repair: cut short, committed steps unknown; repairing\n", path);
+        else if (!json)
             fprintf(stderr, "drift check: %s: before repair: %lld committed steps, not closed cleanly; repairing\n", path,
                     (long long)rep.committed_steps);
         int64_t committed_before = rep.committed_steps;
@@ -122,7 +125,7 @@ int drift_cmd_check(int argc, char **argv) {
         repaired = 1;
         rc = drift_trace_check(path, &rep, &err);
         if (rc) return drift_cli_report("check", &err);
-        if (rep.committed_steps != committed_before) {
+        if (!was_short && rep.committed_steps != committed_before) {
             /* cannot happen: repair keeps every committed step; say so loudly if it does */
             fprintf(stderr, "drift check: %s: %lld committed steps before repair, %lld after\n", path,
                     (long long)committed_before, (long long)rep.committed_steps);

@@ -376,6 +376,8 @@ int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drif
 typedef struct drift_trace_check_report {
     int unclean;                 /* not closed cleanly: status flags set (killed or still writing) */
     int swmr;                    /* had to be read through SWMR */
+    int cut_short;               /* shorter than its stored end of file (full disk): not opened,
+                                    so the counts below are unknown (0) until repaired */
     int64_t committed_steps;
     int64_t last_step;           /* -1 if none */
     int64_t committed_records;   /* over all sites */

@@ -326,6 +326,7 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
          * runs when unclean is set) fixes it */
         drift_err_clear(err);
         rep->unclean = 1;
+        rep->cut_short = 1;
         problem(rep,
                 "the file is cut short: %lld bytes, its superblock records %lld (its writer stopped while extending it, "
                 "e.g. on a full disk); no reader can open it as it is; `drift check --repair` restores every committed "

@@ -314,6 +314,7 @@ static void test_short_file(void **state) {
     drift_trace_check_report rep;
     assert_int_equal(drift_trace_check(path, &rep, &err), DRIFT_OK);
     assert_true(rep.unclean);
+    assert_true(rep.cut_short);
     assert_int_equal(rep.n_problems, 1);
     fprintf(stderr, "  check: %s\n", rep.problems[0]);
     assert_non_null(strstr(rep.problems[0], "cut short"));
