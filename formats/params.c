@@ -23,7 +23,36 @@ void drift_param_table_free(drift_param_table *t) {
     free(t->params);
     for (size_t i = 0; i < t->n_wraps; i++) free(t->wraps[i]);
     free(t->wraps);
+    drift_free(t->slots);
     memset(t, 0, sizeof *t);
+}
+
+/* FNV-1a of the FQN: the key of the table's open-addressing index. */
+static size_t fqn_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* Puts row i into slots (n_slots a power of two, never full). */
+static void slot_insert(size_t *slots, size_t n_slots, const char *fqn, size_t i) {
+    size_t k = fqn_hash(fqn) & (n_slots - 1);
+    while (slots[k]) k = (k + 1) & (n_slots - 1);
+    slots[k] = i + 1;
+}
+
+/* Makes room in the index for one more row (load factor <= 1/2). */
+static int slots_reserve(drift_param_table *t) {
+    if (2 * (t->n + 1) < t->n_slots) return DRIFT_OK;
+    size_t ns = t->n_slots ? 2 * t->n_slots : 64;
+    while (2 * (t->n + 1) >= ns) ns *= 2;
+    size_t *sl = drift_calloc(ns, sizeof *sl);
+    if (!sl) return DRIFT_E_NOMEM;
+    for (size_t i = 0; i < t->n; i++) slot_insert(sl, ns, t->params[i].fqn, i);
+    drift_free(t->slots);
+    t->slots = sl;
+    t->n_slots = ns;
+    return DRIFT_OK;
 }
 
 static char *dup_str(const char *s) {
@@ -132,10 +161,12 @@ int drift_param_table_add(drift_param_table *t, const char *fqn, int ndim, const
         t->params = p;
         t->cap = cap;
     }
+    if (slots_reserve(t) != DRIFT_OK) return drift_err_set(err, DRIFT_E_NOMEM, fqn, "out of memory");
     drift_param_info *pi = &t->params[t->n];
     memset(pi, 0, sizeof *pi);
     pi->fqn = dup_str(fqn);
     if (!pi->fqn) return drift_err_set(err, DRIFT_E_NOMEM, fqn, "out of memory");
+    slot_insert(t->slots, t->n_slots, pi->fqn, t->n);
     pi->ndim = ndim;
     for (int d = 0; d < ndim; d++) pi->shape[d] = shape[d];
     pi->numel = numel;
@@ -146,8 +177,15 @@ int drift_param_table_add(drift_param_table *t, const char *fqn, int ndim, const
 
 long drift_param_table_find(const drift_param_table *t, const char *fqn) {
     if (!t || !fqn) return -1;
-    for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->params[i].fqn, fqn) == 0) return (long)i;
+    if (!t->n_slots) { /* a table not built by drift_param_table_add (or empty) */
+        for (size_t i = 0; i < t->n; i++)
+            if (strcmp(t->params[i].fqn, fqn) == 0) return (long)i;
+        return -1;
+    }
+    for (size_t k = fqn_hash(fqn) & (t->n_slots - 1); t->slots[k]; k = (k + 1) & (t->n_slots - 1)) {
+        size_t i = t->slots[k] - 1;
+        if (i < t->n && strcmp(t->params[i].fqn, fqn) == 0) return (long)i;
+    }
     return -1;
 }
 

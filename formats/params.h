@@ -31,6 +31,8 @@ typedef struct drift_param_table {
     size_t n, cap;
     char **wraps;                    /* owned: module FQNs that get their own fully_shard, */
     size_t n_wraps, cap_wraps;       /* in call order; the root call is implicit and last */
+    size_t *slots;                   /* owned: open-addressing index of params by fqn (row + 1, 0 empty), */
+    size_t n_slots;                  /* a power of two > 2n; maintained by drift_param_table_add only */
 } drift_param_table;
 
 /* Zeroes t. */
@@ -49,7 +51,7 @@ int drift_param_table_add_wrap(drift_param_table *t, const char *wrap_fqn, int *
  * overflow (> 2^48 elements). ndim 0 is a scalar (numel 1). */
 int drift_param_table_add(drift_param_table *t, const char *fqn, int ndim, const int64_t *shape,
                           int wrap, drift_err *err);
-/* Index of fqn or -1. Linear scan: tables hold at most a few thousand rows. */
+/* Index of fqn or -1 (hashed: O(1) expected). */
 long drift_param_table_find(const drift_param_table *t, const char *fqn);
 /* The wrap-local FQN of parameter i: fqn without the "<wrap>." prefix; the
  * full fqn for root parameters and for parameters given an explicit wrap that
