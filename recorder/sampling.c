@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
 #include "formats/plan.h" /* drift_fnmatch */
 #include "recorder/recorder_internal.h"
 
@@ -100,7 +101,7 @@ int drift_recorder_steps_parse(drift_recorder_steps **out, const char *spec, dri
     if (!buf[0])
         return drift_err_set(err, DRIFT_E_USAGE, "store_steps",
                              "empty step spec (use \"all\" to store every step or \"none\" for stats only)");
-    drift_recorder_steps *s = calloc(1, sizeof *s);
+    drift_recorder_steps *s = drift_calloc(1, sizeof *s);
     if (!s) return drift_err_set(err, DRIFT_E_NOMEM, "store_steps", "out of memory");
     if (strcmp(buf, "none") == 0) {
         *out = s; /* no items: matches nothing */
@@ -108,7 +109,7 @@ int drift_recorder_steps_parse(drift_recorder_steps **out, const char *spec, dri
     }
     size_t cap = 1;
     for (const char *p = spec; *p; p++) cap += *p == ',';
-    s->items = calloc(cap, sizeof *s->items);
+    s->items = drift_calloc(cap, sizeof *s->items);
     if (!s->items) {
         free(s);
         return drift_err_set(err, DRIFT_E_NOMEM, "store_steps", "out of memory");
@@ -187,7 +188,7 @@ int drift_recorder_sites_parse(drift_recorder_sites **out, const char *globs, dr
     if (!globs) return drift_err_set(err, DRIFT_E_USAGE, "store_sites", "NULL site glob list");
     char tbuf[16];
     trim_copy(globs, globs + strlen(globs), tbuf, sizeof tbuf);
-    drift_recorder_sites *s = calloc(1, sizeof *s);
+    drift_recorder_sites *s = drift_calloc(1, sizeof *s);
     if (!s) return drift_err_set(err, DRIFT_E_NOMEM, "store_sites", "out of memory");
     if (strcmp(tbuf, "none") == 0) {
         *out = s;
@@ -195,7 +196,7 @@ int drift_recorder_sites_parse(drift_recorder_sites **out, const char *globs, dr
     }
     size_t cap = 1;
     for (const char *p = globs; *p; p++) cap += *p == ',';
-    s->globs = calloc(cap, sizeof *s->globs);
+    s->globs = drift_calloc(cap, sizeof *s->globs);
     if (!s->globs) {
         free(s);
         return drift_err_set(err, DRIFT_E_NOMEM, "store_sites", "out of memory");
@@ -224,7 +225,7 @@ int drift_recorder_sites_parse(drift_recorder_sites **out, const char *globs, dr
                                "site glob list \"%s\": \"none\" cannot be combined with globs", globs);
             goto fail;
         }
-        s->globs[s->n] = strdup(g);
+        s->globs[s->n] = drift_strdup(g);
         if (!s->globs[s->n]) {
             rc = drift_err_set(err, DRIFT_E_NOMEM, "store_sites", "out of memory");
             goto fail;

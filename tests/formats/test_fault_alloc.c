@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "formats/alloc.h"
+#include "recorder/recorder.h"
 #include "formats/json.h"
 #include "formats/params.h"
 #include "formats/plan.h"
@@ -637,6 +638,38 @@ static void test_replay_ops(void **state) {
     check_op(&oc);
 }
 
+/* ---- recorder sampling specs (recorder/sampling.c) -------------------------------- */
+typedef struct spec_ctx {
+    drift_recorder_steps *steps;
+    drift_recorder_sites *sites;
+} spec_ctx;
+
+static int specs_run(void *ctx, drift_err *err) {
+    spec_ctx *c = ctx;
+    int rc = drift_recorder_steps_parse(&c->steps, "0:10, every:50, 7, 100:", err);
+    if (!rc) rc = drift_recorder_sites_parse(&c->sites, "blocks.*, output:*, !*norm*, input:latents:*", err);
+    if (!rc && (!drift_recorder_steps_match(c->steps, 150) || drift_recorder_steps_match(c->steps, 51) ||
+                !drift_recorder_sites_match(c->sites, "blocks.3.ffn:out") ||
+                drift_recorder_sites_match(c->sites, "blocks.3.norm2:out")))
+        rc = drift_err_set(err, DRIFT_E_INTERNAL, "specs", "parsed specs match the wrong things");
+    return rc;
+}
+static void specs_undo(void *ctx) {
+    spec_ctx *c = ctx;
+    drift_recorder_steps_free(c->steps);
+    drift_recorder_sites_free(c->sites);
+    c->steps = NULL;
+    c->sites = NULL;
+}
+
+static void test_recorder_specs(void **state) {
+    (void)state;
+    spec_ctx c;
+    memset(&c, 0, sizeof c);
+    op o = {"drift_recorder_steps_parse + drift_recorder_sites_parse", specs_run, specs_undo, &c};
+    check_op(&o);
+}
+
 /* ---- drift_fnmatch cannot fail --------------------------------------------------- */
 static void test_fnmatch_no_alloc(void **state) {
     (void)state;
@@ -674,7 +707,7 @@ int main(void) {
         cmocka_unit_test(test_graph),      cmocka_unit_test(test_trace_reader),
         cmocka_unit_test(test_trace_check_repair), cmocka_unit_test(test_trace_damaged),
         cmocka_unit_test(test_trace_writer), cmocka_unit_test(test_replay_ops),
-        cmocka_unit_test(test_fnmatch_no_alloc),
+        cmocka_unit_test(test_fnmatch_no_alloc), cmocka_unit_test(test_recorder_specs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
