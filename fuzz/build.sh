@@ -37,7 +37,7 @@ declare -A SRCS=(
   [fuzz_graph]="replay/graph.c replay/graph_json.c kernels/backend.c KERNELS_GLOB $F_PLAN"
   # the trace module (writer, reader, tables, check/repair) is taken whole, as
   # the kernels module is for fuzz_graph; formats/trace_reader.c must exist.
-  [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/dtype.c $F_JSON"
+  [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/census.c formats/dtype.c $F_JSON"
 )
 # Harnesses that link HDF5 (shared, as the project does).
 declare -A NEEDS_HDF5=([fuzz_trace]=1)

@@ -33,7 +33,9 @@
 
 #include <hdf5.h>
 
+#include "formats/census.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h"
 #include "fuzz/fuzz_common.h"
 
 #ifndef DRIFT_FUZZ_IN_TEST
@@ -201,6 +203,17 @@ static int trace_open_and_read(const char *path, drift_trace_open_mode mode, int
         FUZZ_CHECK(r != NULL, "no reader");
         if (unclean) *unclean = drift_trace_reader_unclean(r);
         trace_read_everything(r);
+        /* the intercept census tables (formats/census.c), when present */
+        drift_census *c = NULL;
+        drift_err cerr;
+        drift_err_clear(&cerr);
+        int crc = drift_census_read(r, &c, &cerr);
+        fuzz_report("census", crc, &cerr);
+        FUZZ_CHECK(fuzz_status_ok(crc) && (crc == DRIFT_OK || cerr.msg[0]), "census read: rc %d: %s: %s", crc,
+                   cerr.where, cerr.msg);
+        FUZZ_CHECK(crc == DRIFT_OK || c == NULL, "a failed census read returned a census");
+        if (c) FUZZ_CHECK(c->n_gemm <= DRIFT_CENSUS_MAX_ROWS && c->n_coll <= DRIFT_CENSUS_MAX_ROWS, "census rows");
+        drift_census_free(c);
     }
     drift_trace_reader_close(r);
     trace_no_open_ids(mode == DRIFT_TRACE_OPEN_FOLLOW ? "closing a follow-mode reader" : "closing a reader");
@@ -258,6 +271,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!f) abort();
     if (size && fwrite(data, 1, size, f) != size) abort();
     fclose(f);
+
+    /* the drift merge index probe and listing (formats/trace_index.c) */
+    drift_trace_index_info ii;
+    memset(&ii, 0, sizeof ii);
+    drift_err ierr;
+    drift_err_clear(&ierr);
+    if (drift_trace_index_is(path)) {
+        int irc = drift_trace_index_info_read(path, &ii, &ierr);
+        fuzz_report("index", irc, &ierr);
+        FUZZ_CHECK(fuzz_status_ok(irc) && (irc == DRIFT_OK || ierr.msg[0]), "index info: rc %d: %s: %s", irc,
+                   ierr.where, ierr.msg);
+        drift_trace_index_info_free(&ii);
+    }
+    trace_no_open_ids("the index probe");
 
     int unclean = 0;
     int opened = trace_open_and_read(path, DRIFT_TRACE_OPEN_NORMAL, &unclean) == DRIFT_OK;

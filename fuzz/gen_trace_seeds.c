@@ -15,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "formats/census.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h"
 
 #define CHECK(x)                                                                            \
     do {                                                                                    \
@@ -119,6 +121,56 @@ int main(int argc, char **argv) {
     drift_trace_writer *w = begin(p, 1);
     for (int64_t s = 0; s < 3; s++) step(w, s, 1);
     CHECK(drift_trace_writer_close(w, &err));
+
+    /* a drift merge index over clean.h5 (its source resolves only beside it) */
+    char src[4200];
+    snprintf(src, sizeof src, "%s/clean.h5", argv[1]);
+    snprintf(p, sizeof p, "%s/index.h5", argv[1]);
+    const char *ins[1] = {src};
+    drift_trace_merge_opts mo = {ins, 1, p, 0};
+    CHECK(drift_trace_merge(&mo, &err));
+
+    /* a census trace as libdrift_intercept.so writes it */
+    {
+        drift_census_gemm g;
+        drift_census_coll x;
+        memset(&g, 0, sizeof g);
+        memset(&x, 0, sizeof x);
+        snprintf(g.range, sizeof g.range, "forward/blocks.0/attn1/to_q");
+        snprintf(g.api, sizeof g.api, "cublasLtMatmul");
+        snprintf(g.a_type, sizeof g.a_type, "bf16");
+        snprintf(g.b_type, sizeof g.b_type, "bf16");
+        snprintf(g.c_type, sizeof g.c_type, "bf16");
+        snprintf(g.d_type, sizeof g.d_type, "bf16");
+        snprintf(g.compute_type, sizeof g.compute_type, "fp32");
+        snprintf(g.scale_type, sizeof g.scale_type, "fp32");
+        snprintf(g.epilogue, sizeof g.epilogue, "bias");
+        g.transa[0] = 'T';
+        g.transb[0] = 'N';
+        g.m = 256, g.n = 256, g.k = 256, g.batch = 1, g.calls = 4, g.bytes = 4 * 3 * 256 * 256 * 2, g.last_seq = 3;
+        snprintf(x.range, sizeof x.range, "forward/blocks.0/norm2");
+        snprintf(x.op, sizeof x.op, "allgather");
+        snprintf(x.dtype, sizeof x.dtype, "fp32");
+        x.count = 256, x.root = -1, x.comm = 0, x.comm_rank = 0, x.comm_nranks = 2, x.calls = 4, x.bytes = 8192;
+        x.last_seq = 3;
+        drift_census c;
+        memset(&c, 0, sizeof c);
+        c.info.rank = 0, c.info.world_size = 2, c.info.local_rank = 0, c.info.pid = 1, c.info.gemm_calls = 4;
+        c.info.coll_calls = 4, c.info.nvtx_injected = 1, c.info.nvtx_ranges = 9;
+        snprintf(c.info.notes, sizeof c.info.notes, "seed");
+        c.gemm = &g, c.n_gemm = 1, c.coll = &x, c.n_coll = 1;
+        drift_trace_meta m;
+        memset(&m, 0, sizeof m);
+        m.side = DRIFT_TRACE_SIDE_TRAINER;
+        m.run_id = "seed";
+        m.world_size = 2;
+        m.family = "";
+        m.guidance_scale = 1.0;
+        m.plan_json = "{}";
+        m.producer = "drift-intercept seed";
+        snprintf(p, sizeof p, "%s/census.h5", argv[1]);
+        CHECK(drift_census_write_trace(p, &m, &c, &err));
+    }
 
     snprintf(p, sizeof p, "%s/empty.h5", argv[1]);
     w = begin(p, 0);

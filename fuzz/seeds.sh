@@ -2,7 +2,8 @@
 # Regenerates the seed corpora that are made by programs rather than by hand:
 #   fuzz/corpus/fuzz_trace/        traces written by the real trace writer
 #                                  (fuzz/gen_trace_seeds.c): clean, killed by
-#                                  SIGKILL mid-step, empty. Except empty.h5
+#                                  SIGKILL mid-step, empty, a drift merge index,
+#                                  an intercept census trace. Except empty.h5
 #                                  they are written with every chunk of
 #                                  every table shrunk to 4 rows / 512 bytes
 #                                  (a copy of formats/trace_internal.h with the
@@ -19,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 cc="${CC:-cc}"
 hdf5="$(pkg-config --cflags --libs hdf5)"
 cflags=(-std=c11 -O1 -g -D_POSIX_C_SOURCE=200809L -DDRIFT_VERSION=\"seed\")
-srcs=("$root"/formats/trace_*.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/err.c "$root"/formats/alloc.c)
+srcs=("$root"/formats/trace_*.c "$root"/formats/census.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/err.c "$root"/formats/alloc.c)
 out="$root/fuzz/corpus/fuzz_trace"
 mkdir -p "$out" "$tmp/real" "$tmp/small/formats"
 
@@ -38,12 +39,12 @@ for f in "$root"/formats/trace_*.c; do
   # any literal chunk size passed to tr_create_table (the param dtype table)
   sed -E 's/(tr_create_table\([^;]*, )[0-9]+\);/\14);/' "$f" >"$tmp/small/formats/$(basename "$f")"
 done
-small_srcs=("$tmp"/small/formats/trace_*.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/err.c "$root"/formats/alloc.c)
+small_srcs=("$tmp"/small/formats/trace_*.c "$root"/formats/census.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/err.c "$root"/formats/alloc.c)
 # shellcheck disable=SC2086
 "$cc" "${cflags[@]}" -I"$tmp/small" -I"$root" "$root/fuzz/gen_trace_seeds.c" "${small_srcs[@]}" $hdf5 -lm -o "$tmp/gen_small"
 mkdir -p "$tmp/smallout"
 "$tmp/gen_small" "$tmp/smallout"
-for f in clean killed empty; do cp "$tmp/smallout/$f.h5" "$out/${f}_small.h5"; done
+for f in clean killed empty index census; do cp "$tmp/smallout/$f.h5" "$out/${f}_small.h5"; done
 
 /usr/bin/python3 "$root/fuzz/gen_safetensors_seeds.py" "$root/fuzz/corpus/fuzz_safetensors"
 ls -l "$out" "$root/fuzz/corpus/fuzz_safetensors"
