@@ -86,6 +86,8 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     drift_json_buf_field_string(&b, "producer", m->producer);
     drift_json_buf_field_string(&b, "created", m->created);
     drift_json_buf_field_bool(&b, "unclean", drift_trace_reader_unclean(r));
+    if (drift_trace_reader_status(r)) drift_json_buf_field_string(&b, "status", drift_trace_reader_status(r));
+    else drift_json_buf_field_null(&b, "status");
 
     size_t ns = 0;
     const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
@@ -198,6 +200,8 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
     if (ns) printf("steps     %zu committed (step %lld .. %lld)\n", ns, (long long)st[0].step, (long long)st[ns - 1].step);
     else printf("steps     0 committed\n");
+    const char *status = drift_trace_reader_status(r); /* the writer's own last word (NULL: older trace) */
+    if (status) printf("status    %s\n", status);
 
     size_t n = drift_trace_reader_n_sites(r);
     printf("\nsites (%zu)\n", n);

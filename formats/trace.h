@@ -224,6 +224,15 @@ int drift_trace_writer_note(drift_trace_writer *w, int64_t step, int level, cons
  * since the last commit). */
 int drift_trace_writer_commit_step(drift_trace_writer *w, int64_t step, uint32_t flags, drift_err *err);
 
+/* The writer's state, a string readers show (`/status`, at most
+ * DRIFT_TRACE_STATUS_MAX-1 bytes): "recording" from the start, "closed" at a
+ * clean close, or what the producer sets, e.g. "failed: disk full after step
+ * 41". Its bytes are allocated when the trace starts and overwritten in
+ * place, so it can be written after an I/O error (a full disk) when nothing
+ * else can. After start; text borrowed. */
+#define DRIFT_TRACE_STATUS_MAX 512
+int drift_trace_writer_set_status(drift_trace_writer *w, const char *text, drift_err *err);
+
 /* Closes and frees w (NULL allowed). Appends after the last commit stay
  * invisible to readers. Frees w even when it reports an error. */
 int drift_trace_writer_close(drift_trace_writer *w, drift_err *err);
@@ -254,6 +263,9 @@ void drift_trace_reader_close(drift_trace_reader *r);
 const drift_trace_meta *drift_trace_reader_meta(const drift_trace_reader *r);
 /* 1 if the file was not closed cleanly (read through SWMR). */
 int drift_trace_reader_unclean(const drift_trace_reader *r);
+/* The writer's status string (drift_trace_writer_set_status) as read at
+ * open; NULL for traces written before it existed. Owned by r. */
+const char *drift_trace_reader_status(const drift_trace_reader *r);
 /* The path r was opened with; owned by r. */
 const char *drift_trace_reader_path(const drift_trace_reader *r);
 

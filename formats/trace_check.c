@@ -339,6 +339,9 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     if (rc) return rc;
     rep->swmr = r->swmr;
     if (r->swmr) rep->unclean = 1;
+    const char *status = drift_trace_reader_status(r);
+    if (status && strncmp(status, "failed", 6) == 0) /* the producer recorded its own failure */
+        problem(rep, "the writer recorded a failure: %s", status);
     if (rep->unclean)
         problem(rep,
                 "the file was not closed cleanly (its writer was killed, or is still writing): ordinary HDF5 readers "

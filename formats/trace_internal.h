@@ -15,6 +15,7 @@
 #define TR_METRIC_STEPS "/metrics/steps"
 #define TR_METRIC_NAMES "/metrics/site_names"
 #define TR_NOTES "/notes"
+#define TR_STATUS "/status" /* the writer's state string (drift_trace_writer_set_status) */
 #define TR_PARAMS "/params"
 #define TR_PARAM_DTYPES "/param_dtypes"
 #define TR_BUFFERS "/buffers"

@@ -153,6 +153,36 @@ done:
     return rc;
 }
 
+/* /status (drift_trace_writer_set_status; absent in older traces): a scalar
+ * fixed-length string of at most DRIFT_TRACE_STATUS_MAX bytes. Anything else,
+ * or a read failure, leaves the status NULL (it is informative only). */
+static int read_status(drift_trace_reader *r, drift_err *err) {
+    if (H5Lexists(r->file, "status", H5P_DEFAULT) <= 0) return DRIFT_OK;
+    hid_t d = H5Dopen2(r->file, "status", H5P_DEFAULT);
+    if (d < 0) return DRIFT_OK;
+    int rc = DRIFT_OK;
+    hid_t ft = H5Dget_type(d), sp = H5Dget_space(d), mt = H5I_INVALID_HID;
+    char *buf = NULL;
+    size_t n = ft >= 0 ? H5Tget_size(ft) : 0;
+    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_STRING && H5Tis_variable_str(ft) == 0 && n >= 1 &&
+        n <= DRIFT_TRACE_STATUS_MAX && H5Sget_simple_extent_type(sp) == H5S_SCALAR) {
+        if (!(buf = drift_calloc(1, n + 1))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, r->path, "out of memory");
+        } else if ((mt = H5Tcopy(H5T_C_S1)) >= 0 && H5Tset_size(mt, n) >= 0 &&
+                   H5Tset_strpad(mt, H5T_STR_NULLPAD) >= 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0) {
+            buf[n] = '\0';
+            r->meta_strs[5] = buf;
+            buf = NULL;
+        }
+    }
+    drift_free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    H5Dclose(d);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------- */
 static drift_trace_compress compress_of(hid_t ds) {
     hid_t dcpl = H5Dget_create_plist(ds);
@@ -537,6 +567,7 @@ int drift_trace_reader_open(drift_trace_reader **out, const char *path, drift_tr
     }
     if ((rc = tr_index_reader_open_file(r, err))) goto fail; /* plain trace, or a merge index view */
     if ((rc = load_meta(r, err))) goto fail;
+    if ((rc = read_status(r, err))) goto fail;
     if ((rc = load_sites(r, err))) goto fail;
     if ((rc = open_tables(r, err))) goto fail;
     if ((rc = load_steps(r, &added, err))) goto fail;
@@ -571,6 +602,7 @@ void drift_trace_reader_close(drift_trace_reader *r) {
 
 const drift_trace_meta *drift_trace_reader_meta(const drift_trace_reader *r) { return r ? &r->meta : NULL; }
 int drift_trace_reader_unclean(const drift_trace_reader *r) { return r ? r->unclean : 0; }
+const char *drift_trace_reader_status(const drift_trace_reader *r) { return r ? r->meta_strs[5] : NULL; }
 const char *drift_trace_reader_path(const drift_trace_reader *r) { return r ? r->path : NULL; }
 
 const drift_trace_step *drift_trace_reader_steps(const drift_trace_reader *r, size_t *n) {

@@ -36,6 +36,8 @@ struct drift_trace_writer {
     int64_t pending_step, pending_records;
     tr_io io;                   /* memory types and transfer list, built once */
     size_t name_hint;           /* next metrics name row expected */
+    hid_t status;               /* /status: a string overwritten in place (see set_status) */
+    int status_custom;          /* set_status was called: close leaves the text alone */
 };
 
 static const char *wpath(const drift_trace_writer *w) { return w && w->path ? w->path : "?"; }
@@ -96,6 +98,7 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
     if (!w) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     w->file = w->g_sites = w->g_params = w->g_buffers = w->g_metrics = H5I_INVALID_HID;
     w->steps = w->mrows = w->msteps = w->mnames = w->notes = H5I_INVALID_HID;
+    w->status = H5I_INVALID_HID;
     w->last_step = -1;
     w->path = drift_strdup(path);
     if (tr_io_init(&w->io) != 0) {
@@ -426,6 +429,57 @@ int drift_trace_writer_set_graph(drift_trace_writer *w, const char *json, size_t
 }
 
 /* ---------------------------------------------------------------------- */
+/* /status: one fixed-length string of DRIFT_TRACE_STATUS_MAX bytes, its
+ * storage allocated at creation (contiguous, early), so that later writes
+ * overwrite bytes already in the file and need no new space: the one thing
+ * a writer can still record on a full disk. */
+static hid_t status_type(void) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t >= 0 && (H5Tset_size(t, DRIFT_TRACE_STATUS_MAX) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0)) {
+        H5Tclose(t);
+        t = H5I_INVALID_HID;
+    }
+    return t;
+}
+
+static int write_status(hid_t d, const char *text) {
+    char buf[DRIFT_TRACE_STATUS_MAX];
+    memset(buf, 0, sizeof buf);
+    snprintf(buf, sizeof buf, "%s", text ? text : "");
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = ' '; /* one line (HDF5's messages hold newlines) */
+    hid_t t = status_type();
+    int rc = t < 0 || H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
+    if (t >= 0) H5Tclose(t);
+    return rc;
+}
+
+static hid_t create_status(hid_t file) {
+    hid_t t = status_type(), sp = H5Screate(H5S_SCALAR), dcpl = H5Pcreate(H5P_DATASET_CREATE), d = H5I_INVALID_HID;
+    if (t >= 0 && sp >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0)
+        d = H5Dcreate2(file, TR_STATUS, t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (d >= 0 && write_status(d, "recording") != 0) {
+        H5Dclose(d);
+        d = H5I_INVALID_HID;
+    }
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return d;
+}
+
+int drift_trace_writer_set_status(drift_trace_writer *w, const char *text, drift_err *err) {
+    if (!w) return drift_err_set(err, DRIFT_E_INTERNAL, "trace writer", "NULL writer");
+    if (w->status < 0) return drift_err_set(err, DRIFT_E_USAGE, wpath(w), "set_status: the trace is not started");
+    tr_h5_quiet();
+    /* no phase check: this is meant to work after an I/O error too */
+    w->status_custom = 1;
+    if (write_status(w->status, text) != 0 || H5Dflush(w->status) < 0)
+        return tr_h5_fail(err, DRIFT_E_IO, wpath(w), TR_STATUS, "cannot write the status");
+    return DRIFT_OK;
+}
+
 int drift_trace_writer_start(drift_trace_writer *w, drift_err *err) {
     tr_h5_quiet();
     int rc = check_phase(w, 0, "start", err);
@@ -445,6 +499,10 @@ int drift_trace_writer_start(drift_trace_writer *w, drift_err *err) {
     if (w->steps < 0 || w->mrows < 0 || w->msteps < 0 || w->mnames < 0 || w->notes < 0) {
         w->broken = 1;
         return tr_h5_fail(err, DRIFT_E_IO, w->path, "/", "cannot create the tables");
+    }
+    if ((w->status = create_status(w->file)) < 0) {
+        w->broken = 1;
+        return tr_h5_fail(err, DRIFT_E_IO, w->path, TR_STATUS, "cannot create the status string");
     }
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0 || H5Fstart_swmr_write(w->file) < 0) {
         w->broken = 1;
@@ -655,6 +713,8 @@ int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
     hclose(&w->msteps, H5Dclose);
     hclose(&w->mnames, H5Dclose);
     hclose(&w->notes, H5Dclose);
+    if (w->status >= 0 && !w->broken && !w->status_custom) write_status(w->status, "closed"); /* a clean end */
+    hclose(&w->status, H5Dclose);
     hclose(&w->g_sites, H5Gclose);
     hclose(&w->g_params, H5Gclose);
     hclose(&w->g_buffers, H5Gclose);

@@ -149,6 +149,10 @@ static void *writer_main(void *arg) {
             pthread_mutex_lock(&r->h5mu);
             if (drift_trace_writer_note(r->w, e->step, 2, t, NULL) == DRIFT_OK)
                 drift_trace_writer_commit_step(r->w, e->step, DRIFT_TRACE_STEP_DROPPED, NULL);
+            /* the one record that fits on a full disk: /status is overwritten in place */
+            char st[DRIFT_TRACE_STATUS_MAX];
+            snprintf(st, sizeof st, "failed at step %lld: recording turned off: %.400s", (long long)e->step, cause);
+            (void)drift_trace_writer_set_status(r->w, st, NULL);
             pthread_mutex_unlock(&r->h5mu);
             drift_rec_turn_off(r, rc, cause);
         }

@@ -889,6 +889,15 @@ static void check_committed_trace(const char *path, int64_t last, int64_t recs_p
 /* End-of-file address stored in a v2/v3 HDF5 superblock (8-byte offsets):
  * signature 8, version 1, sizes 2, flags 1, base 8, extension 8, EOF 8. */
 
+/* The failure is recorded in the trace itself: /status, overwritten in
+ * place, is the one thing a writer can still write on a full disk. */
+static void expect_failed_status(drift_trace_reader *rd, int method) {
+    const char *st = drift_trace_reader_status(rd);
+    fprintf(stderr, "diskfull method %d: trace status: %s\n", method, st ? st : "(none)");
+    if (!st || strncmp(st, "failed at step ", 15) != 0 || !strstr(st, "recording turned off"))
+        fail_msg("the trace does not record the failure: status \"%s\"", st ? st : "(none)");
+}
+
 static void run_diskfull(int method) {
     char dir[1200], copy[1200];
     snprintf(dir, sizeof dir, "%s/diskfull%d", tmpdir, method);
@@ -922,6 +931,7 @@ static void run_diskfull(int method) {
     drift_trace_reader *rd = NULL;
     if (drift_trace_reader_open(&rd, copy, DRIFT_TRACE_OPEN_NORMAL, &err) == DRIFT_OK) {
         /* readable up to the last committed step, as is (SWMR fallback if unclean) */
+        expect_failed_status(rd, method);
         drift_trace_reader_close(rd);
         check_committed_trace(copy, last, 2);
     } else {
@@ -938,6 +948,7 @@ static void run_diskfull(int method) {
         /* drift_trace_repair extends a file left short of its stored end. */
         if (drift_trace_reader_open(&rd, copy, DRIFT_TRACE_OPEN_NORMAL, &err) != DRIFT_OK)
             fail_msg("drift_trace_repair left the EFBIG file unreadable: %s", err.msg);
+        expect_failed_status(rd, method);
         drift_trace_reader_close(rd);
         check_committed_trace(copy, last, 2);
     }
