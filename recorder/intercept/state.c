@@ -5,6 +5,7 @@
  * hashes, probes at most ICPT_PROBE slots and adds counters under a mutex. */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,30 +176,46 @@ void icpt_state_init(void) {
 
 
 /* ---- recording -------------------------------------------------------------- */
-void icpt_record_gemm(drift_census_gemm *row, int failed) {
-    if (!g.enabled) return;
-    int64_t seq = (int64_t)atomic_fetch_add_explicit(&g.gemm_seq, 1, memory_order_relaxed);
-    icpt_table *t = &g.gemm;
-    int64_t bytes = row->bytes;
-    row->calls = row->failed = row->bytes = 0;
-    row->first_seq = row->last_seq = 0;
+/* The counters that end both row kinds, in this order (checked below). */
+typedef struct icpt_counters {
+    int64_t calls, failed, bytes, first_seq, last_seq;
+} icpt_counters;
+_Static_assert(offsetof(drift_census_gemm, last_seq) - offsetof(drift_census_gemm, calls) ==
+                   offsetof(icpt_counters, last_seq), "drift_census_gemm counters out of order");
+_Static_assert(offsetof(drift_census_coll, last_seq) - offsetof(drift_census_coll, calls) ==
+                   offsetof(icpt_counters, last_seq), "drift_census_coll counters out of order");
+
+/* Counts one call of the signature in key (its counters, at byte offset
+ * off, zeroed here: they are not part of the signature) into t. Returns 0
+ * when the table was full and the call is counted as dropped. */
+static int table_count(icpt_table *t, unsigned char *key, size_t off, int64_t seq, int failed) {
+    icpt_counters *k = (icpt_counters *)(key + off);
+    int64_t bytes = k->bytes;
+    memset(k, 0, sizeof *k);
     pthread_mutex_lock(&t->mu);
     t->calls++;
-    drift_census_gemm *r = (drift_census_gemm *)table_find(t, row);
+    unsigned char *r = table_find(t, key);
     if (r) {
-        if (r->calls == 0) r->first_seq = seq;
-        r->calls++;
-        r->failed += failed ? 1 : 0;
-        r->bytes += bytes;
-        r->last_seq = seq;
+        icpt_counters *c = (icpt_counters *)(r + off);
+        if (c->calls == 0) c->first_seq = seq;
+        c->calls++;
+        c->failed += failed ? 1 : 0;
+        c->bytes += bytes;
+        c->last_seq = seq;
     } else {
         t->dropped++;
     }
     pthread_mutex_unlock(&t->mu);
-    if (!r) {
+    return r != NULL;
+}
+
+void icpt_record_gemm(drift_census_gemm *row, int failed) {
+    if (!g.enabled) return;
+    int64_t seq = (int64_t)atomic_fetch_add_explicit(&g.gemm_seq, 1, memory_order_relaxed);
+    if (!table_count(&g.gemm, (unsigned char *)row, offsetof(drift_census_gemm, calls), seq, failed)) {
         static atomic_int rep;
         icpt_report_once(&rep, "the GEMM census table is full (%zu rows, DRIFT_INTERCEPT_MAX_ROWS): further new "
-                               "signatures are counted as dropped", t->cap);
+                               "signatures are counted as dropped", g.gemm.cap);
     }
 }
 
@@ -222,27 +239,10 @@ void icpt_record_coll(drift_census_coll *row, const void *comm, int failed) {
     }
     pthread_mutex_unlock(&g.comm_mu);
     row->comm = idx;
-    int64_t bytes = row->bytes;
-    row->calls = row->failed = row->bytes = 0;
-    row->first_seq = row->last_seq = 0;
-    icpt_table *t = &g.coll;
-    pthread_mutex_lock(&t->mu);
-    t->calls++;
-    drift_census_coll *r = (drift_census_coll *)table_find(t, row);
-    if (r) {
-        if (r->calls == 0) r->first_seq = seq;
-        r->calls++;
-        r->failed += failed ? 1 : 0;
-        r->bytes += bytes;
-        r->last_seq = seq;
-    } else {
-        t->dropped++;
-    }
-    pthread_mutex_unlock(&t->mu);
-    if (!r) {
+    if (!table_count(&g.coll, (unsigned char *)row, offsetof(drift_census_coll, calls), seq, failed)) {
         static atomic_int rep;
         icpt_report_once(&rep, "the collective census table is full (%zu rows): further new signatures are "
-                               "counted as dropped", t->cap);
+                               "counted as dropped", g.coll.cap);
     }
 }
 
