@@ -337,6 +337,16 @@ static void json_notes(drift_json_buf *b, const char *notes) {
     drift_json_buf_end_array(b);
 }
 
+/* The counters that end every census row. */
+static void json_counters(drift_json_buf *b, int64_t calls, int64_t failed, int64_t bytes, int64_t first_seq,
+                          int64_t last_seq) {
+    drift_json_buf_field_int(b, "calls", calls);
+    drift_json_buf_field_int(b, "failed", failed);
+    drift_json_buf_field_int(b, "bytes", bytes);
+    drift_json_buf_field_int(b, "first_seq", first_seq);
+    drift_json_buf_field_int(b, "last_seq", last_seq);
+}
+
 void drift_census_json(struct drift_json_buf *b, const drift_census *c) {
     if (!b) return;
     if (!c) {
@@ -377,11 +387,7 @@ void drift_census_json(struct drift_json_buf *b, const drift_census *c) {
         drift_json_buf_field_int(b, "n", g->n);
         drift_json_buf_field_int(b, "k", g->k);
         drift_json_buf_field_int(b, "batch", g->batch);
-        drift_json_buf_field_int(b, "calls", g->calls);
-        drift_json_buf_field_int(b, "failed", g->failed);
-        drift_json_buf_field_int(b, "bytes", g->bytes);
-        drift_json_buf_field_int(b, "first_seq", g->first_seq);
-        drift_json_buf_field_int(b, "last_seq", g->last_seq);
+        json_counters(b, g->calls, g->failed, g->bytes, g->first_seq, g->last_seq);
         drift_json_buf_end_object(b);
     }
     drift_json_buf_end_array(b);
@@ -399,11 +405,7 @@ void drift_census_json(struct drift_json_buf *b, const drift_census *c) {
         drift_json_buf_field_int(b, "comm", x->comm);
         drift_json_buf_field_int(b, "comm_rank", x->comm_rank);
         drift_json_buf_field_int(b, "comm_nranks", x->comm_nranks);
-        drift_json_buf_field_int(b, "calls", x->calls);
-        drift_json_buf_field_int(b, "failed", x->failed);
-        drift_json_buf_field_int(b, "bytes", x->bytes);
-        drift_json_buf_field_int(b, "first_seq", x->first_seq);
-        drift_json_buf_field_int(b, "last_seq", x->last_seq);
+        json_counters(b, x->calls, x->failed, x->bytes, x->first_seq, x->last_seq);
         drift_json_buf_end_object(b);
     }
     drift_json_buf_end_array(b);
