@@ -117,6 +117,22 @@ static void local_destroy(drift_comm *c) {
     free(c);
 }
 
+drift_comm *drift_comm_new(const drift_comm *ops, int rank, int size, void *ctx) {
+    drift_comm *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *ops;
+    c->rank = rank;
+    c->size = size;
+    c->ctx = ctx;
+    return c;
+}
+
+static const drift_comm LOCAL_OPS = {.kind = "local",
+                                     .allreduce_f64 = local_allreduce_f64,
+                                     .allreduce_i64 = local_allreduce_i64,
+                                     .allgather = local_allgather,
+                                     .destroy = local_destroy};
+
 int drift_comm_local_group(int n, drift_comm **out, drift_err *err) {
     for (int i = 0; i < n; i++) out[i] = NULL;
     local_group *g = calloc(1, sizeof *g);
@@ -133,7 +149,7 @@ int drift_comm_local_group(int n, drift_comm **out, drift_err *err) {
     pthread_cond_init(&g->cv, NULL);
     g->n = n;
     for (int i = 0; i < n; i++) {
-        drift_comm *c = calloc(1, sizeof *c);
+        drift_comm *c = drift_comm_new(&LOCAL_OPS, i, n, g);
         if (!c) {
             for (int k = 0; k < i; k++) drift_comm_free(out[k]);
             if (i == 0) {
@@ -146,14 +162,6 @@ int drift_comm_local_group(int n, drift_comm **out, drift_err *err) {
             for (int k = 0; k < n; k++) out[k] = NULL;
             return drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory");
         }
-        c->rank = i;
-        c->size = n;
-        c->kind = "local";
-        c->allreduce_f64 = local_allreduce_f64;
-        c->allreduce_i64 = local_allreduce_i64;
-        c->allgather = local_allgather;
-        c->destroy = local_destroy;
-        c->ctx = g;
         g->refs++;
         out[i] = c;
     }
@@ -185,20 +193,18 @@ static void nccl_destroy(drift_comm *c) {
     free(c);
 }
 
+static const drift_comm NCCL_OPS = {.kind = "nccl",
+                                    .allreduce_f64 = nccl_f64,
+                                    .allreduce_i64 = nccl_i64,
+                                    .allgather = nccl_gather,
+                                    .destroy = nccl_destroy};
+
 static int wrap_nccl(drift_nccl_comm *nc, int rank, int size, drift_comm **out, drift_err *err) {
-    drift_comm *c = calloc(1, sizeof *c);
+    drift_comm *c = drift_comm_new(&NCCL_OPS, rank, size, nc);
     if (!c) {
         drift_nccl_comm_free(nc);
         return drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory");
     }
-    c->rank = rank;
-    c->size = size;
-    c->kind = "nccl";
-    c->allreduce_f64 = nccl_f64;
-    c->allreduce_i64 = nccl_i64;
-    c->allgather = nccl_gather;
-    c->destroy = nccl_destroy;
-    c->ctx = nc;
     *out = c;
     return DRIFT_OK;
 }

@@ -41,6 +41,10 @@ struct drift_comm {
 
 /* Frees c (NULL allowed). */
 void drift_comm_free(drift_comm *c);
+/* For the implementations (comm.c, comm_mpi.c): a new communicator with
+ * ops's kind and operations, this rank/size and ctx (borrowed until its
+ * destroy). NULL when out of memory; the caller frees it via drift_comm_free. */
+drift_comm *drift_comm_new(const drift_comm *ops, int rank, int size, void *ctx);
 
 /* n comms over threads of this process (comm i is rank i); *out[i] owned
  * by the caller (drift_comm_free each; the shared state goes with the last). */

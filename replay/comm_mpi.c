@@ -119,16 +119,15 @@ static int mpi_gather(drift_comm *c, const drift_tensor *send, drift_tensor *rec
 
 static void mpi_destroy(drift_comm *c) { free(c); }
 
+static const drift_comm MPI_OPS = {.kind = "mpi",
+                                   .allreduce_f64 = mpi_f64,
+                                   .allreduce_i64 = mpi_i64,
+                                   .allgather = mpi_gather,
+                                   .destroy = mpi_destroy};
+
 int drift_comm_mpi(drift_comm **out, drift_err *err) {
-    drift_comm *c = calloc(1, sizeof *c);
+    drift_comm *c = drift_comm_new(&MPI_OPS, g_rank, g_size, NULL);
     if (!c) return drift_err_set(err, DRIFT_E_NOMEM, "mpi", "out of memory");
-    c->rank = g_rank;
-    c->size = g_size;
-    c->kind = "mpi";
-    c->allreduce_f64 = mpi_f64;
-    c->allreduce_i64 = mpi_i64;
-    c->allgather = mpi_gather;
-    c->destroy = mpi_destroy;
     *out = c;
     return DRIFT_OK;
 }
