@@ -1,7 +1,7 @@
 /* Benchmark of the CUDA backend's ATTENTION on the wan2.2 self-attention
  * shape: B=1, H=24, Lq=Lk=4096, Dh=Dv=128, bf16 q/k/v/out, bf16 compute,
- * scale 0 (1/sqrt(128)); the fused kernel (DRIFT_CUDA_ATTENTION=fused)
- * against the unfused cuBLASLt path (DRIFT_CUDA_ATTENTION=unfused) on the
+ * scale 0 (1/sqrt(128)); the fused kernel (DRIFT_CUDA_ATTENTION=fused: the
+ * wgmma kernel on sm_90; the mma.sync one, fused_mma, is timed too) against the unfused cuBLASLt path (DRIFT_CUDA_ATTENTION=unfused) on the
  * same backend and operands, each in layout 0 (q, k, v, out [B, H, L, D])
  * and layout 1 ([B, L, H, D], the per-head view of a linear's output that
  * the Wan graph feeds without permutes; same values, permuted).
@@ -119,13 +119,16 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    float *ms[4];
-    for (int c = 0; c < 4; c++)
+    float *ms[5];
+    for (int c = 0; c < 5; c++)
         if (!(ms[c] = malloc((size_t)reps * sizeof(float)))) return 1;
     for (int r = -3; r < reps; r++)
-        for (int c = 0; c < 4; c++) { /* c = layout * 2 + mode */
-            const int m = c & 1, ly = c >> 1;
-            setenv("DRIFT_CUDA_ATTENTION", modes[m], 1);
+        for (int ci = 0; ci < 5; ci++) {
+            /* c = layout * 2 + mode for c < 4; c = 4: the mma.sync fused kernel,
+               layout 0, first so that "fused" (wgmma on sm_90) has the last word in t[3] */
+            const int c = ci == 0 ? 4 : ci - 1;
+            const int m = c == 4 ? 0 : c & 1, ly = c == 4 ? 0 : c >> 1;
+            setenv("DRIFT_CUDA_ATTENTION", c == 4 ? "fused_mma" : modes[m], 1);
             op.layout = ly;
             CK(cudaEventRecord(e0, st));
             DK(be->run(be, &op, ly ? in1 : in0, &t[ly ? 8 + m : 3 + m], &err));
@@ -159,8 +162,8 @@ int main(int argc, char **argv) {
         swap12(h4, h, B, L, H, D); /* [B, L, H, D] -> [B, H, L, D] */
         for (int64_t j = 0; j < n; j++) l1_differ[m] += memcmp(&h[j], &h3[j], sizeof(float)) != 0;
     }
-    double med[4];
-    for (int c = 0; c < 4; c++) {
+    double med[5];
+    for (int c = 0; c < 5; c++) {
         qsort(ms[c], (size_t)reps, sizeof(float), cmp_f);
         med[c] = ms[c][reps / 2];
     }
@@ -171,14 +174,16 @@ int main(int argc, char **argv) {
            (long long)B, (long long)H, (long long)L, (long long)D, reps, (double)ms[0][0], (double)ms[1][0]);
     printf("  fused   layout 0 %.3f ms  %.1f TFLOP/s (2 GEMMs)\n", fm, fl / (fm * 1e-3) / 1e12);
     printf("  unfused layout 0 %.3f ms  %.1f TFLOP/s\n", um, fl / (um * 1e-3) / 1e12);
+    printf("  fused (mma.sync kernel, DRIFT_CUDA_ATTENTION=fused_mma) layout 0 %.3f ms  %.1f TFLOP/s\n", med[4],
+           fl / (med[4] * 1e-3) / 1e12);
     printf("  fused   layout 1 %.3f ms  %.1f TFLOP/s; %lld elements differ from layout 0 (want 0)\n", med[2],
            fl / (med[2] * 1e-3) / 1e12, (long long)l1_differ[0]);
     printf("  unfused layout 1 %.3f ms  %.1f TFLOP/s; %lld elements differ from layout 0 (want 0)\n", med[3],
            fl / (med[3] * 1e-3) / 1e12, (long long)l1_differ[1]);
     printf("  speedup %.2fx; outputs: mean rel diff %.2e, %.3f%% elements differ, %lld non-finite\n", um / fm,
            sau > 0 ? sad / sau : sad, 100.0 * (double)differ / (double)n, (long long)nonfin);
-    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f\n", fm, um, med[2],
-           med[3]);
+    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f fused_mma_ms=%.3f\n", fm,
+           um, med[2], med[3], med[4]);
     for (int i = 0; i < 10; i++) be->release(be, &t[i]);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
@@ -187,7 +192,7 @@ int main(int argc, char **argv) {
     free(h2);
     free(h3);
     free(h4);
-    for (int c = 0; c < 4; c++) free(ms[c]);
+    for (int c = 0; c < 5; c++) free(ms[c]);
     return l1_differ[0] || l1_differ[1] ? 1 : 0;
 }
 

@@ -46,7 +46,7 @@
  * compute dtype, 16-byte aligned base pointers and q/k/v strides that are
  * multiples of 8 elements (every row start 16-byte aligned for cp.async);
  * sm_80 or newer. The output is written element by element (any strides). */
-#include "kernels/cuda/dev_common.cuh"
+#include "kernels/cuda/ptx_async.cuh"
 
 #include <math.h>
 
@@ -56,33 +56,6 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kBM = kWarps * 16; /* query rows per CTA */
 constexpr int kBN = 64;          /* keys per tile */
-
-/* ---- PTX wrappers (sm_80+) -------------------------------------------- */
-
-DCU_DEV uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16-byte global -> shared copy; src_bytes == 0 zero-fills the destination. */
-DCU_DEV void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-DCU_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-DCU_DEV void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-DCU_DEV void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr)
-                 : "memory");
-}
-DCU_DEV void ldsm_x4_trans(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr)
-                 : "memory");
-}
 
 /* d += a(16x16, row) * b(16x8, col), fp32 accumulators. */
 template <bool BF16>
@@ -121,7 +94,7 @@ DCU_DEV void load_tile(uint16_t *sm, const uint16_t *g, int64_t row0, int64_t L,
     for (int i = 0; i < kTotal / kThreads; i++) {
         const int r = r0 + i * kRowStep;
         const bool ok = row0 + r < L;
-        cp_async16(smem_addr(sm + swz<D>(r, c)), ok ? p : g, ok ? 16 : 0); /* any valid address when zero-filling */
+        dcu_cp_async16(dcu_smem_addr(sm + swz<D>(r, c)), ok ? p : g, ok ? 16 : 0); /* any valid address when zero-filling */
         p += step;
     }
 }
@@ -140,7 +113,7 @@ DCU_DEV void score_tile(float (&s)[kBN / 8][4], const uint32_t (&qf)[D / 16][4],
 #pragma unroll
         for (int kk = 0; kk < D / 32; kk++) {
             uint32_t b0, b1, b2, b3;
-            ldsm_x4(smem_addr(ks + swz<D>(j * 8 + (lane & 7), kk * 4 + (lane >> 3))), b0, b1, b2, b3);
+            dcu_ldsm_x4(dcu_smem_addr(ks + swz<D>(j * 8 + (lane & 7), kk * 4 + (lane >> 3))), b0, b1, b2, b3);
             mma16816<BF16>(s[j], qf[2 * kk], b0, b1);
             mma16816<BF16>(s[j], qf[2 * kk + 1], b2, b3);
         }
@@ -187,17 +160,17 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     /* Q tile -> smem (V area: 2 * kBN rows == kBM rows) -> registers */
     static_assert(2 * kBN == kBM, "the Q tile is staged in the two V buffers");
     load_tile<D, kBM>(Vs, qh, q0, Lq, st_.q[2]);
-    cp_async_commit();
+    dcu_cp_async_commit();
     /* first K tile (pass 1) */
     load_tile<D, kBN>(Ks, kh, 0, Lk, st_.k[2]);
-    cp_async_commit();
-    cp_async_wait<1>();
+    dcu_cp_async_commit();
+    dcu_cp_async_wait<1>();
     __syncthreads();
     uint32_t qf[D / 16][4];
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++) {
         int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldsm_x4(smem_addr(Vs + swz<D>(r, ks * 2 + (lane >> 4))), qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3]);
+        dcu_ldsm_x4(dcu_smem_addr(Vs + swz<D>(r, ks * 2 + (lane >> 4))), qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3]);
     }
     __syncthreads(); /* the V buffers are free again */
 
@@ -216,10 +189,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
             const int nx = it + 1, kt = nx < n_kt ? nx : nx - n_kt;
             load_tile<D, kBN>(Ks + (nx & 1) * kTile, kh, (int64_t)kt * kBN, Lk, st_.k[2]);
             if (nx >= n_kt) load_tile<D, kBN>(Vs + (nx & 1) * kTile, vh, (int64_t)kt * kBN, Lk, st_.v[2]);
-            cp_async_commit();
-            cp_async_wait<1>();
+            dcu_cp_async_commit();
+            dcu_cp_async_wait<1>();
         } else {
-            cp_async_wait<0>();
+            dcu_cp_async_wait<0>();
         }
         __syncthreads();
 
@@ -266,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
                        b0/b1 of dv tile 2jj, b0/b1 of dv tile 2jj+1 */
                     uint32_t b0, b1, b2, b3;
                     int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                    ldsm_x4_trans(smem_addr(vs + swz<D>(r, jj * 2 + (lane >> 4))), b0, b1, b2, b3);
+                    dcu_ldsm_x4_trans(dcu_smem_addr(vs + swz<D>(r, jj * 2 + (lane >> 4))), b0, b1, b2, b3);
                     mma16816<BF16>(o[2 * jj], pa, b0, b1);
                     mma16816<BF16>(o[2 * jj + 1], pa, b2, b3);
                 }
@@ -311,7 +284,8 @@ cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void 
                    int64_t BH, int64_t Lq, int64_t Lk, float scale, void *out, drift_dtype to) {
     const size_t smem = (size_t)4 * kBN * D * sizeof(uint16_t); /* K and V, two stages each */
     auto kern = k_attn_fused<BF16, D>;
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    static int smem_set[DCU_MAX_DEVICES]; /* per instantiation: one flag per device */
+    cudaError_t e = dcu_func_smem_once((const void *)kern, (int)smem, ctx->device, smem_set);
     if (e != cudaSuccess) return e;
     const int64_t n_qt = (Lq + kBM - 1) / kBM;
     kern<<<(unsigned)(n_qt * BH), kThreads, smem, ctx->stream>>>((const uint16_t *)q, (const uint16_t *)k,
@@ -321,6 +295,17 @@ cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void 
 }
 
 } // namespace
+
+/* cudaFuncSetAttribute is a driver call (host work, and a lock shared by
+ * every thread of the process): once per kernel and device, not per launch. */
+extern "C" cudaError_t dcu_func_smem_once(const void *func, int smem, int device, int *done) {
+    if (device < 0 || device >= DCU_MAX_DEVICES)
+        return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (__atomic_load_n(&done[device], __ATOMIC_ACQUIRE) == smem) return cudaSuccess;
+    cudaError_t e = cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) __atomic_store_n(&done[device], smem, __ATOMIC_RELEASE); /* a racing twin sets it twice: harmless */
+    return e;
+}
 
 /* Grid size limit of the fused kernel (blocks = ceil(Lq/128) * BH). */
 extern "C" int dcu_attn_fused_grid_ok(int64_t BH, int64_t Lq) {

@@ -25,7 +25,11 @@
  * knobs read at backend creation, so that tests and benchmarks can switch
  * it on one backend) = "unfused" forces the path below, "fused" forces the
  * fused kernel and fails with DRIFT_E_UNSUPPORTED where it does not apply;
- * anything else (or unset) means automatic.
+ * anything else (or unset) means automatic. Two fused kernels implement the
+ * same contract: attention_wgmma.cu (Hopper warpgroup MMAs, compute
+ * capability 9.0 only) and attention_fused.cu (mma.sync, sm_80+); "fused"
+ * and automatic take the wgmma kernel where the device runs it, else the
+ * mma.sync one; "fused_wgmma" / "fused_mma" force one of them.
  *
  * Layouts (op->layout, kernels/backend.h): the fused kernel reads and writes
  * both through strides (dcu_attn_strides), so layout 1 ([B, L, H, D]) costs
@@ -55,12 +59,15 @@ static int as_compute(dcu_ctx *ctx, const drift_tensor *t, drift_dtype c, const 
     return DRIFT_OK;
 }
 
-enum { ATTN_AUTO = 0, ATTN_UNFUSED = 1, ATTN_FUSED = 2 };
+enum { ATTN_AUTO = 0, ATTN_UNFUSED = 1, ATTN_FUSED = 2, ATTN_FUSED_MMA = 3, ATTN_FUSED_WGMMA = 4 };
 
 static int attn_mode(void) {
     const char *s = getenv("DRIFT_CUDA_ATTENTION");
-    if (s && strcmp(s, "unfused") == 0) return ATTN_UNFUSED;
-    if (s && strcmp(s, "fused") == 0) return ATTN_FUSED;
+    if (!s) return ATTN_AUTO;
+    if (strcmp(s, "unfused") == 0) return ATTN_UNFUSED;
+    if (strcmp(s, "fused") == 0) return ATTN_FUSED;
+    if (strcmp(s, "fused_mma") == 0) return ATTN_FUSED_MMA;
+    if (strcmp(s, "fused_wgmma") == 0) return ATTN_FUSED_WGMMA;
     return ATTN_AUTO;
 }
 
@@ -137,7 +144,7 @@ static int aligned16(dcu_ctx *ctx, const void **p, void **tmp, size_t bytes, dri
 }
 
 static int attention_fused(dcu_ctx *ctx, const drift_op *op, const attn_dims *d, const drift_tensor *q,
-                           const drift_tensor *k, const drift_tensor *v, drift_tensor *out, float scale,
+                           const drift_tensor *k, const drift_tensor *v, drift_tensor *out, float scale, int wgmma,
                            drift_err *err) {
     const int64_t BH = d->B * d->H, Lq = d->Lq, D = d->Dh, Lk = d->Lk;
     const dcu_attn_strides st = fused_strides(d);
@@ -151,9 +158,12 @@ static int attention_fused(dcu_ctx *ctx, const drift_op *op, const attn_dims *d,
     if (!rc) rc = aligned16(ctx, &qa, &tmp[3], (size_t)q->numel * cs, err);
     if (!rc) rc = aligned16(ctx, &ka, &tmp[4], (size_t)k->numel * cs, err);
     if (!rc) rc = aligned16(ctx, &va, &tmp[5], (size_t)v->numel * cs, err);
-    if (!rc)
+    if (!rc && wgmma)
+        rc = dcu_check(dcu_launch_attn_wgmma(ctx, qa, ka, va, &st, c, BH, Lq, Lk, D, scale, out->data, out->dtype),
+                       err, "op attention", "fused attention kernel (wgmma)");
+    else if (!rc)
         rc = dcu_check(dcu_launch_attn_fused(ctx, qa, ka, va, &st, c, BH, Lq, Lk, D, scale, out->data, out->dtype),
-                       err, "op attention", "fused attention kernel");
+                       err, "op attention", "fused attention kernel (mma.sync)");
     for (int i = 0; i < 6; i++) dcu_free(ctx, tmp[i]);
     return rc;
 }
@@ -295,15 +305,19 @@ int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, c
     const int mode = attn_mode();
     if (mode != ATTN_UNFUSED) {
         const char *why = fused_unsupported(ctx, op, &d);
+        const int have_wgmma = !why && dcu_attn_wgmma_available(ctx->device);
+        if (!why && mode == ATTN_FUSED_WGMMA && !have_wgmma)
+            why = "the wgmma kernel needs a compute capability 9.0 device";
         if (!why) {
             const float fscale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)d.Dh));
-            return attention_fused(ctx, op, &d, q, k, v, out, fscale, err);
+            const int wgmma = mode == ATTN_FUSED_WGMMA || (mode != ATTN_FUSED_MMA && have_wgmma);
+            return attention_fused(ctx, op, &d, q, k, v, out, fscale, wgmma, err);
         }
-        if (mode == ATTN_FUSED)
+        if (mode != ATTN_AUTO)
             return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention",
-                                 "DRIFT_CUDA_ATTENTION=fused, but the fused kernel does not apply: %s (it needs "
-                                 "bf16/fp16 compute, Dh == Dv in {64, 128}, Lk >= 1, sm_80+)",
-                                 why);
+                                 "DRIFT_CUDA_ATTENTION=%s, but the fused kernel does not apply: %s (it needs "
+                                 "bf16/fp16 compute, Dh == Dv in {64, 128}, Lk >= 1, sm_80+; wgmma: sm_90)",
+                                 getenv("DRIFT_CUDA_ATTENTION"), why);
     }
     const drift_dtype c = op->compute;
     const size_t cs = drift_dtype_size(c);

@@ -187,6 +187,22 @@ cudaError_t dcu_launch_attn_fused(const dcu_ctx *ctx, const void *q, const void 
                                   const dcu_attn_strides *st, drift_dtype c, int64_t BH, int64_t Lq, int64_t Lk,
                                   int64_t D, float scale, void *out, drift_dtype to);
 
+/* Opts func into smem bytes of dynamic shared memory on `device` (the
+ * current device) once: done[] (caller-owned, DCU_MAX_DEVICES zeroed ints,
+ * typically a static array beside the kernel) remembers it per device. */
+#define DCU_MAX_DEVICES 64
+cudaError_t dcu_func_smem_once(const void *func, int smem, int device, int *done);
+
+/* ---- attention_wgmma.cu (sm_90a) ---------------------------------------- */
+/* 1 when the wgmma kernel was compiled into this build and `device` can run
+ * it (compute capability 9.0). */
+int dcu_attn_wgmma_available(int device);
+/* Same contract and requirements as dcu_launch_attn_fused (one more: the
+ * device must be sm_90, see dcu_attn_wgmma_available). */
+cudaError_t dcu_launch_attn_wgmma(const dcu_ctx *ctx, const void *q, const void *k, const void *v,
+                                  const dcu_attn_strides *st, drift_dtype c, int64_t BH, int64_t Lq, int64_t Lk,
+                                  int64_t D, float scale, void *out, drift_dtype to);
+
 /* ---- metrics.cu ----------------------------------------------------- */
 /* Result of one metric pass (local indices 0..n-1). */
 typedef struct dcu_metric_res {

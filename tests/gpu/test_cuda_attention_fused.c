@@ -40,6 +40,10 @@ static gc_env E;
 
 #define MODE_VAR "DRIFT_CUDA_ATTENTION"
 
+/* The fused kernel under test: "fused_wgmma" (sm_90) or "fused_mma" (main
+ * runs every case for each kernel the device supports). */
+static const char *g_fused = "fused";
+
 static void set_mode(const char *m) {
     if (m)
         setenv(MODE_VAR, m, 1);
@@ -141,7 +145,7 @@ static void run_full(gc_host *q, gc_host *k, gc_host *v, drift_dtype c_dt, drift
     c.ulps = 2.0;
     c.atol = p_atol(c_dt) * max_abs(v);
     c.nmse_ref = dmax(p_nmse(c_dt), 2.0 * gc_nmse_bound(o_dt));
-    set_mode("fused");
+    set_mode(g_fused);
     int rc = gc_run_case(&E, E.cuda, &c);
     set_mode(NULL);
     if (rc || !c.out_cuda) return;
@@ -174,7 +178,7 @@ static void test_shapes(void) {
             int64_t qs[4] = {B, H, Lq, D}, ks[4] = {B, H, Lk, D};
             gc_host q = gc_host_make(c_dt, 4, qs, 1.0), k = gc_host_make(c_dt, 4, ks, 1.0),
                     v = gc_host_make(c_dt, 4, ks, 1.0);
-            gc_case_set("fused B=%lld H=%lld Lq=%lld Lk=%lld D=%lld compute=%s out=%s scale=%g guard=%lld",
+            gc_case_set("%s B=%lld H=%lld Lq=%lld Lk=%lld D=%lld compute=%s out=%s scale=%g guard=%lld", g_fused,
                         (long long)B, (long long)H, (long long)Lq, (long long)Lk, (long long)D, gc_dt(c_dt),
                         gc_dt(o_dt), (double)scale, (long long)guard);
             run_full(&q, &k, &v, c_dt, o_dt, scale, guard);
@@ -188,7 +192,7 @@ static void test_big(void) {
     int64_t s[4] = {1, 1, 4096, 128};
     gc_host q = gc_host_make(DRIFT_BF16, 4, s, 1.0), k = gc_host_make(DRIFT_BF16, 4, s, 1.0),
             v = gc_host_make(DRIFT_BF16, 4, s, 1.0);
-    gc_case_set("fused 1x1x4096x4096 D=128 bf16 out=bf16");
+    gc_case_set("%s 1x1x4096x4096 D=128 bf16 out=bf16", g_fused);
     run_full(&q, &k, &v, DRIFT_BF16, DRIFT_BF16, 0.0f, 64);
     gc_host_free(&q);
     gc_host_free(&k);
@@ -202,7 +206,7 @@ static void test_large_logits(void) {
         int64_t qs[4] = {1, 2, 129, 128}, ks[4] = {1, 2, 1000, 128};
         gc_host q = gc_host_make(c_dt, 4, qs, 20.0), k = gc_host_make(c_dt, 4, ks, 1.0),
                 v = gc_host_make(c_dt, 4, ks, 1.0);
-        gc_case_set("fused large logits (s ~ +-50) Lq=129 Lk=1000 D=128 compute=%s out=%s", gc_dt(c_dt),
+        gc_case_set("%s large logits (s ~ +-50) Lq=129 Lk=1000 D=128 compute=%s out=%s", g_fused, gc_dt(c_dt),
                     gc_dt(ci ? DRIFT_F32 : c_dt));
         run_full(&q, &k, &v, c_dt, ci ? DRIFT_F32 : c_dt, 0.0f, 64);
         gc_host_free(&q);
@@ -230,7 +234,7 @@ static void test_ramps(void) {
                 if (dir) r = -r;
                 for (int64_t d = 0; d < D; d++) k.v[j * D + d] = drift_round_to((float)(r + k.v[j * D + d]), c_dt);
             }
-            gc_case_set("fused ramp %s Lq=%lld Lk=%lld D=%lld compute=%s", dir ? "down" : "up", (long long)Lq,
+            gc_case_set("%s ramp %s Lq=%lld Lk=%lld D=%lld compute=%s", g_fused, dir ? "down" : "up", (long long)Lq,
                         (long long)Lk, (long long)D, gc_dt(c_dt));
             run_full(&q, &k, &v, c_dt, c_dt, 0.0f, 64);
             gc_host_free(&q);
@@ -265,9 +269,9 @@ static void test_nan(void) {
         c.in[2] = &v;
         c.out_ndim = -1;
         c.guard = 64;
-        gc_case_set("fused %s", what);
+        gc_case_set("%s %s", g_fused, what);
         int64_t nf = 0, nu = 0;
-        float *f = run_mode(&c, "fused", &nf), *u = run_mode(&c, "unfused", &nu);
+        float *f = run_mode(&c, g_fused, &nf), *u = run_mode(&c, "unfused", &nu);
         if (f && u && nf == nu) {
             int64_t nonfin = 0;
             for (int64_t i = 0; i < nf; i++) nonfin += !isfinite(u[i]);
@@ -377,6 +381,57 @@ static void test_env_switch(void) {
     }
 }
 
+/* 1 when `mode` runs on this device (a small supported op does not fail
+ * with DRIFT_E_UNSUPPORTED). */
+static int kernel_supported(const char *mode) {
+    int64_t qs[4] = {1, 1, 16, 64};
+    gc_host q = gc_host_make(DRIFT_BF16, 4, qs, 1.0), k = gc_host_make(DRIFT_BF16, 4, qs, 1.0),
+            v = gc_host_make(DRIFT_BF16, 4, qs, 1.0);
+    float *o = malloc((size_t)q.n * sizeof(float));
+    if (!o) exit(2);
+    drift_err err;
+    int rc = run_raw(&q, &k, &v, DRIFT_BF16, DRIFT_F32, mode, o, &err);
+    if (rc && rc != DRIFT_E_UNSUPPORTED) GC_CHECK(0, "%s on a small op failed: %s", mode, gc_errstr(&err));
+    free(o);
+    gc_host_free(&q);
+    gc_host_free(&k);
+    gc_host_free(&v);
+    return rc == 0;
+}
+
+/* Both fused kernels implement one contract: on bf16 output they agree on
+ * >= 99% of the elements (the rest: fp32 summation order inside the MMAs),
+ * and "fused" is the wgmma kernel wherever that one runs. */
+static void test_kernels_agree(void) {
+    if (!kernel_supported("fused_wgmma") || !kernel_supported("fused_mma")) {
+        printf("SKIP: fused kernels agree: needs both kernels on this device\n");
+        return;
+    }
+    int64_t qs[4] = {1, 3, 300, 128}, ks[4] = {1, 3, 513, 128};
+    gc_host q = gc_host_make(DRIFT_BF16, 4, qs, 1.0), k = gc_host_make(DRIFT_BF16, 4, ks, 1.0),
+            v = gc_host_make(DRIFT_BF16, 4, ks, 1.0);
+    int64_t n = q.n;
+    float *w = malloc((size_t)n * sizeof(float)), *m = malloc((size_t)n * sizeof(float)),
+          *f = malloc((size_t)n * sizeof(float));
+    if (!w || !m || !f) exit(2);
+    drift_err err;
+    gc_case_set("fused kernels agree (wgmma vs mma.sync) Lq=300 Lk=513 D=128 bf16");
+    int rc = run_raw(&q, &k, &v, DRIFT_BF16, DRIFT_BF16, "fused_wgmma", w, &err);
+    if (!rc) rc = run_raw(&q, &k, &v, DRIFT_BF16, DRIFT_BF16, "fused_mma", m, &err);
+    if (!rc) rc = run_raw(&q, &k, &v, DRIFT_BF16, DRIFT_BF16, "fused", f, &err);
+    GC_CHECK(rc == 0, "runs failed: %s", gc_errstr(&err));
+    if (!rc) {
+        cmp_fused_unfused(w, m, n, DRIFT_BF16, p_atol(DRIFT_BF16) * max_abs(&v), 128);
+        GC_CHECK(n_differ(w, f, n) == 0, "fused is not the wgmma kernel on an sm_90 device");
+    }
+    free(w);
+    free(m);
+    free(f);
+    gc_host_free(&q);
+    gc_host_free(&k);
+    gc_host_free(&v);
+}
+
 int main(void) {
     gc_require_gpu("test_cuda_attention_fused");
     gc_seed(4242);
@@ -384,11 +439,21 @@ int main(void) {
     gc_env_open(&E);
     if (!E.cuda) return gc_finish("test_cuda_attention_fused");
     test_env_switch();
-    test_nan();
-    test_shapes();
-    test_large_logits();
-    test_ramps();
-    test_big();
+    static const char *kernels[2] = {"fused_wgmma", "fused_mma"};
+    for (int i = 0; i < 2; i++) {
+        g_fused = kernels[i];
+        if (!kernel_supported(g_fused)) {
+            printf("SKIP: %s=%s: this device does not run that kernel\n", MODE_VAR, g_fused);
+            continue;
+        }
+        printf("-- cases with %s=%s\n", MODE_VAR, g_fused);
+        test_nan();
+        test_shapes();
+        test_large_logits();
+        test_ramps();
+        test_big();
+    }
+    test_kernels_agree();
     gc_env_close(&E);
     return gc_finish("test_cuda_attention_fused");
 }
