@@ -35,7 +35,6 @@
 #include "kernels/cuda/ptx_async.cuh"
 
 #include <math.h>
-#include <stdlib.h>
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define DCU_HAVE_WGMMA 1
@@ -182,7 +181,7 @@ DCU_DEV void load_tile_sw128(uint16_t *sm, const uint16_t *g, int64_t row0, int6
     }
 }
 
-template <bool BF16, int D, bool VSWAP>
+template <bool BF16, int D>
 __global__ void __launch_bounds__(kThreads, 1)
     k_attn_wgmma(const uint16_t *__restrict__ q, const uint16_t *__restrict__ k, const uint16_t *__restrict__ v,
                  const dcu_attn_strides st_, int64_t Lq, int64_t Lk, int64_t n_qtiles, float scale,
@@ -313,9 +312,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int kk = 0; kk < kBN / 16; kk++) {
                 /* keys 16kk..16kk+15: two 8-row groups 1024 bytes apart (SBO), the
-                   D columns in 64-column panels kKPanel bytes apart (LBO) */
-                const uint64_t db = VSWAP ? sw128_desc(v_s + (uint32_t)(kk * 16 * kPanelBytesPerRow), 1024, kKPanel)
-                                          : sw128_desc(v_s + (uint32_t)(kk * 16 * kPanelBytesPerRow), kKPanel, 1024);
+                   D columns in 64-column panels kKPanel bytes apart (LBO); with the
+                   two offsets swapped the kernel's tests fail (checked on an H200) */
+                const uint64_t db = sw128_desc(v_s + (uint32_t)(kk * 16 * kPanelBytesPerRow), kKPanel, 1024);
                 wgmma_rs<BF16, D>(o, pa[kk], db, 1);
             }
             wg_commit();
@@ -358,10 +357,9 @@ cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void 
                    int64_t BH, int64_t Lq, int64_t Lk, float scale, void *out, drift_dtype to) {
     /* Q, two K and two V stages, plus slack to align the base to 1024 bytes */
     const size_t smem = (size_t)(kBM + 4 * kBN) * D * sizeof(uint16_t) + 1024;
-    static const int vswap = getenv("DRIFT_WGMMA_DEBUG_VSWAP") != NULL; /* TEMPORARY: descriptor probe */
-    auto kern = vswap ? k_attn_wgmma<BF16, D, true> : k_attn_wgmma<BF16, D, false>;
-    static int smem_set[2][DCU_MAX_DEVICES];
-    cudaError_t e = dcu_func_smem_once((const void *)kern, (int)smem, ctx->device, smem_set[vswap]);
+    auto kern = k_attn_wgmma<BF16, D>;
+    static int smem_set[DCU_MAX_DEVICES];
+    cudaError_t e = dcu_func_smem_once((const void *)kern, (int)smem, ctx->device, smem_set);
     if (e != cudaSuccess) return e;
     const int64_t n_qt = (Lq + kBM - 1) / kBM;
     kern<<<(unsigned)(n_qt * BH), kThreads, smem, ctx->stream>>>((const uint16_t *)q, (const uint16_t *)k,
@@ -383,7 +381,7 @@ extern "C" int dcu_attn_wgmma_available(int device) {
     if (!ok) (void)cudaGetLastError();
     cudaFuncAttributes fa;
     /* the build carries an sm_90a image of the kernel (no image: an error here) */
-    if (ok && major == 9 && minor == 0) ok = cudaFuncGetAttributes(&fa, (const void *)k_attn_wgmma<true, 128, false>) == cudaSuccess;
+    if (ok && major == 9 && minor == 0) ok = cudaFuncGetAttributes(&fa, (const void *)k_attn_wgmma<true, 128>) == cudaSuccess;
     else ok = 0;
     if (!ok) (void)cudaGetLastError();
     __atomic_store_n(&cached[device], ok ? 1 : 2, __ATOMIC_RELEASE);

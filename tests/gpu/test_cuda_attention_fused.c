@@ -1,8 +1,12 @@
-/* The fused ATTENTION kernel (kernels/cuda/attention_fused.cu) against the
- * unfused CUDA path, the cpu backend and the fp64 ref backend.
+/* The fused ATTENTION kernels (kernels/cuda/attention_wgmma.cu on sm_90,
+ * kernels/cuda/attention_fused.cu everywhere) against the unfused CUDA path,
+ * the cpu backend and the fp64 ref backend.
  *
- * The path is chosen per call by DRIFT_CUDA_ATTENTION (fused | unfused |
- * anything else: automatic), so one backend serves both.
+ * The path is chosen per call by DRIFT_CUDA_ATTENTION (fused_wgmma |
+ * fused_mma | fused | unfused | anything else: automatic), so one backend
+ * serves all; every case below runs once per fused kernel the device runs,
+ * and the two kernels are compared with each other (>= 99% bitwise equal on
+ * bf16 output; "fused" is the wgmma kernel on sm_90).
  *
  * Shapes: Lq x Lk over {1, 7, 64, 65, 127, 128, 129, 1000}^2 (64 pairs),
  * Dh = Dv in {64, 128}, B*H in {1, 2, 6}, compute bf16/fp16, out
