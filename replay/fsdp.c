@@ -36,6 +36,124 @@ static void release(const drift_backend *be, drift_tensor *t) {
     t->data = NULL;
 }
 
+/* t's descriptor for dtype dt and shape (nd, shape): nothing allocated. */
+static void describe(drift_tensor *t, const drift_backend *be, drift_dtype dt, int nd, const int64_t *shape) {
+    memset(t, 0, sizeof *t);
+    t->be = be;
+    t->dtype = dt;
+    t->ndim = nd;
+    for (int d = 0; d < nd; d++) t->shape[d] = shape[d];
+    t->numel = drift_shape_numel(nd, t->shape);
+}
+
+/* out (described by the caller) as a view of base's storage elem_offset
+ * elements in. DRIFT_E_UNSUPPORTED, with err untouched, when the backend
+ * cannot alias there (no alias function, or e.g. a misaligned offset on
+ * cuda): the caller copies instead. Never release a view. */
+static int view_of(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
+                   drift_err *err) {
+    if (!be->alias) return DRIFT_E_UNSUPPORTED;
+    drift_err local;
+    drift_err_clear(&local);
+    int rc = be->alias(be, base, elem_offset, out, &local);
+    if (rc == DRIFT_E_UNSUPPORTED) return rc;
+    if (rc && err) *err = local;
+    return rc;
+}
+
+static int run1(const drift_backend *be, const drift_op *op, const drift_tensor *in, drift_tensor *out,
+                drift_err *err) {
+    const drift_tensor *ins[1] = {in};
+    return be->run(be, op, ins, out, err);
+}
+
+static void narrow_op(drift_op *op, drift_dtype dt, int dim, int64_t start, int64_t length) {
+    memset(op, 0, sizeof *op);
+    op->kind = DRIFT_OP_NARROW;
+    op->n_in = 1;
+    op->compute = DRIFT_F32;
+    op->out = dt;
+    op->dim = dim;
+    op->start = start;
+    op->length = length;
+}
+
+/* Parameter p out of recv ([W, S]: row r is rank r's packed shard of the
+ * group) into full (allocated with p's dtype and shape). Rank r's slot of
+ * p is recv[r, off .. off + chunk*inner); by torch.chunk semantics ranks
+ * 0..K-1 (K = d0 / chunk) hold chunk rows each, rank K holds the tail
+ * (d0 - K*chunk rows, maybe none) and the rest only padding, so full is
+ * recv[0..K, off .. off + chunk*inner) followed by rank K's tail rows.
+ *
+ * Where the backend aliases: one 2-D NARROW of the first K rows straight
+ * into full's first K*chunk rows and one NARROW of the tail into its place:
+ * every element of full written once. Otherwise (no alias function, or a
+ * view the backend declines, e.g. an unaligned tail offset on cuda): a 2-D
+ * NARROW of all W slots (padding included), a VIEW as [W*chunk, ...] and a
+ * NARROW of the first d0 rows into full: three copies, still linear in the
+ * size of p (the old pairwise CONCATs copied the growing result W-1 times). */
+static int reassemble(const drift_backend *be, const fparam *p, int W, int64_t S, const drift_tensor *recv,
+                      drift_tensor *full, drift_err *err) {
+    drift_dtype dt = full->dtype;
+    if (full->numel == 0 || p->d0 == 0 || p->inner == 0) return DRIFT_OK;
+    const int64_t c = p->chunk, ci = c * p->inner, K = p->d0 / c, tail = p->d0 - K * c;
+    drift_op op;
+    /* the aliasing path */
+    drift_tensor src, dst, tsrc, tdst;
+    int64_t s_ks[2] = {K, S}, s_kc[2] = {K, ci}, s_flat[1] = {(int64_t)W * S}, s_tail[1] = {tail * p->inner};
+    describe(&src, be, dt, 2, s_ks);
+    describe(&dst, be, dt, 2, s_kc);
+    describe(&tsrc, be, dt, 1, s_flat);
+    describe(&tdst, be, dt, 1, s_tail);
+    int rc = view_of(be, recv, 0, &src, err);
+    if (!rc) rc = view_of(be, full, 0, &dst, err);
+    if (!rc && tail) rc = view_of(be, recv, 0, &tsrc, err);
+    if (!rc && tail) rc = view_of(be, full, K * ci, &tdst, err);
+    if (!rc) {
+        narrow_op(&op, dt, 1, p->off, ci);
+        rc = run1(be, &op, &src, &dst, err);
+        if (!rc && tail) {
+            narrow_op(&op, dt, 0, K * S + p->off, tail * p->inner);
+            rc = run1(be, &op, &tsrc, &tdst, err);
+        }
+        return rc;
+    }
+    if (rc != DRIFT_E_UNSUPPORTED) return rc;
+    /* the copying path */
+    drift_tensor slots, rows, last;
+    int64_t s_wc[2] = {W, ci}, s_rows[DRIFT_MAX_DIMS], s_one[1] = {p->d0 * p->inner};
+    int nd = full->ndim > 0 ? full->ndim : 1;
+    s_rows[0] = (int64_t)W * c;
+    for (int d = 1; d < nd; d++) s_rows[d] = full->shape[d];
+    if (full->ndim == 0) s_rows[0] = (int64_t)W * ci; /* a scalar: d0 = inner = 1 */
+    describe(&slots, be, dt, 2, s_wc);
+    describe(&rows, be, dt, nd, s_rows);
+    describe(&last, be, dt, 1, s_one);
+    drift_op view;
+    memset(&view, 0, sizeof view);
+    view.kind = DRIFT_OP_VIEW;
+    view.n_in = 1;
+    view.compute = DRIFT_F32;
+    view.out = dt;
+    narrow_op(&op, dt, 1, p->off, ci);
+    rc = be->alloc(be, &slots, err);
+    if (!rc) rc = run1(be, &op, recv, &slots, err);
+    if (!rc) rc = be->alloc(be, &rows, err);
+    if (!rc) rc = run1(be, &view, &slots, &rows, err);
+    release(be, &slots);
+    narrow_op(&op, dt, 0, 0, full->ndim > 0 ? p->d0 : 1);
+    if (!rc && full->ndim > 0) {
+        rc = run1(be, &op, &rows, full, err);
+    } else if (!rc) { /* a scalar: narrow to [1], then view as [] */
+        rc = be->alloc(be, &last, err);
+        if (!rc) rc = run1(be, &op, &rows, &last, err);
+        if (!rc) rc = run1(be, &view, &last, full, err);
+        release(be, &last);
+    }
+    release(be, &rows);
+    return rc;
+}
+
 /* One all-gather: the parameters ps[0..n) (one wrap, one forward dtype). */
 static int gather_group(const drift_model *m, const drift_graph *g, const drift_backend *be, drift_exec_cache *cache,
                         drift_comm *comm, fparam *ps, size_t n, drift_fsdp_stats *st, drift_err *err) {
@@ -58,13 +176,11 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
         memcpy(host + ps[i].off, h->f32 + ps[i].first * ps[i].inner, (size_t)(ps[i].rows * ps[i].inner) * sizeof *host);
     }
     drift_dtype master = ps[0].master, fwd = ps[0].fwd;
-    drift_tensor shard, cast, recv, piece, acc, cat, full;
+    drift_tensor shard, cast, recv, full;
+    int64_t s_recv[2] = {W, S};
     tensor_1d(&shard, be, master, S);
     tensor_1d(&cast, be, fwd, S);
-    tensor_1d(&recv, be, fwd, S * W);
-    memset(&acc, 0, sizeof acc);
-    memset(&piece, 0, sizeof piece);
-    memset(&cat, 0, sizeof cat);
+    describe(&recv, be, fwd, 2, s_recv); /* row r: rank r's shard (the gather only counts elements) */
     memset(&full, 0, sizeof full);
     /* the master shard (upload rounds to the master dtype, as the leaf's does),
      * cast to the forward dtype before the gather */
@@ -91,69 +207,16 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
         st->shard_bytes += S * (int64_t)drift_dtype_size(fwd);
         st->gathered_bytes += S * W * (int64_t)drift_dtype_size(fwd);
     }
-    /* each parameter: its rows from every rank, in rank order, then its shape */
+    /* each parameter: allocated once in its shape, its rows from every rank copied into place */
     for (size_t i = 0; !rc && i < n; i++) {
         fparam *p = &ps[i];
-        for (int r = 0; !rc && r < W; r++) {
-            int64_t c, first, rows;
-            drift_fsdp_chunk(p->d0, r, W, &c, &first, &rows);
-            if (rows == 0) continue;
-            drift_op nar;
-            memset(&nar, 0, sizeof nar);
-            nar.kind = DRIFT_OP_NARROW;
-            nar.n_in = 1;
-            nar.compute = DRIFT_F32;
-            nar.out = fwd;
-            nar.dim = 0;
-            nar.start = (int64_t)r * S + p->off;
-            nar.length = rows * p->inner;
-            tensor_1d(&piece, be, fwd, nar.length);
-            const drift_tensor *in1[1] = {&recv};
-            if ((rc = be->alloc(be, &piece, err)) || (rc = be->run(be, &nar, in1, &piece, err))) break;
-            if (!acc.data) {
-                acc = piece;
-                memset(&piece, 0, sizeof piece);
-                continue;
-            }
-            drift_op con;
-            memset(&con, 0, sizeof con);
-            con.kind = DRIFT_OP_CONCAT;
-            con.n_in = 2;
-            con.compute = DRIFT_F32;
-            con.out = fwd;
-            con.dim = 0;
-            tensor_1d(&cat, be, fwd, acc.numel + piece.numel);
-            const drift_tensor *in2[2] = {&acc, &piece};
-            if ((rc = be->alloc(be, &cat, err)) || (rc = be->run(be, &con, in2, &cat, err))) break;
-            release(be, &acc);
-            release(be, &piece);
-            acc = cat;
-            memset(&cat, 0, sizeof cat);
-        }
-        if (rc) break;
         const drift_value *v = drift_graph_value(g, p->target);
-        drift_op view;
-        memset(&view, 0, sizeof view);
-        view.kind = DRIFT_OP_VIEW;
-        view.n_in = 1;
-        view.compute = DRIFT_F32;
-        view.out = fwd;
-        memset(&full, 0, sizeof full);
-        full.be = be;
-        full.dtype = fwd;
-        full.ndim = v->ndim;
-        memcpy(full.shape, v->shape, sizeof full.shape);
-        full.numel = v->numel;
-        const drift_tensor *in3[1] = {&acc};
-        if ((rc = be->alloc(be, &full, err)) || (rc = be->run(be, &view, in3, &full, err))) break;
-        release(be, &acc);
+        describe(&full, be, fwd, v->ndim, v->shape);
+        if ((rc = be->alloc(be, &full, err)) || (rc = reassemble(be, p, W, S, &recv, &full, err))) break;
         if ((rc = drift_exec_cache_put(cache, g, p->target, &full, err))) break;
         st->params++;
     }
     release(be, &full);
-    release(be, &cat);
-    release(be, &piece);
-    release(be, &acc);
     release(be, &recv);
     release(be, &cast);
     release(be, &shard);
