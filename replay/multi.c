@@ -84,11 +84,11 @@ static void make_layout(const drift_rs_shared *s, int keep_out, layout *L) {
     L->nm = (size_t)s->n_sites * SM_COUNT;
 }
 
-/* Identity of each reduction over a whole round (W slots). */
-static void fill_identity(const layout *L, int W, int64_t *I, double *S, double *M) {
-    memset(I, 0, (size_t)W * L->ni * sizeof *I);
-    for (size_t i = 0; i < (size_t)W * L->ns; i++) S[i] = -0.0;
-    for (size_t i = 0; i < (size_t)W * L->nm; i++) M[i] = -INFINITY;
+/* Identity of each reduction over the n slots of one exchange. */
+static void fill_identity(const layout *L, size_t n, int64_t *I, double *S, double *M) {
+    memset(I, 0, n * L->ni * sizeof *I);
+    for (size_t i = 0; i < n * L->ns; i++) S[i] = -0.0;
+    for (size_t i = 0; i < n * L->nm; i++) M[i] = -INFINITY;
 }
 
 static void pack(const drift_rs_shared *s, const layout *L, const drift_rs_step *st, int64_t *I, double *S, double *M) {
@@ -216,6 +216,23 @@ typedef struct job {
     drift_fsdp_stats fsdp_stats;
 } job;
 
+/* Rounds per exchange: DRIFT_REPLAY_EXCHANGE_ROUNDS (1..4096) or 8, at most
+ * the number of rounds, and at most 256 MiB of exchange buffers. The same on
+ * every worker (it depends only on shared values). */
+static int64_t exchange_rounds(const layout *L, int W, int64_t rounds) {
+    int64_t k = 8;
+    const char *e = getenv("DRIFT_REPLAY_EXCHANGE_ROUNDS");
+    if (e && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (end && *end == '\0' && v >= 1 && v <= 4096) k = v;
+    }
+    const double slot_bytes = 8.0 * (double)(L->ni + L->ns + L->nm);
+    while (k > 1 && (double)k * W * slot_bytes > 256.0 * 1024 * 1024) k /= 2;
+    if (k > rounds) k = rounds;
+    return k < 1 ? 1 : k;
+}
+
 /* An error count over the group; *others: how many other workers failed. */
 static int agree(job *j, int failed, int64_t *total) {
     int64_t v = failed ? 1 : 0;
@@ -250,54 +267,67 @@ static void run_job(job *j) {
     double t0 = now_s();
     layout L;
     make_layout(s, keep_out, &L);
-    int64_t *I = malloc((size_t)W * L.ni * sizeof *I);
-    double *S = malloc((size_t)W * L.ns * sizeof *S), *M = malloc((size_t)W * L.nm * sizeof *M);
+    int64_t rounds = (s->n_sel + W - 1) / W;
+    /* A round is one step per worker; K rounds share one exchange, so that a
+       worker waits for the slowest only once per K steps (step times vary
+       by several percent between devices). Merging slot (q, w) in q-major
+       order keeps the step order of the single-device replay. */
+    const int64_t K = exchange_rounds(&L, W, rounds);
+    const size_t nslot = (size_t)K * (size_t)W;
+    int64_t *I = malloc(nslot * L.ni * sizeof *I);
+    double *S = malloc(nslot * L.ns * sizeof *S), *M = malloc(nslot * L.nm * sizeof *M);
     drift_rs_step st;
     int have_st = 0;
     if (!I || !S || !M) j->rc = drift_err_set(&j->err, DRIFT_E_NOMEM, "replay", "out of memory");
     else if (!(j->rc = drift_rs_step_init(s, keep_out, &st, &j->err))) have_st = 1;
-    int64_t rounds = (s->n_sel + W - 1) / W;
     const char *pe = getenv("DRIFT_REPLAY_PROFILE");
     int prof = pe && pe[0] == '1';
     double t_step = 0, t_xchg = 0, t_merge = 0;
-    for (int64_t r = 0; r < rounds; r++) {
-        int64_t k = r * W + rank;
+    int64_t n_xchg = 0;
+    for (int64_t r0 = 0; r0 < rounds; r0 += K) {
+        const int64_t kr = rounds - r0 < K ? rounds - r0 : K;
+        const size_t ns = (size_t)kr * (size_t)W; /* slots of this exchange */
+        if (I && S && M) fill_identity(&L, ns, I, S, M);
         double pa = prof ? now_s() : 0;
-        if (!j->rc && k < s->n_sel) j->rc = drift_rs_run_step(s, j->w, k, &st, &j->err);
+        for (int64_t q = 0; q < kr; q++) {
+            int64_t k = (r0 + q) * W + rank;
+            if (j->rc || k >= s->n_sel) continue;
+            j->rc = drift_rs_run_step(s, j->w, k, &st, &j->err);
+            size_t slot = (size_t)q * (size_t)W + (size_t)rank;
+            if (!j->rc && I && S && M) pack(s, &L, &st, I + slot * L.ni, S + slot * L.ns, M + slot * L.nm);
+        }
+        if (I) I[(size_t)rank * L.ni] = j->rc ? 1 : 0;
         double pb = prof ? now_s() : 0;
         t_step += pb - pa;
-        if (I && S && M) {
-            fill_identity(&L, W, I, S, M);
-            if (!j->rc && k < s->n_sel)
-                pack(s, &L, &st, I + (size_t)rank * L.ni, S + (size_t)rank * L.ns, M + (size_t)rank * L.nm);
-            I[(size_t)rank * L.ni] = j->rc ? 1 : 0;
-        }
         /* everyone reaches the error count, whatever happened */
         if (agree(j, j->rc != 0 || !I || !S || !M, &total) || total) { peer_failed(j); break; }
         drift_err e;
         drift_err_clear(&e);
-        int rc = j->comm->allreduce_i64(j->comm, I, (size_t)W * L.ni, DRIFT_COMM_SUM, &e);
-        if (!rc) rc = j->comm->allreduce_f64(j->comm, S, (size_t)W * L.ns, DRIFT_COMM_SUM, &e);
-        if (!rc) rc = j->comm->allreduce_f64(j->comm, M, (size_t)W * L.nm, DRIFT_COMM_MAX, &e);
+        int rc = j->comm->allreduce_i64(j->comm, I, ns * L.ni, DRIFT_COMM_SUM, &e);
+        if (!rc) rc = j->comm->allreduce_f64(j->comm, S, ns * L.ns, DRIFT_COMM_SUM, &e);
+        if (!rc) rc = j->comm->allreduce_f64(j->comm, M, ns * L.nm, DRIFT_COMM_MAX, &e);
         if (rc) { j->rc = rc; j->err = e; break; }
         double pc = prof ? now_s() : 0;
         t_xchg += pc - pb;
+        n_xchg++;
         if (!j->mg) continue;
-        for (int w = 0; w < W; w++) {
-            const int64_t *Iw = I + (size_t)w * L.ni;
+        for (size_t slot = 0; slot < ns && !rc; slot++) {
+            const int64_t *Iw = I + slot * L.ni;
             if (!Iw[1 + H_VALID]) continue;
-            unpack(s, &L, Iw, S + (size_t)w * L.ns, M + (size_t)w * L.nm, &st);
+            unpack(s, &L, Iw, S + slot * L.ns, M + slot * L.nm, &st);
             if ((rc = drift_rs_merge(j->mg, &st, &e))) { j->rc = rc; j->err = e; break; }
             if (o->progress) o->progress("replay", (long)j->rep->n_steps, (long)s->n_sel, o->progress_user);
         }
-        /* a merge failure is this worker's own: the others learn it next round */
+        /* a merge failure is this worker's own: the others learn it at the next exchange */
         if (prof) t_merge += now_s() - pc;
     }
     j->t_steps = now_s() - t0;
     if (prof)
-        fprintf(stderr, "replay profile (worker %d of %d): %lld rounds: step %.1f ms, exchange %.1f ms, merge %.1f ms per round\n",
-                rank, W, (long long)rounds, 1e3 * t_step / (double)(rounds ? rounds : 1),
-                1e3 * t_xchg / (double)(rounds ? rounds : 1), 1e3 * t_merge / (double)(rounds ? rounds : 1));
+        fprintf(stderr, "replay profile (worker %d of %d): %lld rounds in %lld exchanges of up to %lld: step %.1f ms per "
+                "round, exchange %.1f ms, merge %.1f ms per exchange\n",
+                rank, W, (long long)rounds, (long long)n_xchg, (long long)K,
+                1e3 * t_step / (double)(rounds ? rounds : 1), 1e3 * t_xchg / (double)(n_xchg ? n_xchg : 1),
+                1e3 * t_merge / (double)(n_xchg ? n_xchg : 1));
     if (have_st) drift_rs_step_free(&st);
     free(I);
     free(S);

@@ -75,7 +75,10 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
     memset(&mg, 0, sizeof mg);
     memset(&st, 0, sizeof st);
     int rc = drift_rs_shared_open(o, &s, rep, err);
-    if (!rc) rc = drift_rs_worker_open(&s, o->backend, 0, &w, err);
+    /* the executor's cache keeps the parameters on the backend in their
+       forward dtypes across steps (uploaded and cast once, as the --devices
+       path does): on a GPU this halves a long replay */
+    if (!rc) rc = drift_rs_worker_open(&s, o->backend, 1, &w, err);
     if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
     if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
     struct timespec t_steps;

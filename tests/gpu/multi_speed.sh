@@ -101,18 +101,35 @@ sampler_start() { # $1: csv file
   [ "$HAVE_SMI" = 1 ] || return 0
   timeout $((RUN_TIMEOUT + 120)) nvidia-smi --query-gpu="$QUERY" --format=csv,noheader -lms 500 >"$1" 2>&1 &
   SMI_PID=$!
+  # why the clocks are below their maximum (bit mask; a separate sampler, so
+  # that a driver without the field costs nothing but this file)
+  timeout $((RUN_TIMEOUT + 120)) nvidia-smi --query-gpu=index,clocks_throttle_reasons.active,utilization.gpu \
+    --format=csv,noheader -lms 500 >"${1%.csv}.thr.csv" 2>&1 &
+  THR_PID=$!
 }
+THR_PID=""
 sampler_stop() {
   [ -n "$SMI_PID" ] || return 0
-  kill "$SMI_PID" 2>/dev/null
-  wait "$SMI_PID" 2>/dev/null
+  kill "$SMI_PID" "$THR_PID" 2>/dev/null
+  wait "$SMI_PID" "$THR_PID" 2>/dev/null
   SMI_PID=""
+  THR_PID=""
 }
-# "gpu0: 1980 MHz 612 W; gpu1: ..." from a sample file (mean over the run)
+# "gpu0: 0x4 x12, 0x0 x30; gpu1: ..." the clock-event masks seen while busy
+thr_summary() { # $1: the sampler's csv file
+  local f="${1%.csv}.thr.csv"
+  [ -s "$f" ] || { echo "n/a"; return 0; }
+  awk -F', *' '$1 ~ /^[0-9]+$/ { u = $3; sub(/ *%/, "", u); if (u + 0 >= 50) { k = "gpu" $1 " " $2; n[k]++ } }
+    END { for (k in n) printf "%s x%d; ", k, n[k]; print "" }' "$f"
+}
+# "gpu0: 1980 MHz 612 W; gpu1: ..." from a sample file (mean over the samples
+# where that GPU was busy, utilisation >= 50%: setup and idle time would
+# dilute the means)
 smi_means() { # $1: csv file; $2: clock|power|both
   [ -s "$1" ] || { echo "n/a"; return 0; }
   awk -F', *' -v what="$2" '
     $1 ~ /^[0-9]+$/ {
+      u = $6; sub(/ *%/, "", u); if (u + 0 < 50) next
       g = $1; c = $2; p = $4; sub(/ *MHz/, "", c); sub(/ *W/, "", p)
       if (c ~ /^[0-9.]+$/) { cs[g] += c; cn[g]++ }
       if (p ~ /^[0-9.]+$/) { ps[g] += p; pn[g]++ }
@@ -192,7 +209,8 @@ record_cfg() { # name description steps wall rc smi-file stderr-log...
   R_CLK[$1]=$(smi_means "$6" clock)
   R_PWR[$1]=$(smi_means "$6" power)
   echo "   $1 ($2): steps phase ${R_STEPS[$1]} s, wall ${R_WALL[$1]} s, exit $5"
-  echo "      $(smi_means "$6" both)"
+  echo "      busy: $(smi_means "$6" both)"
+  echo "      clock-event masks while busy: $(thr_summary "$6")"
   shift 6
   [ $# -gt 0 ] && grep -hE '^drift replay: [0-9]+ steps? on ' "$@" 2>/dev/null | sed 's/^/      /'
   return 0

@@ -41,6 +41,19 @@ for ref in trainer rollout oracle; do
 done
 echo "multi_cpu: $n multi-device replays equal the one-device replay"
 
+# K rounds per exchange (5 steps on 2 devices = 3 rounds): 1, 2 (the last
+# exchange partial) and 8 give the one-device report, in 3, 2 and 1 exchanges
+"$D" replay "$W/t.h5" --plan "$P/wan2_2.json" --ref rollout --json >"$W/one.json" || fail "replay for exchanges"
+for kx in 1:3:1 2:2:2 8:1:3; do # K : exchanges : K as used (at most the 3 rounds)
+  k=${kx%%:*} nx=${kx#*:} ku=${kx##*:} nx=${nx%:*}
+  DRIFT_REPLAY_EXCHANGE_ROUNDS=$k DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/t.h5" --plan "$P/wan2_2.json" --ref rollout \
+    --devices cpu,cpu --json >"$W/multi.json" 2>"$W/multi.err" || fail "exchange every $k rounds: $(cat "$W/multi.err")"
+  same_json "$W/one.json" "$W/multi.json" || fail "exchange every $k rounds differs from one device"
+  [ "$(grep -c "3 rounds in $nx exchanges of up to $ku:" "$W/multi.err")" = 2 ] \
+    || fail "exchange every $k rounds: expected $nx exchanges on both workers: $(grep 'rounds in' "$W/multi.err")"
+done
+echo "multi_cpu: exchanges every 1, 2 and 8 rounds equal the one-device replay"
+
 # steps subset and output-only
 "$D" replay "$W/t.h5" --plan "$P/wan2_2.json" --ref rollout --steps 1:3 --output-only --json >"$W/one.json" || fail "steps"
 "$D" replay "$W/t.h5" --plan "$P/wan2_2.json" --ref rollout --steps 1:3 --output-only --devices cpu,cpu --json >"$W/multi.json" 2>/dev/null || fail "steps multi"
