@@ -488,6 +488,11 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
         goto done;
     }
     if (cache && (rc = cache_bind(cache, g, c.err))) goto done;
+    const int fixed_only = opts && opts->fixed_only;
+    if (fixed_only && (!cache || out)) {
+        rc = drift_err_set(c.err, DRIFT_E_INTERNAL, "exec", "fixed_only needs a cache and no output");
+        goto done;
+    }
     if (cache) {
         c.fixed = drift_calloc(nn, 1);
         if (!c.fixed) { rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory"); goto done; }
@@ -514,6 +519,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
     long prof_n[DRIFT_OP_COUNT + 1] = {0};
     for (int i = 0; i < n; i++) {
         if (!c.live[i]) continue;
+        if (fixed_only && !c.fixed[i]) continue; /* fixed values never read non-fixed ones */
         const drift_value *v = drift_graph_value(g, i);
         ebuf *b = NULL;
         double prof_t0 = 0;
@@ -547,7 +553,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
         }
         c.slot[i] = b;
         b->refs += c.uses[i];
-        if (v->site && in->on_site) {
+        if (v->site && in->on_site && !fixed_only) {
             rc = in->on_site(v->site, &b->t, in->user, c.err);
             if (rc) {
                 if (c.err->code == DRIFT_OK)

@@ -139,6 +139,10 @@ typedef struct drift_exec_options {
     int alias;                /* -1, 0 or 1 */
     int fuse_casts;           /* -1, 0 or 1 */
     drift_exec_stats *stats;  /* may be NULL; filled (zeroed first) by the run */
+    int fixed_only;           /* 1: only fill the cache (in->cache required): compute the values
+                                 that depend on parameters and buffers only, as a full run with the
+                                 same in (same site callback, hence the same liveness and fusion)
+                                 would, call no site callback, need no inputs; out must be NULL */
 } drift_exec_options;
 
 /* Runs the assigned graph g on be. Every live leaf must be found in the

@@ -404,6 +404,19 @@ int drift_forward_run_cached(const drift_forward *f, drift_model *m, const drift
     return drift_exec_run(f->assigned, be, &in, out, err);
 }
 
+int drift_forward_warm(const drift_forward *f, drift_model *m, const drift_backend *be, drift_exec_cache *cache,
+                       drift_exec_site_fn on_site, drift_err *err) {
+    if (!m->params) return drift_err_set(err, DRIFT_E_INTERNAL, "forward", "model has no parameter values");
+    if (!cache) return drift_err_set(err, DRIFT_E_INTERNAL, "forward", "drift_forward_warm: no cache");
+    const drift_hostset *bufs = NULL;
+    int rc = drift_model_buffers(m, f->rope, &bufs, err);
+    if (rc) return rc;
+    drift_exec_inputs in = {.params = m->params, .buffers = bufs, .inputs = NULL, .on_site = on_site, .user = NULL,
+                            .cache = cache};
+    drift_exec_options opts = {.alias = -1, .fuse_casts = -1, .stats = NULL, .fixed_only = 1};
+    return drift_exec_run_ex(f->assigned, be, &in, &opts, NULL, err);
+}
+
 /* --- site cache ----------------------------------------------------------- */
 typedef struct cache_entry {
     char *site;

@@ -83,6 +83,13 @@ int drift_forward_run(const drift_forward *f, drift_model *m, const drift_backen
 int drift_forward_run_cached(const drift_forward *f, drift_model *m, const drift_backend *be,
                              const drift_hostset *inputs, drift_exec_cache *cache, drift_exec_site_fn on_site,
                              void *user, drift_exec_result *out, drift_err *err);
+/* Fills cache (not NULL) with everything drift_forward_run_cached(f, m, be,
+ * ..., cache, on_site, ...) would keep there (parameters uploaded, cast per
+ * the plan, their views), without inputs and without running the rest:
+ * one-time setup work moved out of the first step. on_site is only looked at
+ * (a run observing sites plans its buffers differently), never called. */
+int drift_forward_warm(const drift_forward *f, drift_model *m, const drift_backend *be, drift_exec_cache *cache,
+                       drift_exec_site_fn on_site, drift_err *err);
 
 /* Recorded site values of one run, kept on the host (fp32 widened), by site
  * name in execution order: the reference side of a comparison. */

@@ -348,6 +348,13 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
     return drift_sitecmp_step_acc(t->dtype, w->f32, r, t->numel, s->batch, &e->acc, err);
 }
 
+int drift_rs_worker_warm(const drift_rs_shared *s, drift_rs_worker *w, drift_err *err) {
+    if (!w->cache) return DRIFT_OK;
+    int rc = drift_forward_warm(w->f, s->m, w->be, w->cache, on_site, err);
+    if (!rc) rc = w->be->sync(w->be, err);
+    return rc;
+}
+
 static int oracle_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
     return drift_site_cache_put((drift_site_cache *)user, site, t, err);
 }

@@ -63,6 +63,11 @@ void drift_rs_worker_free(drift_rs_worker *w);
 const drift_backend *drift_rs_worker_backend(const drift_rs_worker *w);
 const drift_forward *drift_rs_worker_forward(const drift_rs_worker *w);
 drift_exec_cache *drift_rs_worker_cache(drift_rs_worker *w);
+/* Setup, before the first step: fills the worker's cache (no-op without
+ * one) with the parameters and their casts, as the first step would, and
+ * waits for the backend. After an FSDP gather, which puts the gathered
+ * parameters there first. */
+int drift_rs_worker_warm(const drift_rs_shared *s, drift_rs_worker *w, drift_err *err);
 
 typedef struct drift_rs_site {
     int present;                 /* the reference had this site at this step */

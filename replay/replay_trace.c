@@ -79,6 +79,7 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
        forward dtypes across steps (uploaded and cast once, as the --devices
        path does): on a GPU this halves a long replay */
     if (!rc) rc = drift_rs_worker_open(&s, o->backend, 1, &w, err);
+    if (!rc) rc = drift_rs_worker_warm(&s, w, err);
     if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
     if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
     struct timespec t_steps;

@@ -159,9 +159,82 @@ static void test_model_errors(void **state) {
     drift_model_free(m);
 }
 
+static int count_sites(const char *site, const drift_tensor *t, void *user, drift_err *err) {
+    (void)site, (void)t, (void)err;
+    (*(int *)user)++;
+    return DRIFT_OK;
+}
+
+/* drift_forward_warm fills the cache with exactly what a first cached run
+ * keeps (same count), calls no site callback, and a run after it gives the
+ * uncached output bit for bit; after the warm-up, changed host masters
+ * change nothing (the warm-up really uploaded them). */
+static void test_warm_fills_cache(void **state) {
+    (void)state;
+    drift_err err;
+    drift_model *m = model();
+    drift_backend *be = NULL;
+    drift_forward *f = NULL;
+    drift_hostset *in = NULL;
+    drift_exec_cache *warm = NULL, *first = NULL;
+    drift_plan plan;
+    drift_plan_init(&plan);
+    assert_int_equal(drift_plan_apply_flag(&plan, "--param-dtype", "*.norm2.*=fp32", &err), DRIFT_OK);
+    assert_int_equal(drift_backend_create("cpu", &be, &err), DRIFT_OK);
+    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_TRAINER, NULL, &f, &err), DRIFT_OK);
+    assert_int_equal(drift_params_init_inputs(&m->cfg, 3, &in, &err), DRIFT_OK);
+    assert_int_equal(drift_exec_cache_create(be, &warm, &err), DRIFT_OK);
+    assert_int_equal(drift_exec_cache_create(be, &first, &err), DRIFT_OK);
+    assert_int_equal(drift_forward_warm(f, m, be, NULL, count_sites, &err), DRIFT_E_INTERNAL); /* no cache */
+
+    int calls = 0, calls_first = 0;
+    drift_exec_result a, b, c;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(drift_forward_run_cached(f, m, be, in, NULL, count_sites, &calls_first, &a, &err), DRIFT_OK);
+    assert_true(calls_first > 0);
+    int rc = drift_forward_warm(f, m, be, warm, count_sites, &err);
+    if (rc) fail_msg("warm: %s: %s", err.where, err.msg);
+    assert_true(drift_exec_cache_count(warm) > 69);
+    assert_int_equal(drift_forward_run_cached(f, m, be, in, first, count_sites, &calls, &c, &err), DRIFT_OK);
+    assert_int_equal(drift_exec_cache_count(warm), drift_exec_cache_count(first));
+
+    /* masters changed after the warm-up: a warm cached run still uses the uploaded ones */
+    drift_hostset *p2 = NULL;
+    assert_int_equal(drift_hostset_create(&p2, &err), DRIFT_OK);
+    for (size_t i = 0; i < drift_hostset_count(m->params); i++) {
+        const drift_host_tensor *t = drift_hostset_at(m->params, i);
+        drift_host_tensor *added = NULL;
+        assert_int_equal(drift_hostset_add(p2, t->name, t->dtype, t->ndim, t->shape, t->f32, NULL, &added, &err), DRIFT_OK);
+        for (int64_t k = 0; k < added->numel; k++) added->f32[k] *= 2.0f;
+    }
+    drift_hostset *orig = m->params;
+    m->params = p2;
+    calls = 0;
+    assert_int_equal(drift_forward_run_cached(f, m, be, in, warm, count_sites, &calls, &b, &err), DRIFT_OK);
+    assert_int_equal(calls, calls_first);
+    assert_int_equal(a.numel, b.numel);
+    assert_memory_equal(a.f32, b.f32, (size_t)a.numel * sizeof(float));
+    m->params = orig;
+    drift_hostset_free(p2);
+
+    drift_exec_result_free(&a);
+    drift_exec_result_free(&b);
+    drift_exec_result_free(&c);
+    drift_exec_cache_free(warm);
+    drift_exec_cache_free(first);
+    drift_hostset_free(in);
+    drift_forward_free(f);
+    drift_backend_free(be);
+    drift_model_free(m);
+    drift_plan_free(&plan);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_keeps_params_resident),
+        cmocka_unit_test(test_warm_fills_cache),
         cmocka_unit_test(test_cache_other_backend_refused),
         cmocka_unit_test(test_site_cache),
         cmocka_unit_test(test_model_errors),
