@@ -269,7 +269,12 @@ static void run_job(job *j) {
     /* setup, not step time: parameters uploaded and cast once (the first
        step would do it; a failure here is agreed on at the first exchange) */
     if (!j->rc) j->rc = drift_rs_worker_warm(s, j->w, &j->err);
+    /* every worker ends its setup here (MPI ranks finish reading the trace
+       at different times; the first collective also sets up NCCL's
+       connections): the steps phase starts together */
+    int setup_failed = agree(j, j->rc != 0, &total) || total;
     j->t_warm = now_s() - tw;
+    if (setup_failed) { peer_failed(j); return; }
     double t0 = now_s();
     layout L;
     make_layout(s, keep_out, &L);
