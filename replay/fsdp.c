@@ -67,12 +67,17 @@ static int run1(const drift_backend *be, const drift_op *op, const drift_tensor 
     return be->run(be, op, ins, out, err);
 }
 
-static void narrow_op(drift_op *op, drift_dtype dt, int dim, int64_t start, int64_t length) {
+/* A one-input op of this kind, compute and output dtype; nothing else set. */
+static void unary_op(drift_op *op, drift_op_kind kind, drift_dtype compute, drift_dtype out) {
     memset(op, 0, sizeof *op);
-    op->kind = DRIFT_OP_NARROW;
+    op->kind = kind;
     op->n_in = 1;
-    op->compute = DRIFT_F32;
-    op->out = dt;
+    op->compute = compute;
+    op->out = out;
+}
+
+static void narrow_op(drift_op *op, drift_dtype dt, int dim, int64_t start, int64_t length) {
+    unary_op(op, DRIFT_OP_NARROW, DRIFT_F32, dt);
     op->dim = dim;
     op->start = start;
     op->length = length;
@@ -130,11 +135,7 @@ static int reassemble(const drift_backend *be, const fparam *p, int W, int64_t S
     describe(&rows, be, dt, nd, s_rows);
     describe(&last, be, dt, 1, s_one);
     drift_op view;
-    memset(&view, 0, sizeof view);
-    view.kind = DRIFT_OP_VIEW;
-    view.n_in = 1;
-    view.compute = DRIFT_F32;
-    view.out = dt;
+    unary_op(&view, DRIFT_OP_VIEW, DRIFT_F32, dt);
     narrow_op(&op, dt, 1, p->off, ci);
     rc = be->alloc(be, &slots, err);
     if (!rc) rc = run1(be, &op, recv, &slots, err);
@@ -190,11 +191,7 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
     const drift_tensor *send = &shard;
     if (!rc && master != fwd) {
         drift_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = DRIFT_OP_CAST;
-        op.n_in = 1;
-        op.compute = fwd;
-        op.out = fwd;
+        unary_op(&op, DRIFT_OP_CAST, fwd, fwd);
         const drift_tensor *in[1] = {&shard};
         rc = be->alloc(be, &cast, err);
         if (!rc) rc = be->run(be, &op, in, &cast, err);

@@ -27,23 +27,63 @@ static void run(drift_forward *f, drift_model *m, drift_backend *be, drift_hosts
     if (rc) fail_msg("%s: %s", err.where, err.msg);
 }
 
+/* tiny-dit on the cpu backend, trainer side with the norm2 fp32 island, and
+ * seeded inputs: what the cache tests share. */
+typedef struct fixture {
+    drift_model *m;
+    drift_backend *be;
+    drift_forward *f;
+    drift_hostset *in;
+    drift_plan plan;
+} fixture;
+
+static void fixture_open(fixture *x) {
+    drift_err err;
+    memset(x, 0, sizeof *x);
+    x->m = model();
+    drift_plan_init(&x->plan);
+    assert_int_equal(drift_plan_apply_flag(&x->plan, "--param-dtype", "*.norm2.*=fp32", &err), DRIFT_OK);
+    assert_int_equal(drift_backend_create("cpu", &x->be, &err), DRIFT_OK);
+    assert_int_equal(drift_forward_prepare(x->m, &x->plan, DRIFT_SIDE_TRAINER, NULL, &x->f, &err), DRIFT_OK);
+    assert_int_equal(drift_params_init_inputs(&x->m->cfg, 3, &x->in, &err), DRIFT_OK);
+}
+
+static void fixture_close(fixture *x) {
+    drift_hostset_free(x->in);
+    drift_forward_free(x->f);
+    drift_backend_free(x->be);
+    drift_model_free(x->m);
+    drift_plan_free(&x->plan);
+}
+
+/* A copy of m's masters with `only` (or, when NULL, every one) doubled. */
+static drift_hostset *doubled_masters(const drift_model *m, const char *only) {
+    drift_err err;
+    drift_hostset *p2 = NULL;
+    assert_int_equal(drift_hostset_create(&p2, &err), DRIFT_OK);
+    for (size_t i = 0; i < drift_hostset_count(m->params); i++) {
+        const drift_host_tensor *t = drift_hostset_at(m->params, i);
+        drift_host_tensor *added = NULL;
+        assert_int_equal(drift_hostset_add(p2, t->name, t->dtype, t->ndim, t->shape, t->f32, NULL, &added, &err), DRIFT_OK);
+        if (!only || strcmp(t->name, only) == 0)
+            for (int64_t k = 0; k < added->numel; k++) added->f32[k] *= 2.0f;
+    }
+    return p2;
+}
+
 /* The cache keeps parameters (and their casts) resident: after the first
  * cached run, changing the host masters changes nothing for cached runs
  * and everything for uncached ones. */
 static void test_cache_keeps_params_resident(void **state) {
     (void)state;
     drift_err err;
-    drift_model *m = model();
-    drift_backend *be = NULL;
-    drift_forward *f = NULL;
-    drift_hostset *in = NULL;
+    fixture x;
+    fixture_open(&x);
+    drift_model *m = x.m;
+    drift_backend *be = x.be;
+    drift_forward *f = x.f;
+    drift_hostset *in = x.in;
     drift_exec_cache *cache = NULL;
-    drift_plan plan;
-    drift_plan_init(&plan);
-    assert_int_equal(drift_plan_apply_flag(&plan, "--param-dtype", "*.norm2.*=fp32", &err), DRIFT_OK);
-    assert_int_equal(drift_backend_create("cpu", &be, &err), DRIFT_OK);
-    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_TRAINER, NULL, &f, &err), DRIFT_OK);
-    assert_int_equal(drift_params_init_inputs(&m->cfg, 3, &in, &err), DRIFT_OK);
     assert_int_equal(drift_exec_cache_create(be, &cache, &err), DRIFT_OK);
 
     drift_exec_result a, b, c, d;
@@ -57,15 +97,7 @@ static void test_cache_keeps_params_resident(void **state) {
     assert_memory_equal(a.f32, c.f32, (size_t)a.numel * sizeof(float));
 
     /* change a master on the host: proj_out.weight doubled */
-    drift_hostset *p2 = NULL;
-    assert_int_equal(drift_hostset_create(&p2, &err), DRIFT_OK);
-    for (size_t i = 0; i < drift_hostset_count(m->params); i++) {
-        const drift_host_tensor *t = drift_hostset_at(m->params, i);
-        drift_host_tensor *added = NULL;
-        assert_int_equal(drift_hostset_add(p2, t->name, t->dtype, t->ndim, t->shape, t->f32, NULL, &added, &err), DRIFT_OK);
-        if (strcmp(t->name, "proj_out.weight") == 0)
-            for (int64_t k = 0; k < added->numel; k++) added->f32[k] *= 2.0f;
-    }
+    drift_hostset *p2 = doubled_masters(m, "proj_out.weight");
     drift_hostset *orig = m->params;
     m->params = p2;
     drift_exec_result_free(&c);
@@ -75,7 +107,7 @@ static void test_cache_keeps_params_resident(void **state) {
     assert_memory_not_equal(a.f32, d.f32, (size_t)a.numel * sizeof(float));
     /* another graph empties the cache first */
     drift_forward *g = NULL;
-    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_ROLLOUT, NULL, &g, &err), DRIFT_OK);
+    assert_int_equal(drift_forward_prepare(m, &x.plan, DRIFT_SIDE_ROLLOUT, NULL, &g, &err), DRIFT_OK);
     drift_exec_result e;
     run(g, m, be, in, cache, &e);
     assert_memory_equal(d.f32, e.f32, (size_t)d.numel * sizeof(float)); /* same plan, both bf16 sides */
@@ -84,12 +116,8 @@ static void test_cache_keeps_params_resident(void **state) {
     drift_exec_result_free(&a); drift_exec_result_free(&b); drift_exec_result_free(&c);
     drift_exec_result_free(&d); drift_exec_result_free(&e);
     drift_exec_cache_free(cache);
-    drift_forward_free(f);
     drift_forward_free(g);
-    drift_hostset_free(in);
-    drift_backend_free(be);
-    drift_model_free(m);
-    drift_plan_free(&plan);
+    fixture_close(&x);
 }
 
 static void test_cache_other_backend_refused(void **state) {
@@ -172,17 +200,13 @@ static int count_sites(const char *site, const drift_tensor *t, void *user, drif
 static void test_warm_fills_cache(void **state) {
     (void)state;
     drift_err err;
-    drift_model *m = model();
-    drift_backend *be = NULL;
-    drift_forward *f = NULL;
-    drift_hostset *in = NULL;
+    fixture x;
+    fixture_open(&x);
+    drift_model *m = x.m;
+    drift_backend *be = x.be;
+    drift_forward *f = x.f;
+    drift_hostset *in = x.in;
     drift_exec_cache *warm = NULL, *first = NULL;
-    drift_plan plan;
-    drift_plan_init(&plan);
-    assert_int_equal(drift_plan_apply_flag(&plan, "--param-dtype", "*.norm2.*=fp32", &err), DRIFT_OK);
-    assert_int_equal(drift_backend_create("cpu", &be, &err), DRIFT_OK);
-    assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_TRAINER, NULL, &f, &err), DRIFT_OK);
-    assert_int_equal(drift_params_init_inputs(&m->cfg, 3, &in, &err), DRIFT_OK);
     assert_int_equal(drift_exec_cache_create(be, &warm, &err), DRIFT_OK);
     assert_int_equal(drift_exec_cache_create(be, &first, &err), DRIFT_OK);
     assert_int_equal(drift_forward_warm(f, m, be, NULL, count_sites, &err), DRIFT_E_INTERNAL); /* no cache */
@@ -201,14 +225,7 @@ static void test_warm_fills_cache(void **state) {
     assert_int_equal(drift_exec_cache_count(warm), drift_exec_cache_count(first));
 
     /* masters changed after the warm-up: a warm cached run still uses the uploaded ones */
-    drift_hostset *p2 = NULL;
-    assert_int_equal(drift_hostset_create(&p2, &err), DRIFT_OK);
-    for (size_t i = 0; i < drift_hostset_count(m->params); i++) {
-        const drift_host_tensor *t = drift_hostset_at(m->params, i);
-        drift_host_tensor *added = NULL;
-        assert_int_equal(drift_hostset_add(p2, t->name, t->dtype, t->ndim, t->shape, t->f32, NULL, &added, &err), DRIFT_OK);
-        for (int64_t k = 0; k < added->numel; k++) added->f32[k] *= 2.0f;
-    }
+    drift_hostset *p2 = doubled_masters(m, NULL);
     drift_hostset *orig = m->params;
     m->params = p2;
     calls = 0;
@@ -224,11 +241,7 @@ static void test_warm_fills_cache(void **state) {
     drift_exec_result_free(&c);
     drift_exec_cache_free(warm);
     drift_exec_cache_free(first);
-    drift_hostset_free(in);
-    drift_forward_free(f);
-    drift_backend_free(be);
-    drift_model_free(m);
-    drift_plan_free(&plan);
+    fixture_close(&x);
 }
 
 int main(void) {
