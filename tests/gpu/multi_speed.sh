@@ -14,8 +14,9 @@
 #       printed on the --devices / MPI path, so this is the reference)
 #   a0  one process, plain --device cuda:0 (no "steps" line on this path:
 #       its steps phase is estimated from the DRIFT_REPLAY_PROFILE line as
-#       steps x per-step phases; note that this path runs without the
-#       executor's parameter cache)
+#       steps x per-step phases; since 2026-11-30 this path keeps the
+#       parameters resident too, warmed in setup: before, it re-uploaded
+#       them every step and took twice as long)
 #   b   one process, --devices cuda:0,cuda:1 (steps dealt to two threads)
 #   c   mpirun -n 2 ... --device cuda (two ranks, one GPU each), launched as
 #       multi_gpu.sh launches it
@@ -239,7 +240,7 @@ run_cfg a "$D" "${F[@]}" "$SINGLE_FLAG" "$DEV0"
 record_cfg a "1 proc, $SINGLE_FLAG $DEV0" "$(steps_any "$W/a.err")" "$WALL" "$RC" "$W/a.smi.csv" "$W/a.err"
 
 if [ "$SINGLE_FLAG" != --device ]; then
-  echo "== a0: 1 process, plain --device $DEV0 (no exec cache on this path) ($(el))"
+  echo "== a0: 1 process, plain --device $DEV0 ($(el))"
   run_cfg a0 "$D" "${F[@]}" --device "$DEV0"
   record_cfg a0 "1 proc, --device $DEV0" "$(steps_any "$W/a0.err")" "$WALL" "$RC" "$W/a0.smi.csv" "$W/a0.err"
 fi
