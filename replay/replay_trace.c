@@ -75,10 +75,13 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
     memset(&mg, 0, sizeof mg);
     memset(&st, 0, sizeof st);
     int rc = drift_rs_shared_open(o, &s, rep, err);
-    /* the executor's cache keeps the parameters on the backend in their
-       forward dtypes across steps (uploaded and cast once, as the --devices
-       path does): on a GPU this halves a long replay */
-    if (!rc) rc = drift_rs_worker_open(&s, o->backend, 1, &w, err);
+    /* on a GPU the executor's cache keeps the parameters on the device in
+       their forward dtypes across steps (uploaded and cast once, in setup):
+       this halves a long replay. On the CPU an upload is a copy, cheap next
+       to the forward, and residency would hold every cast parameter beside
+       the masters for the whole replay: no cache there. */
+    const int resident = o->backend && strncmp(o->backend, "cuda", 4) == 0;
+    if (!rc) rc = drift_rs_worker_open(&s, o->backend, resident, &w, err);
     if (!rc) rc = drift_rs_worker_warm(&s, w, err);
     if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
     if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
