@@ -27,6 +27,7 @@
 #include "replay/models/family.h"
 #include "replay/models/wan_graph.h"
 #include "replay/params_init.h"
+#include "site_recording.h"
 
 #define OK(call, errp)                                                                               \
     do {                                                                                             \
@@ -36,57 +37,8 @@
 
 /* ---- recorded sites ---------------------------------------------------------- */
 
-typedef struct rec_site {
-    char name[128];
-    drift_dtype dtype;
-    int64_t numel;
-    float *v;
-    double *v64;
-} rec_site;
+/* rec_site, recording, record_cb, recording_free, find_rec: tests/site_recording.h */
 
-typedef struct recording {
-    rec_site *s;
-    int n, cap;
-    int stop_at; /* stop the run at this site index (-1: never) */
-} recording;
-
-static int record_cb(const char *site, const drift_tensor *t, void *user, drift_err *err) {
-    recording *r = user;
-    if (r->stop_at >= 0 && r->n == r->stop_at)
-        return drift_err_set(err, DRIFT_E_CHECK, site, "stopped by the test at '%s'", site);
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 64;
-        r->s = realloc(r->s, (size_t)r->cap * sizeof *r->s);
-        assert_non_null(r->s);
-    }
-    rec_site *s = &r->s[r->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", site);
-    s->dtype = t->dtype;
-    s->numel = t->numel;
-    s->v = malloc((size_t)t->numel * sizeof *s->v);
-    s->v64 = malloc((size_t)t->numel * sizeof *s->v64);
-    assert_non_null(s->v);
-    assert_non_null(s->v64);
-    int rc = t->be->download_f32(t->be, t, s->v, err);
-    if (!rc) rc = t->be->download_f64(t->be, t, s->v64, err);
-    return rc;
-}
-
-static void recording_free(recording *r) {
-    for (int i = 0; i < r->n; i++) {
-        free(r->s[i].v);
-        free(r->s[i].v64);
-    }
-    free(r->s);
-    memset(r, 0, sizeof *r);
-}
-
-static const rec_site *find_rec(const recording *r, const char *name) {
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->s[i].name, name) == 0) return &r->s[i];
-    return NULL;
-}
 
 static double mean_abs_diff(const rec_site *a, const rec_site *b) {
     assert_int_equal(a->numel, b->numel);
@@ -184,7 +136,6 @@ static void run(fixture *f, const drift_graph *g, const drift_backend *be, const
     drift_err err;
     drift_err_clear(&err);
     drift_exec_inputs in = {f->params, bufs, f->inputs, rec ? record_cb : NULL, rec, NULL};
-    if (rec) rec->stop_at = -1;
     OK(drift_exec_run(g, be, &in, res, &err), &err);
 }
 
@@ -541,6 +492,7 @@ static void test_refcount_release(void **state) {
     recording rec = {0};
     in.on_site = record_cb;
     in.user = &rec;
+    rec.stop = 1;
     rec.stop_at = 9;
     drift_err_clear(&err);
     drift_exec_result r2;

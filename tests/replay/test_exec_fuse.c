@@ -27,6 +27,7 @@
 #include "replay/fuse.h"
 #include "replay/graph.h"
 #include "replay/params_init.h"
+#include "site_recording.h"
 
 #define OK(call, errp)                                                                                   \
     do {                                                                                                 \
@@ -99,48 +100,7 @@ static void tr_free(tracked *tr) {
 
 /* ---- recorded sites ---------------------------------------------------------- */
 
-typedef struct rec_site {
-    char name[128];
-    drift_dtype dtype;
-    int64_t numel;
-    float *v;
-    double *v64;
-} rec_site;
-
-typedef struct recording {
-    rec_site *s;
-    int n, cap;
-} recording;
-
-static int record_cb(const char *site, const drift_tensor *t, void *user, drift_err *err) {
-    recording *r = user;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 64;
-        r->s = realloc(r->s, (size_t)r->cap * sizeof *r->s);
-        assert_non_null(r->s);
-    }
-    rec_site *s = &r->s[r->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", site);
-    s->dtype = t->dtype;
-    s->numel = t->numel;
-    s->v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *s->v);
-    s->v64 = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *s->v64);
-    assert_non_null(s->v);
-    assert_non_null(s->v64);
-    int rc = t->be->download_f32(t->be, t, s->v, err);
-    if (!rc) rc = t->be->download_f64(t->be, t, s->v64, err);
-    return rc;
-}
-
-static void recording_free(recording *r) {
-    for (int i = 0; i < r->n; i++) {
-        free(r->s[i].v);
-        free(r->s[i].v64);
-    }
-    free(r->s);
-    memset(r, 0, sizeof *r);
-}
+/* rec_site, recording, record_cb, recording_free, find_rec: tests/site_recording.h */
 
 static void assert_same_recording(const recording *a, const recording *b, const char *what) {
     if (a->n != b->n) fail_msg("%s: %d vs %d sites", what, a->n, b->n);
