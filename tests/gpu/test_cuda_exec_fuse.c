@@ -21,6 +21,7 @@
 #include "replay/exec.h"
 #include "replay/forward.h"
 #include "replay/params_init.h"
+#include "tests/site_recording.h"
 
 #define WAN_SMALL                                                                                                 \
     "wan2.2:layers=3,dim=96,heads=4,ffn_dim=160,frames=2,height=8,width=8,text_len=12,text_dim=48,in_channels=4," \
@@ -72,40 +73,7 @@ static void tr_init(tracked *tr, const drift_backend *inner) {
 
 /* ---- recordings ------------------------------------------------------------- */
 
-typedef struct rec_site {
-    char name[128];
-    drift_dtype dtype;
-    int64_t numel;
-    float *v;
-} rec_site;
-
-typedef struct recording {
-    rec_site *s;
-    int n, cap;
-} recording;
-
-static int record_cb(const char *site, const drift_tensor *t, void *user, drift_err *err) {
-    recording *r = user;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 64;
-        r->s = realloc(r->s, (size_t)r->cap * sizeof *r->s);
-        if (!r->s) exit(2);
-    }
-    rec_site *s = &r->s[r->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", site);
-    s->dtype = t->dtype;
-    s->numel = t->numel;
-    s->v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *s->v);
-    if (!s->v) exit(2);
-    return t->be->download_f32(t->be, t, s->v, err);
-}
-
-static void recording_free(recording *r) {
-    for (int i = 0; i < r->n; i++) free(r->s[i].v);
-    free(r->s);
-    memset(r, 0, sizeof *r);
-}
+/* rec_site, recording, record_cb, recording_free: tests/site_recording.h */
 
 static int64_t bits_differ(const float *a, const float *b, int64_t n) {
     int64_t d = 0;
