@@ -286,8 +286,8 @@ PY
 
 # --- 3. shard assembly ---------------------------------------------------------------------
 cd "$W" || exit 1
-PLANS="${DRIFT_PLANS:-$S/shared/plans}"; [ -d "$PLANS" ] || PLANS="$S/../shared/plans"
-[ -f "$PLANS/wan2_2.json" ] || { fail "no shared/plans (set DRIFT_PLANS)"; exit 1; }
+PLANS="$S/tests/data/plans"
+[ -f "$PLANS/wan2_2.json" ] || { fail "no $PLANS/wan2_2.json (the committed plan fixtures)"; exit 1; }
 PLAN="$PLANS/wan2_2.json"
 "$DRIFT" record --synthetic tiny-dit --steps 2 --trainer-plan "$PLAN" --rollout-plan "$PLANS/all_bf16.json" \
   --seed 11 -o whole.h5 > /dev/null 2>&1 || { fail "drift record --synthetic"; exit 1; }
