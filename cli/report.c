@@ -14,6 +14,13 @@ const char *drift_report_num(double v, char *buf, size_t bufsz) {
     return buf;
 }
 
+/* Enough digits to see 1 - cos of a bf16 difference (1e-8). */
+static const char *cos_str(double v, char *buf, size_t n) {
+    if (isnan(v)) snprintf(buf, n, "nan");
+    else snprintf(buf, n, "%.8f", v);
+    return buf;
+}
+
 static const char *ulp_str(uint64_t u, char *buf, size_t n) {
     if (u == UINT64_MAX) snprintf(buf, n, "nan");
     else snprintf(buf, n, "%llu", (unsigned long long)u);
@@ -38,7 +45,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
         snprintf(eq, sizeof eq, "%lld/%lld", (long long)e->steps_equal, (long long)e->steps);
         fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s%s\n", e->site, drift_dtype_name(e->dtype), eq,
                 drift_report_num(m.mean_abs_diff, a, sizeof a), drift_report_num(m.max_abs_diff, b, sizeof b),
-                drift_report_num(m.rel_max, c, sizeof c), drift_report_num(m.cosine, d, sizeof d),
+                drift_report_num(m.rel_max, c, sizeof c), cos_str(m.cosine, d, sizeof d),
                 ulp_str(m.ulp_max, u, sizeof u), e->first_divergent ? "  <- first divergence" : "");
     }
     fprintf(f, "\nfirst divergent site per step:");
@@ -50,7 +57,13 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
     }
     fprintf(f, "\n");
     if (!any) fprintf(f, "every compared site is bitwise equal to the reference\n");
-    if (rep->has_logprob) {
+    if (rep->has_logprob && !o->plan) {
+        char a[32], b[32], c[32];
+        fprintf(f, "log-prob, candidate logprob:new vs reference logprob:old: mean|d| %s, |ratio-1| %s, approx_kl %s\n",
+                drift_report_num(rep->lp_vs_old.log_prob_mean_abs_diff, a, sizeof a),
+                drift_report_num(rep->lp_vs_old.ratio_abs_minus_1, b, sizeof b),
+                drift_report_num(rep->lp_vs_old.approx_kl, c, sizeof c));
+    } else if (rep->has_logprob) {
         char a[32], b[32], c[32];
         fprintf(f, "log-prob of the replayed output vs recorded log_prob_old: mean|d| %s, |ratio-1| %s, approx_kl %s\n",
                 drift_report_num(rep->lp_vs_old.log_prob_mean_abs_diff, a, sizeof a),
@@ -141,7 +154,9 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
         drift_json_buf_end_object(&b);
     }
     drift_json_buf_end_array(&b);
-    if (rep->has_logprob) {
+    if (rep->has_logprob && !o->plan) {
+        add_lp(&b, "logprob", &rep->lp_vs_old); /* compare: candidate logprob:new vs reference logprob:old */
+    } else if (rep->has_logprob) {
         drift_json_buf_add_key(&b, "logprob");
         drift_json_buf_begin_object(&b);
         add_lp(&b, "vs_old", &rep->lp_vs_old);

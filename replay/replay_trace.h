@@ -71,6 +71,7 @@ typedef struct drift_replay_report {
     int rank;                    /* MPI: this process's rank (only rank 0 prints) */
     double setup_seconds, steps_seconds; /* loading and preparing / replaying the steps */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
+    char *warnings;              /* owned, NULL or lines ending in '\n' (compare: mismatches allowed, unpaired sites) */
 } drift_replay_report;
 
 /* Runs the replay. rep is filled (caller frees it with
@@ -81,9 +82,15 @@ void drift_replay_report_free(drift_replay_report *rep);
 int drift_replay_parse_steps(const char *s, int64_t *first, int64_t *last, drift_err *err);
 
 
-/* drift compare: every site the two traces share (same name and size),
- * step by step over the steps both committed, A as candidate and B as
- * reference. Fills rep (model from A; no log-prob, no oracle). */
+/* drift compare over the comparison engine (replay/compare_traces.h): every
+ * pair of sites, step by step over the steps both committed, A as
+ * candidate and B as reference. Fills rep (model from A; lp_vs_old = A's
+ * logprob:new against B's logprob:old over all steps; no oracle). progress
+ * (NULL allowed) gets ("compare", steps done, steps in total). */
+struct drift_tcmp_opts;
+int drift_compare_traces_opts(const struct drift_tcmp_opts *o, drift_replay_report *rep, drift_progress_fn progress,
+                              void *user, drift_err *err);
+/* The same with default options (names must match, mismatches refused). */
 int drift_compare_traces(const char *path_a, const char *path_b, drift_replay_report *rep, drift_err *err);
 
 #endif
