@@ -123,7 +123,9 @@ void drift_top_layout_compute(int cols, int rows, const drift_top_layout_opts *o
         drill_columns(cols, &out->dcols);
     } else {
         int chart_h = 0;
-        if (!opts->hide_chart && rows >= 20 && cols >= 40) chart_h = clampi(body_h / 3, 7, 14);
+        /* charts shrink first: below 30 rows the table keeps the lines */
+        if (!opts->hide_chart && rows >= 30 && cols >= 40) chart_h = clampi(body_h / 3, 7, 14);
+        else if (!opts->hide_chart && rows >= 20 && cols >= 90) chart_h = 5; /* side by side, 4 lines each */
         out->table = rect(0, body_y, cols, body_h - chart_h);
         table_columns(cols, opts->name_w, &out->tcols);
         if (chart_h > 0) {

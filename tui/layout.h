@@ -23,7 +23,7 @@
 #define DRIFT_TOP_MIN_ROWS 6
 
 /* Lines the help overlay wants (its text, without the border). */
-#define DRIFT_TOP_HELP_LINES 24
+#define DRIFT_TOP_HELP_LINES 26
 #define DRIFT_TOP_HELP_WIDTH 66
 
 typedef struct drift_top_rect {

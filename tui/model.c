@@ -462,10 +462,33 @@ void drift_top_query_default(drift_top_query *q) {
 
 static double scale_of(double s) { return (isfinite(s) && s > 0.0) ? s : 1.0; }
 
+int drift_top_natural_cmp(const char *a, const char *b) {
+    while (*a && *b) {
+        if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
+            const char *x = a, *y = b;
+            while (*x == '0') x++; /* leading zeros do not count */
+            while (*y == '0') y++;
+            size_t lx = 0, ly = 0;
+            while (x[lx] >= '0' && x[lx] <= '9') lx++;
+            while (y[ly] >= '0' && y[ly] <= '9') ly++;
+            if (lx != ly) return lx < ly ? -1 : 1;
+            int c = memcmp(x, y, lx);
+            if (c) return c < 0 ? -1 : 1;
+            a = x + lx;
+            b = y + ly;
+            continue;
+        }
+        if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return (*a != 0) - (*b != 0);
+}
+
 static int row_cmp(const drift_top_row *a, const drift_top_row *b, drift_top_sort key, int desc) {
     int c = 0;
     if (key == DRIFT_TOP_SORT_NAME) {
-        c = strcmp(a->name, b->name);
+        c = drift_top_natural_cmp(a->name, b->name);
         if (desc) c = -c;
     } else if (key >= DRIFT_TOP_SORT_MEAN && key <= DRIFT_TOP_SORT_COS) {
         int m = (int)key - DRIFT_TOP_SORT_MEAN;
@@ -698,6 +721,9 @@ struct drift_top_model {
     char *path, *ref_path;
     int64_t loaded_after;        /* last step ingested (INT64_MIN: none) */
     int follow;
+    drift_top_source src;        /* src.poll NULL: /metrics */
+    char *against;
+    char writer[600];
     drift_census *census;        /* intercept census, NULL if none (owned) */
 };
 
@@ -751,6 +777,22 @@ static void header_steps(drift_top_model *m) {
     m->h.last_step = ns ? steps[ns - 1].step : -1;
     m->h.last_commit_time = ns ? steps[ns - 1].time : 0.0;
     m->h.unclean = drift_trace_reader_unclean(m->r);
+    m->h.steps_per_s = 0;
+    if (ns >= 2) {
+        size_t k = ns > 10 ? ns - 10 : 0;
+        double dt = steps[ns - 1].time - steps[k].time;
+        if (dt > 0) m->h.steps_per_s = (double)(ns - 1 - k) / dt;
+    }
+    /* the writer's own word (/status), and what a missing close means */
+    const char *st = drift_trace_reader_status(m->r);
+    if (!st) st = m->h.unclean ? "recording" : "closed";
+    if (m->h.unclean && !m->follow && strncmp(st, "failed", 6) != 0)
+        snprintf(m->writer, sizeof m->writer, "stopped without closing");
+    else if (!m->h.unclean && strcmp(st, "recording") == 0)
+        snprintf(m->writer, sizeof m->writer, "closed");
+    else
+        snprintf(m->writer, sizeof m->writer, "%.590s", st);
+    m->h.writer = m->writer;
 }
 
 static void header_plan(drift_top_header *h, const char *plan_json) {
@@ -802,10 +844,22 @@ int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, dr
         rc = drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
         goto fail;
     }
-    if ((rc = open_one(o->path, o->follow, &m->r, err)) != DRIFT_OK) goto fail;
+    m->against = dupstr(o->source ? o->source->against : "");
+    if (!m->against) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
+        goto fail;
+    }
+    if (o->source) {
+        m->src = *o->source;
+        m->r = m->src.reader(m->src.ctx);
+    } else if ((rc = open_one(o->path, o->follow, &m->r, err)) != DRIFT_OK) {
+        goto fail;
+    }
     if ((rc = drift_top_data_create(&m->d, o->step_lo, o->step_hi, o->variant, err)) != DRIFT_OK) goto fail;
     if (drift_census_read(m->r, &m->census, NULL) != DRIFT_OK) m->census = NULL; /* a bad census hides only itself */
-    if ((rc = load_new(m->r, m->d, &m->loaded_after, NULL, err)) != DRIFT_OK) {
+    if (m->src.poll) rc = m->src.poll(m->src.ctx, m->d, 0, NULL, err);
+    else rc = load_new(m->r, m->d, &m->loaded_after, NULL, err);
+    if (rc != DRIFT_OK) {
         drift_err_prefix(err, "%s", o->path);
         goto fail;
     }
@@ -834,9 +888,11 @@ int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, dr
     m->h.has_ref = m->rr != NULL;
     m->h.ref_path = m->ref_path;
     m->h.ref_run_id = "";
+    m->h.against = m->against;
     if (m->rr) {
         const drift_trace_meta *rm = drift_trace_reader_meta(m->rr);
         m->h.ref_run_id = rm->run_id ? rm->run_id : "";
+        m->h.ref_has_metrics = drift_trace_reader_n_metric_sites(m->rr) > 0;
     }
     *out = m;
     return DRIFT_OK;
@@ -848,7 +904,8 @@ fail:
 void drift_top_model_close(drift_top_model *m) {
     if (!m) return;
     drift_census_free(m->census);
-    drift_trace_reader_close(m->r);
+    if (!m->src.poll) drift_trace_reader_close(m->r); /* a source's reader is the source's */
+    free(m->against);
     drift_trace_reader_close(m->rr);
     drift_top_data_free(m->d);
     drift_top_data_free(m->rd);
@@ -861,6 +918,13 @@ int drift_top_model_refresh(drift_top_model *m, int64_t *new_steps, drift_err *e
     if (new_steps) *new_steps = 0;
     if (!m->follow) return DRIFT_OK;
     int64_t n = 0;
+    if (m->src.poll) {
+        int rc = m->src.poll(m->src.ctx, m->d, 1, &n, err);
+        if (rc != DRIFT_OK) return rc;
+        header_steps(m);
+        if (new_steps) *new_steps = n;
+        return DRIFT_OK;
+    }
     int rc = drift_trace_reader_refresh(m->r, &n, err);
     if (rc != DRIFT_OK) {
         drift_err_prefix(err, "%s", m->path);

@@ -226,6 +226,9 @@ void drift_top_table_free(drift_top_table *t);
 /* Row index of layer in t, -1 if filtered out. */
 long drift_top_table_find(const drift_top_table *t, size_t layer);
 
+/* Natural order of layer names: digit runs compare as numbers (blocks.2 <
+ * blocks.10), the rest bytewise; <0, 0, >0 like strcmp. */
+int drift_top_natural_cmp(const char *a, const char *b);
 /* 1 if name passes filter (NULL/"" passes everything). */
 int drift_top_filter_match(const char *filter, const char *name);
 /* Class of a shown value v of metric m against the reference value ref (NaN:
@@ -250,9 +253,25 @@ int drift_top_bar_eighths(double v, double vmax, int height);
 
 /* ---- the model: a trace (and a reference) ------------------------------ */
 
+/* A producer of the cells from outside tui (drift top --against: cli wires
+ * replay's two-trace comparison engine in, so that tui depends on formats
+ * only). */
+typedef struct drift_top_source {
+    void *ctx;
+    /* The candidate trace's reader (borrowed from ctx, valid until ctx is
+     * gone): the header, steps and liveness come from it. */
+    drift_trace_reader *(*reader)(void *ctx);
+    /* Ingests into d everything new since the last call (layers, steps,
+     * metrics rows, step metrics); refresh = 1 in follow mode (re-read the
+     * files first); *n_new = steps added. */
+    int (*poll)(void *ctx, drift_top_data *d, int refresh, int64_t *n_new, drift_err *err);
+    const char *against;         /* the other trace's path, for the header */
+} drift_top_source;
+
 typedef struct drift_top_open_opts {
     const char *path;
     const char *ref_path;        /* NULL: no reference */
+    const drift_top_source *source; /* NULL: cells from the trace's /metrics */
     int follow;                  /* open for SWMR following */
     int64_t step_lo, step_hi;    /* kept steps [lo, hi) */
     int32_t variant;
@@ -278,6 +297,10 @@ typedef struct drift_top_header {
     int follow;
     int has_ref;
     const char *ref_path, *ref_run_id; /* owned; "" without a reference */
+    int ref_has_metrics;         /* the reference holds /metrics rows (else --ref colours nothing) */
+    const char *against;         /* owned; "" unless the cells come from a live comparison */
+    const char *writer;          /* owned: "recording", "closed", "failed: ...", "stopped without closing" */
+    double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
 } drift_top_header;
 
 typedef enum drift_top_liveness {

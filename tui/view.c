@@ -44,6 +44,9 @@ typedef struct vs {
     size_t plen;
     char saved_filter[256];
     int hide_chart;
+    int heat;                    /* the heatmap (key H) replaces table and chart */
+    int heat_metric;             /* drift_top_metric shown in the heatmap */
+    int jumped;                  /* the first divergent layer was selected once */
     int utf8, color, mouse;
     int follow, interval_ms;
     char msg[256];
@@ -199,6 +202,13 @@ static void rebuild(vs *v) {
     /* keep the selected layer; if it was filtered out, start from the top */
     v->sel_row = r >= 0 ? r : 0;
     if (v->sel_row < 0) v->sel_row = 0;
+    /* the first divergent layer is the news: select it once it is known, so
+     * that it is on screen whatever the terminal's height */
+    if (!v->jumped && v->t.first_divergent >= 0) {
+        long fr = drift_top_table_find(&v->t, (size_t)v->t.first_divergent);
+        if (fr >= 0) v->sel_row = fr;
+        v->jumped = 1;
+    }
     v->sel_layer = v->t.rows[v->sel_row].layer;
     v->have_sel = 1;
 }
@@ -259,10 +269,11 @@ static void draw_status(vs *v, int y, int *xend) {
             snprintf(buf, sizeof buf, " IDLE ");
         a = pair(v, C_WARN) | A_BOLD | A_REVERSE;
     } else {
-        snprintf(buf, sizeof buf, " CLOSED ");
-        a = A_REVERSE;
+        snprintf(buf, sizeof buf, " %.40s ", h->writer);
+        for (char *p = buf; *p; p++)
+            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 'a' + 'A');
+        a = strcmp(h->writer, "closed") == 0 ? A_REVERSE : pair(v, C_BAD) | A_BOLD | A_REVERSE;
     }
-    (void)h;
     int w = u8_cells(buf);
     if (w >= v->L.header.w) return;
     put(y, v->L.header.w - w, w, a, buf);
@@ -285,6 +296,9 @@ static void draw_run_line(vs *v, int y, int compact) {
             (long long)h->last_step);
     else
         seg(&l, A_NORMAL, "  steps 0");
+    if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
+    seg(&l, A_NORMAL, "  writer %s", h->writer);
+    if (h->against[0]) seg(&l, A_BOLD, "  vs %s", h->against);
     if (compact) {
         if (!h->plan_ok) seg(&l, pair(v, C_BAD) | A_BOLD, "  !plan");
         if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  !fwd %s!=rollout %s", h->fwd, h->rollout);
@@ -331,7 +345,7 @@ static void draw_view_line(vs *v, int y) {
         seg(&l, pair(v, C_BAD), "  first divergent %s",
             drift_top_data_layer_name(D(v), (size_t)v->t.first_divergent));
     const drift_top_header *h = drift_top_model_header(v->m);
-    if (h->has_ref) seg(&l, A_NORMAL, "  vs ref %s", h->ref_run_id[0] ? h->ref_run_id : h->ref_path);
+    if (h->has_ref) seg(&l, A_NORMAL, "  ref %s", h->ref_run_id[0] ? h->ref_run_id : h->ref_path);
 }
 
 static void draw_header(vs *v) {
@@ -662,7 +676,7 @@ static void draw_footer(vs *v) {
     }
     static const char *const keys[][2] = {{"q", "quit"},    {"?", "help"},  {"Enter", "drill"}, {"/", "filter"},
                                           {"s", "sort"},    {"r", "rev"},   {"a", "agg"},       {"c", "cfg"},
-                                          {"[]", "step"},   {"p", "chart"}};
+                                          {"[]", "step"},   {"H", "heat"},  {"d", "1st div"},   {"p", "chart"}};
     size_t nk = sizeof keys / sizeof keys[0];
     if (v->drill) {
         seg(&l, A_REVERSE | A_BOLD, "Esc");
@@ -688,6 +702,8 @@ static const char *const help_text[] = {
     " [ / ]         previous / next step (] on the last: follow)",
     " c             CFG: divide the |diff| columns by the scale s",
     " p / C         per-step chart / dtype census (libdrift_intercept.so)",
+    " H / m         heatmap layers x steps / its metric (log scale)",
+    " d             jump to the first divergent layer",
     " Ctrl-L        redraw    ?  this help    q  quit",
     "",
     "Colours: cyan equal (0), green ok, yellow warn, red bad.",
@@ -695,7 +711,7 @@ static const char *const help_text[] = {
     "  2e-2/1e-1, relmax 1e-2/1e-1, 1-cosine 1e-4/1e-2.",
     "--ref: ratio to the reference run's value of the same",
     "  layer: <= 2x ok, <= 10x warn, above: bad.",
-    "Marks: > first divergent layer at the step shown,",
+    "Marks: @ first divergent layer at the step shown,",
     "  ! NaN/inf where the reference side has none.",
     "Max mode takes the minimum (worst) cosine.",
     "Any other key closes this help.",
@@ -768,14 +784,129 @@ static void draw_help(vs *v) {
         draw_census(v, R);
         return;
     }
-    put(R->y, R->x + 2, R->w - 4, A_BOLD, " help ");
     int n = (int)(sizeof help_text / sizeof help_text[0]);
     int inner = R->h - 2;
+    put(R->y, R->x + 2, R->w - 4, A_BOLD, inner < n ? " help (j/k scroll) " : " help ");
     if (v->help_top > n - inner) v->help_top = n - inner;
     if (v->help_top < 0) v->help_top = 0;
-    for (int i = 0; i < inner && v->help_top + i < n; i++)
-        put(R->y + 1 + i, R->x + 1, R->w - 2, i == 0 && v->help_top == 0 ? A_BOLD : A_NORMAL,
-            help_text[v->help_top + i]);
+    for (int i = 0; i < inner && v->help_top + i < n; i++) {
+        char buf[128];
+        const char *t = help_text[v->help_top + i];
+        const char *at = strchr(t, '@'); /* the mark as the table draws it */
+        if (at) {
+            snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - t), t, v->utf8 ? "â¶" : ">", at + 1);
+            t = buf;
+        }
+        put(R->y + 1 + i, R->x + 1, R->w - 2, i == 0 && v->help_top == 0 ? A_BOLD : A_NORMAL, t);
+    }
+}
+
+
+/* ======================================================================= */
+/* heatmap (key H): layers (rows, execution order) x steps (columns)        */
+/* ======================================================================= */
+
+static const char *const heat_names[DRIFT_TOP_M_COUNT] = {"mean|d|", "max|d|", "relmax", "1-cos"};
+
+/* The value of a cell in the heatmap's metric (1 - cosine for the cosine,
+ * |diff| columns divided by s with CFG normalisation); NaN if none. */
+static double heat_value(const vs *v, const drift_top_cell *c) {
+    if (!c->present) return NAN;
+    double x = c->v[v->heat_metric];
+    if (v->heat_metric == DRIFT_TOP_M_COS) x = 1.0 - x;
+    else if (v->heat_metric != DRIFT_TOP_M_REL) x /= norm_scale(v);
+    return x;
+}
+
+static void draw_heat(vs *v) {
+    const drift_top_data *d = D(v);
+    drift_top_rect R = v->L.table;
+    if (v->L.chart.h > 0) R.h = v->L.chart.y + v->L.chart.h - R.y; /* the chart's rows too */
+    if (R.h < 4 || R.w < 20) return;
+    size_t ns = drift_top_data_n_steps(d);
+    int name_w = (int)drift_top_data_max_name(d);
+    if (name_w > R.w / 3) name_w = R.w / 3;
+    if (name_w < 8) name_w = 8;
+    int gx = R.x + name_w + 2;
+    int gw = R.w - name_w - 2;
+    size_t nshow = ns < (size_t)gw ? ns : (size_t)gw;
+    size_t c0 = ns - nshow; /* the newest steps fit; older ones scroll off the left */
+    /* rows: the table's layers (filter applied) in execution order */
+    size_t n = v->t.n;
+    size_t *rows = n ? malloc(n * sizeof *rows) : NULL;
+    if (n && !rows) return;
+    size_t k = 0;
+    for (size_t li = 0; li < drift_top_data_n_layers(d); li++)
+        if (drift_top_table_find(&v->t, li) >= 0) rows[k++] = li;
+    n = k;
+    /* one log10 scale over every shown cell */
+    double lo = INFINITY, hi = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = c0; c < ns; c++) {
+            double x = heat_value(v, drift_top_data_cell(d, rows[i], c));
+            if (isfinite(x) && x > 0) {
+                if (x < lo) lo = x;
+                if (x > hi) hi = x;
+            }
+        }
+    char a[32], b[32];
+    line l = {R.y, R.x, R.x + R.w};
+    seg(&l, A_BOLD, "heatmap %s%s", heat_names[v->heat_metric],
+        v->q.cfg_normalise && v->heat_metric < DRIFT_TOP_M_REL ? "/s" : "");
+    if (hi > 0)
+        seg(&l, A_NORMAL, "  log10 scale %s..%s", drift_top_fmt_value(lo, a, sizeof a), drift_top_fmt_value(hi, b, sizeof b));
+    seg(&l, A_NORMAL, "  %s 0  %s first divergent  m metric", v->utf8 ? "\xc2\xb7" : ".", v->utf8 ? "\xe2\x97\x86" : "X");
+    /* step axis: a label every 10 columns */
+    int ay = R.y + 1;
+    put(ay, R.x, name_w, A_DIM, "layer \\ step");
+    for (size_t c = c0; c < ns; c++) {
+        int x = gx + (int)(c - c0);
+        if ((c - c0) % 10 == 0 && x + 1 < R.x + R.w) {
+            char t[24];
+            snprintf(t, sizeof t, "|%lld", (long long)drift_top_data_step(d, c));
+            put(ay, x, R.x + R.w - x, A_DIM, t);
+        }
+    }
+    int visible = R.h - 2;
+    long sel = -1;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] == v->sel_layer) sel = (long)i;
+    long top = v->top;
+    clamp_scroll(&top, sel < 0 ? 0 : sel, (long)n, visible);
+    v->top = top;
+    static const char *const u8g[8] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+                                       "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+    static const char *const asg[8] = {"1", "2", "3", "4", "5", "6", "7", "8"};
+    for (int i = 0; i < visible && top + i < (long)n; i++) {
+        size_t li = rows[top + i];
+        int y = R.y + 2 + i;
+        attr_t base = (long)(top + i) == sel ? A_REVERSE : A_NORMAL;
+        put(y, R.x, name_w, base, drift_top_data_layer_name(d, li));
+        for (size_t c = c0; c < ns; c++) {
+            const drift_top_cell *cell = drift_top_data_cell(d, li, c);
+            double x = heat_value(v, cell);
+            int xx = gx + (int)(c - c0);
+            if (isnan(x)) {
+                put(y, xx, 1, A_NORMAL, " ");
+                continue;
+            }
+            if (cell->flags & DRIFT_TRACE_METRIC_FIRST_DIVERGENT) {
+                put(y, xx, 1, pair(v, C_BAD) | A_BOLD | A_REVERSE, v->utf8 ? "\xe2\x97\x86" : "X");
+                continue;
+            }
+            if (x <= 0) {
+                put(y, xx, 1, pair(v, C_EQUAL), v->utf8 ? "\xc2\xb7" : ".");
+                continue;
+            }
+            int lv = 7;
+            if (isfinite(x) && hi > lo) lv = (int)floor((log10(x) - log10(lo)) / (log10(hi) - log10(lo)) * 7.999);
+            if (lv < 0) lv = 0;
+            if (lv > 7) lv = 7;
+            attr_t ca = lv >= 6 ? pair(v, C_BAD) : (lv >= 3 ? pair(v, C_WARN) : pair(v, C_OK));
+            put(y, xx, 1, ca, v->utf8 ? u8g[lv] : asg[lv]);
+        }
+    }
+    free(rows);
 }
 
 static void draw(vs *v) {
@@ -795,6 +926,8 @@ static void draw(vs *v) {
         draw_header(v);
         if (v->drill)
             draw_drill(v);
+        else if (v->heat)
+            draw_heat(v);
         else {
             draw_table(v);
             draw_chart(v);
@@ -962,6 +1095,22 @@ static int handle_key(vs *v, int ch) {
     case 'p':
         v->hide_chart = !v->hide_chart;
         return 0;
+    case 'H':
+        v->heat = !v->heat;
+        v->drill = 0;
+        return 0;
+    case 'm':
+        v->heat_metric = (v->heat_metric + 1) % DRIFT_TOP_M_COUNT;
+        set_msg(v, 0, "heatmap metric: %s", heat_names[v->heat_metric]);
+        return 0;
+    case 'd':
+        if (v->t.first_divergent >= 0 && drift_top_table_find(&v->t, (size_t)v->t.first_divergent) >= 0) {
+            select_row(v, drift_top_table_find(&v->t, (size_t)v->t.first_divergent));
+            set_msg(v, 0, "first divergent layer: %s", drift_top_data_layer_name(D(v), (size_t)v->t.first_divergent));
+        } else {
+            set_msg(v, 0, "no divergent layer at this step");
+        }
+        return 0;
     case '[': step_move(v, -1); return 0;
     case ']': step_move(v, +1); return 0;
     case '{': step_move(v, -(1 << 30)); return 0;
@@ -1015,11 +1164,13 @@ static int handle_key(vs *v, int ch) {
             v->dtop = 0;
         }
         break;
-    case '/':
+    case '/': /* a fresh filter; Esc restores the previous one */
         v->prompt = 1;
         snprintf(v->saved_filter, sizeof v->saved_filter, "%s", v->filter);
-        snprintf(v->pbuf, sizeof v->pbuf, "%s", v->filter);
-        v->plen = strlen(v->pbuf);
+        v->pbuf[0] = 0;
+        v->plen = 0;
+        v->filter[0] = 0;
+        v->dirty = 1;
         break;
     case KEY_ESC:
     case KEY_LEFT:

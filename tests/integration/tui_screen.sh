@@ -226,7 +226,7 @@ quit_ok
 ARGS="--ref '$T/good.h5'"
 start 120 40 LANG=C.UTF-8 LC_ALL=C.UTF-8
 wait_check first
-grep -qF "vs ref good-run" "$T/screen.txt" || fail "the header names the reference run"
+grep -qF "ref good-run" "$T/screen.txt" || fail "the header names the reference run"
 colour_is "blocks.1.norm2:out" 31 || fail "blocks.1.norm2:out should be red (bad) against the good run"
 colour_is "blocks.1.attn1:out" 32 || fail "blocks.1.attn1:out should be green (ok) against the good run"
 quit_ok
