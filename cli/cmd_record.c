@@ -82,6 +82,19 @@ int drift_cmd_record(int argc, char **argv) {
         OPT("--out", out)
         OPT("--device", o.backend)
         OPT("--weights", o.weights)
+        {
+            /* hidden (tests): wait after each committed step, so that a live
+             * reader sees the steps arrive over time */
+            const char *dl = NULL;
+            if ((m = drift_cli_opt(argc, argv, &i, "--step-delay-ms", &dl)) != 0) {
+                char *e = NULL;
+                long ms = m > 0 ? strtol(dl, &e, 10) : -1;
+                if (m < 0 || !e || *e || ms < 0 || ms > 600000)
+                    return drift_cli_usage_error("record", "--step-delay-ms: expected 0..600000");
+                o.step_delay_ms = (int)ms;
+                continue;
+            }
+        }
         if ((m = drift_cli_opt(argc, argv, &i, "--seed", &seed)) != 0 ||
             (m = drift_cli_opt(argc, argv, &i, "--eta", &eta)) != 0 ||
             (m = drift_cli_opt(argc, argv, &i, "--shift", &shift)) != 0) {

@@ -287,7 +287,8 @@ int drift_tcmp_open(drift_tcmp **out, const drift_tcmp_opts *o, drift_err *err) 
         if ((rc = warnf(c, err, "model family differs: \"%s\" vs \"%s\"", fa, fb))) goto fail;
     }
     if ((rc = build_pairs(c, o->sitemap, o->allow_mismatch, err))) goto fail;
-    if (!o->follow) {
+    /* step sets can be compared only once both writers are done */
+    if (!o->follow && !drift_trace_reader_unclean(c->r[0]) && !drift_trace_reader_unclean(c->r[1])) {
         size_t na = 0, nb = 0;
         const drift_trace_step *a = drift_trace_reader_steps(c->r[0], &na);
         const drift_trace_step *b = drift_trace_reader_steps(c->r[1], &nb);

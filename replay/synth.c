@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/trace.h"
 #include "replay/forward.h"
@@ -356,6 +357,10 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
         }
         memcpy(x, xn, nlat * sizeof *x);
         if (o->progress) o->progress("record", s + 1, o->steps, o->progress_user);
+        if (o->step_delay_ms > 0) {
+            struct timespec wait_ts = {o->step_delay_ms / 1000, (long)(o->step_delay_ms % 1000) * 1000000L};
+            nanosleep(&wait_ts, NULL);
+        }
     }
     rc = drift_trace_writer_close(tr.w, err);
     tr.w = NULL;

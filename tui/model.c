@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/census.h" /* intercept census */
 #include "formats/plan.h"
@@ -786,8 +787,13 @@ static void header_steps(drift_top_model *m) {
     /* the writer's own word (/status), and what a missing close means */
     const char *st = drift_trace_reader_status(m->r);
     if (!st) st = m->h.unclean ? "recording" : "closed";
-    if (m->h.unclean && !m->follow && strncmp(st, "failed", 6) != 0)
+    /* not closed: still writing, or killed; a file without a commit for a
+     * minute is taken as stopped (a live writer commits more often) */
+    double age = ns ? (double)time(NULL) - steps[ns - 1].time : 1e9;
+    if (m->h.unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
         snprintf(m->writer, sizeof m->writer, "stopped without closing");
+    else if (m->h.unclean && strncmp(st, "failed", 6) != 0)
+        snprintf(m->writer, sizeof m->writer, "recording");
     else if (!m->h.unclean && strcmp(st, "recording") == 0)
         snprintf(m->writer, sizeof m->writer, "closed");
     else

@@ -299,7 +299,10 @@ typedef struct drift_top_header {
     const char *ref_path, *ref_run_id; /* owned; "" without a reference */
     int ref_has_metrics;         /* the reference holds /metrics rows (else --ref colours nothing) */
     const char *against;         /* owned; "" unless the cells come from a live comparison */
-    const char *writer;          /* owned: "recording", "closed", "failed: ...", "stopped without closing" */
+    const char *writer;          /* owned: the writer's state: "closed", "failed: REASON" (its /status),
+                                    "recording" (not closed, a commit within the last minute) or
+                                    "stopped without closing" (not closed, no commit for a minute:
+                                    killed) */
     double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
 } drift_top_header;
 

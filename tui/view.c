@@ -289,8 +289,7 @@ static void draw_run_line(vs *v, int y, int compact) {
     seg(&l, A_NORMAL, " run %s", h->run_id[0] ? h->run_id : "?");
     seg(&l, A_NORMAL, "  %s", h->side);
     if (h->world_size > 1) seg(&l, A_NORMAL, " rank %d/%d", (int)h->rank, (int)h->world_size);
-    seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
-    seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
+    /* what changes first, the long family spec last (it is cut at the edge) */
     if (h->steps_committed > 0)
         seg(&l, A_NORMAL, "  steps %lld [%lld..%lld]", (long long)h->steps_committed, (long long)h->first_step,
             (long long)h->last_step);
@@ -298,7 +297,13 @@ static void draw_run_line(vs *v, int y, int compact) {
         seg(&l, A_NORMAL, "  steps 0");
     if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
     seg(&l, A_NORMAL, "  writer %s", h->writer);
-    if (h->against[0]) seg(&l, A_BOLD, "  vs %s", h->against);
+    if (h->against[0]) { /* the path's tail: the file name matters most */
+        size_t n = strlen(h->against);
+        if (n > 40) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 39);
+        else seg(&l, A_BOLD, "  vs %s", h->against);
+    }
+    seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
+    seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
     if (compact) {
         if (!h->plan_ok) seg(&l, pair(v, C_BAD) | A_BOLD, "  !plan");
         if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  !fwd %s!=rollout %s", h->fwd, h->rollout);
