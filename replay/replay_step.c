@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "replay/sde.h"
@@ -162,6 +163,16 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
     case DRIFT_REF_TRACE:
         if (o->ref_path) snprintf(s->ref_path, sizeof s->ref_path, "%s", o->ref_path);
         else drift_synth_rollout_path(o->trace, s->ref_path, sizeof s->ref_path);
+        if (o->ref == DRIFT_REF_ROLLOUT && !o->ref_path && access(s->ref_path, F_OK) != 0 &&
+            drift_trace_reader_find_site(main_src.r, DRIFT_SITE_ROLLOUT_OUTPUT) >= 0) {
+            /* no sibling rollout file: the trainer recorded what the rollout handed over */
+            s->ref_self_rollout = 1;
+            snprintf(rep->ref_desc, sizeof rep->ref_desc,
+                     "the trace's own %s (no rollout trace %s beside it): the output only", DRIFT_SITE_ROLLOUT_OUTPUT,
+                     s->ref_path);
+            snprintf(s->ref_path, sizeof s->ref_path, "%s", o->trace);
+            break;
+        }
         if ((rc = drift_trace_reader_open(&rr, s->ref_path, DRIFT_TRACE_OPEN_NORMAL, err))) {
             if (o->ref == DRIFT_REF_ROLLOUT && !o->ref_path)
                 drift_err_prefix(err, "--ref rollout looks for the rollout trace beside %s", o->trace);
@@ -338,7 +349,12 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
         r = drift_site_cache_get(w->oracle, site, &rn, NULL);
     } else {
         src *ref = w->has_ref ? &w->ref_src : &w->main_src;
-        if ((rc = src_read(ref, site, w->st->step, &rn, NULL, err))) return rc;
+        const char *rsite = site;
+        if (s->ref_self_rollout) { /* only the output has a rollout-side twin in the trace */
+            if (strcmp(site, DRIFT_SITE_NOISE_PRED) != 0) return DRIFT_OK;
+            rsite = DRIFT_SITE_ROLLOUT_OUTPUT;
+        }
+        if ((rc = src_read(ref, rsite, w->st->step, &rn, NULL, err))) return rc;
         r = rn ? ref->buf : NULL;
     }
     if (!r || rn != t->numel) return DRIFT_OK; /* the reference did not record this site */

@@ -42,6 +42,8 @@ typedef struct drift_rs_shared {
     int64_t out_numel;
     int64_t batch;
     char ref_path[4096];         /* ROLLOUT / TRACE: the resolved reference trace */
+    int ref_self_rollout;        /* ROLLOUT without a sibling file: the output against the trace's own
+                                    rollout:model_output (what the rollout handed over) */
 } drift_rs_shared;
 
 /* Opens the trace, builds the model and everything shared; fills rep's
