@@ -663,6 +663,21 @@ void drift_top_spark_levels(const double *v, size_t len, size_t n, int *levels) 
     }
 }
 
+void drift_top_spark_levels_log(const double *v, size_t n, double lo, double hi, int *levels) {
+    double llo = lo > 0 && isfinite(lo) ? log10(lo) : 0, lhi = hi > 0 && isfinite(hi) ? log10(hi) : 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = v[i];
+        if (isnan(x)) levels[i] = -1;
+        else if (x <= 0) levels[i] = 0;
+        else if (isinf(x) || !(hi > lo) || !(lo > 0)) levels[i] = 7;
+        else {
+            double t = (log10(x) - llo) / (lhi - llo);
+            int l = 1 + (int)floor(t * 6.999);
+            levels[i] = l < 1 ? 1 : (l > 7 ? 7 : l);
+        }
+    }
+}
+
 int drift_top_bar_eighths(double v, double vmax, int height) {
     if (isnan(v)) return -1;
     if (height <= 0) return 0;

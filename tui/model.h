@@ -246,6 +246,10 @@ const char *drift_top_fmt_cos(double v, char *buf, size_t bufsz);
  * scaled linearly from 0 to the largest finite value shown (all 0 when that
  * is 0), -1 for NaN/missing. levels holds n entries (n <= len). */
 void drift_top_spark_levels(const double *v, size_t len, size_t n, int *levels);
+/* Sparkline levels on one log10 scale shared by every row: 0 for an exact
+ * 0, 1..7 from lo (the smallest positive value shown anywhere) to hi (the
+ * largest), 7 for inf or when hi <= lo, -1 for NaN. */
+void drift_top_spark_levels_log(const double *v, size_t n, double lo, double hi, int *levels);
 /* Bar heights in eighths of a cell for a chart of `height` rows: value v in
  * [0, vmax] -> 0..8*height (rounded to nearest; at least 1 for v > 0);
  * -1 for NaN. */

@@ -399,7 +399,7 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REL, 1, "relmax", DRIFT_TOP_SORT_REL);
     col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
               DRIFT_TOP_SORT_COS);
-    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "history mean|d|", -1);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "history mean|d| (log, one scale)", -1);
 
     int visible = drift_top_layout_table_rows(R);
     clamp_scroll(&v->top, v->sel_row, (long)v->t.n, visible);
@@ -411,6 +411,21 @@ static void draw_table(vs *v) {
     const drift_top_data *d = D(v);
     size_t n_steps = drift_top_data_n_steps(d);
     long scol = shown_col(v);
+    /* one log scale for the whole column: a bar reads the same on every row */
+    double slo = INFINITY, shi = 0;
+    if (f->shown[DRIFT_TOP_TCOL_SPARK] && n_steps > 0) {
+        int w = f->w[DRIFT_TOP_TCOL_SPARK] > 256 ? 256 : f->w[DRIFT_TOP_TCOL_SPARK];
+        size_t c0 = n_steps - (n_steps < (size_t)w ? n_steps : (size_t)w);
+        for (size_t ri = 0; ri < v->t.n; ri++)
+            for (size_t c = c0; c < n_steps; c++) {
+                const drift_top_cell *cell = drift_top_data_cell(d, v->t.rows[ri].layer, c);
+                double x = cell->present ? cell->v[DRIFT_TOP_M_MEAN] : NAN;
+                if (isfinite(x) && x > 0) {
+                    if (x < slo) slo = x;
+                    if (x > shi) shi = x;
+                }
+            }
+    }
     for (int i = 0; i < visible; i++) {
         long ri = v->top + i;
         if (ri >= (long)v->t.n) break;
@@ -455,7 +470,7 @@ static void draw_table(vs *v) {
                 const drift_top_cell *cell = drift_top_data_cell(d, row->layer, c0 + k);
                 vals[k] = cell->present ? cell->v[DRIFT_TOP_M_MEAN] : NAN;
             }
-            drift_top_spark_levels(vals, n, n, lv);
+            drift_top_spark_levels_log(vals, n, slo, shi, lv);
             int x = R->x + f->x[DRIFT_TOP_TCOL_SPARK];
             for (size_t k = 0; k < n; k++) {
                 attr_t a = base | pair(v, C_BAR_A);

@@ -439,6 +439,16 @@ static void test_presentation(void **state) {
     drift_top_spark_levels(v, 2, 5, lv);
     assert_int_equal(lv[0], 0);
     assert_int_equal(lv[1], 7);
+    /* one log scale shared by rows (defect 22.12: per-row scaling made every
+     * diverging layer read full): 1e-6..1e-2 over 4 decades */
+    double g[] = {1e-6, 1e-4, 1e-2, 0.0, NAN, INFINITY};
+    drift_top_spark_levels_log(g, 6, 1e-6, 1e-2, lv);
+    int wantg[] = {1, 4, 7, 0, -1, 7};
+    for (int i = 0; i < 6; i++) assert_int_equal(lv[i], wantg[i]);
+    /* a row of small values stays small on the shared scale */
+    double small[] = {2e-6, 2e-6};
+    drift_top_spark_levels_log(small, 2, 1e-6, 1e-2, lv);
+    assert_int_equal(lv[0], 1);
     double z[] = {0.0, 0.0};
     drift_top_spark_levels(z, 2, 2, lv);
     assert_int_equal(lv[0], 0);
