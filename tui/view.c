@@ -399,7 +399,9 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REL, 1, "relmax", DRIFT_TOP_SORT_REL);
     col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
               DRIFT_TOP_SORT_COS);
-    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "history mean|d| (log, one scale)", -1);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "mean|d| history, log", -1);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_REF, 1, "ref mean", -1);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_RATIO, 1, "x ref", -1);
 
     int visible = drift_top_layout_table_rows(R);
     clamp_scroll(&v->top, v->sel_row, (long)v->t.n, visible);
@@ -458,6 +460,18 @@ static void draw_table(vs *v) {
             else
                 drift_top_fmt_value(row->v[m], buf, sizeof buf);
             putr(y, R->x + f->x[c], f->w[c], base | cls_attr(v, row->cls[m]), buf);
+        }
+        if (f->shown[DRIFT_TOP_TCOL_REF]) {
+            drift_top_fmt_value(row->ref[DRIFT_TOP_M_MEAN], buf, sizeof buf);
+            putr(y, R->x + f->x[DRIFT_TOP_TCOL_REF], f->w[DRIFT_TOP_TCOL_REF], base, buf);
+        }
+        if (f->shown[DRIFT_TOP_TCOL_RATIO]) {
+            double rv = row->v[DRIFT_TOP_M_MEAN], rr = row->ref[DRIFT_TOP_M_MEAN];
+            if (isnan(rv) || isnan(rr)) snprintf(buf, sizeof buf, "-");
+            else if (rr == 0) snprintf(buf, sizeof buf, rv == 0 ? "1x" : "inf");
+            else snprintf(buf, sizeof buf, rv / rr >= 1000 ? "%.0fx" : "%.1fx", rv / rr);
+            putr(y, R->x + f->x[DRIFT_TOP_TCOL_RATIO], f->w[DRIFT_TOP_TCOL_RATIO],
+                 base | cls_attr(v, row->cls[DRIFT_TOP_M_MEAN]), buf);
         }
         if (f->shown[DRIFT_TOP_TCOL_SPARK] && n_steps > 0) {
             int w = f->w[DRIFT_TOP_TCOL_SPARK];
@@ -939,6 +953,7 @@ static void draw(vs *v) {
     lo.drill = v->drill;
     lo.hide_chart = v->hide_chart;
     lo.name_w = (int)drift_top_data_max_name(D(v));
+    lo.has_ref = drift_top_model_header(v->m)->has_ref;
     drift_top_layout_compute(cols, rows, &lo, &v->L);
     if (v->L.too_small) {
         put(0, 0, cols, A_BOLD, "terminal too small");

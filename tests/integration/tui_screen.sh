@@ -229,6 +229,10 @@ wait_check first
 grep -qF "ref good-run" "$T/screen.txt" || fail "the header names the reference run"
 colour_is "blocks.1.norm2:out" 31 || fail "blocks.1.norm2:out should be red (bad) against the good run"
 colour_is "blocks.1.attn1:out" 32 || fail "blocks.1.attn1:out should be green (ok) against the good run"
+# defect 22.1: the reference's value and the ratio are columns on screen
+grep -qE "ref mean +x ref" "$T/screen.txt" || fail "the ref value and ratio columns are missing with --ref"
+r=$(sed -n 's/^.*blocks\.1\.norm2:out .* \([0-9.]*\)x *$/\1/p' "$T/screen.txt")
+awk -v r="$r" 'BEGIN { exit !(r > 10) }' || fail "the bad layer shows more than 10x its reference (got '$r')"
 quit_ok
 ARGS=""
 
