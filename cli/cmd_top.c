@@ -54,6 +54,8 @@ static const char *const HELP =
     "  --desc / --asc       sort direction\n"
     "  --filter PATTERN     glob (* ? [...]; * also matches dots) or substring\n"
     "  --cfg                divide mean/max |diff| by the guidance scale s\n"
+    "  --blocks             one row per block (blocks.N.*): its first divergent\n"
+    "                       layer, else its largest mean |diff| (key b)\n"
     "  --variant N          metrics variant to show (default 0)\n"
     "  --ascii              ASCII glyphs even in a UTF-8 locale\n"
     "  --no-mouse           leave the mouse to the terminal\n"
@@ -64,8 +66,9 @@ static const char *const HELP =
     "history, s/S sort column, 1-6 sort by order/name/mean/max/rel/cos, r reverse,\n"
     "/ filter (starts empty), a aggregation (step/mean/max), [ ] previous/next\n"
     "step, c CFG normalisation, p chart on/off, H heatmap (layers x steps; m\n"
-    "metric, Enter a layer's history), d jump to the first divergent layer, C\n"
-    "intercept census, ? help, q quit.\n"
+    "metric), d jump to the first divergent layer, b one row per block, C\n"
+    "intercept census, ? help, q quit. Names sort naturally (blocks.2 before\n"
+    "blocks.10); the history column uses one log scale for every row.\n"
     "Header: writer state (recording / closed / failed / stopped without\n"
     "closing), steps per second, LIVE or IDLE with --follow.\n"
     "\n"
@@ -174,7 +177,7 @@ static int open_model(drift_top_model **m, drift_top_open_opts *o, against_src *
 int drift_cmd_top(int argc, char **argv) {
     const char *path = NULL, *ref = NULL, *steps = NULL, *fmt = "json", *agg = NULL, *sort = NULL;
     const char *filter = NULL, *interval = NULL, *variant = NULL, *step = NULL, *against = NULL, *map_path = NULL;
-    int follow = 0, batch = 0, cfg = 0, ascii = 0, mouse = 1, dir = -1, allow = 0;
+    int follow = 0, batch = 0, cfg = 0, ascii = 0, mouse = 1, dir = -1, allow = 0, blocks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -210,6 +213,7 @@ int drift_cmd_top(int argc, char **argv) {
         else if (strcmp(a, "--ascii") == 0) ascii = 1;
         else if (strcmp(a, "--no-mouse") == 0) mouse = 0;
         else if (strcmp(a, "--allow-mismatch") == 0) allow = 1;
+        else if (strcmp(a, "--blocks") == 0) blocks = 1;
         else if (strcmp(a, "--desc") == 0) dir = 1;
         else if (strcmp(a, "--asc") == 0) dir = 0;
         else if (a[0] == '-' && a[1]) return drift_cli_usage_error("top", "unknown option %s", a);
@@ -264,6 +268,7 @@ int drift_cmd_top(int argc, char **argv) {
     }
     q.filter = filter;
     q.cfg_normalise = cfg;
+    q.collapse_blocks = blocks;
 
     if (!batch && !isatty(STDOUT_FILENO))
         return drift_cli_usage_error("top", "stdout is not a terminal: use --batch [--format json|csv]");

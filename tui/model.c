@@ -463,6 +463,13 @@ void drift_top_query_default(drift_top_query *q) {
 
 static double scale_of(double s) { return (isfinite(s) && s > 0.0) ? s : 1.0; }
 
+size_t drift_top_block_prefix(const char *name) {
+    if (strncmp(name, "blocks.", 7) != 0 || !(name[7] >= '0' && name[7] <= '9')) return 0;
+    size_t n = 7;
+    while (name[n] >= '0' && name[n] <= '9') n++;
+    return (name[n] == '.' || name[n] == ':') ? n : 0;
+}
+
 int drift_top_natural_cmp(const char *a, const char *b) {
     while (*a && *b) {
         if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
@@ -599,6 +606,30 @@ int drift_top_table_build(const drift_top_data *d, const drift_top_data *ref, co
         if (r->flags & DRIFT_TOP_FLAG_NONFINITE) r->row_cls = DRIFT_TOP_CLASS_BAD;
     }
     out->first_divergent = first_flag >= 0 ? first_flag : first_nonzero;
+    for (size_t i = 0; i < out->n; i++) out->rows[i].n_group = 1;
+    if (q->collapse_blocks) { /* rows are still in execution order: blocks are runs */
+        size_t w = 0;
+        for (size_t i = 0; i < out->n;) {
+            size_t pl = drift_top_block_prefix(out->rows[i].name), j = i + 1;
+            while (pl && j < out->n && drift_top_block_prefix(out->rows[j].name) == pl &&
+                   strncmp(out->rows[j].name, out->rows[i].name, pl) == 0)
+                j++;
+            size_t best = i;
+            for (size_t k = i; k < j; k++) {
+                const drift_top_row *b = &out->rows[best], *c = &out->rows[k];
+                if ((long)c->layer == out->first_divergent) { best = k; break; }
+                if (!isnan(c->v[DRIFT_TOP_M_MEAN]) && (isnan(b->v[DRIFT_TOP_M_MEAN]) || c->v[DRIFT_TOP_M_MEAN] > b->v[DRIFT_TOP_M_MEAN]))
+                    best = k;
+            }
+            drift_top_row r = out->rows[best];
+            r.n_group = j - i;
+            for (size_t k = i; k < j; k++) /* the block's worst class */
+                if (out->rows[k].row_cls > r.row_cls) r.row_cls = out->rows[k].row_cls;
+            out->rows[w++] = r;
+            i = j;
+        }
+        out->n = w;
+    }
     sort_rows(out->rows, tmp, out->n, q->sort, q->descending);
     free(tmp);
     return DRIFT_OK;

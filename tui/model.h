@@ -188,6 +188,8 @@ typedef struct drift_top_query {
     drift_top_sort sort;
     int descending;
     const char *filter;          /* glob (drift_fnmatch) if it has * ? [, else a substring; NULL/"" = all */
+    int collapse_blocks;         /* one row per block (blocks.N.*): its first divergent layer, else its
+                                    largest mean |diff|; row.n_group says how many it stands for */
     drift_top_thresholds th;
 } drift_top_query;
 
@@ -205,7 +207,12 @@ typedef struct drift_top_row {
     uint32_t flags;              /* at the step (AGG_STEP), OR over steps otherwise */
     int64_t max_ulp_diff;        /* at the step / max over steps; -1 if unknown */
     size_t n_values;             /* steps that have a value for this layer */
+    size_t n_group;              /* collapse_blocks: rows of its block (1 otherwise) */
 } drift_top_row;
+
+/* Length of the block prefix of a layer name ("blocks.12" of
+ * "blocks.12.attn1:out"), 0 when it is not inside a numbered block. */
+size_t drift_top_block_prefix(const char *name);
 
 typedef struct drift_top_table {
     drift_top_row *rows;         /* owned; filtered and sorted */

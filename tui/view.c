@@ -448,8 +448,15 @@ static void draw_table(vs *v) {
             }
             put(y, R->x + f->x[DRIFT_TOP_TCOL_MARK], 1, ma, mark);
         }
-        put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
-            row->name);
+        if (row->n_group > 1) { /* a collapsed block: the row that stands for it, and how many */
+            char nb[600];
+            size_t pl = drift_top_block_prefix(row->name);
+            snprintf(nb, sizeof nb, "%.*s [%zu] %s", (int)pl, row->name, row->n_group, row->name + pl + 1);
+            put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls), nb);
+        } else {
+            put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
+                row->name);
+        }
         static const int tc[DRIFT_TOP_M_COUNT] = {DRIFT_TOP_TCOL_MEAN, DRIFT_TOP_TCOL_MAX, DRIFT_TOP_TCOL_REL,
                                                   DRIFT_TOP_TCOL_COS};
         for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
@@ -710,7 +717,7 @@ static void draw_footer(vs *v) {
     }
     static const char *const keys[][2] = {{"q", "quit"},    {"?", "help"},  {"Enter", "drill"}, {"/", "filter"},
                                           {"s", "sort"},    {"r", "rev"},   {"a", "agg"},       {"c", "cfg"},
-                                          {"[]", "step"},   {"H", "heat"},  {"d", "1st div"},   {"p", "chart"}};
+                                          {"[]", "step"},   {"H", "heat"},  {"d", "1st div"},   {"b", "blocks"}, {"p", "chart"}};
     size_t nk = sizeof keys / sizeof keys[0];
     if (v->drill) {
         seg(&l, A_REVERSE | A_BOLD, "Esc");
@@ -737,7 +744,7 @@ static const char *const help_text[] = {
     " c             CFG: divide the |diff| columns by the scale s",
     " p / C         per-step chart / dtype census (libdrift_intercept.so)",
     " H / m         heatmap layers x steps / its metric (log scale)",
-    " d             jump to the first divergent layer",
+    " d / b         first divergent layer / one row per block",
     " Ctrl-L        redraw    ?  this help    q  quit",
     "",
     "Colours: cyan equal (0), green ok, yellow warn, red bad.",
@@ -1129,6 +1136,12 @@ static int handle_key(vs *v, int ch) {
         return 0;
     case 'p':
         v->hide_chart = !v->hide_chart;
+        return 0;
+    case 'b':
+        v->q.collapse_blocks = !v->q.collapse_blocks;
+        v->dirty = 1;
+        set_msg(v, 0, v->q.collapse_blocks ? "one row per block: its first divergent or largest layer, [n] = layers"
+                                           : "every layer");
         return 0;
     case 'H':
         v->heat = !v->heat;
