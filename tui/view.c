@@ -101,6 +101,18 @@ static int put(int y, int x, int w, attr_t a, const char *s) {
     return used;
 }
 
+/* A name cut to w cells ends in an ellipsis, so that a cut name never
+ * passes for a whole one (condition_embedder.time_embe...). */
+static void put_name(const vs *v, int y, int x, int w, attr_t a, const char *s) {
+    if (w <= 0 || !s) return;
+    if (u8_cells(s) <= w || w < 2) {
+        put(y, x, w, a, s);
+        return;
+    }
+    int used = put(y, x, w - 1, a, s);
+    put(y, x + used, 1, a, v->utf8 ? "\xe2\x80\xa6" : "~");
+}
+
 static void putr(int y, int x, int w, attr_t a, const char *s) {
     int c = u8_cells(s);
     if (c >= w)
@@ -399,7 +411,15 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REL, 1, "relmax", DRIFT_TOP_SORT_REL);
     col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
               DRIFT_TOP_SORT_COS);
-    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "mean|d| history, log", -1);
+    {
+        size_t ns_all = drift_top_data_n_steps(D(v));
+        char st[64];
+        if (f->shown[DRIFT_TOP_TCOL_SPARK] && ns_all > (size_t)f->w[DRIFT_TOP_TCOL_SPARK])
+            snprintf(st, sizeof st, "mean|d| last %d steps, log", f->w[DRIFT_TOP_TCOL_SPARK]);
+        else
+            snprintf(st, sizeof st, "mean|d| history, log");
+        col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, st, -1);
+    }
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REF, 1, "ref mean", -1);
     col_title(v, R->y, f, DRIFT_TOP_TCOL_RATIO, 1, "x ref", -1);
 
@@ -452,10 +472,10 @@ static void draw_table(vs *v) {
             char nb[600];
             size_t pl = drift_top_block_prefix(row->name);
             snprintf(nb, sizeof nb, "%.*s [%zu] %s", (int)pl, row->name, row->n_group, row->name + pl + 1);
-            put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls), nb);
+            put_name(v, y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls), nb);
         } else {
-            put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
-                row->name);
+            put_name(v, y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
+                     row->name);
         }
         static const int tc[DRIFT_TOP_M_COUNT] = {DRIFT_TOP_TCOL_MEAN, DRIFT_TOP_TCOL_MAX, DRIFT_TOP_TCOL_REL,
                                                   DRIFT_TOP_TCOL_COS};
@@ -922,7 +942,7 @@ static void draw_heat(vs *v) {
         size_t li = rows[top + i];
         int y = R.y + 2 + i;
         attr_t base = (long)(top + i) == sel ? A_REVERSE : A_NORMAL;
-        put(y, R.x, name_w, base, drift_top_data_layer_name(d, li));
+        put_name(v, y, R.x, name_w, base, drift_top_data_layer_name(d, li));
         for (size_t c = c0; c < ns; c++) {
             const drift_top_cell *cell = drift_top_data_cell(d, li, c);
             double x = heat_value(v, cell);
