@@ -107,8 +107,9 @@ E["help"] = {"contains": ["sort by order, name, mean, max, rel, cos", "Any other
 E["no_help"] = {"absent": ["Any other key closes this help."], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
 E["unfiltered"] = {"contains": ["40 layers"], "rows": [row(i, at(i, last)) for i in order[:12]]}
 # narrow screens: names cut to the column width, only the columns that fit
-E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer"],
-                    "rows": [[names[i][:18]] + fmt(at(i, last))[:2] for i in order[:8]], "prefix": True}
+# names longer than the 18-cell column end in an ellipsis (defect 22.12)
+E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer", "input:latents:pre\u2026"],
+                    "rows": [[names[i][:17]] + fmt(at(i, last))[:2] for i in order[:8]], "prefix": True}
 E["small_20x6"] = {"size": [20, 6], "contains": ["drift top"]}
 E["tiny"] = {"size": [10, 4], "contains": ["terminal t"]}
 E["huge"] = {"size": [300, 100], "contains": ["log_prob_mean_abs_diff", "ratio_abs_minus_1"],
