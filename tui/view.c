@@ -750,7 +750,7 @@ static void draw_footer(vs *v) {
 }
 
 static const char *const help_text[] = {
-    "drift top: does the trainer agree with the rollout, layer by layer?",
+    "drift top: do trainer and rollout agree, layer by layer?",
     "",
     " Up/Down k/j   move             PgUp/PgDn   page",
     " Home/End g/G  first/last row   Enter       per-step history",
@@ -762,7 +762,7 @@ static const char *const help_text[] = {
     " a             aggregate: this step -> mean -> max over steps",
     " [ / ]         previous / next step (] on the last: follow)",
     " c             CFG: divide the |diff| columns by the scale s",
-    " p / C         per-step chart / dtype census (libdrift_intercept.so)",
+    " p / C         per-step chart / dtype census (intercept)",
     " H / m         heatmap layers x steps / its metric (log scale)",
     " d / b         first divergent layer / one row per block",
     " Ctrl-L        redraw    ?  this help    q  quit",
@@ -855,7 +855,7 @@ static void draw_help(vs *v) {
         const char *t = help_text[v->help_top + i];
         const char *at = strchr(t, '@'); /* the mark as the table draws it */
         if (at) {
-            snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - t), t, v->utf8 ? "â¶" : ">", at + 1);
+            snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - t), t, v->utf8 ? "\xe2\x96\xb6" : ">", at + 1);
             t = buf;
         }
         put(R->y + 1 + i, R->x + 1, R->w - 2, i == 0 && v->help_top == 0 ? A_BOLD : A_NORMAL, t);

@@ -103,7 +103,10 @@ E["back"] = E["filter"]
 E["agg_mean"] = {"contains": ["mean over 12 steps"], "rows": [row(i, mean_over(i)) for i in norm2]}
 def cfg(v): return [v[0] / 4.5, v[1] / 4.5, v[2], v[3]]
 E["cfg"] = {"contains": ["|diff|/s (s=4.5)", "mean/s", "max/s"], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
-E["help"] = {"contains": ["sort by order, name, mean, max, rel, cos", "Any other key closes this help."]}
+# defect 22.10: every help line whole inside the box, the mark as the table shows it, the new keys
+E["help"] = {"contains": ["sort by order, name, mean, max, rel, cos", "Any other key closes this help.",
+                          "per-step chart / dtype census (intercept) ", "heatmap layers x steps / its metric (log scale)",
+                          "first divergent layer / one row per block", "Marks: \u25b6 first divergent layer"]}
 E["no_help"] = {"absent": ["Any other key closes this help."], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
 E["unfiltered"] = {"contains": ["40 layers"], "rows": [row(i, at(i, last)) for i in order[:12]]}
 # narrow screens: names cut to the column width, only the columns that fit
