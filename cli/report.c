@@ -163,6 +163,17 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
         add_lp(&b, "vs_new", &rep->lp_vs_new);
         drift_json_buf_end_object(&b);
     }
+    if (rep->warnings) { /* compare: allowed mismatches, unpaired sites */
+        drift_json_buf_add_key(&b, "warnings");
+        drift_json_buf_begin_array(&b);
+        for (const char *p = rep->warnings; *p;) {
+            const char *nl = strchr(p, '\n');
+            size_t len = nl ? (size_t)(nl - p) : strlen(p);
+            drift_json_buf_add_string_n(&b, p, len);
+            p += len + (nl ? 1 : 0);
+        }
+        drift_json_buf_end_array(&b);
+    }
     if (rep->has_oracle) {
         drift_json_buf_add_key(&b, "oracle");
         drift_json_buf_begin_object(&b);

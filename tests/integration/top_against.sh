@@ -99,6 +99,8 @@ assert b["first_divergent"] == "blocks.0.norm2:out", b["first_divergent"]
 rows = {r["layer"]: r for r in csv.DictReader(open(T + "/batch.csv")) if r["kind"] == "layer"}
 cmp_all = json.load(open(T + "/cmp_all.json"))
 fd = {f["step"]: f["site"] for f in cmp_all["first_divergent"]}
+# the trainer's rollout:model_output and logprob:new have no partner in the rollout file: said in the JSON
+assert any("without a partner: 2 of" in w for w in cmp_all.get("warnings", [])), cmp_all.get("warnings")
 for L in b["layers"]:
     c = cmp_last[L["name"]]
     for k in ("mean_abs_diff", "max_abs_diff", "rel_max", "cosine"):
