@@ -836,7 +836,9 @@ static void header_steps(drift_top_model *m) {
     /* not closed: still writing, or killed; a file without a commit for a
      * minute is taken as stopped (a live writer commits more often) */
     double age = ns ? (double)time(NULL) - steps[ns - 1].time : 1e9;
-    if (m->h.unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
+    if (m->follow) /* a follow reader opened the file while it was written: /status as read */
+        snprintf(m->writer, sizeof m->writer, "%.590s", drift_trace_reader_status(m->r) ? st : "recording");
+    else if (m->h.unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
         snprintf(m->writer, sizeof m->writer, "stopped without closing");
     else if (m->h.unclean && strncmp(st, "failed", 6) != 0)
         snprintf(m->writer, sizeof m->writer, "recording");
@@ -1001,6 +1003,7 @@ const drift_top_data *drift_top_model_ref(const drift_top_model *m) { return m->
 drift_top_liveness drift_top_model_liveness(const drift_top_model *m, double now, double idle_after, double *age) {
     double a = m->h.steps_committed > 0 ? now - m->h.last_commit_time : -1.0;
     if (age) *age = a;
+    if (!m->h.unclean && m->h.writer && strcmp(m->h.writer, "closed") == 0) return DRIFT_TOP_CLOSED; /* done, followed or not */
     if (!m->follow && !m->h.unclean) return DRIFT_TOP_CLOSED;
     if (!m->follow) return DRIFT_TOP_IDLE; /* unclean: killed, or written without --follow */
     if (m->h.steps_committed > 0 && a <= idle_after) return DRIFT_TOP_LIVE;

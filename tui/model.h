@@ -313,7 +313,8 @@ typedef struct drift_top_header {
     const char *writer;          /* owned: the writer's state: "closed", "failed: REASON" (its /status),
                                     "recording" (not closed, a commit within the last minute) or
                                     "stopped without closing" (not closed, no commit for a minute:
-                                    killed) */
+                                    killed); with follow, /status as read at open (a close that
+                                    happens later shows as IDLE, not as a state change) */
     double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
 } drift_top_header;
 
