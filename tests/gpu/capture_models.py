@@ -147,10 +147,16 @@ def main():
             for k, p in m.named_parameters():
                 t[k] = p.detach().float().cpu().contiguous()
             for k, b in m.named_buffers():
-                t["buffer:" + k] = b.detach().cpu().contiguous()
+                b = b.detach().cpu()
+                if b.is_complex():
+                    b = torch.view_as_real(b.resolve_conj())
+                t["buffer:" + k] = b.contiguous()
             for k, c in ep.constants.items():
                 if isinstance(c, torch.Tensor):
-                    t["constant:" + k] = c.detach().cpu().contiguous()
+                    c = c.detach().cpu()
+                    if c.is_complex():  # safetensors readers need not know complex: (real, imag) pairs
+                        c = torch.view_as_real(c.resolve_conj())
+                    t["constant:" + k] = c.contiguous()
             for k, v in kw.items():
                 if isinstance(v, torch.Tensor):
                     t["input:" + k] = v.detach().cpu().contiguous()

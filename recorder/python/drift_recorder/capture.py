@@ -171,8 +171,9 @@ def describe(ep, kwargs, model_class="", export_seconds=None):
 
     sig = ep.graph_signature
     graph = ep.graph
+    # torch.export makes one user-input placeholder per pytree leaf of the
+    # kwargs (tensors and Python scalars alike), in flattening order.
     flat = [(p, v) for p, v in _flat_user_inputs(kwargs)]
-    flat_tensors = [(p, v) for p, v in flat if isinstance(v, torch.Tensor)]
     inputs, constants = [], {}
     user_i = 0
     for spec in sig.input_specs:
@@ -186,12 +187,16 @@ def describe(ep, kwargs, model_class="", export_seconds=None):
             inputs.append({"node": name, "kind": "constant", "target": spec.target})
             c = ep.constants.get(spec.target)
             if isinstance(c, torch.Tensor) and c.numel() <= CONSTANT_INLINE_LIMIT:
-                constants[spec.target] = {"shape": list(c.shape), "dtype": _dtype_name(c.dtype),
-                                          "data": [_arg(x, {}) for x in c.detach().cpu().reshape(-1).tolist()]}
+                c = c.detach().cpu()
+                entry = {"shape": list(c.shape), "dtype": _dtype_name(c.dtype)}
+                if c.is_complex():  # stored as interleaved (real, imag) pairs
+                    c = torch.view_as_real(c.resolve_conj())
+                entry["data"] = [_arg(x, {}) for x in c.reshape(-1).tolist()]
+                constants[spec.target] = entry
         elif spec.kind == InputKind.USER_INPUT:
             target = name
-            if user_i < len(flat_tensors):
-                target = flat_tensors[user_i][0]
+            if user_i < len(flat):
+                target = flat[user_i][0]
             user_i += 1
             role = ROLE_OF_KWARG.get(target, "other")
             inputs.append({"node": name, "kind": "user_input", "target": target, "role": role})
