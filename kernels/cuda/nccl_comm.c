@@ -82,7 +82,7 @@ int drift_nccl_comm_init_all(int n, const drift_backend *const *be, drift_nccl_c
 int drift_nccl_comm_init_rank(const drift_backend *be, int nranks, int rank, const unsigned char id[DRIFT_NCCL_ID_BYTES],
                               drift_nccl_comm **out, drift_err *err) {
     *out = NULL;
-    int device;
+    int device = -1; /* set by backend_device on success */
     int rc = backend_device(be, &device, err);
     if (rc) return rc;
     if ((rc = dcu_check(cudaSetDevice(device), err, "nccl", "cudaSetDevice"))) return rc;
