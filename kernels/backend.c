@@ -370,7 +370,7 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
 }
 
 /* ------------------------------------------------------------------------ */
-/* Metric accumulators (semantics: replay/metrics.h)                          */
+/* Metric accumulators (semantics: replay/analysis/metrics.h)                 */
 
 void drift_metric_acc_init(drift_metric_acc *acc) {
     if (!acc) return;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay/exec.h"
+#include "replay/exec/exec.h"
 
 typedef struct rec_site {
     char name[128];

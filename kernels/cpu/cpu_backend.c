@@ -115,7 +115,7 @@ static int cpu_run(const drift_backend *be, const drift_op *op, const drift_tens
     return drift_cpu_run_op(cpu_threads(be), op, in, out, err);
 }
 
-/* Same pass as drift_metrics_accumulate_f32 (replay/metrics.h): fp64
+/* Same pass as drift_metrics_accumulate_f32 (replay/analysis/metrics.h): fp64
  * differences of the fp32 values, sums in element order over pairs where
  * both sides are finite, first-occurrence argmax with indices continuing at
  * acc->numel, NaN/inf counts per side, n_diff over fp32 bit patterns with

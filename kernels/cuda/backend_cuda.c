@@ -669,7 +669,7 @@ static int cuda_metrics(const drift_backend *be, const drift_tensor *t, const dr
     dcu_metric_res res;
     rc = dcu_metrics_run(ctx, t->data, t->dtype, r->data, r->dtype, t->numel, &res, err);
     if (rc) return rc;
-    /* merge as one pass over acc's elements followed by these (replay/metrics.h) */
+    /* merge as one pass over acc's elements followed by these (replay/analysis/metrics.h) */
     const int64_t base = acc->numel;
     if (res.arg >= 0 && (acc->argmax < 0 || res.max_d > acc->max_abs_diff)) {
         acc->max_abs_diff = res.max_d;

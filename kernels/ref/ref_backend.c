@@ -472,7 +472,7 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
 }
 
-/* Metrics over fp64 values, with the rules of replay/metrics.h (pairs with a
+/* Metrics over fp64 values, with the rules of replay/analysis/metrics.h (pairs with a
  * non-finite side are counted, not summed; first-occurrence argmax; n_diff
  * over fp64 bit patterns, NaN == NaN). */
 static int ref_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,

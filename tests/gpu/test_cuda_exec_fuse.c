@@ -18,9 +18,9 @@
 #include "tests/gpu/gpu_check.h"
 
 #include "formats/plan.h"
-#include "replay/exec.h"
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/exec.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 #include "tests/site_recording.h"
 
 #define WAN_SMALL                                                                                                 \

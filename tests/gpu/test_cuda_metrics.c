@@ -1,5 +1,5 @@
 /* The fused metric reduction (backend `metrics` entry) against the host
- * reference drift_metrics_accumulate_f32 (replay/metrics.h), which defines
+ * reference drift_metrics_accumulate_f32 (replay/analysis/metrics.h), which defines
  * the semantics. Checked exactly: numel, NaN/inf counts per side, n_diff,
  * max|d|, its argmax (first occurrence, global index continuing after the
  * elements already in acc), max|r|. Checked to 2e-6 of the sum of |terms|
@@ -18,7 +18,7 @@
  * length. Grids: default, DRIFT_CUDA_METRICS_GRID=1, 3, 7 (many grid-stride
  * iterations per thread). */
 #include "gpu_check.h"
-#include "replay/metrics.h"
+#include "replay/analysis/metrics.h"
 
 static gc_env E;
 static drift_backend *grids[4];

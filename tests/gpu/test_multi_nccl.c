@@ -1,18 +1,18 @@
-/* NCCL collectives of the multi-GPU replay (replay/comm.h over
+/* NCCL collectives of the multi-GPU replay (replay/dist/comm.h over
  * kernels/cuda/nccl_comm.h) on two GPUs of one process, one thread each:
  *  - fp64 SUM with -0.0 in every other rank's slot is an exact gather (every
  *    bit, -0.0, subnormals and inf included); MAX with -inf; int64 SUM;
  *  - ncclAllGather of bf16 and fp32 tensors;
- *  - the FSDP gather (replay/fsdp.h) of a model's parameters gives the same
+ *  - the FSDP gather (replay/dist/fsdp.h) of a model's parameters gives the same
  *    bits as casting the whole masters on one device.
  * Skips (77) with fewer than 2 GPUs or without NCCL. */
 #include <math.h>
 #include <pthread.h>
 
 #include "tests/gpu/gpu_check.h"
-#include "replay/comm.h"
-#include "replay/forward.h"
-#include "replay/fsdp.h"
+#include "replay/dist/comm.h"
+#include "replay/exec/forward.h"
+#include "replay/dist/fsdp.h"
 
 #define NR 2
 #define N 8

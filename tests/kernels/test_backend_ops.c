@@ -1398,7 +1398,7 @@ static void test_upload_download(void **state) {
     g_cpu->release(g_cpu, &c); /* already released: data NULL */
 }
 
-/* Metric accumulation (semantics of replay/metrics.h) on both backends. */
+/* Metric accumulation (semantics of replay/analysis/metrics.h) on both backends. */
 static void test_metrics(void **state) {
     (void)state;
     const float t[] = {1, 2, NAN, 4, INFINITY, 5, -0.0f, 7};

@@ -30,12 +30,12 @@
 #include <cmocka.h>
 
 #include "kernels/backend.h"
-#include "replay/comm.h"
-#include "replay/exec.h"
-#include "replay/forward.h"
-#include "replay/fsdp.h"
-#include "replay/graph.h"
-#include "replay/params_init.h"
+#include "replay/dist/comm.h"
+#include "replay/exec/exec.h"
+#include "replay/exec/forward.h"
+#include "replay/dist/fsdp.h"
+#include "replay/ir/graph.h"
+#include "replay/exec/params_init.h"
 
 #define OK(call, errp)                                                                                   \
     do {                                                                                                 \

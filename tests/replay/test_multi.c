@@ -11,10 +11,10 @@
 #include <pthread.h>
 
 #include "kernels/backend.h"
-#include "replay/comm.h"
-#include "replay/fsdp.h"
-#include "replay/multi.h"
-#include "replay/sitecmp.h"
+#include "replay/dist/comm.h"
+#include "replay/dist/fsdp.h"
+#include "replay/drive/multi.h"
+#include "replay/analysis/sitecmp.h"
 
 static void chunk(int64_t d0, int rank, int world, int64_t c, int64_t first, int64_t rows) {
     int64_t a, b, r;
