@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
         drift_exec_result res;
         memset(&res, 0, sizeof res);
         double a = now();
-        if (drift_forward_run_cached(f, m, be, in, cache, NULL, NULL, &res, &err) || be->sync(be, &err)) {
+        if (drift_forward_run_cached(f, m, be, in, cache, NULL, NULL, &res, &err) || drift_backend_sync(be, &err)) {
             fprintf(stderr, "bench_cuda_forward: %s: %s\n", err.where, err.msg);
             return 2;
         }

@@ -4,63 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-/* The core pass shared by the flat and the batched accumulators: adds n
- * pairs to acc (indices continue at acc->numel) and reports the maxima of
- * this chunk alone. */
-static void accumulate_chunk(const float *t, const float *r, size_t n, drift_metric_acc *acc,
-                             double *chunk_max_d, double *chunk_max_r) {
-    double sad = acc->sum_abs_diff, ssd = acc->sum_sq_diff;
-    double str = acc->sum_tr, stt = acc->sum_tt, srr = acc->sum_rr;
-    double maxd = acc->max_abs_diff, maxr = acc->max_abs_ref;
-    double cmaxd = 0.0, cmaxr = 0.0;
-    int64_t argmax = acc->argmax, base = acc->numel;
-    int64_t nan_t = 0, inf_t = 0, nan_r = 0, inf_r = 0, n_diff = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        float a = t[i], b = r[i];
-        int a_nan = isnan(a), b_nan = isnan(b);
-        if (drift_f32_bits(a) != drift_f32_bits(b) && !(a_nan && b_nan)) n_diff++;
-        if (a_nan) nan_t++;
-        else if (isinf(a)) inf_t++;
-        if (b_nan) nan_r++;
-        else if (isinf(b)) inf_r++;
-        if (!isfinite(a) || !isfinite(b)) continue;
-        double da = (double)a, db = (double)b;
-        double d = da - db, ad = fabs(d), ar = fabs(db);
-        sad += ad;
-        ssd += d * d;
-        str += da * db;
-        stt += da * da;
-        srr += db * db;
-        if (argmax < 0 || ad > maxd) {
-            maxd = ad;
-            argmax = base + (int64_t)i;
-        }
-        if (ar > maxr) maxr = ar;
-        if (ad > cmaxd) cmaxd = ad;
-        if (ar > cmaxr) cmaxr = ar;
-    }
-    acc->sum_abs_diff = sad;
-    acc->sum_sq_diff = ssd;
-    acc->sum_tr = str;
-    acc->sum_tt = stt;
-    acc->sum_rr = srr;
-    acc->max_abs_diff = maxd;
-    acc->max_abs_ref = maxr;
-    acc->argmax = argmax;
-    acc->numel = base + (int64_t)n;
-    acc->nan_t += nan_t;
-    acc->inf_t += inf_t;
-    acc->nan_r += nan_r;
-    acc->inf_r += inf_r;
-    acc->n_diff += n_diff;
-    if (chunk_max_d) *chunk_max_d = cmaxd;
-    if (chunk_max_r) *chunk_max_r = cmaxr;
-}
-
 void drift_metrics_accumulate_f32(const float *t, const float *r, size_t n, drift_metric_acc *acc) {
     if (!acc || n == 0) return;
-    accumulate_chunk(t, r, n, acc, NULL, NULL);
+    drift_metric_acc_add_f32(acc, t, r, n, NULL, NULL);
 }
 
 double drift_metrics_rel_max(double max_abs_diff, double max_abs_ref) {
@@ -126,7 +72,7 @@ int drift_metrics_accumulate_batched_f32(const float *t, const float *r, size_t 
     double rm = *rel_max;
     for (size_t b = 0; b < batch; b++) {
         double md = 0.0, mr = 0.0;
-        if (row > 0) accumulate_chunk(t + b * row, r + b * row, row, acc, &md, &mr);
+        if (row > 0) drift_metric_acc_add_f32(acc, t + b * row, r + b * row, row, &md, &mr);
         double v = drift_metrics_rel_max(md, mr);
         if (v > rm || isnan(rm)) rm = v;
     }

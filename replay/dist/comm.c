@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(DRIFT_HAVE_NCCL)
-#include "kernels/cuda/nccl_comm.h"
-#endif
+#include "formats/alloc.h"
+#include "kernels/collective.h"
 
 void drift_comm_free(drift_comm *c) {
     if (c && c->destroy) c->destroy(c);
@@ -80,7 +79,7 @@ static int local_allgather(drift_comm *c, const drift_tensor *send, drift_tensor
     local_group *g = c->ctx;
     size_t n = (size_t)send->numel;
     float *mine = malloc((n ? n : 1) * sizeof *mine);
-    int rc = mine ? send->be->download_f32(send->be, send, mine, err)
+    int rc = mine ? drift_backend_download_f32(send->be, send, mine, err)
                   : drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory in an allgather");
     g->slot[c->rank] = rc ? NULL : mine;
     barrier(g);
@@ -97,7 +96,7 @@ static int local_allgather(drift_comm *c, const drift_tensor *send, drift_tensor
     free(mine);
     if (!rc && bad) rc = drift_err_set(err, DRIFT_E_IO, "comm", "another worker failed in the allgather");
     if (!rc && !all) rc = drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory in an allgather");
-    if (!rc) rc = recv->be->upload_f32(recv->be, recv, all, err);
+    if (!rc) rc = drift_backend_upload_f32(recv->be, recv, all, err);
     free(all);
     return rc;
 }
@@ -170,15 +169,8 @@ int drift_comm_local_group(int n, drift_comm **out, drift_err *err) {
 
 /* ---- NCCL adapter --------------------------------------------------------------- */
 
-int drift_comm_have_nccl(void) {
-#if defined(DRIFT_HAVE_NCCL)
-    return 1;
-#else
-    return 0;
-#endif
-}
+int drift_comm_have_nccl(void) { return drift_nccl_available(); }
 
-#if defined(DRIFT_HAVE_NCCL)
 static int nccl_f64(drift_comm *c, double *buf, size_t n, drift_comm_op op, drift_err *err) {
     return drift_nccl_allreduce_host(c->ctx, buf, n, DRIFT_NCCL_F64, op == DRIFT_COMM_MAX, err);
 }
@@ -208,12 +200,12 @@ static int wrap_nccl(drift_nccl_comm *nc, int rank, int size, drift_comm **out, 
     *out = c;
     return DRIFT_OK;
 }
-#endif
 
 int drift_comm_nccl_group(int n, const drift_backend *const *be, drift_comm **out, drift_err *err) {
     for (int i = 0; i < n; i++) out[i] = NULL;
-#if defined(DRIFT_HAVE_NCCL)
-    drift_nccl_comm **nc = calloc((size_t)n, sizeof *nc);
+    if (!drift_nccl_available())
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "nccl", "this build of drift has no NCCL (configure with -DDRIFT_NCCL=ON)");
+    drift_nccl_comm **nc = drift_calloc((size_t)n, sizeof *nc);
     if (!nc) return drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory");
     int rc = drift_nccl_comm_init_all(n, be, nc, err);
     for (int i = 0; !rc && i < n; i++) {
@@ -229,19 +221,17 @@ int drift_comm_nccl_group(int n, const drift_backend *const *be, drift_comm **ou
     }
     free(nc);
     return rc;
-#else
-    (void)be;
-    return drift_err_set(err, DRIFT_E_UNSUPPORTED, "nccl", "this build of drift has no NCCL (configure with -DDRIFT_NCCL=ON)");
-#endif
 }
 
-#if defined(DRIFT_HAVE_NCCL) && defined(DRIFT_HAVE_MPI)
+#if defined(DRIFT_HAVE_MPI)
 int drift_comm_mpi_bcast_bytes(void *buf, size_t n, drift_err *err); /* comm_mpi.c */
 #endif
 
 int drift_comm_nccl_mpi(const drift_backend *be, drift_comm **out, drift_err *err) {
     *out = NULL;
-#if defined(DRIFT_HAVE_NCCL) && defined(DRIFT_HAVE_MPI)
+#if defined(DRIFT_HAVE_MPI)
+    if (!drift_nccl_available())
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "nccl", "NCCL over MPI needs a build with both NCCL and MPI");
     int rank, size, local;
     drift_mpi_world(&rank, &size, &local);
     unsigned char id[DRIFT_NCCL_ID_BYTES];

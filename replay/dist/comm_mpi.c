@@ -105,13 +105,13 @@ static int mpi_gather(drift_comm *c, const drift_tensor *send, drift_tensor *rec
     size_t n = (size_t)send->numel;
     if (n > (size_t)1 << 30) return drift_err_set(err, DRIFT_E_UNSUPPORTED, "mpi", "allgather of more than 2^30 values");
     float *mine = malloc((n ? n : 1) * sizeof *mine), *all = malloc((n ? n : 1) * (size_t)c->size * sizeof *all);
-    int rc = mine && all ? send->be->download_f32(send->be, send, mine, err)
+    int rc = mine && all ? drift_backend_download_f32(send->be, send, mine, err)
                          : drift_err_set(err, DRIFT_E_NOMEM, "mpi", "out of memory in an allgather");
     if (!rc) {
         int m = MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
         if (m != MPI_SUCCESS) rc = mpi_fail(m, err, "MPI_Allgather");
     }
-    if (!rc) rc = recv->be->upload_f32(recv->be, recv, all, err);
+    if (!rc) rc = drift_backend_upload_f32(recv->be, recv, all, err);
     free(mine);
     free(all);
     return rc;

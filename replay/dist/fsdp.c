@@ -32,7 +32,7 @@ static void tensor_1d(drift_tensor *t, const drift_backend *be, drift_dtype dt, 
 }
 
 static void release(const drift_backend *be, drift_tensor *t) {
-    if (t->data) be->release(be, t);
+    if (t->data) drift_backend_release(be, t);
     t->data = NULL;
 }
 
@@ -52,10 +52,10 @@ static void describe(drift_tensor *t, const drift_backend *be, drift_dtype dt, i
  * cuda): the caller copies instead. Never release a view. */
 static int view_of(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
                    drift_err *err) {
-    if (!be->alias) return DRIFT_E_UNSUPPORTED;
+    if (!drift_backend_can_alias(be)) return DRIFT_E_UNSUPPORTED;
     drift_err local;
     drift_err_clear(&local);
-    int rc = be->alias(be, base, elem_offset, out, &local);
+    int rc = drift_backend_alias(be, base, elem_offset, out, &local);
     if (rc == DRIFT_E_UNSUPPORTED) return rc;
     if (rc && err) *err = local;
     return rc;
@@ -64,7 +64,7 @@ static int view_of(const drift_backend *be, const drift_tensor *base, int64_t el
 static int run1(const drift_backend *be, const drift_op *op, const drift_tensor *in, drift_tensor *out,
                 drift_err *err) {
     const drift_tensor *ins[1] = {in};
-    return be->run(be, op, ins, out, err);
+    return drift_backend_run(be, op, ins, out, err);
 }
 
 /* A one-input op of this kind, compute and output dtype; nothing else set. */
@@ -137,16 +137,16 @@ static int reassemble(const drift_backend *be, const fparam *p, int W, int64_t S
     drift_op view;
     unary_op(&view, DRIFT_OP_VIEW, DRIFT_F32, dt);
     narrow_op(&op, dt, 1, p->off, ci);
-    rc = be->alloc(be, &slots, err);
+    rc = drift_backend_alloc(be, &slots, err);
     if (!rc) rc = run1(be, &op, recv, &slots, err);
-    if (!rc) rc = be->alloc(be, &rows, err);
+    if (!rc) rc = drift_backend_alloc(be, &rows, err);
     if (!rc) rc = run1(be, &view, &slots, &rows, err);
     release(be, &slots);
     narrow_op(&op, dt, 0, 0, full->ndim > 0 ? p->d0 : 1);
     if (!rc && full->ndim > 0) {
         rc = run1(be, &op, &rows, full, err);
     } else if (!rc) { /* a scalar: narrow to [1], then view as [] */
-        rc = be->alloc(be, &last, err);
+        rc = drift_backend_alloc(be, &last, err);
         if (!rc) rc = run1(be, &op, &rows, &last, err);
         if (!rc) rc = run1(be, &view, &last, full, err);
         release(be, &last);
@@ -185,19 +185,19 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
     memset(&full, 0, sizeof full);
     /* the master shard (upload rounds to the master dtype, as the leaf's does),
      * cast to the forward dtype before the gather */
-    int rc = be->alloc(be, &shard, err);
-    if (!rc) rc = be->upload_f32(be, &shard, host, err);
+    int rc = drift_backend_alloc(be, &shard, err);
+    if (!rc) rc = drift_backend_upload_f32(be, &shard, host, err);
     free(host);
     const drift_tensor *send = &shard;
     if (!rc && master != fwd) {
         drift_op op;
         unary_op(&op, DRIFT_OP_CAST, fwd, fwd);
         const drift_tensor *in[1] = {&shard};
-        rc = be->alloc(be, &cast, err);
-        if (!rc) rc = be->run(be, &op, in, &cast, err);
+        rc = drift_backend_alloc(be, &cast, err);
+        if (!rc) rc = drift_backend_run(be, &op, in, &cast, err);
         send = &cast;
     }
-    if (!rc) rc = be->alloc(be, &recv, err);
+    if (!rc) rc = drift_backend_alloc(be, &recv, err);
     if (!rc) rc = comm->allgather(comm, send, &recv, err);
     if (!rc) {
         st->collectives++;
@@ -209,7 +209,7 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
         fparam *p = &ps[i];
         const drift_value *v = drift_graph_value(g, p->target);
         describe(&full, be, fwd, v->ndim, v->shape);
-        if ((rc = be->alloc(be, &full, err)) || (rc = reassemble(be, p, W, S, &recv, &full, err))) break;
+        if ((rc = drift_backend_alloc(be, &full, err)) || (rc = reassemble(be, p, W, S, &recv, &full, err))) break;
         if ((rc = drift_exec_cache_put(cache, g, p->target, &full, err))) break;
         st->params++;
     }
@@ -217,7 +217,7 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
     release(be, &recv);
     release(be, &cast);
     release(be, &shard);
-    if (!rc) rc = be->sync(be, err);
+    if (!rc) rc = drift_backend_sync(be, err);
     return rc;
 }
 

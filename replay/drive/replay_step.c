@@ -331,7 +331,7 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
         w->f32 = b;
         w->cap = (size_t)t->numel;
     }
-    int rc = t->be->download_f32(t->be, t, w->f32, err);
+    int rc = drift_backend_download_f32(t->be, t, w->f32, err);
     if (rc) return rc;
     const float *r = NULL;
     int64_t rn = 0;
@@ -352,7 +352,7 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
 int drift_rs_worker_warm(const drift_rs_shared *s, drift_rs_worker *w, drift_err *err) {
     if (!w->cache) return DRIFT_OK;
     int rc = drift_forward_warm(w->f, s->m, w->be, w->cache, on_site, err);
-    if (!rc) rc = w->be->sync(w->be, err);
+    if (!rc) rc = drift_backend_sync(w->be, err);
     return rc;
 }
 

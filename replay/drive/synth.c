@@ -112,7 +112,7 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
     if (k == s->n_sites) return drift_err_set(err, DRIFT_E_INTERNAL, site, "site not declared in the %s trace", s->label);
     int rc = grow(s, (size_t)t->numel, err);
     if (rc) return rc;
-    if ((rc = t->be->download_f32(t->be, t, s->f32, err))) return rc;
+    if ((rc = drift_backend_download_f32(t->be, t, s->f32, err))) return rc;
     if ((rc = append_f32(s->w, s->ids[k], s->dtypes[k], s->step, s->f32, (size_t)t->numel, s->raw, err))) return rc;
     if (s->keep && (rc = drift_site_cache_put_f32(s->keep, site, t->dtype, s->f32, t->numel, err))) return rc;
     if (s->ref && s->cmp) {

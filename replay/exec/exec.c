@@ -171,7 +171,7 @@ int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, dri
 
 static void cache_clear(drift_exec_cache *c) {
     for (int i = 0; i < c->n; i++)
-        if (c->have[i] && !c->alias[i]) c->be->release(c->be, &c->t[i]);
+        if (c->have[i] && !c->alias[i]) drift_backend_release(c->be, &c->t[i]);
     drift_free(c->t);
     drift_free(c->have);
     drift_free(c->alias);
@@ -219,7 +219,7 @@ int drift_exec_cache_put(drift_exec_cache *c, const drift_graph *g, int id, drif
     if (!ok) return drift_err_set(err, DRIFT_E_INTERNAL, "exec", "cache_put: value %d: tensor does not match", id);
     int rc = cache_bind(c, g, err);
     if (rc) return rc;
-    if (c->have[id] && !c->alias[id]) c->be->release(c->be, &c->t[id]);
+    if (c->have[id] && !c->alias[id]) drift_backend_release(c->be, &c->t[id]);
     c->t[id] = *t;
     c->have[id] = 1;
     c->alias[id] = 0;
@@ -252,7 +252,7 @@ static void buf_release(const ectx *c, ebuf *b) {
         b->base = NULL; /* drop the reference once */
         buf_unref(c, base);
     } else {
-        c->be->release(c->be, &b->t);
+        drift_backend_release(c->be, &b->t);
     }
 }
 
@@ -269,7 +269,7 @@ static int new_buf(ectx *c, int id, drift_dtype dt, const drift_value *v, ebuf *
     memcpy(b->t.shape, v->shape, sizeof b->t.shape);
     b->t.numel = v->numel;
     b->t.be = c->be;
-    int rc = c->be->alloc(c->be, &b->t, c->err);
+    int rc = drift_backend_alloc(c->be, &b->t, c->err);
     if (rc) {
         drift_err_prefix(c->err, "value %d (%s)", id, v->name ? v->name : drift_graph_op_name(v->op.kind));
         return rc;
@@ -295,7 +295,7 @@ static int new_alias(ectx *c, int id, const drift_value *v, ebuf *src, int64_t o
     b->t.be = c->be;
     drift_err local;
     drift_err_clear(&local);
-    int rc = c->be->alias(c->be, &root->t, total, &b->t, &local);
+    int rc = drift_backend_alias(c->be, &root->t, total, &b->t, &local);
     if (rc) {
         drift_free(b);
         if (rc == DRIFT_E_UNSUPPORTED) return DRIFT_OK;
@@ -334,8 +334,8 @@ static int run_leaf(ectx *c, int id, const drift_value *v, ebuf **out) {
                              what, v->name, drift_dtype_name(h->dtype), drift_dtype_name(v->dtype));
     int rc = new_buf(c, id, v->dtype, v, out);
     if (rc) return rc;
-    if (v->dtype == DRIFT_F64 && h->f64) rc = c->be->upload_f64(c->be, &(*out)->t, h->f64, c->err);
-    else rc = c->be->upload_f32(c->be, &(*out)->t, h->f32, c->err);
+    if (v->dtype == DRIFT_F64 && h->f64) rc = drift_backend_upload_f64(c->be, &(*out)->t, h->f64, c->err);
+    else rc = drift_backend_upload_f32(c->be, &(*out)->t, h->f32, c->err);
     if (rc) drift_err_prefix(c->err, "uploading %s '%s'", what, v->name);
     return rc;
 }
@@ -393,7 +393,7 @@ static int run_node(ectx *c, int id, const drift_value *v, ebuf **out) {
     int rc = new_buf(c, id, op.out, v, out);
     if (rc) return rc;
     c->st.kernels++;
-    rc = c->be->run(c->be, &op, ins, &(*out)->t, c->err);
+    rc = drift_backend_run(c->be, &op, ins, &(*out)->t, c->err);
     if (rc)
         drift_err_prefix(c->err, "value %d (%s%s%s)", id, drift_graph_op_name(v->op.kind), v->name ? " " : "",
                          v->name ? v->name : "");
@@ -410,8 +410,8 @@ static int download(ectx *c, const ebuf *b, drift_exec_result *out) {
     out->f32 = drift_malloc((n ? n : 1) * sizeof *out->f32);
     out->f64 = drift_malloc((n ? n : 1) * sizeof *out->f64);
     if (!out->f32 || !out->f64) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory for the output");
-    int rc = c->be->download_f64(c->be, &b->t, out->f64, c->err);
-    if (!rc) rc = c->be->download_f32(c->be, &b->t, out->f32, c->err);
+    int rc = drift_backend_download_f64(c->be, &b->t, out->f64, c->err);
+    if (!rc) rc = drift_backend_download_f32(c->be, &b->t, out->f32, c->err);
     return rc;
 }
 
@@ -455,7 +455,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
     drift_err local;
     drift_err_clear(&local);
     ectx c = {.g = g, .be = be, .in = in, .err = err ? err : &local};
-    c.alias = be->alias && switch_on(opts ? opts->alias : -1, "DRIFT_EXEC_ALIAS");
+    c.alias = drift_backend_can_alias(be) && switch_on(opts ? opts->alias : -1, "DRIFT_EXEC_ALIAS");
     const int fuse_on = switch_on(opts ? opts->fuse_casts : -1, "DRIFT_EXEC_FUSE_CASTS");
     drift_fuse_plan fplan;
     memset(&fplan, 0, sizeof fplan);
@@ -524,7 +524,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
         ebuf *b = NULL;
         double prof_t0 = 0;
         if (prof) {
-            be->sync(be, NULL);
+            drift_backend_sync(be, NULL);
             prof_t0 = prof_now();
         }
         if (cache && c.fixed[i] && cache->have[i]) {
@@ -546,7 +546,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
             }
         }
         if (prof) {
-            be->sync(be, NULL);
+            drift_backend_sync(be, NULL);
             int k = v->kind == DRIFT_VAL_NODE ? (int)v->op.kind : DRIFT_OP_COUNT;
             prof_t[k] += prof_now() - prof_t0;
             prof_n[k]++;
@@ -569,7 +569,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
     if (prof) {
         double tot = 0;
         for (int k = 0; k <= DRIFT_OP_COUNT; k++) tot += prof_t[k];
-        fprintf(stderr, "exec profile (%s): %.3f ms in nodes\n", be->name, tot * 1e3);
+        fprintf(stderr, "exec profile (%s): %.3f ms in nodes\n", drift_backend_name(be), tot * 1e3);
         for (int k = 0; k <= DRIFT_OP_COUNT; k++)
             if (prof_n[k])
                 fprintf(stderr, "  %-18s %5ld x %9.3f ms  %5.1f%%\n", k == DRIFT_OP_COUNT ? "(leaves)" : drift_op_name((drift_op_kind)k),

@@ -484,7 +484,7 @@ int drift_site_cache_put(drift_site_cache *c, const char *site, const drift_tens
     cache_entry *e = cache_slot(c, site, t->numel, err);
     if (!e) return err ? err->code : DRIFT_E_NOMEM;
     e->dtype = t->dtype;
-    return t->be->download_f32(t->be, t, e->v, err);
+    return drift_backend_download_f32(t->be, t, e->v, err);
 }
 
 int drift_site_cache_put_f32(drift_site_cache *c, const char *site, drift_dtype dt, const float *v, int64_t n,

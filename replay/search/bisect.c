@@ -474,7 +474,7 @@ static int diff_site(const char *site, const drift_tensor *t, void *user, drift_
         c->buf = b;
         c->cap = (size_t)n;
     }
-    int rc = t->be->download_f32(t->be, t, c->buf, err);
+    int rc = drift_backend_download_f32(t->be, t, c->buf, err);
     if (rc) return rc;
     if (memcmp(c->buf, g, (size_t)n * sizeof *g) != 0) c->first = strdup(site);
     return DRIFT_OK;
@@ -534,9 +534,9 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
             drift_err_prefix(err, "probe slot %d", i);
             goto done;
         }
-        snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%s", s.be[i]->name);
-        if (strncmp(s.be[i]->name, "cuda", 4) != 0) /* host backends share a name: tell the slots apart */
-            snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%.40s[slot %d]", s.be[i]->name, i);
+        snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%s", drift_backend_name(s.be[i]));
+        if (strncmp(drift_backend_name(s.be[i]), "cuda", 4) != 0) /* host backends share a name: tell the slots apart */
+            snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%.40s[slot %d]", drift_backend_name(s.be[i]), i);
     }
     res->n_steps = s.n_steps;
     size_t nd = 0;

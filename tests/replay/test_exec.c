@@ -20,6 +20,7 @@
 #include "formats/alloc.h"
 #include "formats/dtype.h"
 #include "formats/plan.h"
+#include "kernels/backend_impl.h" /* white-box: wraps a backend's function table */
 #include "kernels/backend.h"
 #include "replay/ir/assign.h"
 #include "replay/exec/exec.h"

@@ -21,6 +21,7 @@
 
 #include "formats/dtype.h"
 #include "formats/plan.h"
+#include "kernels/backend_impl.h" /* white-box: wraps a backend's function table */
 #include "kernels/backend.h"
 #include "replay/exec/exec.h"
 #include "replay/exec/forward.h"

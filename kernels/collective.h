@@ -1,14 +1,16 @@
-/* NCCL for the multi-GPU replay (DESIGN.md s2): one communicator per CUDA
- * backend, collectives queued on the backend's own stream. Plain C: no NCCL
- * or CUDA header is needed to include this file. Only in builds with
- * DRIFT_HAVE_NCCL (CMake option DRIFT_NCCL).
+/* Collectives of the kernels (DESIGN.md s2): NCCL for the multi-GPU replay,
+ * one communicator per CUDA backend, collectives queued on the backend's own
+ * stream (kernels/cuda/nccl_comm.c). Plain C: no NCCL or CUDA header is
+ * needed to include this file, and every build links these functions: in a
+ * build without NCCL (CMake option DRIFT_NCCL) drift_nccl_available() is 0
+ * and the others fail with DRIFT_E_UNSUPPORTED (kernels/collective_stub.c).
  *
  * Thread-safety: a communicator is used by one host thread at a time (the
  * one that uses its backend). The communicators of one process made by
  * drift_nccl_comm_init_all may be driven from one thread each, concurrently;
  * every member must issue the same collectives in the same order. */
-#ifndef DRIFT_KERNELS_CUDA_NCCL_COMM_H
-#define DRIFT_KERNELS_CUDA_NCCL_COMM_H
+#ifndef DRIFT_KERNELS_COLLECTIVE_H
+#define DRIFT_KERNELS_COLLECTIVE_H
 
 #include <stddef.h>
 
@@ -25,6 +27,8 @@ typedef struct drift_nccl_comm drift_nccl_comm;
 
 enum { DRIFT_NCCL_F64 = 0, DRIFT_NCCL_I64 = 1 };
 
+/* 1 if this build has NCCL (the functions below work), else 0. */
+int drift_nccl_available(void);
 /* ncclGetUniqueId (rank 0 of a multi-process group; broadcast it). */
 int drift_nccl_unique_id(unsigned char id[DRIFT_NCCL_ID_BYTES], drift_err *err);
 /* Communicators over the devices of n CUDA backends of this process
