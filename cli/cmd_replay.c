@@ -7,8 +7,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/comm.h"
-#include "replay/replay_trace.h"
+#include "replay/dist/comm.h"
+#include "replay/drive/replay_trace.h"
 
 static const char *const HELP =
     "usage: drift replay TRACE (--plan P | flags) [--side trainer|rollout]\n"

@@ -1,57 +1,136 @@
-/* Backend dispatch and the helpers every backend shares (kernels/backend.h). */
+/* Backend creation from a spec, shape rules and op names (kernels/backend.h);
+ * the checked calls are in kernels/door.c. */
 #include "kernels/backend.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "kernels/cpu/host_internal.h"
-
-#ifdef DRIFT_HAVE_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
+#include "kernels/cpu/host_internal.h" /* DRIFT_HOST_MAX_THREADS */
 
 /* ------------------------------------------------------------------------ */
 /* Creation                                                                   */
 
-/* Parses "cuda" (device 0) or "cuda:N"; 1 on success. */
-static int parse_cuda_name(const char *name, int *device) {
-    if (strcmp(name, "cuda") == 0) {
-        *device = 0;
-        return 1;
+static int host_threads_default; /* 0: online cores (drift_backend_set_host_threads) */
+
+void drift_backend_set_host_threads(int n) { host_threads_default = n >= 1 && n <= 256 ? n : 0; }
+
+int drift_backend_host_threads(const drift_backend_opts *o, int *n, drift_err *err) {
+    long v = host_threads_default;
+    if (v == 0) {
+        v = sysconf(_SC_NPROCESSORS_ONLN);
+        if (v < 1) v = 1;
+        if (v > DRIFT_HOST_MAX_THREADS) v = DRIFT_HOST_MAX_THREADS;
     }
-    if (strncmp(name, "cuda:", 5) != 0) return 0;
-    const char *p = name + 5;
-    if (*p < '0' || *p > '9') return 0;
-    long v = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9') return 0;
-        v = v * 10 + (*p - '0');
-        if (v > 1024) return 0;
-    }
-    *device = (int)v;
-    return 1;
+    int rc = drift_backend_opt_int(o, "threads", 1, 256, &v, err);
+    if (rc) return rc;
+    *n = (int)v;
+    return DRIFT_OK;
 }
 
-int drift_backend_create(const char *name, drift_backend **out, drift_err *err) {
+const char *drift_backend_opt_str(const drift_backend_opts *o, const char *key) {
+    for (int i = 0; o && i < o->n; i++)
+        if (strcmp(o->key[i], key) == 0) return o->value[i];
+    return NULL;
+}
+
+int drift_backend_opt_int(const drift_backend_opts *o, const char *key, long lo, long hi, long *v, drift_err *err) {
+    const char *s = drift_backend_opt_str(o, key);
+    if (!s) return DRIFT_OK;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || !*s || *end || x < lo || x > hi)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': option %s=%s: expected an integer in %ld..%ld",
+                             o->spec, key, s, lo, hi);
+    *v = x;
+    return DRIFT_OK;
+}
+
+int drift_backend_opts_check(const drift_backend_opts *o, const char *const *keys, drift_err *err) {
+    for (int i = 0; i < o->n; i++) {
+        int known = 0;
+        for (int k = 0; keys && keys[k]; k++) known |= strcmp(o->key[i], keys[k]) == 0;
+        if (known) continue;
+        char list[256] = "";
+        size_t len = 0;
+        for (int k = 0; keys && keys[k] && len < sizeof list; k++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", k ? ", " : "", keys[k]);
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': unknown option '%s' (expected %s)", o->spec,
+                             o->key[i], keys && keys[0] ? list : "no options");
+    }
+    return DRIFT_OK;
+}
+
+/* Splits "KIND[:N][:K=V...]" into its kind (returned in kind) and options. */
+static int parse_spec(const char *spec, char *kind, size_t kind_sz, drift_backend_opts *o, drift_err *err) {
+    memset(o, 0, sizeof *o);
+    o->spec = spec;
+    const char *p = spec, *colon = strchr(p, ':');
+    size_t kl = colon ? (size_t)(colon - p) : strlen(p);
+    if (kl == 0 || kl >= kind_sz)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': expected ref, cpu, cuda or cuda:N", spec);
+    memcpy(kind, p, kl);
+    kind[kl] = '\0';
+    int first = 1;
+    while (colon) {
+        p = colon + 1;
+        colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq && first && len > 0 && len <= 4 && strspn(p, "0123456789") == len) {
+            o->device = atoi(p); /* cuda:N */
+            first = 0;
+            continue;
+        }
+        first = 0;
+        size_t klen = eq ? (size_t)(eq - p) : 0, vlen = eq ? len - klen - 1 : 0;
+        if (!eq || klen == 0 || vlen == 0 || klen >= sizeof o->key[0] || vlen >= sizeof o->value[0])
+            return drift_err_set(err, DRIFT_E_INPUT, "backend",
+                                 "backend '%s': option '%.*s': expected KEY=VALUE (or a device number after cuda)",
+                                 spec, (int)len, p);
+        if (o->n == DRIFT_BACKEND_MAX_OPTS)
+            return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': more than %d options", spec,
+                                 DRIFT_BACKEND_MAX_OPTS);
+        memcpy(o->key[o->n], p, klen);
+        o->key[o->n][klen] = '\0';
+        memcpy(o->value[o->n], eq + 1, vlen);
+        o->value[o->n][vlen] = '\0';
+        for (int i = 0; i < o->n; i++)
+            if (strcmp(o->key[i], o->key[o->n]) == 0)
+                return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': option '%s' given twice", spec,
+                                     o->key[i]);
+        o->n++;
+    }
+    return DRIFT_OK;
+}
+
+int drift_backend_create(const char *spec, drift_backend **out, drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "backend", "drift_backend_create: out is NULL");
     *out = NULL;
-    if (!name || !*name)
+    if (!spec || !*spec)
         return drift_err_set(err, DRIFT_E_INPUT, "backend", "empty backend name (expected ref, cpu, cuda or cuda:N)");
-    if (strcmp(name, "ref") == 0) return drift_ref_backend_create(out, err);
-    if (strcmp(name, "cpu") == 0) return drift_cpu_backend_create(out, err);
-    int device = 0;
-    if (parse_cuda_name(name, &device)) {
+    char kind[16];
+    drift_backend_opts o;
+    int rc = parse_spec(spec, kind, sizeof kind, &o, err);
+    if (rc) return rc;
+    if (strcmp(kind, "cuda") != 0 && o.device != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': only cuda takes a device number", spec);
+    if (strcmp(kind, "ref") == 0) return drift_ref_backend_create(&o, out, err);
+    if (strcmp(kind, "cpu") == 0) return drift_cpu_backend_create(&o, out, err);
+    if (strcmp(kind, "cuda") == 0) {
 #ifdef DRIFT_HAVE_CUDA
-        return drift_cuda_backend_create(device, out, err);
+        return drift_cuda_backend_create_opts(&o, out, err);
 #else
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, "backend",
                              "backend '%s': this drift was built without CUDA (configure with -DDRIFT_CUDA=ON)",
-                             name);
+                             spec);
 #endif
     }
     return drift_err_set(err, DRIFT_E_INPUT, "backend", "unknown backend '%s' (expected ref, cpu, cuda or cuda:N)",
-                         name);
+                         spec);
 }
 
 void drift_backend_free(drift_backend *be) {
@@ -138,7 +217,7 @@ static void copy_shape(const drift_tensor *t, int *ndim, int64_t *shape) {
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
 }
 
-int drift_host_norm_dim(int dim, int ndim) {
+int drift_op_norm_dim(int dim, int ndim) {
     if (dim < 0) dim += ndim;
     return (dim < 0 || dim >= ndim) ? -1 : dim;
 }
@@ -290,7 +369,7 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
     }
 
     case DRIFT_OP_NARROW: {
-        int d = drift_host_norm_dim(op->dim, a->ndim);
+        int d = drift_op_norm_dim(op->dim, a->ndim);
         if (d < 0) return shape_err(err, op, "dim %d out of range for %s", op->dim, s0);
         if (op->start < 0 || op->length < 0 || op->start > a->shape[d] || op->length > a->shape[d] - op->start)
             return shape_err(err, op, "[%lld, %lld + %lld) out of range of dim %d (size %lld) of %s",
@@ -303,7 +382,7 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
 
     case DRIFT_OP_CONCAT: {
         fmt_shape(s1, sizeof s1, b->ndim, b->shape);
-        int d = drift_host_norm_dim(op->dim, a->ndim);
+        int d = drift_op_norm_dim(op->dim, a->ndim);
         if (d < 0 || a->ndim != b->ndim) return shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
         for (int i = 0; i < a->ndim; i++)
             if (i != d && a->shape[i] != b->shape[i])
@@ -367,34 +446,4 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
         break;
     }
     return drift_err_set(err, DRIFT_E_INPUT, "op", "invalid op kind %d", (int)op->kind);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Metric accumulators (semantics: replay/metrics.h)                          */
-
-void drift_metric_acc_init(drift_metric_acc *acc) {
-    if (!acc) return;
-    memset(acc, 0, sizeof *acc);
-    acc->argmax = -1;
-}
-
-void drift_metric_acc_merge(drift_metric_acc *a, const drift_metric_acc *b) {
-    if (!a || !b) return;
-    /* b's elements come after a's: b's argmax shifts by a->numel; a keeps ties. */
-    if (b->argmax >= 0 && (a->argmax < 0 || b->max_abs_diff > a->max_abs_diff)) {
-        a->max_abs_diff = b->max_abs_diff;
-        a->argmax = b->argmax + a->numel;
-    }
-    if (b->max_abs_ref > a->max_abs_ref) a->max_abs_ref = b->max_abs_ref;
-    a->sum_abs_diff += b->sum_abs_diff;
-    a->sum_sq_diff += b->sum_sq_diff;
-    a->sum_tr += b->sum_tr;
-    a->sum_tt += b->sum_tt;
-    a->sum_rr += b->sum_rr;
-    a->numel += b->numel;
-    a->nan_t += b->nan_t;
-    a->inf_t += b->inf_t;
-    a->nan_r += b->nan_r;
-    a->inf_r += b->inf_r;
-    a->n_diff += b->n_diff;
 }

@@ -1,5 +1,5 @@
-/* NCCL communicators and collectives for the multi-GPU replay (nccl_comm.h). */
-#include "kernels/cuda/nccl_comm.h"
+/* NCCL communicators and collectives for the multi-GPU replay (kernels/collective.h). */
+#include "kernels/collective.h"
 
 #if defined(DRIFT_HAVE_NCCL)
 
@@ -10,6 +10,8 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.h"
+
+int drift_nccl_available(void) { return 1; }
 
 struct drift_nccl_comm {
     ncclComm_t comm;
@@ -145,7 +147,7 @@ void drift_nccl_comm_free(drift_nccl_comm *c) {
 
 #else
 
-/* Built without NCCL: nothing here (callers check DRIFT_HAVE_NCCL). */
+/* Built without NCCL: kernels/collective_stub.c. */
 typedef int drift_nccl_comm_unused;
 
 #endif

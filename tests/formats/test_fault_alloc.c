@@ -26,11 +26,12 @@
 #include "formats/plan.h"
 #include "formats/safetensors.h"
 #include "formats/trace.h"
-#include "replay/ddmin.h"
-#include "replay/graph.h"
+#include "replay/search/ddmin.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
-#include "replay/replay_trace.h"
-#include "replay/sitecmp.h"
+#include "replay/analysis/compare_traces.h"
+#include "replay/drive/replay_trace.h"
+#include "replay/analysis/sitecmp.h"
 
 #define MAX_POINTS 200000L
 

@@ -7,7 +7,7 @@
  * W and fp32 compute (widened); bias none / in the output dtype (cuBLASLt
  * BIAS epilogue) / in another dtype (unfused: fp32 cuBLASLt output + bias
  * kernel). Backends: default (cuBLASLt, fallbacks automatic),
- * DRIFT_CUDA_GEMM=unfused, DRIFT_CUDA_GEMM=naive; views at odd element
+ * gemm=unfused, gemm=naive; views at odd element
  * offsets (guard = 1) force cuBLASLt's alignment handling.
  *   vs cpu: 1 ULP of a 16-bit output (4 for fp32) + atol K*2^-21*max|x|*max|W|
  *           (fp32 accumulation in another order)
@@ -16,9 +16,9 @@
  * ATTENTION: (B,H,Lq,Lk,Dh,Dv) from (1,1,1,1,1,1) to (1,2,129,77,80,80),
  * odd head dims, Dv != Dh, compute bf16/fp16/fp32, scale 0 (= 1/sqrt(Dh))
  * and explicit, large logits (max subtraction). Backends: default,
- * DRIFT_CUDA_ATTN_SCRATCH=4096 (one head at a time, blocks of query rows),
- * DRIFT_CUDA_ATTN_SCRATCH=<4.5 heads> (several heads per chunk, ragged last
- * chunk), DRIFT_CUDA_GEMM=naive.
+ * attn_scratch=4096 (one head at a time, blocks of query rows),
+ * attn_scratch=<4.5 heads> (several heads per chunk, ragged last
+ * chunk), gemm=naive.
  *   vs cpu: 2 ULPs of out + atol c * max|v| (c = 8e-3 bf16, 1e-3 fp16,
  *           1e-5 fp32: P may round differently where p differs in the last bit)
  *   vs ref: NMSE <= 3e-5 (bf16 P), 3e-6 (fp16), 1e-9 (fp32), or the output
@@ -240,8 +240,8 @@ int main(void) {
     gc_env_open(&E);
     if (!E.cuda) return gc_finish("test_cuda_gemm");
     lin_v[0] = (variant){E.cuda, "default"};
-    lin_v[1] = (variant){gc_cuda_with_env("DRIFT_CUDA_GEMM", "unfused"), "gemm-unfused"};
-    lin_v[2] = (variant){gc_cuda_with_env("DRIFT_CUDA_GEMM", "naive"), "gemm-naive"};
+    lin_v[1] = (variant){gc_cuda_with_opt("gemm", "unfused"), "gemm-unfused"};
+    lin_v[2] = (variant){gc_cuda_with_opt("gemm", "naive"), "gemm-naive"};
     n_lin_v = 1;
     for (int i = 1; i < 3; i++) {
         GC_CHECK(lin_v[i].be != NULL, "variant %s", lin_v[i].name);
@@ -252,9 +252,9 @@ int main(void) {
        chunks of 4 heads, then a ragged chunk of 2 */
     char budget[32];
     snprintf(budget, sizeof budget, "%d", (int)(4.5 * 17 * (33 * 4 + 33 * 2 + 4 + 64 * 4)));
-    att_v[1] = (variant){gc_cuda_with_env("DRIFT_CUDA_ATTN_SCRATCH", "4096"), "attn-rowchunks"};
-    att_v[2] = (variant){gc_cuda_with_env("DRIFT_CUDA_ATTN_SCRATCH", budget), "attn-headchunks"};
-    att_v[3] = (variant){gc_cuda_with_env("DRIFT_CUDA_GEMM", "naive"), "attn-naive-gemm"};
+    att_v[1] = (variant){gc_cuda_with_opt("attn_scratch", "4096"), "attn-rowchunks"};
+    att_v[2] = (variant){gc_cuda_with_opt("attn_scratch", budget), "attn-headchunks"};
+    att_v[3] = (variant){gc_cuda_with_opt("gemm", "naive"), "attn-naive-gemm"};
     n_att_v = 1;
     for (int i = 1; i < 4; i++) {
         GC_CHECK(att_v[i].be != NULL, "variant %s", att_v[i].name);

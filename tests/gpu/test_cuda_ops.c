@@ -17,8 +17,8 @@
  *                              difference of freq moves arg by ~6e-5);
  *                              ref NMSE 1e-7
  * Every case runs on the default cuda backend and on one with
- * DRIFT_CUDA_FORCE_I64=1 (the 64-bit index kernels); norms also with
- * DRIFT_CUDA_NORM_SMEM=0 (rows re-read from global memory). Inputs include
+ * i64=1 (the 64-bit index kernels); norms also with
+ * norm_smem=0 (rows re-read from global memory). Inputs include
  * NaN/inf/+-0/huge/tiny values where the op is elementwise (NaN/inf parity
  * with cpu and ref), odd sizes (1, 3, 17, 33, 4097, 70001) and views at odd
  * element offsets (guard = 1). */
@@ -424,9 +424,9 @@ int main(void) {
     if (!E.cuda) return gc_finish("test_cuda_ops");
     variants[0] = E.cuda;
     variant_names[0] = "default";
-    variants[1] = gc_cuda_with_env("DRIFT_CUDA_FORCE_I64", "1");
+    variants[1] = gc_cuda_with_opt("i64", "1");
     variant_names[1] = "force-i64";
-    variants[2] = gc_cuda_with_env("DRIFT_CUDA_NORM_SMEM", "0");
+    variants[2] = gc_cuda_with_opt("norm_smem", "0");
     variant_names[2] = "norm-global";
     GC_CHECK(variants[1] && variants[2], "cuda variants must be creatable");
     n_variants = (variants[1] && variants[2]) ? 2 : 1;

@@ -92,22 +92,22 @@ static drift_tensor mk(drift_backend *be, drift_dtype dt, int nd, const int64_t 
     for (int i = 0; i < nd; i++) t.shape[i] = sh[i];
     drift_err e;
     drift_err_clear(&e);
-    int rc = be->alloc(be, &t, &e);
-    if (rc) fail_msg("alloc on %s: %s", be->name, e.msg);
+    int rc = drift_backend_alloc(be, &t, &e);
+    if (rc) fail_msg("alloc on %s: %s", drift_backend_name(be), e.msg);
     if (vals) {
-        rc = be->upload_f32(be, &t, vals, &e);
-        if (rc) fail_msg("upload on %s: %s", be->name, e.msg);
+        rc = drift_backend_upload_f32(be, &t, vals, &e);
+        if (rc) fail_msg("upload on %s: %s", drift_backend_name(be), e.msg);
     }
     return t;
 }
 
-static void rel(drift_backend *be, drift_tensor *t) { be->release(be, t); }
+static void rel(drift_backend *be, drift_tensor *t) { drift_backend_release(be, t); }
 
 static float *dl32(drift_backend *be, const drift_tensor *t) {
     float *v = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(float));
     drift_err e;
     assert_non_null(v);
-    assert_int_equal(be->download_f32(be, t, v, &e), 0);
+    assert_int_equal(drift_backend_download_f32(be, t, v, &e), 0);
     return v;
 }
 
@@ -189,7 +189,7 @@ static double *dl64_guarded(drift_backend *be, const drift_tensor *t, const char
     assert_non_null(buf);
     fill_sent(buf, 8, n + 2 * GUARD);
     drift_err e;
-    assert_int_equal(be->download_f64(be, t, buf + GUARD, &e), 0);
+    assert_int_equal(drift_backend_download_f64(be, t, buf + GUARD, &e), 0);
     for (int64_t i = 0; i < GUARD; i++)
         if (!is_sent(buf, 8, i) || !is_sent(buf, 8, GUARD + n + i))
             fail_msg("%s: download_f64 wrote outside [0, numel)", what);
@@ -298,10 +298,10 @@ static double run_case(const tcase *c) {
         outs[b] = mk(be, c->op.out, nd, sh, NULL);
         guarded g;
         guard_out(&outs[b], b == 0 ? sizeof(double) : sizeof(float), &g);
-        rc = be->run(be, &c->op, ip, &outs[b], &e);
-        if (rc) fail_msg("%s on %s: run failed: %s: %s", desc, be->name, e.where, e.msg);
+        rc = drift_backend_run(be, &c->op, ip, &outs[b], &e);
+        if (rc) fail_msg("%s on %s: run failed: %s: %s", desc, drift_backend_name(be), e.where, e.msg);
         char what[600];
-        snprintf(what, sizeof what, "%s on %s", desc, be->name);
+        snprintf(what, sizeof what, "%s on %s", desc, drift_backend_name(be));
         unguard_out(&outs[b], &g, what);
         vals[b] = dl64_guarded(be, &outs[b], what);
     }
@@ -714,8 +714,8 @@ static void expect_run_error(drift_backend *be, const drift_op *op, const drift_
                              int code, const char *what) {
     drift_err e;
     drift_err_clear(&e);
-    int rc = be->run(be, op, in, out, &e);
-    if (rc != code) fail_msg("%s on %s: expected error %d, got %d (%s)", what, be->name, code, rc, e.msg);
+    int rc = drift_backend_run(be, op, in, out, &e);
+    if (rc != code) fail_msg("%s on %s: expected error %d, got %d (%s)", what, drift_backend_name(be), code, rc, e.msg);
     assert_int_equal(e.code, code);
     assert_true(e.msg[0] != '\0');
 }
@@ -762,7 +762,7 @@ static void test_shape_errors(void **state) {
         in[0] = &unalloc;
         expect_run_error(be, &op, in, &y, DRIFT_E_INPUT, "unallocated input");
         in[0] = &x;
-        assert_int_equal(be->run(be, &op, in, &y, &e), DRIFT_OK); /* the valid call works */
+        assert_int_equal(drift_backend_run(be, &op, in, &y, &e), DRIFT_OK); /* the valid call works */
         rel(be, &w54);
 
         memset(&op, 0, sizeof op); /* ADD: not broadcastable */
@@ -776,8 +776,8 @@ static void test_shape_errors(void **state) {
         op.kind = (drift_op_kind)99, op.out = DRIFT_F32, op.n_in = 1;
         in[0] = &x;
         drift_err_clear(&e);
-        assert_int_not_equal(be->run(be, &op, in, &y34, &e), DRIFT_OK);
-        assert_int_equal(be->supports_op(be, &op), 0);
+        assert_int_not_equal(drift_backend_run(be, &op, in, &y34, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_supports(be, &op), 0);
 
         memset(&op, 0, sizeof op); /* ROPE: odd Dh, then wrong table */
         op.kind = DRIFT_OP_ROPE, op.out = DRIFT_F32, op.n_in = 3;
@@ -853,20 +853,20 @@ static void test_shape_errors(void **state) {
         /* dtype support */
         drift_tensor t64 = {.dtype = DRIFT_F64, .ndim = 1, .shape = {3}};
         drift_err_clear(&e);
-        int rc = be->alloc(be, &t64, &e);
+        int rc = drift_backend_alloc(be, &t64, &e);
         if (b) {
             assert_int_equal(rc, DRIFT_E_UNSUPPORTED);
             memset(&op, 0, sizeof op);
             op.kind = DRIFT_OP_CAST, op.out = DRIFT_F64, op.n_in = 1;
-            assert_int_equal(be->supports_op(be, &op), 0);
+            assert_int_equal(drift_backend_supports(be, &op), 0);
             op.kind = DRIFT_OP_LINEAR, op.out = DRIFT_F32, op.compute = DRIFT_DTYPE_INVALID, op.n_in = 2;
-            assert_int_equal(be->supports_op(be, &op), 0);
+            assert_int_equal(drift_backend_supports(be, &op), 0);
         } else {
             assert_int_equal(rc, DRIFT_OK);
             rel(be, &t64);
         }
         drift_tensor bad = {.dtype = DRIFT_F32, .ndim = 2, .shape = {-1, 3}};
-        assert_int_equal(be->alloc(be, &bad, &e), DRIFT_E_INPUT);
+        assert_int_equal(drift_backend_alloc(be, &bad, &e), DRIFT_E_INPUT);
         drift_tensor* all[] = {&x, &w, &w1, &bias, &y, &v5, &y34, &ybf, &q, &k5, &x4, &tab, &img, &t2, &xb};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rel(be, all[i]);
         rel(other, &xo);
@@ -898,10 +898,10 @@ static void test_backend_create(void **state) {
     drift_backend *be = NULL;
     drift_err e;
     assert_int_equal(drift_backend_create("ref", &be, &e), DRIFT_OK);
-    assert_string_equal(be->name, "ref");
+    assert_string_equal(drift_backend_name(be), "ref");
     drift_backend_free(be);
     assert_int_equal(drift_backend_create("cpu", &be, &e), DRIFT_OK);
-    assert_string_equal(be->name, "cpu");
+    assert_string_equal(drift_backend_name(be), "cpu");
     drift_backend_free(be);
     drift_backend_free(NULL);
 #ifndef DRIFT_HAVE_CUDA
@@ -933,7 +933,7 @@ static float *cpu_op(const drift_op *op, drift_dtype d0, int nd0, const int64_t 
     drift_err e;
     assert_int_equal(drift_op_infer_shape(op, in, &nd, sh, &e), DRIFT_OK);
     drift_tensor y = mk(g_cpu, op->out, nd, sh, NULL);
-    if (g_cpu->run(g_cpu, op, in, &y, &e)) fail_msg("run: %s", e.msg);
+    if (drift_backend_run(g_cpu, op, in, &y, &e)) fail_msg("run: %s", e.msg);
     float *r = dl32(g_cpu, &y);
     *n_out = (int)y.numel;
     rel(g_cpu, &a);
@@ -1072,14 +1072,14 @@ static void test_linear_fused_bias(void **state) {
     op.kind = DRIFT_OP_LINEAR, op.compute = DRIFT_BF16, op.out = DRIFT_BF16, op.n_in = 3;
     const drift_tensor *in[3] = {&tx, &tw, &tb};
     drift_err e;
-    assert_int_equal(g_cpu->run(g_cpu, &op, in, &fused, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_run(g_cpu, &op, in, &fused, &e), DRIFT_OK);
     op.n_in = 2;
-    assert_int_equal(g_cpu->run(g_cpu, &op, in, &lin, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_run(g_cpu, &op, in, &lin, &e), DRIFT_OK);
     drift_op add;
     memset(&add, 0, sizeof add);
     add.kind = DRIFT_OP_ADD, add.out = DRIFT_BF16, add.n_in = 2;
     const drift_tensor *ain[2] = {&lin, &tb};
-    assert_int_equal(g_cpu->run(g_cpu, &add, ain, &unfused, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_run(g_cpu, &add, ain, &unfused, &e), DRIFT_OK);
     float *f = dl32(g_cpu, &fused), *u = dl32(g_cpu, &unfused), *l = dl32(g_cpu, &lin);
     assert_true(f[0] == 1.0078125f);
     assert_true(l[0] == 1.0f);
@@ -1102,7 +1102,7 @@ static float *norm_run(drift_op_kind k, float eps, drift_dtype xdt, drift_dtype 
     if (b) tb = mk(g_cpu, DRIFT_F32, 1, SH(D), b), in[2] = &tb;
     drift_tensor y = mk(g_cpu, odt, 2, SH(rows, D), NULL);
     drift_err e;
-    if (g_cpu->run(g_cpu, &op, in, &y, &e)) fail_msg("%s", e.msg);
+    if (drift_backend_run(g_cpu, &op, in, &y, &e)) fail_msg("%s", e.msg);
     float *r = dl32(g_cpu, &y);
     rel(g_cpu, &tx), rel(g_cpu, &y);
     if (w) rel(g_cpu, &tw);
@@ -1179,7 +1179,7 @@ static void test_attention_tiny(void **state) {
     op.kind = DRIFT_OP_ATTENTION, op.compute = DRIFT_BF16, op.out = DRIFT_BF16, op.n_in = 3, op.scale = scale;
     const drift_tensor *in[3] = {&tq, &tk, &tv};
     drift_err e;
-    assert_int_equal(g_cpu->run(g_cpu, &op, in, &to, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_run(g_cpu, &op, in, &to, &e), DRIFT_OK);
     float *o = dl32(g_cpu, &to);
     for (int i = 0; i < 3; i++) {
         float s0 = q[i] * k[0] * scale, s1 = q[i] * k[1] * scale;
@@ -1247,7 +1247,7 @@ static void test_patchify_roundtrip(void **state) {
         op.kind = DRIFT_OP_PATCHIFY, op.out = DRIFT_F32, op.n_in = 1, op.patch[0] = pf, op.patch[1] = ph, op.patch[2] = pw;
         const drift_tensor *in[1] = {&tx};
         drift_tensor tok = mk(be, DRIFT_F32, 3, SH(B, L, C * P), NULL);
-        assert_int_equal(be->run(be, &op, in, &tok, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &tok, &e), DRIFT_OK);
         float *tv = dl32(be, &tok);
         for (int64_t bb = 0; bb < B; bb++)
             for (int64_t t = 0; t < L; t++) {
@@ -1269,16 +1269,16 @@ static void test_patchify_roundtrip(void **state) {
         memset(&vop, 0, sizeof vop);
         vop.kind = DRIFT_OP_VIEW, vop.out = DRIFT_F32, vop.n_in = 1;
         in[0] = &tok;
-        assert_int_equal(be->run(be, &vop, in, &v4, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &vop, in, &v4, &e), DRIFT_OK);
         drift_op pop = vop;
         pop.kind = DRIFT_OP_PERMUTE, pop.perm[0] = 0, pop.perm[1] = 1, pop.perm[2] = 3, pop.perm[3] = 2;
         in[0] = &v4;
-        assert_int_equal(be->run(be, &pop, in, &p4, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &pop, in, &p4, &e), DRIFT_OK);
         in[0] = &p4;
-        assert_int_equal(be->run(be, &vop, in, &v3, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &vop, in, &v3, &e), DRIFT_OK);
         op.kind = DRIFT_OP_UNPATCHIFY;
         in[0] = &v3;
-        if (be->run(be, &op, in, &back, &e)) fail_msg("unpatchify: %s", e.msg);
+        if (drift_backend_run(be, &op, in, &back, &e)) fail_msg("unpatchify: %s", e.msg);
         float *bv = dl32(be, &back);
         assert_memory_equal(bv, x, (size_t)n * sizeof(float));
         free(bv);
@@ -1287,10 +1287,10 @@ static void test_patchify_roundtrip(void **state) {
         drift_tensor b1 = mk(be, DRIFT_F32, 5, SH(1, 1, 4, 4, 6), NULL);
         op.kind = DRIFT_OP_PATCHIFY, op.patch[0] = 2, op.patch[1] = 2, op.patch[2] = 3;
         in[0] = &x1;
-        assert_int_equal(be->run(be, &op, in, &t1, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &t1, &e), DRIFT_OK);
         op.kind = DRIFT_OP_UNPATCHIFY;
         in[0] = &t1;
-        assert_int_equal(be->run(be, &op, in, &b1, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &b1, &e), DRIFT_OK);
         bv = dl32(be, &b1);
         assert_memory_equal(bv, x, 96 * sizeof(float));
         free(bv);
@@ -1314,7 +1314,7 @@ static void test_movement_exact(void **state) {
         memset(&op, 0, sizeof op);
         op.kind = DRIFT_OP_PERMUTE, op.out = DRIFT_F32, op.n_in = 1, op.perm[0] = 2, op.perm[1] = 0, op.perm[2] = 1;
         drift_tensor tp = mk(be, DRIFT_F32, 3, SH(4, 2, 3), NULL);
-        assert_int_equal(be->run(be, &op, in, &tp, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &tp, &e), DRIFT_OK);
         float *y = dl32(be, &tp);
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 3; j++)
@@ -1324,7 +1324,7 @@ static void test_movement_exact(void **state) {
         memset(&op, 0, sizeof op);
         op.kind = DRIFT_OP_NARROW, op.out = DRIFT_F32, op.n_in = 1, op.dim = 1, op.start = 1, op.length = 2;
         drift_tensor tn = mk(be, DRIFT_F32, 3, SH(2, 2, 4), NULL);
-        assert_int_equal(be->run(be, &op, in, &tn, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &tn, &e), DRIFT_OK);
         y = dl32(be, &tn);
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
@@ -1335,7 +1335,7 @@ static void test_movement_exact(void **state) {
         op.kind = DRIFT_OP_CONCAT, op.out = DRIFT_F32, op.n_in = 2, op.dim = 2;
         in[1] = &tx;
         drift_tensor tc = mk(be, DRIFT_F32, 3, SH(2, 3, 8), NULL);
-        assert_int_equal(be->run(be, &op, in, &tc, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &tc, &e), DRIFT_OK);
         y = dl32(be, &tc);
         for (int r = 0; r < 6; r++)
             for (int k = 0; k < 8; k++) assert_true(y[r * 8 + k] == x[r * 4 + (k % 4)]);
@@ -1344,7 +1344,7 @@ static void test_movement_exact(void **state) {
         memset(&op, 0, sizeof op);
         op.kind = DRIFT_OP_VIEW, op.out = DRIFT_F32, op.n_in = 1;
         drift_tensor tv = mk(be, DRIFT_F32, 2, SH(6, 4), NULL);
-        assert_int_equal(be->run(be, &op, in, &tv, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &tv, &e), DRIFT_OK);
         y = dl32(be, &tv);
         assert_memory_equal(y, x, sizeof x);
         free(y);
@@ -1354,7 +1354,7 @@ static void test_movement_exact(void **state) {
         const float odd[] = {1.00390625f};
         drift_tensor to = mk(be, DRIFT_F32, 1, SH(1), odd), tob = mk(be, DRIFT_BF16, 1, SH(1), NULL);
         in[0] = &to;
-        assert_int_equal(be->run(be, &op, in, &tob, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(be, &op, in, &tob, &e), DRIFT_OK);
         y = dl32(be, &tob);
         assert_true(y[0] == (b ? 1.0f : 1.00390625f));
         free(y);
@@ -1377,8 +1377,8 @@ static void test_upload_download(void **state) {
     /* fp64 1 + 2^-8 + 2^-30: fp32 first (-> 1 + 2^-8), then bf16 tie -> 1 (a direct
      * fp64 -> bf16 rounding would give 1 + 2^-7) */
     const double d[] = {1.0 + 0x1p-8 + 0x1p-30, 0.1, 3.0};
-    assert_int_equal(g_cpu->upload_f64(g_cpu, &c, d, &e), DRIFT_OK);
-    assert_int_equal(g_ref->upload_f64(g_ref, &r, d, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_upload_f64(g_cpu, &c, d, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_upload_f64(g_ref, &r, d, &e), DRIFT_OK);
     double *cd = dl64_guarded(g_cpu, &c, "cpu download"), *rd = dl64_guarded(g_ref, &r, "ref download");
     assert_true(cd[0] == 1.0);
     assert_true(cd[1] == (double)drift_round_to(0.1f, DRIFT_BF16));
@@ -1387,18 +1387,18 @@ static void test_upload_download(void **state) {
     /* download_f32 guard */
     float buf[3 + 2 * GUARD];
     fill_sent(buf, 4, 3 + 2 * GUARD);
-    assert_int_equal(g_cpu->download_f32(g_cpu, &c, buf + GUARD, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_download_f32(g_cpu, &c, buf + GUARD, &e), DRIFT_OK);
     for (int i = 0; i < GUARD; i++) assert_true(is_sent(buf, 4, i) && is_sent(buf, 4, GUARD + 3 + i));
-    assert_int_equal(g_cpu->sync(g_cpu, &e), DRIFT_OK);
-    assert_int_equal(g_ref->sync(g_ref, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_sync(g_cpu, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_sync(g_ref, &e), DRIFT_OK);
     /* transfers of a tensor of the other backend are refused */
-    assert_int_equal(g_cpu->download_f32(g_cpu, &r, buf, &e), DRIFT_E_INPUT);
+    assert_int_equal(drift_backend_download_f32(g_cpu, &r, buf, &e), DRIFT_E_INPUT);
     rel(g_cpu, &c), rel(g_ref, &r);
-    g_cpu->release(g_cpu, NULL);
-    g_cpu->release(g_cpu, &c); /* already released: data NULL */
+    drift_backend_release(g_cpu, NULL);
+    drift_backend_release(g_cpu, &c); /* already released: data NULL */
 }
 
-/* Metric accumulation (semantics of replay/metrics.h) on both backends. */
+/* Metric accumulation (semantics of replay/analysis/metrics.h) on both backends. */
 static void test_metrics(void **state) {
     (void)state;
     const float t[] = {1, 2, NAN, 4, INFINITY, 5, -0.0f, 7};
@@ -1410,7 +1410,7 @@ static void test_metrics(void **state) {
         drift_metric_acc acc;
         drift_metric_acc_init(&acc);
         assert_int_equal(acc.argmax, -1);
-        assert_int_equal(be->metrics(be, &tt, &tr, &acc, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_metrics(be, &tt, &tr, &acc, &e), DRIFT_OK);
         /* finite pairs: d = 0, -1, 2, -2, 0, 0 */
         assert_true(acc.sum_abs_diff == 5.0);
         assert_true(acc.sum_sq_diff == 9.0);
@@ -1428,11 +1428,11 @@ static void test_metrics(void **state) {
         assert_int_equal(acc.n_diff, 5); /* 1, 3, 4, 5, 6 (-0 vs +0); NaN == NaN */
         /* a second chunk continues the indices; merge equals one pass */
         drift_metric_acc two = acc, part;
-        assert_int_equal(be->metrics(be, &tt, &tr, &two, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_metrics(be, &tt, &tr, &two, &e), DRIFT_OK);
         assert_int_equal(two.argmax, 3);
         assert_int_equal(two.numel, 16);
         drift_metric_acc_init(&part);
-        assert_int_equal(be->metrics(be, &tr, &tt, &part, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_metrics(be, &tr, &tt, &part, &e), DRIFT_OK);
         drift_metric_acc m1 = acc;
         drift_metric_acc_merge(&m1, &part);
         assert_true(m1.sum_abs_diff == 10.0 && m1.max_abs_diff == 2.0 && m1.argmax == 3 && m1.numel == 16);
@@ -1444,9 +1444,9 @@ static void test_metrics(void **state) {
         drift_metric_acc_init(&b0);
         const float z[] = {7, 7, 7, 7, 7, 7, 7, 7};
         drift_tensor tz = mk(be, DRIFT_F32, 1, SH(8), z);
-        assert_int_equal(be->metrics(be, &tt, &tz, &a0, &e), DRIFT_OK); /* max |d| = 7 at 6 (-0 vs 7) */
+        assert_int_equal(drift_backend_metrics(be, &tt, &tz, &a0, &e), DRIFT_OK); /* max |d| = 7 at 6 (-0 vs 7) */
         assert_int_equal(a0.argmax, 6);
-        assert_int_equal(be->metrics(be, &tz, &tr, &b0, &e), DRIFT_OK); /* max |d| = 7 at 6 */
+        assert_int_equal(drift_backend_metrics(be, &tz, &tr, &b0, &e), DRIFT_OK); /* max |d| = 7 at 6 */
         drift_metric_acc_merge(&a0, &b0);
         assert_int_equal(a0.argmax, 6);
         drift_metric_acc_init(&a0);
@@ -1454,7 +1454,7 @@ static void test_metrics(void **state) {
         assert_int_equal(a0.argmax, 6);
         /* shape mismatch is an error */
         drift_tensor t3 = mk(be, DRIFT_F32, 1, SH(3), NULL);
-        assert_int_equal(be->metrics(be, &tt, &t3, &acc, &e), DRIFT_E_INPUT);
+        assert_int_equal(drift_backend_metrics(be, &tt, &t3, &acc, &e), DRIFT_E_INPUT);
         rel(be, &tt), rel(be, &tr), rel(be, &tz), rel(be, &t3);
     }
 }

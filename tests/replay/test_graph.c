@@ -12,8 +12,8 @@
 
 #include "formats/alloc.h"
 #include "formats/plan.h"
-#include "replay/assign.h"
-#include "replay/graph.h"
+#include "replay/ir/assign.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
 #include "replay/models/wan_graph.h"
 
