@@ -110,14 +110,14 @@ def fixture(tag, out, dev):
     t0 = time.perf_counter()
     with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p, strict=False) as rec:
         rec.record_params(m)
+        # before watch(): the export runs the forward with no recorder hook on it
+        g = rec.capture_graph(m, step_inputs(kw, 0, dev))
+        if g is None:
+            raise RuntimeError("capture_graph failed (see the note / stderr)")
         rec.watch(m, outputs=block_names(m))
         for s in range(STEPS):
             k = step_inputs(kw, s, dev)
             with rec.step(s), torch.no_grad():
-                if s == 0:
-                    g = rec.capture_graph(m, k)
-                    if g is None:
-                        raise RuntimeError("capture_graph failed (see the note / stderr)")
                 rec.inputs(k)
                 rec.output("noise_pred", first_tensor(m(**k)).float())
         cnt = rec.counters()

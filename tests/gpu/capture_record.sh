@@ -4,7 +4,8 @@
 #
 #   DEBS=$PWD/.debs OUT=$OUT bash tests/gpu/capture_record.sh
 #
-# 1. builds drift (tests/gpu/run.sh STAGES=build; SKIP_BUILD=1 reuses $BUILD);
+# 1. builds drift and libdrift_recorder.so (tests/gpu/run.sh STAGES=build
+#    BUILD_TARGETS=drift; SKIP_BUILD=1 reuses $BUILD);
 # 2. CI fixtures (tests/gpu/capture_record.py fixtures): the five small
 #    diffusers models recorded by drift_recorder with a captured graph,
 #    seeded weights, 2 steps, fp32 forward plan, every block output, torch's
@@ -53,7 +54,7 @@ pack() {  # the outputs so far (called again at the end: a killed run still retu
 # ---- 1. build ---------------------------------------------------------------------------------
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   s=$(date +%s)
-  STAGES=build OUT="$W/logs/build" BUILD="$BUILD" bash "$S/tests/gpu/run.sh" > "$W/logs/build_stage.log" 2>&1
+  STAGES=build BUILD_TARGETS="${BUILD_TARGETS:-drift}" OUT="$W/logs/build" BUILD="$BUILD" bash "$S/tests/gpu/run.sh" > "$W/logs/build_stage.log" 2>&1
   echo "build stage: $(( $(date +%s) - s )) s" >> "$W/logs/build_stage.log"
 fi
 DRIFT="$BUILD/drift"
@@ -73,7 +74,7 @@ line "INFO: $(cat "$W/logs/env.txt")"
 
 # ---- 2+3. the three recorders, concurrently on the one GPU ------------------------------------
 REC="$S/tests/gpu/capture_record.py"
-lim=$(( $(left) - 200 )); [ $lim -lt 60 ] && lim=60
+lim=$(( $(left) - 150 )); [ $lim -lt 90 ] && lim=90
 timeout -s KILL $lim "$PY" "$REC" fixtures --out "$W/fix" --models "$MODELS" > "$W/logs/fixtures.log" 2>&1 &
 p1=$!
 timeout -s KILL $lim "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 "$REC" trainer --out "$W/acc" \
