@@ -17,7 +17,7 @@
 #    5x32x32 latent), the three recorders running concurrently;
 # 4. drift check of every trace; then, if this drift replays captured graphs,
 #    drift replay --ref trainer on cuda and cpu: fixtures against torch's fp32
-#    output (mean |diff| <= 1e-5 x mean |output|, cosine >= 0.99999);
+#    output (mean |diff| <= 1e-4 x mean |output|, cosine >= 0.99999);
 #    acceptance traces: output mean |diff| <= 2x the noise floor (torch's: the
 #    same forward with the latents one fp32 ULP away, measured while
 #    recording), cosine >= 0.9999, every input site bitwise equal.
@@ -125,8 +125,8 @@ msg = "output mean|d| %.4g max|d| %.4g cosine %.7f" % (o["mean_abs_diff"], o["ma
 if kind == "fixture":  # fp32 forward against torch's fp32 output
     scale = floor
     rel = o["mean_abs_diff"] / scale if scale > 0 else float("inf")
-    ok = ok and rel <= 1e-5 and o["cosine"] >= 0.99999
-    msg += " = %.3g x mean|out| (bound 1e-5, cosine >= 0.99999)" % rel
+    ok = ok and rel <= 1e-4 and o["cosine"] >= 0.99999
+    msg += " = %.3g x mean|out| (bound 1e-4, cosine >= 0.99999)" % rel
 else:
     ratio = o["mean_abs_diff"] / floor if floor > 0 else float("inf")
     ok = ok and ratio <= 2.0 and o["cosine"] >= 0.9999
@@ -205,7 +205,7 @@ for t in ${ACC_MODELS//,/ }; do
   done
   if [ -f "$W/acc/$t/rollout.h5" ] && [ $(left) -gt 30 ]; then
     drift compare "$tr" "$W/acc/$t/rollout.h5" --json > "$W/logs/compare_$t.json" 2> "$W/logs/compare_$t.err"
-    line "INFO: drift compare trainer rollout $t: exit $? ($(head -c 200 "$W/logs/compare_$t.err" | tr '\n' ' '))"
+    line "INFO: drift compare trainer rollout $t: exit $? (logs/compare_$t.json) $(head -c 200 "$W/logs/compare_$t.err" | tr '\n' ' ')"
   fi
   pack
 done
