@@ -113,6 +113,15 @@ class Params:
 check(cs.is_sharded(Params([np.zeros(2), DTensor()])), "a DTensor parameter means sharded")
 check(not cs.is_sharded(Params([np.zeros(2)])), "plain parameters: not sharded")
 
+
+class P:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+check(cs.all_fp32(Params([P("torch.float32"), np.zeros(2, np.float32)])), "fp32 parameters")
+check(not cs.all_fp32(Params([P("torch.float32"), P("torch.bfloat16")])), "a bf16 parameter: not all fp32")
+
 # ---- 4. Recorder.capture_graph with stand-in exporters --------------------------------------------
 def fail_exporter(model, kwargs, factory=None, mode="auto"):
     raise cap.CaptureError("torch.export failed: Unsupported: data-dependent branch in Frobnicator.forward")
@@ -138,7 +147,7 @@ def good_exporter(model, kwargs, factory=None, mode="auto"):
     return DOC, TENSORS
 
 
-def run(path, exporter, steps=2, before=True, mode="auto", factory=None, record_inputs=None):
+def run(path, exporter, steps=2, before=True, mode="auto", factory=None, record_inputs=None, late=False):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         with Recorder(path, family="stand", run_id="cap", plan={"name": "p"}) as rec:
@@ -149,14 +158,16 @@ def run(path, exporter, steps=2, before=True, mode="auto", factory=None, record_
                 got = rec.capture_graph("MODEL", kw, exporter=exporter, mode=mode, factory=factory)
             for s in range(steps):
                 with rec.step(s):
-                    if not before and s == 0:
+                    if not before and not late and s == 0:
                         got = rec.capture_graph("MODEL", kw, exporter=exporter, mode=mode, factory=factory)
+                        again = rec.capture_graph("MODEL", kw, exporter=fail_exporter)
+                        check(again is got, "a second capture_graph returns the first graph, exports nothing")
                     if record_inputs:
                         record_inputs(rec, kw, s)
                     rec.output("noise_pred", np.full((1, 4), float(s), np.float32))
-            if not before and steps == 1:
-                got2 = rec.capture_graph("MODEL", kw, exporter=exporter)  # after the start: refused
-                check(got2 is None, "capture_graph after the trace started returns None")
+            if late:
+                got = rec.capture_graph("MODEL", kw, exporter=exporter)  # after the start: refused
+                check(got is None, "capture_graph after the trace started returns None")
             rec.flush(10000)
             committed = rec.counters().get("committed_steps")
     return got, err.getvalue(), committed
@@ -220,8 +231,9 @@ check(names["input:latents:pre_cast"]["records"] == 2, "latents recorded once pe
 check(not any("img_shapes" in n or "return_dict" in n for n in names), "Python scalars are not sites")
 
 # 4d. called after the first step ended: refused with a note, nothing written
-got, err, committed = run(os.path.join(W, "late.h5"), good_exporter, steps=1, before=False, mode="meta", factory="F")
-# (first call inside step 0 succeeded; the second after the start is refused)
+got, err, committed = run(os.path.join(W, "late.h5"), good_exporter, steps=1, before=False, late=True)
 check(err.count("called after the first step ended") == 1, f"late capture warned once: {err!r}")
+with h5py.File(os.path.join(W, "late.h5"), "r") as f:
+    check("graph" not in f and committed == 1, "a late capture writes nothing, the step stays committed")
 
 print(f"recorder_capture: {checks} checks passed")

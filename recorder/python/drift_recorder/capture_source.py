@@ -29,6 +29,15 @@ def is_sharded(model):
     return False
 
 
+def all_fp32(model):
+    """True if every floating-point parameter of model is fp32."""
+    for p in model.parameters():
+        dt = str(getattr(p, "dtype", "float32")).replace("torch.", "")
+        if dt in ("bfloat16", "float16", "float64"):
+            return False
+    return True
+
+
 def base_class(model):
     """The model's own class: FSDP2's fully_shard swaps it for a generated
     subclass FSDP<Name>(FSDPModule, Name)."""
@@ -113,7 +122,8 @@ def _first_device(kwargs, model):
 def capture_for_recording(model, kwargs, factory=None, mode="auto"):
     """(doc, tensors) for Recorder.capture_graph.
 
-    mode: "auto" (a meta copy if the model is sharded, else the model itself),
+    mode: "auto" (a meta copy if the model is sharded or has parameters that
+    are not fp32, else the model itself),
     "model" or "meta". doc: the drift-aten-graph dict with "capture": {"mode",
     "seconds"}; tensors: [(name, tensor)] to write to /buffers: every buffer
     input under its FQN, every lifted constant not inlined under
@@ -122,7 +132,9 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto"):
 
     real = unwrap(model)
     if mode == "auto":
-        mode = "meta" if is_sharded(real) else "model"
+        # a sharded model is never gathered; a model whose parameters are not
+        # fp32 (a bf16 rollout engine) would be exported with its casts baked in
+        mode = "meta" if is_sharded(real) or not all_fp32(real) else "model"
     alias = None
     if mode == "meta":
         src = meta_copy(real, factory)
@@ -148,16 +160,19 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto"):
     named_bufs = {_strip(n): b for n, b in real.named_buffers()}
     for inp in doc["inputs"]:
         if inp["kind"] == "buffer":
-            b = named_bufs.get(inp["target"])
-            if b is None and mode == "model":
-                b = ep.state_dict.get(inp["target"], ep.constants.get(inp["target"]))
-            (tensors.append((inp["target"], b)) if isinstance(b, torch.Tensor) else missing.append(inp["target"]))
+            name, v = inp["target"], named_bufs.get(inp["target"])
+            if v is None and mode == "model":
+                v = ep.state_dict.get(name, ep.constants.get(name))
         elif inp["kind"] == "constant" and inp["target"] not in doc["constants"]:
-            c = ep.constants.get(inp["target"])
-            if not isinstance(c, torch.Tensor) or c.device.type == "meta":
-                c = real_value(inp["target"], c)
-            (tensors.append(("constant:" + inp["target"], c)) if isinstance(c, torch.Tensor)
-             else missing.append("constant:" + inp["target"]))
+            name, v = "constant:" + inp["target"], ep.constants.get(inp["target"])
+            if not isinstance(v, torch.Tensor) or v.device.type == "meta":
+                v = real_value(inp["target"], v)
+        else:
+            continue
+        if isinstance(v, torch.Tensor) and v.device.type != "meta":
+            tensors.append((name, v))
+        else:
+            missing.append(name)
     if missing:
         doc["capture"]["missing_values"] = missing
     return doc, tensors

@@ -552,13 +552,16 @@ class Recorder:
         the kwargs of the forward; record_params/watch as usual. A sharded
         (FSDP2) model is never gathered: a meta-device copy is exported
         (factory: a callable building an unsharded copy, for models without a
-        diffusers .config). mode: auto | model | meta. exporter(model,
+        diffusers .config); so is a model whose parameters are not fp32 (the
+        graph is fp32 semantics). mode: auto | model | meta. exporter(model,
         kwargs, factory=, mode=) -> (doc, [(name, tensor)]) replaces the
         torch.export path (tests). A model that cannot be exported gets a
         warning note in the trace and one stderr line; the recording goes
         on. Returns the graph dict, or None."""
         if not self._open:
             return None
+        if self.graph is not None:
+            return self.graph  # once per trace
         if self._started_steps > 0:
             self._capture_failed("called after the first step ended (the trace has started; /graph is fixed)")
             return None
