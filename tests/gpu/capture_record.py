@@ -182,14 +182,12 @@ def trainer(tag, out, dev):
     t0 = time.perf_counter()
     floors = []
     with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p) as rec:
-        rec.record_params(m)
+        rec.record_params(m)                              # this rank's shards
+        g = rec.capture_graph(m, step_inputs(kw, 0, dev))  # sharded: a meta copy is exported
         rec.watch(m, outputs=block_names(m))
-        g = None
         for s in range(STEPS):
             k = step_inputs(kw, s, dev)
             with rec.step(s), torch.no_grad():
-                if s == 0:
-                    g = rec.capture_graph(m, k)  # sharded: a meta copy is exported
                 rec.inputs(k)
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     o = first_tensor(m(**k))
