@@ -12,7 +12,7 @@ stops the others (one "RESULT <tag> <mode> OK|FAIL ..." line each):
         an fp32 island with its own fully_shard, bf16 autocast), the graph
         captured from a meta-device copy (never gathered); DIR/<tag>/trainer.h5,
         trainer_plan.json, info.json (torch's own noise floor: the same forward
-        with the latents moved by one fp32 ULP).
+        with the middle latent moved by one bf16 ULP, as drift bisect does).
     python3 capture_record.py rollout --out DIR [--models ...]
         the all-bf16 rollout of the same weights and inputs, in its own
         process: DIR/<tag>/rollout.h5, rollout_plan.json.
@@ -20,6 +20,7 @@ stops the others (one "RESULT <tag> <mode> OK|FAIL ..." line each):
 import argparse
 import fnmatch
 import json
+import math
 import os
 import re
 import sys
@@ -151,12 +152,18 @@ def island_modules(m, patterns):
 
 
 def noise_floor(m, k):
-    """torch's own chaos floor: output mean |diff| when the latents move by one fp32 ULP."""
+    """torch's chaos floor, as drift bisect measures its own: output mean |diff|
+    when the middle element of the latents moves by one bf16 ULP (one fp32 ULP
+    would mostly vanish in autocast's bf16 rounding)."""
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
         a = first_tensor(m(**k)).float()
         k2 = dict(k)
-        x = k["hidden_states"]
-        k2["hidden_states"] = torch.nextafter(x, torch.full_like(x, float("inf")))
+        x = k["hidden_states"].clone()
+        flat = x.view(-1)
+        i = flat.numel() // 2
+        v = float(flat[i])
+        flat[i] = v + 2.0 ** (math.floor(math.log2(abs(v))) - 7)
+        k2["hidden_states"] = x
         b = first_tensor(m(**k2)).float()
     return float((a - b).abs().mean()), float(a.abs().mean())
 
