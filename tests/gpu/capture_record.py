@@ -37,6 +37,8 @@ from capture_models import build, seed_params  # noqa: E402
 
 STEPS = 2
 RUN_ID = "capture-record"
+# nothing may be dropped: replay needs every input of every step
+REC_OPTS = {"policy": "block", "block_timeout_ms": 30000, "close_timeout_ms": 120000}
 # fp32 island per model: the first pattern that names whole modules of it
 ISLANDS = {"wan": ["*.norm2.*"], "wan_1p3b": ["*.norm2.*"],
            "qwen": ["time_text_embed.*", "*timestep_embedder*"], "flux": ["time_text_embed.*"],
@@ -96,6 +98,16 @@ def size_mb(path):
     return os.path.getsize(path) / 2 ** 20
 
 
+def clean(cnt):
+    """True when every step committed and no record was dropped, lost or rejected."""
+    return cnt.get("committed_steps") == STEPS and not any(cnt.get(k) for k in ("dropped", "lost", "rejected"))
+
+
+def cstr(cnt):
+    return " [committed %s, dropped %s, lost %s, rejected %s]" % tuple(cnt.get(k) for k in (
+        "committed_steps", "dropped", "lost", "rejected"))
+
+
 def result(tag, mode, ok, msg):
     print("RESULT %s %s %s %s" % (tag, mode, "OK" if ok else "FAIL", msg), flush=True)
 
@@ -109,7 +121,7 @@ def fixture(tag, out, dev):
     json.dump(p, open(os.path.join(d, "plan.json"), "w"))
     path = os.path.join(d, "fixture.h5")
     t0 = time.perf_counter()
-    with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p, strict=False) as rec:
+    with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
         rec.record_params(m)
         # before watch(): the export runs the forward with no recorder hook on it
         g = rec.capture_graph(m, step_inputs(kw, 0, dev))
@@ -121,12 +133,13 @@ def fixture(tag, out, dev):
             with rec.step(s), torch.no_grad():
                 rec.inputs(k)
                 rec.output("noise_pred", first_tensor(m(**k)).float())
+        rec.flush(60000)  # counters of the committed steps
         cnt = rec.counters()
     mb = size_mb(path)
-    ok = cnt.get("committed_steps") == STEPS and mb < 2.0
+    ok = clean(cnt) and mb < 2.0
     result(tag, "fixtures", ok, "%s: %d nodes, export %.2f s (%s), %d steps, %.2f MB%s, %.1f s" % (
         path, len(g["nodes"]), g["capture"]["seconds"], g["capture"]["mode"], cnt.get("committed_steps", -1), mb,
-        "" if mb < 2.0 else " (over 2 MB)", time.perf_counter() - t0))
+        "" if mb < 2.0 else " (over 2 MB)", time.perf_counter() - t0) + cstr(cnt))
 
 
 # ------------------------------------------------------------------ FSDP2 trainer
@@ -188,7 +201,7 @@ def trainer(tag, out, dev):
     path = os.path.join(d, "trainer.h5")
     t0 = time.perf_counter()
     floors = []
-    with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p) as rec:
+    with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
         rec.record_params(m)                              # this rank's shards
         g = rec.capture_graph(m, step_inputs(kw, 0, dev))  # sharded: a meta copy is exported
         rec.watch(m, outputs=block_names(m))
@@ -201,17 +214,18 @@ def trainer(tag, out, dev):
                 rec.output("noise_pred", o)
             with rec.paused():
                 floors.append(noise_floor(m, k))
+        rec.flush(60000)  # counters of the committed steps
         cnt = rec.counters()
     info = {"tag": tag, "island": pat, "island_modules": island, "steps": STEPS,
             "torch_floor_mean_abs_diff": [f[0] for f in floors], "noise_pred_mean_abs": [f[1] for f in floors],
             "capture": g.get("capture") if g else None, "nodes": len(g["nodes"]) if g else 0,
             "record_seconds": round(time.perf_counter() - t0, 2)}
     json.dump(info, open(os.path.join(d, "info.json"), "w"), indent=1)
-    ok = g is not None and g["capture"]["mode"] == "meta" and cnt.get("committed_steps") == STEPS
+    ok = g is not None and g["capture"]["mode"] == "meta" and clean(cnt)
     result(tag, "trainer", ok, "%s: island %s (%d modules), graph %s, torch floor %.3g, %.1f MB, %.1f s" % (
         path, pat, len(island), ("%d nodes, export %.2f s from a %s copy" % (info["nodes"], g["capture"]["seconds"],
                                                                            g["capture"]["mode"])) if g else "NOT captured",
-        sum(info["torch_floor_mean_abs_diff"]) / STEPS, size_mb(path), info["record_seconds"]))
+        sum(info["torch_floor_mean_abs_diff"]) / STEPS, size_mb(path), info["record_seconds"]) + cstr(cnt))
 
 
 # ------------------------------------------------------------------ rollout
@@ -222,7 +236,7 @@ def rollout(tag, out, dev):
     p = plan("rollout_all_bf16", "bf16")
     json.dump(p, open(os.path.join(d, "rollout_plan.json"), "w"))
     path = os.path.join(d, "rollout.h5")
-    with Recorder(path, side="rollout", run_id=RUN_ID + "-" + tag, family="graph", plan=p) as rec:
+    with Recorder(path, side="rollout", run_id=RUN_ID + "-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
         rec.record_params(m)                                 # fp32 masters, as the trainer's
         g = rec.capture_graph(m, step_inputs(kw, 0, dev))    # unsharded fp32 model: exported itself
         for prm in m.parameters():
@@ -234,11 +248,12 @@ def rollout(tag, out, dev):
                 rec.inputs(k)
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     rec.output("noise_pred", first_tensor(m(**k)))
+        rec.flush(60000)  # counters of the committed steps
         cnt = rec.counters()
-    ok = g is not None and cnt.get("committed_steps") == STEPS
+    ok = g is not None and clean(cnt)
     result(tag, "rollout", ok, "%s: graph %s, %.1f MB" % (path, ("%d nodes (%s)" % (len(g["nodes"]),
                                                                                   g["capture"]["mode"])) if g else
-                                                          "NOT captured", size_mb(path)))
+                                                          "NOT captured", size_mb(path)) + cstr(cnt))
 
 
 def main():
