@@ -77,8 +77,8 @@ def step_inputs(kw, step, dev):
             v = v.clone()
             if k == "hidden_states" and step:
                 v = torch.randn(v.shape, generator=torch.Generator("cpu").manual_seed(100 + step), dtype=v.dtype)
-            if k == "timestep" and step:
-                v = v - 100 * step
+            if k == "timestep" and step:  # 500 -> 400 (int or float), 1.0 -> 0.8 (Flux/Qwen scale)
+                v = v - 100 * step if (not v.is_floating_point() or float(v.max()) > 10) else v * (1 - 0.2 * step)
             v = v.to(dev)
         out[k] = v
     return out
