@@ -69,27 +69,23 @@ def _tensor_meta(t):
 
 
 def _val(v):
-    import torch
-
     if v is None:
         return None
-    if isinstance(v, torch.Tensor):
-        return _tensor_meta(v)
     if isinstance(v, (list, tuple)):
         return [_val(x) for x in v]
     if isinstance(v, (bool, int, float)):
         return {"scalar": _arg(v, {})}
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return _tensor_meta(v)
     if isinstance(v, torch.SymInt):
         return {"sym": str(v)}
     return None
 
 
-def _arg(a, names):
-    import torch
-    import torch.fx
-
-    if isinstance(a, torch.fx.Node):
-        return {"node": a.name}
+def _plain(a):
+    """JSON of a plain Python value (no torch needed); _NOT_PLAIN otherwise."""
     if a is None or isinstance(a, (bool, str)):
         return a
     if isinstance(a, int):
@@ -100,14 +96,32 @@ def _arg(a, names):
         if math.isinf(a):
             return {"float": "inf" if a > 0 else "-inf"}
         return a
+    return _NOT_PLAIN
+
+
+_NOT_PLAIN = object()
+
+
+def _arg(a, alias=None):
+    """Argument encoding of docs/aten-graph.md. Plain Python values (and
+    lists, tuples, dicts of them) need no torch; torch is imported only for
+    the first value that is not plain."""
+    v = _plain(a)
+    if v is not _NOT_PLAIN:
+        return v
     if isinstance(a, (list, tuple)):
-        return [_arg(x, names) for x in a]
+        return [_arg(x, alias) for x in a]
     if isinstance(a, dict):
-        return {"dict": {str(k): _arg(x, names) for k, x in a.items()}}
+        return {"dict": {str(k): _arg(x, alias) for k, x in a.items()}}
+    import torch
+    import torch.fx
+
+    if isinstance(a, torch.fx.Node):
+        return {"node": a.name}
     if isinstance(a, torch.dtype):
         return {"dtype": _dtype_name(a)}
     if isinstance(a, torch.device):
-        return {"device": str(a)}
+        return {"device": (alias or {}).get(str(a), str(a))}
     if isinstance(a, torch.layout):
         return {"layout": str(a).replace("torch.", "")}
     if isinstance(a, torch.memory_format):
@@ -164,8 +178,44 @@ def _flat_user_inputs(kwargs):
     return out
 
 
-def describe(ep, kwargs, model_class="", export_seconds=None):
-    """ExportedProgram -> drift-aten-graph dict (docs/aten-graph.md)."""
+def input_site(target, role):
+    """Trace site of a user input's values (docs/aten-graph.md "Inputs"): the
+    three boundary inputs keep their names, every other one is named by its
+    keyword-argument path."""
+    if role in ("latents", "cond", "timestep"):
+        return "input:%s:pre_cast" % role
+    return "input:%s:pre_cast" % target
+
+
+def flatten_inputs(kwargs):
+    """[(path, value)] of the leaves of nested dicts, lists and tuples, paths
+    dotted as describe() names user inputs ("img_shapes.0.1"), in insertion
+    order (torch's pytree order for these containers). No torch needed."""
+    out = []
+
+    def walk(prefix, v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(prefix + [str(k)], x)
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                walk(prefix + [str(i)], x)
+        else:
+            out.append((".".join(prefix), v))
+
+    walk([], kwargs)
+    return out
+
+
+def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONSTANT_INLINE_LIMIT,
+             device_alias=None, constant_value=None):
+    """ExportedProgram -> drift-aten-graph dict (docs/aten-graph.md).
+
+    inline_limit: lifted constants of at most this many elements are written
+    into the document, larger ones are left to the caller (/buffers under
+    constant:NAME). device_alias: {"meta": "cuda:0"} when ep was exported
+    from a meta-device copy. constant_value(target, tensor) -> tensor or None:
+    the real value of a constant whose exported one has no data (meta)."""
     import torch
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -186,20 +236,27 @@ def describe(ep, kwargs, model_class="", export_seconds=None):
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             inputs.append({"node": name, "kind": "constant", "target": spec.target})
             c = ep.constants.get(spec.target)
-            if isinstance(c, torch.Tensor) and c.numel() <= CONSTANT_INLINE_LIMIT:
+            if constant_value is not None and isinstance(c, torch.Tensor) and c.device.type == "meta":
+                c = constant_value(spec.target, c)
+            if isinstance(c, torch.Tensor) and c.device.type != "meta" and c.numel() <= inline_limit:
                 c = c.detach().cpu()
                 entry = {"shape": list(c.shape), "dtype": _dtype_name(c.dtype)}
                 if c.is_complex():  # stored as interleaved (real, imag) pairs
                     c = torch.view_as_real(c.resolve_conj())
-                entry["data"] = [_arg(x, {}) for x in c.reshape(-1).tolist()]
+                entry["data"] = [_arg(x) for x in c.reshape(-1).tolist()]
                 constants[spec.target] = entry
         elif spec.kind == InputKind.USER_INPUT:
             target = name
+            is_tensor = True
             if user_i < len(flat):
                 target = flat[user_i][0]
+                is_tensor = isinstance(flat[user_i][1], torch.Tensor)
             user_i += 1
             role = ROLE_OF_KWARG.get(target, "other")
-            inputs.append({"node": name, "kind": "user_input", "target": target, "role": role})
+            d = {"node": name, "kind": "user_input", "target": target, "role": role}
+            if is_tensor:
+                d["site"] = input_site(target, role)
+            inputs.append(d)
         else:
             inputs.append({"node": name, "kind": str(spec.kind).split(".")[-1].lower(), "target": spec.target})
 
@@ -207,7 +264,8 @@ def describe(ep, kwargs, model_class="", export_seconds=None):
     for n in graph.nodes:
         module, stack, classes = _module_info(n)
         d = {"name": n.name, "op": n.op, "target": _target_name(n.target) if n.op != "placeholder" else n.name,
-             "args": [_arg(a, None) for a in n.args], "kwargs": {k: _arg(v, None) for k, v in n.kwargs.items()},
+             "args": [_arg(a, device_alias) for a in n.args],
+             "kwargs": {k: _arg(v, device_alias) for k, v in n.kwargs.items()},
              "val": _val(n.meta.get("val")), "module": module, "module_stack": stack, "module_classes": classes}
         nodes.append(d)
 
@@ -217,7 +275,7 @@ def describe(ep, kwargs, model_class="", export_seconds=None):
             nm = "output:noise_pred" if not outputs else "output:%d" % i
             outputs.append({"node": getattr(spec.arg, "name", None), "name": nm})
 
-    non_tensor = {p: _arg(v, None) for p, v in flat if not isinstance(v, torch.Tensor)}
+    non_tensor = {p: _arg(v) for p, v in flat if not isinstance(v, torch.Tensor)}
     try:
         import diffusers
         dver = diffusers.__version__
@@ -233,11 +291,9 @@ def describe(ep, kwargs, model_class="", export_seconds=None):
     return doc
 
 
-def export_graph(model, kwargs):
-    """Exports model(**kwargs) (fp32, autocast off) and describes the graph.
-
-    Raises CaptureError with torch's message when the model cannot be
-    exported; the Recorder turns that into a note in the trace."""
+def export_program(model, kwargs):
+    """(ExportedProgram, seconds) of model(**kwargs), fp32 semantics: autocast
+    off, no grad. Raises CaptureError with torch's message on failure."""
     import torch
 
     t0 = time.perf_counter()
@@ -245,6 +301,13 @@ def export_graph(model, kwargs):
         with torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False), torch.no_grad():
             ep = torch.export.export(model, args=(), kwargs=kwargs, strict=False)
     except Exception as e:  # the recorder never raises into the job
-        raise CaptureError("torch.export failed: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]))
-    dt = time.perf_counter() - t0
-    return describe(ep, kwargs, model_class=type(model).__name__, export_seconds=dt), ep
+        raise CaptureError("torch.export failed: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:300]))
+    return ep, time.perf_counter() - t0
+
+
+def export_graph(model, kwargs, **describe_kw):
+    """Exports model(**kwargs) (fp32, autocast off) and describes the graph:
+    (doc, ExportedProgram). Raises CaptureError when the model cannot be
+    exported; the Recorder turns that into a note in the trace."""
+    ep, dt = export_program(model, kwargs)
+    return describe(ep, kwargs, model_class=type(model).__name__, export_seconds=dt, **describe_kw), ep
