@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h"
 
 typedef struct ref_ctx {
@@ -407,7 +408,7 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
     int rc = drift_host_check_run(be, op, in, out, sizeof(double), err);
     if (rc) return rc;
     const int nt = ((const ref_ctx *)be->ctx)->nthreads;
-    const drift_tensor *x = in[0];
+    const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
     case DRIFT_OP_CAST:
     case DRIFT_OP_AFFINE:
@@ -467,7 +468,9 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: run_patch(op, x, out); return DRIFT_OK;
     case DRIFT_OP_TIMESTEP_SINUSOID: run_timestep(op, x, out); return DRIFT_OK;
-    default: break;
+    default:
+        if (drift_aten_is_kind(op->kind)) return drift_ref_run_aten(nt, op, in, out, err);
+        break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
 }
