@@ -59,6 +59,7 @@ static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16
 static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
     if (!op || (int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT) return 0;
+    if (op->kind >= DRIFT_OP_UNARY) return 0; /* the ATen-level ops of captured graphs: not on the GPU yet */
     if (!dtype_ok(op->out)) return 0;
     if ((op->kind == DRIFT_OP_LINEAR || op->kind == DRIFT_OP_ATTENTION) && !dtype_ok(op->compute)) return 0;
     return 1;
