@@ -422,7 +422,7 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
             return fail_node(me, &op, err, "input %d refers to value %d, expected an earlier id (0..%d)", i, src, me - 1);
         const drift_value *sv = &g->vals[src];
         memset(&fake[i], 0, sizeof fake[i]);
-        fake[i].dtype = sv->dtype;
+        fake[i].dtype = g->assigned ? sv->dtype : DRIFT_DTYPE_INVALID; /* semantic: dtypes are not decided yet */
         fake[i].ndim = sv->ndim;
         memcpy(fake[i].shape, sv->shape, sizeof fake[i].shape);
         fake[i].numel = sv->numel;

@@ -27,6 +27,8 @@ typedef struct fxv {
     int n_multi;
     int mat_id, mat_version; /* cached materialisation, valid while the root's version is mat_version */
     int first_id;            /* drift id of the first materialisation (sites), -1 if none */
+    int cplx;                /* a complex tensor: t is its logical view over (real, imag) float pairs,
+                                the pair being a trailing dim of size 2 and stride 1 */
 } fxv;
 
 typedef struct root {
@@ -43,6 +45,8 @@ typedef struct lctx {
     int n_roots, cap_roots;
     int cur;                 /* FX node being lowered */
     int seen_input[DRIFT_INPUT_COUNT];
+    unsigned char *live;     /* FX nodes that reach the output (or write in place) */
+    int last_cplx;           /* the complex flag of the last tensor_arg */
 } lctx;
 
 /* ---- errors and argument access ------------------------------------------------ */
@@ -233,7 +237,13 @@ static int mat_fx(lctx *c, int j, int *id) {
         *id = f->mat_id;
         return DRIFT_OK;
     }
-    int rc = mat_view(c, &f->t, id);
+    aten_view full = f->t;
+    if (f->cplx) {
+        full.size[full.nd] = 2;
+        full.stride[full.nd] = 1;
+        full.nd++;
+    }
+    int rc = mat_view(c, &full, id);
     if (rc) return rc;
     f->mat_id = *id;
     f->mat_version = r->version;
@@ -252,6 +262,7 @@ static int tensor_arg(lctx *c, const drift_json_value *v, const char *what, int 
     if (j < 0) return FAIL(c, "%s: expected a tensor (a node reference)", what);
     if (c->fx[j].kind != FX_TENSOR) return FAIL(c, "%s: node '%s' is not a tensor", what, c->g->nodes[j].name);
     *fxi = j;
+    c->last_cplx = c->fx[j].cplx;
     return DRIFT_OK;
 }
 
@@ -269,6 +280,17 @@ static int set_result(lctx *c, int id) {
     f->mat_id = id;
     f->mat_version = 0;
     f->first_id = id;
+    f->cplx = 0;
+    return DRIFT_OK;
+}
+
+/* Result: a new root from drift value id holding complex pairs [..., 2]. */
+static int set_result_cplx(lctx *c, int id) {
+    int rc = set_result(c, id);
+    if (rc) return rc;
+    fxv *f = &c->fx[c->cur];
+    f->t.nd--;
+    f->cplx = 1;
     return DRIFT_OK;
 }
 
@@ -276,6 +298,7 @@ static int set_view(lctx *c, const aten_view *v) {
     fxv *f = &c->fx[c->cur];
     f->kind = FX_TENSOR;
     f->t = *v;
+    f->cplx = c->last_cplx;
     return DRIFT_OK;
 }
 
@@ -357,6 +380,12 @@ static int lower_placeholder(lctx *c) {
     int nd = 0, rc, id = -1;
     int64_t shape[DRIFT_MAX_DIMS];
     if ((rc = val_shape(c, n->val, &nd, shape))) return rc;
+    const drift_json_value *vdt = drift_json_object_get(n->val, "dtype");
+    int cplx = vdt && vdt->type == DRIFT_JSON_STRING && !strcmp(vdt->str, "complex64");
+    if (cplx) { /* stored as (real, imag) pairs: a trailing dim of 2 */
+        if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "a complex input of %d dims", nd);
+        shape[nd++] = 2;
+    }
     drift_err inner;
     drift_err_clear(&inner);
     char name[DRIFT_MAX_FQN + 16];
@@ -393,7 +422,7 @@ static int lower_placeholder(lctx *c) {
     }
     }
     if (rc) return FAIL(c, "%s", inner.msg);
-    return set_result(c, id);
+    return cplx ? set_result_cplx(c, id) : set_result(c, id);
 }
 
 /* ---- view ops ------------------------------------------------------------------- */
@@ -408,11 +437,12 @@ static int do_reshape(lctx *c, int j, int nd, int64_t *size, int allow_copy) {
     /* not expressible as a view of this root: torch's reshape copies (and our view of a
      * conv output may be strided where torch's is not: the values are the same) */
     (void)allow_copy;
-    int id, rc = mat_fx(c, j, &id);
+    int id, rc = mat_fx(c, j, &id), cplx = c->fx[j].cplx;
     if (rc) return rc;
     int vid;
+    if (cplx) size[nd++] = 2;
     if ((rc = emit_view_to(c, id, nd, size, &vid))) return rc;
-    return set_result(c, vid);
+    return cplx ? set_result_cplx(c, vid) : set_result(c, vid);
 }
 
 static int lower_view_like(lctx *c, const char *base) {
@@ -637,6 +667,7 @@ static int lower_multi(lctx *c, const char *base) {
     }
     f->kind = FX_MULTI;
     f->n_multi = np;
+    f->cplx = c->fx[j].cplx;
     int64_t at = 0;
     for (int i = 0; i < np; i++) {
         aten_view o = *v;
@@ -665,6 +696,7 @@ static int lower_getitem(lctx *c) {
     if (rc) return rc;
     if (i < 0) i += c->fx[j].n_multi;
     if (i < 0 || i >= c->fx[j].n_multi) return FAIL(c, "getitem index %lld out of range", (long long)i);
+    c->last_cplx = c->fx[j].cplx;
     return set_view(c, &c->fx[j].multi[i]);
 }
 
@@ -678,7 +710,112 @@ static int lower_alias(lctx *c) {
 /* clone/contiguous: a copy (later writes to it must not reach the source) */
 static int lower_copy_of(lctx *c) {
     int id, rc = mat_arg(c, arg(c, 0, "self"), "self", &id);
-    return rc ? rc : set_result(c, id);
+    if (rc) return rc;
+    return c->last_cplx ? set_result_cplx(c, id) : set_result(c, id);
+}
+
+/* view_as_complex / view_as_real: the same storage, the pair dim hidden or shown. */
+static int lower_complex_view(lctx *c, int to_complex) {
+    int j, rc = tensor_arg(c, arg(c, 0, "self"), "self", &j);
+    if (rc) return rc;
+    aten_view v = c->fx[j].t;
+    if (to_complex) {
+        if (c->fx[j].cplx) return FAIL(c, "view_as_complex of a complex tensor");
+        if (v.nd < 1 || v.size[v.nd - 1] != 2 || v.stride[v.nd - 1] != 1)
+            return FAIL(c, "view_as_complex needs a last dim of size 2 and stride 1");
+        v.nd--;
+        c->last_cplx = 1;
+    } else {
+        if (!c->fx[j].cplx) return FAIL(c, "view_as_real of a real tensor");
+        v.size[v.nd] = 2;
+        v.stride[v.nd] = 1;
+        v.nd++;
+        c->last_cplx = 0;
+    }
+    return set_view(c, &v);
+}
+
+/* einsum with one operand whose output is a permutation of its input: a view. */
+static int lower_einsum(lctx *c) {
+    const char *eq = NULL;
+    int rc = get_str(c, arg(c, 0, "equation"), "equation", NULL, &eq);
+    if (rc) return rc;
+    const drift_json_value *ops = arg(c, 1, "tensors");
+    if (!eq || !ops || ops->type != DRIFT_JSON_ARRAY || ops->n_items != 1)
+        return FAIL(c, "einsum with %zu operands is not supported yet (one-operand permutations only)",
+                    ops && ops->type == DRIFT_JSON_ARRAY ? ops->n_items : 0);
+    int j;
+    if ((rc = tensor_arg(c, &ops->items[0], "tensors[0]", &j))) return rc;
+    const aten_view *v = &c->fx[j].t;
+    const char *arrow = strstr(eq, "->");
+    if (!arrow) return FAIL(c, "einsum '%s': an explicit output (->) is needed", eq);
+    size_t ni = (size_t)(arrow - eq), no = strlen(arrow + 2);
+    if ((int)ni != v->nd || no != ni) return FAIL(c, "einsum '%s' is not a permutation of the %d-d operand", eq, v->nd);
+    aten_view o = *v;
+    for (size_t k = 0; k < no; k++) {
+        const char *p = memchr(eq, arrow[2 + k], ni);
+        if (!p || memchr(arrow + 2, arrow[2 + k], k)) return FAIL(c, "einsum '%s' is not a permutation", eq);
+        o.size[k] = v->size[p - eq];
+        o.stride[k] = v->stride[p - eq];
+    }
+    return set_view(c, &o);
+}
+
+/* (a + bi)(c + di) = (ac - bd) + (ad + bc)i in opmath, as c10::complex's operator*. */
+static int lower_complex_mul(lctx *c) {
+    int ja, jb, rc;
+    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &ja)) || (rc = tensor_arg(c, arg(c, 1, "other"), "other", &jb)))
+        return rc;
+    if (!c->fx[ja].cplx || !c->fx[jb].cplx) return FAIL(c, "complex times real is not supported yet");
+    int A, B;
+    if ((rc = mat_fx(c, ja, &A)) || (rc = mat_fx(c, jb, &B))) return rc;
+    int part[2][2]; /* [operand][re, im] */
+    for (int o = 0; o < 2; o++) {
+        const drift_value *x = drift_graph_value(c->out, o ? B : A);
+        aten_view v;
+        aten_view_contig(&v, 0, x->ndim, x->shape);
+        for (int k = 0; k < 2; k++) {
+            drift_node_spec s;
+            drift_node_spec_init(&s, DRIFT_OP_STRIDED);
+            s.op.n_in = 1;
+            s.in[0] = o ? B : A;
+            s.op.start = k;
+            memcpy(s.op.stride, v.stride, sizeof(int64_t) * (size_t)(x->ndim - 1));
+            s.rule = DRIFT_RULE_LIKE_INPUT0;
+            s.ndim = x->ndim - 1;
+            memcpy(s.shape, x->shape, sizeof(int64_t) * (size_t)s.ndim);
+            if (s.ndim == 0) return FAIL(c, "a 0-d complex product");
+            if ((rc = add_node(c, &s, &part[o][k]))) return rc;
+        }
+    }
+    int ac, bd, ad, bc, re, im;
+    int in[2];
+    in[0] = part[0][0], in[1] = part[1][0];
+    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &ac))) return rc;
+    in[0] = part[0][1], in[1] = part[1][1];
+    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &bd))) return rc;
+    in[0] = part[0][0], in[1] = part[1][1];
+    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &ad))) return rc;
+    in[0] = part[0][1], in[1] = part[1][0];
+    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &bc))) return rc;
+    in[0] = ac, in[1] = bd;
+    if ((rc = emit(c, DRIFT_OP_SUB, NULL, 2, in, DRIFT_RULE_PROMOTE, &re))) return rc;
+    in[0] = ad, in[1] = bc;
+    if ((rc = emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_PROMOTE, &im))) return rc;
+    const drift_value *rv = drift_graph_value(c->out, re);
+    int64_t sh[DRIFT_MAX_DIMS];
+    memcpy(sh, rv->shape, sizeof sh);
+    int nd = rv->ndim;
+    if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "complex product of %d dims", nd);
+    sh[nd] = 1;
+    int r1, i1, out;
+    if ((rc = emit_view_to(c, re, nd + 1, sh, &r1)) || (rc = emit_view_to(c, im, nd + 1, sh, &i1))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.dim = nd;
+    in[0] = r1, in[1] = i1;
+    if ((rc = emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &out))) return rc;
+    return set_result_cplx(c, out);
 }
 
 /* ---- casts ---------------------------------------------------------------------- */
@@ -692,6 +829,12 @@ static int lower_to(lctx *c, const char *target) {
     else dv = arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
     int given, is_int;
     drift_dtype dt;
+    if (c->fx[j].cplx) { /* complex64 -> complex64 (a device move) is the only complex cast drift carries */
+        const drift_json_value *nm = dv && dv->type == DRIFT_JSON_OBJECT ? drift_json_object_get(dv, "dtype") : NULL;
+        if (!is_none(dv) && !(nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64")))
+            return FAIL(c, "casting a complex tensor is not supported");
+        return set_view(c, &c->fx[j].t);
+    }
     if ((rc = get_dtype(c, dv, "dtype", &given, &dt, &is_int))) return rc;
     if (!given || is_int) {
         /* no dtype change (a device move), or an integer target: the importer carries
@@ -968,9 +1111,8 @@ static int lower_conv(lctx *c, const char *base) {
     if (xv->ndim != sp + 2 || wv->ndim != sp + 2) return FAIL(c, "input and weight must be %d-d", sp + 2);
     int64_t st[3], pad[3], dil[3], groups;
     int ns = 0, np = 0, nd = 0;
-    if ((rc = get_ints(c, is_none(arg(c, 3, "stride")) ? NULL : arg(c, 3, "stride"), "stride", st, &ns)) &&
-        !is_none(arg(c, 3, "stride")))
-        return rc;
+    if (is_none(arg(c, 3, "stride"))) st[0] = 1, ns = 1;
+    else if ((rc = get_ints(c, arg(c, 3, "stride"), "stride", st, &ns))) return rc;
     if (is_none(arg(c, 4, "padding"))) pad[0] = 0, np = 1;
     else if ((rc = get_ints(c, arg(c, 4, "padding"), "padding", pad, &np))) return rc;
     if (is_none(arg(c, 5, "dilation"))) dil[0] = 1, nd = 1;
@@ -1104,10 +1246,13 @@ static int lower_cat(lctx *c, int stack) {
     int64_t dim;
     int rc = get_int(c, arg(c, 1, "dim"), "dim", 0, &dim);
     if (rc) return rc;
-    int acc = -1;
+    int acc = -1, cplx = -1;
     for (size_t i = 0; i < list->n_items; i++) {
         int x;
         if ((rc = mat_arg(c, &list->items[i], "tensors[]", &x))) return rc;
+        if (cplx >= 0 && cplx != c->last_cplx) return FAIL(c, "cat of complex and real tensors");
+        cplx = c->last_cplx;
+        if (cplx && stack) return FAIL(c, "stack of complex tensors is not supported yet");
         const drift_value *v = drift_graph_value(c->out, x);
         if (stack) {
             int d = aten_view_dim(dim, v->ndim + 1);
@@ -1125,14 +1270,13 @@ static int lower_cat(lctx *c, int stack) {
         const drift_value *av = drift_graph_value(c->out, acc);
         drift_op op;
         memset(&op, 0, sizeof op);
-        int d = aten_view_dim(dim, av->ndim);
+        int d = aten_view_dim(dim, av->ndim - (cplx ? 1 : 0));
         if (d < 0) return FAIL(c, "cat dim %lld out of range", (long long)dim);
         op.dim = d;
         int in[2] = {acc, x};
         if ((rc = emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &acc))) return rc;
     }
-    if (list->n_items == 1 && !stack) return set_result(c, acc);
-    return set_result(c, acc);
+    return cplx ? set_result_cplx(c, acc) : set_result(c, acc);
 }
 
 static int lower_copy_(lctx *c) {
@@ -1208,6 +1352,21 @@ static int lower_call(lctx *c) {
     if (!strcmp(base, "_assert_tensor_metadata")) {
         c->fx[c->cur].kind = FX_NONE;
         return DRIFT_OK;
+    }
+    if (!strcmp(base, "view_as_complex")) return lower_complex_view(c, 1);
+    if (!strcmp(base, "view_as_real")) return lower_complex_view(c, 0);
+    if (!strcmp(base, "einsum")) return lower_einsum(c);
+    if (!strcmp(t, "aten.mul.Tensor")) {
+        int ja = ref_of(c, arg(c, 0, "self"));
+        if (ja >= 0 && c->fx[ja].kind == FX_TENSOR && c->fx[ja].cplx) return lower_complex_mul(c);
+    }
+    if (!in_list(base, views) && !in_list(base, multis) && !in_list(base, aliases) && strcmp(base, "clone") &&
+        strcmp(base, "contiguous") && strcmp(base, "to") && strcmp(base, "_to_copy") && strcmp(base, "cat")) {
+        const aten_node *n = cur_node(c);
+        for (size_t k = 0; k < n->args->n_items; k++) {
+            int a = ref_of(c, &n->args->items[k]);
+            if (a >= 0 && c->fx[a].cplx) return FAIL(c, "complex operands are not supported by %s", t);
+        }
     }
     if (in_list(base, views)) return lower_view_like(c, base);
     if (in_list(base, multis)) return lower_multi(c, base);
@@ -1363,6 +1522,36 @@ static int add_sites(lctx *c) {
     return rc;
 }
 
+/* ---- liveness ------------------------------------------------------------------- */
+
+static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsigned char *live) {
+    if (v->type == DRIFT_JSON_ARRAY) {
+        for (size_t k = 0; k < v->n_items; k++) mark_refs(g, &v->items[k], live);
+    } else if (node_ref(v)) {
+        int i = aten_find(g, v->members[0].value.str);
+        if (i >= 0) live[i] = 1;
+    } else if (v->type == DRIFT_JSON_OBJECT) {
+        for (size_t k = 0; k < v->n_members; k++) mark_refs(g, &v->members[k].value, live);
+    }
+}
+
+/* Nodes whose value reaches the output, and in-place ops (their effect is on
+ * their destination's storage, which the output may read) with their inputs:
+ * dead code (a mask's sequence length computed but unused, a last block's
+ * context stream) is not lowered. */
+static void compute_live(const drift_aten_graph *g, unsigned char *live) {
+    for (int i = g->n - 1; i >= 0; i--) {
+        const aten_node *n = &g->nodes[i];
+        size_t tl = strlen(n->target);
+        int inplace = n->op == ATEN_CALL && tl > 9 && !strcmp(n->target + tl - 9, "_.default") &&
+                      strcmp(n->target, "aten.detach_.default");
+        if (n->op == ATEN_OUTPUT || n->op == ATEN_PLACEHOLDER || inplace) live[i] = 1;
+        if (!live[i]) continue;
+        mark_refs(g, n->args, live);
+        if (n->kwargs) mark_refs(g, n->kwargs, live);
+    }
+}
+
 /* ---- entry ---------------------------------------------------------------------- */
 
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err) {
@@ -1375,10 +1564,12 @@ int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_e
     int rc = drift_graph_create(0, &c.out, err);
     if (rc) return rc;
     c.fx = drift_calloc((size_t)g->n, sizeof *c.fx);
-    if (!c.fx) {
+    c.live = drift_calloc((size_t)g->n, 1);
+    if (!c.fx || !c.live) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "aten", "out of memory");
         goto done;
     }
+    compute_live(g, c.live);
     char model[256];
     snprintf(model, sizeof model, "captured:%s", drift_aten_graph_model_class(g));
     if ((rc = drift_graph_set_model(c.out, model, err))) goto done;
@@ -1387,6 +1578,7 @@ int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_e
         c.fx[i].mat_id = c.fx[i].first_id = -1;
         const aten_node *n = &g->nodes[i];
         if (n->op == ATEN_OUTPUT) break;
+        if (!c.live[i]) continue; /* FX_NONE */
         rc = n->op == ATEN_PLACEHOLDER ? lower_placeholder(&c) : lower_call(&c);
         if (!rc && n->op == ATEN_CALL) rc = check_val(&c);
     }
@@ -1420,6 +1612,7 @@ int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_e
 done:
     for (int i = 0; c.fx && i < g->n; i++) drift_free(c.fx[i].multi);
     drift_free(c.fx);
+    drift_free(c.live);
     drift_free(c.roots);
     if (rc) {
         drift_graph_free(c.out);

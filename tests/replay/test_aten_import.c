@@ -205,9 +205,15 @@ static void test_wan_replays(void **s) {
     replay_model("wan");
 }
 
+static void test_sd3_replays(void **s) {
+    (void)s;
+    replay_model("sd3");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wan_replays),
+        cmocka_unit_test(test_sd3_replays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
