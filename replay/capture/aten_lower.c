@@ -1136,8 +1136,12 @@ static int lower_conv(lctx *c, const char *base) {
     if ((rc = emit(c, DRIFT_OP_PATCHIFY, &op, 1, &x5, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
     const int64_t K = wv->numel / O;
     if ((rc = emit_view_to(c, w, 2, (int64_t[]){O, K}, &wk))) return rc;
-    int in[3] = {id, wk, b};
-    if ((rc = emit(c, DRIFT_OP_LINEAR, NULL, b >= 0 ? 3 : 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
+    int in[2] = {id, wk};
+    if ((rc = emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
+    if (b >= 0) { /* cuDNN adds a convolution's bias in a separate op: two roundings */
+        in[0] = lin, in[1] = b;
+        if ((rc = emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
+    }
     aten_view lv;
     if ((rc = new_root(c, lin, &lv))) return rc;
     /* [B, L, O] -> [B, O, s0, s1(, s2)] */

@@ -200,6 +200,251 @@ static void replay_model(const char *model) {
     free_fixture(&fx);
 }
 
+
+/* ---- hostile documents ------------------------------------------------------------- */
+
+static char *mini_doc(size_t *len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/graphs/mini_rope.json", testdata());
+    char *t = slurp(path, len);
+    if (!t) fail_msg("%s missing", path);
+    return t;
+}
+
+/* Replaces the first occurrence of a by b in text (a new string). */
+static char *edit(const char *text, const char *a, const char *b) {
+    const char *p = strstr(text, a);
+    if (!p) fail_msg("edit: '%s' not in the document", a);
+    size_t n = strlen(text) - strlen(a) + strlen(b);
+    char *o = malloc(n + 1);
+    size_t k = (size_t)(p - text);
+    memcpy(o, text, k);
+    memcpy(o + k, b, strlen(b));
+    strcpy(o + k + strlen(b), p + strlen(a));
+    return o;
+}
+
+/* Parses and lowers text; expects DRIFT_E_INPUT with every needle in the message. */
+static void expect_bad(const char *text, size_t len, const char *n1, const char *n2) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *g = NULL;
+    drift_graph *sem = NULL;
+    int rc = drift_aten_graph_parse(text, len, "hostile.json", &g, &e);
+    if (rc == DRIFT_OK) {
+        rc = drift_aten_graph_lower(g, &sem, &e);
+        drift_aten_graph_free(g);
+        drift_graph_free(sem);
+    } else {
+        assert_null(g);
+    }
+    if (rc != DRIFT_E_INPUT) fail_msg("expected DRIFT_E_INPUT, got %d (%s)", rc, e.msg);
+    if ((n1 && !strstr(e.msg, n1)) || (n2 && !strstr(e.msg, n2)))
+        fail_msg("message '%s: %s' lacks '%s' / '%s'", e.where, e.msg, n1 ? n1 : "", n2 ? n2 : "");
+    print_message("  rejected: %s\n", e.msg);
+}
+
+static void test_hostile_graphs(void **s) {
+    (void)s;
+    size_t len;
+    char *doc = mini_doc(&len);
+    char *t;
+    t = edit(doc, "aten.linear.default", "aten.frobnicate.default");
+    expect_bad(t, strlen(t), "unknown op 'aten.frobnicate.default'", "node 3 'linear' (aten.frobnicate.default) in module 'proj'");
+    free(t);
+    t = edit(doc, "\"args\": [\n    {\n     \"node\": \"x\"", "\"args\": [\n    {\n     \"node\": \"layer_norm\"");
+    expect_bad(t, strlen(t), "forward reference", "'linear'");
+    free(t);
+    t = edit(doc, "\"args\": [\n    {\n     \"node\": \"x\"", "\"args\": [\n    {\n     \"node\": \"linear\"");
+    expect_bad(t, strlen(t), "a cycle or forward reference", "'linear'"); /* a node reading itself */
+    free(t);
+    t = edit(doc, "\"args\": [\n    {\n     \"node\": \"x\"", "\"args\": [\n    {\n     \"node\": \"nowhere\"");
+    expect_bad(t, strlen(t), "dangling", "'nowhere'");
+    free(t);
+    {
+        /* the linear's declared shape [1, 4, 8] becomes [1, 4, 9] */
+        const char *p = strstr(doc, "\"name\": \"linear\"");
+        assert_non_null(p);
+        const char *q = strstr(p, "8\n    ],");
+        assert_non_null(q);
+        size_t k = (size_t)(q - doc);
+        char *u = strdup(doc);
+        u[k] = '9';
+        expect_bad(u, strlen(u), "shape mismatch", "'linear'");
+        free(u);
+    }
+    t = edit(doc, "\"op\": \"call_function\"", "\"op\": \"get_attr\"");
+    expect_bad(t, strlen(t), "get_attr", NULL);
+    free(t);
+    t = edit(doc, "\"drift-aten-graph\"", "\"drift-graph\"");
+    expect_bad(t, strlen(t), "'format'", NULL);
+    free(t);
+    t = edit(doc, "\"name\": \"unflatten\"", "\"name\": \"linear\"");
+    expect_bad(t, strlen(t), "duplicate node name", NULL);
+    free(t);
+    t = edit(doc, "-1,\n     2\n    ]", "-1,\n     3\n    ]");
+    expect_bad(t, strlen(t), "unflatten", "'unflatten'");
+    free(t);
+    t = edit(doc, "\"kind\": \"parameter\"", "\"kind\": \"weights\"");
+    expect_bad(t, strlen(t), "'kind'", NULL);
+    free(t);
+    expect_bad("{\"format\": \"drift-aten-graph\", \"version\": 1, \"nodes\": [", 52, NULL, NULL);
+    expect_bad("[1, 2]", 6, "expected a JSON object", NULL);
+    free(doc);
+    /* too many nodes: 200001 small placeholders (within the JSON reader's limits) */
+    {
+        const int n = DRIFT_ATEN_MAX_NODES + 1;
+        size_t cap = (size_t)n * 80 + 256, o = 0;
+        char *big = malloc(cap);
+        o += (size_t)snprintf(big + o, cap - o, "{\"format\": \"drift-aten-graph\", \"version\": 1, \"nodes\": [");
+        for (int i = 0; i < n; i++)
+            o += (size_t)snprintf(big + o, cap - o, "%s{\"name\":\"n%d\",\"op\":\"placeholder\",\"target\":\"t\",\"args\":[]}",
+                                  i ? "," : "", i);
+        o += (size_t)snprintf(big + o, cap - o, "], \"inputs\": []}");
+        expect_bad(big, o, "more than 200000 nodes", "'n200000'");
+        free(big);
+    }
+    /* 10^6 nodes: past the JSON reader's input limit, a clear error before any allocation per node */
+    {
+        const int n = 1000000;
+        size_t cap = (size_t)n * 80 + 256, o = 0;
+        char *big = malloc(cap);
+        o += (size_t)snprintf(big + o, cap - o, "{\"format\": \"drift-aten-graph\", \"version\": 1, \"nodes\": [");
+        for (int i = 0; i < n; i++)
+            o += (size_t)snprintf(big + o, cap - o, "%s{\"name\":\"n%d\",\"op\":\"placeholder\",\"target\":\"t\",\"args\":[]}",
+                                  i ? "," : "", i);
+        o += (size_t)snprintf(big + o, cap - o, "], \"inputs\": []}");
+        expect_bad(big, o, "limit", NULL);
+        free(big);
+    }
+}
+
+/* ---- copy_ into strided views (diffusers' RoPE) ---------------------------------------- */
+
+typedef struct grab {
+    const char *site;
+    float *v;
+    int64_t n;
+} grab;
+
+static int grab_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
+    grab *g = user;
+    if (strcmp(site, g->site)) return 0;
+    g->n = t->numel;
+    g->v = malloc((size_t)t->numel * sizeof(float));
+    return t->be->download_f32(t->be, t, g->v, err);
+}
+
+static void test_copy_into_views(void **s) {
+    (void)s;
+    size_t len;
+    char *doc = mini_doc(&len);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *g = NULL;
+    drift_graph *sem = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, len, "mini_rope.json", &g, &e), DRIFT_OK);
+    if (drift_aten_graph_lower(g, &sem, &e)) fail_msg("%s", e.msg);
+    assert_true(drift_graph_find_site(sem, "rope:out") >= 0);
+    assert_true(drift_graph_find_site(sem, "proj:out") >= 0);
+    assert_true(drift_graph_find_site(sem, "output:noise_pred") >= 0);
+    assert_true(drift_graph_find_site(sem, "input:latents:pre_cast") >= 0);
+    float w[64], cosb[32], x[32];
+    for (int i = 0; i < 64; i++) w[i] = (float)((i * 7) % 11 - 5) * 0.125f;
+    for (int i = 0; i < 32; i++) cosb[i] = (float)(i % 5) * 0.25f - 0.5f, x[i] = (float)((i * 3) % 7) * 0.5f - 1.0f;
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(ps, "proj.weight", DRIFT_F32, 2, (int64_t[]){8, 8}, w, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(bs, "rope.cos", DRIFT_F32, 2, (int64_t[]){4, 8}, cosb, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, (int64_t[]){1, 4, 8}, x, NULL, NULL, &e), 0);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_F32;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    drift_graph *as = NULL;
+    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("%s", e.msg);
+    drift_backend *be;
+    assert_int_equal(drift_backend_create("cpu", &be, &e), 0);
+    grab gr = {"rope:out", NULL, 0};
+    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is, .on_site = grab_site, .user = &gr};
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    if (drift_exec_run(as, be, &in, &r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    assert_int_equal(gr.n, 32);
+    /* expected: lin = x W^T; out[..., 0::2] = lin[..., 0::2] * cos[:, 0::2] - lin[..., 1::2] * 0.5;
+     * out[..., 1::2] = lin[..., 0::2] (the second copy_ writes the odd slots) */
+    for (int l = 0; l < 4; l++) {
+        float lin[8];
+        for (int n = 0; n < 8; n++) {
+            double acc = 0;
+            for (int k = 0; k < 8; k++) acc += (double)x[l * 8 + k] * w[n * 8 + k];
+            lin[n] = (float)acc; /* exact: small dyadic values */
+        }
+        for (int i = 0; i < 4; i++) {
+            float a = lin[2 * i], b = lin[2 * i + 1];
+            float p = a * cosb[l * 8 + 2 * i], q = b * 0.5f;
+            float want0 = p - q, want1 = a;
+            if (gr.v[l * 8 + 2 * i] != want0 || gr.v[l * 8 + 2 * i + 1] != want1)
+                fail_msg("rope:out[%d, %d]: got (%g, %g), want (%g, %g)", l, i, gr.v[l * 8 + 2 * i],
+                         gr.v[l * 8 + 2 * i + 1], want0, want1);
+        }
+    }
+    free(gr.v);
+    drift_exec_result_free(&r);
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_aten_graph_free(g);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+    drift_plan_free(&plan);
+    free(doc);
+}
+
+/* ---- the autocast table is the one documented --------------------------------------------- */
+
+static void test_autocast_table_documented(void **s) {
+    (void)s;
+    char path[1024];
+    const char *src = getenv("DRIFT_SRC");
+    snprintf(path, sizeof path, "%s/docs/autocast.md", src ? src : ".");
+    size_t len;
+    char *doc = slurp(path, &len);
+    if (!doc) fail_msg("%s missing", path);
+    static const char *const cls_name[] = {"none", "lower", "fp32", "promote"};
+    int n = 0;
+    drift_aten_cast_class cls;
+    for (const char *op; (op = drift_aten_autocast_entry(n, &cls)); n++) {
+        char row[160];
+        snprintf(row, sizeof row, "| `%s` | %s |", op, cls_name[cls]);
+        if (!strstr(doc, row)) fail_msg("docs/autocast.md lacks the row '%s'", row);
+        assert_int_equal(drift_aten_autocast_class(op), cls);
+    }
+    /* and every documented row is in the table */
+    int rows = 0;
+    for (const char *p = strstr(doc, "\n| `"); p; p = strstr(p + 1, "\n| `")) {
+        char op[96], c[16];
+        if (sscanf(p, "\n| `%95[^`]` | %15s |", op, c) != 2) continue;
+        if (!strcmp(c, "lower") || !strcmp(c, "fp32") || !strcmp(c, "promote")) {
+            rows++;
+            drift_aten_cast_class want = !strcmp(c, "lower") ? DRIFT_ATEN_CAST_LOWER : !strcmp(c, "fp32") ? DRIFT_ATEN_CAST_FP32 : DRIFT_ATEN_CAST_PROMOTE;
+            if (drift_aten_autocast_class(op) != want) fail_msg("docs/autocast.md: %s is %s, the table says otherwise", op, c);
+        }
+    }
+    assert_int_equal(rows, n);
+    assert_int_equal(drift_aten_autocast_class("linear"), DRIFT_ATEN_CAST_LOWER);
+    assert_int_equal(drift_aten_autocast_class("layer_norm"), DRIFT_ATEN_CAST_FP32);
+    assert_int_equal(drift_aten_autocast_class("add"), DRIFT_ATEN_CAST_NONE);
+    char b[64];
+    assert_string_equal(drift_aten_op_base("aten.scaled_dot_product_attention.default", b, sizeof b),
+                        "scaled_dot_product_attention");
+    free(doc);
+}
+
 static void test_wan_replays(void **s) {
     (void)s;
     replay_model("wan");
@@ -214,6 +459,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wan_replays),
         cmocka_unit_test(test_sd3_replays),
+        cmocka_unit_test(test_hostile_graphs),
+        cmocka_unit_test(test_copy_into_views),
+        cmocka_unit_test(test_autocast_table_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
