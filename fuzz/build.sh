@@ -35,14 +35,16 @@ declare -A SRCS=(
   # reference backends: the kernels module is taken whole (a glob), so that a
   # new kernels/cpu/*.c file needs no edit here.
   [fuzz_graph]="replay/ir/graph.c replay/ir/graph_json.c kernels/backend.c KERNELS_GLOB $F_PLAN"
+  # the captured-graph importer lowers through the graph IR and the dtype pass
+  [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB $F_PLAN"
   # the trace module (writer, reader, tables, check/repair) is taken whole, as
   # the kernels module is for fuzz_graph; formats/trace_reader.c must exist.
   [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/census.c formats/dtype.c $F_JSON"
 )
 # Harnesses that link HDF5 (shared, as the project does).
 declare -A NEEDS_HDF5=([fuzz_trace]=1)
-declare -A NEEDS_BLAS=([fuzz_graph]=1)
-ALL="fuzz_json fuzz_plan fuzz_plan_flags fuzz_params fuzz_family_spec fuzz_specs fuzz_safetensors fuzz_graph fuzz_trace"
+declare -A NEEDS_BLAS=([fuzz_graph]=1 [fuzz_aten_graph]=1)
+ALL="fuzz_json fuzz_plan fuzz_plan_flags fuzz_params fuzz_family_spec fuzz_specs fuzz_safetensors fuzz_graph fuzz_aten_graph fuzz_trace"
 
 blas_flags() {
   pkg-config --cflags --libs openblas 2>/dev/null ||
@@ -66,7 +68,7 @@ expand() {
   local s
   for s in $1; do
     if [ "$s" = KERNELS_GLOB ]; then
-      (cd "$root" && ls kernels/cpu/*.c kernels/ref/*.c 2>/dev/null) || true
+      (cd "$root" && ls kernels/cpu/*.c kernels/ref/*.c kernels/aten_*.c 2>/dev/null) || true
     elif [ "$s" = GEN_STEPS ]; then
       gen_steps
     elif [ "$s" = TRACE_GLOB ]; then

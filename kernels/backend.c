@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h" /* DRIFT_HOST_MAX_THREADS */
 
 /* ------------------------------------------------------------------------ */
@@ -180,6 +181,13 @@ static const char *const op_names[DRIFT_OP_COUNT] = {
     [DRIFT_OP_PATCHIFY] = "patchify",
     [DRIFT_OP_UNPATCHIFY] = "unpatchify",
     [DRIFT_OP_TIMESTEP_SINUSOID] = "timestep_sinusoid",
+    [DRIFT_OP_UNARY] = "unary",
+    [DRIFT_OP_SCALAR] = "scalar",
+    [DRIFT_OP_DIV] = "div",
+    [DRIFT_OP_REDUCE] = "reduce",
+    [DRIFT_OP_STRIDED] = "strided",
+    [DRIFT_OP_SCATTER] = "scatter",
+    [DRIFT_OP_FILL] = "fill",
 };
 
 const char *drift_op_name(drift_op_kind k) {
@@ -236,7 +244,10 @@ static void n_in_range(drift_op_kind k, int *lo, int *hi) {
     case DRIFT_OP_LAYER_NORM: *lo = 1; *hi = 3; return;
     case DRIFT_OP_RMS_NORM: *lo = 1; *hi = 2; return;
     case DRIFT_OP_ROPE: case DRIFT_OP_ATTENTION: *lo = 3; *hi = 3; return;
-    default: *lo = 1; *hi = 1; return;
+    default:
+        if (drift_aten_is_kind(k)) drift_aten_n_in_range(k, lo, hi);
+        else *lo = *hi = 1;
+        return;
     }
 }
 
@@ -259,6 +270,7 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
         if (!in[i]) return shape_err(err, op, "input %d is NULL", i);
         if (!valid_tensor_shape(in[i])) return shape_err(err, op, "input %d has an invalid shape", i);
     }
+    if (drift_aten_is_kind(op->kind)) return drift_aten_infer_shape(op, in, ndim, shape, err);
     const drift_tensor *a = in[0], *b = op->n_in > 1 ? in[1] : NULL, *c = op->n_in > 2 ? in[2] : NULL;
     fmt_shape(s0, sizeof s0, a->ndim, a->shape);
 

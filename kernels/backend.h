@@ -62,6 +62,22 @@ typedef enum drift_op_kind {
     DRIFT_OP_TIMESTEP_SINUSOID, /* in0 t[B] -> [B, dim]: half = dim/2,
                               freq_j = exp(-ln(max_period) * j / half) (fp32),
                               arg = t*freq_j, out = flip ? [cos, sin] : [sin, cos] (fp32) */
+    /* ATen-level ops of captured graphs (replay/capture; kernels/aten_shapes.c,
+     * ref/ref_aten_ops.c, cpu/cpu_aten_ops.c). Elementwise ones compute in
+     * opmath (fp32; fp64 for fp64) and round once to op->out. */
+    DRIFT_OP_UNARY,        /* y = f(x), f = op->sub (drift_unary_kind) */
+    DRIFT_OP_SCALAR,       /* y = x (op->sub: drift_scalar_kind) s, s = op->scalar rounded to opmath */
+    DRIFT_OP_DIV,          /* in0 / in1, broadcasting as ADD */
+    DRIFT_OP_REDUCE,       /* sum or mean (op->sub: drift_reduce_kind) over dim op->dim, kept with
+                              size 1; sequential in index order, opmath accumulator */
+    DRIFT_OP_STRIDED,      /* as_strided gather: out (shape requested, as VIEW) [i..] =
+                              flat(in0)[start + sum_k i_k * stride[k]]; strides >= 0 (0 = expand) */
+    DRIFT_OP_SCATTER,      /* out = in0 (base) with flat(out)[start + sum_k i_k * stride[k]] = in1[i..]
+                              (a copy_ into a strided view; in1's shape is the view's; the region
+                              must be injective; dtypes equal: the copy's cast is a CAST before) */
+    DRIFT_OP_FILL,         /* n_in 0 (shape requested) or 1 (in0's shape, values ignored):
+                              op->sub 0 = constant op->scalar, 1 = iota: scalar + i * step (flat i),
+                              computed in fp64, rounded once to op->out */
     DRIFT_OP_COUNT
 } drift_op_kind;
 
@@ -81,7 +97,29 @@ typedef struct drift_op {
     int64_t start, length; /* NARROW */
     int perm[DRIFT_MAX_DIMS]; /* PERMUTE */
     int patch[3];          /* PATCHIFY/UNPATCHIFY: pf, ph, pw */
+    int sub;               /* UNARY, SCALAR, REDUCE, FILL: the variant */
+    double scalar, step;   /* SCALAR: s; FILL: value (and iota step) */
+    int64_t stride[DRIFT_MAX_DIMS]; /* STRIDED, SCATTER: element strides into in0 (offset: start) */
 } drift_op;
+
+/* DRIFT_OP_UNARY variants. */
+typedef enum drift_unary_kind {
+    DRIFT_UNARY_NEG = 0, DRIFT_UNARY_EXP, DRIFT_UNARY_SIN, DRIFT_UNARY_COS, DRIFT_UNARY_RSQRT,
+    DRIFT_UNARY_SQRT, DRIFT_UNARY_TANH, DRIFT_UNARY_SIGMOID, DRIFT_UNARY_GELU_ERF, DRIFT_UNARY_RECIP,
+    DRIFT_UNARY_ABS, DRIFT_UNARY_RELU, DRIFT_UNARY_COUNT
+} drift_unary_kind;
+/* DRIFT_OP_SCALAR variants: x + s, x - s, s - x, x * s, x * (1/s) (CUDA's division by a
+ * host scalar: the reciprocal rounded to opmath, then a multiply), x ^ s (2: x*x,
+ * 3: x*x*x, 0.5: sqrt, -0.5: rsqrt, -1: 1/x, -2: 1/(x*x), as torch's CUDA pow). */
+typedef enum drift_scalar_kind {
+    DRIFT_SCALAR_ADD = 0, DRIFT_SCALAR_SUB, DRIFT_SCALAR_RSUB, DRIFT_SCALAR_MUL, DRIFT_SCALAR_DIV,
+    DRIFT_SCALAR_POW, DRIFT_SCALAR_COUNT
+} drift_scalar_kind;
+typedef enum drift_reduce_kind { DRIFT_REDUCE_SUM = 0, DRIFT_REDUCE_MEAN, DRIFT_REDUCE_COUNT } drift_reduce_kind;
+/* Names of the variants ("exp", "pow", "mean", ...); "?" when out of range. */
+const char *drift_op_sub_name(drift_op_kind k, int sub);
+/* The variant named s for op kind k, or -1. */
+int drift_op_sub_parse(drift_op_kind k, const char *s);
 
 /* Opaque: made by drift_backend_create, freed by drift_backend_free. */
 typedef struct drift_backend drift_backend;

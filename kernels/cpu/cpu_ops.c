@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "formats/alloc.h"
+#include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h"
 
 #define BLK 1024                    /* elements computed before their rounding pass */
@@ -749,7 +750,9 @@ int drift_cpu_run_op(int nt, const drift_op *op, const drift_tensor *const *in, 
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: return run_patch(nt, op, in[0], out);
     case DRIFT_OP_TIMESTEP_SINUSOID: return run_timestep(op, in[0], out);
-    default: break;
+    default:
+        if (drift_aten_is_kind(op->kind)) return drift_cpu_run_aten(nt, op, in, out, err);
+        break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "cpu backend: op %s not implemented", drift_op_name(op->kind));
 }

@@ -63,6 +63,7 @@ static size_t cuda_elem_bytes(drift_dtype dt) { return drift_dtype_size(dt); }
 
 static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
+    if (op->kind >= DRIFT_OP_UNARY) return 0; /* the ATen-level ops of captured graphs: not on the GPU yet */
     if (!dtype_ok(op->out)) return 0;
     if ((op->kind == DRIFT_OP_LINEAR || op->kind == DRIFT_OP_ATTENTION) && !dtype_ok(op->compute)) return 0;
     return 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "formats/alloc.h"
+#include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h"
 
 typedef struct ref_ctx {
@@ -389,7 +390,7 @@ static void run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor
 static int ref_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                    drift_err *err) {
     const int nt = ((const ref_ctx *)be->ctx)->nthreads;
-    const drift_tensor *x = in[0];
+    const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
     case DRIFT_OP_CAST:
     case DRIFT_OP_AFFINE:
@@ -449,7 +450,9 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: run_patch(op, x, out); return DRIFT_OK;
     case DRIFT_OP_TIMESTEP_SINUSOID: run_timestep(op, x, out); return DRIFT_OK;
-    default: break;
+    default:
+        if (drift_aten_is_kind(op->kind)) return drift_ref_run_aten(nt, op, in, out, err);
+        break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
 }

@@ -9,6 +9,7 @@
 
 #include "replay/analysis/sde.h"
 #include "replay/drive/synth.h" /* drift_synth_rollout_path */
+#include "replay/capture/aten_model.h"
 
 static const char *const INPUT_SITE[DRIFT_INPUT_COUNT] = {"input:latents:pre_cast", "input:cond:pre_cast",
                                                            "input:timestep:pre_cast"};
@@ -112,7 +113,7 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
     if (rc) goto done;
     const drift_trace_meta *meta = drift_trace_reader_meta(main_src.r);
     rep->cmp.guidance_scale = meta->guidance_scale;
-    if ((rc = drift_model_create(meta->family, &s->m, err))) {
+    if ((rc = drift_capture_model_for_trace(main_src.r, meta->family, &s->m, err))) {
         drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
     }

@@ -1,5 +1,7 @@
 #include "replay/drive/synth.h"
 
+#include "replay/capture/aten_model.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +201,10 @@ static int side_open(side_rec *s, drift_model *m, const char *path, drift_trace_
         const drift_host_tensor *b = drift_hostset_at(bufs, i);
         if ((rc = drift_trace_writer_add_buffer(s->w, b->name, DRIFT_F32, b->ndim, b->shape, b->f32, err))) goto done;
     }
+    if (m->captured) { /* the captured document itself: replay imports it again */
+        rc = drift_trace_writer_set_graph(s->w, m->captured_json, m->captured_len, err);
+        goto done;
+    }
     graph_json = drift_graph_to_json(m->sem, 0, err);
     if (!graph_json) { rc = err ? err->code : DRIFT_E_NOMEM; goto done; }
     rc = drift_trace_writer_set_graph(s->w, graph_json, strlen(graph_json), err);
@@ -208,19 +214,23 @@ done:
     return rc;
 }
 
+/* The boundary inputs with the shapes of the model graph's input leaves
+ * (a family's [B, C, F, H, W], [B, text_len, text_dim], [B]; a captured
+ * graph's own). */
 static int set_inputs(drift_hostset **in, const drift_model *m, const float *x, const float *cond,
                       const float *timestep, drift_err *err) {
     drift_hostset_free(*in);
     *in = NULL;
     int rc = drift_hostset_create(in, err);
     if (rc) return rc;
-    const drift_family_config *c = &m->cfg;
-    int64_t lat[5] = {c->batch, c->in_channels, c->frames, c->height, c->width};
-    int64_t cs[3] = {c->batch, c->text_len, c->text_dim};
-    int64_t ts[1] = {c->batch};
-    if ((rc = drift_hostset_add(*in, "latents", DRIFT_F32, 5, lat, x, NULL, NULL, err))) return rc;
-    if ((rc = drift_hostset_add(*in, "cond", DRIFT_F32, 3, cs, cond, NULL, NULL, err))) return rc;
-    return drift_hostset_add(*in, "timestep", DRIFT_F32, 1, ts, timestep, NULL, NULL, err);
+    const char *names[3] = {"latents", "cond", "timestep"};
+    const float *vals[3] = {x, cond, timestep};
+    for (int k = 0; k < 3; k++) {
+        const drift_value *v = drift_graph_value(m->sem, drift_graph_find_leaf(m->sem, DRIFT_VAL_INPUT, names[k]));
+        if (!v) continue; /* a captured graph without this input */
+        if ((rc = drift_hostset_add(*in, names[k], DRIFT_F32, v->ndim, v->shape, vals[k], NULL, NULL, err))) return rc;
+    }
+    return DRIFT_OK;
 }
 
 int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
@@ -264,26 +274,42 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     /* What the rollout hands over, recorded on both sides. */
     const drift_value *outv = drift_graph_value(ro.f->assigned, drift_graph_output(ro.f->assigned));
     const int64_t B = m->cfg.batch;
-    int64_t lat_shape[5] = {B, m->cfg.in_channels, m->cfg.frames, m->cfg.height, m->cfg.width};
+    const drift_value *latv = drift_graph_value(m->sem, drift_graph_find_leaf(m->sem, DRIFT_VAL_INPUT, "latents"));
+    const drift_value *tsv = drift_graph_value(m->sem, drift_graph_find_leaf(m->sem, DRIFT_VAL_INPUT, "timestep"));
+    if (!latv || !tsv || tsv->numel != B || latv->ndim < 1 || latv->shape[0] != B || outv->numel != latv->numel) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, o->model,
+                           "a synthetic run needs latents [B, ...], a timestep of B values and an output shaped as the "
+                           "latents (B = %lld)", (long long)B);
+        goto done;
+    }
+    const int lat_nd = latv->ndim;
+    int64_t lat_shape[DRIFT_MAX_DIMS];
+    memcpy(lat_shape, latv->shape, sizeof lat_shape);
     int64_t b_shape[1] = {B}, p_shape[1] = {4};
     int id_rout = -1, id_lpo = -1, id_lpn = -1, id_xn = -1, id_sp = -1, rid_lpo = -1, rid_xn = -1, rid_sp = -1;
     if ((rc = declare(tr.w, DRIFT_SITE_ROLLOUT_OUTPUT, outv->dtype, outv->ndim, outv->shape, &id_rout, err)) ||
         (rc = declare(tr.w, DRIFT_SITE_LOGPROB_OLD, DRIFT_F32, 1, b_shape, &id_lpo, err)) ||
         (rc = declare(tr.w, DRIFT_SITE_LOGPROB_NEW, DRIFT_F32, 1, b_shape, &id_lpn, err)) ||
-        (rc = declare(tr.w, DRIFT_SITE_SDE_XNEXT, DRIFT_F32, 5, lat_shape, &id_xn, err)) ||
+        (rc = declare(tr.w, DRIFT_SITE_SDE_XNEXT, DRIFT_F32, lat_nd, lat_shape, &id_xn, err)) ||
         (rc = declare(tr.w, DRIFT_SITE_SDE_PARAMS, DRIFT_F32, 1, p_shape, &id_sp, err)))
         goto done;
     if (ro.w && ((rc = declare(ro.w, DRIFT_SITE_LOGPROB_OLD, DRIFT_F32, 1, b_shape, &rid_lpo, err)) ||
-                 (rc = declare(ro.w, DRIFT_SITE_SDE_XNEXT, DRIFT_F32, 5, lat_shape, &rid_xn, err)) ||
+                 (rc = declare(ro.w, DRIFT_SITE_SDE_XNEXT, DRIFT_F32, lat_nd, lat_shape, &rid_xn, err)) ||
                  (rc = declare(ro.w, DRIFT_SITE_SDE_PARAMS, DRIFT_F32, 1, p_shape, &rid_sp, err))))
         goto done;
     if ((rc = drift_trace_writer_start(tr.w, err))) goto done;
     if (ro.w && (rc = drift_trace_writer_start(ro.w, err))) goto done;
 
     /* Trajectory state. */
-    if ((rc = drift_params_init_inputs(&m->cfg, o->seed, &seed_inputs, err))) goto done;
+    if ((rc = m->captured ? drift_capture_seed_inputs(m, o->seed, &seed_inputs, err)
+                          : drift_params_init_inputs(&m->cfg, o->seed, &seed_inputs, err)))
+        goto done;
     const drift_host_tensor *lat0 = drift_hostset_find(seed_inputs, "latents");
     const drift_host_tensor *cond = drift_hostset_find(seed_inputs, "cond");
+    if (!cond) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, o->model, "the model has no cond input");
+        goto done;
+    }
     size_t nlat = (size_t)lat0->numel, per = nlat / (size_t)B;
     sigmas = malloc(((size_t)o->steps + 2) * sizeof *sigmas);
     x = malloc(nlat * sizeof *x);

@@ -375,7 +375,7 @@ static int run_node(ectx *c, int id, const drift_value *v, ebuf **out) {
             return DRIFT_OK;
         }
     }
-    if (c->alias && ins[0]->dtype == v->op.out && (v->op.kind == DRIFT_OP_VIEW || v->op.kind == DRIFT_OP_NARROW)) {
+    if (c->alias && v->op.n_in > 0 && ins[0]->dtype == v->op.out && (v->op.kind == DRIFT_OP_VIEW || v->op.kind == DRIFT_OP_NARROW)) {
         int64_t off = v->op.kind == DRIFT_OP_VIEW ? 0 : narrow_offset(&v->op, ins[0]);
         if (off >= 0 && (v->op.kind == DRIFT_OP_NARROW || ins[0]->numel == v->numel)) {
             int rc = new_alias(c, id, v, c->slot[v->in[0]], off, out);

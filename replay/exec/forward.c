@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "formats/safetensors.h"
+#include "replay/capture/aten_model.h"
 #include "replay/models/wan_graph.h"
 #include "replay/exec/params_init.h"
 
 int drift_model_create(const char *spec, drift_model **out, drift_err *err) {
     *out = NULL;
+    if (spec && !strncmp(spec, "graph:", 6)) return drift_capture_model_from_file(spec + 6, out, err); /* a captured graph */
     drift_model *m = calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, spec, "out of memory");
     drift_param_table_init(&m->table);
@@ -29,6 +31,7 @@ void drift_model_free(drift_model *m) {
     if (!m) return;
     drift_param_table_free(&m->table);
     drift_graph_free(m->sem);
+    free(m->captured_json);
     drift_hostset_free(m->params);
     for (int i = 0; i < 3; i++) drift_hostset_free(m->buffers[i]);
     free(m);
@@ -253,6 +256,10 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
     drift_hostset_free(m->params);
     m->params = set;
     set = NULL;
+    if (m->captured) { /* every buffer the captured graph reads */
+        rc = drift_capture_load_trace_buffers(m, r, err);
+        goto done;
+    }
     /* Recorded RoPE tables, when the trace has them. */
     long kc = drift_trace_reader_find_buffer(r, DRIFT_WAN_ROPE_COS), ks = drift_trace_reader_find_buffer(r, DRIFT_WAN_ROPE_SIN);
     if (kc >= 0 && ks >= 0) {
@@ -322,6 +329,7 @@ int drift_model_load_safetensors(drift_model *m, const char *path, size_t *n_ext
     drift_hostset_free(m->params);
     m->params = set;
     set = NULL;
+    if (m->captured) rc = drift_capture_load_safetensors_buffers(m, path, err); /* RoPE tables, constants */
 done:
     free(buf);
     drift_hostset_free(set);
@@ -332,6 +340,20 @@ done:
 int drift_model_buffers(drift_model *m, drift_buffer_prov prov, const drift_hostset **out, drift_err *err) {
     if ((int)prov < 0 || prov > DRIFT_BUF_RECORDED)
         return drift_err_set(err, DRIFT_E_INPUT, "buffer_provenance", "unknown RoPE provenance %d", (int)prov);
+    if (m->captured) { /* a captured graph's buffers are the recorded ones, whatever the plan's provenance */
+        if (!m->buffers[DRIFT_BUF_RECORDED] && drift_graph_count(m->sem) > 0) {
+            int any = 0;
+            for (int i = 0; i < drift_graph_count(m->sem); i++) any |= drift_graph_value(m->sem, i)->kind == DRIFT_VAL_BUFFER;
+            if (any)
+                return drift_err_set(err, DRIFT_E_INPUT, "buffers",
+                                     "the captured graph reads buffers, but none were loaded (from a trace's /buffers or "
+                                     "the weights file's buffer:NAME entries)");
+            int rc = drift_hostset_create(&m->buffers[DRIFT_BUF_RECORDED], err);
+            if (rc) return rc;
+        }
+        *out = m->buffers[DRIFT_BUF_RECORDED];
+        return DRIFT_OK;
+    }
     if (!m->buffers[prov]) {
         if (prov == DRIFT_BUF_RECORDED)
             return drift_err_set(err, DRIFT_E_INPUT, "buffer_provenance",

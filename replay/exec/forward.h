@@ -30,6 +30,10 @@ typedef struct drift_model {
     drift_graph *sem;            /* owned: semantic graph */
     drift_hostset *params;       /* owned: fp32 masters by root FQN (NULL until seeded/loaded) */
     drift_hostset *buffers[3];   /* owned, indexed by drift_buffer_prov; built or loaded on demand */
+    int captured;                /* 1: sem is an imported torch.export graph (replay/capture/aten_model.h);
+                                    cfg then holds only family "graph" and batch; buffers are the recorded ones */
+    char *captured_json;         /* owned: the drift-aten-graph document (written to a trace's /graph) */
+    size_t captured_len;
 } drift_model;
 
 /* Parses spec, builds the parameter table and the semantic graph. The model

@@ -285,7 +285,8 @@ static int add_node(actx *c, int sem_id, const drift_value *v) {
     s.sem_id = sem_id;
     s.name = v->name;
     s.site = v->site;
-    if (v->op.kind == DRIFT_OP_VIEW || v->op.kind == DRIFT_OP_UNPATCHIFY) {
+    if (v->op.kind == DRIFT_OP_VIEW || v->op.kind == DRIFT_OP_UNPATCHIFY || v->op.kind == DRIFT_OP_STRIDED ||
+        v->op.kind == DRIFT_OP_FILL) {
         s.ndim = v->ndim;
         memcpy(s.shape, v->shape, sizeof s.shape);
     }

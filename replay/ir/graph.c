@@ -101,6 +101,10 @@ static const char *const op_names[DRIFT_OP_COUNT] = {
     [DRIFT_OP_CONCAT] = "concat",       [DRIFT_OP_VIEW] = "view",
     [DRIFT_OP_PATCHIFY] = "patchify",   [DRIFT_OP_UNPATCHIFY] = "unpatchify",
     [DRIFT_OP_TIMESTEP_SINUSOID] = "timestep_sinusoid",
+    [DRIFT_OP_UNARY] = "unary",         [DRIFT_OP_SCALAR] = "scalar",
+    [DRIFT_OP_DIV] = "div",             [DRIFT_OP_REDUCE] = "reduce",
+    [DRIFT_OP_STRIDED] = "strided",     [DRIFT_OP_SCATTER] = "scatter",
+    [DRIFT_OP_FILL] = "fill",
 };
 
 static const char *const rule_names[DRIFT_RULE_COUNT] = {
@@ -251,6 +255,12 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_PERMUTE: memcpy(o->perm, in->perm, sizeof o->perm); break;
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: memcpy(o->patch, in->patch, sizeof o->patch); break;
+    case DRIFT_OP_UNARY: o->sub = in->sub; break;
+    case DRIFT_OP_SCALAR: o->sub = in->sub; o->scalar = in->scalar; break;
+    case DRIFT_OP_REDUCE: o->sub = in->sub; o->dim = in->dim; break;
+    case DRIFT_OP_FILL: o->sub = in->sub; o->scalar = in->scalar; o->step = in->step; break;
+    case DRIFT_OP_STRIDED:
+    case DRIFT_OP_SCATTER: o->start = in->start; memcpy(o->stride, in->stride, sizeof o->stride); break;
     default: break;
     }
 }
@@ -306,6 +316,8 @@ static int n_in_ok(drift_op_kind k, int n) {
     case DRIFT_OP_LAYER_NORM: return n >= 1 && n <= 3;
     case DRIFT_OP_RMS_NORM: return n == 1 || n == 2;
     case DRIFT_OP_ROPE: case DRIFT_OP_ATTENTION: return n == 3;
+    case DRIFT_OP_DIV: case DRIFT_OP_SCATTER: return n == 2;
+    case DRIFT_OP_FILL: return n == 0 || n == 1;
     default: return n == 1;
     }
 }
@@ -410,7 +422,7 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
             return fail_node(me, &op, err, "input %d refers to value %d, expected an earlier id (0..%d)", i, src, me - 1);
         const drift_value *sv = &g->vals[src];
         memset(&fake[i], 0, sizeof fake[i]);
-        fake[i].dtype = sv->dtype;
+        fake[i].dtype = g->assigned ? sv->dtype : DRIFT_DTYPE_INVALID; /* semantic: dtypes are not decided yet */
         fake[i].ndim = sv->ndim;
         memcpy(fake[i].shape, sv->shape, sizeof fake[i].shape);
         fake[i].numel = sv->numel;
@@ -420,6 +432,10 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
         if (s->in[i] != -1) return fail_node(me, &op, err, "input slot %d set beyond n_in = %d", i, op.n_in);
     if (op.kind == DRIFT_OP_PERMUTE)
         for (int i = fake[0].ndim; i < DRIFT_MAX_DIMS; i++) op.perm[i] = 0; /* canonical: unused entries zero */
+    if (op.kind == DRIFT_OP_STRIDED || op.kind == DRIFT_OP_SCATTER) {
+        int vn = op.kind == DRIFT_OP_SCATTER ? fake[1].ndim : s->ndim;
+        for (int i = vn < 0 ? 0 : vn; i < DRIFT_MAX_DIMS; i++) op.stride[i] = 0;
+    }
     if ((rc = check_attrs(me, &op, err))) return rc;
     if ((rc = check_rule(g, me, s, err))) return rc;
     if (g->assigned && op.kind == DRIFT_OP_CONCAT && fake[0].dtype != fake[1].dtype)
@@ -429,7 +445,8 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     int64_t shape[DRIFT_MAX_DIMS] = {0};
     int given = s->ndim > 0;
     if (s->ndim < 0 || s->ndim > DRIFT_MAX_DIMS) return fail_node(me, &op, err, "ndim must be in 0..%d", DRIFT_MAX_DIMS);
-    if (op.kind == DRIFT_OP_VIEW || op.kind == DRIFT_OP_UNPATCHIFY) {
+    if (op.kind == DRIFT_OP_VIEW || op.kind == DRIFT_OP_UNPATCHIFY || op.kind == DRIFT_OP_STRIDED ||
+        (op.kind == DRIFT_OP_FILL && op.n_in == 0)) {
         if (!given) return fail_node(me, &op, err, "needs its output shape");
         if (checked_numel(s->ndim, s->shape) < 0)
             return fail_node(me, &op, err, "output dims must be in 1..2^40, element count at most 2^48");
@@ -571,6 +588,9 @@ static int op_eq(const drift_op *a, const drift_op *b) {
         return 0;
     if (a->flip_sin_to_cos != b->flip_sin_to_cos || a->dim != b->dim || a->start != b->start || a->length != b->length ||
         a->layout != b->layout)
+        return 0;
+    if (a->sub != b->sub || memcmp(&a->scalar, &b->scalar, sizeof a->scalar) || memcmp(&a->step, &b->step, sizeof a->step) ||
+        memcmp(a->stride, b->stride, sizeof a->stride))
         return 0;
     return memcmp(a->perm, b->perm, sizeof a->perm) == 0 && memcmp(a->patch, b->patch, sizeof a->patch) == 0;
 }

@@ -16,7 +16,7 @@
 
 /* ---- writer ---------------------------------------------------------------- */
 
-static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim) {
+static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int view_ndim) {
     switch (op->kind) {
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM:
@@ -74,6 +74,31 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim) {
         drift_json_buf_end_object(b);
         break;
     }
+    case DRIFT_OP_UNARY:
+    case DRIFT_OP_SCALAR:
+    case DRIFT_OP_REDUCE:
+    case DRIFT_OP_FILL:
+        drift_json_buf_add_key(b, "attrs");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_string(b, "sub", drift_op_sub_name(op->kind, op->sub));
+        if (op->kind == DRIFT_OP_SCALAR || op->kind == DRIFT_OP_FILL) drift_json_buf_field_number(b, "scalar", op->scalar);
+        if (op->kind == DRIFT_OP_FILL) drift_json_buf_field_number(b, "step", op->step);
+        if (op->kind == DRIFT_OP_REDUCE) drift_json_buf_field_int(b, "dim", op->dim);
+        drift_json_buf_end_object(b);
+        break;
+    case DRIFT_OP_STRIDED:
+    case DRIFT_OP_SCATTER: {
+        /* strides cover the view's dims: the output's (STRIDED) or the source's (SCATTER) */
+        drift_json_buf_add_key(b, "attrs");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_int(b, "start", op->start);
+        drift_json_buf_add_key(b, "stride");
+        drift_json_buf_begin_array(b);
+        for (int i = 0; i < view_ndim; i++) drift_json_buf_add_int(b, op->stride[i]);
+        drift_json_buf_end_array(b);
+        drift_json_buf_end_object(b);
+        break;
+    }
     default: break;
     }
 }
@@ -96,7 +121,9 @@ static void put_value(drift_json_buf *b, const drift_graph *g, int id) {
         drift_json_buf_begin_array(b);
         for (int i = 0; i < v->op.n_in; i++) drift_json_buf_add_int(b, v->in[i]);
         drift_json_buf_end_array(b);
-        put_attrs(b, &v->op, drift_graph_value(g, v->in[0])->ndim);
+        const drift_value *in0 = v->op.n_in > 0 ? drift_graph_value(g, v->in[0]) : NULL;
+        const drift_value *in1 = v->op.n_in > 1 ? drift_graph_value(g, v->in[1]) : NULL;
+        put_attrs(b, &v->op, in0 ? in0->ndim : 0, v->op.kind == DRIFT_OP_SCATTER && in1 ? in1->ndim : v->ndim);
         drift_json_buf_field_string(b, "rule", drift_graph_rule_name(v->rule));
         if (v->rule == DRIFT_RULE_CAST_TO || v->rule == DRIFT_RULE_FIXED)
             drift_json_buf_field_string(b, "to", drift_dtype_name(v->rule_dtype));
@@ -232,11 +259,12 @@ static const drift_json_value *need(jctx *c, const drift_json_value *obj, const 
     return v;
 }
 
-static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0_ndim) {
+static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0_ndim, int view_ndim) {
     int rc;
     int64_t t;
     static const char *const keys[] = {"eps", "alpha", "beta", "scale", "dim", "max_period", "flip_sin_to_cos",
-                                       "start", "length", "perm", "patch", "layout", NULL};
+                                       "start", "length", "perm", "patch", "layout", "sub", "scalar", "step",
+                                       "stride", NULL};
     if ((rc = expect_type(c, "attrs", a, DRIFT_JSON_OBJECT))) return rc;
     if ((rc = check_keys(c, a, keys))) return rc;
     /* Required attributes per op, then optional ones (default 0, so that
@@ -253,6 +281,11 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_CONCAT: req[0] = "dim"; break;
     case DRIFT_OP_PERMUTE: req[0] = "perm"; break;
     case DRIFT_OP_PATCHIFY: case DRIFT_OP_UNPATCHIFY: req[0] = "patch"; break;
+    case DRIFT_OP_UNARY: req[0] = "sub"; break;
+    case DRIFT_OP_SCALAR: req[0] = "sub"; req[1] = "scalar"; break;
+    case DRIFT_OP_REDUCE: req[0] = "sub"; req[1] = "dim"; break;
+    case DRIFT_OP_FILL: req[0] = "sub"; req[1] = "scalar"; req[2] = "step"; break;
+    case DRIFT_OP_STRIDED: case DRIFT_OP_SCATTER: req[0] = "start"; req[1] = "stride"; break;
     default: break;
     }
     for (size_t i = 0; i < a->n_members; i++) {
@@ -276,9 +309,19 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
         } else if (!strcmp(key, "dim")) {
             if ((rc = get_int(c, key, v, -DRIFT_MAX_DIMS, 1 << 20, &t)) == DRIFT_OK) op->dim = (int)t;
         } else if (!strcmp(key, "start")) {
-            if ((rc = get_int(c, key, v, 0, DRIFT_GRAPH_MAX_DIM, &t)) == DRIFT_OK) op->start = t;
+            if ((rc = get_int(c, key, v, 0, DRIFT_GRAPH_MAX_NUMEL, &t)) == DRIFT_OK) op->start = t;
         } else if (!strcmp(key, "length")) {
             if ((rc = get_int(c, key, v, 0, DRIFT_GRAPH_MAX_DIM, &t)) == DRIFT_OK) op->length = t;
+        } else if (!strcmp(key, "sub")) {
+            if ((rc = expect_type(c, key, v, DRIFT_JSON_STRING)) == DRIFT_OK) {
+                op->sub = drift_op_sub_parse(op->kind, v->str);
+                if (op->sub < 0) rc = jfail(c, v, "'sub': unknown %s variant \"%s\"", drift_graph_op_name(op->kind), v->str);
+            }
+        } else if (!strcmp(key, "scalar") || !strcmp(key, "step")) {
+            if ((rc = expect_type(c, key, v, DRIFT_JSON_NUMBER)) == DRIFT_OK) *(!strcmp(key, "step") ? &op->step : &op->scalar) = v->number;
+        } else if (!strcmp(key, "stride")) {
+            size_t n = 0;
+            rc = get_int_array(c, key, v, (size_t)view_ndim, (size_t)view_ndim, 0, DRIFT_GRAPH_MAX_NUMEL, op->stride, &n);
         } else if (!strcmp(key, "perm") || !strcmp(key, "patch")) {
             int64_t arr[DRIFT_MAX_DIMS];
             size_t n = 0;
@@ -359,18 +402,20 @@ static int parse_value(jctx *c, drift_graph *g, const drift_json_value *o, size_
     int64_t ins[3];
     size_t n_in = 0;
     if (!(v = need(c, o, "in", &rc))) return rc;
-    if ((rc = get_int_array(c, "in", v, 1, 3, 0, (int64_t)idx - 1 < 0 ? 0 : (int64_t)idx - 1, ins, &n_in))) return rc;
+    if ((rc = get_int_array(c, "in", v, 0, 3, 0, (int64_t)idx - 1 < 0 ? 0 : (int64_t)idx - 1, ins, &n_in))) return rc;
     if (idx == 0) return jfail(c, v, "'in': the first value cannot be a node");
     s.op.n_in = (int)n_in;
     for (size_t i = 0; i < n_in; i++) s.in[i] = (int)ins[i];
     int in0_ndim = drift_graph_value(g, s.in[0]) ? drift_graph_value(g, s.in[0])->ndim : 0;
-    if ((v = drift_json_object_get(o, "attrs")) && (rc = parse_attrs(c, v, &s.op, in0_ndim))) return rc;
+    int view_ndim = k == DRIFT_OP_SCATTER ? (drift_graph_value(g, s.in[1]) ? drift_graph_value(g, s.in[1])->ndim : 0)
+                                          : (int)ndim;
+    if ((v = drift_json_object_get(o, "attrs")) && (rc = parse_attrs(c, v, &s.op, in0_ndim, view_ndim))) return rc;
     if (!v) {
         drift_json_value empty = {0};
         empty.type = DRIFT_JSON_OBJECT;
         empty.line = o->line;
         empty.col = o->col;
-        if ((rc = parse_attrs(c, &empty, &s.op, in0_ndim))) return rc;
+        if ((rc = parse_attrs(c, &empty, &s.op, in0_ndim, view_ndim))) return rc;
     }
     if (!(v = need(c, o, "rule", &rc))) return rc;
     if ((rc = expect_type(c, "rule", v, DRIFT_JSON_STRING))) return rc;

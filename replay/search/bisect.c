@@ -12,6 +12,7 @@
 #include "replay/exec/forward.h"
 #include "replay/analysis/metrics.h"
 #include "replay/drive/multi.h"
+#include "replay/capture/aten_model.h"
 
 #define MAX_SLOTS 16
 
@@ -306,7 +307,7 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
     int rc = drift_trace_reader_open(&r, o->trace, DRIFT_TRACE_OPEN_NORMAL, err);
     if (rc) return rc;
     const drift_trace_meta *meta = drift_trace_reader_meta(r);
-    if ((rc = drift_model_create(meta->family, &s->m, err))) goto done;
+    if ((rc = drift_capture_model_for_trace(r, meta->family, &s->m, err))) goto done;
     if ((rc = drift_model_load_trace(s->m, r, err))) goto done;
     const drift_hostset *tmp;
     if ((rc = drift_model_buffers(s->m, DRIFT_BUF_CPU_FP64, &tmp, err))) goto done;
