@@ -46,16 +46,6 @@ void drift_aten_n_in_range(drift_op_kind k, int *lo, int *hi) {
     }
 }
 
-static int fail(drift_err *err, const drift_op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(drift_err *err, const drift_op *op, const char *fmt, ...) {
-    char where[64];
-    snprintf(where, sizeof where, "op %s", drift_op_name(op->kind));
-    va_list ap;
-    va_start(ap, fmt);
-    drift_err_vset(err, DRIFT_E_INPUT, where, fmt, ap);
-    va_end(ap);
-    return DRIFT_E_INPUT;
-}
 
 /* Largest flat index a strided region of shape (nd, shape) reaches, or -1 on
  * a negative stride or overflow. An empty region reaches start - 1. */
@@ -97,11 +87,11 @@ int drift_aten_infer_shape(const drift_op *op, const drift_tensor *const *in, in
     const drift_tensor *a = op->n_in > 0 ? in[0] : NULL, *b = op->n_in > 1 ? in[1] : NULL;
     switch (op->kind) {
     case DRIFT_OP_UNARY:
-        if (op->sub < 0 || op->sub >= DRIFT_UNARY_COUNT) return fail(err, op, "unknown unary variant %d", op->sub);
+        if (op->sub < 0 || op->sub >= DRIFT_UNARY_COUNT) return drift_op_shape_err(err, op, "unknown unary variant %d", op->sub);
         break;
     case DRIFT_OP_SCALAR:
-        if (op->sub < 0 || op->sub >= DRIFT_SCALAR_COUNT) return fail(err, op, "unknown scalar variant %d", op->sub);
-        if (op->scalar != op->scalar) return fail(err, op, "the scalar is NaN");
+        if (op->sub < 0 || op->sub >= DRIFT_SCALAR_COUNT) return drift_op_shape_err(err, op, "unknown scalar variant %d", op->sub);
+        if (op->scalar != op->scalar) return drift_op_shape_err(err, op, "the scalar is NaN");
         break;
     case DRIFT_OP_DIV: {
         drift_op add = *op;
@@ -109,42 +99,42 @@ int drift_aten_infer_shape(const drift_op *op, const drift_tensor *const *in, in
         return drift_op_infer_shape(&add, in, ndim, shape, err);
     }
     case DRIFT_OP_REDUCE: {
-        if (op->sub < 0 || op->sub >= DRIFT_REDUCE_COUNT) return fail(err, op, "unknown reduction %d", op->sub);
+        if (op->sub < 0 || op->sub >= DRIFT_REDUCE_COUNT) return drift_op_shape_err(err, op, "unknown reduction %d", op->sub);
         int d = drift_op_norm_dim(op->dim, a->ndim);
-        if (d < 0) return fail(err, op, "dim %d out of range for a %d-d input", op->dim, a->ndim);
+        if (d < 0) return drift_op_shape_err(err, op, "dim %d out of range for a %d-d input", op->dim, a->ndim);
         *ndim = a->ndim;
         memcpy(shape, a->shape, sizeof a->shape[0] * (size_t)a->ndim);
         shape[d] = 1;
         return DRIFT_OK;
     }
     case DRIFT_OP_STRIDED: {
-        if (drift_shape_numel(*ndim, shape) < 0) return fail(err, op, "requested shape is invalid");
+        if (drift_shape_numel(*ndim, shape) < 0) return drift_op_shape_err(err, op, "requested shape is invalid");
         int64_t m = region_max(op, *ndim, shape);
-        if (m < 0 && drift_shape_numel(*ndim, shape) > 0) return fail(err, op, "negative start, stride or overflow");
+        if (m < 0 && drift_shape_numel(*ndim, shape) > 0) return drift_op_shape_err(err, op, "negative start, stride or overflow");
         if (m >= a->numel && drift_shape_numel(*ndim, shape) > 0)
-            return fail(err, op, "view reaches element %lld of a %lld-element input", (long long)m, (long long)a->numel);
+            return drift_op_shape_err(err, op, "view reaches element %lld of a %lld-element input", (long long)m, (long long)a->numel);
         return DRIFT_OK;
     }
     case DRIFT_OP_SCATTER: {
         int64_t m = region_max(op, b->ndim, b->shape);
-        if (m < 0 && b->numel > 0) return fail(err, op, "negative start, stride or overflow");
+        if (m < 0 && b->numel > 0) return drift_op_shape_err(err, op, "negative start, stride or overflow");
         if (m >= a->numel && b->numel > 0)
-            return fail(err, op, "view reaches element %lld of a %lld-element base", (long long)m, (long long)a->numel);
-        if (!region_injective(op, b->ndim, b->shape)) return fail(err, op, "the view overlaps itself (not injective)");
+            return drift_op_shape_err(err, op, "view reaches element %lld of a %lld-element base", (long long)m, (long long)a->numel);
+        if (!region_injective(op, b->ndim, b->shape)) return drift_op_shape_err(err, op, "the view overlaps itself (not injective)");
         if (a->dtype != b->dtype && a->dtype != DRIFT_DTYPE_INVALID && b->dtype != DRIFT_DTYPE_INVALID)
-            return fail(err, op, "base %s and source %s must share a dtype", drift_dtype_name(a->dtype),
+            return drift_op_shape_err(err, op, "base %s and source %s must share a dtype", drift_dtype_name(a->dtype),
                         drift_dtype_name(b->dtype));
         break;
     }
     case DRIFT_OP_FILL:
-        if (op->sub != 0 && op->sub != 1) return fail(err, op, "unknown fill variant %d", op->sub);
-        if (!(op->scalar == op->scalar) || !(op->step == op->step)) return fail(err, op, "NaN value or step");
+        if (op->sub != 0 && op->sub != 1) return drift_op_shape_err(err, op, "unknown fill variant %d", op->sub);
+        if (!(op->scalar == op->scalar) || !(op->step == op->step)) return drift_op_shape_err(err, op, "NaN value or step");
         if (!a) {
-            if (drift_shape_numel(*ndim, shape) < 0) return fail(err, op, "requested shape is invalid");
+            if (drift_shape_numel(*ndim, shape) < 0) return drift_op_shape_err(err, op, "requested shape is invalid");
             return DRIFT_OK;
         }
         break;
-    default: return fail(err, op, "not an ATen-level op");
+    default: return drift_op_shape_err(err, op, "not an ATen-level op");
     }
     *ndim = a->ndim;
     memcpy(shape, a->shape, sizeof a->shape[0] * (size_t)a->ndim);

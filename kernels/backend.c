@@ -205,8 +205,7 @@ static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
 
 #define SHAPE_BUF 160
 
-static int shape_err(drift_err *err, const drift_op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int shape_err(drift_err *err, const drift_op *op, const char *fmt, ...) {
+int drift_op_shape_err(drift_err *err, const drift_op *op, const char *fmt, ...) {
     char where[64];
     snprintf(where, sizeof where, "op %s", drift_op_name(op->kind));
     va_list ap;
@@ -264,11 +263,11 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
     int lo, hi;
     n_in_range(op->kind, &lo, &hi);
     if (op->n_in < lo || op->n_in > hi)
-        return shape_err(err, op, "takes %d..%d inputs, got n_in = %d", lo, hi, op->n_in);
-    if (!in) return shape_err(err, op, "inputs array is NULL");
+        return drift_op_shape_err(err, op, "takes %d..%d inputs, got n_in = %d", lo, hi, op->n_in);
+    if (!in) return drift_op_shape_err(err, op, "inputs array is NULL");
     for (int i = 0; i < op->n_in; i++) {
-        if (!in[i]) return shape_err(err, op, "input %d is NULL", i);
-        if (!valid_tensor_shape(in[i])) return shape_err(err, op, "input %d has an invalid shape", i);
+        if (!in[i]) return drift_op_shape_err(err, op, "input %d is NULL", i);
+        if (!valid_tensor_shape(in[i])) return drift_op_shape_err(err, op, "input %d has an invalid shape", i);
     }
     if (drift_aten_is_kind(op->kind)) return drift_aten_infer_shape(op, in, ndim, shape, err);
     const drift_tensor *a = in[0], *b = op->n_in > 1 ? in[1] : NULL, *c = op->n_in > 2 ? in[2] : NULL;
@@ -283,14 +282,14 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
         return DRIFT_OK;
 
     case DRIFT_OP_LINEAR: {
-        if (a->ndim < 1) return shape_err(err, op, "x must have at least 1 dim, got %s", s0);
+        if (a->ndim < 1) return drift_op_shape_err(err, op, "x must have at least 1 dim, got %s", s0);
         fmt_shape(s1, sizeof s1, b->ndim, b->shape);
-        if (b->ndim != 2) return shape_err(err, op, "weight must be [N, K], got %s", s1);
+        if (b->ndim != 2) return drift_op_shape_err(err, op, "weight must be [N, K], got %s", s1);
         int64_t K = a->shape[a->ndim - 1], N = b->shape[0];
-        if (b->shape[1] != K) return shape_err(err, op, "x %s and weight %s disagree on K", s0, s1);
+        if (b->shape[1] != K) return drift_op_shape_err(err, op, "x %s and weight %s disagree on K", s0, s1);
         if (c) {
             fmt_shape(s2, sizeof s2, c->ndim, c->shape);
-            if (c->ndim != 1 || c->shape[0] != N) return shape_err(err, op, "bias must be [%lld], got %s", (long long)N, s2);
+            if (c->ndim != 1 || c->shape[0] != N) return drift_op_shape_err(err, op, "bias must be [%lld], got %s", (long long)N, s2);
         }
         copy_shape(a, ndim, shape);
         shape[a->ndim - 1] = N;
@@ -307,7 +306,7 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
             int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
             if (da != db && da != 1 && db != 1) {
                 fmt_shape(s1, sizeof s1, b->ndim, b->shape);
-                return shape_err(err, op, "shapes %s and %s do not broadcast", s0, s1);
+                return drift_op_shape_err(err, op, "shapes %s and %s do not broadcast", s0, s1);
             }
             out[i] = da == 1 ? db : da;
         }
@@ -318,12 +317,12 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
 
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: {
-        if (a->ndim < 1) return shape_err(err, op, "x must have at least 1 dim, got %s", s0);
+        if (a->ndim < 1) return drift_op_shape_err(err, op, "x must have at least 1 dim, got %s", s0);
         int64_t D = a->shape[a->ndim - 1];
         for (int i = 1; i < op->n_in; i++) {
             if (drift_shape_numel(in[i]->ndim, in[i]->shape) != D) {
                 fmt_shape(s1, sizeof s1, in[i]->ndim, in[i]->shape);
-                return shape_err(err, op, "%s %s must have %lld elements (x is %s)", i == 1 ? "weight" : "bias", s1,
+                return drift_op_shape_err(err, op, "%s %s must have %lld elements (x is %s)", i == 1 ? "weight" : "bias", s1,
                                  (long long)D, s0);
             }
         }
@@ -332,14 +331,14 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
     }
 
     case DRIFT_OP_ROPE: {
-        if (a->ndim != 4) return shape_err(err, op, "x must be [B, L, H, Dh], got %s", s0);
+        if (a->ndim != 4) return drift_op_shape_err(err, op, "x must be [B, L, H, Dh], got %s", s0);
         int64_t L = a->shape[1], Dh = a->shape[3];
-        if (Dh % 2) return shape_err(err, op, "head dim %lld of x %s must be even", (long long)Dh, s0);
+        if (Dh % 2) return drift_op_shape_err(err, op, "head dim %lld of x %s must be even", (long long)Dh, s0);
         for (int i = 1; i < 3; i++) {
             const drift_tensor *t = in[i];
             fmt_shape(s1, sizeof s1, t->ndim, t->shape);
             if (t->ndim < 1 || t->shape[t->ndim - 1] != Dh || drift_shape_numel(t->ndim, t->shape) != L * Dh)
-                return shape_err(err, op, "%s table must be [L=%lld, Dh=%lld], got %s", i == 1 ? "cos" : "sin",
+                return drift_op_shape_err(err, op, "%s table must be [L=%lld, Dh=%lld], got %s", i == 1 ? "cos" : "sin",
                                  (long long)L, (long long)Dh, s1);
         }
         copy_shape(a, ndim, shape);
@@ -350,18 +349,18 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
         fmt_shape(s1, sizeof s1, b->ndim, b->shape);
         fmt_shape(s2, sizeof s2, c->ndim, c->shape);
         if (op->layout != 0 && op->layout != 1)
-            return shape_err(err, op, "layout must be 0 ([B, H, L, D]) or 1 ([B, L, H, D]), got %d", op->layout);
+            return drift_op_shape_err(err, op, "layout must be 0 ([B, H, L, D]) or 1 ([B, L, H, D]), got %d", op->layout);
         /* dims of H and L in this layout */
         const int hd = op->layout ? 2 : 1, ld = op->layout ? 1 : 2;
         const char *names = op->layout ? "[B, L, H, D] (layout 1)" : "[B, H, L, D]";
         if (a->ndim != 4 || b->ndim != 4 || c->ndim != 4)
-            return shape_err(err, op, "q, k, v must be %s, got %s, %s, %s", names, s0, s1, s2);
+            return drift_op_shape_err(err, op, "q, k, v must be %s, got %s, %s, %s", names, s0, s1, s2);
         if (a->shape[0] != b->shape[0] || a->shape[0] != c->shape[0] || a->shape[hd] != b->shape[hd] ||
             a->shape[hd] != c->shape[hd] || a->shape[3] != b->shape[3] || b->shape[ld] != c->shape[ld])
-            return shape_err(err, op, "q %s, k %s, v %s do not match (%s: q, k share B, H, Dh; k, v share Lk)", s0,
+            return drift_op_shape_err(err, op, "q %s, k %s, v %s do not match (%s: q, k share B, H, Dh; k, v share Lk)", s0,
                              s1, s2, names);
         if (b->shape[ld] < 1 || a->shape[3] < 1)
-            return shape_err(err, op, "attention needs Lk >= 1 and Dh >= 1 (q %s, k %s, %s)", s0, s1, names);
+            return drift_op_shape_err(err, op, "attention needs Lk >= 1 and Dh >= 1 (q %s, k %s, %s)", s0, s1, names);
         copy_shape(a, ndim, shape);
         shape[3] = c->shape[3];
         return DRIFT_OK;
@@ -372,7 +371,7 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
         for (int i = 0; i < a->ndim; i++) {
             int p = op->perm[i];
             if (p < 0 || p >= a->ndim || seen[p])
-                return shape_err(err, op, "perm is not a permutation of 0..%d (x %s)", a->ndim - 1, s0);
+                return drift_op_shape_err(err, op, "perm is not a permutation of 0..%d (x %s)", a->ndim - 1, s0);
             seen[p] = 1;
         }
         *ndim = a->ndim;
@@ -382,9 +381,9 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
 
     case DRIFT_OP_NARROW: {
         int d = drift_op_norm_dim(op->dim, a->ndim);
-        if (d < 0) return shape_err(err, op, "dim %d out of range for %s", op->dim, s0);
+        if (d < 0) return drift_op_shape_err(err, op, "dim %d out of range for %s", op->dim, s0);
         if (op->start < 0 || op->length < 0 || op->start > a->shape[d] || op->length > a->shape[d] - op->start)
-            return shape_err(err, op, "[%lld, %lld + %lld) out of range of dim %d (size %lld) of %s",
+            return drift_op_shape_err(err, op, "[%lld, %lld + %lld) out of range of dim %d (size %lld) of %s",
                              (long long)op->start, (long long)op->start, (long long)op->length, d,
                              (long long)a->shape[d], s0);
         copy_shape(a, ndim, shape);
@@ -395,12 +394,12 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
     case DRIFT_OP_CONCAT: {
         fmt_shape(s1, sizeof s1, b->ndim, b->shape);
         int d = drift_op_norm_dim(op->dim, a->ndim);
-        if (d < 0 || a->ndim != b->ndim) return shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
+        if (d < 0 || a->ndim != b->ndim) return drift_op_shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
         for (int i = 0; i < a->ndim; i++)
             if (i != d && a->shape[i] != b->shape[i])
-                return shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
+                return drift_op_shape_err(err, op, "cannot concat %s and %s along dim %d", s0, s1, op->dim);
         if (a->dtype != b->dtype)
-            return shape_err(err, op, "inputs must share a dtype (%s vs %s)", drift_dtype_name(a->dtype),
+            return drift_op_shape_err(err, op, "inputs must share a dtype (%s vs %s)", drift_dtype_name(a->dtype),
                              drift_dtype_name(b->dtype));
         copy_shape(a, ndim, shape);
         shape[d] = a->shape[d] + b->shape[d];
@@ -409,21 +408,21 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
 
     case DRIFT_OP_VIEW: {
         int64_t n = drift_shape_numel(*ndim, shape);
-        if (n < 0) return shape_err(err, op, "requested view shape is invalid (pass it in ndim/shape)");
+        if (n < 0) return drift_op_shape_err(err, op, "requested view shape is invalid (pass it in ndim/shape)");
         if (n != drift_shape_numel(a->ndim, a->shape)) {
             fmt_shape(s1, sizeof s1, *ndim, shape);
-            return shape_err(err, op, "cannot view %s as %s (numel differs)", s0, s1);
+            return drift_op_shape_err(err, op, "cannot view %s as %s (numel differs)", s0, s1);
         }
         return DRIFT_OK;
     }
 
     case DRIFT_OP_PATCHIFY: {
         const int *p = op->patch;
-        if (a->ndim != 5) return shape_err(err, op, "latents must be [B, C, F, H, W], got %s", s0);
+        if (a->ndim != 5) return drift_op_shape_err(err, op, "latents must be [B, C, F, H, W], got %s", s0);
         if (!patch_ok(p) || a->shape[2] % p[0] || a->shape[3] % p[1] || a->shape[4] % p[2])
-            return shape_err(err, op, "patch (%d, %d, %d) does not tile %s", p[0], p[1], p[2], s0);
+            return drift_op_shape_err(err, op, "patch (%d, %d, %d) does not tile %s", p[0], p[1], p[2], s0);
         int64_t P = (int64_t)p[0] * p[1] * p[2];
-        if (a->shape[1] > NUMEL_LIMIT / P) return shape_err(err, op, "patch (%d, %d, %d) too large", p[0], p[1], p[2]);
+        if (a->shape[1] > NUMEL_LIMIT / P) return drift_op_shape_err(err, op, "patch (%d, %d, %d) too large", p[0], p[1], p[2]);
         *ndim = 3;
         shape[0] = a->shape[0];
         shape[1] = (a->shape[2] / p[0]) * (a->shape[3] / p[1]) * (a->shape[4] / p[2]);
@@ -433,22 +432,22 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
 
     case DRIFT_OP_UNPATCHIFY: {
         const int *p = op->patch;
-        if (a->ndim != 3) return shape_err(err, op, "tokens must be [B, L, C*pf*ph*pw], got %s", s0);
-        if (!patch_ok(p)) return shape_err(err, op, "patch sizes must be in 1..65536, got (%d, %d, %d)", p[0], p[1], p[2]);
+        if (a->ndim != 3) return drift_op_shape_err(err, op, "tokens must be [B, L, C*pf*ph*pw], got %s", s0);
+        if (!patch_ok(p)) return drift_op_shape_err(err, op, "patch sizes must be in 1..65536, got (%d, %d, %d)", p[0], p[1], p[2]);
         if (*ndim != 5 || drift_shape_numel(5, shape) < 0)
-            return shape_err(err, op, "requested output shape must be [B, C, F, H, W] (pass it in ndim/shape)");
+            return drift_op_shape_err(err, op, "requested output shape must be [B, C, F, H, W] (pass it in ndim/shape)");
         fmt_shape(s1, sizeof s1, *ndim, shape);
         int64_t P = (int64_t)p[0] * p[1] * p[2];
         if (shape[0] != a->shape[0] || shape[1] > NUMEL_LIMIT / P || shape[1] * P != a->shape[2] || shape[2] % p[0] || shape[3] % p[1] ||
             shape[4] % p[2] || (shape[2] / p[0]) * (shape[3] / p[1]) * (shape[4] / p[2]) != a->shape[1])
-            return shape_err(err, op, "tokens %s with patch (%d, %d, %d) do not unpatchify into %s", s0, p[0], p[1],
+            return drift_op_shape_err(err, op, "tokens %s with patch (%d, %d, %d) do not unpatchify into %s", s0, p[0], p[1],
                              p[2], s1);
         return DRIFT_OK;
     }
 
     case DRIFT_OP_TIMESTEP_SINUSOID:
-        if (a->ndim != 1) return shape_err(err, op, "timesteps must be [B], got %s", s0);
-        if (op->dim < 1) return shape_err(err, op, "embedding dim (op->dim) must be >= 1, got %d", op->dim);
+        if (a->ndim != 1) return drift_op_shape_err(err, op, "timesteps must be [B], got %s", s0);
+        if (op->dim < 1) return drift_op_shape_err(err, op, "embedding dim (op->dim) must be >= 1, got %d", op->dim);
         *ndim = 2;
         shape[0] = a->shape[0];
         shape[1] = op->dim;

@@ -92,6 +92,9 @@ void drift_bcast_plan(const drift_tensor *a, const drift_tensor *b, drift_bcast 
 
 /* Normalises a possibly negative dim against ndim; -1 if out of range. */
 int drift_op_norm_dim(int dim, int ndim);
+/* Sets err to DRIFT_E_INPUT at "op <name>" with the message; returns DRIFT_E_INPUT
+ * (shape-rule failures of kernels/backend.c and kernels/aten_shapes.c). */
+int drift_op_shape_err(drift_err *err, const drift_op *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus
 }
