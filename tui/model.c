@@ -2,6 +2,7 @@
  * formats/trace.h only; never includes curses. */
 #include "tui/model.h"
 #include "formats/alloc.h"
+#include "formats/fnmatch.h"
 
 #include <errno.h>
 #include <float.h>

@@ -1,5 +1,6 @@
 #include "replay/drive/synth.h"
 #include "formats/alloc.h"
+#include "formats/fnmatch.h"
 
 #include <math.h>
 #include <stdio.h>

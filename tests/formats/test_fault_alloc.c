@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "formats/alloc.h"
+#include "formats/fnmatch.h"
 #include "recorder/recorder.h"
 #include "formats/json.h"
 #include "formats/params.h"
