@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "formats/plan.h" /* drift_fnmatch */
+#include "formats/fnmatch.h"
 #include "fuzz/fuzz_common.h"
 #include "recorder/recorder.h"
 #include "recorder/recorder_internal.h" /* drift_rec_options_parse */

@@ -1,5 +1,6 @@
 /* NCCL communicators and collectives for the multi-GPU replay (kernels/collective.h). */
 #include "kernels/collective.h"
+#include "formats/alloc.h"
 
 #if defined(DRIFT_HAVE_NCCL)
 
@@ -42,7 +43,7 @@ int drift_nccl_unique_id(unsigned char id[DRIFT_NCCL_ID_BYTES], drift_err *err) 
 }
 
 static drift_nccl_comm *wrap(const drift_backend *be, int device, ncclComm_t comm) {
-    drift_nccl_comm *c = calloc(1, sizeof *c);
+    drift_nccl_comm *c = drift_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->comm = comm;
     c->be = be;
@@ -55,8 +56,8 @@ int drift_nccl_comm_init_all(int n, const drift_backend *const *be, drift_nccl_c
     if (n < 1 || n > 4096) return drift_err_set(err, DRIFT_E_USAGE, "nccl", "bad device count %d", n);
     for (int i = 0; i < n; i++) out[i] = NULL;
     size_t nn = (size_t)n;
-    int *dev = calloc(nn, sizeof *dev);
-    ncclComm_t *comms = calloc(nn, sizeof *comms);
+    int *dev = drift_calloc(nn, sizeof *dev);
+    ncclComm_t *comms = drift_calloc(nn, sizeof *comms);
     int rc = dev && comms ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "nccl", "out of memory");
     for (int i = 0; !rc && i < n; i++) rc = backend_device(be[i], &dev[i], err);
     for (int i = 0; !rc && i < n; i++)

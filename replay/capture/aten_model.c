@@ -16,7 +16,7 @@ int drift_capture_is_spec(const char *spec) {
 
 int drift_capture_model_create(const char *json, size_t len, const char *source, drift_model **out, drift_err *err) {
     *out = NULL;
-    drift_model *m = calloc(1, sizeof *m);
+    drift_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
     drift_param_table_init(&m->table);
     m->captured = 1;
@@ -35,7 +35,7 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
         if (v->kind == DRIFT_VAL_INPUT && !strcmp(v->name, "latents") && v->ndim > 0) m->cfg.batch = (int)v->shape[0];
     }
     drift_aten_graph_free(g);
-    if (!(m->captured_json = malloc(len + 1))) {
+    if (!(m->captured_json = drift_malloc(len + 1))) {
         drift_model_free(m);
         return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
     }
@@ -63,7 +63,7 @@ int drift_capture_model_from_file(const char *path, drift_model **out, drift_err
                 break;
             }
             size_t nc = cap ? cap * 2 : 1 << 16;
-            char *nb = realloc(buf, nc);
+            char *nb = drift_realloc(buf, nc);
             if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); break; }
             buf = nb;
             cap = nc;
@@ -136,7 +136,7 @@ static int get_trace_buffer(void *ctx, const char *name, drift_hostset *dst, dri
     if (bi.dtype != DRIFT_F32)
         return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r), "/buffers/%s: expected fp32, got %s", name,
                              drift_dtype_name(bi.dtype));
-    float *v = malloc((size_t)(bi.numel ? bi.numel : 1) * sizeof *v);
+    float *v = drift_malloc((size_t)(bi.numel ? bi.numel : 1) * sizeof *v);
     if (!v) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
     rc = drift_trace_read_buffer(r, (size_t)k, v, (size_t)bi.numel * 4, err);
     if (!rc) rc = drift_hostset_add(dst, name, DRIFT_F32, bi.ndim, bi.shape, v, NULL, NULL, err);
@@ -160,7 +160,7 @@ static int get_st_buffer(void *ctx, const char *name, drift_hostset *dst, drift_
     drift_safetensors_info inf;
     int rc = drift_safetensors_tensor(f, (size_t)k, &inf, err);
     if (rc) return rc;
-    float *v = malloc((size_t)(inf.numel ? inf.numel : 1) * sizeof *v);
+    float *v = drift_malloc((size_t)(inf.numel ? inf.numel : 1) * sizeof *v);
     if (!v) return drift_err_set(err, DRIFT_E_NOMEM, key, "out of memory");
     rc = drift_safetensors_read_f32(f, (size_t)k, v, (size_t)inf.numel, err);
     if (!rc) rc = drift_hostset_add(dst, name, DRIFT_F32, inf.ndim, inf.shape, v, NULL, NULL, err);

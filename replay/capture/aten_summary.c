@@ -1,4 +1,5 @@
 /* Captured-graph summary for drift ls (aten_summary.h). */
+#include "formats/alloc.h"
 #include "replay/capture/aten_summary.h"
 
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static int summarise(summary *s, const char *json, size_t len, const char *sourc
     int rc = drift_aten_graph_parse(json, len, source, &s->g, err);
     if (rc) return rc;
     int n = drift_aten_graph_op_count(s->g);
-    s->ops = calloc((size_t)(n ? n : 1), sizeof *s->ops);
+    s->ops = drift_calloc((size_t)(n ? n : 1), sizeof *s->ops);
     if (!s->ops) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
     for (int i = 0; i < n; i++) s->ops[i].target = drift_aten_graph_op(s->g, i, NULL);
     drift_err e2;

@@ -40,7 +40,7 @@ static int local_reduce(drift_comm *c, void *buf, size_t n, size_t elem, int is_
     g->slot[c->rank] = buf;
     barrier(g);
     /* every rank reduces over ranks 0..n-1 in order into a private copy */
-    void *acc = malloc((n ? n : 1) * elem);
+    void *acc = drift_malloc((n ? n : 1) * elem);
     int ok = acc != NULL;
     if (ok) {
         memcpy(acc, g->slot[0], n * elem);
@@ -78,7 +78,7 @@ static int local_allreduce_i64(drift_comm *c, int64_t *buf, size_t n, drift_comm
 static int local_allgather(drift_comm *c, const drift_tensor *send, drift_tensor *recv, drift_err *err) {
     local_group *g = c->ctx;
     size_t n = (size_t)send->numel;
-    float *mine = malloc((n ? n : 1) * sizeof *mine);
+    float *mine = drift_malloc((n ? n : 1) * sizeof *mine);
     int rc = mine ? drift_backend_download_f32(send->be, send, mine, err)
                   : drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory in an allgather");
     g->slot[c->rank] = rc ? NULL : mine;
@@ -88,7 +88,7 @@ static int local_allgather(drift_comm *c, const drift_tensor *send, drift_tensor
     for (int r = 0; r < g->n; r++) bad |= g->slot[r] == NULL;
     if (!bad) {
         size_t tot = n * (size_t)g->n;
-        all = malloc((tot ? tot : 1) * sizeof *all);
+        all = drift_malloc((tot ? tot : 1) * sizeof *all);
         if (all)
             for (int r = 0; r < g->n; r++) memcpy(all + (size_t)r * n, g->slot[r], n * sizeof *all);
     }
@@ -117,7 +117,7 @@ static void local_destroy(drift_comm *c) {
 }
 
 drift_comm *drift_comm_new(const drift_comm *ops, int rank, int size, void *ctx) {
-    drift_comm *c = malloc(sizeof *c);
+    drift_comm *c = drift_malloc(sizeof *c);
     if (!c) return NULL;
     *c = *ops;
     c->rank = rank;
@@ -134,10 +134,10 @@ static const drift_comm LOCAL_OPS = {.kind = "local",
 
 int drift_comm_local_group(int n, drift_comm **out, drift_err *err) {
     for (int i = 0; i < n; i++) out[i] = NULL;
-    local_group *g = calloc(1, sizeof *g);
+    local_group *g = drift_calloc(1, sizeof *g);
     if (!g) return drift_err_set(err, DRIFT_E_NOMEM, "comm", "out of memory");
-    g->slot = calloc((size_t)n, sizeof *g->slot);
-    g->bytes = calloc((size_t)n, sizeof *g->bytes);
+    g->slot = drift_calloc((size_t)n, sizeof *g->slot);
+    g->bytes = drift_calloc((size_t)n, sizeof *g->bytes);
     if (!g->slot || !g->bytes) {
         free(g->slot);
         free(g->bytes);

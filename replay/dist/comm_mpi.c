@@ -1,6 +1,7 @@
 /* MPI: launch detection, init, world, and the CPU comm (comm.h). Compiled
  * into every build; the MPI parts only with DRIFT_HAVE_MPI. */
 #include "replay/dist/comm.h"
+#include "formats/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +105,7 @@ static int mpi_i64(drift_comm *c, int64_t *buf, size_t n, drift_comm_op op, drif
 static int mpi_gather(drift_comm *c, const drift_tensor *send, drift_tensor *recv, drift_err *err) {
     size_t n = (size_t)send->numel;
     if (n > (size_t)1 << 30) return drift_err_set(err, DRIFT_E_UNSUPPORTED, "mpi", "allgather of more than 2^30 values");
-    float *mine = malloc((n ? n : 1) * sizeof *mine), *all = malloc((n ? n : 1) * (size_t)c->size * sizeof *all);
+    float *mine = drift_malloc((n ? n : 1) * sizeof *mine), *all = drift_malloc((n ? n : 1) * (size_t)c->size * sizeof *all);
     int rc = mine && all ? drift_backend_download_f32(send->be, send, mine, err)
                          : drift_err_set(err, DRIFT_E_NOMEM, "mpi", "out of memory in an allgather");
     if (!rc) {

@@ -1,5 +1,6 @@
 /* FSDP2-style shard, cast and all-gather of the parameters (fsdp.h). */
 #include "replay/dist/fsdp.h"
+#include "formats/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,7 @@ static int gather_group(const drift_model *m, const drift_graph *g, const drift_
         S += ps[i].chunk * ps[i].inner;
     }
     if (S == 0) S = 1;
-    float *host = calloc((size_t)S, sizeof *host);
+    float *host = drift_calloc((size_t)S, sizeof *host);
     if (!host) return drift_err_set(err, DRIFT_E_NOMEM, "fsdp", "out of memory");
     /* this rank's rows of every parameter, each padded to its chunk */
     for (size_t i = 0; i < n; i++) {
@@ -227,8 +228,8 @@ int drift_fsdp_gather(const drift_model *m, const drift_forward *f, const drift_
     memset(&local, 0, sizeof local);
     const drift_graph *g = f->assigned;
     size_t np = m->table.n;
-    fparam *all = calloc(np ? np : 1, sizeof *all), *grp = calloc(np ? np : 1, sizeof *grp);
-    unsigned char *used = calloc(np ? np : 1, 1);
+    fparam *all = drift_calloc(np ? np : 1, sizeof *all), *grp = drift_calloc(np ? np : 1, sizeof *grp);
+    unsigned char *used = drift_calloc(np ? np : 1, 1);
     int rc = all && grp && used ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "fsdp", "out of memory");
     size_t n_all = 0;
     for (size_t i = 0; !rc && i < np; i++) {

@@ -1,5 +1,6 @@
 /* Multi-device and multi-rank replay (multi.h). */
 #include "replay/drive/multi.h"
+#include "formats/alloc.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -30,7 +31,7 @@ int drift_replay_parse_devices(const char *s, char ***out, int *n, drift_err *er
     *out = NULL;
     *n = 0;
     if (!s || !*s) return drift_err_set(err, DRIFT_E_USAGE, "--devices", "expected a list like cuda:0,cuda:1");
-    char **d = calloc(MAX_DEVICES, sizeof *d);
+    char **d = drift_calloc(MAX_DEVICES, sizeof *d);
     if (!d) return drift_err_set(err, DRIFT_E_NOMEM, "--devices", "out of memory");
     int k = 0;
     const char *p = s;
@@ -43,7 +44,7 @@ int drift_replay_parse_devices(const char *s, char ***out, int *n, drift_err *er
                                  len == 0 ? "empty item in '%s' (expected a list like cuda:0,cuda:1)"
                                           : "more than 64 devices in '%s'", s);
         }
-        d[k] = malloc(len + 1);
+        d[k] = drift_malloc(len + 1);
         if (!d[k]) {
             drift_replay_devices_free(d, k);
             return drift_err_set(err, DRIFT_E_NOMEM, "--devices", "out of memory");
@@ -285,8 +286,8 @@ static void run_job(job *j) {
        order keeps the step order of the single-device replay. */
     const int64_t K = exchange_rounds(&L, W, rounds);
     const size_t nslot = (size_t)K * (size_t)W;
-    int64_t *I = malloc(nslot * L.ni * sizeof *I);
-    double *S = malloc(nslot * L.ns * sizeof *S), *M = malloc(nslot * L.nm * sizeof *M);
+    int64_t *I = drift_malloc(nslot * L.ni * sizeof *I);
+    double *S = drift_malloc(nslot * L.ns * sizeof *S), *M = drift_malloc(nslot * L.nm * sizeof *M);
     drift_rs_step st;
     int have_st = 0;
     if (!I || !S || !M) j->rc = drift_err_set(&j->err, DRIFT_E_NOMEM, "replay", "out of memory");

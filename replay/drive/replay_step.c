@@ -1,5 +1,6 @@
 /* The shared pieces of drift replay (replay_step.h). */
 #include "replay/drive/replay_step.h"
+#include "formats/alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ static int record_of_step(src *s, const char *name, int64_t step, long *site_out
         if (rc) return rc;
         c->n = info.n_records;
         if (c->n == 0) return DRIFT_OK;
-        c->rows = malloc((size_t)c->n * sizeof *c->rows);
+        c->rows = drift_malloc((size_t)c->n * sizeof *c->rows);
         if (!c->rows) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory reading the index");
         if ((rc = drift_trace_read_index(s->r, (size_t)site, 0, c->n, c->rows, err))) return rc;
     }
@@ -74,7 +75,7 @@ static int src_read(src *s, const char *site, int64_t step, int64_t *n, drift_tr
     drift_trace_site_info info;
     if ((rc = drift_trace_reader_site(s->r, (size_t)id, &info, err))) return rc;
     if ((size_t)info.numel > s->cap) {
-        float *b = realloc(s->buf, (size_t)info.numel * sizeof *b);
+        float *b = drift_realloc(s->buf, (size_t)info.numel * sizeof *b);
         if (!b) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
         s->buf = b;
         s->cap = (size_t)info.numel;
@@ -139,12 +140,12 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
     if ((rc = drift_model_buffers(s->m, f->rope, &bufs, err))) goto done;
     if (o->ref == DRIFT_REF_ORACLE && (rc = drift_model_buffers(s->m, DRIFT_BUF_CPU_FP64, &bufs, err))) goto done;
     int n_sites = drift_graph_sites(f->assigned, NULL, 0);
-    int *ids = malloc((size_t)(n_sites ? n_sites : 1) * sizeof *ids);
-    s->sites = calloc((size_t)(n_sites ? n_sites : 1), sizeof *s->sites);
+    int *ids = drift_malloc((size_t)(n_sites ? n_sites : 1) * sizeof *ids);
+    s->sites = drift_calloc((size_t)(n_sites ? n_sites : 1), sizeof *s->sites);
     if (!ids || !s->sites) { free(ids); rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory"); goto done; }
     drift_graph_sites(f->assigned, ids, n_sites);
     for (int i = 0; i < n_sites; i++) {
-        s->sites[i] = strdup(drift_graph_value(f->assigned, ids[i])->site);
+        s->sites[i] = drift_strdup(drift_graph_value(f->assigned, ids[i])->site);
         if (!s->sites[i]) { free(ids); rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory"); goto done; }
         s->n_sites = i + 1;
     }
@@ -180,9 +181,9 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
 
     size_t n_all = 0;
     const drift_trace_step *st = drift_trace_reader_steps(main_src.r, &n_all);
-    rep->steps = calloc(n_all ? n_all : 1, sizeof *rep->steps);
-    rep->first_divergent = calloc(n_all ? n_all : 1, sizeof *rep->first_divergent);
-    s->sel = calloc(n_all ? n_all : 1, sizeof *s->sel);
+    rep->steps = drift_calloc(n_all ? n_all : 1, sizeof *rep->steps);
+    rep->first_divergent = drift_calloc(n_all ? n_all : 1, sizeof *rep->first_divergent);
+    s->sel = drift_calloc(n_all ? n_all : 1, sizeof *s->sel);
     if (!rep->steps || !rep->first_divergent || !s->sel) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
         goto done;
@@ -253,7 +254,7 @@ int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_
                          drift_err *err) {
     *out = NULL;
     const drift_replay_opts *o = s->o;
-    drift_rs_worker *w = calloc(1, sizeof *w);
+    drift_rs_worker *w = drift_calloc(1, sizeof *w);
     if (!w) return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
     w->s = s;
     const char *pe = getenv("DRIFT_REPLAY_PROFILE");
@@ -288,8 +289,8 @@ drift_exec_cache *drift_rs_worker_cache(drift_rs_worker *w) { return w->cache; }
 
 int drift_rs_step_init(const drift_rs_shared *s, int keep_out, drift_rs_step *st, drift_err *err) {
     memset(st, 0, sizeof *st);
-    st->site = calloc((size_t)(s->n_sites ? s->n_sites : 1), sizeof *st->site);
-    if (keep_out) st->out = calloc((size_t)(s->out_numel ? s->out_numel : 1), sizeof *st->out);
+    st->site = drift_calloc((size_t)(s->n_sites ? s->n_sites : 1), sizeof *st->site);
+    if (keep_out) st->out = drift_calloc((size_t)(s->out_numel ? s->out_numel : 1), sizeof *st->out);
     if (!st->site || (keep_out && !st->out)) {
         drift_rs_step_free(st);
         return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
@@ -327,7 +328,7 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
     if (j < 0) return drift_err_set(err, DRIFT_E_INTERNAL, site, "site '%s' is not in the forward's site list", site);
     w->cursor = j + 1;
     if ((size_t)t->numel > w->cap) {
-        float *b = realloc(w->f32, (size_t)t->numel * sizeof *b);
+        float *b = drift_realloc(w->f32, (size_t)t->numel * sizeof *b);
         if (!b) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
         w->f32 = b;
         w->cap = (size_t)t->numel;
@@ -502,7 +503,7 @@ int drift_rs_merge(drift_rs_merger *mg, const drift_rs_step *st, drift_err *err)
         drift_trace_metric row;
         if ((rc = drift_sitecmp_add_acc(&rep->cmp, s->sites[j], e->dtype, &e->acc, st->step, &row, err))) goto fail;
         if (!was && rep->cmp.step_diverged && !first) {
-            first = strdup(s->sites[j]);
+            first = drift_strdup(s->sites[j]);
             if (!first) { rc = drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory"); goto fail; }
         }
         if (oracle) {
@@ -546,7 +547,7 @@ int drift_rs_merge(drift_rs_merger *mg, const drift_rs_step *st, drift_err *err)
         if (st->out && mg->out_site >= 0) {
             size_t n = (size_t)s->out_numel;
             drift_dtype dt = s->out_dtype == DRIFT_BF16 || s->out_dtype == DRIFT_F16 ? s->out_dtype : DRIFT_F32;
-            void *raw = malloc((n ? n : 1) * drift_dtype_size(dt));
+            void *raw = drift_malloc((n ? n : 1) * drift_dtype_size(dt));
             if (!raw) { rc = drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory"); goto fail; }
             drift_dtype_from_f32_n(st->out, raw, dt, n);
             drift_trace_index idx = {.step = st->step, .microbatch = 0, .denoise_index = -1, .call_index = 0};

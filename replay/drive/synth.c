@@ -1,4 +1,6 @@
 #include "replay/drive/synth.h"
+#include "formats/alloc.h"
+#include "formats/fnmatch.h"
 
 #include "replay/capture/aten_model.h"
 
@@ -89,10 +91,10 @@ static int site_wanted(const char *globs, const char *name) {
 
 static int grow(side_rec *s, size_t n, drift_err *err) {
     if (n <= s->cap) return DRIFT_OK;
-    float *a = realloc(s->f32, n * sizeof *a);
+    float *a = drift_realloc(s->f32, n * sizeof *a);
     if (!a) return drift_err_set(err, DRIFT_E_NOMEM, s->label, "out of memory");
     s->f32 = a;
-    void *b = realloc(s->raw, n * 4);
+    void *b = drift_realloc(s->raw, n * 4);
     if (!b) return drift_err_set(err, DRIFT_E_NOMEM, s->label, "out of memory");
     s->raw = b;
     s->cap = n;
@@ -167,10 +169,10 @@ static int side_open(side_rec *s, drift_model *m, const char *path, drift_trace_
     if ((rc = drift_trace_writer_create(&s->w, path, &meta, err))) goto done;
     const drift_graph *g = s->f->assigned;
     int n = drift_graph_sites(g, NULL, 0);
-    int *gids = malloc((size_t)(n > 0 ? n : 1) * sizeof *gids);
-    s->names = calloc((size_t)n + 1, sizeof *s->names);
-    s->ids = calloc((size_t)n + 1, sizeof *s->ids);
-    s->dtypes = calloc((size_t)n + 1, sizeof *s->dtypes);
+    int *gids = drift_malloc((size_t)(n > 0 ? n : 1) * sizeof *gids);
+    s->names = drift_calloc((size_t)n + 1, sizeof *s->names);
+    s->ids = drift_calloc((size_t)n + 1, sizeof *s->ids);
+    s->dtypes = drift_calloc((size_t)n + 1, sizeof *s->dtypes);
     if (!gids || !s->names || !s->ids || !s->dtypes) {
         free(gids);
         rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
@@ -180,7 +182,7 @@ static int side_open(side_rec *s, drift_model *m, const char *path, drift_trace_
     for (int i = 0, k = 0; i < n; i++) {
         const drift_value *v = drift_graph_value(g, gids[i]);
         if (!site_wanted(s->sites, v->site)) continue;
-        s->names[k] = strdup(v->site);
+        s->names[k] = drift_strdup(v->site);
         s->dtypes[k] = v->dtype;
         s->n_sites = (size_t)k + 1;
         if (!s->names[k]) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); break; }
@@ -311,14 +313,14 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
         goto done;
     }
     size_t nlat = (size_t)lat0->numel, per = nlat / (size_t)B;
-    sigmas = malloc(((size_t)o->steps + 2) * sizeof *sigmas);
-    x = malloc(nlat * sizeof *x);
-    xn = malloc(nlat * sizeof *xn);
-    noise = malloc(nlat * sizeof *noise);
-    ts = malloc((size_t)B * sizeof *ts);
-    lp_old = malloc((size_t)B * sizeof *lp_old);
-    lp_new = malloc((size_t)B * sizeof *lp_new);
-    cond_copy = malloc((size_t)cond->numel * sizeof *cond_copy);
+    sigmas = drift_malloc(((size_t)o->steps + 2) * sizeof *sigmas);
+    x = drift_malloc(nlat * sizeof *x);
+    xn = drift_malloc(nlat * sizeof *xn);
+    noise = drift_malloc(nlat * sizeof *noise);
+    ts = drift_malloc((size_t)B * sizeof *ts);
+    lp_old = drift_malloc((size_t)B * sizeof *lp_old);
+    lp_new = drift_malloc((size_t)B * sizeof *lp_new);
+    cond_copy = drift_malloc((size_t)cond->numel * sizeof *cond_copy);
     if (!sigmas || !x || !xn || !noise || !ts || !lp_old || !lp_new || !cond_copy) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "record", "out of memory");
         goto done;

@@ -1,4 +1,5 @@
 #include "replay/exec/forward.h"
+#include "formats/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 int drift_model_create(const char *spec, drift_model **out, drift_err *err) {
     *out = NULL;
     if (spec && !strncmp(spec, "graph:", 6)) return drift_capture_model_from_file(spec + 6, out, err); /* a captured graph */
-    drift_model *m = calloc(1, sizeof *m);
+    drift_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, spec, "out of memory");
     drift_param_table_init(&m->table);
     int rc;
@@ -89,8 +90,8 @@ static int siblings_open(shard_siblings *s, drift_trace_reader *r, const char *f
     while (*digits_end >= '0' && *digits_end <= '9') digits_end++;
     s->world = meta->world_size;
     s->own = meta->rank;
-    s->r = calloc((size_t)s->world, sizeof *s->r);
-    s->path = calloc((size_t)s->world, sizeof *s->path);
+    s->r = drift_calloc((size_t)s->world, sizeof *s->r);
+    s->path = drift_calloc((size_t)s->world, sizeof *s->path);
     if (!s->r || !s->path) {
         siblings_close(s);
         return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
@@ -132,7 +133,7 @@ static int siblings_open(shard_siblings *s, drift_trace_reader *r, const char *f
  * piece; each element must be covered exactly once. */
 static int assemble_param(const drift_param_info *pi, shard_siblings *s, float *full, drift_err *err) {
     int rc = DRIFT_OK;
-    uint16_t *owner = calloc((size_t)(pi->numel ? pi->numel : 1), sizeof *owner);
+    uint16_t *owner = drift_calloc((size_t)(pi->numel ? pi->numel : 1), sizeof *owner);
     float *piece = NULL;
     char missing[256] = "";
     size_t mlen = 0;
@@ -160,7 +161,7 @@ static int assemble_param(const drift_param_info *pi, shard_siblings *s, float *
             break;
         }
         if (info.numel == 0) continue;
-        float *np2 = realloc(piece, (size_t)info.numel * sizeof *np2);
+        float *np2 = drift_realloc(piece, (size_t)info.numel * sizeof *np2);
         if (!np2) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading /params/%s", pi->fqn); break; }
         piece = np2;
         if ((rc = drift_trace_read_param(s->r[k], (size_t)id, piece, (size_t)info.numel, err))) break;
@@ -230,7 +231,7 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
          * empty: assemble from the sibling rank files. */
         if (k < 0 || info.is_shard) {
             if (!sib.r && (rc = siblings_open(&sib, r, pi->fqn, err))) goto done;
-            float *nb = realloc(buf, (size_t)(pi->numel ? pi->numel : 1) * sizeof *nb);
+            float *nb = drift_realloc(buf, (size_t)(pi->numel ? pi->numel : 1) * sizeof *nb);
             if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading /params/%s", pi->fqn); goto done; }
             buf = nb;
             if ((rc = assemble_param(pi, &sib, buf, err))) goto done;
@@ -247,7 +248,7 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
                                info.ndim, (long long)info.numel);
             goto done;
         }
-        float *nb = realloc(buf, (size_t)pi->numel * sizeof *nb);
+        float *nb = drift_realloc(buf, (size_t)pi->numel * sizeof *nb);
         if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading /params/%s", pi->fqn); goto done; }
         buf = nb;
         if ((rc = drift_trace_read_param(r, (size_t)k, buf, (size_t)pi->numel, err))) goto done;
@@ -276,7 +277,7 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
                 drift_hostset_free(b);
                 goto done;
             }
-            float *nb = realloc(buf, (size_t)bi.numel * sizeof *nb);
+            float *nb = drift_realloc(buf, (size_t)bi.numel * sizeof *nb);
             if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); drift_hostset_free(b); goto done; }
             buf = nb;
             if ((rc = drift_trace_read_buffer(r, (size_t)ks2[j], buf, (size_t)bi.numel * 4, err)) ||
@@ -319,7 +320,7 @@ int drift_model_load_safetensors(drift_model *m, const char *path, size_t *n_ext
                                pi->fqn, pi->ndim, (long long)pi->numel, info.ndim, (long long)info.numel);
             goto done;
         }
-        float *nb = realloc(buf, (size_t)pi->numel * sizeof *nb);
+        float *nb = drift_realloc(buf, (size_t)pi->numel * sizeof *nb);
         if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading '%s'", pi->fqn); goto done; }
         buf = nb;
         if ((rc = drift_safetensors_read_f32(f, (size_t)k, buf, (size_t)pi->numel, err))) goto done;
@@ -371,7 +372,7 @@ int drift_forward_prepare(const drift_model *m, const drift_plan *plan, drift_si
     *out = NULL;
     if (!plan && side != DRIFT_SIDE_ORACLE)
         return drift_err_set(err, DRIFT_E_INTERNAL, "forward", "a plan is required except for the oracle");
-    drift_forward *f = calloc(1, sizeof *f);
+    drift_forward *f = drift_calloc(1, sizeof *f);
     if (!f) return drift_err_set(err, DRIFT_E_NOMEM, "forward", "out of memory");
     f->side = side;
     drift_plan_init(&f->plan);
@@ -455,7 +456,7 @@ struct drift_site_cache {
 };
 
 int drift_site_cache_create(drift_site_cache **out, drift_err *err) {
-    *out = calloc(1, sizeof **out);
+    *out = drift_calloc(1, sizeof **out);
     return *out ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "site cache", "out of memory");
 }
 
@@ -480,19 +481,19 @@ static cache_entry *cache_slot(drift_site_cache *c, const char *site, int64_t n,
     if (!e) {
         if (c->n == c->cap) {
             size_t cap = c->cap ? 2 * c->cap : 64;
-            cache_entry *ne = realloc(c->e, cap * sizeof *ne);
+            cache_entry *ne = drift_realloc(c->e, cap * sizeof *ne);
             if (!ne) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
             c->e = ne;
             c->cap = cap;
         }
         e = &c->e[c->n];
         memset(e, 0, sizeof *e);
-        e->site = strdup(site);
+        e->site = drift_strdup(site);
         if (!e->site) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
         c->n++;
     }
     if (e->cap < n) {
-        float *nv = realloc(e->v, (size_t)n * sizeof *nv);
+        float *nv = drift_realloc(e->v, (size_t)n * sizeof *nv);
         if (!nv) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory caching %lld values", (long long)n); return NULL; }
         e->v = nv;
         e->cap = n;

@@ -1,4 +1,5 @@
 #include "replay/search/bisect.h"
+#include "formats/alloc.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -57,7 +58,7 @@ static const char *rope_name(drift_buffer_prov p) {
 static int push(drift_plan_diff **d, size_t *n, size_t *cap, const drift_plan_diff *x, drift_err *err) {
     if (*n == *cap) {
         size_t c = *cap ? 2 * *cap : 16;
-        drift_plan_diff *nd = realloc(*d, c * sizeof *nd);
+        drift_plan_diff *nd = drift_realloc(*d, c * sizeof *nd);
         if (!nd) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
         *d = nd;
         *cap = c;
@@ -271,7 +272,7 @@ static int64_t find_rec(drift_trace_reader *r, long site, int64_t step, drift_er
     drift_trace_site_info info;
     *rc = drift_trace_reader_site(r, (size_t)site, &info, err);
     if (*rc || info.n_records == 0) return -1;
-    drift_trace_index *rows = malloc((size_t)info.n_records * sizeof *rows);
+    drift_trace_index *rows = drift_malloc((size_t)info.n_records * sizeof *rows);
     if (!rows) { *rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); return -1; }
     int64_t found = -1;
     if (!(*rc = drift_trace_read_index(r, (size_t)site, 0, info.n_records, rows, err)))
@@ -293,7 +294,7 @@ static int read_site(drift_trace_reader *r, const char *name, int64_t step, floa
         return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r), "site '%s' has no stored record at step %lld",
                              name, (long long)step);
     if ((rc = drift_trace_reader_site(r, (size_t)id, info, err))) return rc;
-    *vals = malloc((size_t)info->numel * sizeof **vals);
+    *vals = drift_malloc((size_t)info->numel * sizeof **vals);
     if (!*vals) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
     if ((rc = drift_trace_read_record_f32(r, (size_t)id, rec, *vals, (size_t)info->numel, err))) {
         free(*vals);
@@ -314,8 +315,8 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
     if ((rc = drift_model_buffers(s->m, DRIFT_BUF_DEVICE_FP32, &tmp, err))) goto done;
     size_t n_all = 0;
     const drift_trace_step *st = drift_trace_reader_steps(r, &n_all);
-    s->inputs = calloc(n_all ? n_all : 1, sizeof *s->inputs);
-    s->ref = calloc(n_all ? n_all : 1, sizeof *s->ref);
+    s->inputs = drift_calloc(n_all ? n_all : 1, sizeof *s->inputs);
+    s->ref = drift_calloc(n_all ? n_all : 1, sizeof *s->ref);
     if (!s->inputs || !s->ref) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
     for (size_t i = 0; i < n_all; i++) {
         int64_t step = st[i].step;
@@ -470,14 +471,14 @@ static int diff_site(const char *site, const drift_tensor *t, void *user, drift_
     const float *g = drift_site_cache_get(c->good, site, &n, NULL);
     if (!g || n != t->numel) return DRIFT_OK;
     if ((size_t)n > c->cap) {
-        float *b = realloc(c->buf, (size_t)n * sizeof *b);
+        float *b = drift_realloc(c->buf, (size_t)n * sizeof *b);
         if (!b) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
         c->buf = b;
         c->cap = (size_t)n;
     }
     int rc = drift_backend_download_f32(t->be, t, c->buf, err);
     if (rc) return rc;
-    if (memcmp(c->buf, g, (size_t)n * sizeof *g) != 0) c->first = strdup(site);
+    if (memcmp(c->buf, g, (size_t)n * sizeof *g) != 0) c->first = drift_strdup(site);
     return DRIFT_OK;
 }
 
@@ -548,7 +549,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     s.n_diffs = nd;
 
     /* The good plan's outputs: the reference (ref good) and the floor's base. */
-    good_out = calloc((size_t)s.n_steps, sizeof *good_out);
+    good_out = drift_calloc((size_t)s.n_steps, sizeof *good_out);
     if (!good_out) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
     double good_vs_ref = 0, floor_metric = 0, bad_metric = 0;
     if ((rc = run_plan(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, err))) { drift_err_prefix(err, "good plan"); goto done; }
@@ -577,11 +578,11 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     res->threshold = s.threshold;
     if (nd == 0) goto done;
 
-    universe = malloc(nd);
-    mask = malloc(nd);
-    res->culprits = calloc(nd, sizeof *res->culprits);
-    res->set_start = calloc(nd, sizeof *res->set_start);
-    res->set_len = calloc(nd, sizeof *res->set_len);
+    universe = drift_malloc(nd);
+    mask = drift_malloc(nd);
+    res->culprits = drift_calloc(nd, sizeof *res->culprits);
+    res->set_start = drift_calloc(nd, sizeof *res->set_start);
+    res->set_len = drift_calloc(nd, sizeof *res->set_len);
     if (!universe || !mask || !res->culprits || !res->set_start || !res->set_len) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
         goto done;
