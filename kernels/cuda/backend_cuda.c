@@ -59,7 +59,6 @@ static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16
 static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
     if (!op || (int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT) return 0;
-    if (op->kind >= DRIFT_OP_UNARY) return 0; /* the ATen-level ops of captured graphs: not on the GPU yet */
     if (!dtype_ok(op->out)) return 0;
     if ((op->kind == DRIFT_OP_LINEAR || op->kind == DRIFT_OP_ATTENTION) && !dtype_ok(op->compute)) return 0;
     return 1;
@@ -315,7 +314,7 @@ static int check_run(const drift_backend *be, const drift_op *op, const drift_te
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, where, "backend '%s' does not support %s with compute %s, out %s",
                              be->name, drift_op_name(op->kind), drift_dtype_name(op->compute),
                              drift_dtype_name(op->out));
-    if (op->n_in < 1 || op->n_in > 3 || !in)
+    if (op->n_in < (op->kind == DRIFT_OP_FILL ? 0 : 1) || op->n_in > 3 || !in)
         return drift_err_set(err, DRIFT_E_INPUT, where, "n_in = %d (expected 1..3 inputs)", op->n_in);
     int nd = out->ndim;
     int64_t shape[DRIFT_MAX_DIMS];
@@ -571,6 +570,7 @@ static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
 
 static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                   const char *where, drift_err *err) {
+    if (op->kind >= DRIFT_OP_UNARY) return dcu_run_aten(ctx, op, in, out, where, err); /* captured graphs' ops */
     const drift_tensor *x = in[0];
     switch (op->kind) {
     case DRIFT_OP_CAST:

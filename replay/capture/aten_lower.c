@@ -47,6 +47,9 @@ typedef struct lctx {
     int seen_input[DRIFT_INPUT_COUNT];
     unsigned char *live;     /* FX nodes that reach the output (or write in place) */
     int last_cplx;           /* the complex flag of the last tensor_arg */
+    const char **child;      /* per FX node: the child module (one level below the node's module) of
+                                its first consumer inside a child module call, or NULL */
+    int *child_at;           /* that consumer's index */
 } lctx;
 
 /* ---- errors and argument access ------------------------------------------------ */
@@ -256,10 +259,81 @@ static int ref_of(const lctx *c, const drift_json_value *v) {
     return node_ref(v) ? aten_find(c->g, v->members[0].value.str) : -1;
 }
 
+static int stack_has(const drift_json_value *stack, const char *m) {
+    if (!*m) return 1; /* the root contains everything */
+    for (size_t k = 0; stack && k < stack->n_items; k++)
+        if (!strcmp(stack->items[k].str, m)) return 1;
+    return 0;
+}
+
+static const char *val_dtype_str(const aten_node *n) {
+    const drift_json_value *v = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "dtype") : NULL;
+    return v && v->type == DRIFT_JSON_STRING ? v->str : NULL;
+}
+
+/* Source of FX node j when j is a cast that was a no-op at capture (to the
+ * dtype its source had), else -1. */
+static int noop_cast_source(const lctx *c, int j) {
+    const aten_node *n = &c->g->nodes[j];
+    if (n->op != ATEN_CALL || (strcmp(n->target, "aten.to.dtype") && strcmp(n->target, "aten.to.dtype_layout") &&
+                               strcmp(n->target, "aten._to_copy.default")))
+        return -1;
+    int k = ref_of(c, n->args->n_items > 0 ? &n->args->items[0] : NULL);
+    if (k < 0 || c->fx[k].kind != FX_TENSOR) return -1;
+    const char *a = val_dtype_str(n), *b = val_dtype_str(&c->g->nodes[k]);
+    return a && b && !strcmp(a, b) ? k : -1;
+}
+
+/* What a use of FX node j by the current node means. A cast to the dtype a
+ * tensor already has returns the tensor itself, so in an fp32 export
+ * `x.float()` *is* x and the tracer names every later use of x after the
+ * cast node (the latest alias). Such a use is resolved back to the tensor the
+ * cast aliases when the cast cannot be what the code meant
+ * (docs/aten-graph.md, "No-op casts"):
+ *  (a) the use is outside the module that computed the cast (diffusers'
+ *      FP32LayerNorm casts its input inside the norm: the block's later
+ *      `h + attn` means h), or
+ *  (b) the cast was handed to a child module call (`self.norm2(h.float())`)
+ *      and the use comes after, outside that child, or
+ *  (c) the use is a type_as reference (nobody writes `.type_as(x.float())`). */
+static int resolve_alias(const lctx *c, int j, int for_type_as) {
+    const aten_node *u = &c->g->nodes[c->cur];
+    for (int guard = 0; guard < 64; guard++) {
+        int k = noop_cast_source(c, j);
+        if (k < 0) break;
+        const aten_node *n = &c->g->nodes[j];
+        int outside = !stack_has(u->stack, n->module) && strcmp(u->module, n->module);
+        int after_child = c->child[j] && c->cur > c->child_at[j] && !stack_has(u->stack, c->child[j]);
+        if (!(for_type_as || outside || after_child)) break;
+        j = k;
+    }
+    return j;
+}
+
+/* For each node, the first consumer that runs inside a child module call (rule (b) above). */
+static void find_children(lctx *c) {
+    const drift_aten_graph *g = c->g;
+    for (int j = 0; j < g->n; j++) {
+        const aten_node *u = &g->nodes[j];
+        if (u->op != ATEN_CALL || !u->stack) continue;
+        for (size_t a = 0; a < u->args->n_items; a++) {
+            int i = ref_of(c, &u->args->items[a]);
+            if (i < 0 || c->child[i]) continue;
+            const aten_node *n = &g->nodes[i];
+            size_t depth = n->stack ? n->stack->n_items : 0;
+            if (*n->module && !stack_has(u->stack, n->module)) continue; /* not below the cast's module */
+            if (u->stack->n_items <= depth) continue;
+            c->child[i] = u->stack->items[depth].str; /* the module one level below */
+            c->child_at[i] = j;
+        }
+    }
+}
+
 /* Tensor argument: its FX index and view. */
 static int tensor_arg(lctx *c, const drift_json_value *v, const char *what, int *fxi) {
     int j = ref_of(c, v);
     if (j < 0) return FAIL(c, "%s: expected a tensor (a node reference)", what);
+    if (c->fx[j].kind == FX_TENSOR) j = resolve_alias(c, j, 0);
     if (c->fx[j].kind != FX_TENSOR) return FAIL(c, "%s: node '%s' is not a tensor", what, c->g->nodes[j].name);
     *fxi = j;
     c->last_cplx = c->fx[j].cplx;
@@ -858,9 +932,10 @@ static int lower_to(lctx *c, const char *target) {
 }
 
 static int lower_type_as(lctx *c) {
-    int x, ref, out, rc;
-    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x)) || (rc = mat_arg(c, arg(c, 1, "other"), "other", &ref)))
+    int x, ref, out, rc, rj;
+    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x)) || (rc = tensor_arg(c, arg(c, 1, "other"), "other", &rj)))
         return rc;
+    if ((rc = mat_fx(c, resolve_alias(c, rj, 1), &ref))) return rc;
     if ((rc = emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, ref, &out))) return rc;
     return set_result(c, out);
 }
@@ -911,8 +986,8 @@ static int get_operand(lctx *c, const drift_json_value *v, const char *what, ope
     memset(o, 0, sizeof *o);
     o->fx = -1;
     if (node_ref(v)) {
-        o->fx = ref_of(c, v);
-        return mat_fx(c, o->fx, &o->id);
+        int rc = tensor_arg(c, v, what, &o->fx);
+        return rc ? rc : mat_fx(c, o->fx, &o->id);
     }
     o->is_num = 1;
     return get_num(c, v, what, 0.0, &o->num);
@@ -1569,11 +1644,14 @@ int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_e
     if (rc) return rc;
     c.fx = drift_calloc((size_t)g->n, sizeof *c.fx);
     c.live = drift_calloc((size_t)g->n, 1);
-    if (!c.fx || !c.live) {
+    c.child = drift_calloc((size_t)g->n, sizeof *c.child);
+    c.child_at = drift_calloc((size_t)g->n, sizeof *c.child_at);
+    if (!c.fx || !c.live || !c.child || !c.child_at) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "aten", "out of memory");
         goto done;
     }
     compute_live(g, c.live);
+    find_children(&c);
     char model[256];
     snprintf(model, sizeof model, "captured:%s", drift_aten_graph_model_class(g));
     if ((rc = drift_graph_set_model(c.out, model, err))) goto done;
@@ -1617,6 +1695,8 @@ done:
     for (int i = 0; c.fx && i < g->n; i++) drift_free(c.fx[i].multi);
     drift_free(c.fx);
     drift_free(c.live);
+    drift_free((void *)c.child);
+    drift_free(c.child_at);
     drift_free(c.roots);
     if (rc) {
         drift_graph_free(c.out);
