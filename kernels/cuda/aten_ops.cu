@@ -50,6 +50,9 @@ DCU_DEV float aten_scalar(int sub, float x, float s, double s64) {
     case DRIFT_SCALAR_MUL: return __fmul_rn(x, s);
     case DRIFT_SCALAR_DIV: return __fmul_rn(x, __fdiv_rn(1.0f, s));
     case DRIFT_SCALAR_POW: return aten_pow(x, s64);
+    case DRIFT_SCALAR_RPOW: return powf(s, x);
+    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
+    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
     default: return x;
     }
 }
@@ -100,6 +103,15 @@ __global__ void k_reduce(const void *__restrict__ x, int tx, void *__restrict__ 
 
 __global__ void k_fill(void *__restrict__ y, int ty, int64_t n, int iota, double value, double step) {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (iota == 2) { /* torch's linspace, as the cpu backend */
+        const float a = (float)value, b = (float)step, st = n > 1 ? __fdiv_rn(__fsub_rn(b, a), (float)(n - 1)) : 0.0f;
+        const int64_t half = n / 2;
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+            float t = i < half ? __fmul_rn(st, (float)i) : __fmul_rn(st, (float)(n - i - 1));
+            dcu_st<int64_t>(y, ty, i, i < half ? __fadd_rn(a, t) : __fsub_rn(b, t));
+        }
+        return;
+    }
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const double v = iota ? value + (double)i * step : value;
         dcu_st<int64_t>(y, ty, i, (float)v);

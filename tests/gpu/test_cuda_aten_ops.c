@@ -3,8 +3,8 @@
  * runs). Expectations (cuda vs cpu):
  *   STRIDED, SCATTER, FILL, DIV, REDUCE (sequential fp32 sums in index
  *   order on both), SCALAR add/sub/rsub/mul/div and pow by 2, 3, 0.5, -0.5,
- *   -1, -2, UNARY neg/rsqrt/sqrt/reciprocal/abs/relu            bit-exact
- *   UNARY exp/sin/cos/tanh/sigmoid/gelu_erf, SCALAR pow 1.7
+ *   -1, -2, max, min, UNARY neg/rsqrt/sqrt/reciprocal/abs/relu  bit-exact
+ *   UNARY exp/sin/cos/tanh/sigmoid/gelu_erf, SCALAR pow 1.7, rpow
  *                                  4 ULPs of the output dtype + atol 1e-6
  *                                  (CUDA's precise functions vs glibc's)
  * and every case within gc_nmse_bound of the fp64 ref backend. */
@@ -53,7 +53,7 @@ static void test_unary_scalar(void) {
                 op.scalar = ss[k];
                 spec(&c, op, 1);
                 c.in[0] = &x;
-                int exact = sub != DRIFT_SCALAR_POW || k < 6;
+                int exact = sub == DRIFT_SCALAR_POW ? k < 6 : sub != DRIFT_SCALAR_RPOW;
                 c.exact = exact;
                 if (!exact) c.ulps = 4, c.atol = 1e-6;
                 c.nmse_ref = 4 * gc_nmse_bound(DT3[d]);
@@ -123,7 +123,7 @@ static void test_movement_fill(void) {
         c.nmse_ref = 1e-12;
         gc_case_set("scatter %s", gc_dt(DT3[d]));
         gc_run_case(&E, E.cuda, &c);
-        for (int iota = 0; iota < 2; iota++) {
+        for (int iota = 0; iota < 3; iota++) {
             drift_op f = gc_op(DRIFT_OP_FILL, DT3[d]); /* like input 0 */
             f.sub = iota;
             f.scalar = iota ? -3.0 : 1.0 / 3.0;
@@ -132,7 +132,7 @@ static void test_movement_fill(void) {
             c.in[0] = &base;
             c.exact = 1;
             c.nmse_ref = gc_nmse_bound(DT3[d]);
-            gc_case_set("fill %s %s", iota ? "iota" : "const", gc_dt(DT3[d]));
+            gc_case_set("fill %s %s", drift_op_sub_name(DRIFT_OP_FILL, iota), gc_dt(DT3[d]));
             gc_run_case(&E, E.cuda, &c);
         }
         gc_host_free(&base);
