@@ -6,7 +6,7 @@
 #include "kernels/cpu/host_internal.h"
 
 static const char *const unary_names[DRIFT_UNARY_COUNT] = {
-    "neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "gelu_erf", "reciprocal", "abs", "relu"};
+    "neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "gelu_erf", "reciprocal", "abs", "relu", "mask_bias"};
 static const char *const scalar_names[DRIFT_SCALAR_COUNT] = {"add", "sub", "rsub", "mul", "div", "pow", "rpow", "max", "min"};
 static const char *const reduce_names[DRIFT_REDUCE_COUNT] = {"sum", "mean"};
 static const char *const fill_names[3] = {"const", "iota", "linspace"};

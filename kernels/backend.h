@@ -103,7 +103,9 @@ typedef struct drift_op {
 typedef enum drift_unary_kind {
     DRIFT_UNARY_NEG = 0, DRIFT_UNARY_EXP, DRIFT_UNARY_SIN, DRIFT_UNARY_COS, DRIFT_UNARY_RSQRT,
     DRIFT_UNARY_SQRT, DRIFT_UNARY_TANH, DRIFT_UNARY_SIGMOID, DRIFT_UNARY_GELU_ERF, DRIFT_UNARY_RECIP,
-    DRIFT_UNARY_ABS, DRIFT_UNARY_RELU, DRIFT_UNARY_COUNT
+    DRIFT_UNARY_ABS, DRIFT_UNARY_RELU,
+    DRIFT_UNARY_MASK_BIAS, /* x != 0 ? 0 : -inf: a boolean attention mask as an additive bias */
+    DRIFT_UNARY_COUNT
 } drift_unary_kind;
 /* DRIFT_OP_SCALAR variants: x + s, x - s, s - x, x * s, x * (1/s) (CUDA's division by a
  * host scalar: the reciprocal rounded to opmath, then a multiply), x ^ s (2: x*x,

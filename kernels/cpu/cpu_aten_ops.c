@@ -31,6 +31,7 @@ static float unary(int sub, float x) {
     case DRIFT_UNARY_RECIP: return 1.0f / x;
     case DRIFT_UNARY_ABS: return fabsf(x);
     case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0f ? x : 0.0f);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0f ? 0.0f : -INFINITY;
     default: return x;
     }
 }

@@ -28,6 +28,7 @@ DCU_DEV float aten_unary(int sub, float x) {
     case DRIFT_UNARY_RECIP: return __fdiv_rn(1.0f, x);
     case DRIFT_UNARY_ABS: return fabsf(x);
     case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0f ? x : 0.0f);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0f ? 0.0f : __int_as_float(0xff800000);
     default: return x;
     }
 }

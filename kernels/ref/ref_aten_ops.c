@@ -23,6 +23,7 @@ static double unary(int sub, double x) {
     case DRIFT_UNARY_RECIP: return 1.0 / x;
     case DRIFT_UNARY_ABS: return fabs(x);
     case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
     default: return x;
     }
 }

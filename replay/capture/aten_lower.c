@@ -1320,12 +1320,68 @@ static int lower_linear(lctx *c) {
     return set_result(c, id);
 }
 
+/* A key mask (broadcastable to [B, H, Lq, Lk] with size 1 along Lq: padding
+ * of the keys) folded into q and k: q' = [q, 1], k' = [k, bias] with bias 0
+ * for a kept key and -inf for a masked one (a float mask is the bias itself),
+ * so that q'.k' = q.k + bias: adding 0 leaves a kept score's bits unchanged
+ * and a masked one is -inf, whose exp is 0, as SDPA's masking does. The
+ * scale stays that of the original head dim. */
+static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
+    int jm, rc;
+    if ((rc = tensor_arg(c, mask, "attn_mask", &jm))) return rc;
+    const aten_view *m = &c->fx[jm].t;
+    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
+    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
+    if (m->nd > 4) return FAIL(c, "attn_mask of %d dims", m->nd);
+    int64_t ms[4], mt[4];
+    for (int i = 0; i < 4; i++) {
+        int kk = i - (4 - m->nd);
+        ms[i] = kk >= 0 ? m->size[kk] : 1;
+        mt[i] = kk >= 0 ? m->stride[kk] : 0;
+    }
+    const int64_t want[4] = {B, H, Lq, Lk};
+    for (int i = 0; i < 4; i++)
+        if (ms[i] != 1 && ms[i] != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
+    if (ms[2] != 1) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
+    aten_view kv; /* [B, H, Lk, 1] */
+    memset(&kv, 0, sizeof kv);
+    kv.root = m->root, kv.off = m->off, kv.nd = 4;
+    kv.size[0] = B, kv.stride[0] = ms[0] == 1 ? 0 : mt[0];
+    kv.size[1] = H, kv.stride[1] = ms[1] == 1 ? 0 : mt[1];
+    kv.size[2] = Lk, kv.stride[2] = ms[3] == 1 ? 0 : mt[3];
+    kv.size[3] = 1, kv.stride[3] = 1;
+    int bias;
+    if ((rc = mat_view(c, &kv, &bias))) return rc;
+    const char *mdt = val_dtype_str(&c->g->nodes[jm]);
+    if (mdt && !strcmp(mdt, "bool")) {
+        drift_op u;
+        memset(&u, 0, sizeof u);
+        u.sub = DRIFT_UNARY_MASK_BIAS;
+        if ((rc = emit(c, DRIFT_OP_UNARY, &u, 1, &bias, DRIFT_RULE_PROMOTE, &bias))) return rc;
+    }
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.scalar = 1.0;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_F32;
+    s.ndim = 4;
+    s.shape[0] = B, s.shape[1] = H, s.shape[2] = Lq, s.shape[3] = 1;
+    int ones;
+    if ((rc = add_node(c, &s, &ones))) return rc;
+    drift_op cat;
+    memset(&cat, 0, sizeof cat);
+    cat.dim = 3;
+    int qi[2] = {in[0], ones}, ki[2] = {in[1], bias};
+    if ((rc = emit(c, DRIFT_OP_CONCAT, &cat, 2, qi, DRIFT_RULE_PROMOTE, &in[0]))) return rc;
+    return emit(c, DRIFT_OP_CONCAT, &cat, 2, ki, DRIFT_RULE_PROMOTE, &in[1]);
+}
+
 static int lower_sdpa(lctx *c) {
     int in[3], rc, id;
     if ((rc = mat_arg(c, arg(c, 0, "query"), "query", &in[0])) || (rc = mat_arg(c, arg(c, 1, "key"), "key", &in[1])) ||
         (rc = mat_arg(c, arg(c, 2, "value"), "value", &in[2])))
         return rc;
-    if (!is_none(arg(c, 3, "attn_mask"))) return FAIL(c, "attn_mask is not supported yet");
+    const drift_json_value *mask = arg(c, 3, "attn_mask");
     double p, scale;
     int64_t causal, gqa;
     if ((rc = get_num(c, arg(c, 4, "dropout_p"), "dropout_p", 0, &p)) ||
@@ -1339,6 +1395,7 @@ static int lower_sdpa(lctx *c) {
     drift_op op;
     memset(&op, 0, sizeof op);
     op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    if (!is_none(mask) && (rc = masked_qk(c, mask, in))) return rc;
     if ((rc = emit(c, DRIFT_OP_ATTENTION, &op, 3, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return set_result(c, id);
 }
