@@ -7,17 +7,17 @@
 #include "kernels/cpu/host_internal.h"
 
 static const char *const unary_names[DRIFT_UNARY_COUNT] = {
-    "neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "gelu_erf", "reciprocal", "abs", "relu"};
-static const char *const scalar_names[DRIFT_SCALAR_COUNT] = {"add", "sub", "rsub", "mul", "div", "pow"};
+    "neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "gelu_erf", "reciprocal", "abs", "relu", "mask_bias"};
+static const char *const scalar_names[DRIFT_SCALAR_COUNT] = {"add", "sub", "rsub", "mul", "div", "pow", "rpow", "max", "min"};
 static const char *const reduce_names[DRIFT_REDUCE_COUNT] = {"sum", "mean"};
-static const char *const fill_names[2] = {"const", "iota"};
+static const char *const fill_names[3] = {"const", "iota", "linspace"};
 
 static const char *const *sub_table(drift_op_kind k, int *n) {
     switch (k) {
     case DRIFT_OP_UNARY: *n = DRIFT_UNARY_COUNT; return unary_names;
     case DRIFT_OP_SCALAR: *n = DRIFT_SCALAR_COUNT; return scalar_names;
     case DRIFT_OP_REDUCE: *n = DRIFT_REDUCE_COUNT; return reduce_names;
-    case DRIFT_OP_FILL: *n = 2; return fill_names;
+    case DRIFT_OP_FILL: *n = 3; return fill_names;
     default: *n = 0; return NULL;
     }
 }
@@ -127,7 +127,7 @@ int drift_aten_infer_shape(const drift_op *op, const drift_tensor *const *in, in
         break;
     }
     case DRIFT_OP_FILL:
-        if (op->sub != 0 && op->sub != 1) return drift_op_shape_err(err, op, "unknown fill variant %d", op->sub);
+        if (op->sub < 0 || op->sub > 2) return drift_op_shape_err(err, op, "unknown fill variant %d", op->sub);
         if (!(op->scalar == op->scalar) || !(op->step == op->step)) return drift_op_shape_err(err, op, "NaN value or step");
         if (!a) {
             if (drift_shape_numel(*ndim, shape) < 0) return drift_op_shape_err(err, op, "requested shape is invalid");

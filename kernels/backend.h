@@ -77,7 +77,8 @@ typedef enum drift_op_kind {
                               must be injective; dtypes equal: the copy's cast is a CAST before) */
     DRIFT_OP_FILL,         /* n_in 0 (shape requested) or 1 (in0's shape, values ignored):
                               op->sub 0 = constant op->scalar, 1 = iota: scalar + i * step (flat i),
-                              computed in fp64, rounded once to op->out */
+                              computed in fp64, rounded once to op->out; 2 = linspace from scalar to
+                              step over numel points, torch's formula in opmath (ref: exact) */
     DRIFT_OP_COUNT
 } drift_op_kind;
 
@@ -106,14 +107,17 @@ typedef struct drift_op {
 typedef enum drift_unary_kind {
     DRIFT_UNARY_NEG = 0, DRIFT_UNARY_EXP, DRIFT_UNARY_SIN, DRIFT_UNARY_COS, DRIFT_UNARY_RSQRT,
     DRIFT_UNARY_SQRT, DRIFT_UNARY_TANH, DRIFT_UNARY_SIGMOID, DRIFT_UNARY_GELU_ERF, DRIFT_UNARY_RECIP,
-    DRIFT_UNARY_ABS, DRIFT_UNARY_RELU, DRIFT_UNARY_COUNT
+    DRIFT_UNARY_ABS, DRIFT_UNARY_RELU,
+    DRIFT_UNARY_MASK_BIAS, /* x != 0 ? 0 : -inf: a boolean attention mask as an additive bias */
+    DRIFT_UNARY_COUNT
 } drift_unary_kind;
 /* DRIFT_OP_SCALAR variants: x + s, x - s, s - x, x * s, x * (1/s) (CUDA's division by a
  * host scalar: the reciprocal rounded to opmath, then a multiply), x ^ s (2: x*x,
- * 3: x*x*x, 0.5: sqrt, -0.5: rsqrt, -1: 1/x, -2: 1/(x*x), as torch's CUDA pow). */
+ * 3: x*x*x, 0.5: sqrt, -0.5: rsqrt, -1: 1/x, -2: 1/(x*x), as torch's CUDA pow), s ^ x,
+ * max(x, s) and min(x, s) (clamp; NaN stays NaN). */
 typedef enum drift_scalar_kind {
     DRIFT_SCALAR_ADD = 0, DRIFT_SCALAR_SUB, DRIFT_SCALAR_RSUB, DRIFT_SCALAR_MUL, DRIFT_SCALAR_DIV,
-    DRIFT_SCALAR_POW, DRIFT_SCALAR_COUNT
+    DRIFT_SCALAR_POW, DRIFT_SCALAR_RPOW, DRIFT_SCALAR_MAX, DRIFT_SCALAR_MIN, DRIFT_SCALAR_COUNT
 } drift_scalar_kind;
 typedef enum drift_reduce_kind { DRIFT_REDUCE_SUM = 0, DRIFT_REDUCE_MEAN, DRIFT_REDUCE_COUNT } drift_reduce_kind;
 /* Names of the variants ("exp", "pow", "mean", ...); "?" when out of range. */

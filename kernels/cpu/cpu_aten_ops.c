@@ -32,6 +32,7 @@ static float unary(int sub, float x) {
     case DRIFT_UNARY_RECIP: return 1.0f / x;
     case DRIFT_UNARY_ABS: return fabsf(x);
     case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0f ? x : 0.0f);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0f ? 0.0f : -INFINITY;
     default: return x;
     }
 }
@@ -57,6 +58,9 @@ static float scalar(int sub, float x, float s, double s64) {
         return x * inv;
     }
     case DRIFT_SCALAR_POW: return pow_scalar(x, s64);
+    case DRIFT_SCALAR_RPOW: return powf(s, x);
+    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
+    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
     default: return x;
     }
 }
@@ -139,6 +143,16 @@ int drift_cpu_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         if (in[0]->dtype != op->out) drift_dtype_round_n(y, (size_t)out->numel, op->out);
         return DRIFT_OK;
     case DRIFT_OP_FILL:
+        if (op->sub == 2) { /* torch's linspace: from both ends towards the middle, in opmath */
+            const int64_t n = out->numel, half = n / 2;
+            const float a = (float)op->scalar, b = (float)op->step, st = n > 1 ? (b - a) / (float)(n - 1) : 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                float t = i < half ? st * (float)i : st * (float)(n - i - 1);
+                y[i] = i < half ? a + t : b - t;
+            }
+            drift_dtype_round_n(y, (size_t)n, op->out);
+            return DRIFT_OK;
+        }
         for (int64_t i = 0; i < out->numel; i++) {
             const double v = op->sub ? op->scalar + (double)i * op->step : op->scalar;
             y[i] = drift_round_to((float)v, op->out); /* fp64 -> fp32 -> out: double rounding only past fp32 */

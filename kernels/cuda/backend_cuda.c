@@ -63,7 +63,7 @@ static size_t cuda_elem_bytes(drift_dtype dt) { return drift_dtype_size(dt); }
 
 static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
-    if (op->kind >= DRIFT_OP_UNARY) return 0; /* the ATen-level ops of captured graphs: not on the GPU yet */
+    if (!op || (int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT) return 0;
     if (!dtype_ok(op->out)) return 0;
     if ((op->kind == DRIFT_OP_LINEAR || op->kind == DRIFT_OP_ATTENTION) && !dtype_ok(op->compute)) return 0;
     return 1;
@@ -435,6 +435,7 @@ static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
 
 static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                   const char *where, drift_err *err) {
+    if (op->kind >= DRIFT_OP_UNARY) return dcu_run_aten(ctx, op, in, out, where, err); /* captured graphs' ops */
     const drift_tensor *x = in[0];
     switch (op->kind) {
     case DRIFT_OP_CAST:

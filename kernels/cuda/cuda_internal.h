@@ -91,6 +91,17 @@ cudaError_t dcu_launch_bias_round(const dcu_ctx *ctx, const float *src, int64_t 
                                   const void *bias, drift_dtype tbias, void *d, drift_dtype td, int64_t ldd,
                                   int64_t stride_d);
 
+/* ---- aten_ops.cu (captured graphs' ATen-level ops) ------------------ */
+/* kind 0: y = unary_sub(x); kind 1: y = x (scalar_sub) s. */
+cudaError_t dcu_launch_aten_ew(const dcu_ctx *ctx, int kind, int sub, const void *x, drift_dtype tx, void *y,
+                               drift_dtype ty, int64_t n, double s);
+cudaError_t dcu_launch_div(const dcu_ctx *ctx, const void *a, drift_dtype ta, const void *b, drift_dtype tb, void *y,
+                           drift_dtype ty, const drift_bcast *bc);
+cudaError_t dcu_launch_reduce(const dcu_ctx *ctx, const void *x, drift_dtype tx, void *y, drift_dtype ty,
+                              int64_t outer, int64_t n, int64_t inner, int mean);
+cudaError_t dcu_launch_fill(const dcu_ctx *ctx, void *y, drift_dtype ty, int64_t n, int iota, double value,
+                            double step);
+
 /* ---- norm.cu -------------------------------------------------------- */
 cudaError_t dcu_launch_layer_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t dim,
                                   const void *w, drift_dtype tw, const void *b, drift_dtype tb, void *y,
@@ -122,6 +133,11 @@ typedef struct dcu_copy {
 /* Drops size-1 dims and merges chained neighbours in place. */
 void dcu_copy_simplify(dcu_copy *c);
 cudaError_t dcu_launch_copy(const dcu_ctx *ctx, const dcu_copy *c);
+
+/* ---- aten_cuda.c ------------------------------------------------------ */
+/* Runs an ATen-level op (DRIFT_OP_UNARY .. DRIFT_OP_FILL), arguments checked. */
+int dcu_run_aten(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                 const char *where, drift_err *err);
 
 /* ---- gemm (gemm_lt.c, gemm_naive.cu) -------------------------------- */
 /* Column-major strided-batched GEMM:

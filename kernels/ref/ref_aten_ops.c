@@ -24,6 +24,7 @@ static double unary(int sub, double x) {
     case DRIFT_UNARY_RECIP: return 1.0 / x;
     case DRIFT_UNARY_ABS: return fabs(x);
     case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
     default: return x;
     }
 }
@@ -36,6 +37,9 @@ static double scalar(int sub, double x, double s) {
     case DRIFT_SCALAR_MUL: return x * s;
     case DRIFT_SCALAR_DIV: return x / s;
     case DRIFT_SCALAR_POW: return pow(x, s);
+    case DRIFT_SCALAR_RPOW: return pow(s, x);
+    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
+    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
     default: return x;
     }
 }
@@ -99,7 +103,11 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         for (int64_t e = 0; e < in[1]->numel; e++) y[strided_index(op, in[1]->ndim, in[1]->shape, e)] = dd(in[1])[e];
         return DRIFT_OK;
     case DRIFT_OP_FILL:
-        for (int64_t i = 0; i < out->numel; i++) y[i] = op->sub ? op->scalar + (double)i * op->step : op->scalar;
+        for (int64_t i = 0; i < out->numel; i++)
+            y[i] = op->sub == 2 ? (out->numel > 1 ? op->scalar + (op->step - op->scalar) * (double)i / (double)(out->numel - 1)
+                                                  : op->scalar)
+                   : op->sub ? op->scalar + (double)i * op->step
+                             : op->scalar;
         return DRIFT_OK;
     default: break;
     }

@@ -169,6 +169,8 @@ static int get_dtype(lctx *c, const drift_json_value *v, const char *what, int *
     return DRIFT_OK;
 }
 
+static int val_dtype(lctx *c, drift_dtype *dt);
+
 /* ---- values ------------------------------------------------------------------- */
 
 static int new_root(lctx *c, int id, aten_view *v) {
@@ -501,22 +503,183 @@ static int lower_placeholder(lctx *c) {
 
 /* ---- view ops ------------------------------------------------------------------- */
 
-/* Reshape of FX tensor j to (nd, size): a view when strides allow, else a copy. */
-static int do_reshape(lctx *c, int j, int nd, int64_t *size, int allow_copy) {
-    const aten_view *v = &c->fx[j].t;
+/* Reshape of view v (complex flag cplx) to (nd, size): a view when strides
+ * allow, else a copy. */
+static int do_reshape_view(lctx *c, const aten_view *v, int cplx, int nd, int64_t *size) {
     if (!aten_view_infer_size(aten_view_numel(v), nd, size))
         return FAIL(c, "cannot reshape %lld elements to the requested size", (long long)aten_view_numel(v));
     aten_view o;
+    c->last_cplx = cplx;
     if (aten_view_reshape(v, nd, size, &o)) return set_view(c, &o);
     /* not expressible as a view of this root: torch's reshape copies (and our view of a
      * conv output may be strided where torch's is not: the values are the same) */
-    (void)allow_copy;
-    int id, rc = mat_fx(c, j, &id), cplx = c->fx[j].cplx;
+    aten_view full = *v;
+    if (cplx) {
+        full.size[full.nd] = 2;
+        full.stride[full.nd] = 1;
+        full.nd++;
+    }
+    int id, rc = mat_view(c, &full, &id);
     if (rc) return rc;
     int vid;
     if (cplx) size[nd++] = 2;
     if ((rc = emit_view_to(c, id, nd, size, &vid))) return rc;
     return cplx ? set_result_cplx(c, vid) : set_result(c, vid);
+}
+
+static int do_reshape(lctx *c, int j, int nd, int64_t *size, int allow_copy) {
+    (void)allow_copy;
+    return do_reshape_view(c, &c->fx[j].t, c->fx[j].cplx, nd, size);
+}
+
+/* repeat_interleave(x, r, dim): x with a stride-0 dim of r after dim, merged (a copy). */
+static int lower_repeat_interleave(lctx *c) {
+    int j, rc;
+    int64_t r, dim;
+    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j))) return rc;
+    const drift_json_value *rv = arg(c, 1, "repeats");
+    if (node_ref(rv)) return FAIL(c, "repeat_interleave with a tensor of repeats is not supported");
+    if ((rc = get_int(c, rv, "repeats", 1, &r)) || (rc = get_int(c, arg(c, 2, "dim"), "dim", INT64_MIN, &dim))) return rc;
+    aten_view v = c->fx[j].t;
+    if (dim == INT64_MIN) { /* flattened first */
+        int64_t n = aten_view_numel(&v);
+        aten_view f;
+        if (!aten_view_reshape(&v, 1, &n, &f)) return FAIL(c, "repeat_interleave without dim of a strided tensor");
+        v = f;
+        dim = 0;
+    }
+    int d = aten_view_dim(dim, v.nd);
+    if (d < 0 || v.nd >= DRIFT_MAX_DIMS || r < 1 || r > DRIFT_GRAPH_MAX_DIM) return FAIL(c, "repeat_interleave arguments out of range");
+    aten_view o = v;
+    for (int i = v.nd; i > d + 1; i--) o.size[i] = v.size[i - 1], o.stride[i] = v.stride[i - 1];
+    o.size[d + 1] = r, o.stride[d + 1] = 0, o.nd = v.nd + 1;
+    int64_t size[DRIFT_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < v.nd; i++) size[nd++] = i == d ? v.size[i] * r : v.size[i];
+    return do_reshape_view(c, &o, c->fx[j].cplx, nd, size);
+}
+
+/* repeat(x, reps): per dim a stride-0 outer copy, merged (a copy). */
+static int lower_repeat(lctx *c) {
+    int j, rc, nr;
+    int64_t reps[DRIFT_MAX_DIMS];
+    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j)) || (rc = get_ints(c, arg(c, 1, "repeats"), "repeats", reps, &nr)))
+        return rc;
+    const aten_view v = c->fx[j].t;
+    if (nr < v.nd || 2 * nr > DRIFT_MAX_DIMS) return FAIL(c, "repeat of a %d-d tensor by %d factors is not supported", v.nd, nr);
+    aten_view o;
+    memset(&o, 0, sizeof o);
+    o.root = v.root, o.off = v.off, o.nd = 2 * nr;
+    int64_t size[DRIFT_MAX_DIMS];
+    for (int i = 0; i < nr; i++) {
+        int k = i - (nr - v.nd);
+        if (reps[i] < 1) return FAIL(c, "repeat factor %lld", (long long)reps[i]);
+        o.size[2 * i] = reps[i], o.stride[2 * i] = 0;
+        o.size[2 * i + 1] = k >= 0 ? v.size[k] : 1, o.stride[2 * i + 1] = k >= 0 ? v.stride[k] : 0;
+        size[i] = reps[i] * o.size[2 * i + 1];
+    }
+    return do_reshape_view(c, &o, c->fx[j].cplx, nr, size);
+}
+
+/* meshgrid(tensors, indexing): each output a stride-0 view of one 1-d input. */
+static int lower_meshgrid(lctx *c) {
+    const drift_json_value *list = arg(c, 0, "tensors");
+    const char *ix = NULL;
+    int rc = get_str(c, arg(c, 1, "indexing"), "indexing", "ij", &ix);
+    if (rc) return rc;
+    if (!list || list->type != DRIFT_JSON_ARRAY || list->n_items == 0 || list->n_items > DRIFT_MAX_DIMS)
+        return FAIL(c, "tensors: expected 1..%d tensors", DRIFT_MAX_DIMS);
+    if (strcmp(ix, "ij") && strcmp(ix, "xy")) return FAIL(c, "indexing '%s': expected ij or xy", ix);
+    const int n = (int)list->n_items, xy = !strcmp(ix, "xy") && n >= 2;
+    int js[DRIFT_MAX_DIMS];
+    int64_t sz[DRIFT_MAX_DIMS];
+    for (int k = 0; k < n; k++) {
+        if ((rc = tensor_arg(c, &list->items[k], "tensors[]", &js[k]))) return rc;
+        const aten_view *v = &c->fx[js[k]].t;
+        if (v->nd > 1) return FAIL(c, "meshgrid inputs must be 0-d or 1-d");
+        sz[k] = v->nd ? v->size[0] : 1;
+    }
+    fxv *f = &c->fx[c->cur];
+    f->multi = drift_calloc((size_t)n, sizeof *f->multi);
+    if (!f->multi) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    f->kind = FX_MULTI;
+    f->n_multi = n;
+    for (int k = 0; k < n; k++) {
+        const aten_view *v = &c->fx[js[k]].t;
+        aten_view o;
+        memset(&o, 0, sizeof o);
+        o.root = v->root, o.off = v->off, o.nd = n;
+        for (int i = 0; i < n; i++) {
+            int src = xy && i < 2 ? 1 - i : i; /* xy: the first two output dims swap */
+            o.size[i] = sz[src];
+            o.stride[i] = src == k && v->nd ? v->stride[0] : 0;
+        }
+        f->multi[k] = o;
+    }
+    return DRIFT_OK;
+}
+
+/* outer(a, b) = a[:, None] * b[None, :] */
+static int lower_outer(lctx *c, const char *target) {
+    int ja, jb, rc;
+    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &ja)) || (rc = tensor_arg(c, arg(c, 1, "vec2"), "vec2", &jb))) return rc;
+    aten_view a = c->fx[ja].t, b = c->fx[jb].t;
+    if (a.nd != 1 || b.nd != 1) return FAIL(c, "outer needs two 1-d tensors");
+    a.nd = 2, a.size[1] = 1, a.stride[1] = 1;
+    b.nd = 2, b.size[1] = b.size[0], b.stride[1] = b.stride[0], b.size[0] = 1, b.stride[0] = 1;
+    int x, y, id;
+    if ((rc = mat_view(c, &a, &x)) || (rc = mat_view(c, &b, &y))) return rc;
+    int in[2] = {x, y};
+    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, rule_of(target), &id))) return rc;
+    return set_result(c, id);
+}
+
+static int lower_clamp(lctx *c, const char *base, const char *target) {
+    int x, rc;
+    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x))) return rc;
+    const drift_json_value *lo = arg(c, 1, "min"), *hi = arg(c, 2, "max");
+    if (!strcmp(base, "clamp_max")) hi = lo, lo = NULL;
+    if (node_ref(lo) || node_ref(hi)) return FAIL(c, "clamp with tensor bounds is not supported");
+    if (is_none(lo) && is_none(hi)) return FAIL(c, "clamp needs a bound");
+    double a, b;
+    int id = x;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    if (!is_none(lo)) {
+        if ((rc = get_num(c, lo, "min", 0, &a))) return rc;
+        op.sub = DRIFT_SCALAR_MAX, op.scalar = a;
+        if ((rc = emit(c, DRIFT_OP_SCALAR, &op, 1, &id, rule_of(target), &id))) return rc;
+    }
+    if (!is_none(hi)) {
+        if ((rc = get_num(c, hi, "max", 0, &b))) return rc;
+        op.sub = DRIFT_SCALAR_MIN, op.scalar = b;
+        if ((rc = emit(c, DRIFT_OP_SCALAR, &op, 1, &id, rule_of(target), &id))) return rc;
+    }
+    return set_result(c, id);
+}
+
+static int lower_linspace(lctx *c) {
+    double a, b;
+    int64_t n;
+    int rc;
+    if ((rc = get_num(c, arg(c, 0, "start"), "start", 0, &a)) || (rc = get_num(c, arg(c, 1, "end"), "end", 0, &b)) ||
+        (rc = get_int(c, arg(c, 2, "steps"), "steps", 0, &n)))
+        return rc;
+    if (n < 1 || n > DRIFT_GRAPH_MAX_DIM || !isfinite(a) || !isfinite(b)) return FAIL(c, "linspace arguments out of range");
+    drift_dtype dt;
+    if ((rc = val_dtype(c, &dt))) return rc;
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.sub = 2;
+    s.op.scalar = a;
+    s.op.step = b;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = dt;
+    s.ndim = 1;
+    s.shape[0] = n;
+    int id;
+    if ((rc = add_node(c, &s, &id))) return rc;
+    return set_result(c, id);
 }
 
 static int lower_view_like(lctx *c, const char *base) {
@@ -1060,7 +1223,13 @@ static int lower_pow(lctx *c, const char *target) {
             return rc;
         return emit_scalar(c, x, DRIFT_SCALAR_POW, e, DRIFT_RULE_AUTOCAST_FP32);
     }
-    return FAIL(c, "pow with a tensor exponent is not supported yet");
+    if (!strcmp(target, "aten.pow.Scalar")) { /* s ** x */
+        double b;
+        if ((rc = get_num(c, arg(c, 0, "self"), "self", 1, &b)) || (rc = mat_arg(c, arg(c, 1, "exponent"), "exponent", &x)))
+            return rc;
+        return emit_scalar(c, x, DRIFT_SCALAR_RPOW, b, DRIFT_RULE_AUTOCAST_FP32);
+    }
+    return FAIL(c, "pow of two tensors is not supported yet");
 }
 
 /* ---- reductions, norms, matmuls --------------------------------------------------- */
@@ -1151,12 +1320,68 @@ static int lower_linear(lctx *c) {
     return set_result(c, id);
 }
 
+/* A key mask (broadcastable to [B, H, Lq, Lk] with size 1 along Lq: padding
+ * of the keys) folded into q and k: q' = [q, 1], k' = [k, bias] with bias 0
+ * for a kept key and -inf for a masked one (a float mask is the bias itself),
+ * so that q'.k' = q.k + bias: adding 0 leaves a kept score's bits unchanged
+ * and a masked one is -inf, whose exp is 0, as SDPA's masking does. The
+ * scale stays that of the original head dim. */
+static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
+    int jm, rc;
+    if ((rc = tensor_arg(c, mask, "attn_mask", &jm))) return rc;
+    const aten_view *m = &c->fx[jm].t;
+    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
+    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
+    if (m->nd > 4) return FAIL(c, "attn_mask of %d dims", m->nd);
+    int64_t ms[4], mt[4];
+    for (int i = 0; i < 4; i++) {
+        int kk = i - (4 - m->nd);
+        ms[i] = kk >= 0 ? m->size[kk] : 1;
+        mt[i] = kk >= 0 ? m->stride[kk] : 0;
+    }
+    const int64_t want[4] = {B, H, Lq, Lk};
+    for (int i = 0; i < 4; i++)
+        if (ms[i] != 1 && ms[i] != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
+    if (ms[2] != 1) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
+    aten_view kv; /* [B, H, Lk, 1] */
+    memset(&kv, 0, sizeof kv);
+    kv.root = m->root, kv.off = m->off, kv.nd = 4;
+    kv.size[0] = B, kv.stride[0] = ms[0] == 1 ? 0 : mt[0];
+    kv.size[1] = H, kv.stride[1] = ms[1] == 1 ? 0 : mt[1];
+    kv.size[2] = Lk, kv.stride[2] = ms[3] == 1 ? 0 : mt[3];
+    kv.size[3] = 1, kv.stride[3] = 1;
+    int bias;
+    if ((rc = mat_view(c, &kv, &bias))) return rc;
+    const char *mdt = val_dtype_str(&c->g->nodes[jm]);
+    if (mdt && !strcmp(mdt, "bool")) {
+        drift_op u;
+        memset(&u, 0, sizeof u);
+        u.sub = DRIFT_UNARY_MASK_BIAS;
+        if ((rc = emit(c, DRIFT_OP_UNARY, &u, 1, &bias, DRIFT_RULE_PROMOTE, &bias))) return rc;
+    }
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.scalar = 1.0;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_F32;
+    s.ndim = 4;
+    s.shape[0] = B, s.shape[1] = H, s.shape[2] = Lq, s.shape[3] = 1;
+    int ones;
+    if ((rc = add_node(c, &s, &ones))) return rc;
+    drift_op cat;
+    memset(&cat, 0, sizeof cat);
+    cat.dim = 3;
+    int qi[2] = {in[0], ones}, ki[2] = {in[1], bias};
+    if ((rc = emit(c, DRIFT_OP_CONCAT, &cat, 2, qi, DRIFT_RULE_PROMOTE, &in[0]))) return rc;
+    return emit(c, DRIFT_OP_CONCAT, &cat, 2, ki, DRIFT_RULE_PROMOTE, &in[1]);
+}
+
 static int lower_sdpa(lctx *c) {
     int in[3], rc, id;
     if ((rc = mat_arg(c, arg(c, 0, "query"), "query", &in[0])) || (rc = mat_arg(c, arg(c, 1, "key"), "key", &in[1])) ||
         (rc = mat_arg(c, arg(c, 2, "value"), "value", &in[2])))
         return rc;
-    if (!is_none(arg(c, 3, "attn_mask"))) return FAIL(c, "attn_mask is not supported yet");
+    const drift_json_value *mask = arg(c, 3, "attn_mask");
     double p, scale;
     int64_t causal, gqa;
     if ((rc = get_num(c, arg(c, 4, "dropout_p"), "dropout_p", 0, &p)) ||
@@ -1170,6 +1395,7 @@ static int lower_sdpa(lctx *c) {
     drift_op op;
     memset(&op, 0, sizeof op);
     op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    if (!is_none(mask) && (rc = masked_qk(c, mask, in))) return rc;
     if ((rc = emit(c, DRIFT_OP_ATTENTION, &op, 3, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return set_result(c, id);
 }
@@ -1447,6 +1673,13 @@ static int lower_call(lctx *c) {
             if (a >= 0 && c->fx[a].cplx) return FAIL(c, "complex operands are not supported by %s", t);
         }
     }
+    if (!strcmp(t, "aten.repeat_interleave.self_int")) return lower_repeat_interleave(c);
+    if (!strcmp(base, "repeat")) return lower_repeat(c);
+    if (!strcmp(base, "meshgrid")) return lower_meshgrid(c);
+    if (!strcmp(base, "outer")) return lower_outer(c, t);
+    if (!strcmp(base, "clamp") || !strcmp(base, "clip") || !strcmp(base, "clamp_min") || !strcmp(base, "clamp_max"))
+        return lower_clamp(c, base, t);
+    if (!strcmp(base, "linspace")) return lower_linspace(c);
     if (in_list(base, views)) return lower_view_like(c, base);
     if (in_list(base, multis)) return lower_multi(c, base);
     if (in_list(base, aliases)) return lower_alias(c);
