@@ -1,5 +1,5 @@
 /* drift compare: per-site metrics between two traces, through the one
- * comparison engine (replay/compare_traces.h) that drift top --against uses. */
+ * comparison engine (replay/analysis/compare_traces.h) that drift top --against uses. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,8 +10,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/compare_traces.h"
-#include "replay/replay_trace.h"
+#include "replay/analysis/compare_traces.h"
 
 static const char *const HELP =
     "usage: drift compare TRACE_A TRACE_B [options]\n"

@@ -1,4 +1,4 @@
-/* drift report: one self-contained HTML page (cli/report_html.c) from a
+/* drift report: one self-contained HTML page (replay/analysis/report_html.c) from a
  * trace pair (through the comparison engine, as drift compare), a replay
  * result (its /metrics), and/or a bisect --json document. */
 #include <errno.h>
@@ -11,11 +11,10 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/report_html.h"
+#include "replay/analysis/report_html.h"
 #include "formats/alloc.h"
 #include "formats/json.h"
-#include "replay/compare_traces.h"
-#include "replay/replay_trace.h"
+#include "replay/analysis/compare_traces.h"
 
 static const char *const HELP =
     "usage: drift report TRACE --against TRACE2 [--bisect BISECT.json] -o report.html\n"

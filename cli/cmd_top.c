@@ -12,7 +12,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 
-#include "replay/compare_traces.h"
+#include "replay/analysis/compare_traces.h"
 
 #ifdef DRIFT_HAVE_TUI
 #include "tui/batch.h"

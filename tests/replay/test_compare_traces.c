@@ -1,5 +1,5 @@
-/* The two-trace comparison engine (replay/compare_traces.h) and site maps
- * (replay/sitemap.h) on traces written here with known values: renames by
+/* The two-trace comparison engine (replay/analysis/compare_traces.h) and site maps
+ * (replay/analysis/sitemap.h) on traces written here with known values: renames by
  * glob, a fused qkv site against to_q/to_k/to_v concatenated along the last
  * axis, stats-only records, pairing by (step, micro-batch, denoise, call),
  * first divergence per step, log-prob per step, refusals. */
@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "replay/compare_traces.h"
-#include "replay/sitemap.h"
+#include "replay/analysis/compare_traces.h"
+#include "replay/analysis/sitemap.h"
 
 static const char *tmpdir(void) {
     const char *t = getenv("DRIFT_TMP");
