@@ -110,6 +110,7 @@ typedef struct against_src {
 } against_src;
 
 static drift_trace_reader *against_reader(void *ctx) { return drift_tcmp_reader(((against_src *)ctx)->c, 0); }
+static drift_trace_reader *against_reader_b(void *ctx) { return drift_tcmp_reader(((against_src *)ctx)->c, 1); }
 
 static int against_poll(void *ctx, drift_top_data *d, int refresh, int64_t *n_new, drift_err *err) {
     against_src *a = ctx;
@@ -279,7 +280,7 @@ int drift_cmd_top(int argc, char **argv) {
     drift_tcmp_opts to;
     drift_tcmp_opts_init(&to);
     against_src as = {NULL, 0};
-    drift_top_source src = {&as, against_reader, against_poll, against};
+    drift_top_source src = {&as, against_reader, against_poll, against, against_reader_b};
     if (against) {
         to.path_a = path;
         to.path_b = against;

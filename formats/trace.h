@@ -264,7 +264,9 @@ const drift_trace_meta *drift_trace_reader_meta(const drift_trace_reader *r);
 /* 1 if the file was not closed cleanly (read through SWMR). */
 int drift_trace_reader_unclean(const drift_trace_reader *r);
 /* The writer's status string (drift_trace_writer_set_status) as read at
- * open; NULL for traces written before it existed. Owned by r. */
+ * open or, for a SWMR reader, at the last drift_trace_reader_refresh (a
+ * followed writer that closes reads "closed"); NULL for traces written
+ * before it existed. Owned by r, valid until the next refresh. */
 const char *drift_trace_reader_status(const drift_trace_reader *r);
 /* The path r was opened with; owned by r. */
 const char *drift_trace_reader_path(const drift_trace_reader *r);

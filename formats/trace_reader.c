@@ -160,6 +160,7 @@ static int read_status(drift_trace_reader *r, drift_err *err) {
     if (H5Lexists(r->file, "status", H5P_DEFAULT) <= 0) return DRIFT_OK;
     hid_t d = H5Dopen2(r->file, "status", H5P_DEFAULT);
     if (d < 0) return DRIFT_OK;
+    if (r->swmr) H5Drefresh(d); /* a follower re-reads it: the writer overwrites it in place ("closed" at the end) */
     int rc = DRIFT_OK;
     hid_t ft = H5Dget_type(d), sp = H5Dget_space(d), mt = H5I_INVALID_HID;
     char *buf = NULL;
@@ -619,6 +620,15 @@ int drift_trace_reader_refresh(drift_trace_reader *r, int64_t *new_steps, drift_
     int64_t added = 0;
     int rc = load_steps(r, &added, err);
     if (rc) return rc;
+    /* the writer's state may have changed (closed, failed): keep the old text if the new one cannot be read */
+    char *old_status = r->meta_strs[5];
+    r->meta_strs[5] = NULL;
+    if ((rc = read_status(r, err))) {
+        r->meta_strs[5] = old_status;
+        return rc;
+    }
+    if (r->meta_strs[5]) drift_free(old_status);
+    else r->meta_strs[5] = old_status;
     if (added > 0) {
         if (H5Drefresh(r->mnames) < 0) return tr_h5_fail(err, DRIFT_E_IO, r->path, TR_METRIC_NAMES, "cannot refresh");
         if ((rc = load_names(r, err))) return rc;

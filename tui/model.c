@@ -773,6 +773,7 @@ struct drift_top_model {
     drift_top_source src;        /* src.poll NULL: /metrics */
     char *against;
     char writer[600];
+    char against_writer[600];    /* "" without --against */
     drift_census *census;        /* intercept census, NULL if none (owned) */
 };
 
@@ -818,6 +819,30 @@ static int load_new(drift_trace_reader *r, drift_top_data *d, int64_t *after, in
     return DRIFT_OK;
 }
 
+/* The writer's state of r into out: its own word (/status), and what a
+ * missing close means. Not closed: still writing, or killed; a file without
+ * a commit for a minute is taken as stopped (a live writer commits more
+ * often). A follower sees /status as refreshed: "recording" until the writer
+ * closes ("closed") or records a failure. */
+static void writer_state(drift_trace_reader *r, int follow, char *out, size_t n) {
+    size_t ns = 0;
+    const drift_trace_step *steps = drift_trace_reader_steps(r, &ns);
+    int unclean = drift_trace_reader_unclean(r);
+    const char *st = drift_trace_reader_status(r);
+    if (!st) st = unclean ? "recording" : "closed";
+    double age = ns ? (double)time(NULL) - steps[ns - 1].time : 1e9;
+    if (follow)
+        snprintf(out, n, "%.590s", drift_trace_reader_status(r) ? st : "recording");
+    else if (unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
+        snprintf(out, n, "stopped without closing");
+    else if (unclean && strncmp(st, "failed", 6) != 0)
+        snprintf(out, n, "recording");
+    else if (!unclean && strcmp(st, "recording") == 0)
+        snprintf(out, n, "closed");
+    else
+        snprintf(out, n, "%.590s", st);
+}
+
 static void header_steps(drift_top_model *m) {
     size_t ns = 0;
     const drift_trace_step *steps = drift_trace_reader_steps(m->r, &ns);
@@ -832,23 +857,18 @@ static void header_steps(drift_top_model *m) {
         double dt = steps[ns - 1].time - steps[k].time;
         if (dt > 0) m->h.steps_per_s = (double)(ns - 1 - k) / dt;
     }
-    /* the writer's own word (/status), and what a missing close means */
-    const char *st = drift_trace_reader_status(m->r);
-    if (!st) st = m->h.unclean ? "recording" : "closed";
-    /* not closed: still writing, or killed; a file without a commit for a
-     * minute is taken as stopped (a live writer commits more often) */
-    double age = ns ? (double)time(NULL) - steps[ns - 1].time : 1e9;
-    if (m->follow) /* a follow reader opened the file while it was written: /status as read */
-        snprintf(m->writer, sizeof m->writer, "%.590s", drift_trace_reader_status(m->r) ? st : "recording");
-    else if (m->h.unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
-        snprintf(m->writer, sizeof m->writer, "stopped without closing");
-    else if (m->h.unclean && strncmp(st, "failed", 6) != 0)
-        snprintf(m->writer, sizeof m->writer, "recording");
-    else if (!m->h.unclean && strcmp(st, "recording") == 0)
-        snprintf(m->writer, sizeof m->writer, "closed");
-    else
-        snprintf(m->writer, sizeof m->writer, "%.590s", st);
+    writer_state(m->r, m->follow, m->writer, sizeof m->writer);
     m->h.writer = m->writer;
+    /* the --against file has its own writer (the rollout engine): its state and last commit */
+    drift_trace_reader *b = m->src.against_reader ? m->src.against_reader(m->src.ctx) : NULL;
+    m->against_writer[0] = 0;
+    m->h.against_last_commit_time = 0.0;
+    if (b) {
+        writer_state(b, m->follow, m->against_writer, sizeof m->against_writer);
+        const drift_trace_step *bs = drift_trace_reader_steps(b, &ns);
+        m->h.against_last_commit_time = ns ? bs[ns - 1].time : 0.0;
+    }
+    m->h.against_writer = m->against_writer;
 }
 
 static void header_plan(drift_top_header *h, const char *plan_json) {
@@ -1003,10 +1023,19 @@ const drift_top_data *drift_top_model_data(const drift_top_model *m) { return m-
 const drift_top_data *drift_top_model_ref(const drift_top_model *m) { return m->rd; }
 
 drift_top_liveness drift_top_model_liveness(const drift_top_model *m, double now, double idle_after, double *age) {
-    double a = m->h.steps_committed > 0 ? now - m->h.last_commit_time : -1.0;
+    /* with --against the pair is live while either writer is: the newer commit counts, and the pair
+     * is closed when both writers are */
+    double last = m->h.last_commit_time;
+    int b_closed = 1;
+    if (m->h.against_writer && m->h.against_writer[0]) {
+        b_closed = strcmp(m->h.against_writer, "closed") == 0;
+        if (!b_closed && m->h.against_last_commit_time > last) last = m->h.against_last_commit_time;
+    }
+    double a = m->h.steps_committed > 0 ? now - last : -1.0;
     if (age) *age = a;
-    if (!m->h.unclean && m->h.writer && strcmp(m->h.writer, "closed") == 0) return DRIFT_TOP_CLOSED; /* done, followed or not */
-    if (!m->follow && !m->h.unclean) return DRIFT_TOP_CLOSED;
+    int a_closed = m->h.writer && strcmp(m->h.writer, "closed") == 0 && (!m->h.unclean || m->follow);
+    if (a_closed && b_closed) return DRIFT_TOP_CLOSED; /* done, followed or not */
+    if (!m->follow && !m->h.unclean && b_closed) return DRIFT_TOP_CLOSED;
     if (!m->follow) return DRIFT_TOP_IDLE; /* unclean: killed, or written without --follow */
     if (m->h.steps_committed > 0 && a <= idle_after) return DRIFT_TOP_LIVE;
     return DRIFT_TOP_IDLE;

@@ -277,6 +277,9 @@ typedef struct drift_top_source {
      * files first); *n_new = steps added. */
     int (*poll)(void *ctx, drift_top_data *d, int refresh, int64_t *n_new, drift_err *err);
     const char *against;         /* the other trace's path, for the header */
+    /* The other trace's reader (borrowed like reader's; NULL allowed): the
+     * header shows its writer's state too. */
+    drift_trace_reader *(*against_reader)(void *ctx);
 } drift_top_source;
 
 typedef struct drift_top_open_opts {
@@ -313,13 +316,15 @@ typedef struct drift_top_header {
     const char *writer;          /* owned: the writer's state: "closed", "failed: REASON" (its /status),
                                     "recording" (not closed, a commit within the last minute) or
                                     "stopped without closing" (not closed, no commit for a minute:
-                                    killed); with follow, /status as read at open (a close that
-                                    happens later shows as IDLE, not as a state change) */
+                                    killed); with follow, /status as refreshed ("recording" until
+                                    the writer closes or fails) */
+    const char *against_writer;  /* owned; the --against file's writer state, as writer; "" without */
+    double against_last_commit_time; /* epoch seconds of its last commit, 0 if none */
     double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
 } drift_top_header;
 
 typedef enum drift_top_liveness {
-    DRIFT_TOP_CLOSED = 0,        /* the writer closed the file */
+    DRIFT_TOP_CLOSED = 0,        /* the writer closed the file (with --against: both writers) */
     DRIFT_TOP_LIVE = 1,          /* being written, last commit recent */
     DRIFT_TOP_IDLE = 2           /* being written (or killed), no commit for a while */
 } drift_top_liveness;

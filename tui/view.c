@@ -312,8 +312,12 @@ static void draw_run_line(vs *v, int y, int compact) {
     seg(&l, A_NORMAL, "  writer %s", h->writer);
     if (h->against[0]) { /* the path's tail: the file name matters most */
         size_t n = strlen(h->against);
-        if (n > 40) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 39);
+        if (n > 32) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 31);
         else seg(&l, A_BOLD, "  vs %s", h->against);
+        if (h->against_writer && h->against_writer[0]) { /* the other process's writer: a rollout engine that died shows */
+            int ok = strcmp(h->against_writer, "closed") == 0 || strcmp(h->against_writer, "recording") == 0;
+            seg(&l, ok ? A_NORMAL : pair(v, C_BAD) | A_BOLD, " (%.60s)", h->against_writer);
+        }
     }
     seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
     seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
