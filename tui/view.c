@@ -532,12 +532,29 @@ static void draw_table(vs *v) {
 /* charts                                                                   */
 /* ======================================================================= */
 
+/* The x axis under a chart's bars: the first and the last shown step under
+ * their columns, then "step" (the y axis is 0..max, stated in the label). */
+static void draw_step_axis(const drift_top_rect *R, int y, const drift_top_data *d, size_t c0, size_t shown) {
+    if (!d || shown == 0 || c0 + shown > drift_top_data_n_steps(d)) return;
+    char lo[24], hi[24];
+    int nlo = snprintf(lo, sizeof lo, "%lld", (long long)drift_top_data_step(d, c0));
+    int nhi = snprintf(hi, sizeof hi, "%lld", (long long)drift_top_data_step(d, c0 + shown - 1));
+    int xr = R->x + (int)shown - nhi; /* the last label ends under the last bar */
+    if (xr < R->x) xr = R->x;
+    if (shown > 1 && xr > R->x + nlo) put(y, R->x, nlo, A_NORMAL, lo);
+    put(y, xr, nhi, A_NORMAL, hi);
+    if (xr + nhi + 5 <= R->x + R->w) put(y, xr + nhi, 5, A_DIM, " step");
+}
+
 /* A bar chart of vals[0..n) (one column per value, the newest at the right
- * edge) in R: label line on top, bars below. hl = column to highlight (-1). */
+ * edge) in R: label line on top, bars below, and with 4 rows or more a step
+ * axis as the last line (d gives the step numbers; NULL: none). hl = column
+ * to highlight (-1). */
 static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t n, long hl, int color,
-                      const char *label, double now_val, int64_t now_step) {
+                      const char *label, double now_val, int64_t now_step, const drift_top_data *d) {
     if (R->h <= 0 || R->w <= 0) return;
-    int H = R->h - 1;
+    int axis = d && R->h >= 4;
+    int H = R->h - 1 - axis;
     size_t W = (size_t)R->w;
     size_t shown = n < W ? n : W;
     size_t c0 = n - shown;
@@ -550,8 +567,9 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t
     seg(&l, A_NORMAL, "  now ");
     seg(&l, A_BOLD, "%s", drift_top_fmt_value(now_val, a, sizeof a));
     if (now_step >= 0) seg(&l, A_NORMAL, " @%lld", (long long)now_step);
-    seg(&l, A_NORMAL, "  max %s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
+    seg(&l, A_NORMAL, "  y 0..%s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
     if (H <= 0) return;
+    if (axis) draw_step_axis(R, R->y + R->h - 1, d, c0, shown);
     for (size_t k = 0; k < shown; k++) {
         double x = vals[c0 + k];
         int e = drift_top_bar_eighths(x, vmax, H);
@@ -560,7 +578,7 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t
         for (int r = 0; r < H; r++) {
             int k8 = e < 0 ? 0 : e - 8 * r;
             if (k8 > 8) k8 = 8;
-            int y = R->y + R->h - 1 - r;
+            int y = R->y + R->h - 1 - axis - r;
             if (k8 > 0) put(y, R->x + (int)k, 1, at, bar_glyph(v, k8));
         }
     }
@@ -593,9 +611,9 @@ static void draw_chart(vs *v) {
     long hl = (v->q.agg == DRIFT_TOP_AGG_STEP && v->q.step != INT64_MAX) ? sc : -1;
     int64_t st = sc >= 0 ? drift_top_data_step(d, (size_t)sc) : -1;
     draw_bars(v, &v->L.chart_a, a ? a : (double[1]){0}, n, hl, C_BAR_A, "log_prob_mean_abs_diff",
-              sc >= 0 ? a[sc] : NAN, st);
+              sc >= 0 ? a[sc] : NAN, st, d);
     draw_bars(v, &v->L.chart_b, b ? b : (double[1]){0}, n, hl, C_BAR_B, "ratio_abs_minus_1", sc >= 0 ? b[sc] : NAN,
-              st);
+              st, d);
     free(a);
     free(b);
 }
@@ -649,7 +667,7 @@ static void draw_drill(vs *v) {
             }
             long sel_col = v->dsel >= 0 && (size_t)v->dsel < n ? (long)(n - 1 - (size_t)v->dsel) : -1;
             draw_bars(v, &v->L.drill_chart, vals ? vals : (double[1]){0}, n, sel_col, C_BAR_A, "mean |diff| per step",
-                      sel_col >= 0 ? vals[sel_col] : NAN, sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1);
+                      sel_col >= 0 ? vals[sel_col] : NAN, sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1, d);
             free(vals);
         }
     }

@@ -85,7 +85,9 @@ order = list(range(len(names)))
 E["first"] = {"contains": ["drift top", "run demo-run", "trainer", "wan2.2:layers=42", "cfg s=4.5",
                            "steps 12 [0..11]", "CLOSED", "plan demo_mixed: fwd bf16  rollout fp32",
                            "! forward bf16 != rollout fp32", "step 11 (latest)", "raw", "40 layers",
-                           "first divergent input:cond:post_cast", "log_prob_mean_abs_diff", "ratio_abs_minus_1"],
+                           "first divergent input:cond:post_cast", "log_prob_mean_abs_diff", "ratio_abs_minus_1",
+                           # defect 22.12: labelled chart axes (y 0..max, the steps under their bars)
+                           "y 0..", "0" + " " * 9 + "11 step"],
               "rows": [row(i, at(i, last)) for i in order[:12]]}
 desc_mean = by(lambda i: at(i, last)[0], True)
 E["sort_mean"] = {"contains": ["sort mean\u25bc"], "rows": [row(i, at(i, last)) for i in desc_mean[:10]]}
@@ -97,9 +99,13 @@ norm2 = [i for i in by_name if names[i].endswith(".norm2:out")]
 E["filter"] = {"contains": ['filter "*.norm2:*" %d/40' % len(norm2)], "rows": [row(i, at(i, last)) for i in norm2],
                "absent": ["blocks.0.ffn:out", "input:latents:pre_cast"], "rows_exact": True}
 d = norm2[0]
-E["drill"] = {"contains": ["layer %s" % names[d], "#%d of 40 in execution order" % (d + 1), "mean |diff| per step"],
+E["drill"] = {"contains": ["layer %s" % names[d], "#%d of 40 in execution order" % (d + 1), "mean |diff| per step",
+                           "0" + " " * 9 + "11 step"],
               "drill": [[str(s)] + fmt(at(d, s)) for s in reversed(steps)][:8]}
 E["back"] = E["filter"]
+# defect 22.12: / starts a fresh filter (the table unfiltered while typing); Esc restores the previous one
+E["fresh_filter"] = {"contains": ["filter (glob or substring, Enter apply, Esc cancel):", "40 layers"],
+                     "absent": ['filter "*.norm2:*"', "cancel): *"]}
 E["agg_mean"] = {"contains": ["mean over 12 steps"], "rows": [row(i, mean_over(i)) for i in norm2]}
 def cfg(v): return [v[0] / 4.5, v[1] / 4.5, v[2], v[3]]
 E["cfg"] = {"contains": ["|diff|/s (s=4.5)", "mean/s", "max/s"], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
@@ -202,6 +208,8 @@ keys 3; wait_check sort_mean            # sort by mean |diff|, worst first
 keys r; wait_check sort_mean_asc        # reverse
 keys 2; wait_check sort_name            # by name
 keys / '*.norm2:*' Enter; wait_check filter
+keys /; wait_check fresh_filter
+keys Escape; wait_check filter
 keys Enter; wait_check drill            # the first filtered row's per-step history
 keys Escape; wait_check back
 keys a; wait_check agg_mean             # this step -> mean over steps
