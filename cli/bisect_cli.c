@@ -1,8 +1,10 @@
 #include "cli/bisect_cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli_util.h"
 #include "cli/report.h"
@@ -34,6 +36,27 @@ static const char *diff_kind_name(drift_diff_kind k) {
     case DRIFT_DIFF_PARAM: return "param";
     }
     return "?";
+}
+
+/* Writes the suggested fix to o->fix_out: a temporary beside it, renamed
+ * when complete; an existing file is kept unless --force. */
+static int write_fix(const drift_bisect_cli_opts *o, const drift_bisect_result *r, drift_err *err) {
+    if (!o->force && access(o->fix_out, F_OK) == 0)
+        return drift_err_set(err, DRIFT_E_USAGE, o->fix_out, "exists (--force replaces it)");
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->fix_out, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+    int bad = fputs(r->fix_json, f) < 0 || fputc('\n', f) == EOF;
+    if (fclose(f) != 0 || bad) {
+        remove(tmp);
+        return drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+    }
+    if (rename(tmp, o->fix_out) != 0) {
+        remove(tmp);
+        return drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot rename into place: %s", strerror(errno));
+    }
+    return DRIFT_OK;
 }
 
 static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result *r, FILE *out) {
@@ -82,6 +105,17 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
         drift_json_buf_end_array(&b);
     }
     drift_json_buf_end_array(&b);
+    if (r->fix_json) { /* the suggested fix (--fix-out): its plan and the replay that checked it */
+        drift_json_buf_add_key(&b, "fix");
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_string(&b, "path", o->fix_out);
+        drift_json_buf_add_key(&b, "plan");
+        drift_json_buf_add_raw(&b, r->fix_json);
+        drift_json_buf_field_number(&b, "output_metric", r->fix_metric);
+        drift_json_buf_field_number(&b, "good_output_metric", r->good_metric);
+        drift_json_buf_field_bool(&b, "verified", r->fix_verified);
+        drift_json_buf_end_object(&b);
+    }
     drift_json_buf_field_int(&b, "probes", (int64_t)r->probes);
     drift_json_buf_field_int(&b, "memo_hits", (int64_t)r->memo_hits);
     drift_json_buf_field_int(&b, "max_concurrent_probes", (int64_t)r->max_concurrent);
@@ -104,9 +138,13 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     lo.granularity_param = o->granularity_param;
     if (drift_cli_progress_enabled() && !lo.devices) lo.progress = progress;
     if (lo.devices) lo.log = probe_log;
+    lo.want_fix = o->fix_out != NULL;
+    if (o->fix_out && !o->force && access(o->fix_out, F_OK) == 0) /* before the work, not after it */
+        return drift_err_set(err, DRIFT_E_USAGE, o->fix_out, "exists (--force replaces it)");
     drift_bisect_result r;
     int rc = drift_bisect_run(&lo, &r, err);
     if (lo.progress) fputc('\n', stderr);
+    if (!rc && r.fix_json) rc = write_fix(o, &r, err);
     if (rc) {
         drift_bisect_result_free(&r);
         return rc;
@@ -152,6 +190,13 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
                     e->first_divergent[0] ? e->first_divergent : "(none)", drift_report_num(e->metric_without, c, sizeof c));
         }
     }
+    if (r.fix_json)
+        fprintf(out, "suggested fix: %s (the bad plan with the culprits taken from the good plan); a replay gives %s = %s "
+                     "(good plan %s): %s\n",
+                o->fix_out, mname, drift_report_num(r.fix_metric, a, sizeof a), drift_report_num(r.good_metric, b, sizeof b),
+                r.fix_verified ? "verified, back at the good plan's output" : "NOT verified, over the threshold");
+    else if (o->fix_out)
+        fprintf(out, "no fix written to %s: no culprit\n", o->fix_out);
     fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent%s%s) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,
             lo.devices ? " on " : "", lo.devices ? lo.devices : "", r.seconds);
     drift_bisect_result_free(&r);

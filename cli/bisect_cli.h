@@ -15,6 +15,8 @@ typedef struct drift_bisect_cli_opts {
     const char *backend;
     int granularity_param;
     int json;
+    const char *fix_out;         /* NULL, or where to write the suggested fix (plan JSON) */
+    int force;                   /* fix_out may replace an existing file */
     drift_bisect_opts lib;       /* the rest (metric, threshold, ref, steps, --all) */
 } drift_bisect_cli_opts;
 

@@ -13,7 +13,7 @@ static const char *const HELP =
     "usage: drift bisect TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
     "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
-    "                    [--parallel N] [--json]\n"
+    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--json]\n"
     "\n"
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
@@ -40,6 +40,12 @@ static const char *const HELP =
     "  --devices LIST   e.g. cuda:0,cuda:1: independent probes run on different GPUs\n"
     "                   at once (probe slot i on device i %% n, each its own backend);\n"
     "                   stderr logs each probe's start and finish with its device\n"
+    "  --fix-out FILE   write the suggested fix: the bad plan with exactly the culprit\n"
+    "                   differences taken from the good plan, checked by one more\n"
+    "                   replay (printed: verified or not; in --json under \"fix\")\n"
+    "  --force          let --fix-out replace an existing file\n"
+    "\n"
+    "example: drift bisect run.h5 --good good.json --bad bad.json --all --fix-out fix.json\n"
     "\n"
     "exit: 0 answered (also 'no culprit'), 1 the good plan is itself over the threshold,\n"
     "      2 bad usage or input\n";
@@ -58,6 +64,7 @@ int drift_cmd_bisect(int argc, char **argv) {
         }
         if (strcmp(argv[i], "--json") == 0) { o.json = 1; continue; }
         if (strcmp(argv[i], "--all") == 0) { o.lib.all = 1; continue; }
+        if (strcmp(argv[i], "--force") == 0) { o.force = 1; continue; }
 #define VAL(name)                                                                                  \
     ((m = drift_cli_opt(argc, argv, &i, name, &v)) != 0 &&                                         \
      (m > 0 || (drift_cli_usage_error("bisect", "%s needs a value", name), 0)))
@@ -66,6 +73,8 @@ int drift_cmd_bisect(int argc, char **argv) {
         if (VAL("--bad")) { bad = v; continue; }
         if (m < 0) return 2;
         if (VAL("--steps")) { steps = v; continue; }
+        if (m < 0) return 2;
+        if (VAL("--fix-out")) { o.fix_out = v; continue; }
         if (m < 0) return 2;
         if (VAL("--devices")) { o.lib.devices = v; continue; }
         if (m < 0) return 2;

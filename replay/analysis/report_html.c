@@ -322,10 +322,11 @@ static void bisect(const drift_json_value *b, FILE *f) {
         int ok = ver && ver->type == DRIFT_JSON_BOOL && ver->boolean;
         fputs("<h2 id=\"fix\">The suggested fix</h2>\n<p>Plan file <code>", f);
         esc(f, jstr(fix, "path"));
-        fprintf(f, "</code>: the bad plan with the culprit differences taken from the good plan; %s (output mean "
-                   "|diff| %s, the good plan's %s).</p>\n",
-                ok ? "<b class=\"ok\">verified</b> by a replay" : "<b class=\"bad\">NOT verified</b>",
-                num(jnum(fix, "output_mean_abs_diff"), x, sizeof x), num(jnum(fix, "good_output_mean_abs_diff"), y, sizeof y));
+        fprintf(f, "</code>: the bad plan with the culprit differences taken from the good plan; %s (output ",
+                ok ? "<b class=\"ok\">verified</b> by a replay" : "<b class=\"bad\">NOT verified</b>");
+        esc(f, jstr(b, "metric"));
+        fprintf(f, " %s, the good plan's %s).</p>\n", num(jnum(fix, "output_metric"), x, sizeof x),
+                num(jnum(fix, "good_output_metric"), y, sizeof y));
         const drift_json_value *plan = drift_json_object_get(fix, "plan");
         if (plan) {
             char *buf = drift_malloc(65536);

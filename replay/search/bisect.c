@@ -507,6 +507,7 @@ void drift_bisect_result_free(drift_bisect_result *res) {
     free(res->set_start);
     free(res->set_len);
     free(res->culprits);
+    drift_free(res->fix_json);
     memset(res, 0, sizeof *res);
 }
 
@@ -630,6 +631,21 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         drift_plan_free(&p);
         if (rc) goto done;
         e->floor_units = drift_metrics_floor_ratio(e->metric, floor_metric);
+    }
+    if (o->want_fix && res->n_culprits > 0) {
+        memset(mask, 1, nd);
+        for (size_t c = 0; c < res->n_culprits; c++) mask[res->culprits[c].diff] = 0;
+        drift_plan p;
+        if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &p, err))) goto done;
+        snprintf(p.name, sizeof p.name, "%.100s_fixed", o->bad->name);
+        snprintf(p.source, sizeof p.source, "drift bisect --fix-out");
+        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &res->fix_metric, err);
+        if (!rc) {
+            res->fix_verified = res->fix_metric <= s.threshold;
+            if (!(res->fix_json = drift_plan_to_json(&p))) rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+        }
+        drift_plan_free(&p);
+        if (rc) goto done;
     }
 done:
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -75,6 +75,7 @@ typedef struct drift_bisect_opts {
     void *log_user;
     drift_progress_fn progress;
     void *progress_user;
+    int want_fix;                /* build and verify the suggested fix (one more replay) */
 } drift_bisect_opts;
 
 void drift_bisect_opts_init(drift_bisect_opts *o);
@@ -106,6 +107,12 @@ typedef struct drift_bisect_result {
     size_t probes, memo_hits, max_concurrent;
     int64_t n_steps;
     double seconds;
+    /* want_fix and a culprit found: the bad plan with exactly the culprit
+     * differences taken from the good plan (= the good plan with every other
+     * difference applied), replayed once more against the reference. */
+    char *fix_json;              /* owned (drift_free): the fix as plan JSON; NULL if none */
+    double fix_metric;           /* its output metric vs the reference */
+    int fix_verified;            /* fix_metric within the threshold: the output is back at the good plan's */
 } drift_bisect_result;
 
 /* The differences between good and bad (pattern or parameter granularity);
