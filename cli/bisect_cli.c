@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli_util.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "formats/json.h"
 
@@ -14,11 +15,6 @@ void drift_bisect_cli_opts_init(drift_bisect_cli_opts *o) {
     memset(o, 0, sizeof *o);
     drift_bisect_opts_init(&o->lib);
     o->backend = "cpu";
-}
-
-static void progress(const char *what, long done, long total, void *user) {
-    (void)user;
-    fprintf(stderr, "\r%s %ld of at most %ld   ", what, done, total);
 }
 
 static void probe_log(const char *line, void *user) {
@@ -136,14 +132,19 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     lo.bad = o->bad;
     lo.backend = o->backend;
     lo.granularity_param = o->granularity_param;
-    if (drift_cli_progress_enabled() && !lo.devices) lo.progress = progress;
+    drift_cli_progress prog;
+    drift_cli_progress_init(&prog);
+    if (drift_cli_progress_enabled() && !o->json && !lo.devices) { /* --devices logs each probe instead */
+        lo.progress = drift_cli_progress_bound;
+        lo.progress_user = &prog;
+    }
     if (lo.devices) lo.log = probe_log;
     lo.want_fix = o->fix_out != NULL;
     if (o->fix_out && !o->force && access(o->fix_out, F_OK) == 0) /* before the work, not after it */
         return drift_err_set(err, DRIFT_E_USAGE, o->fix_out, "exists (--force replaces it)");
     drift_bisect_result r;
     int rc = drift_bisect_run(&lo, &r, err);
-    if (lo.progress) fputc('\n', stderr);
+    drift_cli_progress_end(lo.progress ? &prog : NULL);
     if (!rc && r.fix_json) rc = write_fix(o, &r, err);
     if (rc) {
         drift_bisect_result_free(&r);

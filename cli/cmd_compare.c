@@ -9,6 +9,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "replay/analysis/compare_traces.h"
 
@@ -41,16 +42,6 @@ static const char *const HELP =
     "\n"
     "example: drift compare run.h5 run.rollout.h5 --atol 0\n"
     "exit: 0 ok, 1 a tolerance exceeded, 2 bad usage, unreadable or mismatched traces\n";
-
-static void progress(const char *what, long done, long total, void *user) {
-    struct timespec *t0 = user, t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    double el = (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-    double rate = el > 0 ? (double)done / el : 0;
-    double left = rate > 0 ? (double)(total - done) / rate : 0;
-    fprintf(stderr, "\r%s: step %ld/%ld, %.1f steps/s, %.0f s left ", what, done, total, rate, left);
-    if (done == total) fputc('\n', stderr);
-}
 
 static int parse_tol(const char *s, double *out) {
     char *e = NULL;
@@ -156,9 +147,11 @@ int drift_cmd_compare(int argc, char **argv) {
     if (map_path && drift_sitemap_load(&map, map_path, &err)) return drift_cli_report("compare", &err);
     o.sitemap = map;
     drift_replay_report rep;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = drift_compare_traces_opts(&o, &rep, drift_cli_progress_enabled() && format == 0 ? progress : NULL, &t0, &err);
+    drift_cli_progress prog;
+    drift_cli_progress_init(&prog);
+    int show = drift_cli_progress_enabled() && format == 0;
+    int rc = drift_compare_traces_opts(&o, &rep, show ? drift_cli_progress_steps : NULL, &prog, &err);
+    drift_cli_progress_end(show ? &prog : NULL);
     int code = 0;
     if (rc) {
         code = drift_cli_report("compare", &err);

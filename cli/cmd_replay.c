@@ -6,6 +6,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "replay/dist/comm.h"
 #include "replay/drive/replay_trace.h"
@@ -52,12 +53,6 @@ static const char *const HELP =
     "  With --devices or MPI a line on stderr gives the workers, the reduction and\n"
     "  the setup / steps / total seconds.\n"
     "  --json           one JSON document on stdout\n";
-
-static void progress(const char *what, long done, long total, void *user) {
-    (void)user;
-    fprintf(stderr, "\r%s: step %ld/%ld", what, done, total);
-    if (done == total) fputc('\n', stderr);
-}
 
 int drift_cmd_replay(int argc, char **argv) {
     drift_replay_opts o;
@@ -154,9 +149,15 @@ int drift_cmd_replay(int argc, char **argv) {
         return prc;
     }
     o.plan = &plan;
-    if (drift_cli_progress_enabled() && !json && rank == 0) o.progress = progress;
+    drift_cli_progress prog;
+    drift_cli_progress_init(&prog);
+    if (drift_cli_progress_enabled() && !json && rank == 0) {
+        o.progress = drift_cli_progress_steps;
+        o.progress_user = &prog;
+    }
     drift_replay_report rep;
     int rc = drift_replay_trace(&o, &rep, &err);
+    drift_cli_progress_end(o.progress ? &prog : NULL);
     int code = 0;
     /* what the report shows as the backend */
     char shown[512];

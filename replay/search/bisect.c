@@ -250,6 +250,7 @@ typedef struct session {
     int running;
     long probe_seq;
     double t0;
+    size_t probes_before;        /* probes of the earlier --all rounds: progress counts overall */
 } session;
 
 static void session_free(session *s) {
@@ -448,7 +449,8 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
 
 static void on_progress(size_t probes, size_t bound, void *user) {
     session *s = user;
-    if (s->o->progress) s->o->progress("bisect probe", (long)probes, (long)(bound > probes ? bound : probes), s->o->progress_user);
+    size_t done = s->probes_before + probes, most = s->probes_before + (bound > probes ? bound : probes);
+    if (s->o->progress) s->o->progress("bisect probe", (long)done, (long)most, s->o->progress_user);
 }
 
 /* First site (execution order) where plan's forward differs from good's, at
@@ -594,6 +596,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         drift_ddmin_result dr;
         if ((rc = drift_ddmin_run(nd, universe, &dopts, &dr, err))) goto done;
         res->probes += dr.probes;
+        s.probes_before = res->probes;
         res->memo_hits += dr.memo_hits;
         if (dr.max_concurrent > res->max_concurrent) res->max_concurrent = dr.max_concurrent;
         if (!dr.found) {
