@@ -788,7 +788,7 @@ static const char *const help_text[] = {
     " p / C         per-step chart / dtype census (intercept)",
     " H / m         heatmap layers x steps / its metric (log scale)",
     " d / b         first divergent layer / one row per block",
-    " Ctrl-L        redraw    ?  this help    q  quit",
+    " n             next divergent layer   Ctrl-L  redraw",
     "",
     "Colours: cyan equal (0), green ok, yellow warn, red bad.",
     "No --ref: absolute thresholds: mean|d| 1e-3/1e-2, max|d|",
@@ -1202,6 +1202,25 @@ static int handle_key(vs *v, int ch) {
             set_msg(v, 0, "no divergent layer at this step");
         }
         return 0;
+    case 'n': { /* the next row after the selection (wrapping) whose values are not bitwise equal */
+        long found = -1, k = 0, total = 0;
+        for (size_t i = 0; i < v->t.n; i++) {
+            const drift_top_row *row = &v->t.rows[i];
+            if (!(row->v[DRIFT_TOP_M_MAX] > 0)) continue; /* equal, or no value (NaN) */
+            total++;
+            if (found < 0 && (long)i > v->sel_row) { found = (long)i; k = total; }
+        }
+        if (total > 0 && found < 0) /* wrap to the first */
+            for (size_t i = 0; i < v->t.n && found < 0; i++)
+                if (v->t.rows[i].v[DRIFT_TOP_M_MAX] > 0) { found = (long)i; k = 1; }
+        if (found < 0) {
+            set_msg(v, 0, "no divergent layer among the rows shown");
+        } else {
+            select_row(v, found);
+            set_msg(v, 0, "divergent layer %ld of %ld: %s", k, total, v->t.rows[found].name);
+        }
+        return 0;
+    }
     case '[': step_move(v, -1); return 0;
     case ']': step_move(v, +1); return 0;
     case '{': step_move(v, -(1 << 30)); return 0;

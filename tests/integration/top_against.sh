@@ -156,6 +156,16 @@ wait_for "the top of the table" screen_has "input:latents:pre_cast"
 screen_has "blocks.0.norm2:out" || fail "at 80x24 the table shows rows through the first divergent one (19 rows)"
 tm send-keys -t top G d
 wait_for "d jumps back to the first divergent layer" screen_has "first divergent layer: blocks.0.norm2:out"
+# n: the next divergent layer (not bitwise equal at the step shown), in the table's order, wrapping
+"$PY" -c 'import json, sys
+for s in json.load(open(sys.argv[1]))["sites"]:
+    if s["max_abs_diff"] > 0: print(s["site"])' "$T/cmp_last.json" >"$T/divs.txt"
+K=$(wc -l <"$T/divs.txt")
+[ "$K" -ge 3 ] && [ "$(head -1 "$T/divs.txt")" = blocks.0.norm2:out ] || fail "compare's divergent sites: $(cat "$T/divs.txt")"
+tm send-keys -t top n
+wait_for "n: the next divergent layer" screen_has "divergent layer 2 of $K: $(sed -n 2p "$T/divs.txt")"
+for _ in $(seq 2 "$K"); do tm send-keys -t top n; done
+wait_for "n wraps round to the first" screen_has "divergent layer 1 of $K: blocks.0.norm2:out"
 tm send-keys -t top q
 wait_for "the dashboard to quit" test -s "$T/exit"
 [ "$(cat "$T/exit")" = 0 ] || fail "q exits 0, got $(cat "$T/exit")"
