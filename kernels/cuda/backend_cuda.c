@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/torch/torch_profile.h"
 
 #define DCU_WORKSPACE_BYTES ((size_t)32 << 20)
 #define DCU_PINNED_BYTES ((size_t)16 << 20)
@@ -649,6 +650,12 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     dcu_ctx *ctx = ctx_of(be);
     if ((rc = select_device(ctx, err))) return rc;
     if (out->numel == 0) return DRIFT_OK;
+    if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH) {
+        int handled = 0;
+        rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
+        if (handled) return rc;
+        if (!dct_torch_exact_is_torch(op->kind)) dct_torch_note_fallback(ctx, op->kind);
+    }
     return run_op(ctx, op, in, out, where, err);
 }
 
@@ -745,6 +752,7 @@ static void cuda_destroy(drift_backend *be) {
         if (ctx->metrics_part) dcu_free(ctx, ctx->metrics_part);
         if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
         dcu_gemm_cache_destroy(ctx);
+        dct_torch_destroy(ctx);
         if (ctx->lt) cublasLtDestroy(ctx->lt);
         if (ctx->lt_ws) (void)cudaFree(ctx->lt_ws);
         for (int i = 0; i < 2; i++) {
@@ -760,9 +768,52 @@ static void cuda_destroy(drift_backend *be) {
     free(be);
 }
 
+int drift_cuda_kernel_profile_parse(const char *s) {
+    if (!s) return -1;
+    if (strcmp(s, "exact") == 0) return DRIFT_CUDA_KERNELS_EXACT;
+    if (strcmp(s, "torch") == 0) return DRIFT_CUDA_KERNELS_TORCH;
+    return -1;
+}
+
+const char *drift_cuda_kernel_profile_name(int profile) {
+    return profile == DRIFT_CUDA_KERNELS_EXACT ? "exact" : profile == DRIFT_CUDA_KERNELS_TORCH ? "torch" : "?";
+}
+
+int drift_cuda_backend_kernel_profile(const drift_backend *be) {
+    return drift_cuda_backend_is_cuda(be) ? ctx_of(be)->kernel_profile : -1;
+}
+
+uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count) {
+    if (count) *count = 0;
+    if (!drift_cuda_backend_is_cuda(be)) return 0;
+    const dcu_ctx *ctx = ctx_of(be);
+    if (count) *count = ctx->torch_fallbacks;
+    return ctx->torch_fallback_mask;
+}
+
 int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
+    return drift_cuda_backend_create_opts(device, NULL, out, err);
+}
+
+int drift_cuda_backend_create_opts(int device, const drift_cuda_backend_opts *opts, drift_backend **out,
+                                   drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "cuda", "drift_cuda_backend_create: out is NULL");
     *out = NULL;
+    int profile = DRIFT_CUDA_KERNELS_EXACT;
+    if (opts) {
+        profile = opts->kernel_profile;
+    } else {
+        const char *env = getenv("DRIFT_CUDA_KERNELS");
+        if (env && *env) {
+            profile = drift_cuda_kernel_profile_parse(env);
+            if (profile < 0)
+                return drift_err_set(err, DRIFT_E_INPUT, "DRIFT_CUDA_KERNELS",
+                                     "unknown kernel profile '%s' (expected exact or torch)", env);
+        }
+    }
+    if (profile != DRIFT_CUDA_KERNELS_EXACT && profile != DRIFT_CUDA_KERNELS_TORCH)
+        return drift_err_set(err, DRIFT_E_INPUT, "cuda", "unknown kernel profile %d (expected exact or torch)",
+                             profile);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -783,6 +834,7 @@ int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
         return drift_err_set(err, DRIFT_E_NOMEM, "cuda", "cannot allocate the cuda backend");
     }
     ctx->device = device;
+    ctx->kernel_profile = profile;
     snprintf(ctx->name, sizeof ctx->name, "cuda:%d", device);
     be->name = ctx->name;
     be->ctx = ctx;
@@ -835,6 +887,8 @@ int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
                 "pinned metric result");
 #undef CREATE_STEP
     if (!rc) rc = dcu_gemm_cache_create(ctx, err);
+    if (!rc && profile == DRIFT_CUDA_KERNELS_TORCH) rc = dct_torch_create(ctx, err);
+    if (!rc) dcu_identity_fill(ctx);
     if (rc) {
         cuda_destroy(be);
         return rc;

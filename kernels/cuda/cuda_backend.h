@@ -37,9 +37,25 @@
  *                                 small values force (batch*head, query-row) chunking
  *   DRIFT_CUDA_METRICS_GRID=N     number of blocks of the metric reduction
  *   DRIFT_CUDA_NORM_SMEM=0        norms re-read rows from global memory instead
- *                                 of caching them in shared memory */
+ *                                 of caching them in shared memory
+ *   DRIFT_CUDA_KERNELS=exact|torch the kernel profile of backends created without
+ *                                 options (drift_cuda_backend_create, "cuda:N")
+ *
+ * Kernel profiles (kernels/cuda/README.md, "The torch profile"): `exact` is
+ * drift's own order-defined kernels; `torch` runs, for LINEAR, LAYER_NORM,
+ * RMS_NORM, GELU_TANH and SILU, what PyTorch 2.11 runs on the same GPU
+ * (cuBLAS/cuBLASLt called with torch's descriptors, workspace and heuristic
+ * query; torch's reduction orders; torch's math functions with nvcc's default
+ * FMA contraction), so that a replay of a PyTorch recording can be bitwise
+ * equal to it. Ops the torch profile has no implementation for run on the
+ * exact kernels and are recorded (drift_cuda_backend_torch_fallbacks); ops
+ * whose exact kernel is a single IEEE operation per element (CAST, ADD, SUB,
+ * MUL, AFFINE, layouts, ROPE) are torch's arithmetic already and are not
+ * counted. */
 #ifndef DRIFT_KERNELS_CUDA_BACKEND_H
 #define DRIFT_KERNELS_CUDA_BACKEND_H
+
+#include <stdint.h>
 
 #include "kernels/backend.h"
 
@@ -51,6 +67,55 @@ extern "C" {
  * *out (drift_backend_free). DRIFT_E_UNSUPPORTED when there is no such device
  * or no usable driver; DRIFT_E_IO / DRIFT_E_NOMEM on CUDA or cuBLASLt failures. */
 int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err);
+
+/* Kernel profiles (see above). */
+enum { DRIFT_CUDA_KERNELS_EXACT = 0, DRIFT_CUDA_KERNELS_TORCH = 1 };
+
+/* Creation options; zero-initialised means the defaults (exact profile). */
+typedef struct drift_cuda_backend_opts {
+    int kernel_profile; /* DRIFT_CUDA_KERNELS_* */
+} drift_cuda_backend_opts;
+
+/* As drift_cuda_backend_create, with options (opts NULL: the defaults, i.e.
+ * DRIFT_CUDA_KERNELS from the environment, else exact). DRIFT_E_INPUT for an
+ * unknown kernel_profile. Caller owns *out. */
+int drift_cuda_backend_create_opts(int device, const drift_cuda_backend_opts *opts, drift_backend **out,
+                                   drift_err *err);
+
+/* "exact" -> DRIFT_CUDA_KERNELS_EXACT, "torch" -> DRIFT_CUDA_KERNELS_TORCH,
+ * anything else (or NULL) -> -1. */
+int drift_cuda_kernel_profile_parse(const char *s);
+/* "exact" / "torch" (static string; "?" for an unknown value). */
+const char *drift_cuda_kernel_profile_name(int profile);
+/* The profile be was created with; -1 if be is not a CUDA backend. */
+int drift_cuda_backend_kernel_profile(const drift_backend *be);
+
+/* Ops that ran on the exact kernels although be uses the torch profile:
+ * returns a mask with bit k set for drift_op_kind k; *count (NULL allowed)
+ * gets the number of such runs. 0 for an exact-profile or non-CUDA backend. */
+uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count);
+
+/* What the backend runs on, recorded at creation, for replay reports and for
+ * comparing with a recording's (bitwise equality with torch is only expected
+ * on the same GPU model with the same cuBLAS(Lt)/cuDNN builds). Versions are
+ * the libraries' own runtime answers (cublasLtGetVersion, cublasGetVersion,
+ * cudnnGetVersion: e.g. 130100 for 13.1.0, 91900 for 9.19.0), 0 when not
+ * available; the paths are the shared objects actually loaded ("" if
+ * unknown), so that LD_LIBRARY_PATH choices are visible. */
+typedef struct drift_cuda_identity {
+    char gpu_name[256];
+    int cc_major, cc_minor;
+    int driver_version;    /* cudaDriverGetVersion, e.g. 13000 */
+    int runtime_version;   /* cudaRuntimeGetVersion */
+    long cublaslt_version;
+    long cublas_version;
+    long cudnn_version;
+    char cublaslt_path[512];
+    char cudnn_path[512];
+} drift_cuda_identity;
+
+/* Fills *out for be. DRIFT_E_INPUT if be is not a CUDA backend. */
+int drift_cuda_backend_identity(const drift_backend *be, drift_cuda_identity *out, drift_err *err);
 
 /* Number of visible CUDA devices; 0 when there is none or the driver/runtime
  * reports an error (never fails). */

@@ -1,0 +1,191 @@
+/* The torch kernel profile's state and dispatch (torch_profile.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "kernels/cuda/torch/torch_profile.h"
+
+static long env_long(const char *name, long dflt) {
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    return (end && *end == '\0') ? v : dflt;
+}
+
+/* torch's getChosenWorkspaceSize (CublasHandlePool.cpp): CUBLAS_WORKSPACE_CONFIG
+ * ":SIZE:COUNT" pairs in KiB, else 32 MiB on sm_90 and 4096*2 + 16*8 KiB
+ * elsewhere. */
+static size_t cublas_workspace_size(int cc_major, int cc_minor) {
+    const char *cfg = getenv("CUBLAS_WORKSPACE_CONFIG");
+    size_t dflt = (cc_major == 9 && cc_minor == 0) ? (size_t)4096 * 8 * 1024 : (size_t)(4096 * 2 + 16 * 8) * 1024;
+    if (!cfg || !*cfg) return dflt;
+    size_t total = 0;
+    int pairs = 0;
+    const char *p = cfg;
+    while ((p = strchr(p, ':')) != NULL) {
+        char *e1 = NULL, *e2 = NULL;
+        unsigned long long sz = strtoull(p + 1, &e1, 10);
+        if (e1 == p + 1 || *e1 != ':') break;
+        unsigned long long cnt = strtoull(e1 + 1, &e2, 10);
+        if (e2 == e1 + 1) break;
+        if (sz > (1ULL << 30) || cnt > 1024) return dflt;
+        total += (size_t)sz * 1024 * (size_t)cnt;
+        pairs++;
+        p = e2;
+    }
+    return pairs ? total : dflt;
+}
+
+int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
+    struct dct_state *st = drift_calloc(1, sizeof *st);
+    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, ctx->name, "cannot allocate the torch profile's state");
+    ctx->torch = st;
+    int major = 0, minor = 0;
+    (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device);
+    (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx->device);
+    const char *g = getenv("DRIFT_TORCH_GEMM");
+    st->gemm_mode = DCT_GEMM_AUTO;
+    if (g && strcmp(g, "lt") == 0) st->gemm_mode = DCT_GEMM_LT;
+    if (g && strcmp(g, "cublas") == 0) st->gemm_mode = DCT_GEMM_CUBLAS;
+    long th = env_long("DRIFT_TORCH_LN_THREADS", 128);
+    st->ln_threads = th >= 32 && th <= 1024 && th % 32 == 0 ? (int)th : 128;
+    long cb = env_long("DRIFT_TORCH_LN_COMBINE", 0);
+    st->ln_combine = cb >= 0 && cb <= 2 ? (int)cb : 0;
+    st->cublas_ws_size = cublas_workspace_size(major, minor);
+    /* torch's getCUDABlasLtWorkspaceSize: CUBLASLT_WORKSPACE_SIZE KiB (default
+       1024), capped at the cuBLAS workspace (the unified default) */
+    long lt_kib = env_long("DRIFT_TORCH_LT_WS_KIB", env_long("CUBLASLT_WORKSPACE_SIZE", 1024));
+    if (lt_kib < 0 || lt_kib > (1L << 22)) lt_kib = 1024;
+    st->lt_ws_size = (size_t)lt_kib * 1024;
+    if (st->lt_ws_size > st->cublas_ws_size) st->lt_ws_size = st->cublas_ws_size;
+    cublasStatus_t s = cublasCreate(&st->cublas);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        st->cublas = NULL;
+        return drift_err_set(err, DRIFT_E_IO, ctx->name, "cublasCreate failed: %s", cublasGetStatusString(s));
+    }
+    int rc = dcu_check(cudaMalloc(&st->cublas_ws, st->cublas_ws_size), err, ctx->name,
+                       "allocating the torch profile's cuBLAS workspace");
+    if (!rc && st->lt_ws_size)
+        rc = dcu_check(cudaMalloc(&st->lt_ws, st->lt_ws_size), err, ctx->name,
+                       "allocating the torch profile's cuBLASLt workspace");
+    return rc;
+}
+
+void dct_torch_destroy(dcu_ctx *ctx) {
+    struct dct_state *st = ctx ? ctx->torch : NULL;
+    if (!st) return;
+    if (st->cublas) cublasDestroy(st->cublas);
+    if (st->cublas_ws) (void)cudaFree(st->cublas_ws);
+    if (st->lt_ws) (void)cudaFree(st->lt_ws);
+    drift_free(st);
+    ctx->torch = NULL;
+}
+
+int dct_torch_exact_is_torch(drift_op_kind k) {
+    switch (k) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_ADD:
+    case DRIFT_OP_SUB:
+    case DRIFT_OP_MUL:
+    case DRIFT_OP_AFFINE:
+    case DRIFT_OP_ROPE:
+    case DRIFT_OP_PERMUTE:
+    case DRIFT_OP_NARROW:
+    case DRIFT_OP_CONCAT:
+    case DRIFT_OP_VIEW:
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY: return 1;
+    default: return 0;
+    }
+}
+
+void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k) {
+    if ((int)k >= 0 && (int)k < 32) ctx->torch_fallback_mask |= 1u << (unsigned)k;
+    ctx->torch_fallbacks++;
+}
+
+/* t's data as dtype c: t itself or a rounded device copy in *tmp (caller frees). */
+static int as_dtype(dcu_ctx *ctx, const void *p, drift_dtype t, int64_t n, drift_dtype c, const void **outp,
+                    void **tmp, const char *where, drift_err *err) {
+    *tmp = NULL;
+    *outp = p;
+    if (t == c || !p) return DRIFT_OK;
+    cudaError_t e = dcu_malloc(ctx, tmp, (size_t)(n > 0 ? n : 1) * drift_dtype_size(c));
+    if (e != cudaSuccess) return dcu_check(e, err, where, "allocating an operand copy");
+    e = dcu_launch_unary(ctx, DCU_UN_CAST, p, t, *tmp, c, n, 0.0f, 0.0f);
+    if (e != cudaSuccess) return dcu_check(e, err, where, "rounding an operand to the compute dtype");
+    *outp = *tmp;
+    return DRIFT_OK;
+}
+
+static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                      const char *where, drift_err *err) {
+    const drift_tensor *x = in[0], *w = in[1], *bias = op->n_in > 2 ? in[2] : NULL;
+    const drift_dtype c = op->compute;
+    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = 1;
+    for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
+    if (M == 0 || N == 0) return DRIFT_OK;
+    const void *xp, *wp, *bp = NULL;
+    void *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
+    void *yp = out->data;
+    /* autocast hands addmm operands, bias included, in the autocast dtype */
+    int rc = as_dtype(ctx, x->data, x->dtype, x->numel, c, &xp, &tx, where, err);
+    if (!rc) rc = as_dtype(ctx, w->data, w->dtype, w->numel, c, &wp, &tw, where, err);
+    if (!rc && bias) rc = as_dtype(ctx, bias->data, bias->dtype, bias->numel, c, &bp, &tb, where, err);
+    if (!rc && out->dtype != c) { /* torch's result is in c; a later cast rounds it */
+        rc = dcu_check(dcu_malloc(ctx, &ty, (size_t)(M * N) * drift_dtype_size(c)), err, where,
+                       "allocating the GEMM result");
+        yp = ty;
+    }
+    if (!rc) rc = dct_gemm_linear(ctx, xp, wp, bp, yp, c, M, N, K, where, err);
+    if (!rc && ty)
+        rc = dcu_check(dcu_launch_unary(ctx, DCU_UN_CAST, ty, c, out->data, out->dtype, M * N, 0.0f, 0.0f), err,
+                       where, "casting the GEMM result");
+    if (rc) drift_err_prefix(err, "%s [torch profile, M=%lld N=%lld K=%lld]", where, (long long)M, (long long)N,
+                             (long long)K);
+    dcu_free(ctx, tx);
+    dcu_free(ctx, tw);
+    dcu_free(ctx, tb);
+    dcu_free(ctx, ty);
+    return rc;
+}
+
+int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                  const char *where, int *handled, drift_err *err) {
+    struct dct_state *st = ctx->torch;
+    const drift_tensor *x = in[0];
+    *handled = 0;
+    if (!st) return DRIFT_OK;
+    switch (op->kind) {
+    case DRIFT_OP_LINEAR: *handled = 1; return run_linear(ctx, op, in, out, where, err);
+    case DRIFT_OP_SILU:
+    case DRIFT_OP_GELU_TANH:
+        *handled = 1;
+        return dcu_check(dct_launch_unary(ctx, op->kind == DRIFT_OP_SILU ? DCT_UN_SILU : DCT_UN_GELU_TANH, x->data,
+                                          x->dtype, out->data, out->dtype, out->numel),
+                         err, where, "torch-profile elementwise kernel");
+    case DRIFT_OP_LAYER_NORM: {
+        const int64_t D = x->shape[x->ndim - 1];
+        const drift_tensor *w = op->n_in > 1 ? in[1] : NULL, *b = op->n_in > 2 ? in[2] : NULL;
+        if (D == 0 || !dct_layer_norm_vectorizable(x->data, out->data, w ? w->data : NULL, b ? b->data : NULL, D))
+            return DRIFT_OK;
+        *handled = 1;
+        return dcu_check(dct_launch_layer_norm(ctx, x->data, x->dtype, x->numel / D, D, w ? w->data : NULL,
+                                               w ? w->dtype : DRIFT_F32, b ? b->data : NULL, b ? b->dtype : DRIFT_F32,
+                                               out->data, out->dtype, op->eps, st->ln_threads, st->ln_combine),
+                         err, where, "torch-profile layer_norm kernel");
+    }
+    case DRIFT_OP_RMS_NORM: {
+        const int64_t D = x->shape[x->ndim - 1];
+        const drift_tensor *w = op->n_in > 1 ? in[1] : NULL;
+        dct_reduce_cfg cfg;
+        if (D == 0 || !dct_reduce_config(x->numel / D, D, &cfg)) return DRIFT_OK;
+        *handled = 1;
+        return dcu_check(dct_launch_rms_norm(ctx, x->data, x->dtype, x->numel / D, D, w ? w->data : NULL,
+                                             w ? w->dtype : DRIFT_F32, out->data, out->dtype, op->eps, &cfg),
+                         err, where, "torch-profile rms_norm kernel");
+    }
+    default: return DRIFT_OK;
+    }
+}

@@ -1,0 +1,104 @@
+/* Internal to kernels/cuda: the `torch` kernel profile of the CUDA backend
+ * (kernels/cuda/README.md, "The torch profile"). Compiles as C11 and as CUDA
+ * C++. Not a public header.
+ *
+ * The profile reproduces what PyTorch 2.11 runs for an op on the same GPU:
+ *   gemm_torch.c       LINEAR as aten::linear -> addmm/mm: cuBLASLt with the
+ *                      bias epilogue (torch's gemm_and_bias) or cublasGemmEx
+ *   norm_torch.cu      LAYER_NORM as vectorized_layer_norm_kernel, RMS_NORM as
+ *                      the composite (pow, reduce_kernel mean, add, rsqrt, mul)
+ *   elementwise_torch.cu  GELU_TANH, SILU with torch's expressions
+ *   torch_profile.c    state, dispatch, library identity
+ *
+ * Test knobs, read once at creation (the op-parity harness,
+ * tests/gpu/torch_parity.sh, uses them to learn which variant torch runs):
+ *   DRIFT_TORCH_GEMM=auto|lt|cublas   auto: torch's rule (bias and M > 1:
+ *                     cuBLASLt bias epilogue, else cublasGemmEx); lt: always
+ *                     cuBLASLt (TORCH_BLAS_PREFER_CUBLASLT=1); cublas: always
+ *                     cublasGemmEx (bias copied into the output, beta = 1)
+ *   DRIFT_TORCH_LT_WS_KIB=N      cuBLASLt workspace limit in KiB (default:
+ *                     CUBLASLT_WORKSPACE_SIZE as torch reads it, else 1024,
+ *                     capped at the cuBLAS workspace as torch's unified default)
+ *   DRIFT_TORCH_LN_THREADS=N     threads of the layer-norm block (default 128)
+ *   DRIFT_TORCH_LN_COMBINE=0|1|2 how the Welford combine's mean is contracted
+ *                     (0: as nvcc contracts the plain expression, 1/2: the two
+ *                     explicit fmaf orders) */
+#ifndef DRIFT_KERNELS_CUDA_TORCH_PROFILE_H
+#define DRIFT_KERNELS_CUDA_TORCH_PROFILE_H
+
+#include <cublas_v2.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { DCT_GEMM_AUTO = 0, DCT_GEMM_LT = 1, DCT_GEMM_CUBLAS = 2 };
+
+/* ctx->torch: owned by the backend (dct_torch_create / dct_torch_destroy). */
+struct dct_state {
+    cublasHandle_t cublas;   /* torch's cuBLAS handle: stream, workspace, default math */
+    void *cublas_ws;         /* its workspace (device), cublas_ws_size bytes */
+    size_t cublas_ws_size;
+    void *lt_ws;             /* cuBLASLt workspace (device), lt_ws_size bytes */
+    size_t lt_ws_size;
+    int gemm_mode;           /* DCT_GEMM_* */
+    int ln_threads, ln_combine;
+};
+
+/* ---- torch_profile.c ------------------------------------------------ */
+/* Creates ctx->torch (cuBLAS handle and workspaces). Caller: the backend's
+ * creation; dct_torch_destroy undoes it (NULL-safe). */
+int dct_torch_create(dcu_ctx *ctx, drift_err *err);
+void dct_torch_destroy(dcu_ctx *ctx);
+
+/* Runs op under the torch profile when it has an implementation for it:
+ * *handled = 1 and the status of the run; else *handled = 0, DRIFT_OK and
+ * nothing queued (the caller runs the exact kernel and records the fallback
+ * with dct_torch_note_fallback). Inputs validated by the caller. */
+int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                  const char *where, int *handled, drift_err *err);
+/* 1 if the exact kernel of this op kind computes torch's arithmetic already
+ * (single IEEE operations per element, raw copies): no fallback to record. */
+int dct_torch_exact_is_torch(drift_op_kind k);
+void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k);
+
+/* ---- gemm_torch.c --------------------------------------------------- */
+/* y[M, N] = x[M, K] W[N, K]^T (+ bias[N]), all of dtype c (bf16/fp16/fp32),
+ * as torch's addmm (bias) or mm (no bias) on contiguous tensors. */
+int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
+                    int64_t M, int64_t N, int64_t K, const char *where, drift_err *err);
+
+/* ---- norm_torch.cu -------------------------------------------------- */
+/* 1 if torch takes vectorized_layer_norm_kernel for these pointers and
+ * width (fp32 rows, N % 4 == 0, 16-byte aligned, N <= 2^24). */
+int dct_layer_norm_vectorizable(const void *x, const void *y, const void *w, const void *b, int64_t N);
+/* x fp32-widened from tx, computed as torch's fp32 layer_norm, rounded to ty. */
+cudaError_t dct_launch_layer_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
+                                  const void *w, drift_dtype tw, const void *b, drift_dtype tb, void *y,
+                                  drift_dtype ty, float eps, int threads, int combine);
+/* Launch shape of torch's reduce_kernel for a contiguous last-dim fp32 sum
+ * of rows x N: 1 if supported here (no inter-warp or cross-block split). */
+typedef struct dct_reduce_cfg {
+    int bw, bh;      /* block (x: lanes along the row, y: rows per block) */
+    int vectorize;   /* 4-wide loads, 4 accumulators per thread */
+    float factor;    /* MeanOps factor: (float)rows / (float)(rows*N) */
+} dct_reduce_cfg;
+int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg);
+/* torch's composite rms_norm: u = fp32(x); r = rsqrt(mean(u*u) + eps);
+ * t = round_tx(u * r); y = round_ty(t * w) (w optional). */
+cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
+                                const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps,
+                                const dct_reduce_cfg *cfg);
+
+/* ---- elementwise_torch.cu ------------------------------------------- */
+enum { DCT_UN_SILU = 0, DCT_UN_GELU_TANH = 1 };
+cudaError_t dct_launch_unary(const dcu_ctx *ctx, int op, const void *x, drift_dtype tx, void *y, drift_dtype ty,
+                             int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
