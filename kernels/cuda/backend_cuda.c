@@ -653,8 +653,7 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH) {
         int handled = 0;
         rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
-        if (handled) return rc;
-        if (!dct_torch_exact_is_torch(op->kind)) dct_torch_note_fallback(ctx, op->kind);
+        if (handled) return rc; /* else the fallback is recorded: run the exact kernel */
     }
     return run_op(ctx, op, in, out, where, err);
 }
@@ -789,6 +788,10 @@ uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *co
     const dcu_ctx *ctx = ctx_of(be);
     if (count) *count = ctx->torch_fallbacks;
     return ctx->torch_fallback_mask;
+}
+
+const char *drift_cuda_backend_torch_fallback_reason(const drift_backend *be) {
+    return drift_cuda_backend_is_cuda(be) ? ctx_of(be)->torch_fallback_why : "";
 }
 
 int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {

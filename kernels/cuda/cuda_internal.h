@@ -59,6 +59,7 @@ typedef struct dcu_ctx {
     struct dct_state *torch;   /* the torch profile's handles (kernels/cuda/torch/), NULL for exact */
     uint32_t torch_fallback_mask; /* bit k: an op of kind k ran on the exact kernels under the torch profile */
     int64_t torch_fallbacks;      /* how many such runs */
+    char torch_fallback_why[256]; /* the last fallback's reason ("" if none given) */
     drift_cuda_identity identity; /* GPU, driver and library versions, filled at creation */
     char name[32];
 } dcu_ctx;

@@ -92,11 +92,12 @@ drift_run ws32m torch linear "$TORCHLIBS" DRIFT_TORCH_LT_WS_KIB=32768
 drift_run ws0 torch linear "$TORCHLIBS" DRIFT_TORCH_LT_WS_KIB=0
 drift_run lnc1 torch layer_norm "$TORCHLIBS" DRIFT_TORCH_LN_COMBINE=1
 drift_run lnc2 torch layer_norm "$TORCHLIBS" DRIFT_TORCH_LN_COMBINE=2
+drift_run sdpastats torch sdpa "$TORCHLIBS" DRIFT_TORCH_SDPA_STATS=1
 drift_run syslibs torch linear,sdpa,conv_patch ""
 
 # ------------------------------------------------------------ table
 say "compare"
-(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 syslibs) ||
+(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 sdpastats syslibs) ||
   OK=0
 say "done (log: $LOG)"
 [ $OK = 1 ]

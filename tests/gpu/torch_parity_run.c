@@ -344,7 +344,7 @@ int main(int argc, char **argv) {
                 printf("FALLBACK %s:", hc.name);
                 for (int k = 0; k < DRIFT_OP_COUNT && k < 32; k++)
                     if (mask & (1u << k)) printf(" %s", drift_op_name((drift_op_kind)k));
-                printf(" (ran on the exact kernels)\n");
+                printf(" (ran on the exact kernels; last reason: %s)\n", drift_cuda_backend_torch_fallback_reason(be));
             }
             if (!rc && write_bits(hc.name, argv[3], outv, hc.out_dt, drift_shape_numel(hc.out_nd, hc.out_shape))) {
                 rc = -1;

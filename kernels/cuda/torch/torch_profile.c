@@ -1,4 +1,6 @@
 /* The torch kernel profile's state and dispatch (torch_profile.h). */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +54,9 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
     st->ln_threads = th >= 32 && th <= 1024 && th % 32 == 0 ? (int)th : 128;
     long cb = env_long("DRIFT_TORCH_LN_COMBINE", 0);
     st->ln_combine = cb >= 0 && cb <= 2 ? (int)cb : 0;
+    const char *sd = getenv("DRIFT_TORCH_SDPA");
+    st->sdpa_off = sd && strcmp(sd, "exact") == 0;
+    st->sdpa_stats = env_long("DRIFT_TORCH_SDPA_STATS", 0) != 0;
     st->cublas_ws_size = cublas_workspace_size(major, minor);
     /* torch's getCUDABlasLtWorkspaceSize: CUBLASLT_WORKSPACE_SIZE KiB (default
        1024), capped at the cuBLAS workspace (the unified default) */
@@ -75,6 +80,7 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
 void dct_torch_destroy(dcu_ctx *ctx) {
     struct dct_state *st = ctx ? ctx->torch : NULL;
     if (!st) return;
+    dct_sdpa_cache_destroy(ctx);
     if (st->cublas) cublasDestroy(st->cublas);
     if (st->cublas_ws) (void)cudaFree(st->cublas_ws);
     if (st->lt_ws) (void)cudaFree(st->lt_ws);
@@ -100,9 +106,11 @@ int dct_torch_exact_is_torch(drift_op_kind k) {
     }
 }
 
-void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k) {
+void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k, const char *why) {
     if ((int)k >= 0 && (int)k < 32) ctx->torch_fallback_mask |= 1u << (unsigned)k;
     ctx->torch_fallbacks++;
+    snprintf(ctx->torch_fallback_why, sizeof ctx->torch_fallback_why, "%s: %s", drift_op_name(k),
+             why ? why : "no torch-profile kernel");
 }
 
 /* t's data as dtype c: t itself or a rounded device copy in *tmp (caller frees). */
@@ -151,8 +159,67 @@ static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
     return rc;
 }
 
-int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
-                  const char *where, int *handled, drift_err *err) {
+/* element strides {b, h, l, d} of a [B, H, L, D] (layout 0) or [B, L, H, D]
+ * (layout 1) tensor */
+static void attn_strides(int layout, int64_t H, int64_t L, int64_t D, int64_t *s) {
+    s[3] = 1;
+    if (layout) {
+        s[0] = L * H * D;
+        s[1] = D;
+        s[2] = H * D;
+    } else {
+        s[0] = H * L * D;
+        s[1] = L * D;
+        s[2] = D;
+    }
+}
+
+static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                         int *handled, drift_err *err) {
+    struct dct_state *st = ctx->torch;
+    const drift_tensor *q = in[0], *k = in[1], *v = in[2];
+    char why[256];
+    if (st->sdpa_off) {
+        dct_torch_note_fallback(ctx, op->kind, "DRIFT_TORCH_SDPA=exact");
+        return DRIFT_OK;
+    }
+    const int lay = op->layout ? 1 : 0;
+    dct_sdpa_args a;
+    memset(&a, 0, sizeof a);
+    a.B = q->shape[0];
+    a.H = q->shape[lay ? 2 : 1];
+    a.Sq = q->shape[lay ? 1 : 2];
+    a.Sk = k->shape[lay ? 1 : 2];
+    a.D = q->shape[3];
+    if (q->dtype != op->compute || k->dtype != op->compute || v->dtype != op->compute || out->dtype != op->compute ||
+        v->shape[3] != a.D || a.D % 8 != 0 || a.D > 256) {
+        snprintf(why, sizeof why, "cuDNN SDPA needs q, k, v, out in the compute dtype and Dh == Dv, a multiple of 8 <= 256");
+        dct_torch_note_fallback(ctx, op->kind, why);
+        return DRIFT_OK;
+    }
+    a.q = q->data;
+    a.k = k->data;
+    a.v = v->data;
+    a.o = out->data;
+    attn_strides(lay, a.H, a.Sq, a.D, a.qs);
+    attn_strides(lay, a.H, a.Sk, a.D, a.ks);
+    attn_strides(lay, a.H, a.Sk, a.D, a.vs);
+    attn_strides(lay, a.H, a.Sq, a.D, a.os);
+    a.dtype = op->compute;
+    /* torch: scale = 1/sqrt(Dh) in double, handed to cuDNN as a float */
+    a.scale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)a.D));
+    why[0] = '\0';
+    int rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err);
+    if (rc == DRIFT_E_UNSUPPORTED) {
+        dct_torch_note_fallback(ctx, op->kind, why);
+        return DRIFT_OK;
+    }
+    *handled = 1;
+    return rc;
+}
+
+static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                     const char *where, int *handled, drift_err *err) {
     struct dct_state *st = ctx->torch;
     const drift_tensor *x = in[0];
     *handled = 0;
@@ -186,6 +253,16 @@ int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
                                              w ? w->dtype : DRIFT_F32, out->data, out->dtype, op->eps, &cfg),
                          err, where, "torch-profile rms_norm kernel");
     }
+    case DRIFT_OP_ATTENTION: return run_attention(ctx, op, in, out, handled, err);
     default: return DRIFT_OK;
     }
+}
+
+int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                  const char *where, int *handled, drift_err *err) {
+    const int64_t before = ctx->torch_fallbacks;
+    int rc = torch_run(ctx, op, in, out, where, handled, err);
+    if (!*handled && ctx->torch_fallbacks == before && !dct_torch_exact_is_torch(op->kind))
+        dct_torch_note_fallback(ctx, op->kind, NULL);
+    return rc;
 }

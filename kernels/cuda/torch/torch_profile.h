@@ -8,6 +8,7 @@
  *   norm_torch.cu      LAYER_NORM as vectorized_layer_norm_kernel, RMS_NORM as
  *                      the composite (pow, reduce_kernel mean, add, rsqrt, mul)
  *   elementwise_torch.cu  GELU_TANH, SILU with torch's expressions
+ *   sdpa_cudnn.c       ATTENTION through cuDNN's fused flash SDPA (backend API)
  *   torch_profile.c    state, dispatch, library identity
  *
  * Test knobs, read once at creation (the op-parity harness,
@@ -20,6 +21,8 @@
  *                     CUBLASLT_WORKSPACE_SIZE as torch reads it, else 1024,
  *                     capped at the cuBLAS workspace as torch's unified default)
  *   DRIFT_TORCH_LN_THREADS=N     threads of the layer-norm block (default 128)
+ *   DRIFT_TORCH_SDPA=exact       ATTENTION on the exact kernels (recorded fallback)
+ *   DRIFT_TORCH_SDPA_STATS=1     cuDNN graph of training mode (stats output too)
  *   DRIFT_TORCH_LN_COMBINE=0|1|2 how the Welford combine's mean is contracted
  *                     (0: as nvcc contracts the plain expression, 1/2: the two
  *                     explicit fmaf orders) */
@@ -45,6 +48,9 @@ struct dct_state {
     size_t lt_ws_size;
     int gemm_mode;           /* DCT_GEMM_* */
     int ln_threads, ln_combine;
+    int sdpa_off;            /* DRIFT_TORCH_SDPA=exact: attention on the exact kernels */
+    int sdpa_stats;          /* DRIFT_TORCH_SDPA_STATS=1: the training-mode graph (softmax stats out) */
+    struct dct_sdpa_cache *sdpa; /* cuDNN handle and plans (sdpa_cudnn.c), made on first use */
 };
 
 /* ---- torch_profile.c ------------------------------------------------ */
@@ -55,20 +61,39 @@ void dct_torch_destroy(dcu_ctx *ctx);
 
 /* Runs op under the torch profile when it has an implementation for it:
  * *handled = 1 and the status of the run; else *handled = 0, DRIFT_OK and
- * nothing queued (the caller runs the exact kernel and records the fallback
- * with dct_torch_note_fallback). Inputs validated by the caller. */
+ * nothing queued, the fallback recorded (dct_torch_note_fallback) unless the
+ * exact kernel is torch's arithmetic already; the caller runs the exact
+ * kernel. Inputs validated by the caller. */
 int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                   const char *where, int *handled, drift_err *err);
 /* 1 if the exact kernel of this op kind computes torch's arithmetic already
  * (single IEEE operations per element, raw copies): no fallback to record. */
 int dct_torch_exact_is_torch(drift_op_kind k);
-void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k);
+/* Records that an op of kind k ran on the exact kernels; why (NULL: none
+ * given) is kept as the last reason. */
+void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k, const char *why);
 
 /* ---- gemm_torch.c --------------------------------------------------- */
 /* y[M, N] = x[M, K] W[N, K]^T (+ bias[N]), all of dtype c (bf16/fp16/fp32),
  * as torch's addmm (bias) or mm (no bias) on contiguous tensors. */
 int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
                     int64_t M, int64_t N, int64_t K, const char *where, drift_err *err);
+
+/* ---- sdpa_cudnn.c -------------------------------------------------- */
+/* q, k, v, o of dtype bf16/fp16 at element strides {b, h, l, d}. */
+typedef struct dct_sdpa_args {
+    int64_t B, H, Sq, Sk, D;
+    const void *q, *k, *v;
+    void *o;
+    int64_t qs[4], ks[4], vs[4], os[4];
+    drift_dtype dtype;
+    float scale;
+} dct_sdpa_args;
+/* DRIFT_OK; DRIFT_E_UNSUPPORTED with the reason in why and nothing queued
+ * (cuDNN absent or declining the graph: the caller falls back); other codes
+ * are errors of the run itself. */
+int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_size, drift_err *err);
+void dct_sdpa_cache_destroy(dcu_ctx *ctx);
 
 /* ---- norm_torch.cu -------------------------------------------------- */
 /* 1 if torch takes vectorized_layer_norm_kernel for these pointers and
