@@ -120,6 +120,18 @@ typedef struct drift_cuda_identity {
 /* Fills *out for be. DRIFT_E_INPUT if be is not a CUDA backend. */
 int drift_cuda_backend_identity(const drift_backend *be, drift_cuda_identity *out, drift_err *err);
 
+/* The Conv3d patch embedding (kernel == stride, no padding, no bias) as
+ * torch's cudnn_convolution, on a torch-profile backend: x [N, C, D, H, W],
+ * w with K*C*kd*kh*kw elements in Conv3d's weight order [K, C, kd, kh, kw]
+ * (any shape, e.g. the [K, C*kd*kh*kw] of a linear), y [N, K, D/kd, H/kh,
+ * W/kw], all allocated on be in one dtype (bf16/fp16). Queued on be's
+ * stream. DRIFT_E_UNSUPPORTED, saying why, when be is not a torch-profile
+ * CUDA backend or cuDNN is absent or declines; DRIFT_E_INPUT for
+ * inconsistent shapes. For the op-parity harness and a future convolution op
+ * (the replay graph runs the patch embedding as PATCHIFY + LINEAR). */
+int drift_cuda_torch_conv3d_patch(const drift_backend *be, const drift_tensor *x, const drift_tensor *w,
+                                  const int kernel[3], drift_tensor *y, drift_err *err);
+
 /* Number of visible CUDA devices; 0 when there is none or the driver/runtime
  * reports an error (never fails). */
 int drift_cuda_device_count(void);

@@ -12,6 +12,8 @@
  *    and agrees with the cpu backend within the exact profile's tolerances
  *    (torch's arithmetic is another rounding of the same math) and with
  *    the fp64 ref backend;
+ *  - the cuDNN patch convolution agrees with PATCHIFY + LINEAR, and is
+ *    refused on an exact-profile backend;
  *  - fallbacks are recorded: a misaligned layer-norm row, the sinusoid;
  *    single-IEEE-op kernels (CAST) are not counted;
  *  - the torch profile really is another kernel set: GELU-tanh differs from
@@ -250,6 +252,87 @@ static void test_attention(void) {
     }
 }
 
+/* drift_cuda_torch_conv3d_patch against PATCHIFY + LINEAR on the exact
+ * profile (the same sums in another order) */
+static void test_conv(void) {
+    gc_case_set("conv3d patch embedding (cuDNN)");
+    const int64_t N = 1, C = 4, D = 2, H = 8, W = 8, K = 16;
+    const int kern[3] = {1, 2, 2};
+    int64_t xs[5] = {N, C, D, H, W}, ws[2] = {K, C * 4}, ys[5] = {N, K, D, H / 2, W / 2};
+    const int64_t L = D * (H / 2) * (W / 2);
+    gc_host x = gc_host_make(DRIFT_BF16, 5, xs, 1.0), w = gc_host_make(DRIFT_BF16, 2, ws, 0.3);
+    drift_err err;
+    drift_err_clear(&err);
+    drift_tensor tx = {0}, tw = {0}, ty = {0}, ex = {0}, ep = {0}, ey = {0};
+    tx.dtype = tw.dtype = ty.dtype = DRIFT_BF16;
+    tx.ndim = 5;
+    memcpy(tx.shape, xs, sizeof xs);
+    tw.ndim = 2;
+    memcpy(tw.shape, ws, sizeof ws);
+    ty.ndim = 5;
+    memcpy(ty.shape, ys, sizeof ys);
+    ex = tx;
+    int64_t ps[3] = {N, L, C * 4}, os[3] = {N, L, K};
+    ep.dtype = ey.dtype = DRIFT_BF16;
+    ep.ndim = ey.ndim = 3;
+    memcpy(ep.shape, ps, sizeof ps);
+    memcpy(ey.shape, os, sizeof os);
+    drift_tensor ew = tw;
+    int ok = !T->alloc(T, &tx, &err) && !T->alloc(T, &tw, &err) && !T->alloc(T, &ty, &err) &&
+             !E.cuda->alloc(E.cuda, &ex, &err) && !E.cuda->alloc(E.cuda, &ew, &err) &&
+             !E.cuda->alloc(E.cuda, &ep, &err) && !E.cuda->alloc(E.cuda, &ey, &err) &&
+             !T->upload_f32(T, &tx, x.v, &err) && !T->upload_f32(T, &tw, w.v, &err) &&
+             !E.cuda->upload_f32(E.cuda, &ex, x.v, &err) && !E.cuda->upload_f32(E.cuda, &ew, w.v, &err);
+    GC_CHECK(ok, "allocations and uploads: %s", gc_errstr(&err));
+    if (ok) {
+        drift_err e2;
+        drift_err_clear(&e2);
+        GC_CHECK(drift_cuda_torch_conv3d_patch(E.cuda, &ex, &ew, kern, &ey, &e2) == DRIFT_E_UNSUPPORTED,
+                 "the exact profile has no cuDNN convolution");
+        int rc = drift_cuda_torch_conv3d_patch(T, &tx, &tw, kern, &ty, &err);
+        if (rc == DRIFT_E_UNSUPPORTED) {
+            printf("NOTE: cuDNN declined the patch convolution: %s\n", gc_errstr(&err));
+        } else {
+            GC_CHECK(rc == DRIFT_OK, "conv3d: %s", gc_errstr(&err));
+            drift_op pat = gc_op(DRIFT_OP_PATCHIFY, DRIFT_BF16), lin = gc_op(DRIFT_OP_LINEAR, DRIFT_BF16);
+            pat.n_in = 1;
+            pat.patch[0] = 1;
+            pat.patch[1] = 2;
+            pat.patch[2] = 2;
+            lin.n_in = 2;
+            lin.compute = DRIFT_BF16;
+            const drift_tensor *i1[1] = {&ex}, *i2[2] = {&ep, &ew};
+            GC_CHECK(E.cuda->run(E.cuda, &pat, i1, &ep, &err) == 0 && E.cuda->run(E.cuda, &lin, i2, &ey, &err) == 0,
+                     "patchify + linear: %s", gc_errstr(&err));
+            float *a = malloc(sizeof(float) * (size_t)(K * L)), *b = malloc(sizeof(float) * (size_t)(K * L));
+            if (a && b && !T->download_f32(T, &ty, a, &err) && !E.cuda->download_f32(E.cuda, &ey, b, &err)) {
+                double tol = (double)(C * 4) * ldexp(1.0, -21) * max_abs(&x) * max_abs(&w);
+                int64_t bad = 0;
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t l = 0; l < L; l++) {
+                        double u = a[k * L + l], v = b[l * K + k];
+                        if (fabs(u - v) > gc_ulp(v, DRIFT_BF16) + tol) bad++;
+                    }
+                GC_CHECK(bad == 0, "%lld of %lld conv outputs differ from patchify+linear by more than 1 ULP + %g",
+                         (long long)bad, (long long)(K * L), tol);
+            } else {
+                GC_CHECK(0, "downloads: %s", gc_errstr(&err));
+            }
+            free(a);
+            free(b);
+        }
+    }
+    T->release(T, &tx);
+    T->release(T, &tw);
+    T->release(T, &ty);
+    E.cuda->release(E.cuda, &ex);
+    E.cuda->release(E.cuda, &ew);
+    E.cuda->release(E.cuda, &ep);
+    E.cuda->release(E.cuda, &ey);
+    gc_host_free(&x);
+    gc_host_free(&w);
+}
+
 static void test_fallback_bookkeeping(void) {
     int64_t ts[1] = {4};
     gc_host t = gc_host_unif(DRIFT_F32, 1, ts, 0.0, 1000.0);
@@ -292,6 +375,7 @@ int main(void) {
         test_norms();
         test_elementwise();
         test_attention();
+        test_conv();
         test_fallback_bookkeeping();
     }
     drift_backend_free(T);

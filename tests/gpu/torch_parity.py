@@ -193,6 +193,7 @@ def torch_gen(outdir):
         b = conv.bias.detach().to(bf16)
         return [x, w, b], (lambda: conv(x).flatten(2).transpose(1, 2).contiguous()), "patch=1,2,2"
     CASES.append(("conv3d_patch_16x5x32x32_to_1536", "conv_patch", f_conv))
+    CASES.append(("conv3d_cudnn_16x5x32x32_to_1536", "conv_cudnn", f_conv))
 
     import ctypes
     print("TORCH version=%s cuda=%s cudnn=%s gpu=\"%s\" cc=%s" % (

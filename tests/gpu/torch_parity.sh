@@ -92,12 +92,18 @@ drift_run ws32m torch linear "$TORCHLIBS" DRIFT_TORCH_LT_WS_KIB=32768
 drift_run ws0 torch linear "$TORCHLIBS" DRIFT_TORCH_LT_WS_KIB=0
 drift_run lnc1 torch layer_norm "$TORCHLIBS" DRIFT_TORCH_LN_COMBINE=1
 drift_run lnc2 torch layer_norm "$TORCHLIBS" DRIFT_TORCH_LN_COMBINE=2
+drift_run lnt256 torch layer_norm "$TORCHLIBS" DRIFT_TORCH_LN_THREADS=256
+drift_run rmsv1 torch rms_norm "$TORCHLIBS" DRIFT_TORCH_RMS_VARIANT=1
+drift_run rmsv2 torch rms_norm "$TORCHLIBS" DRIFT_TORCH_RMS_VARIANT=2
+drift_run convheura torch conv_cudnn "$TORCHLIBS" DRIFT_TORCH_CONV_HEUR=a
+drift_run convheurb torch conv_cudnn "$TORCHLIBS" DRIFT_TORCH_CONV_HEUR=b
+drift_run convskip1 torch conv_cudnn "$TORCHLIBS" DRIFT_TORCH_CONV_SKIP=1
 drift_run sdpastats torch sdpa "$TORCHLIBS" DRIFT_TORCH_SDPA_STATS=1
-drift_run syslibs torch linear,sdpa,conv_patch ""
+drift_run syslibs torch linear,sdpa,conv_patch,conv_cudnn ""
 
 # ------------------------------------------------------------ table
 say "compare"
-(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 sdpastats syslibs) ||
+(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 convheura convheurb convskip1 sdpastats syslibs) ||
   OK=0
 say "done (log: $LOG)"
 [ $OK = 1 ]

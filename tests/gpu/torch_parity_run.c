@@ -16,7 +16,9 @@
  * OP: linear (x, w[, b]), layer_norm (x[, w, b]), rms_norm (x[, w]),
  * gelu_tanh, silu (x), modulation (x, scale, shift: fp32(x) * (1 + scale) +
  * shift), sdpa (q, k, v [B, H, L, D], bf16 compute), conv_patch (latents
- * [B, C, F, H, W], w [N, C*pf*ph*pw], b [N]: PATCHIFY, LINEAR, ADD b).
+ * [B, C, F, H, W], w [N, C*pf*ph*pw], b [N]: PATCHIFY, LINEAR, ADD b),
+ * conv_cudnn (the same inputs: drift_cuda_torch_conv3d_patch, ADD b,
+ * PERMUTE to [B, L, N]).
  * Prints IDENTITY (GPU, driver, library versions and paths) and, per case,
  * FALLBACK when an op of it ran on the exact kernels under the torch
  * profile. OPS (optional) is a comma-separated list of the ops to run
@@ -213,6 +215,30 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         rc = run1(r, &pat, in[0], NULL, NULL, p);
         if (!rc) rc = run1(r, &lin, p, in[1], NULL, y);
         if (!rc) rc = run1(r, &add, y, in[2], NULL, out);
+    } else if (!strcmp(o, "conv_cudnn") && hc->n_in == 3 && in[0]->ndim == 5) {
+        /* torch's order: cuDNN convolution [N, K, D', H', W'], bias added in
+           the output dtype, then flatten(2).transpose(1, 2) */
+        const int64_t *s = in[0]->shape, K = in[1]->shape[0];
+        int64_t ys[5] = {s[0], K, s[2] / hc->patch[0], s[3] / hc->patch[1], s[4] / hc->patch[2]};
+        int64_t L = ys[2] * ys[3] * ys[4];
+        int64_t v3[3] = {s[0], K, L}, b3[3] = {1, K, 1};
+        drift_tensor *y5 = new_tensor(r, hc->out_dt, 5, ys);
+        if (!y5) return -1;
+        rc = drift_cuda_torch_conv3d_patch(r->be, in[0], in[1], hc->patch, y5, r->err);
+        drift_tensor yv = *y5, bv = *in[2];
+        yv.ndim = 3;
+        memcpy(yv.shape, v3, sizeof v3);
+        bv.ndim = 3;
+        memcpy(bv.shape, b3, sizeof b3);
+        drift_tensor *yb = new_tensor(r, hc->out_dt, 3, v3);
+        if (!yb) return -1;
+        drift_op add = mkop(DRIFT_OP_ADD, DRIFT_F32, hc->out_dt, 2);
+        drift_op perm = mkop(DRIFT_OP_PERMUTE, hc->out_dt, hc->out_dt, 1);
+        perm.perm[0] = 0;
+        perm.perm[1] = 2;
+        perm.perm[2] = 1;
+        if (!rc) rc = run1(r, &add, &yv, &bv, NULL, yb);
+        if (!rc) rc = run1(r, &perm, yb, NULL, NULL, out);
     } else {
         return drift_err_set(r->err, DRIFT_E_INPUT, hc->name, "unknown op '%s' or wrong number of inputs (%d)", o,
                              hc->n_in);

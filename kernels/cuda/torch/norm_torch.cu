@@ -164,7 +164,8 @@ __global__ void k_layer_norm_torch(const void *__restrict__ x, int tx, int N, co
 
 /* One row per blockDim.x-wide row of the block; see the file comment. */
 __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t rows, int N, const void *__restrict__ w,
-                                 int tw, void *__restrict__ y, int tp, int ty, float eps, int vec, float factor) {
+                                 int tw, void *__restrict__ y, int tp, int ty, float eps, int vec, float factor,
+                                 int shfl_desc) {
     extern __shared__ float sm[];
     __shared__ float rs[512];
     const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
@@ -204,7 +205,10 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
         dim_x = 32;
     }
     __syncthreads();
-    for (int offset = 1; offset < dim_x; offset <<= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
+    if (shfl_desc) /* test variant: offsets dim_x/2 .. 1 */
+        for (int offset = dim_x / 2; offset > 0; offset >>= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
+    else
+        for (int offset = 1; offset < dim_x; offset <<= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
     if (threadIdx.x == 0) {
         const float m = __fmul_rn(v, factor);
         rs[threadIdx.y] = rsqrtf(__fadd_rn(m, eps));
@@ -272,6 +276,7 @@ extern "C" int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg) {
     cfg->bh = bh;
     cfg->vectorize = vec;
     cfg->factor = (float)rows / (float)(rows * N);
+    cfg->shfl_desc = 0;
     return 1;
 }
 
@@ -286,6 +291,6 @@ extern "C" cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, dr
     if (g > INT32_MAX) return cudaErrorInvalidValue;
     const size_t smem = cfg->bw > 32 ? (size_t)cfg->bw * cfg->bh * sizeof(float) : 0;
     k_rms_norm_torch<<<(unsigned)g, blk, smem, ctx->stream>>>(x, tx, rows, (int)N, w, tw, y, tp, ty, eps,
-                                                              cfg->vectorize, cfg->factor);
+                                                              cfg->vectorize, cfg->factor, cfg->shfl_desc);
     return cudaGetLastError();
 }

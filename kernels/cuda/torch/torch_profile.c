@@ -54,6 +54,7 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
     st->ln_threads = th >= 32 && th <= 1024 && th % 32 == 0 ? (int)th : 128;
     long cb = env_long("DRIFT_TORCH_LN_COMBINE", 0);
     st->ln_combine = cb >= 0 && cb <= 2 ? (int)cb : 0;
+    st->rms_variant = (int)(env_long("DRIFT_TORCH_RMS_VARIANT", 0) & 3);
     const char *sd = getenv("DRIFT_TORCH_SDPA");
     st->sdpa_off = sd && strcmp(sd, "exact") == 0;
     st->sdpa_stats = env_long("DRIFT_TORCH_SDPA_STATS", 0) != 0;
@@ -81,6 +82,8 @@ void dct_torch_destroy(dcu_ctx *ctx) {
     struct dct_state *st = ctx ? ctx->torch : NULL;
     if (!st) return;
     dct_sdpa_cache_destroy(ctx);
+    dct_conv_cache_destroy(ctx);
+    dct_cudnn_destroy(ctx);
     if (st->cublas) cublasDestroy(st->cublas);
     if (st->cublas_ws) (void)cudaFree(st->cublas_ws);
     if (st->lt_ws) (void)cudaFree(st->lt_ws);
@@ -248,6 +251,8 @@ static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const
         const drift_tensor *w = op->n_in > 1 ? in[1] : NULL;
         dct_reduce_cfg cfg;
         if (D == 0 || !dct_reduce_config(x->numel / D, D, &cfg)) return DRIFT_OK;
+        if (st->rms_variant & 1) cfg.vectorize = !cfg.vectorize;
+        if (st->rms_variant & 2) cfg.shfl_desc = 1;
         *handled = 1;
         return dcu_check(dct_launch_rms_norm(ctx, x->data, x->dtype, x->numel / D, D, w ? w->data : NULL,
                                              w ? w->dtype : DRIFT_F32, out->data, out->dtype, op->eps, &cfg),
@@ -264,5 +269,28 @@ int dct_torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
     int rc = torch_run(ctx, op, in, out, where, handled, err);
     if (!*handled && ctx->torch_fallbacks == before && !dct_torch_exact_is_torch(op->kind))
         dct_torch_note_fallback(ctx, op->kind, NULL);
+    return rc;
+}
+
+int drift_cuda_torch_conv3d_patch(const drift_backend *be, const drift_tensor *x, const drift_tensor *w,
+                                  const int kernel[3], drift_tensor *y, drift_err *err) {
+    if (!drift_cuda_backend_is_cuda(be) || drift_cuda_backend_kernel_profile(be) != DRIFT_CUDA_KERNELS_TORCH)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "conv3d", "needs a CUDA backend with the torch kernel profile");
+    dcu_ctx *ctx = be->ctx;
+    if (!x || !w || !y || !kernel || !x->data || !w->data || !y->data || x->be != be || w->be != be || y->be != be ||
+        x->ndim != 5 || y->ndim != 5 || x->dtype != w->dtype || x->dtype != y->dtype)
+        return drift_err_set(err, DRIFT_E_INPUT, "conv3d", "x, w, y must be allocated on this backend, x and y 5-D, one dtype");
+    const int64_t K = y->shape[1];
+    int64_t ws[5] = {K, x->shape[1], kernel[0], kernel[1], kernel[2]};
+    if (kernel[0] < 1 || kernel[1] < 1 || kernel[2] < 1 || w->numel != ws[0] * ws[1] * ws[2] * ws[3] * ws[4] ||
+        y->shape[0] != x->shape[0] || x->shape[2] % ws[2] || x->shape[3] % ws[3] || x->shape[4] % ws[4] ||
+        y->shape[2] != x->shape[2] / ws[2] || y->shape[3] != x->shape[3] / ws[3] || y->shape[4] != x->shape[4] / ws[4])
+        return drift_err_set(err, DRIFT_E_INPUT, "conv3d",
+                             "shapes do not form a patch embedding (w: K*C*kd*kh*kw elements, y: [N, K, D/kd, H/kh, W/kw])");
+    int rc = dcu_check(cudaSetDevice(ctx->device), err, ctx->name, "cudaSetDevice");
+    if (rc) return rc;
+    char why[256] = "";
+    rc = dct_conv3d_patch(ctx, x->data, x->shape, w->data, ws, y->data, x->dtype, why, sizeof why, err);
+    if (rc == DRIFT_E_UNSUPPORTED) return drift_err_set(err, rc, "conv3d", "%s", why);
     return rc;
 }

@@ -21,6 +21,8 @@
  *                     CUBLASLT_WORKSPACE_SIZE as torch reads it, else 1024,
  *                     capped at the cuBLAS workspace as torch's unified default)
  *   DRIFT_TORCH_LN_THREADS=N     threads of the layer-norm block (default 128)
+ *   DRIFT_TORCH_RMS_VARIANT=B    rms_norm reduction variants (bit 1: flip the
+ *                     4-wide vectorization, bit 2: lane shuffles 16..1)
  *   DRIFT_TORCH_SDPA=exact       ATTENTION on the exact kernels (recorded fallback)
  *   DRIFT_TORCH_SDPA_STATS=1     cuDNN graph of training mode (stats output too)
  *   DRIFT_TORCH_LN_COMBINE=0|1|2 how the Welford combine's mean is contracted
@@ -48,9 +50,12 @@ struct dct_state {
     size_t lt_ws_size;
     int gemm_mode;           /* DCT_GEMM_* */
     int ln_threads, ln_combine;
+    int rms_variant;         /* DRIFT_TORCH_RMS_VARIANT bits: 1 flip vectorize, 2 descending shuffles */
     int sdpa_off;            /* DRIFT_TORCH_SDPA=exact: attention on the exact kernels */
     int sdpa_stats;          /* DRIFT_TORCH_SDPA_STATS=1: the training-mode graph (softmax stats out) */
-    struct dct_sdpa_cache *sdpa; /* cuDNN handle and plans (sdpa_cudnn.c), made on first use */
+    void *cudnn;             /* cudnnHandle_t (cudnn_graph.c), made on first use */
+    struct dct_sdpa_cache *sdpa; /* SDPA plans (sdpa_cudnn.c) */
+    struct dct_conv_cache *conv; /* convolution plans (conv_cudnn.c) */
 };
 
 /* ---- torch_profile.c ------------------------------------------------ */
@@ -94,6 +99,18 @@ typedef struct dct_sdpa_args {
  * are errors of the run itself. */
 int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_size, drift_err *err);
 void dct_sdpa_cache_destroy(dcu_ctx *ctx);
+/* Destroys the cuDNN handle (cudnn_graph.c; no-op without cuDNN). */
+void dct_cudnn_destroy(dcu_ctx *ctx);
+
+/* ---- conv_cudnn.c --------------------------------------------------- */
+/* y = conv3d(x, w) without bias, as torch's cudnn_convolution: x [N, C, D,
+ * H, W], w [K, C, kd, kh, kw], stride = kernel (patch embedding), no
+ * padding, dilation 1, contiguous, all of dtype dt (bf16/fp16), fp32
+ * compute; y [N, K, D/kd, H/kh, W/kw]. DRIFT_E_UNSUPPORTED with the reason in
+ * why when cuDNN is absent or declines. */
+int dct_conv3d_patch(dcu_ctx *ctx, const void *x, const int64_t *xshape, const void *w, const int64_t *wshape,
+                     void *y, drift_dtype dt, char *why, size_t why_size, drift_err *err);
+void dct_conv_cache_destroy(dcu_ctx *ctx);
 
 /* ---- norm_torch.cu -------------------------------------------------- */
 /* 1 if torch takes vectorized_layer_norm_kernel for these pointers and
@@ -109,6 +126,7 @@ typedef struct dct_reduce_cfg {
     int bw, bh;      /* block (x: lanes along the row, y: rows per block) */
     int vectorize;   /* 4-wide loads, 4 accumulators per thread */
     float factor;    /* MeanOps factor: (float)rows / (float)(rows*N) */
+    int shfl_desc;   /* test variant: lane shuffles in descending offsets */
 } dct_reduce_cfg;
 int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg);
 /* torch's composite rms_norm: u = fp32(x); r = rsqrt(mean(u*u) + eps);
