@@ -34,6 +34,7 @@ static void spec_init(gc_case_spec *c, drift_op op, int n_in, int64_t guard) {
     memset(c, 0, sizeof *c);
     c->op = op;
     c->n_in = n_in;
+    c->op.n_in = n_in; /* gc_run_cuda runs c->op as it is */
     c->out_ndim = -1;
     c->guard = guard;
 }
@@ -147,7 +148,7 @@ static void test_norms(void) {
             gc_case_set("LAYER_NORM torch misaligned affine=%d out=%s", affine, gc_dt(odt));
             uint32_t m = fallbacks_after(&c);
             GC_CHECK(m & (1u << DRIFT_OP_LAYER_NORM), "a misaligned layer_norm is a recorded fallback (mask %x)", m);
-            GC_CHECK(strstr(drift_cuda_backend_torch_fallback_reason(T), "LAYER_NORM") != NULL, "reason: %s",
+            GC_CHECK(strstr(drift_cuda_backend_torch_fallback_reason(T), "layer_norm") != NULL, "reason: %s",
                      drift_cuda_backend_torch_fallback_reason(T));
             gc_host_free(&x);
             gc_host_free(&w);
@@ -169,7 +170,10 @@ static void test_norms(void) {
             c.in[0] = &x;
             c.in[1] = &w;
             c.ulp_dt = DRIFT_BF16;
-            c.ulps = 1.0;
+            /* bf16 out rounds twice ((u * r).type_as(x), then * w): a different
+               rstd that flips the first rounding moves y by up to two ULPs
+               (measured on the H200: 1 of 921,600 elements at 2 ULPs) */
+            c.ulps = odt == DRIFT_BF16 ? 2.0 : 1.0;
             c.atol = 2e-4 * 2.0 * (max_abs(&x) + 1.0);
             c.nmse_ref = 2.0 * gc_nmse_bound(DRIFT_BF16);
             gc_case_set("RMS_NORM torch %lldx%lld w=%s", (long long)xs[0], (long long)xs[1], gc_dt(wdt));
