@@ -66,6 +66,10 @@ if [ -n "$TM" ]; then
   grep -q "blocks.1.ffn:out" "$W/screen.txt" && grep -q "steps $N \[0..$((N - 1))\]" "$W/screen.txt" &&
     pass "drift top --against --follow in tmux shows the layers and all $N steps" ||
     { fail "the tmux dashboard"; cat "$W/screen.txt"; cat "$W/top.err"; }
+  # both writers closed while it followed: the badge (right end of the first line) says CLOSED, not IDLE
+  for _ in $(seq 20); do head -1 "$W/screen.txt" | grep -q "CLOSED" && break; sleep 0.5; tm capture-pane -p -t top >"$W/screen.txt"; done
+  head -1 "$W/screen.txt" | grep -q "CLOSED" && pass "the followed writers' close shows (CLOSED)" ||
+    { fail "the dashboard did not see both writers close"; head -2 "$W/screen.txt"; }
   tm send-keys -t top q; sleep 1; tm kill-server 2>/dev/null
 else
   echo "SKIP: tmux not installed: the --follow screen was not checked (the batch polls were)"
