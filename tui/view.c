@@ -561,13 +561,17 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t
     double vmax = 0.0;
     for (size_t k = c0; k < n; k++)
         if (isfinite(vals[k]) && vals[k] > vmax) vmax = vals[k];
-    char a[32], b[32];
+    char a[32], b[32], now[64], yr[48];
+    snprintf(now, sizeof now, "  now %s", drift_top_fmt_value(now_val, a, sizeof a));
+    if (now_step >= 0) snprintf(now + strlen(now), sizeof now - strlen(now), " @%lld", (long long)now_step);
+    snprintf(yr, sizeof yr, "  y 0..%s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
+    /* a part that does not fit whole is left out (a cut number would misread): the y range first */
+    int room = R->w - u8_cells(label);
+    int show_y = room >= (int)strlen(yr), show_now = room >= (int)(strlen(yr) + strlen(now)) || (!show_y && room >= (int)strlen(now));
     line l = {R->y, R->x, R->x + R->w};
     seg(&l, A_BOLD, "%s", label);
-    seg(&l, A_NORMAL, "  now ");
-    seg(&l, A_BOLD, "%s", drift_top_fmt_value(now_val, a, sizeof a));
-    if (now_step >= 0) seg(&l, A_NORMAL, " @%lld", (long long)now_step);
-    seg(&l, A_NORMAL, "  y 0..%s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
+    if (show_now) seg(&l, A_NORMAL, "%s", now);
+    if (show_y) seg(&l, A_NORMAL, "%s", yr);
     if (H <= 0) return;
     if (axis) draw_step_axis(R, R->y + R->h - 1, d, c0, shown);
     for (size_t k = 0; k < shown; k++) {

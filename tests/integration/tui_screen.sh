@@ -121,6 +121,9 @@ E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer", "input:
                     "rows": [[names[i][:17]] + fmt(at(i, last))[:2] for i in order[:8]], "prefix": True}
 E["small_20x6"] = {"size": [20, 6], "contains": ["drift top"]}
 E["tiny"] = {"size": [10, 4], "contains": ["terminal t"]}
+# at 100 columns a chart label drops what does not fit whole (defect 22.12: titles overlapped, numbers were cut)
+E["w100"] = {"size": [100, 40], "contains": ["log_prob_mean_abs_diff  y 0..", "ratio_abs_minus_1  y 0.."],
+             "y_ranges_whole": True}
 E["huge"] = {"size": [300, 100], "contains": ["log_prob_mean_abs_diff", "ratio_abs_minus_1"],
              "rows": [row(i, at(i, last)) for i in order[:40]]}
 json.dump(E, open(out, "w"))
@@ -139,6 +142,9 @@ for s in E.get("contains", []):
     if s not in text: die("missing %r" % s)
 for s in E.get("absent", []):
     if s in text: die("unexpected %r" % s)
+if E.get("y_ranges_whole"):
+    for m in re.finditer(r"y 0\.\.(\S*)", text):
+        if not re.fullmatch(r"0|-|[0-9]\.[0-9]{3}e[-+][0-9]{2}", m.group(1)): die("cut y range %r" % m.group(0))
 if "size" in E:
     w, h = E["size"]
     if len(screen) != h: die("expected %d lines, got %d" % (h, len(screen)))
@@ -223,6 +229,7 @@ tm resize-window -t top -x 40 -y 12; wait_check small_40x12
 keys Enter Escape j k                   # keys at a small size do not crash
 tm resize-window -t top -x 20 -y 6; wait_check small_20x6
 tm resize-window -t top -x 10 -y 4; wait_check tiny
+tm resize-window -t top -x 100 -y 40; wait_check w100
 tm resize-window -t top -x 300 -y 100; wait_check huge
 tm resize-window -t top -x 120 -y 40; wait_check first
 same=0
