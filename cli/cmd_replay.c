@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
+#include "cli/load_report.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "replay/comm.h"
@@ -14,7 +15,7 @@ static const char *const HELP =
     "usage: drift replay TRACE (--plan P | flags) [--side trainer|rollout]\n"
     "                    [--ref trainer|rollout|oracle|TRACE2] [--device cpu|cuda[:N]]\n"
     "                    [--devices D1,D2,... [--fsdp]] [--mpi]\n"
-    "                    [--steps A:B] [--output-only] [-o RESULT] [--json]\n"
+    "                    [--steps A:B] [--output-only] [--weights-root DIR] [-o RESULT] [--json]\n"
     "\n"
     "TRACE may be a drift merge index: INDEX reads its lowest rank, INDEX#rank=N rank N.\n"
     "\n"
@@ -33,6 +34,9 @@ static const char *const HELP =
     "  --side S         which forward dtype of the plan applies (default trainer)\n"
     "  --steps A:B      trace steps to replay (inclusive; A:, :B, A)\n"
     "  --output-only    compare only output:noise_pred (faster)\n"
+    "  --weights-root DIR  where the checkpoint of a trace recorded with parameters by\n"
+    "                   reference lives now (default: the root recorded in the trace); every\n"
+    "                   tensor's content hash is checked (exit 2 naming tensor and file)\n"
     "  -o RESULT        write the metrics, log-prob metrics and the replayed output\n"
     "                   (output:noise_pred, per step) to a replay trace\n"
     "\n"
@@ -83,6 +87,9 @@ int drift_cmd_replay(int argc, char **argv) {
         } else if ((m = drift_cli_opt(argc, argv, &i, "--devices", &v)) != 0) {
             if (m < 0) return drift_cli_usage_error("replay", "--devices needs a value (e.g. cuda:0,cuda:1)");
             o.devices = v;
+        } else if ((m = drift_cli_opt(argc, argv, &i, "--weights-root", &v)) != 0) {
+            if (m < 0) return drift_cli_usage_error("replay", "--weights-root needs a directory");
+            o.weights_root = v;
         } else if ((m = drift_cli_opt(argc, argv, &i, "--ref", &v)) != 0) {
             if (m < 0) return drift_cli_usage_error("replay", "--ref needs a value");
             ref = v;
@@ -176,6 +183,7 @@ int drift_cmd_replay(int argc, char **argv) {
                         (long long)rep.fsdp_params, (long long)rep.fsdp_collectives, (long long)rep.fsdp_shard_bytes,
                         (long long)rep.fsdp_gathered_bytes);
         }
+        drift_cli_print_load("replay", &rep);
         if (json) code = drift_report_replay_json(&po, &rep, stdout);
         else drift_report_replay_text(&po, &rep, stdout);
     }

@@ -23,6 +23,17 @@
 #include "replay/graph.h"
 #include "replay/models/family.h"
 
+/* How the parameters were read (replay/exec/params_load.h). */
+typedef struct drift_load_report {
+    int by_reference;            /* 1: from a checkpoint the trace references (/params_ref) */
+    uint64_t bytes;              /* tensor bytes read */
+    size_t tensors, files;
+    int threads;
+    double seconds;              /* parallel read + hash check + widen to fp32 */
+    uint64_t baseline_bytes;     /* DRIFT_REPLAY_PROFILE=1: a plain sequential read of the same files, */
+    double baseline_seconds;     /* page cache dropped before each measurement (0: not measured) */
+} drift_load_report;
+
 typedef struct drift_model {
     drift_family_config cfg;
     char spec[1024];             /* canonical "family:k=v,..." */
@@ -30,6 +41,9 @@ typedef struct drift_model {
     drift_graph *sem;            /* owned: semantic graph */
     drift_hostset *params;       /* owned: fp32 masters by root FQN (NULL until seeded/loaded) */
     drift_hostset *buffers[3];   /* owned, indexed by drift_buffer_prov; built or loaded on demand */
+    const char *weights_root;    /* borrowed; overrides the weights root a trace's /params_ref recorded */
+    int load_baseline;           /* 1: also time a sequential read of the referenced files (load) */
+    drift_load_report load;      /* filled by drift_model_load_trace */
 } drift_model;
 
 /* Parses spec, builds the parameter table and the semantic graph. The model
@@ -47,6 +61,9 @@ int drift_model_seed_params(drift_model *m, uint64_t seed, drift_err *err);
  * each with the same run id; every element must be covered exactly once
  * (errors name the missing rank file or parameter). */
 int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err);
+/* (A trace with /params_ref instead of values: the parameters are read from
+ * the referenced checkpoint under m->weights_root or the recorded root, every
+ * hash checked: replay/exec/params_load.h.) */
 /* Fills m->params from a .safetensors file (untrusted: parsed with
  * formats/safetensors checks): every parameter of the table must be there
  * under its diffusers name with the model's shape (any of F32/BF16/F16/F64,

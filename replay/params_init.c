@@ -4,9 +4,12 @@
 #include "formats/alloc.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "replay/models/wan_graph.h"
 
@@ -72,7 +75,7 @@ static int ends_with(const char *s, const char *suf) {
     return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
-static void init_param(const drift_param_info *p, uint64_t seed, float *dst) {
+void drift_params_init_one(const drift_param_info *p, uint64_t seed, float *dst) {
     rng r;
     rng_seed(&r, seed, p->fqn);
     double mean = 0.0, std = 0.02;
@@ -91,31 +94,96 @@ static void init_param(const drift_param_info *p, uint64_t seed, float *dst) {
     for (int64_t i = 0; i < p->numel; i++) dst[i] = (float)(mean + std * normal(&r));
 }
 
-int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_hostset **out, drift_err *err) {
+int drift_params_seed_threads(void) {
+    const char *e = getenv("DRIFT_SEED_THREADS");
+    if (e && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (end && !*end && v >= 1 && v <= DRIFT_SEED_MAX_THREADS) return (int)v;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* Tensors are independent streams, so they are dealt to threads (largest
+ * first, from a shared counter): any thread count gives the same bits. */
+typedef struct seed_pool {
+    const drift_param_table *t;
+    drift_host_tensor **dst;     /* per parameter, in table order */
+    size_t *order;               /* parameter indices, largest first */
+    uint64_t seed;
+    atomic_size_t next;
+} seed_pool;
+
+static void *seed_thread(void *arg) {
+    seed_pool *p = arg;
+    for (;;) {
+        size_t k = atomic_fetch_add(&p->next, 1);
+        if (k >= p->t->n) break;
+        size_t i = p->order[k];
+        drift_params_init_one(&p->t->params[i], p->seed, p->dst[i]->f32);
+    }
+    return NULL;
+}
+
+static const drift_param_table *sort_table;
+static int cmp_numel_desc(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int64_t nx = sort_table->params[x].numel, ny = sort_table->params[y].numel;
+    return nx < ny ? 1 : nx > ny ? -1 : (x > y) - (x < y);
+}
+
+int drift_params_init_seeded_threads(const drift_param_table *t, uint64_t seed, int threads, drift_hostset **out,
+                                     drift_err *err) {
     if (!t || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "params", "drift_params_init_seeded: NULL argument");
     *out = NULL;
+    if (threads < 1) threads = drift_params_seed_threads();
+    if (threads > DRIFT_SEED_MAX_THREADS) threads = DRIFT_SEED_MAX_THREADS;
     drift_hostset *s = NULL;
-    float *buf = NULL;
+    seed_pool p;
+    memset(&p, 0, sizeof p);
     int rc = drift_hostset_create(&s, err);
     if (rc) return rc;
-    for (size_t i = 0; i < t->n; i++) {
-        const drift_param_info *p = &t->params[i];
-        float *nb = drift_realloc(buf, (size_t)(p->numel ? p->numel : 1) * sizeof *nb);
-        if (!nb) {
-            rc = drift_err_set(err, DRIFT_E_NOMEM, p->fqn, "out of memory initialising '%s'", p->fqn);
-            goto fail;
-        }
-        buf = nb;
-        init_param(p, seed, buf);
-        if ((rc = drift_hostset_add(s, p->fqn, DRIFT_F32, p->ndim, p->shape, buf, NULL, NULL, err))) goto fail;
+    p.t = t;
+    p.seed = seed;
+    p.dst = drift_calloc(t->n ? t->n : 1, sizeof *p.dst);
+    p.order = drift_calloc(t->n ? t->n : 1, sizeof *p.order);
+    if (!p.dst || !p.order) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, "params", "out of memory seeding %zu parameters", t->n);
+        goto done;
     }
-    drift_free(buf);
+    for (size_t i = 0; i < t->n; i++) {
+        const drift_param_info *pi = &t->params[i];
+        if ((rc = drift_hostset_add_alloc(s, pi->fqn, DRIFT_F32, pi->ndim, pi->shape, &p.dst[i], err))) goto done;
+        p.order[i] = i;
+    }
+    static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER; /* qsort has no context argument in C11 */
+    pthread_mutex_lock(&sort_mu);
+    sort_table = t;
+    qsort(p.order, t->n, sizeof *p.order, cmp_numel_desc);
+    pthread_mutex_unlock(&sort_mu);
+    atomic_init(&p.next, 0);
+    pthread_t tid[DRIFT_SEED_MAX_THREADS];
+    int started = 0;
+    for (int k = 1; k < threads && (size_t)k < t->n; k++) {
+        if (pthread_create(&tid[started], NULL, seed_thread, &p) != 0) break; /* fewer threads: same values */
+        started++;
+    }
+    seed_thread(&p);
+    for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
+done:
+    drift_free(p.dst);
+    drift_free(p.order);
+    if (rc) {
+        drift_hostset_free(s);
+        return rc;
+    }
     *out = s;
     return DRIFT_OK;
-fail:
-    drift_free(buf);
-    drift_hostset_free(s);
-    return rc;
+}
+
+int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_hostset **out, drift_err *err) {
+    return drift_params_init_seeded_threads(t, seed, 0, out, err);
 }
 
 /* ---- inputs --------------------------------------------------------------------- */

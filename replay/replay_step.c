@@ -116,7 +116,11 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
         goto done;
     }
     snprintf(rep->model, sizeof rep->model, "%s", s->m->spec);
+    s->m->weights_root = o->weights_root;
+    const char *prof = getenv("DRIFT_REPLAY_PROFILE");
+    s->m->load_baseline = prof && prof[0] == '1';
     if ((rc = drift_model_load_trace(s->m, main_src.r, err))) goto done;
+    rep->load = s->m->load;
     s->batch = s->m->cfg.batch;
 
     /* The dtypes the boundary inputs were handed over in: the pre-cast sites'. */

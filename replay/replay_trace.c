@@ -82,7 +82,11 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
        the masters for the whole replay: no cache there. */
     const int resident = o->backend && strncmp(o->backend, "cuda", 4) == 0;
     if (!rc) rc = drift_rs_worker_open(&s, o->backend, resident, &w, err);
+    struct timespec tw0, tw1;
+    clock_gettime(CLOCK_MONOTONIC, &tw0);
     if (!rc) rc = drift_rs_worker_warm(&s, w, err);
+    clock_gettime(CLOCK_MONOTONIC, &tw1);
+    rep->warm_seconds = (double)(tw1.tv_sec - tw0.tv_sec) + 1e-9 * (double)(tw1.tv_nsec - tw0.tv_nsec);
     if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
     if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
     struct timespec t_steps;

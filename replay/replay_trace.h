@@ -19,6 +19,7 @@
 #include "formats/err.h"
 #include "formats/plan.h"
 #include "replay/assign.h"
+#include "replay/forward.h"
 #include "replay/metrics.h"
 #include "replay/sitecmp.h"
 #include "replay/synth.h"
@@ -46,6 +47,8 @@ typedef struct drift_replay_opts {
     int fsdp;                    /* shard the fp32 masters over the workers, cast, all-gather (replay/fsdp.h) */
     int mpi;                     /* this process is one rank of MPI_COMM_WORLD (MPI initialised); backend
                                     "cuda" picks cuda:LOCAL_RANK */
+    const char *weights_root;    /* NULL, or where the checkpoint of a trace's /params_ref lives now
+                                    (overrides the root recorded in the trace) */
     drift_progress_fn progress;
     void *progress_user;
 } drift_replay_opts;
@@ -70,6 +73,8 @@ typedef struct drift_replay_report {
     char comm[16];               /* "nccl", "mpi", "local" (host memory), "" for one device */
     int rank;                    /* MPI: this process's rank (only rank 0 prints) */
     double setup_seconds, steps_seconds; /* loading and preparing / replaying the steps */
+    drift_load_report load;      /* how the parameters were read (part of setup) */
+    double warm_seconds;         /* casting per the plan and uploading the parameters (part of setup) */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
 } drift_replay_report;
 
