@@ -12,17 +12,23 @@ void drift_cli_print_load(const char *cmd, const drift_replay_report *rep) {
     fprintf(stderr, "drift %s: setup %.3f s: ", cmd, rep->setup_seconds);
     if (l->by_reference) {
         double gb = (double)l->bytes / 1e9;
-        fprintf(stderr, "read %zu tensors, %.3f GB by reference from %zu file%s in %.3f s (%.2f GB/s, %d thread%s, hashes checked",
+        fprintf(stderr, "read %zu tensors, %.4g GB by reference from %zu file%s in %.3f s (%.2f GB/s, %d thread%s, hashes checked",
                 l->tensors, gb, l->files, l->files == 1 ? "" : "s", l->seconds, l->seconds > 0 ? gb / l->seconds : 0.0,
                 l->threads, l->threads == 1 ? "" : "s");
         if (l->baseline_seconds > 0)
-            fprintf(stderr, "; a plain sequential read of the same files: %.3f GB in %.3f s, %.2f GB/s",
+            fprintf(stderr, "; a plain sequential read of the same files: %.4g GB in %.3f s, %.2f GB/s",
                     (double)l->baseline_bytes / 1e9, l->baseline_seconds,
                     (double)l->baseline_bytes / 1e9 / l->baseline_seconds);
         fprintf(stderr, "); ");
     } else {
         fprintf(stderr, "parameters from the trace's /params; ");
     }
-    fprintf(stderr, "cast+upload %.3f s; forward %lld step%s in %.3f s\n", rep->warm_seconds, (long long)rep->n_steps,
+    fprintf(stderr, "cast+upload %.3f s; forward %lld step%s in %.3f s", rep->warm_seconds, (long long)rep->n_steps,
             rep->n_steps == 1 ? "" : "s", rep->steps_seconds);
+    char a[32], b[32];
+    const drift_mem_estimate *e = &rep->mem;
+    if (e->on_gpu) fprintf(stderr, "; GPU memory planned %s", drift_memplan_bytes(e->gpu_total, a, sizeof a));
+    if (rep->gpu_peak_used >= 0) fprintf(stderr, ", peak in use %s", drift_memplan_bytes(rep->gpu_peak_used, b, sizeof b));
+    if (e->host_total > 0) fprintf(stderr, "; host memory planned %s", drift_memplan_bytes(e->host_total, a, sizeof a));
+    fputc('\n', stderr);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "replay/exec/memplan.h"
 #include "replay/sde.h"
 
 static const char *const INPUT_SITE[DRIFT_INPUT_COUNT] = {"input:latents:pre_cast", "input:cond:pre_cast",
@@ -116,11 +117,6 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
         goto done;
     }
     snprintf(rep->model, sizeof rep->model, "%s", s->m->spec);
-    s->m->weights_root = o->weights_root;
-    const char *prof = getenv("DRIFT_REPLAY_PROFILE");
-    s->m->load_baseline = prof && prof[0] == '1';
-    if ((rc = drift_model_load_trace(s->m, main_src.r, err))) goto done;
-    rep->load = s->m->load;
     s->batch = s->m->cfg.batch;
 
     /* The dtypes the boundary inputs were handed over in: the pre-cast sites'. */
@@ -136,6 +132,21 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
         s->handed[i] = info.dtype;
     }
     if ((rc = drift_forward_prepare(s->m, o->plan, o->side, s->handed, &f, err))) goto done;
+    /* The memory plan, before anything large is read or uploaded (one-device replays). */
+    if (!o->devices && !o->mpi) {
+        drift_forward *fo = NULL;
+        const int on_gpu = o->backend && strncmp(o->backend, "cuda", 4) == 0;
+        if (o->ref == DRIFT_REF_ORACLE) rc = drift_forward_prepare(s->m, NULL, DRIFT_SIDE_ORACLE, s->handed, &fo, err);
+        if (!rc) rc = drift_memplan_estimate(s->m, f, fo, o->backend, on_gpu, o->sites, &rep->mem, err);
+        drift_forward_free(fo);
+        if (!rc) rc = drift_memplan_check(&rep->mem, o->trace, err);
+        if (rc) goto done;
+    }
+    s->m->weights_root = o->weights_root;
+    const char *prof = getenv("DRIFT_REPLAY_PROFILE");
+    s->m->load_baseline = prof && prof[0] == '1';
+    if ((rc = drift_model_load_trace(s->m, main_src.r, err))) goto done;
+    rep->load = s->m->load;
     /* Build the buffers every worker will use now: the model is read-only after this. */
     const drift_hostset *bufs;
     if ((rc = drift_model_buffers(s->m, f->rope, &bufs, err))) goto done;

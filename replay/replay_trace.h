@@ -20,6 +20,7 @@
 #include "formats/plan.h"
 #include "replay/assign.h"
 #include "replay/forward.h"
+#include "replay/exec/memplan.h"
 #include "replay/metrics.h"
 #include "replay/sitecmp.h"
 #include "replay/synth.h"
@@ -75,6 +76,9 @@ typedef struct drift_replay_report {
     double setup_seconds, steps_seconds; /* loading and preparing / replaying the steps */
     drift_load_report load;      /* how the parameters were read (part of setup) */
     double warm_seconds;         /* casting per the plan and uploading the parameters (part of setup) */
+    drift_mem_estimate mem;      /* the memory plan (one-device replays) */
+    int64_t gpu_peak_used;       /* device memory in use at its highest sample (after setup, after each
+                                    step; cudaMemGetInfo: every process on the device), -1 if not measured */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
 } drift_replay_report;
 

@@ -52,6 +52,10 @@ extern "C" {
  * or no usable driver; DRIFT_E_IO / DRIFT_E_NOMEM on CUDA or cuBLASLt failures. */
 int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err);
 
+/* Free and total memory of CUDA device `device` (cudaMemGetInfo); 0, or -1
+ * when there is no such device. */
+int drift_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
+
 /* Number of visible CUDA devices; 0 when there is none or the driver/runtime
  * reports an error (never fails). */
 int drift_cuda_device_count(void);

@@ -111,6 +111,11 @@ rm "$W/bad/$SHARD"
 grep -q "$SHARD" "$W/miss.err" || fail "missing shard not named: $(cat "$W/miss.err")"
 grep -q "tensor '" "$W/miss.err" || fail "missing shard: no tensor named: $(cat "$W/miss.err")"
 
+# The memory plan refuses before reading anything, naming the estimate and the limit.
+DRIFT_MEM_LIMIT_HOST=1M "$D" replay "$W/ref.h5" --plan "$P" --weights-root "$W/moved" > /dev/null 2> "$W/mem.err"; rc=$?
+[ $rc -eq 2 ] || fail "memory plan: exit $rc, expected 2"
+grep -q "needs about .* of host memory .* but 1 MiB is available" "$W/mem.err" || fail "memory plan message: $(cat "$W/mem.err")"
+
 # Usage errors.
 "$D" weights --model "$M" -o "$W/x" --dtype int8 > /dev/null 2>&1; [ $? -eq 2 ] || fail "--dtype int8 not exit 2"
 "$D" record --synthetic "$M" --steps 1 --trainer-plan "$P" --rollout-plan "$R" --params-ref "$W/nowhere" \
