@@ -41,6 +41,14 @@ int drift_backend_create(const char *name, drift_backend **out, drift_err *err) 
     if (strcmp(name, "ref") == 0) return drift_ref_backend_create(out, err);
     if (strcmp(name, "cpu") == 0) return drift_cpu_backend_create(out, err);
     int device = 0;
+    if (strncmp(name, "ref-", 4) == 0 && parse_cuda_name(name + 4, &device)) { /* the fp64 oracle on a GPU */
+#ifdef DRIFT_HAVE_CUDA
+        return drift_cuda_ref_backend_create(device, out, err);
+#else
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "backend",
+                             "backend '%s': this drift was built without CUDA (configure with -DDRIFT_CUDA=ON)", name);
+#endif
+    }
     if (parse_cuda_name(name, &device)) {
 #ifdef DRIFT_HAVE_CUDA
         return drift_cuda_backend_create(device, out, err);
@@ -50,7 +58,7 @@ int drift_backend_create(const char *name, drift_backend **out, drift_err *err) 
                              name);
 #endif
     }
-    return drift_err_set(err, DRIFT_E_INPUT, "backend", "unknown backend '%s' (expected ref, cpu, cuda or cuda:N)",
+    return drift_err_set(err, DRIFT_E_INPUT, "backend", "unknown backend '%s' (expected ref, cpu, cuda, cuda:N or ref-cuda:N)",
                          name);
 }
 

@@ -221,6 +221,7 @@ struct drift_rs_worker {
     drift_forward *f, *fo;
     drift_backend *be, *ref_be;
     drift_exec_cache *cache;
+    drift_exec_cache *ocache;    /* the oracle's parameters kept on its GPU (ref-cuda) between steps */
     drift_site_cache *oracle;
     drift_exec_result res, ores;
     float *f32;
@@ -251,6 +252,7 @@ void drift_rs_worker_free(drift_rs_worker *w) {
     drift_exec_result_free(&w->res);
     drift_exec_result_free(&w->ores);
     drift_exec_cache_free(w->cache);
+    drift_exec_cache_free(w->ocache);
     drift_site_cache_free(w->oracle);
     drift_forward_free(w->f);
     drift_forward_free(w->fo);
@@ -282,7 +284,9 @@ int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_
     if (!rc && use_cache) rc = drift_exec_cache_create(w->be, &w->cache, err);
     if (!rc && o->ref == DRIFT_REF_ORACLE) {
         rc = drift_forward_prepare(s->m, NULL, DRIFT_SIDE_ORACLE, s->handed, &w->fo, err);
-        if (!rc) rc = drift_backend_create("ref", &w->ref_be, err);
+        char ob[64];
+        if (!rc) rc = drift_backend_create(drift_oracle_backend(backend, ob, sizeof ob), &w->ref_be, err);
+        if (!rc && strcmp(ob, "ref") != 0) rc = drift_exec_cache_create(w->ref_be, &w->ocache, err);
         if (!rc) rc = drift_site_cache_create(&w->oracle, err);
     }
     if (rc) {
@@ -409,7 +413,8 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
     if (w->fo) {
         drift_site_cache_clear(w->oracle);
         drift_exec_result_free(&w->ores);
-        if ((rc = drift_forward_run(w->fo, s->m, w->ref_be, in, oracle_site, w->oracle, &w->ores, err))) goto done;
+        if ((rc = drift_forward_run_cached(w->fo, s->m, w->ref_be, in, w->ocache, oracle_site, w->oracle, &w->ores, err)))
+            goto done;
     }
     if (w->prof) pt2 = rs_now();
     drift_exec_result_free(&w->res);

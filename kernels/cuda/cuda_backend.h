@@ -52,6 +52,11 @@ extern "C" {
  * or no usable driver; DRIFT_E_IO / DRIFT_E_NOMEM on CUDA or cuBLASLt failures. */
 int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err);
 
+/* The fp64 oracle (the ref backend's semantics: every value a double, no
+ * rounding) on CUDA device `device`, named "ref-cuda:N" (ref_cuda.c). Caller
+ * owns *out. DRIFT_E_UNSUPPORTED without such a device. */
+int drift_cuda_ref_backend_create(int device, drift_backend **out, drift_err *err);
+
 /* Free and total memory of CUDA device `device` (cudaMemGetInfo); 0, or -1
  * when there is no such device. */
 int drift_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);

@@ -19,6 +19,15 @@ const char *drift_memplan_bytes(int64_t b, char *buf, unsigned long bufsz) {
     return buf;
 }
 
+const char *drift_oracle_backend(const char *backend, char *buf, unsigned long bufsz) {
+    const char *od = getenv("DRIFT_ORACLE_DEVICE");
+    if (backend && strncmp(backend, "cuda", 4) == 0 && !(od && strcmp(od, "cpu") == 0))
+        snprintf(buf, bufsz, "ref-%s", backend);
+    else
+        snprintf(buf, bufsz, "ref");
+    return buf;
+}
+
 static int64_t env_bytes(const char *name) {
     const char *s = getenv(name);
     if (!s || !*s) return -1;
@@ -138,8 +147,16 @@ int drift_memplan_estimate(const drift_model *m, const drift_forward *f, const d
     }
     if (oracle) {
         int64_t opeak = 0, ores = 0, osites = 0;
-        if ((rc = simulate(oracle->assigned, 2, 0, sites, &opeak, &ores, &osites, err))) return rc;
-        e->host_oracle = opeak + ores;
+        char ob[64];
+        const int on_host = strcmp(drift_oracle_backend(backend, ob, sizeof ob), "ref") == 0;
+        /* on a GPU the oracle keeps its fp64 parameters resident between steps */
+        if ((rc = simulate(oracle->assigned, 2, !on_host, sites, &opeak, &ores, &osites, err))) return rc;
+        if (on_host) {
+            e->host_oracle = opeak + ores;
+        } else {
+            e->gpu_oracle = opeak + ores;
+            e->gpu_total += e->gpu_oracle;
+        }
         e->host_sites += osites;
     }
     e->host_sites += site_bytes;
@@ -166,11 +183,12 @@ int drift_memplan_check(const drift_mem_estimate *e, const char *what, drift_err
     if (e->on_gpu && e->gpu_limit >= 0 && e->gpu_total > e->gpu_limit)
         return drift_err_set(err, DRIFT_E_NOMEM, what,
                              "the replay needs about %s of GPU memory (parameters and their casts %s, activations %s, "
-                             "workspace %s) but the device has %s free (DRIFT_MEM_LIMIT_GPU overrides; "
+                             "workspace %s, fp64 oracle %s) but the device has %s free (DRIFT_MEM_LIMIT_GPU overrides; "
                              "--output-only keeps fewer values)",
                              drift_memplan_bytes(e->gpu_total, a, sizeof a), drift_memplan_bytes(e->gpu_resident, b, sizeof b),
                              drift_memplan_bytes(e->gpu_activations, c, sizeof c),
-                             drift_memplan_bytes(e->gpu_workspace, d, sizeof d), drift_memplan_bytes(e->gpu_limit, x, sizeof x));
+                             drift_memplan_bytes(e->gpu_workspace, d, sizeof d), drift_memplan_bytes(e->gpu_oracle, y, sizeof y),
+                             drift_memplan_bytes(e->gpu_limit, x, sizeof x));
     if (e->host_limit >= 0 && e->host_total > e->host_limit) {
         char z[32];
         return drift_err_set(err, DRIFT_E_NOMEM, what,

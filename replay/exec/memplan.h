@@ -27,11 +27,18 @@
 #include "formats/err.h"
 #include "replay/forward.h"
 
+/* Where the fp64 oracle of --ref oracle runs: on the replay's GPU (the
+ * "ref-cuda:N" backend) when the replay's backend is "cuda[:N]", unless
+ * DRIFT_ORACLE_DEVICE=cpu asks for the host ref backend. The backend name
+ * into buf ("ref" or "ref-cuda:N"); returns buf. */
+const char *drift_oracle_backend(const char *backend, char *buf, unsigned long bufsz);
+
 typedef struct drift_mem_estimate {
     int on_gpu;                  /* the replay's backend is a CUDA device */
     int64_t gpu_resident;        /* parameters and their casts kept on the device */
     int64_t gpu_activations;     /* peak of the per-step values */
     int64_t gpu_workspace;
+    int64_t gpu_oracle;          /* the fp64 oracle's run when it is on the GPU */
     int64_t gpu_total;
     int64_t host_masters;        /* fp32 masters */
     int64_t host_backend;        /* cpu backend: its resident values and activations; 0 on a GPU */
