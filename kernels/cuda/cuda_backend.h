@@ -57,6 +57,11 @@ int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err);
  * owns *out. DRIFT_E_UNSUPPORTED without such a device. */
 int drift_cuda_ref_backend_create(int device, drift_backend **out, drift_err *err);
 
+/* drift-sum64 (formats/hash64.h) of nbytes of device memory at dev_ptr, on
+ * stream (a cudaStream_t; NULL: the legacy default stream); waits for it.
+ * Equal to drift_hash64 of the same bytes on the host. */
+int drift_cuda_hash64(const void *dev_ptr, size_t nbytes, void *stream, uint64_t *out, drift_err *err);
+
 /* Free and total memory of CUDA device `device` (cudaMemGetInfo); 0, or -1
  * when there is no such device. */
 int drift_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
