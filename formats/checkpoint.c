@@ -152,7 +152,7 @@ static void pool_fail(pool *p, size_t k, int code, const char *where, const char
 static void run_job(pool *p, size_t k) {
     job *j = &p->jobs[k];
     const unsigned char *src = j->file->map + j->offset;
-    madvise((void *)((uintptr_t)src & ~(uintptr_t)4095), (size_t)j->nbytes + ((uintptr_t)src & 4095), MADV_SEQUENTIAL);
+    madvise((void *)((uintptr_t)src & ~(uintptr_t)4095), (size_t)j->nbytes + ((uintptr_t)src & 4095), MADV_WILLNEED);
     uint64_t h = drift_hash64_finish(drift_hash64_partial(src, (size_t)j->nbytes, 0), j->nbytes);
     if (j->hash_out) *j->hash_out = h;
     if (j->verify && h != j->expect) {

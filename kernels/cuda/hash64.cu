@@ -1,8 +1,11 @@
 // drift-sum64 of device memory (cuda_backend.h: drift_cuda_hash64).
+extern "C" { /* C declarations first: the headers below include them again (guarded) */
+#include "formats/err.h"
+#include "formats/hash64.h"
+#include "kernels/backend.h"
+}
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/hash64_kernel.cuh"
-
-#include "formats/hash64.h"
 
 extern "C" int drift_cuda_hash64(const void *dev_ptr, size_t nbytes, void *stream, uint64_t *out, drift_err *err) {
     cudaStream_t st = (cudaStream_t)stream;

@@ -143,7 +143,7 @@ GPU_TESTS=()
 for f in "$BUILD_SRC"/tests/gpu/test_*.c; do
   GPU_TESTS+=("gpu_$(basename "$f" .c)")
 done
-BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_attention bench_cuda_forward)
+BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_attention bench_cuda_forward bench_seed)
 
 # ---------------------------------------------------------------- build
 BUILD_OK=1
