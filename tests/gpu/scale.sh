@@ -26,7 +26,10 @@
 #          LAYERS=16 is a shorter run. When the memory plan says the replay
 #          cannot fit, that refusal (exit 2, estimate and limit) is reported.
 #
-#   BUILD=/tmp/drift-gpu-build OUT=DIR [SECTIONS="oracle"] [LAYERS=40] bash tests/gpu/scale.sh
+#   BUILD=/tmp/drift-gpu-build OUT=DIR [SECTIONS="oracle"] [LAYERS=40] [REUSE=1] bash tests/gpu/scale.sh
+# Rough durations on one H200: seed < 1 min, oracle 2-4 min, big at 40 blocks
+# 10-15 min (split it: SECTIONS=big twice with REUSE=1 reuses the checkpoint
+# and the trace of the first call).
 # Prints "SCALE <name>: <figure>" lines (also in $OUT/scale/summary.txt) and
 # "PASS"/"FAIL" per check; exit 0 when every check that ran passed.
 set -u
@@ -101,16 +104,25 @@ fi
 if has big; then
   M="wan2.2:layers=$LAYERS,dim=5120,heads=40,ffn_dim=13824,in_channels=16,out_channels=16,text_dim=4096,text_len=512,frames=1,height=362,width=362"
   CK="$W/a14b_ck"
+  # REUSE=1 keeps a checkpoint / trace of the same LAYERS from an earlier call (the sections can be
+  # spread over several calls on a machine that stays warm); REUSE=0 (default) rebuilds them.
+  if [ "${REUSE:-0}" = 1 ] && [ -f "$CK/layers" ] && [ "$(cat "$CK/layers")" = "$LAYERS" ]; then
+    echo "reusing $CK"; rc=0; t0=0; t1=0
+  else
   rm -rf "$CK" "$W"/a14b*.h5
   t0=$(now)
   "$D" weights --model "$M" --seed 1 -o "$CK" > "$OUT/scale/weights.log" 2>&1; rc=$?
   t1=$(now)
+  echo "$LAYERS" > "$CK/layers"
+  fi
   cat "$OUT/scale/weights.log"
   check "big: drift weights" "[ $rc -eq 0 ]"
   say "big: drift weights $(printf %.1f "$(echo "$t1 - $t0" | bc -l)") s, $(du -sh "$CK" | cut -f1) in $(ls "$CK"/*.safetensors | wc -l) shards"
   t0=$(now)
+  if [ "${REUSE:-0}" = 1 ] && [ -f "$W/a14b.h5" ]; then rc=0; else
   "$D" record --synthetic "$M" --steps 1 --seed 1 --trainer-plan "$P" --rollout-plan "$R" --device cuda \
     --params-ref "$CK" --sites 'output:*' -o "$W/a14b.h5" > "$OUT/scale/record.log" 2>&1; rc=$?
+  fi
   t1=$(now)
   tail -n3 "$OUT/scale/record.log"
   check "big: record --params-ref" "[ $rc -eq 0 ]"

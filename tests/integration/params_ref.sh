@@ -116,6 +116,19 @@ DRIFT_MEM_LIMIT_HOST=1M "$D" replay "$W/ref.h5" --plan "$P" --weights-root "$W/m
 [ $rc -eq 2 ] || fail "memory plan: exit $rc, expected 2"
 grep -q "needs about .* of host memory .* but 1 MiB is available" "$W/mem.err" || fail "memory plan message: $(cat "$W/mem.err")"
 
+# A malformed reference: drift check reports it, replay exits 2 naming the field.
+"$D" check "$W/ref.h5" > /dev/null || fail "drift check of the reference trace"
+"$PY" - "$W/ref.h5" "$W/badref.h5" <<'PY' || fail "writing a bad reference"
+import h5py, numpy as np, shutil, sys
+shutil.copy(sys.argv[1], sys.argv[2])
+f = h5py.File(sys.argv[2], "r+"); s = f["params_ref"][()]; del f["params_ref"]
+f.create_dataset("params_ref", data=np.bytes_(s.replace(b'"drift-sum64"', b'"md5"')))
+PY
+"$D" check "$W/badref.h5" > "$W/chk.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "params_ref.*hash" "$W/chk.out" || fail "check of a bad reference: exit $rc: $(cat "$W/chk.out")"
+"$D" replay "$W/badref.h5" --plan "$P" --weights-root "$W/moved" > /dev/null 2> "$W/br.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "'hash'" "$W/br.err" || fail "replay of a bad reference: exit $rc: $(cat "$W/br.err")"
+
 # Usage errors.
 "$D" weights --model "$M" -o "$W/x" --dtype int8 > /dev/null 2>&1; [ $? -eq 2 ] || fail "--dtype int8 not exit 2"
 "$D" record --synthetic "$M" --steps 1 --trainer-plan "$P" --rollout-plan "$R" --params-ref "$W/nowhere" \
