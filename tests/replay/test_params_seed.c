@@ -1,5 +1,6 @@
-/* replay/params_init: seeding on several threads gives exactly the values of
- * one thread (each tensor is its own stream), i.e. the per-tensor definition
+/* replay/params_init: seeding on several threads (tensors cut into chunks of
+ * their stream, each started by a GF(2) jump-ahead) gives exactly the values
+ * of one thread and of the sequential per-tensor stream
  * drift_params_init_one; and the seed matters. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,7 +27,11 @@ static void test_threads_do_not_change_values(void **state) {
     (void)state;
     drift_err e;
     drift_model *m = NULL;
-    assert_int_equal(drift_model_create("wan2.2:layers=3,dim=64,heads=4,ffn_dim=160", &m, &e), 0);
+    /* tensors of 1 to 4+ chunks of 65536 draws, odd sizes (the jump-ahead over chunk boundaries) */
+    assert_int_equal(drift_model_create("wan2.2:layers=2,dim=64,heads=4,ffn_dim=1031,text_dim=4099", &m, &e), 0);
+    int64_t biggest = 0;
+    for (size_t i = 0; i < m->table.n; i++) biggest = m->table.params[i].numel > biggest ? m->table.params[i].numel : biggest;
+    assert_true(biggest > 4 * 65536);
     drift_hostset *s1 = NULL, *s2 = NULL, *s7 = NULL, *other = NULL;
     assert_int_equal(drift_params_init_seeded_threads(&m->table, 99, 1, &s1, &e), 0);
     assert_int_equal(drift_params_init_seeded_threads(&m->table, 99, 2, &s2, &e), 0);
