@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static double now(void) {
     struct timespec t;

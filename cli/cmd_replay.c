@@ -8,8 +8,8 @@
 #include "cli/load_report.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/comm.h"
-#include "replay/replay_trace.h"
+#include "replay/dist/comm.h"
+#include "replay/drive/replay_trace.h"
 
 static const char *const HELP =
     "usage: drift replay TRACE (--plan P | flags) [--side trainer|rollout]\n"
@@ -129,6 +129,9 @@ int drift_cmd_replay(int argc, char **argv) {
         else if (strcmp(ref, "oracle") == 0) o.ref = DRIFT_REF_ORACLE;
         else { o.ref = DRIFT_REF_TRACE; o.ref_path = ref; }
     }
+    /* --ref oracle on a GPU replay runs on that GPU (ref-cuda:N); DRIFT_ORACLE_DEVICE=cpu keeps it on the host */
+    const char *oracle_dev = getenv("DRIFT_ORACLE_DEVICE");
+    o.oracle_on_host = oracle_dev && strcmp(oracle_dev, "cpu") == 0;
     if (o.devices && device_given) return drift_cli_usage_error("replay", "give --device or --devices, not both");
     if (o.devices && mpi_flag) return drift_cli_usage_error("replay", "--devices and --mpi do not combine (one device per rank)");
     drift_err err;
@@ -155,7 +158,11 @@ int drift_cmd_replay(int argc, char **argv) {
         return drift_cli_usage_error("replay", "--fsdp shards over several devices: give --devices (or run under MPI)");
     }
     drift_plan plan;
-    if (drift_cli_build_plan(&pa, &plan, &err)) return drift_cli_report("replay", &err);
+    if (drift_cli_build_plan(&pa, &plan, &err)) {
+        int prc = drift_cli_report("replay", &err);
+        if (mpi_inited) drift_mpi_finalize(); /* every return after drift_mpi_init finalises */
+        return prc;
+    }
     o.plan = &plan;
     if (drift_cli_progress_enabled() && !json && rank == 0) o.progress = progress;
     drift_replay_report rep;

@@ -10,8 +10,8 @@
 #include "cli/commands.h"
 #include "formats/checkpoint.h"
 #include "formats/json.h"
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static const char *const HELP =
     "usage: drift weights --model FAMILY[:K=V,...] -o DIR [--seed S] [--dtype bf16|fp32|fp16]\n"

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "replay/exec/memplan.h" /* drift_memplan_bytes */
+
 void drift_cli_print_load(const char *cmd, const drift_replay_report *rep) {
     const char *pe = getenv("DRIFT_REPLAY_PROFILE");
     int prof = pe && pe[0] == '1';
@@ -26,9 +28,10 @@ void drift_cli_print_load(const char *cmd, const drift_replay_report *rep) {
     fprintf(stderr, "cast+upload %.3f s; forward %lld step%s in %.3f s", rep->warm_seconds, (long long)rep->n_steps,
             rep->n_steps == 1 ? "" : "s", rep->steps_seconds);
     char a[32], b[32];
-    const drift_mem_estimate *e = &rep->mem;
-    if (e->on_gpu) fprintf(stderr, "; GPU memory planned %s", drift_memplan_bytes(e->gpu_total, a, sizeof a));
+    if (rep->mem_planned && rep->mem_on_gpu)
+        fprintf(stderr, "; GPU memory planned %s", drift_memplan_bytes(rep->mem_gpu_planned, a, sizeof a));
     if (rep->gpu_peak_used >= 0) fprintf(stderr, ", peak in use %s", drift_memplan_bytes(rep->gpu_peak_used, b, sizeof b));
-    if (e->host_total > 0) fprintf(stderr, "; host memory planned %s", drift_memplan_bytes(e->host_total, a, sizeof a));
+    if (rep->mem_planned && rep->mem_host_planned > 0)
+        fprintf(stderr, "; host memory planned %s", drift_memplan_bytes(rep->mem_host_planned, a, sizeof a));
     fputc('\n', stderr);
 }

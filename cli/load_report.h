@@ -4,7 +4,7 @@
 #ifndef DRIFT_CLI_LOAD_REPORT_H
 #define DRIFT_CLI_LOAD_REPORT_H
 
-#include "replay/replay_trace.h"
+#include "replay/drive/replay_trace.h"
 
 /* Prints the line on stderr when the parameters came by reference or
  * DRIFT_REPLAY_PROFILE=1; nothing otherwise. rep borrowed. */

@@ -58,6 +58,18 @@ typedef struct drift_ckpt_stats {
     double seconds;              /* wall time of the parallel read + hash + widen */
 } drift_ckpt_stats;
 
+/* How a replay read its model's parameters (replay/exec/params_load.c fills
+ * it; drift replay's setup line prints it). */
+typedef struct drift_load_report {
+    int by_reference;            /* 1: from a checkpoint the trace references (/params_ref) */
+    uint64_t bytes;              /* tensor bytes read */
+    size_t tensors, files;
+    int threads;
+    double seconds;              /* parallel read + hash check + widen to fp32 */
+    uint64_t baseline_bytes;     /* DRIFT_REPLAY_PROFILE=1: a plain sequential read of the same files, */
+    double baseline_seconds;     /* page cache dropped before each measurement (0: not measured) */
+} drift_load_report;
+
 /* Describes the checkpoint at path (a directory with exactly one
  * *.safetensors.index.json, or else exactly one *.safetensors; or such a file
  * itself) as a reference: every tensor of the index (or file), its dtype and

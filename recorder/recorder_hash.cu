@@ -1,7 +1,7 @@
 // The recorder's device content hash (drift_recorder_hash64 with
-// on_device = 1): the kernel of kernels/cuda/hash64_kernel.cuh, here so that
+// on_device = 1): the kernel of hash64_kernel.cuh, here so that
 // libdrift_recorder.so (CUDA runtime linked statically) carries it.
-#include "kernels/cuda/hash64_kernel.cuh"
+#include "recorder/hash64_kernel.cuh"
 
 extern "C" int drift_rec_hash64_device(const void *p, size_t n, void *stream, unsigned long long *sum) {
     cudaStream_t st = (cudaStream_t)stream;

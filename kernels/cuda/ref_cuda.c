@@ -5,9 +5,10 @@
  * Results differ from the CPU oracle only by fp64 summation order (about
  * 1e-16 relative per sum): the oracle is the truth to far better than any
  * bf16/fp32 difference it measures. Attention materialises its scores per
- * (batch, head) in query chunks within DRIFT_CUDA_ATTN_SCRATCH bytes
- * (default 1 GiB). All work is on the backend's own stream; transfers and
- * metrics wait for it. */
+ * (batch, head) in query chunks within the spec option attn_scratch=BYTES
+ * ("ref-cuda:0:attn_scratch=4096"; default 1 GiB). All work is on the
+ * backend's own stream; transfers and metrics wait for it. The door
+ * (kernels/door.c) has checked every argument before a table entry runs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "formats/alloc.h"
+#include "kernels/backend_impl.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/ref_cuda_internal.h"
 
@@ -46,54 +49,40 @@ static int sel(const rc_ctx *c, drift_err *err) { return cu(cudaSetDevice(c->dev
 
 static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64; }
 
+static size_t rc_elem_bytes(drift_dtype dt) {
+    (void)dt;
+    return sizeof(double);
+}
+
 static int rc_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
-    return op && (int)op->kind >= 0 && op->kind < DRIFT_OP_COUNT && dtype_ok(op->out);
+    return dtype_ok(op->out);
 }
 
 static int rc_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
     rc_ctx *c = ctx_of(be);
-    if (!t) return drift_err_set(err, DRIFT_E_INTERNAL, c->name, "alloc: NULL tensor");
-    if (!dtype_ok(t->dtype)) return drift_err_set(err, DRIFT_E_INPUT, c->name, "alloc: invalid dtype %d", (int)t->dtype);
-    int64_t n = drift_shape_numel(t->ndim, t->shape);
-    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, c->name, "alloc: invalid shape (ndim %d)", t->ndim);
     int rc = sel(c, err);
     if (rc) return rc;
     void *p = NULL;
-    if ((rc = cu(cudaMallocAsync(&p, (size_t)(n > 0 ? n : 1) * sizeof(double), c->stream), err, c, "alloc")))
+    if ((rc = cu(cudaMallocAsync(&p, (size_t)(t->numel > 0 ? t->numel : 1) * sizeof(double), c->stream), err, c,
+                 "alloc")))
         return rc;
     t->data = p;
-    t->numel = n;
-    t->be = be;
     return DRIFT_OK;
 }
 
 static void rc_release(const drift_backend *be, drift_tensor *t) {
-    if (!t || !t->data) return;
     rc_ctx *c = ctx_of(be);
     if (cudaSetDevice(c->device) != cudaSuccess || cudaFreeAsync(t->data, c->stream) != cudaSuccess)
         (void)cudaGetLastError();
     t->data = NULL;
 }
 
+/* A view elem_offset doubles into base (the door checked that it fits). */
 static int rc_alias(const drift_backend *be, const drift_tensor *base, int64_t off, drift_tensor *out, drift_err *err) {
-    rc_ctx *c = ctx_of(be);
-    if (!base || !base->data || base->be != be || !out)
-        return drift_err_set(err, DRIFT_E_INPUT, c->name, "alias: base not allocated on this backend");
-    int64_t n = drift_shape_numel(out->ndim, out->shape);
-    if (n < 0 || out->dtype != base->dtype || off < 0 || off > base->numel || n > base->numel - off)
-        return drift_err_set(err, DRIFT_E_INPUT, c->name, "alias: %lld elements at offset %lld do not fit the base",
-                             (long long)n, (long long)off);
+    (void)be;
+    (void)err;
     out->data = (double *)base->data + off;
-    out->numel = n;
-    out->be = be;
-    return DRIFT_OK;
-}
-
-static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
-    if (!t || !t->data || t->be != be)
-        return drift_err_set(err, DRIFT_E_INPUT, ctx_of(be)->name, "transfer: tensor not allocated on this backend");
-    if (!buf && t->numel > 0) return drift_err_set(err, DRIFT_E_INPUT, ctx_of(be)->name, "transfer: NULL host buffer");
     return DRIFT_OK;
 }
 
@@ -101,20 +90,19 @@ static int check_io(const drift_backend *be, const drift_tensor *t, const void *
 
 static int rc_upload(const drift_backend *be, drift_tensor *t, const float *s32, const double *s64, drift_err *err) {
     rc_ctx *c = ctx_of(be);
-    int rc = check_io(be, t, s32 ? (const void *)s32 : (const void *)s64, err);
-    if (!rc) rc = sel(c, err);
+    int rc = sel(c, err);
     if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "upload: queued work failed");
     if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (s64) return cu(cudaMemcpy(t->data, s64, n * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
-    double *st = malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
+    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
     if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "upload: out of host memory");
     for (size_t i = 0; !rc && i < n; i += STAGE) {
         size_t m = n - i < STAGE ? n - i : STAGE;
         for (size_t k = 0; k < m; k++) st[k] = s32[i + k];
         rc = cu(cudaMemcpy((double *)t->data + i, st, m * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
     }
-    free(st);
+    drift_free(st);
     return rc;
 }
 
@@ -127,13 +115,12 @@ static int rc_upload_f64(const drift_backend *be, drift_tensor *t, const double 
 
 static int rc_download(const drift_backend *be, const drift_tensor *t, float *d32, double *d64, drift_err *err) {
     rc_ctx *c = ctx_of(be);
-    int rc = check_io(be, t, d32 ? (const void *)d32 : (const void *)d64, err);
-    if (!rc) rc = sel(c, err);
+    int rc = sel(c, err);
     if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "download: queued work failed");
     if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (d64) return cu(cudaMemcpy(d64, t->data, n * sizeof(double), cudaMemcpyDeviceToHost), err, c, "download");
-    double *st = malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
+    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
     if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "download: out of host memory");
     for (size_t i = 0; !rc && i < n; i += STAGE) {
         size_t m = n - i < STAGE ? n - i : STAGE;
@@ -141,7 +128,7 @@ static int rc_download(const drift_backend *be, const drift_tensor *t, float *d3
                 "download");
         for (size_t k = 0; !rc && k < m; k++) d32[i + k] = (float)st[k];
     }
-    free(st);
+    drift_free(st);
     return rc;
 }
 
@@ -154,11 +141,6 @@ static int rc_download_f64(const drift_backend *be, const drift_tensor *t, doubl
 
 /* ---- ops --------------------------------------------------------------------- */
 static const double *D(const drift_tensor *t) { return (const double *)t->data; }
-
-static int norm_dim(int dim, int nd) {
-    int d = dim < 0 ? dim + nd : dim;
-    return d >= 0 && d < nd ? d : -1;
-}
 
 /* y = x W^T (+ b): row-major as column-major, Y^T[N x M] = W[N x K] X^T. */
 static int run_linear(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
@@ -253,7 +235,7 @@ static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const
         cp.n = out->numel;
         return cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "permute");
     }
-    const int d = norm_dim(op->dim, x->ndim);
+    const int d = drift_op_norm_dim(op->dim, x->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
@@ -288,29 +270,50 @@ static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const
     return rc;
 }
 
+/* Contiguous row-major strides of shape. */
+static void contig(int nd, const int64_t *shape, int64_t *st) {
+    int64_t acc = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= shape[d];
+    }
+}
+
+/* STRIDED: out[i..] = flat(in0)[start + sum i_k stride_k]; SCATTER: out = in0,
+ * then flat(out)[start + sum i_k stride_k] = in1[i..]. A 0-d region is one element. */
+static int run_strided(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                       drift_err *err) {
+    rcu_copy cp;
+    memset(&cp, 0, sizeof cp);
+    const drift_tensor *region = op->kind == DRIFT_OP_STRIDED ? out : in[1];
+    int rc = DRIFT_OK;
+    if (op->kind == DRIFT_OP_SCATTER) {
+        rc = cu(cudaMemcpyAsync(out->data, in[0]->data, (size_t)out->numel * sizeof(double), cudaMemcpyDeviceToDevice,
+                                c->stream),
+                err, c, "scatter: base");
+        if (rc || region->numel == 0) return rc;
+    }
+    cp.nd = region->ndim > 0 ? region->ndim : 1;
+    for (int d = 0; d < cp.nd; d++) cp.shape[d] = region->ndim > 0 ? region->shape[d] : 1;
+    cp.n = region->numel;
+    if (op->kind == DRIFT_OP_STRIDED) {
+        for (int d = 0; d < cp.nd; d++) cp.ss[d] = region->ndim > 0 ? op->stride[d] : 0;
+        contig(cp.nd, cp.shape, cp.ds);
+        cp.soff = op->start;
+        return cu(rcu_copy_run(c->stream, D(in[0]), out->data, &cp), err, c, "strided");
+    }
+    contig(cp.nd, cp.shape, cp.ss);
+    for (int d = 0; d < cp.nd; d++) cp.ds[d] = region->ndim > 0 ? op->stride[d] : 0;
+    cp.doff = op->start;
+    return cu(rcu_copy_run(c->stream, D(in[1]), out->data, &cp), err, c, "scatter");
+}
+
 static int rc_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                   drift_err *err) {
     rc_ctx *c = ctx_of(be);
-    if (!op || !out || !in) return drift_err_set(err, DRIFT_E_INTERNAL, c->name, "run: NULL argument");
-    if (!rc_supports_op(be, op)) return drift_err_set(err, DRIFT_E_UNSUPPORTED, c->name, "run: unsupported op");
-    if (op->n_in < 1 || op->n_in > 3) return drift_err_set(err, DRIFT_E_INPUT, c->name, "run: n_in = %d", op->n_in);
-    for (int i = 0; i < op->n_in; i++)
-        if (!in[i] || !in[i]->data || in[i]->be != be)
-            return drift_err_set(err, DRIFT_E_INPUT, c->name, "op %s: input %d is not allocated on this backend",
-                                 drift_op_name(op->kind), i);
-    if (!out->data || out->be != be || out->dtype != op->out)
-        return drift_err_set(err, DRIFT_E_INPUT, c->name, "op %s: out not allocated here with dtype op->out",
-                             drift_op_name(op->kind));
-    int nd = out->ndim;
-    int64_t shape[DRIFT_MAX_DIMS];
-    memcpy(shape, out->shape, sizeof shape);
-    int rc = drift_op_infer_shape(op, in, &nd, shape, err);
+    int rc = sel(c, err);
     if (rc) return rc;
-    if (nd != out->ndim || memcmp(shape, out->shape, (size_t)nd * sizeof *shape) != 0)
-        return drift_err_set(err, DRIFT_E_INPUT, c->name, "op %s: out shape does not match", drift_op_name(op->kind));
-    if ((rc = sel(c, err))) return rc;
-    if (out->numel == 0) return DRIFT_OK;
-    const drift_tensor *x = in[0];
+    const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
     case DRIFT_OP_CAST: return cu(rcu_unary(c->stream, RCU_UN_COPY, D(x), out->data, out->numel, 1, 0), err, c, "cast");
     case DRIFT_OP_AFFINE:
@@ -320,19 +323,16 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
         return cu(rcu_unary(c->stream, RCU_UN_GELU_TANH, D(x), out->data, out->numel, 0, 0), err, c, "gelu");
     case DRIFT_OP_ADD:
     case DRIFT_OP_SUB:
-    case DRIFT_OP_MUL: {
-        /* in1 broadcast against in0's (= out's) shape, numpy rules: align right */
-        const drift_tensor *b = in[1];
-        int64_t sb[DRIFT_MAX_DIMS], acc = 1;
-        for (int d = out->ndim - 1; d >= 0; d--) {
-            int bd = d - (out->ndim - b->ndim);
-            int64_t ext = bd >= 0 ? b->shape[bd] : 1;
-            sb[d] = ext == 1 ? 0 : acc;
-            acc *= ext;
-        }
-        int bop = op->kind == DRIFT_OP_ADD ? RCU_BIN_ADD : op->kind == DRIFT_OP_SUB ? RCU_BIN_SUB : RCU_BIN_MUL;
-        return cu(rcu_binary(c->stream, bop, D(x), D(b), out->data, out->ndim, out->shape, sb, out->numel), err, c,
-                  "binary");
+    case DRIFT_OP_MUL:
+    case DRIFT_OP_DIV: {
+        drift_bcast bc;
+        drift_bcast_plan(x, in[1], &bc);
+        int bop = op->kind == DRIFT_OP_ADD   ? RCU_BIN_ADD
+                  : op->kind == DRIFT_OP_SUB ? RCU_BIN_SUB
+                  : op->kind == DRIFT_OP_MUL ? RCU_BIN_MUL
+                                             : RCU_BIN_DIV;
+        return cu(rcu_binary(c->stream, bop, D(x), D(in[1]), out->data, bc.nd, bc.shape, bc.sa, bc.sb, bc.numel), err,
+                  c, "binary");
     }
     case DRIFT_OP_LINEAR: return run_linear(c, op, in, out, err);
     case DRIFT_OP_LAYER_NORM:
@@ -367,6 +367,22 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
         return cu(rcu_timestep(c->stream, D(x), out->data, x->shape[0], op->dim,
                                op->max_period != 0.0f ? (double)op->max_period : 10000.0, op->flip_sin_to_cos),
                   err, c, "timestep");
+    case DRIFT_OP_UNARY:
+    case DRIFT_OP_SCALAR:
+        return cu(rcu_aten_ew(c->stream, op->kind == DRIFT_OP_SCALAR, op->sub, D(x), out->data, out->numel, op->scalar),
+                  err, c, drift_op_name(op->kind));
+    case DRIFT_OP_REDUCE: {
+        const int d = drift_op_norm_dim(op->dim, x->ndim);
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < d; i++) outer *= x->shape[i];
+        for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+        return cu(rcu_reduce(c->stream, D(x), out->data, outer, x->shape[d], inner, op->sub == DRIFT_REDUCE_MEAN), err,
+                  c, "reduce");
+    }
+    case DRIFT_OP_STRIDED:
+    case DRIFT_OP_SCATTER: return run_strided(c, op, in, out, err);
+    case DRIFT_OP_FILL:
+        return cu(rcu_fill(c->stream, out->data, out->numel, op->sub, op->scalar, op->step), err, c, "fill");
     default: break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, c->name, "op %s not implemented", drift_op_name(op->kind));
@@ -377,13 +393,8 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
 static int rc_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
                       drift_err *err) {
     rc_ctx *c = ctx_of(be);
-    if (!acc) return drift_err_set(err, DRIFT_E_INTERNAL, c->name, "metrics: NULL acc");
-    int rc = check_io(be, t, t ? t->data : NULL, err);
-    if (!rc) rc = check_io(be, r, r ? r->data : NULL, err);
+    int rc = sel(c, err);
     if (rc) return rc;
-    if (t->ndim != r->ndim || t->numel != r->numel || memcmp(t->shape, r->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
-        return drift_err_set(err, DRIFT_E_INPUT, c->name, "metrics: candidate and reference shapes differ");
-    if ((rc = sel(c, err))) return rc;
     rcu_metric_part host[RCU_METRIC_BLOCKS];
     rc = cu(rcu_metrics(c->stream, D(t), D(r), t->numel, c->part), err, c, "metrics");
     if (!rc) rc = cu(cudaMemcpyAsync(host, c->part, sizeof host, cudaMemcpyDeviceToHost, c->stream), err, c, "metrics");
@@ -439,37 +450,42 @@ static void rc_destroy(drift_backend *be) {
     rc_ctx *c = ctx_of(be);
     if (c) {
         if (cudaSetDevice(c->device) == cudaSuccess) {
-            cudaStreamSynchronize(c->stream);
+            if (c->stream) cudaStreamSynchronize(c->stream);
             if (c->part) cudaFree(c->part);
             if (c->blas) cublasDestroy(c->blas);
             if (c->stream) cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();
-        free(c);
+        drift_free(c);
     }
-    free(be);
+    drift_free(be);
 }
 
-int drift_cuda_ref_backend_create(int device, drift_backend **out, drift_err *err) {
+int drift_cuda_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
+    static const char *const keys[] = {"attn_scratch", NULL};
+    if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "ref-cuda", "drift_cuda_ref_backend_create: out is NULL");
     *out = NULL;
-    if (device < 0 || device >= drift_cuda_device_count())
-        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "ref-cuda", "no CUDA device %d (%d visible)", device,
-                             drift_cuda_device_count());
-    drift_backend *be = calloc(1, sizeof *be);
-    rc_ctx *c = calloc(1, sizeof *c);
+    long scratch = 1L << 30;
+    int rc = drift_backend_opts_check(o, keys, err);
+    if (!rc) rc = drift_backend_opt_int(o, "attn_scratch", 1, 1L << 40, &scratch, err);
+    if (rc) return rc;
+    const int device = o->device, count = drift_cuda_device_count();
+    if (device < 0 || device >= count)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "ref-cuda", "no CUDA device %d (%d visible)", device, count);
+    drift_backend *be = drift_calloc(1, sizeof *be);
+    rc_ctx *c = drift_calloc(1, sizeof *c);
     if (!be || !c) {
-        free(be);
-        free(c);
-        return drift_err_set(err, DRIFT_E_NOMEM, "ref-cuda", "out of memory");
+        drift_free(be);
+        drift_free(c);
+        return drift_err_set(err, DRIFT_E_NOMEM, "ref-cuda", "cannot allocate the ref-cuda backend");
     }
     c->device = device;
     snprintf(c->name, sizeof c->name, "ref-cuda:%d", device);
-    const char *ab = getenv("DRIFT_CUDA_ATTN_SCRATCH");
-    long long abv = ab ? atoll(ab) : 0;
-    c->attn_budget = abv > 0 ? (size_t)abv : (size_t)1 << 30;
+    c->attn_budget = (size_t)scratch;
     be->name = c->name;
     be->ctx = c;
-    int rc = sel(c, err);
+    be->destroy = rc_destroy;
+    rc = sel(c, err);
     if (!rc) rc = cu(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err, c, "stream");
     if (!rc) rc = bl(cublasCreate(&c->blas), err, c, "cublasCreate");
     if (!rc) rc = bl(cublasSetStream(c->blas, c->stream), err, c, "cublasSetStream");
@@ -479,6 +495,8 @@ int drift_cuda_ref_backend_create(int device, drift_backend **out, drift_err *er
         rc_destroy(be);
         return rc;
     }
+    be->stores = dtype_ok;
+    be->elem_bytes = rc_elem_bytes;
     be->supports_op = rc_supports_op;
     be->alloc = rc_alloc;
     be->release = rc_release;
@@ -489,7 +507,6 @@ int drift_cuda_ref_backend_create(int device, drift_backend **out, drift_err *er
     be->run = rc_run;
     be->metrics = rc_metrics;
     be->sync = rc_sync;
-    be->destroy = rc_destroy;
     be->alias = rc_alias;
     *out = be;
     return DRIFT_OK;

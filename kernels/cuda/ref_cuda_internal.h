@@ -9,14 +9,15 @@
 
 #include <cuda_runtime_api.h>
 
-#include "formats/params.h" /* DRIFT_MAX_DIMS */
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+#include "formats/params.h" /* DRIFT_MAX_DIMS */
+#include "kernels/backend.h" /* the drift_unary_kind / drift_scalar_kind numbers */
+
 enum { RCU_UN_COPY = 0, RCU_UN_AFFINE, RCU_UN_SILU, RCU_UN_GELU_TANH };
-enum { RCU_BIN_ADD = 0, RCU_BIN_SUB, RCU_BIN_MUL };
+enum { RCU_BIN_ADD = 0, RCU_BIN_SUB, RCU_BIN_MUL, RCU_BIN_DIV };
 enum { RCU_LAYER_NORM = 0, RCU_RMS_NORM = 1 };
 
 /* A strided index space: element c (row-major over shape) reads
@@ -35,9 +36,19 @@ typedef struct rcu_metric_part {
 #define RCU_METRIC_BLOCKS 512
 
 cudaError_t rcu_unary(cudaStream_t s, int op, const double *x, double *y, int64_t n, double alpha, double beta);
-/* y[e] = a[e] op b[off_b(e)], off_b from b's strides over y's shape (0 where broadcast). */
+/* y[e] = a[off_a(e)] op b[off_b(e)]: the broadcast plan's (collapsed) shape
+ * and strides of a and b (kernels/backend_impl.h drift_bcast; 0 where
+ * broadcast), n elements. */
 cudaError_t rcu_binary(cudaStream_t s, int op, const double *a, const double *b, double *y, int nd,
-                       const int64_t *shape, const int64_t *sb, int64_t n);
+                       const int64_t *shape, const int64_t *sa, const int64_t *sb, int64_t n);
+/* DRIFT_OP_UNARY (scalar_op 0, sub a drift_unary_kind) or DRIFT_OP_SCALAR
+ * (scalar_op 1, sub a drift_scalar_kind, scalar s) in fp64, as
+ * kernels/ref/ref_aten_ops.c. */
+cudaError_t rcu_aten_ew(cudaStream_t s, int scalar_op, int sub, const double *x, double *y, int64_t n, double scalar);
+/* y[o, k] = sum over i < n of x[o, i, k] (in index order), / n when mean. */
+cudaError_t rcu_reduce(cudaStream_t s, const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean);
+/* DRIFT_OP_FILL: sub 0 value, 1 value + i * step, 2 linspace from value to step. */
+cudaError_t rcu_fill(cudaStream_t s, double *y, int64_t n, int sub, double value, double step);
 /* y[m*N + n] += bias[n]. */
 cudaError_t rcu_add_bias(cudaStream_t s, double *y, const double *bias, int64_t M, int64_t N);
 cudaError_t rcu_norm(cudaStream_t s, int kind, const double *x, const double *w, const double *b, double *y,

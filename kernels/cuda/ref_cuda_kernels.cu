@@ -31,19 +31,76 @@ __global__ void k_unary(int op, const double *x, double *y, int64_t n, double al
 
 struct bin_args {
     int nd;
-    int64_t shape[DRIFT_MAX_DIMS], sb[DRIFT_MAX_DIMS];
+    int64_t shape[DRIFT_MAX_DIMS], sa[DRIFT_MAX_DIMS], sb[DRIFT_MAX_DIMS];
 };
 
 __global__ void k_binary(int op, const double *a, const double *b, double *y, bin_args g, int64_t n) {
     GRID_STRIDE(e, n) {
-        int64_t rem = e, ob = 0;
+        int64_t rem = e, oa = 0, ob = 0;
         for (int d = g.nd - 1; d >= 0; d--) {
             const int64_t c = rem % g.shape[d];
             rem /= g.shape[d];
+            oa += c * g.sa[d];
             ob += c * g.sb[d];
         }
-        const double u = a[e], v = b[ob];
-        y[e] = op == RCU_BIN_ADD ? u + v : op == RCU_BIN_SUB ? u - v : u * v;
+        const double u = a[oa], v = b[ob];
+        y[e] = op == RCU_BIN_ADD ? u + v : op == RCU_BIN_SUB ? u - v : op == RCU_BIN_MUL ? u * v : u / v;
+    }
+}
+
+// kernels/ref/ref_aten_ops.c's unary() and scalar(), in double.
+__device__ double aten_unary(int sub, double x) {
+    switch (sub) {
+    case DRIFT_UNARY_NEG: return -x;
+    case DRIFT_UNARY_EXP: return exp(x);
+    case DRIFT_UNARY_SIN: return sin(x);
+    case DRIFT_UNARY_COS: return cos(x);
+    case DRIFT_UNARY_RSQRT: return 1.0 / sqrt(x);
+    case DRIFT_UNARY_SQRT: return sqrt(x);
+    case DRIFT_UNARY_TANH: return tanh(x);
+    case DRIFT_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case DRIFT_UNARY_GELU_ERF: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case DRIFT_UNARY_RECIP: return 1.0 / x;
+    case DRIFT_UNARY_ABS: return fabs(x);
+    case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
+    default: return x;
+    }
+}
+
+__device__ double aten_scalar(int sub, double x, double s) {
+    switch (sub) {
+    case DRIFT_SCALAR_ADD: return x + s;
+    case DRIFT_SCALAR_SUB: return x - s;
+    case DRIFT_SCALAR_RSUB: return s - x;
+    case DRIFT_SCALAR_MUL: return x * s;
+    case DRIFT_SCALAR_DIV: return x / s;
+    case DRIFT_SCALAR_POW: return pow(x, s);
+    case DRIFT_SCALAR_RPOW: return pow(s, x);
+    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
+    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
+    default: return x;
+    }
+}
+
+__global__ void k_aten_ew(int scalar_op, int sub, const double *x, double *y, int64_t n, double s) {
+    GRID_STRIDE(i, n) y[i] = scalar_op ? aten_scalar(sub, x[i], s) : aten_unary(sub, x[i]);
+}
+
+// One thread per output element, summing in index order (as the CPU oracle: bitwise equal).
+__global__ void k_reduce(const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean) {
+    GRID_STRIDE(e, outer * inner) {
+        const int64_t o = e / inner, k = e % inner;
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++) s += x[(o * n + i) * inner + k];
+        y[e] = mean ? s / (double)n : s;
+    }
+}
+
+__global__ void k_fill(double *y, int64_t n, int sub, double value, double step) {
+    GRID_STRIDE(i, n) {
+        if (sub == 2) y[i] = n > 1 ? value + (step - value) * (double)i / (double)(n - 1) : value;
+        else y[i] = sub ? value + (double)i * step : value;
     }
 }
 
@@ -240,14 +297,30 @@ cudaError_t rcu_unary(cudaStream_t s, int op, const double *x, double *y, int64_
 }
 
 cudaError_t rcu_binary(cudaStream_t s, int op, const double *a, const double *b, double *y, int nd,
-                       const int64_t *shape, const int64_t *sb, int64_t n) {
+                       const int64_t *shape, const int64_t *sa, const int64_t *sb, int64_t n) {
     bin_args g;
     g.nd = nd;
     for (int d = 0; d < DRIFT_MAX_DIMS; d++) {
         g.shape[d] = d < nd ? shape[d] : 1;
+        g.sa[d] = d < nd ? sa[d] : 0;
         g.sb[d] = d < nd ? sb[d] : 0;
     }
     k_binary<<<grid_for(n), RCU_THREADS, 0, s>>>(op, a, b, y, g, n);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_aten_ew(cudaStream_t s, int scalar_op, int sub, const double *x, double *y, int64_t n, double scalar) {
+    k_aten_ew<<<grid_for(n), RCU_THREADS, 0, s>>>(scalar_op, sub, x, y, n, scalar);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_reduce(cudaStream_t s, const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean) {
+    k_reduce<<<grid_for(outer * inner), RCU_THREADS, 0, s>>>(x, y, outer, n, inner, mean);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_fill(cudaStream_t s, double *y, int64_t n, int sub, double value, double step) {
+    k_fill<<<grid_for(n), RCU_THREADS, 0, s>>>(y, n, sub, value, step);
     return cudaGetLastError();
 }
 

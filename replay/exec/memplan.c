@@ -19,9 +19,8 @@ const char *drift_memplan_bytes(int64_t b, char *buf, unsigned long bufsz) {
     return buf;
 }
 
-const char *drift_oracle_backend(const char *backend, char *buf, unsigned long bufsz) {
-    const char *od = getenv("DRIFT_ORACLE_DEVICE");
-    if (backend && strncmp(backend, "cuda", 4) == 0 && !(od && strcmp(od, "cpu") == 0))
+const char *drift_oracle_backend(const char *backend, int on_host, char *buf, unsigned long bufsz) {
+    if (backend && strncmp(backend, "cuda", 4) == 0 && !on_host)
         snprintf(buf, bufsz, "ref-%s", backend);
     else
         snprintf(buf, bufsz, "ref");
@@ -123,8 +122,8 @@ static int simulate(const drift_graph *g, int kind, int resident, int sites, int
     return DRIFT_OK;
 }
 
-int drift_memplan_estimate(const drift_model *m, const drift_forward *f, const drift_forward *oracle, const char *backend,
-                           int resident, int sites, drift_mem_estimate *e, drift_err *err) {
+int drift_memplan_estimate(const drift_model *m, const drift_forward *f, const drift_forward *oracle, int oracle_on_host,
+                           const char *backend, int resident, int sites, drift_mem_estimate *e, drift_err *err) {
     memset(e, 0, sizeof *e);
     e->gpu_limit = e->host_limit = -1;
     if (!backend) backend = "cpu";
@@ -148,7 +147,7 @@ int drift_memplan_estimate(const drift_model *m, const drift_forward *f, const d
     if (oracle) {
         int64_t opeak = 0, ores = 0, osites = 0;
         char ob[64];
-        const int on_host = strcmp(drift_oracle_backend(backend, ob, sizeof ob), "ref") == 0;
+        const int on_host = strcmp(drift_oracle_backend(backend, oracle_on_host, ob, sizeof ob), "ref") == 0;
         /* on a GPU the oracle keeps its fp64 parameters resident between steps */
         if ((rc = simulate(oracle->assigned, 2, !on_host, sites, &opeak, &ores, &osites, err))) return rc;
         if (on_host) {

@@ -13,9 +13,10 @@
  * oracle's run when --ref oracle (parameters and activations on the host),
  * the reference site values kept per step (every site, or only the output
  * with --output-only), the replayed output. Fixed allowances: 256 MiB of GPU
- * workspace (cuBLASLt, attention scratch up to DRIFT_CUDA_ATTN_SCRATCH) and
+ * workspace (cuBLASLt, attention scratch) and
  * 64 MiB of host overhead.
  *
+ * Where the oracle runs is the caller's choice (oracle_on_host below).
  * Limits: DRIFT_MEM_LIMIT_GPU / DRIFT_MEM_LIMIT_HOST (bytes, suffixes K M G T)
  * override; otherwise the device's free memory (cudaMemGetInfo) and the
  * host's MemAvailable (/proc/meminfo). DRIFT_MEM_PLAN=0 skips the check. */
@@ -25,13 +26,13 @@
 #include <stdint.h>
 
 #include "formats/err.h"
-#include "replay/forward.h"
+#include "replay/exec/forward.h"
 
 /* Where the fp64 oracle of --ref oracle runs: on the replay's GPU (the
  * "ref-cuda:N" backend) when the replay's backend is "cuda[:N]", unless
- * DRIFT_ORACLE_DEVICE=cpu asks for the host ref backend. The backend name
- * into buf ("ref" or "ref-cuda:N"); returns buf. */
-const char *drift_oracle_backend(const char *backend, char *buf, unsigned long bufsz);
+ * on_host asks for the host ref backend (drift_replay_opts.oracle_on_host).
+ * The backend spec into buf ("ref" or "ref-cuda:N"); returns buf. */
+const char *drift_oracle_backend(const char *backend, int on_host, char *buf, unsigned long bufsz);
 
 typedef struct drift_mem_estimate {
     int on_gpu;                  /* the replay's backend is a CUDA device */
@@ -50,9 +51,11 @@ typedef struct drift_mem_estimate {
 
 /* Estimates for forward f of m on backend ("cpu", "cuda[:N]", "ref"), with
  * a device-resident cache when resident, observing sites when sites, plus the
- * fp64 oracle's run when oracle is not NULL. Fills *e including the limits. */
-int drift_memplan_estimate(const drift_model *m, const drift_forward *f, const drift_forward *oracle, const char *backend,
-                           int resident, int sites, drift_mem_estimate *e, drift_err *err);
+ * fp64 oracle's run when oracle is not NULL (where drift_oracle_backend
+ * puts it, given oracle_on_host). Fills *e including the limits. All
+ * arguments borrowed. */
+int drift_memplan_estimate(const drift_model *m, const drift_forward *f, const drift_forward *oracle, int oracle_on_host,
+                           const char *backend, int resident, int sites, drift_mem_estimate *e, drift_err *err);
 /* DRIFT_OK if e fits its limits (or the check is off), else DRIFT_E_NOMEM
  * with "replay needs about X GiB of GPU memory (...) but DEVICE has Y GiB
  * free" and the parts. what names the replay in the message. */

@@ -7,7 +7,7 @@
 
 #include "formats/err.h"
 #include "formats/params_ref.h"
-#include "replay/forward.h"
+#include "replay/exec/forward.h"
 
 /* Fills m->params with every parameter of m's table from the checkpoint ref
  * names, read under root (NULL: m->weights_root, else ref->weights_root),

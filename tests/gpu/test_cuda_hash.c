@@ -1,4 +1,5 @@
-/* drift-sum64 on the GPU (drift_cuda_hash64) equals the host's (drift_hash64)
+/* drift-sum64 on the GPU (drift_recorder_hash64 with a device pointer, the
+ * recorder's kernel) equals the host's (drift_hash64, which replay checks)
  * for lengths 0..64, odd large ones, unaligned device pointers and a buffer
  * with one byte changed; two runs are equal. Skips without a GPU. */
 #include "gpu_check.h"
@@ -6,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "formats/hash64.h"
+#include "recorder/recorder.h"
 
 int main(void) {
     gc_require_gpu("test_cuda_hash");
@@ -35,18 +37,18 @@ int main(void) {
         for (size_t off = 0; off < 8; off += (lens[k] > 100 ? 3 : 1)) {
             gc_case_set("n %zu offset %zu", lens[k], off);
             uint64_t want = drift_hash64(h + off, lens[k], 4), got = 0, again = 0;
-            GC_CHECK(drift_cuda_hash64(d + off, lens[k], NULL, &got, &e) == 0, "%s", gc_errstr(&e));
-            GC_CHECK(drift_cuda_hash64(d + off, lens[k], NULL, &again, &e) == 0, "%s", gc_errstr(&e));
+            GC_CHECK(drift_recorder_hash64(d + off, lens[k], 1, NULL, &got, &e) == 0, "%s", gc_errstr(&e));
+            GC_CHECK(drift_recorder_hash64(d + off, lens[k], 1, NULL, &again, &e) == 0, "%s", gc_errstr(&e));
             GC_CHECK(got == want, "device %016llx host %016llx", (unsigned long long)got, (unsigned long long)want);
             GC_CHECK(got == again, "two device runs differ");
         }
     /* one byte changed on the device changes the hash */
     gc_case_set("one byte changed");
     uint64_t before = 0, after = 0;
-    drift_cuda_hash64(d, big, NULL, &before, &e);
+    drift_recorder_hash64(d, big, 1, NULL, &before, &e);
     unsigned char x = (unsigned char)(h[big / 2] ^ 0x20);
     cudaMemcpy(d + big / 2, &x, 1, cudaMemcpyHostToDevice);
-    drift_cuda_hash64(d, big, NULL, &after, &e);
+    drift_recorder_hash64(d, big, 1, NULL, &after, &e);
     GC_CHECK(before != after, "hash unchanged");
     h[big / 2] = x;
     GC_CHECK(after == drift_hash64(h, big, 4), "host and device disagree after the change");
@@ -55,7 +57,7 @@ int main(void) {
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     cudaEventRecord(a, NULL);
-    for (int i = 0; i < 10; i++) drift_cuda_hash64(d, big, NULL, &after, &e);
+    for (int i = 0; i < 10; i++) drift_recorder_hash64(d, big, 1, NULL, &after, &e);
     cudaEventRecord(b, NULL);
     cudaEventSynchronize(b);
     float ms = 0;

@@ -9,8 +9,8 @@
  * a GPU. */
 #include "gpu_check.h"
 
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static drift_backend *CPU, *GPU, *GPU_CHUNKED;
 
@@ -46,8 +46,8 @@ static int upload(const drift_backend *be, const hbuf *h, drift_tensor *t) {
     t->dtype = DRIFT_F64;
     t->ndim = h->ndim;
     memcpy(t->shape, h->shape, sizeof t->shape);
-    if (be->alloc(be, t, &e) || be->upload_f64(be, t, h->v, &e)) {
-        GC_CHECK(0, "upload on %s: %s", be->name, gc_errstr(&e));
+    if (drift_backend_alloc(be, t, &e) || drift_backend_upload_f64(be, t, h->v, &e)) {
+        GC_CHECK(0, "upload on %s: %s", drift_backend_name(be), gc_errstr(&e));
         return -1;
     }
     return 0;
@@ -75,19 +75,19 @@ static double *run_on(const drift_backend *be, const drift_op *op, hbuf *const *
     to.ndim = nd;
     memcpy(to.shape, shape, sizeof to.shape);
     double *out = NULL;
-    if (be->alloc(be, &to, &e) == 0) {
+    if (drift_backend_alloc(be, &to, &e) == 0) {
         out = malloc((size_t)(to.numel ? to.numel : 1) * sizeof *out);
-        if (be->run(be, op, tp, &to, &e) || be->download_f64(be, &to, out, &e)) {
-            GC_CHECK(0, "run on %s: %s", be->name, gc_errstr(&e));
+        if (drift_backend_run(be, op, tp, &to, &e) || drift_backend_download_f64(be, &to, out, &e)) {
+            GC_CHECK(0, "run on %s: %s", drift_backend_name(be), gc_errstr(&e));
             free(out);
             out = NULL;
         }
         *out_n = to.numel;
-        be->release(be, &to);
+        drift_backend_release(be, &to);
     } else {
-        GC_CHECK(0, "alloc out on %s: %s", be->name, gc_errstr(&e));
+        GC_CHECK(0, "alloc out on %s: %s", drift_backend_name(be), gc_errstr(&e));
     }
-    for (int i = 0; i < n_in; i++) be->release(be, &ti[i]);
+    for (int i = 0; i < n_in; i++) drift_backend_release(be, &ti[i]);
     return out;
 }
 
@@ -252,6 +252,114 @@ static void test_ops(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->v);
 }
 
+/* Spec options: attn_scratch only, in range; the device number must exist. */
+static void test_specs(void) {
+    static const char *bad[] = {"ref-cuda:0:gemm=naive", "ref-cuda:0:attn_scratch=0", "ref-cuda:0:attn_scratch=x",
+                                "ref-cuda:0:threads=2"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        gc_case_set("spec %s", bad[i]);
+        drift_backend *be = NULL;
+        drift_err e;
+        drift_err_clear(&e);
+        GC_CHECK(drift_backend_create(bad[i], &be, &e) == DRIFT_E_INPUT && !be, "expected DRIFT_E_INPUT, got %d (%s)",
+                 e.code, gc_errstr(&e));
+        drift_backend_free(be);
+    }
+    gc_case_set("spec ref-cuda:%d", drift_cuda_device_count());
+    char spec[32];
+    snprintf(spec, sizeof spec, "ref-cuda:%d", drift_cuda_device_count());
+    drift_backend *be = NULL;
+    drift_err e;
+    GC_CHECK(drift_backend_create(spec, &be, &e) == DRIFT_E_UNSUPPORTED && !be, "a missing device: got %d", e.code);
+    drift_backend_free(be);
+    gc_case_set("spec name");
+    GC_CHECK(strcmp(drift_backend_name(GPU), "ref-cuda:0") == 0, "name %s", drift_backend_name(GPU));
+}
+
+/* The ATen-level ops of captured graphs (backend.h DRIFT_OP_UNARY ..
+ * DRIFT_OP_FILL), as kernels/ref/ref_aten_ops.c computes them. */
+static void test_aten_ops(void) {
+    int64_t s1[1] = {20011}, s3[3] = {4, 7, 5};
+    hbuf x = hb(1, s1, 2.0, 0.02), pos = hb(1, s1, 1.0, 0), small = hb(1, s1, 0.5, 0), ax = hb(3, s3, 1.0, 0.01);
+    for (int64_t i = 0; i < pos.n; i++) pos.v[i] = fabs(pos.v[i]) + 1e-3;
+    for (int64_t i = 0; i < x.n; i += 97) x.v[i] = 0.0; /* MASK_BIAS sees zeros */
+    hbuf *in_x[1] = {&x}, *in_pos[1] = {&pos}, *in_small[1] = {&small}, *in_ax[1] = {&ax};
+    char l[96];
+    for (int sub = 0; sub < DRIFT_UNARY_COUNT; sub++) {
+        drift_op op = mk(DRIFT_OP_UNARY, 1);
+        op.sub = sub;
+        snprintf(l, sizeof l, "unary %s", drift_op_sub_name(DRIFT_OP_UNARY, sub));
+        compare_op(l, &op, in_x, 1, 0, NULL);
+        if (sub == DRIFT_UNARY_RSQRT || sub == DRIFT_UNARY_SQRT) {
+            snprintf(l, sizeof l, "unary %s (positive)", drift_op_sub_name(DRIFT_OP_UNARY, sub));
+            compare_op(l, &op, in_pos, 1, 0, NULL);
+        }
+    }
+    const double pows[] = {2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.7};
+    for (int sub = 0; sub < DRIFT_SCALAR_COUNT; sub++) {
+        const int is_pow = sub == DRIFT_SCALAR_POW;
+        for (size_t k = 0; k < (is_pow ? sizeof pows / sizeof *pows : 1); k++) {
+            drift_op op = mk(DRIFT_OP_SCALAR, 1);
+            op.sub = sub;
+            op.scalar = is_pow ? pows[k] : sub == DRIFT_SCALAR_RPOW ? 2.0 : sub == DRIFT_SCALAR_DIV ? 3.0 : 0.1;
+            snprintf(l, sizeof l, "scalar %s %g", drift_op_sub_name(DRIFT_OP_SCALAR, sub), op.scalar);
+            compare_op(l, &op, is_pow ? in_pos : sub == DRIFT_SCALAR_RPOW ? in_small : in_x, 1, 0, NULL);
+        }
+    }
+    /* DIV (and ADD) broadcasting both operands: [2, 1, 50] with [3, 1] -> [2, 3, 50] */
+    int64_t da[3] = {2, 1, 50}, db[2] = {3, 1}, dc[3] = {2, 3, 50};
+    hbuf a = hb(3, da, 1.0, 0.01), b = hb(2, db, 1.0, 0), c = hb(3, dc, 1.0, 0.01);
+    for (int64_t i = 0; i < b.n; i++) b.v[i] += b.v[i] >= 0 ? 0.5 : -0.5;
+    hbuf *in_ab[2] = {&a, &b}, *in_cb[2] = {&c, &b};
+    const drift_op_kind kinds[2] = {DRIFT_OP_DIV, DRIFT_OP_ADD};
+    for (int k = 0; k < 2; k++) {
+        drift_op op = mk(kinds[k], 2);
+        snprintf(l, sizeof l, "%s both broadcast", drift_op_name(kinds[k]));
+        compare_op(l, &op, in_ab, 2, 0, NULL);
+        snprintf(l, sizeof l, "%s in1 broadcast", drift_op_name(kinds[k]));
+        compare_op(l, &op, in_cb, 2, 0, NULL);
+    }
+    const int dims[4] = {0, 1, 2, -1};
+    for (int sub = 0; sub < DRIFT_REDUCE_COUNT; sub++)
+        for (int k = 0; k < 4; k++) {
+            drift_op op = mk(DRIFT_OP_REDUCE, 1);
+            op.sub = sub;
+            op.dim = dims[k];
+            snprintf(l, sizeof l, "reduce %s dim %d", drift_op_sub_name(DRIFT_OP_REDUCE, sub), dims[k]);
+            compare_op(l, &op, in_ax, 1, 0, NULL);
+        }
+    /* as_strided gathers (one with an expanded dim) and a scatter into the same region */
+    drift_op op = mk(DRIFT_OP_STRIDED, 1);
+    int64_t rs[2] = {3, 4}, es[3] = {2, 3, 5};
+    op.start = 5;
+    op.stride[0] = 10, op.stride[1] = 2;
+    compare_op("strided", &op, in_ax, 1, 2, rs);
+    op.start = 3;
+    op.stride[0] = 0, op.stride[1] = 5, op.stride[2] = 1;
+    compare_op("strided expand", &op, in_ax, 1, 3, es);
+    hbuf src = hb(2, rs, 1.0, 0);
+    hbuf *in_sc[2] = {&ax, &src};
+    op = mk(DRIFT_OP_SCATTER, 2);
+    op.start = 5;
+    op.stride[0] = 10, op.stride[1] = 2;
+    compare_op("scatter", &op, in_sc, 2, 0, NULL);
+    /* fills: requested shape (no input) and an input's shape */
+    int64_t fs[2] = {37, 29};
+    for (int sub = 0; sub < 3; sub++) {
+        op = mk(DRIFT_OP_FILL, 0);
+        op.sub = sub;
+        op.scalar = sub == 2 ? -1.0 : 0.5;
+        op.step = sub == 2 ? 3.0 : 0.25;
+        snprintf(l, sizeof l, "fill %d", sub);
+        compare_op(l, &op, NULL, 0, 2, fs);
+        op.n_in = 1;
+        snprintf(l, sizeof l, "fill %d like an input", sub);
+        compare_op(l, &op, in_ax, 1, 0, NULL);
+    }
+    hbuf *all[] = {&x, &pos, &small, &ax, &a, &b, &c, &src};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->v);
+}
+
 static void test_metrics(void) {
     gc_case_set("metrics");
     int64_t s[1] = {300007};
@@ -263,8 +371,8 @@ static void test_metrics(void) {
     drift_metric_acc_init(&b);
     drift_err e;
     if (upload(CPU, &t, &tc) || upload(CPU, &r, &rcpu) || upload(GPU, &t, &tg) || upload(GPU, &r, &rg)) return;
-    GC_CHECK(CPU->metrics(CPU, &tc, &rcpu, &a, &e) == 0, "cpu metrics: %s", gc_errstr(&e));
-    GC_CHECK(GPU->metrics(GPU, &tg, &rg, &b, &e) == 0, "gpu metrics: %s", gc_errstr(&e));
+    GC_CHECK(drift_backend_metrics(CPU, &tc, &rcpu, &a, &e) == 0, "cpu metrics: %s", gc_errstr(&e));
+    GC_CHECK(drift_backend_metrics(GPU, &tg, &rg, &b, &e) == 0, "gpu metrics: %s", gc_errstr(&e));
     GC_CHECK(a.numel == b.numel && a.n_diff == b.n_diff && a.nan_t == b.nan_t && a.inf_t == b.inf_t &&
                  a.nan_r == b.nan_r && a.inf_r == b.inf_r,
              "counts differ");
@@ -274,10 +382,10 @@ static void test_metrics(void) {
            pb[5] = {b.sum_abs_diff, b.sum_sq_diff, b.sum_tr, b.sum_tt, b.sum_rr};
     for (int i = 0; i < 5; i++)
         GC_CHECK(fabs(pa[i] - pb[i]) <= 1e-12 * fabs(pa[i]) + 1e-300, "sum %d: cpu %.17g gpu %.17g", i, pa[i], pb[i]);
-    CPU->release(CPU, &tc);
-    CPU->release(CPU, &rcpu);
-    GPU->release(GPU, &tg);
-    GPU->release(GPU, &rg);
+    drift_backend_release(CPU, &tc);
+    drift_backend_release(CPU, &rcpu);
+    drift_backend_release(GPU, &tg);
+    drift_backend_release(GPU, &rg);
     free(t.v);
     free(r.v);
 }
@@ -323,13 +431,13 @@ int main(void) {
         printf("cannot create the backends: %s\n", gc_errstr(&e));
         return 1;
     }
-    setenv("DRIFT_CUDA_ATTN_SCRATCH", "2000", 1); /* a few query rows per chunk */
-    if (drift_backend_create("ref-cuda:0", &GPU_CHUNKED, &e)) {
+    if (drift_backend_create("ref-cuda:0:attn_scratch=2000", &GPU_CHUNKED, &e)) { /* a few query rows per chunk */
         printf("cannot create the chunked backend: %s\n", gc_errstr(&e));
         return 1;
     }
-    unsetenv("DRIFT_CUDA_ATTN_SCRATCH");
+    test_specs();
     test_ops();
+    test_aten_ops();
     test_metrics();
     test_forward();
     drift_backend_free(CPU);

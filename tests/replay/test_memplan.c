@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "replay/exec/memplan.h"
-#include "replay/forward.h"
+#include "replay/exec/forward.h"
 
 static void estimate(const char *spec, const char *backend, int sites, int oracle, drift_mem_estimate *e,
                      int64_t *param_fixed_gpu) {
@@ -26,7 +26,7 @@ static void estimate(const char *spec, const char *backend, int sites, int oracl
     assert_int_equal(drift_forward_prepare(m, &plan, DRIFT_SIDE_TRAINER, NULL, &f, &err), DRIFT_OK);
     if (oracle) assert_int_equal(drift_forward_prepare(m, NULL, DRIFT_SIDE_ORACLE, NULL, &fo, &err), DRIFT_OK);
     int on_gpu = strncmp(backend, "cuda", 4) == 0;
-    assert_int_equal(drift_memplan_estimate(m, f, fo, backend, on_gpu, sites, e, &err), DRIFT_OK);
+    assert_int_equal(drift_memplan_estimate(m, f, fo, 0, backend, on_gpu, sites, e, &err), DRIFT_OK);
     if (param_fixed_gpu) {
         /* an independent count: every parameter leaf in its stored dtype plus every cast of one */
         int64_t b = 0;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static void same_sets(const drift_hostset *a, const drift_hostset *b) {
     assert_int_equal(drift_hostset_count(a), drift_hostset_count(b));
