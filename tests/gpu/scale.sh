@@ -3,11 +3,15 @@
 # seconds (default 570: the device tool's 10-minute limit less a margin).
 # Every step runs under `timeout` with what is left of the budget; a section
 # that cannot start in the time left says SKIP with the reason. Sections
-# (SECTIONS, default "build seed oracle big"), in this order:
+# (SECTIONS, default "build tests seed oracle big"), in this order:
 #
-#  build   only when $BUILD/drift or $BUILD/bench_seed is missing (or
+#  build   only when one of the programs below is missing from $BUILD (or
 #          BUILD_FIRST=1): tests/gpu/run.sh STAGES=build with the targets
 #          this script needs (PREFIX / DEBS as run.sh takes them).
+#  tests   the GPU tests of issue 18: gpu_test_cuda_ref_oracle (every op of
+#          ref-cuda:0 against the CPU oracle to 1e-12, ATen-level ops
+#          included; metrics; a Wan oracle forward) and gpu_test_cuda_hash
+#          (the recorder's device drift-sum64 against the host's).
 #  seed    bench_seed: the 1.3 B parameters of Wan2.1-1.3B widths seeded on
 #          all cores (target < 3 s), bit for bit equal on half the threads.
 #          Baseline: 33 M parameters/s, the single-threaded seeding measured
@@ -50,7 +54,7 @@ set -u
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-/tmp/drift-gpu-build}
 OUT=${OUT:-$SRC/gpu-out}
-SECTIONS=${SECTIONS:-build seed oracle big}
+SECTIONS=${SECTIONS:-build tests seed oracle big}
 LAYERS=${LAYERS:-40}
 BUDGET=${BUDGET:-570}
 ORACLE_STEPS=${ORACLE_STEPS:-2}
@@ -100,11 +104,17 @@ enough() {
 timed_out() { [ "$1" -eq 124 ] && out "SKIP $2: timed out (budget)"; }
 
 # ---------------------------------------------------------------- build
-if has build && { [ "${BUILD_FIRST:-0}" = 1 ] || [ ! -x "$D" ] || [ ! -x "$BUILD/bench_seed" ]; }; then
+NEED="drift bench_seed gpu_test_cuda_ref_oracle gpu_test_cuda_hash"
+exe() { case $1 in gpu_*) echo "$BUILD/tests/$1" ;; *) echo "$BUILD/$1" ;; esac; }
+missing=""
+for t in $NEED; do [ -x "$(exe "$t")" ] || missing="$missing $t"; done
+if has build && { [ "${BUILD_FIRST:-0}" = 1 ] || [ -n "$missing" ]; }; then
   echo "$(stamp) build (log: $L/build/build.log)"
-  BUILD=$BUILD OUT="$L/build" STAGES=build BUILD_TARGETS="drift bench_seed" \
+  BUILD=$BUILD OUT="$L/build" STAGES=build BUILD_TARGETS="$NEED" \
     timeout $(($(left) - 60)) bash "$SRC/tests/gpu/run.sh" > "$L/build.log" 2>&1
-  check "build: drift and bench_seed built ($(($(date +%s) - T0)) s)" "[ -x '$D' ] && [ -x '$BUILD/bench_seed' ]"
+  missing=""
+  for t in $NEED; do [ -x "$(exe "$t")" ] || missing="$missing $t"; done
+  check "build: $NEED ($(($(date +%s) - T0)) s)" "[ -z '$missing' ]"
 fi
 if [ ! -x "$D" ]; then
   out "FAIL no drift binary at $D (SECTIONS=build, or BUILD=a CUDA build of drift)"
@@ -112,6 +122,15 @@ if [ ! -x "$D" ]; then
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/SCALE gpu: /' | tee -a "$SUM"
 say "host: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(df -h "$W" | awk 'NR == 2 {print $4}') free under $W"
+
+# ---------------------------------------------------------------- tests
+if has tests && enough tests 30; then
+  for t in gpu_test_cuda_ref_oracle gpu_test_cuda_hash; do
+    (cd "$BUILD" && bounded "$t" 120 "$(exe "$t")"); rc=$?
+    tail -n 3 "$L/$t.log"
+    check "tests: $t (exit $rc): $(grep -E '^test_[a-z0-9_]+: [0-9]+ passed' "$L/$t.log" | tail -n1)" "[ $rc -eq 0 ]"
+  done
+fi
 
 # ---------------------------------------------------------------- seed
 if has seed && enough seed 30; then
