@@ -20,9 +20,11 @@ const char *drift_memplan_bytes(int64_t b, char *buf, unsigned long bufsz) {
 }
 
 const char *drift_oracle_backend(const char *backend, int on_host, char *buf, unsigned long bufsz) {
-    if (backend && strncmp(backend, "cuda", 4) == 0 && !on_host)
-        snprintf(buf, bufsz, "ref-%s", backend);
-    else
+    if (backend && strncmp(backend, "cuda", 4) == 0 && !on_host) {
+        /* the device number only: the cuda kernel options of the spec ("cuda:1:gemm=naive") are not ref-cuda's */
+        int dev = backend[4] == ':' && backend[5] >= '0' && backend[5] <= '9' ? atoi(backend + 5) : 0;
+        snprintf(buf, bufsz, "ref-cuda:%d", dev);
+    } else
         snprintf(buf, bufsz, "ref");
     return buf;
 }

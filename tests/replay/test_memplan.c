@@ -108,8 +108,21 @@ static void test_check_refuses(void **state) {
     unsetenv("DRIFT_MEM_LIMIT_HOST");
 }
 
+/* Where --ref oracle runs: the replay's GPU by number only, or the host. */
+static void test_oracle_backend(void **state) {
+    (void)state;
+    char b[64];
+    assert_string_equal(drift_oracle_backend("cuda", 0, b, sizeof b), "ref-cuda:0");
+    assert_string_equal(drift_oracle_backend("cuda:3", 0, b, sizeof b), "ref-cuda:3");
+    assert_string_equal(drift_oracle_backend("cuda:2:gemm=naive", 0, b, sizeof b), "ref-cuda:2");
+    assert_string_equal(drift_oracle_backend("cuda:i64=1", 0, b, sizeof b), "ref-cuda:0");
+    assert_string_equal(drift_oracle_backend("cuda:1", 1, b, sizeof b), "ref");
+    assert_string_equal(drift_oracle_backend("cpu", 0, b, sizeof b), "ref");
+    assert_string_equal(drift_oracle_backend(NULL, 0, b, sizeof b), "ref");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_estimate_follows_inputs),
-                                       cmocka_unit_test(test_check_refuses)};
+                                       cmocka_unit_test(test_check_refuses), cmocka_unit_test(test_oracle_backend)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
