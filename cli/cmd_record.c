@@ -11,7 +11,8 @@
 static const char *const HELP =
     "usage: drift record --synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
     "                    [--seed S] [--weights FILE.safetensors] [--eta E] [--shift S]\n"
-    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] [--sites GLOBS] -o TRACE\n"
+    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] [--sites GLOBS]\n"
+    "                    [--params-ref DIR] -o TRACE\n"
     "\n"
     "Records a synthetic frozen-weight debug run: one denoising trajectory of the\n"
     "model with seeded weights. At each of N denoising steps the rollout side's\n"
@@ -27,6 +28,10 @@ static const char *const HELP =
     "  --rollout-plan P     JSON dtype plan of the rollout (sglang_dit_precision applies)\n"
     "  --seed S             weights, inputs and SDE noise (default 0)\n"
     "  --weights FILE       real weights from a .safetensors file (diffusers names) instead of seeded ones\n"
+    "  --params-ref DIR     weights from the safetensors checkpoint DIR (a sharded diffusers index,\n"
+    "                       or one .safetensors; `drift weights` writes one from a seed), stored\n"
+    "                       in both traces by reference (file, dtype, shape, content hash per\n"
+    "                       tensor) instead of as values\n"
     "  --eta E              SDE noise level (default 0.7); --shift S schedule shift (default 3)\n"
     "  --device D           cpu (default) or cuda[:N]\n"
     "  --rank R, --world-size W  rank and world size written into the traces (default 0 of 1):\n"
@@ -82,6 +87,7 @@ int drift_cmd_record(int argc, char **argv) {
         OPT("--out", out)
         OPT("--device", o.backend)
         OPT("--weights", o.weights)
+        OPT("--params-ref", o.params_ref)
         {
             /* hidden (tests): wait after each committed step, so that a live
              * reader sees the steps arrive over time */

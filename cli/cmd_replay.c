@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
+#include "cli/load_report.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/report.h"
@@ -15,7 +16,7 @@ static const char *const HELP =
     "usage: drift replay TRACE (--plan P | flags) [--side trainer|rollout]\n"
     "                    [--ref trainer|rollout|oracle|TRACE2] [--device cpu|cuda[:N]]\n"
     "                    [--devices D1,D2,... [--fsdp]] [--mpi]\n"
-    "                    [--steps A:B] [--output-only] [-o RESULT] [--json]\n"
+    "                    [--steps A:B] [--output-only] [--weights-root DIR] [-o RESULT] [--json]\n"
     "\n"
     "TRACE may be a drift merge index: INDEX reads its lowest rank, INDEX#rank=N rank N.\n"
     "\n"
@@ -25,7 +26,9 @@ static const char *const HELP =
     "  --ref trainer   the trace's own sites (default): with the plan it was\n"
     "                  recorded with, a same-backend replay is bitwise equal\n"
     "  --ref rollout   the rollout side (NAME.rollout.h5 beside TRACE)\n"
-    "  --ref oracle    the same graph in fp64; also each side's RMSE to it\n"
+    "  --ref oracle    the same graph in fp64; also each side's RMSE to it (with\n"
+    "                  --device cuda[:N] on that GPU, ref-cuda:N; on the host\n"
+    "                  when DRIFT_ORACLE_DEVICE=cpu)\n"
     "  --ref PATH      any other trace\n"
     "The first divergent site of each step (the first one not bitwise equal) is\n"
     "where a plan difference first touches the numbers.\n"
@@ -34,6 +37,9 @@ static const char *const HELP =
     "  --side S         which forward dtype of the plan applies (default trainer)\n"
     "  --steps A:B      trace steps to replay (inclusive; A:, :B, A)\n"
     "  --output-only    compare only output:noise_pred (faster)\n"
+    "  --weights-root DIR  where the checkpoint of a trace recorded with parameters by\n"
+    "                   reference lives now (default: the root recorded in the trace); every\n"
+    "                   tensor's content hash is checked (exit 2 naming tensor and file)\n"
     "  -o RESULT        write the metrics, log-prob metrics and the replayed output\n"
     "                   (output:noise_pred, per step) to a replay trace\n"
     "\n"
@@ -78,6 +84,9 @@ int drift_cmd_replay(int argc, char **argv) {
         } else if ((m = drift_cli_opt(argc, argv, &i, "--devices", &v)) != 0) {
             if (m < 0) return drift_cli_usage_error("replay", "--devices needs a value (e.g. cuda:0,cuda:1)");
             o.devices = v;
+        } else if ((m = drift_cli_opt(argc, argv, &i, "--weights-root", &v)) != 0) {
+            if (m < 0) return drift_cli_usage_error("replay", "--weights-root needs a directory");
+            o.weights_root = v;
         } else if ((m = drift_cli_opt(argc, argv, &i, "--ref", &v)) != 0) {
             if (m < 0) return drift_cli_usage_error("replay", "--ref needs a value");
             ref = v;
@@ -117,6 +126,9 @@ int drift_cmd_replay(int argc, char **argv) {
         else if (strcmp(ref, "oracle") == 0) o.ref = DRIFT_REF_ORACLE;
         else { o.ref = DRIFT_REF_TRACE; o.ref_path = ref; }
     }
+    /* --ref oracle on a GPU replay runs on that GPU (ref-cuda:N); DRIFT_ORACLE_DEVICE=cpu keeps it on the host */
+    const char *oracle_dev = getenv("DRIFT_ORACLE_DEVICE");
+    o.oracle_on_host = oracle_dev && strcmp(oracle_dev, "cpu") == 0;
     if (o.devices && device_given) return drift_cli_usage_error("replay", "give --device or --devices, not both");
     if (o.devices && mpi_flag) return drift_cli_usage_error("replay", "--devices and --mpi do not combine (one device per rank)");
     drift_err err;
@@ -181,6 +193,7 @@ int drift_cmd_replay(int argc, char **argv) {
                         (long long)rep.fsdp_params, (long long)rep.fsdp_collectives, (long long)rep.fsdp_shard_bytes,
                         (long long)rep.fsdp_gathered_bytes);
         }
+        drift_cli_print_load("replay", &rep);
         if (json) code = drift_report_replay_json(&po, &rep, stdout);
         else drift_report_replay_text(&po, &rep, stdout);
     }

@@ -24,6 +24,7 @@ static const cmd_entry commands[] = {
     {"top", drift_cmd_top, "live dashboard (ncurses, --against: two traces live) or --batch table"},
     {"merge", drift_cmd_merge, "one index file over per-rank traces"},
     {"report", drift_cmd_report, "a self-contained HTML report: heatmap, first divergence, curves, plans, culprits"},
+    {"weights", drift_cmd_weights, "write a model's seeded parameters as a sharded safetensors checkpoint"},
 };
 
 static void usage(FILE *f) {
