@@ -1,8 +1,10 @@
 /* The `drift` command: subcommand dispatch (DESIGN.md s9). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "formats/trace.h"
 
 typedef struct cmd_entry {
     const char *name;
@@ -40,6 +42,8 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    drift_trace_process_init(); /* before any HDF5 call: no crash at exit after a failed close */
+    signal(SIGXFSZ, SIG_IGN);   /* `ulimit -f`: a write past it fails (EFBIG) and is reported, not a kill */
     if (argc < 2) {
         usage(stderr);
         return 2;

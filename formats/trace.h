@@ -416,4 +416,10 @@ void drift_trace_check_report_free(drift_trace_check_report *rep);
  * unchanged (DRIFT_OK). */
 int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err);
 
+/* Call first in main(), before any other HDF5 use: replaces HDF5's exit
+ * cleanup with one that is skipped after a file failed to close (HDF5 1.10
+ * crashes closing such a file again at exit: docs/RELIABILITY.md, attack 1).
+ * Owns nothing; idempotent. */
+void drift_trace_process_init(void);
+
 #endif

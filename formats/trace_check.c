@@ -539,7 +539,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
                     trim_path(f, TR_METRIC_NAMES, k.names, &cut)))
             rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
     }
-    if (H5Fclose(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
+    if (tr_h5_close_file(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
     f = H5I_INVALID_HID;
     if (!rc) {
         /* Must now open for an ordinary reader. */
@@ -553,7 +553,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
      * the file now opens plainly, untrimmed (readers ignore what has no
      * commit row). */
 done:
-    if (f >= 0) H5Fclose(f);
+    if (f >= 0) tr_h5_close_file(f);
     if (fapl >= 0) H5Pclose(fapl);
     free_keep(&k);
     if (trimmed) *trimmed = cut;

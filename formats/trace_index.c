@@ -51,7 +51,7 @@ static const char *where2(char *buf, size_t sz, const char *a, const char *b) {
 static void hclose_any(hid_t *h) {
     if (*h >= 0) {
         H5I_type_t t = H5Iget_type(*h);
-        if (t == H5I_FILE) H5Fclose(*h);
+        if (t == H5I_FILE) tr_h5_close_file(*h);
         else if (t == H5I_GROUP) H5Gclose(*h);
         else if (t == H5I_DATASET) H5Dclose(*h);
         else if (t == H5I_DATASPACE) H5Sclose(*h);
@@ -708,7 +708,7 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     H5Gclose(rg);
     for (size_t i = 0; i < o->n_inputs && !rc; i++) rc = merge_rank(f, out_dir, &in[i], err);
     if (rc) goto done;
-    if (H5Fclose(f) < 0) {
+    if (tr_h5_close_file(f) < 0) {
         f = H5I_INVALID_HID;
         rc = tr_h5_fail(err, DRIFT_E_IO, tmp, "/", "cannot close the index");
         goto done;
@@ -915,7 +915,7 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
     ix_walk wk = {.merge = 0, .src_label = base, .src_file = src, .src_path = resolved, .vds_expect = recesc,
                   .vds_abs = absesc};
     if ((rc = walk(&wk, g, "", vf, 0, err))) goto done;
-    if (H5Fclose(vf) < 0) {
+    if (tr_h5_close_file(vf) < 0) {
         vf = H5I_INVALID_HID;
         rc = tr_h5_fail(err, DRIFT_E_IO, tmpl, "/", "cannot write the index view");
         goto done;
@@ -957,6 +957,7 @@ int tr_index_reader_open_file(drift_trace_reader *r, drift_err *err) {
     if (rc) return rc;
     r->file = v;
     r->swmr = r->unclean = 0; /* a snapshot: follow mode sees no new steps */
+    r->view = 1;              /* its datasets are virtual, over the rank file */
     return DRIFT_OK;
 }
 
