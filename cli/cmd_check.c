@@ -40,6 +40,7 @@ static void print_json(const char *path, const drift_trace_check_report *rep, in
     drift_json_buf_field_string(&b, "path", path);
     drift_json_buf_field_bool(&b, "ok", rep->n_problems == 0);
     drift_json_buf_field_bool(&b, "unclean", rep->unclean);
+    drift_json_buf_field_string(&b, "ended", rep->ended ? rep->ended : "unknown");
     drift_json_buf_field_bool(&b, "repaired", repaired);
     drift_json_buf_field_int(&b, "trimmed_rows", trimmed);
     drift_json_buf_field_int(&b, "committed_steps", rep->committed_steps);
@@ -66,8 +67,13 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
     printf("trace      %s\n", path);
     if (repaired) printf("repaired   status flags cleared, end of allocation set to the file's end, %lld uncommitted rows trimmed\n",
                          (long long)trimmed);
-    printf("state      %s\n", rep->unclean ? "NOT closed cleanly (writer killed or still writing; read through SWMR)"
-                                           : "closed cleanly");
+    const char *ended = rep->ended ? rep->ended : "unknown";
+    if (!strcmp(ended, "writing")) printf("state      being written (a writer holds its lock; read through SWMR)\n");
+    else if (!strcmp(ended, "killed")) printf("state      NOT closed cleanly: its writer was killed (read through SWMR)\n");
+    else if (!strcmp(ended, "cut short")) printf("state      cut short (its writer stopped while extending it)\n");
+    else if (!strcmp(ended, "failed")) printf("state      closed after a failure (see problems)\n");
+    else if (!strcmp(ended, "closed")) printf("state      closed cleanly\n");
+    else printf("state      %s\n", rep->unclean ? "NOT closed cleanly (read through SWMR)" : "closed, writer state unknown");
     if (rep->committed_steps)
         printf("steps      %lld committed (last step %lld)\n", (long long)rep->committed_steps, (long long)rep->last_step);
     else
@@ -79,7 +85,8 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
            rep->n_buffers, rep->n_metric_rows);
     if (rep->n_problems) {
         printf("problems   %zu\n", rep->n_problems);
-        for (size_t i = 0; i < rep->n_problems; i++) printf("  - %s\n", rep->problems[i]);
+        char safe[4096];
+        for (size_t i = 0; i < rep->n_problems; i++) printf("  - %s\n", drift_cli_printable(rep->problems[i], safe, sizeof safe));
     }
     printf("result     %s\n", rep->n_problems ? "PROBLEMS FOUND" : "ok");
 }

@@ -593,6 +593,41 @@ static int open_tables(drift_trace_reader *r, drift_err *err) {
 }
 
 /* ---------------------------------------------------------------------- */
+typedef struct root_it {
+    drift_trace_reader *r;
+    drift_err *err;
+    int rc;
+    size_t n;
+} root_it;
+
+static herr_t root_cb(hid_t g, const char *link, const H5L_info_t *li, void *data) {
+    root_it *it = data;
+    char obj[300];
+    if (++it->n > 64) return 1; /* the schema has a dozen: the rest is checked where it is opened */
+    snprintf(obj, sizeof obj, "/%.290s", link);
+    return (it->rc = tr_guard_link_info(g, link, li, it->r->path, obj, it->err)) ? -1 : 0;
+}
+
+/* The open policy at the root, whatever the command reads later: every
+ * top-level link is a hard link, and /graph (read on demand) obeys the
+ * dataset policy now, so that no command opens a file another would refuse. */
+static int check_root(drift_trace_reader *r, drift_err *err) {
+    root_it it = {r, err, DRIFT_OK, 0};
+    hsize_t pos = 0;
+    if (H5Literate(r->file, H5_INDEX_NAME, H5_ITER_INC, &pos, root_cb, &it) < 0 && !it.rc)
+        it.rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, "/", "unreadable root group");
+    if (it.rc) return it.rc;
+    int ok = tr_guard_path(r->file, TR_GRAPH, r->path, TR_GRAPH, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok == 1) {
+        hid_t ds = H5I_INVALID_HID;
+        int rc = tr_open_dataset(r->file, TR_GRAPH, r->view, r->path, TR_GRAPH, &ds, err);
+        if (rc) return rc;
+        H5Dclose(ds);
+    }
+    return DRIFT_OK;
+}
+
 static void stat_file(drift_trace_reader *r) {
     struct stat st;
     r->file_bytes = !r->view && stat(r->path, &st) == 0 ? (int64_t)st.st_size : 0;
@@ -615,6 +650,7 @@ int drift_trace_reader_open(drift_trace_reader **out, const char *path, drift_tr
     }
     if ((rc = tr_index_reader_open_file(r, err))) goto fail; /* plain trace, or a merge index view */
     stat_file(r);
+    if ((rc = check_root(r, err))) goto fail;
     if ((rc = load_meta(r, err))) goto fail;
     if ((rc = read_status(r, err))) goto fail;
     if ((rc = load_sites(r, err))) goto fail;
@@ -653,6 +689,17 @@ const drift_trace_meta *drift_trace_reader_meta(const drift_trace_reader *r) { r
 int drift_trace_reader_unclean(const drift_trace_reader *r) { return r ? r->unclean : 0; }
 const char *drift_trace_reader_status(const drift_trace_reader *r) { return r ? r->meta_strs[5] : NULL; }
 const char *drift_trace_reader_path(const drift_trace_reader *r) { return r ? r->path : NULL; }
+
+const char *drift_trace_reader_ended(const drift_trace_reader *r) {
+    if (!r) return "unknown";
+    const char *st = r->meta_strs[5];
+    if (r->unclean) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
+    if (!st) return "unknown";
+    if (strncmp(st, "failed", 6) == 0) return "failed";
+    if (strcmp(st, "closed") == 0) return "closed";
+    /* a custom final status (the recorder's): closed, with its own words */
+    return strcmp(st, "recording") == 0 ? "killed" : "closed";
+}
 
 const drift_trace_step *drift_trace_reader_steps(const drift_trace_reader *r, size_t *n) {
     if (n) *n = r ? r->n_steps : 0;
