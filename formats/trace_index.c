@@ -270,6 +270,25 @@ static int copy_fill(hid_t src_dcpl, hid_t dcpl, hid_t type) {
     return rc;
 }
 
+/* Copies scalar dataset ds (type t, at most IX_SCALAR_BYTES_MAX bytes) into
+ * dst as name, by reading and writing: H5Ocopy crashes inside HDF5 1.10
+ * (H5T_close_real) when the destination's write fails on a full disk. */
+static int copy_scalar(hid_t ds, hid_t t, hid_t dst, const char *name) {
+    size_t sz = H5Tget_size(t);
+    if (sz == 0 || sz > IX_SCALAR_BYTES_MAX || H5Tget_class(t) != H5T_STRING) return -1;
+    char *buf = drift_malloc(sz);
+    hid_t sp = H5Screate(H5S_SCALAR), out = H5I_INVALID_HID;
+    int rc = -1;
+    if (buf && sp >= 0 && H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
+        (out = H5Dcreate2(dst, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Dwrite(out, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0)
+        rc = 0;
+    if (out >= 0 && H5Dclose(out) < 0) rc = -1;
+    if (sp >= 0) H5Sclose(sp);
+    drift_free(buf);
+    return rc;
+}
+
 /* Merge: a virtual dataset in dst over the first rows of src dataset at path. */
 static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char *path, hid_t dst, drift_err *err) {
     int rc = DRIFT_OK;
@@ -290,7 +309,7 @@ static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char
                                (unsigned long long)IX_SCALAR_BYTES_MAX);
             goto done;
         }
-        if (H5Ocopy(src_grp, name, dst, name, H5P_DEFAULT, H5P_DEFAULT) < 0)
+        if (copy_scalar(ds, t, dst, name) < 0)
             rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the index");
         goto done;
     }
@@ -366,7 +385,7 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
             rc = drift_err_set(err, DRIFT_E_INPUT, where, "expected a virtual dataset (or the scalar graph string)");
             goto done;
         }
-        if (H5Ocopy(src_grp, name, dst, name, H5P_DEFAULT, H5P_DEFAULT) < 0)
+        if (copy_scalar(ds, t, dst, name) < 0)
             rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the view");
         goto done;
     }
@@ -571,6 +590,7 @@ done:
 }
 
 int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
+    tr_guard_init();
     tr_h5_quiet();
     if (!o || !o->out || !o->inputs || o->n_inputs == 0)
         return drift_err_set(err, DRIFT_E_USAGE, NULL, "merge: at least one TRACE and an output path are required");
