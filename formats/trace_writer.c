@@ -212,6 +212,17 @@ static hid_t create_data(drift_trace_writer *w, w_site *s, drift_trace_compress 
     maxd[0] = H5S_UNLIMITED;
     chunk[0] = (hsize_t)k;
     for (int d = 0; d < s->ndim; d++) dims[d + 1] = maxd[d + 1] = chunk[d + 1] = (hsize_t)s->shape[d];
+    /* A record above TR_CHUNK_WRITE_MAX is split into chunks along its
+     * leading dimensions: readers refuse chunks above TR_CHUNK_MAX (a chunk
+     * is decompressed whole). */
+    int64_t cbytes = rec_bytes;
+    for (int d = 1; d <= s->ndim && cbytes > TR_CHUNK_WRITE_MAX; d++) {
+        int64_t inner = cbytes / (int64_t)chunk[d]; /* bytes of one slice along d */
+        int64_t keep = inner > 0 ? TR_CHUNK_WRITE_MAX / inner : 1;
+        if (keep < 1) keep = 1;
+        if (keep < (int64_t)chunk[d]) chunk[d] = (hsize_t)keep;
+        cbytes = inner * (int64_t)chunk[d];
+    }
     hid_t sp = H5Screate_simple(s->ndim + 1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE), ds = -1;
     if (sp < 0 || dcpl < 0 || H5Pset_chunk(dcpl, s->ndim + 1, chunk) < 0) {
         *rc = wfail(w, err, obj, "cannot set up the data dataset");
