@@ -95,6 +95,14 @@ char *drift_plan_to_json(const drift_plan *p);
  * Returns 1 or 0; cannot fail (no allocation; names of any length). */
 int drift_fnmatch(const char *pat, const char *name);
 
+/* Bounded work for plans from strangers (docs/RELIABILITY.md, attack 12):
+ * drift_plan_compile refuses more patterns, a glob with more wildcard
+ * characters ('*', '?', '['), or patterns x parameters matching work (glob
+ * bytes times parameters) above these, with an error naming the limit. */
+#define DRIFT_PLAN_MAX_PATTERNS 1024
+#define DRIFT_PLAN_MAX_WILDCARDS 64
+#define DRIFT_PLAN_MATCH_BUDGET ((uint64_t)1 << 28) /* about 3 s on a slow core */
+
 /* --- compile_param_dtype_maps ------------------------------------------- */
 typedef struct drift_param_override {
     char *local_fqn;             /* owned; wrap-local FQN (root FQN in the root map) */
