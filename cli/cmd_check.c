@@ -8,9 +8,10 @@
 #include "cli/commands.h"
 #include "formats/json.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h"
 
 static const char *const HELP =
-    "usage: drift check TRACE [--repair] [--json]\n"
+    "usage: drift check TRACE [--repair] [--json] [--allow-outside]\n"
     "\n"
     "Validates a drift trace: HDF5 structure, types and sizes of every group,\n"
     "dataset and attribute (docs/format.md), that every record's step has a\n"
@@ -30,6 +31,7 @@ static const char *const HELP =
     "            see exactly the committed steps. Never run it while a writer is\n"
     "            still appending to the file.\n"
     "  --json    one JSON document on stdout\n"
+    "  --allow-outside  an index may read rank files outside its own folder\n"
     "\n"
     "exit: 0 no problems, 1 problems found, 2 bad usage or unreadable trace\n";
 
@@ -100,6 +102,8 @@ int drift_cmd_check(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--allow-outside") == 0) {
+            drift_trace_index_allow_outside(1); /* a merge index may read rank files outside its folder */
         } else if (strcmp(argv[i], "--repair") == 0) {
             repair = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {

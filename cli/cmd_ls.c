@@ -13,7 +13,7 @@
 #include "formats/trace_index.h" /* drift merge index */
 
 static const char *const HELP =
-    "usage: drift ls TRACE [--json]\n"
+    "usage: drift ls TRACE [--json] [--allow-outside]\n"
     "\n"
     "Lists what a drift trace (HDF5, schema v1) holds: its root attributes (side,\n"
     "run id, rank/world size, model family, guidance scale, plan, producer,\n"
@@ -31,6 +31,7 @@ static const char *const HELP =
     "INDEX#rank=N only rank N's view (as every other command reads it).\n"
     "\n"
     "  --json   one JSON document on stdout\n"
+    "  --allow-outside  an index may read rank files outside its own folder\n"
     "\n"
     "exit: 0 listed, 2 bad usage or unreadable trace\n";
 
@@ -376,6 +377,8 @@ int drift_cmd_ls(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--allow-outside") == 0) {
+            drift_trace_index_allow_outside(1); /* a merge index may read rank files outside its folder */
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return drift_cli_usage_error("ls", "unknown option '%s'", argv[i]);
         } else if (!path) {

@@ -32,6 +32,7 @@ _Static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t is 64-bit from HDF5 1.10
 
 #define IX_RANKS "ranks"
 #define IX_SOURCE_ATTR "index_source"   /* per rank group: source path as recorded (unescaped) */
+#define IX_DIGEST_ATTR "index_source_digest" /* per rank group: source_digest of the rank file at merge time */
 #define IX_DEPTH_MAX 8                  /* the schema nests 3 deep */
 #define IX_PATH_MAX 4096
 #define IX_LINK_MAX (3 * DRIFT_TRACE_NAME_MAX + 16)
@@ -552,6 +553,77 @@ static void now_iso(char *buf, size_t sz) {
 }
 
 /* Writes rank in's tree under /ranks/<rank> of the index f. */
+/* The identity of a rank file by content (docs/format.md "Index files"):
+ * FNV-1a 64 over its "plan" and "run_id" attributes and the raw rows of
+ * /steps (each commit row carries its commit time in microseconds): a file
+ * rewritten within the same second, or re-recorded under another plan,
+ * changes it. Hex into out (17 bytes). */
+static int source_digest(hid_t src, const char *label, char *out, drift_err *err) {
+    uint64_t h = 1469598103934665603ull;
+    static const char *const attrs[] = {"plan", "run_id"};
+    for (size_t a = 0; a < 2; a++) {
+        char *v = NULL;
+        if (tr_read_attr_str(src, attrs[a], DRIFT_TRACE_ATTR_MAX, &v, label, "/", err)) return DRIFT_E_INPUT;
+        for (const unsigned char *p = (const unsigned char *)v; *p; p++) h = (h ^ *p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+        drift_free(v);
+    }
+    hid_t ds = H5I_INVALID_HID, t = H5I_INVALID_HID;
+    int rc = tr_open_dataset(src, TR_STEPS, 0, label, TR_STEPS, &ds, err);
+    if (rc) return rc;
+    int rank = 0;
+    int64_t rows = 0;
+    unsigned char *buf = NULL;
+    size_t rs = 0;
+    if ((rc = tr_dataset_dims(ds, 1, &rank, &rows, label, TR_STEPS, err))) goto done;
+    t = H5Dget_type(ds);
+    rs = t >= 0 ? H5Tget_size(t) : 0;
+    int64_t bytes = 0;
+    if (rs == 0 || tr_mul_checked(rows, (int64_t)rs, (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, label, "/steps: unreadable or too large to identify the file");
+        goto done;
+    }
+    if (rows > 0) {
+        if (!(buf = drift_malloc((size_t)bytes))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, label, "out of memory");
+            goto done;
+        }
+        if (H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            rc = tr_h5_fail(err, DRIFT_E_INPUT, label, TR_STEPS, "cannot read the commit rows");
+            goto done;
+        }
+        for (int64_t i = 0; i < bytes; i++) h = (h ^ buf[i]) * 1099511628211ull;
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+done:
+    drift_free(buf);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(ds);
+    return rc;
+}
+
+static int allow_outside = -1; /* -1: from DRIFT_INDEX_ALLOW_OUTSIDE */
+
+void drift_trace_index_allow_outside(int allow) { allow_outside = allow ? 1 : 0; }
+
+static int outside_allowed(void) {
+    if (allow_outside < 0) {
+        const char *e = getenv("DRIFT_INDEX_ALLOW_OUTSIDE");
+        allow_outside = e && e[0] == '1';
+    }
+    return allow_outside;
+}
+
+/* 1 if resolved (an existing file) lies inside the index's folder (or a
+ * folder below it), both after resolving symbolic links. */
+static int inside_index_dir(const char *index_path, const char *resolved) {
+    char dir[IX_PATH_MAX], rd[PATH_MAX], rf[PATH_MAX];
+    if (abs_dir_of(index_path, dir, sizeof dir) != 0 || !realpath(dir, rd) || !realpath(resolved, rf)) return 0;
+    size_t n = strlen(rd);
+    if (n == 1) return 1; /* the index is in "/" */
+    return strncmp(rf, rd, n) == 0 && rf[n] == '/';
+}
+
 static int merge_rank(hid_t f, const char *out_dir, ix_input *in, drift_err *err) {
     int rc = DRIFT_OK;
     hid_t src = H5I_INVALID_HID, g = H5I_INVALID_HID, rg = H5I_INVALID_HID;
@@ -573,8 +645,10 @@ static int merge_rank(hid_t f, const char *out_dir, ix_input *in, drift_err *err
         goto done;
     }
     if ((rc = copy_attrs(src, rg, in->path, "/", err))) goto done;
-    if (tr_write_attr_str(rg, IX_SOURCE_ATTR, rel) != 0) {
-        rc = tr_h5_fail(err, DRIFT_E_IO, in->path, gname, "cannot write the source attribute");
+    char dig[17];
+    if ((rc = source_digest(src, in->path, dig, err))) goto done;
+    if (tr_write_attr_str(rg, IX_SOURCE_ATTR, rel) != 0 || tr_write_attr_str(rg, IX_DIGEST_ATTR, dig) != 0) {
+        rc = tr_h5_fail(err, DRIFT_E_IO, in->path, gname, "cannot write the source attributes");
         goto done;
     }
     ix_walk w = {.merge = 1, .src_label = in->path, .vds_file = relesc, .r = in->r, .sites = sites,
@@ -636,6 +710,12 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
         }
         if (strcmp(in[i].real, out_real) == 0) {
             rc = drift_err_set(err, DRIFT_E_USAGE, in[i].path, "is also the output (-o)");
+            goto done;
+        }
+        if (!outside_allowed() && !inside_index_dir(o->out, in[i].real)) {
+            rc = drift_err_set(err, DRIFT_E_USAGE, in[i].path,
+                               "lies outside the index's folder: an index reads only rank files in its own folder "
+                               "(or below); write the index beside its rank files, or pass --allow-outside");
             goto done;
         }
         const drift_trace_meta *m = drift_trace_reader_meta(in[i].r), *m0 = drift_trace_reader_meta(in[0].r);
@@ -896,6 +976,14 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
                            rank, resolved, recorded, rank);
         goto done;
     }
+    if (!outside_allowed() && !inside_index_dir(base, resolved)) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, label,
+                           "%s: attribute \"%s\" names %s (recorded as \"%s\"), outside the index's folder: drift "
+                           "opens only the index's own rank files " TR_POLICY " (--allow-outside, or "
+                           "DRIFT_INDEX_ALLOW_OUTSIDE=1, accepts it)",
+                           gname, IX_SOURCE_ATTR, resolved, recorded);
+        goto done;
+    }
     if ((src = H5Fopen(resolved, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
         char h5[400];
         tr_h5_msg(h5, sizeof h5);
@@ -904,6 +992,24 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
                            "written (merge reads closed files only)",
                            rank, resolved, h5[0] ? h5 : "unknown HDF5 error");
         goto done;
+    }
+    {
+        char want[64] = "", got[17] = "";
+        if (attr_str_opt(g, IX_DIGEST_ATTR, want, sizeof want) != 0 || !want[0]) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, label,
+                               "%s: no attribute \"%s\" (an index written before drift identified rank files by "
+                               "content): re-run drift merge",
+                               gname, IX_DIGEST_ATTR);
+            goto done;
+        }
+        if ((rc = source_digest(src, resolved, got, err))) goto done;
+        if (strcmp(want, got) != 0) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, label,
+                               "rank %ld's source file %s changed since the merge: its content digest is %s, the index "
+                               "recorded %s (re-run drift merge)",
+                               rank, resolved, got, want);
+            goto done;
+        }
     }
     static const char *const same[] = {"format", "run_id", "rank", "side", "created"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
