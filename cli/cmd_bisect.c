@@ -7,7 +7,7 @@
 #include "cli/bisect_cli.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "replay/replay_trace.h"
+#include "replay/drive/replay_trace.h"
 
 static const char *const HELP =
     "usage: drift bisect TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"

@@ -10,8 +10,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/replay_trace.h"
-#include "replay/synth.h"
+#include "replay/drive/replay_trace.h"
+#include "replay/drive/synth.h"
 
 static const char *const HELP =
     "usage: drift demo [--out DIR] [--device cpu|cuda[:N]] [--cause norm2|rope] [--steps N]\n"

@@ -6,7 +6,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "replay/synth.h"
+#include "replay/drive/synth.h"
 
 static const char *const HELP =
     "usage: drift record --synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"

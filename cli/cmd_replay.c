@@ -7,8 +7,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/comm.h"
-#include "replay/replay_trace.h"
+#include "replay/dist/comm.h"
+#include "replay/drive/replay_trace.h"
 
 static const char *const HELP =
     "usage: drift replay TRACE (--plan P | flags) [--side trainer|rollout]\n"
@@ -148,7 +148,11 @@ int drift_cmd_replay(int argc, char **argv) {
         return drift_cli_usage_error("replay", "--fsdp shards over several devices: give --devices (or run under MPI)");
     }
     drift_plan plan;
-    if (drift_cli_build_plan(&pa, &plan, &err)) return drift_cli_report("replay", &err);
+    if (drift_cli_build_plan(&pa, &plan, &err)) {
+        int prc = drift_cli_report("replay", &err);
+        if (mpi_inited) drift_mpi_finalize(); /* every return after drift_mpi_init finalises */
+        return prc;
+    }
     o.plan = &plan;
     if (drift_cli_progress_enabled() && !json && rank == 0) o.progress = progress;
     drift_replay_report rep;

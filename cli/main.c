@@ -1,10 +1,12 @@
 /* The `drift` command: subcommand dispatch (DESIGN.md s9). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "formats/trace.h"
+#include "kernels/backend.h"
 
 typedef struct cmd_entry {
     const char *name;
@@ -44,6 +46,9 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     drift_trace_process_init(); /* before any HDF5 call: no crash at exit after a failed close */
     signal(SIGXFSZ, SIG_IGN);   /* `ulimit -f`: a write past it fails (EFBIG) and is reported, not a kill */
+    /* the library reads no environment: the host backends' thread count is set here */
+    const char *threads = getenv("DRIFT_CPU_THREADS");
+    if (threads && *threads) drift_backend_set_host_threads(atoi(threads));
     if (argc < 2) {
         usage(stderr);
         return 2;
