@@ -315,8 +315,9 @@ static void check_arrays(drift_trace_reader *r, drift_trace_check_report *rep) {
         drift_json_value *doc = NULL;
         drift_err je;
         drift_err_clear(&je);
-        if (drift_json_parse(g, glen, "graph", &doc, &je) != DRIFT_OK)
-            problem(rep, "%s: expected the model graph as JSON: %s", TR_GRAPH, je.msg);
+        int jrc = drift_json_parse(g, glen, "graph", &doc, &je);
+        if (jrc == DRIFT_E_NOMEM) check_nomem = 1; /* the graph may well be JSON: not the file's problem */
+        else if (jrc) problem(rep, "%s: expected the model graph as JSON: %s", TR_GRAPH, je.msg);
         drift_json_free(doc);
     }
     free(g);
@@ -363,8 +364,9 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
         drift_json_value *doc = NULL;
         drift_err je;
         drift_err_clear(&je);
-        if (drift_json_parse(r->meta.plan_json, strlen(r->meta.plan_json), "plan", &doc, &je) != DRIFT_OK)
-            problem(rep, "root attribute \"plan\": expected the dtype plan as JSON: %s", je.msg);
+        int jrc = drift_json_parse(r->meta.plan_json, strlen(r->meta.plan_json), "plan", &doc, &je);
+        if (jrc == DRIFT_E_NOMEM) check_nomem = 1;
+        else if (jrc) problem(rep, "root attribute \"plan\": expected the dtype plan as JSON: %s", je.msg);
         drift_json_free(doc);
     }
     if (rep->unclean)
@@ -527,11 +529,12 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
     drift_trace_reader *probe = NULL;
     drift_err pe;
     drift_err_clear(&pe);
-    if (drift_trace_reader_open(&probe, path, DRIFT_TRACE_OPEN_NORMAL, &pe) != DRIFT_OK && tr_guard_refused(&pe)) {
+    int prc = drift_trace_reader_open(&probe, path, DRIFT_TRACE_OPEN_NORMAL, &pe);
+    if (prc == DRIFT_E_NOMEM || (prc != DRIFT_OK && tr_guard_refused(&pe))) {
         if (err) *err = pe;
-        drift_err_prefix(err, "repair refused (nothing was touched)");
+        if (prc != DRIFT_E_NOMEM) drift_err_prefix(err, "repair refused (nothing was touched)");
         tr_lock_release(path, lock);
-        return DRIFT_E_INPUT;
+        return prc == DRIFT_E_NOMEM ? prc : DRIFT_E_INPUT;
     }
     drift_trace_reader_close(probe);
     /* Work on a copy beside the file; the original is replaced only by a

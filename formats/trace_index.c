@@ -276,14 +276,16 @@ static int copy_fill(hid_t src_dcpl, hid_t dcpl, hid_t type) {
 
 /* Copies scalar dataset ds (type t, at most IX_SCALAR_BYTES_MAX bytes) into
  * dst as name, by reading and writing: H5Ocopy crashes inside HDF5 1.10
- * (H5T_close_real) when the destination's write fails on a full disk. */
+ * (H5T_close_real) when the destination's write fails on a full disk.
+ * 0, -1 (HDF5 refused), -2 (out of memory). */
 static int copy_scalar(hid_t ds, hid_t t, hid_t dst, const char *name) {
     size_t sz = H5Tget_size(t);
     if (sz == 0 || sz > IX_SCALAR_BYTES_MAX || H5Tget_class(t) != H5T_STRING) return -1;
     char *buf = drift_malloc(sz);
+    if (!buf) return -2;
     hid_t sp = H5Screate(H5S_SCALAR), out = H5I_INVALID_HID;
     int rc = -1;
-    if (buf && sp >= 0 && H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
+    if (sp >= 0 && H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
         (out = H5Dcreate2(dst, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
         H5Dwrite(out, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0)
         rc = 0;
@@ -313,8 +315,9 @@ static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char
                                (unsigned long long)IX_SCALAR_BYTES_MAX);
             goto done;
         }
-        if (copy_scalar(ds, t, dst, name) < 0)
-            rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the index");
+        int crc = copy_scalar(ds, t, dst, name);
+        if (crc == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, where, "out of memory");
+        else if (crc < 0) rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the index");
         goto done;
     }
     int rank = H5Sget_simple_extent_ndims(s);
@@ -390,8 +393,9 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
             rc = drift_err_set(err, DRIFT_E_INPUT, where, "expected a virtual dataset (or the scalar graph string)");
             goto done;
         }
-        if (copy_scalar(ds, t, dst, name) < 0)
-            rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the view");
+        int crc = copy_scalar(ds, t, dst, name);
+        if (crc == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, where, "out of memory");
+        else if (crc < 0) rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the view");
         goto done;
     }
     size_t nmap = 0;
@@ -558,7 +562,6 @@ static void now_iso(char *buf, size_t sz) {
     else snprintf(buf, sz, "1970-01-01T00:00:00Z");
 }
 
-/* Writes rank in's tree under /ranks/<rank> of the index f. */
 /* The identity of a rank file by content (docs/format.md "Index files"):
  * FNV-1a 64 over its "plan" and "run_id" attributes and the raw rows of
  * /steps (each commit row carries its commit time in microseconds): a file
@@ -569,7 +572,8 @@ static int source_digest(hid_t src, const char *label, char *out, drift_err *err
     static const char *const attrs[] = {"plan", "run_id"};
     for (size_t a = 0; a < 2; a++) {
         char *v = NULL;
-        if (tr_read_attr_str(src, attrs[a], DRIFT_TRACE_ATTR_MAX, &v, label, "/", err)) return DRIFT_E_INPUT;
+        int rc = tr_read_attr_str(src, attrs[a], DRIFT_TRACE_ATTR_MAX, &v, label, "/", err);
+        if (rc) return rc; /* DRIFT_E_NOMEM stays one: the file may be fine */
         for (const unsigned char *p = (const unsigned char *)v; *p; p++) h = (h ^ *p) * 1099511628211ull;
         h = (h ^ 0xff) * 1099511628211ull;
         drift_free(v);
@@ -630,6 +634,7 @@ static int inside_index_dir(const char *index_path, const char *resolved) {
     return strncmp(rf, rd, n) == 0 && rf[n] == '/';
 }
 
+/* Writes rank in's tree under /ranks/<rank> of the index f. */
 static int merge_rank(hid_t f, const char *out_dir, ix_input *in, drift_err *err) {
     int rc = DRIFT_OK;
     hid_t src = H5I_INVALID_HID, g = H5I_INVALID_HID, rg = H5I_INVALID_HID;
@@ -1021,7 +1026,12 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
     }
     {
         char want[64] = "", got[17] = "";
-        if (attr_str_opt(g, IX_DIGEST_ATTR, want, sizeof want) != 0 || !want[0]) {
+        const int arc = attr_str_opt(g, IX_DIGEST_ATTR, want, sizeof want);
+        if (arc == -2) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, label, "out of memory");
+            goto done;
+        }
+        if (arc != 0 || !want[0]) {
             rc = drift_err_set(err, DRIFT_E_INPUT, label,
                                "%s: no attribute \"%s\" (an index written before drift identified rank files by "
                                "content): re-run drift merge",
