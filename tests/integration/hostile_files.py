@@ -237,6 +237,7 @@ if cc:
 if not env_plugin:
     print("note: no C compiler: the plugin-directory marker is not checked (the filter refusal still is)")
 
+worst_dt, worst_tag = 0.0, ""
 for name, path, obj, phrase, foreign in cases:
     nfail = len(failures)
     for label, mk in COMMANDS:
@@ -245,6 +246,8 @@ for name, path, obj, phrase, foreign in cases:
             os.unlink(marker)
         rc, out, err, dt, rss, opened = run(mk(path), env=env, trace_open=bool(foreign))
         tag = "%s: drift %s" % (name, label)
+        if dt > worst_dt:
+            worst_dt, worst_tag = dt, tag
         if rc != 2:
             fail("%s exited %s, expected 2 (stderr: %s)" % (tag, rc, err.strip()[-300:]))
             continue
@@ -298,3 +301,7 @@ if failures:
     sys.exit(1)
 print("hostile_files: %d crafted files x %d commands, all refused with exit 2 naming the object" %
       (len(cases), len(COMMANDS)))
+# the figures of docs/RELIABILITY.md (max RSS: over every drift process of this test, clean baselines included)
+print("hostile_files: slowest %.2f s (%s; limit %d s), max RSS %.0f MB (limit %d MB)" %
+      (worst_dt, worst_tag, TIME_LIMIT_S, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0,
+       RSS_LIMIT_MB))
