@@ -152,7 +152,8 @@ static int copy_attrs(hid_t src, hid_t dst, const char *file, const char *obj, d
         return tr_h5_fail(err, DRIFT_E_INPUT, file, obj, "cannot read the attribute count");
     int rc = DRIFT_OK;
     for (hsize_t i = 0; i < oi.num_attrs && !rc; i++) {
-        hid_t a = H5Aopen_by_idx(src, ".", H5_INDEX_NAME, H5_ITER_INC, i, H5P_DEFAULT, H5P_DEFAULT);
+        /* native order, as everywhere by index (tr_iterate_links: HDF5 1.10 frees a half-built table) */
+        hid_t a = H5Aopen_by_idx(src, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, H5P_DEFAULT, H5P_DEFAULT);
         hid_t t = H5I_INVALID_HID, s = H5I_INVALID_HID, na = H5I_INVALID_HID;
         void *buf = NULL;
         char name[256] = "?";
@@ -473,7 +474,7 @@ static int walk(ix_walk *w, hid_t src_grp, const char *path, hid_t dst, int dept
     int rc = DRIFT_OK;
     for (hsize_t i = 0; i < gi.nlinks && !rc; i++) {
         char name[IX_LINK_MAX], sub[IX_PATH_MAX];
-        ssize_t nl = H5Lget_name_by_idx(src_grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+        ssize_t nl = H5Lget_name_by_idx(src_grp, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name, sizeof name, H5P_DEFAULT);
         if (nl <= 0 || (size_t)nl >= sizeof name)
             return drift_err_set(err, DRIFT_E_INPUT, w->src_label, "%s: unreadable or too long link name", path[0] ? path : "/");
         if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, name) >= sizeof sub)
@@ -907,7 +908,7 @@ static long lowest_rank(hid_t f) {
     if (H5Gget_info(g, &gi) >= 0)
         for (hsize_t i = 0; i < gi.nlinks && i < 1000000; i++) {
             char name[32];
-            ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+            ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name, sizeof name, H5P_DEFAULT);
             char *end = NULL;
             long v = nl > 0 && (size_t)nl < sizeof name ? strtol(name, &end, 10) : -1;
             if (end && !*end && v >= 0 && (best < 0 || v < best)) best = v;
@@ -1201,7 +1202,7 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
     if (!out->ranks || !out->sources || !out->resolved || !seen) goto nomem;
     for (size_t i = 0; i < n; i++) {
         char name[32], *end = NULL;
-        ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+        ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name, sizeof name, H5P_DEFAULT);
         long v = nl > 0 && (size_t)nl < sizeof name ? strtol(name, &end, 10) : -1;
         if (!end || *end || v < 0 || v >= ws || seen[v]) {
             rc = drift_err_set(err, DRIFT_E_INPUT, w, "group \"%s\": expected members named 0..%lld", IX_RANKS,

@@ -135,6 +135,9 @@ int tr_lock_busy(const char *path, int *pid);
 /* --- checked reading helpers (return drift_status) ----------------------- */
 int tr_attr_exists(hid_t loc, const char *name);
 /* Fixed-length string attribute into a malloc'd NUL-terminated string. */
+/* H5Literate over g's links in the file's native order (not by name: see
+ * trace_h5.c); callers that need an order sort afterwards. */
+herr_t tr_iterate_links(hid_t g, H5L_iterate_t cb, void *data);
 int tr_read_attr_str(hid_t loc, const char *name, size_t max, char **out, const char *file, const char *obj,
                      drift_err *err);
 int tr_read_attr_i64(hid_t loc, const char *name, int64_t *out, const char *file, const char *obj,

@@ -104,6 +104,14 @@ static herr_t array_cb(hid_t g, const char *link, const H5L_info_t *li, void *da
     return 0;
 }
 
+/* Link-name (escaped FQN) byte order, the order H5_ITER_INC listed. */
+static int by_link_name(const void *a, const void *b) {
+    char ea[3 * DRIFT_TRACE_NAME_MAX], eb[3 * DRIFT_TRACE_NAME_MAX];
+    tr_escape_name(((const tr_param *)a)->fqn, ea, sizeof ea);
+    tr_escape_name(((const tr_param *)b)->fqn, eb, sizeof eb);
+    return strcmp(ea, eb);
+}
+
 static int load_group(drift_trace_reader *r, const char *gname, int is_param, tr_param **out, size_t *nout,
                       drift_err *err) {
     char w[600];
@@ -132,10 +140,10 @@ static int load_group(drift_trace_reader *r, const char *gname, int is_param, tr
         goto done;
     }
     arrays_it it = {r, gname, is_param, *out, nout, (size_t)info.nlinks, err, DRIFT_OK};
-    hsize_t pos = 0;
-    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &pos, array_cb, &it) < 0 && !it.rc)
+    if (tr_iterate_links(g, array_cb, &it) < 0 && !it.rc)
         it.rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, gname, "unreadable link table");
     rc = it.rc;
+    if (!rc) qsort(*out, *nout, sizeof **out, by_link_name); /* listed in native order: readers see link-name order */
 done:
     H5Gclose(g);
     return rc;

@@ -450,8 +450,7 @@ static int load_sites(drift_trace_reader *r, drift_err *err) {
     /* Links listed once, by iteration (by index, each lookup rebuilt the
      * group's name table: quadratic in the number of sites). */
     sites_it it = {r, g, dmg, 0, 0, err, DRIFT_OK};
-    hsize_t pos = 0;
-    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &pos, site_cb, &it) < 0 && !it.rc)
+    if (tr_iterate_links(g, site_cb, &it) < 0 && !it.rc)
         it.rc = tr_h5_fail(err, DRIFT_E_INPUT, f, TR_SITES, "unreadable link table");
     n_dmg = it.n_dmg;
     if ((rc = it.rc)) goto done;
@@ -613,8 +612,7 @@ static herr_t root_cb(hid_t g, const char *link, const H5L_info_t *li, void *dat
  * dataset policy now, so that no command opens a file another would refuse. */
 static int check_root(drift_trace_reader *r, drift_err *err) {
     root_it it = {r, err, DRIFT_OK, 0};
-    hsize_t pos = 0;
-    if (H5Literate(r->file, H5_INDEX_NAME, H5_ITER_INC, &pos, root_cb, &it) < 0 && !it.rc)
+    if (tr_iterate_links(r->file, root_cb, &it) < 0 && !it.rc)
         it.rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, "/", "unreadable root group");
     if (it.rc) return it.rc;
     int ok = tr_guard_path(r->file, TR_GRAPH, r->path, TR_GRAPH, err);
