@@ -267,6 +267,33 @@ for name, path, obj, phrase, foreign in cases:
     if len(failures) == nfail:
         print("ok   %-16s every command exits 2 naming %s%s" % (name, obj, " (strace: nothing foreign opened)" if foreign and STRACE else ""))
 
+# ---- 2: check --repair of a file that reaches outside: refused, nothing written anywhere ---------
+import hashlib
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest() if os.path.isfile(path) else None
+
+
+nfail, n_repair = len(failures), 0
+other_before = digest(OTHER)
+for name, path, obj, phrase, foreign in cases:
+    before = digest(path)
+    rc, out, err, dt, rss, opened = run(["check", "--repair", path], trace_open=True)
+    n_repair += 1
+    if rc != 2 or obj not in err or "refused" not in err:
+        fail("%s: check --repair exited %s, expected 2 naming %s, refused: %s" % (name, rc, obj, err.strip()[-300:]))
+    if digest(path) != before:
+        fail("%s: check --repair changed the refused file" % name)
+    for fp in foreign:
+        if any(os.path.basename(o) == os.path.basename(fp) for o in opened):
+            fail("%s: check --repair opened %s" % (name, fp))
+if digest(OTHER) != other_before:
+    fail("check --repair of the crafted files changed the other trace they point to")
+if len(failures) == nfail:
+    print("ok   check --repair of the %d crafted files: exit 2, nothing touched (the files and %s unchanged)" %
+          (n_repair, os.path.basename(OTHER)))
+
 # ---- 14: control characters from a file are escaped ----------------------------------------------
 def esc(f):
     f.attrs["run_id"] = np.bytes_(b"run\x1b]0;owned\x07\x1b[2J\x9b1m")
