@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h"
 #include "kernels/backend.h"
 
 typedef struct cmd_entry {
@@ -68,6 +69,8 @@ int main(int argc, char **argv) {
     /* the library reads no environment: the host backends' thread count is set here */
     const char *threads = getenv("DRIFT_CPU_THREADS");
     if (threads && *threads) drift_backend_set_host_threads(atoi(threads));
+    const char *outside = getenv("DRIFT_INDEX_ALLOW_OUTSIDE"); /* every command, as --allow-outside */
+    if (outside && strcmp(outside, "1") == 0) drift_trace_index_allow_outside(1);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -613,17 +613,11 @@ done:
     return rc;
 }
 
-static int allow_outside = -1; /* -1: from DRIFT_INDEX_ALLOW_OUTSIDE */
+static int allow_outside; /* process-wide: drift_trace_index_allow_outside */
 
 void drift_trace_index_allow_outside(int allow) { allow_outside = allow ? 1 : 0; }
 
-static int outside_allowed(void) {
-    if (allow_outside < 0) {
-        const char *e = getenv("DRIFT_INDEX_ALLOW_OUTSIDE");
-        allow_outside = e && e[0] == '1';
-    }
-    return allow_outside;
-}
+static int outside_allowed(void) { return allow_outside; }
 
 /* 1 if resolved (an existing file) lies inside the index's folder (or a
  * folder below it), both after resolving symbolic links. */

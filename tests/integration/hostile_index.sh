@@ -25,7 +25,10 @@ rec "$W/elsewhere/other.h5" wan2_2.json || fail "record other"
 "$D" merge "$W/elsewhere/other.h5" -o "$W/run/idx2.h5" --allow-outside >/dev/null || fail "merge --allow-outside"
 "$D" ls "$W/run/idx2.h5" >/dev/null 2>"$W/err" && fail "ls of an index with an outside source exited 0"
 "$D" ls "$W/run/idx2.h5" --allow-outside >/dev/null || fail "ls --allow-outside"
-echo "ok   merge and ls refuse rank files outside the index's folder; --allow-outside accepts them"
+DRIFT_INDEX_ALLOW_OUTSIDE=1 "$D" replay "$W/run/idx2.h5" --plan "$PL/wan2_2.json" --ref trainer >/dev/null 2>"$W/err" ||
+  fail "replay with DRIFT_INDEX_ALLOW_OUTSIDE=1: $(tail -c 300 "$W/err")"
+"$D" replay "$W/run/idx2.h5" --plan "$PL/wan2_2.json" --ref trainer >/dev/null 2>"$W/err" && fail "replay of an index with an outside source exited 0"
+echo "ok   merge and ls refuse rank files outside the index's folder; --allow-outside (DRIFT_INDEX_ALLOW_OUTSIDE=1 for replay) accepts them"
 
 # a crafted index whose source is an absolute path of another trace
 cp "$W/run/idx.h5" "$W/run/evil.h5"
