@@ -35,6 +35,10 @@ int drift_cli_load_plan(const char *path, drift_plan *out, drift_err *err);
 /* Prints "drift <cmd>: <where>: <msg>" to stderr and returns the exit code
  * for err->code. */
 int drift_cli_report(const char *cmd, const drift_err *err);
+/* s made safe for a terminal (text read from a file): control characters,
+ * DEL, C1 controls and invalid UTF-8 become \xNN; written into buf (owned by
+ * the caller), truncated with "..." when it does not fit; returns buf. */
+const char *drift_cli_printable(const char *s, char *buf, size_t sz);
 /* Prints "drift <cmd>: <msg>" and the hint to try --help; returns 2. */
 int drift_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 if stderr is a terminal (progress output is shown only then). */

@@ -8,9 +8,10 @@
 #include "cli/commands.h"
 #include "formats/json.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h"
 
 static const char *const HELP =
-    "usage: drift check TRACE [--repair] [--json]\n"
+    "usage: drift check TRACE [--repair] [--json] [--allow-outside]\n"
     "\n"
     "Validates a drift trace: HDF5 structure, types and sizes of every group,\n"
     "dataset and attribute (docs/format.md), that every record's step has a\n"
@@ -30,6 +31,7 @@ static const char *const HELP =
     "            see exactly the committed steps. Never run it while a writer is\n"
     "            still appending to the file.\n"
     "  --json    one JSON document on stdout\n"
+    "  --allow-outside  an index may read rank files outside its own folder\n"
     "\n"
     "exit: 0 no problems, 1 problems found, 2 bad usage or unreadable trace\n";
 
@@ -40,6 +42,7 @@ static void print_json(const char *path, const drift_trace_check_report *rep, in
     drift_json_buf_field_string(&b, "path", path);
     drift_json_buf_field_bool(&b, "ok", rep->n_problems == 0);
     drift_json_buf_field_bool(&b, "unclean", rep->unclean);
+    drift_json_buf_field_string(&b, "ended", rep->ended ? rep->ended : "unknown");
     drift_json_buf_field_bool(&b, "repaired", repaired);
     drift_json_buf_field_int(&b, "trimmed_rows", trimmed);
     drift_json_buf_field_int(&b, "committed_steps", rep->committed_steps);
@@ -66,8 +69,13 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
     printf("trace      %s\n", path);
     if (repaired) printf("repaired   status flags cleared, end of allocation set to the file's end, %lld uncommitted rows trimmed\n",
                          (long long)trimmed);
-    printf("state      %s\n", rep->unclean ? "NOT closed cleanly (writer killed or still writing; read through SWMR)"
-                                           : "closed cleanly");
+    const char *ended = rep->ended ? rep->ended : "unknown";
+    if (!strcmp(ended, "writing")) printf("state      being written (a writer holds its lock; read through SWMR)\n");
+    else if (!strcmp(ended, "killed")) printf("state      NOT closed cleanly: its writer was killed (read through SWMR)\n");
+    else if (!strcmp(ended, "cut short")) printf("state      cut short (its writer stopped while extending it)\n");
+    else if (!strcmp(ended, "failed")) printf("state      closed after a failure (see problems)\n");
+    else if (!strcmp(ended, "closed")) printf("state      closed cleanly\n");
+    else printf("state      %s\n", rep->unclean ? "NOT closed cleanly (read through SWMR)" : "closed, writer state unknown");
     if (rep->committed_steps)
         printf("steps      %lld committed (last step %lld)\n", (long long)rep->committed_steps, (long long)rep->last_step);
     else
@@ -79,7 +87,8 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
            rep->n_buffers, rep->n_metric_rows);
     if (rep->n_problems) {
         printf("problems   %zu\n", rep->n_problems);
-        for (size_t i = 0; i < rep->n_problems; i++) printf("  - %s\n", rep->problems[i]);
+        char safe[4096];
+        for (size_t i = 0; i < rep->n_problems; i++) printf("  - %s\n", drift_cli_printable(rep->problems[i], safe, sizeof safe));
     }
     printf("result     %s\n", rep->n_problems ? "PROBLEMS FOUND" : "ok");
 }
@@ -93,6 +102,8 @@ int drift_cmd_check(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--allow-outside") == 0) {
+            drift_trace_index_allow_outside(1); /* a merge index may read rank files outside its folder */
         } else if (strcmp(argv[i], "--repair") == 0) {
             repair = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {

@@ -9,7 +9,7 @@
 #include "formats/trace_index.h"
 
 static const char *const HELP =
-    "usage: drift merge TRACE... -o INDEX [--allow-missing]\n"
+    "usage: drift merge TRACE... -o INDEX [--allow-missing] [--allow-outside]\n"
     "\n"
     "Writes INDEX, one HDF5 file over the per-rank traces of a run\n"
     "(trace-trainer.rank0.h5, rank1, ...), made of HDF5 virtual datasets that map\n"
@@ -33,6 +33,8 @@ static const char *const HELP =
     "\n"
     "  -o, --out INDEX    the index to write (replaced atomically if it exists)\n"
     "  --allow-missing    accept absent ranks (drift ls INDEX names them)\n"
+    "  --allow-outside    accept rank files outside the index's folder (readers of\n"
+    "                     the index then need --allow-outside too)\n"
     "\n"
     "exit: 0 written, 2 bad usage or bad input\n";
 
@@ -62,6 +64,8 @@ int drift_cmd_merge(int argc, char **argv) {
             out = v;
         } else if (strcmp(argv[i], "--allow-missing") == 0) {
             allow_missing = 1;
+        } else if (strcmp(argv[i], "--allow-outside") == 0) {
+            drift_trace_index_allow_outside(1);
         } else if (argv[i][0] == '-' && argv[i][1]) {
             rc = drift_cli_usage_error("merge", "unknown option '%s'", argv[i]);
             goto done;

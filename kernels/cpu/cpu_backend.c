@@ -122,6 +122,7 @@ int drift_cpu_backend_create(const drift_backend_opts *o, drift_backend **out, d
     int nthreads = 1;
     int rc = drift_backend_opts_check(o, keys, err);
     if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
+    if (!rc) rc = drift_cpu_blas_space_check(nthreads, err); /* an error under ulimit -v, not a hang */
     if (rc) return rc;
     drift_backend *be = drift_calloc(1, sizeof *be);
     cpu_ctx *ctx = drift_calloc(1, sizeof *ctx);

@@ -29,6 +29,12 @@
 
 #define DRIFT_HOST_MAX_THREADS 8
 
+/* DRIFT_OK if the address space left under RLIMIT_AS (ulimit -v) holds the
+ * GEMM buffers OpenBLAS maps for nthreads threads (always, without a limit);
+ * else DRIFT_E_NOMEM saying so (kernels/cpu/cpu_blas_space.c: OpenBLAS
+ * retries a failed buffer mmap forever). Allocates nothing it keeps. */
+int drift_cpu_blas_space_check(int nthreads, drift_err *err);
+
 /* Calls fn(ctx, begin, end) over [0, n) split into at most nthreads
  * contiguous ranges of at least grain indices each (the last may be shorter),
  * the first range on the calling thread. If a thread cannot be started its
