@@ -456,8 +456,8 @@ done:
 
 /* ---- table expansion ---------------------------------------------------------- */
 
-static drift_dtype resolve(drift_dtype dt, drift_dtype in0, drift_dtype compute) {
-    return dt == PARITY_DT_IN0 ? in0 : dt == PARITY_DT_COMPUTE ? compute : dt;
+static drift_dtype resolve(drift_dtype dt, drift_dtype in0, drift_dtype compute, drift_dtype out) {
+    return dt == PARITY_DT_IN0 ? in0 : dt == PARITY_DT_COMPUTE ? compute : dt == PARITY_DT_OUT ? out : dt;
 }
 
 parity_stats parity_run(const parity_backend *bes, int n, const char *only_family) {
@@ -501,8 +501,8 @@ parity_stats parity_run(const parity_backend *bes, int n, const char *only_famil
                     parity_case c = row->c;
                     if (so > 1) c.op.out = DT3[o];
                     if (sc > 1) c.op.compute = DT3[k];
-                    drift_dtype in0 = si > 1 ? DT3[a] : resolve(c.in[0].dt, c.in[0].dt, c.op.compute);
-                    for (int i = 0; i < c.op.n_in; i++) c.in[i].dt = resolve(c.in[i].dt, in0, c.op.compute);
+                    drift_dtype in0 = si > 1 ? DT3[a] : resolve(c.in[0].dt, c.in[0].dt, c.op.compute, c.op.out);
+                    for (int i = 0; i < c.op.n_in; i++) c.in[i].dt = resolve(c.in[i].dt, in0, c.op.compute, c.op.out);
                     if (si > 1) c.in[0].dt = in0;
                     if (row->sweep & PARITY_SW_IN1_ROT) c.in[1].dt = DT3[(a + o) % 3];
                     if (row->adjust) row->adjust(&c);
