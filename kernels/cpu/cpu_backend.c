@@ -101,26 +101,30 @@ static int cpu_metrics(const drift_backend *be, const drift_tensor *t, const dri
     return DRIFT_OK;
 }
 
+/* The cpu backend's entries (name, context, sync and destroy: drift_host_backend_new). */
+static const drift_backend cpu_iface = {
+    .stores = dtype_ok,
+    .elem_bytes = cpu_elem_bytes,
+    .supports_op = cpu_supports_op,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload_f32 = cpu_upload_f32,
+    .upload_f64 = cpu_upload_f64,
+    .download_f32 = cpu_download_f32,
+    .download_f64 = cpu_download_f64,
+    .run = cpu_run,
+    .metrics = cpu_metrics,
+    .alias = cpu_alias,
+};
+
 int drift_cpu_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     drift_backend *be = NULL;
-    int rc = drift_host_backend_new(o, "cpu", &be, err);
+    int rc = drift_host_backend_new(o, "cpu", &cpu_iface, &be, err);
     if (rc) return rc;
     /* Fixed GEMM thread policy (host_internal.h): OpenBLAS's thread count is
      * process-global and may change GEMM bits, so every cpu backend pins it to
      * the policy's count when it is created. */
     openblas_set_num_threads(drift_host_backend_threads(be));
-    be->stores = dtype_ok;
-    be->elem_bytes = cpu_elem_bytes;
-    be->supports_op = cpu_supports_op;
-    be->alloc = cpu_alloc;
-    be->release = cpu_release;
-    be->upload_f32 = cpu_upload_f32;
-    be->upload_f64 = cpu_upload_f64;
-    be->download_f32 = cpu_download_f32;
-    be->download_f64 = cpu_download_f64;
-    be->run = cpu_run;
-    be->metrics = cpu_metrics;
-    be->alias = cpu_alias;
     *out = be;
     return DRIFT_OK;
 }

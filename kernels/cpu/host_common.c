@@ -75,7 +75,8 @@ static void host_destroy(drift_backend *be) {
     drift_free(be);
 }
 
-int drift_host_backend_new(const drift_backend_opts *o, const char *name, drift_backend **out, drift_err *err) {
+int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, drift_backend **out,
+                           drift_err *err) {
     static const char *const keys[] = {"threads", NULL};
     int nthreads = 1;
     int rc = drift_backend_opts_check(o, keys, err);
@@ -88,6 +89,7 @@ int drift_host_backend_new(const drift_backend_opts *o, const char *name, drift_
         drift_free(ctx);
         return drift_err_set(err, DRIFT_E_NOMEM, name, "cannot allocate the %s backend", name);
     }
+    *be = *iface;
     ctx->nthreads = nthreads;
     be->name = name;
     be->ctx = ctx;

@@ -37,11 +37,11 @@
 typedef void (*drift_host_range_fn)(void *ctx, int64_t begin, int64_t end);
 void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_range_fn fn, void *ctx);
 
-/* A host backend (cpu, ref) without its op entries: threads= checked (the
- * only option) into a context, name set, sync a no-op, destroy freeing the
- * table and the context. The caller fills the rest of **out and owns it
- * (drift_backend_free). */
-int drift_host_backend_new(const drift_backend_opts *o, const char *name, drift_backend **out, drift_err *err);
+/* A host backend (cpu, ref): a copy of iface's entries (borrowed), threads=
+ * checked (the only option) into a context, name set, sync a no-op, destroy
+ * freeing the table and the context. Caller owns *out (drift_backend_free). */
+int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, drift_backend **out,
+                           drift_err *err);
 /* The thread count of a backend made by drift_host_backend_new. */
 int drift_host_backend_threads(const drift_backend *be);
 

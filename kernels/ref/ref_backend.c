@@ -481,22 +481,26 @@ static int ref_metrics(const drift_backend *be, const drift_tensor *t, const dri
     return DRIFT_OK;
 }
 
+/* The ref backend's entries (name, context, sync and destroy: drift_host_backend_new). */
+static const drift_backend ref_iface = {
+    .stores = dtype_ok,
+    .elem_bytes = ref_elem_bytes,
+    .supports_op = ref_supports_op,
+    .alloc = ref_alloc,
+    .release = ref_release,
+    .upload_f32 = ref_upload_f32,
+    .upload_f64 = ref_upload_f64,
+    .download_f32 = ref_download_f32,
+    .download_f64 = ref_download_f64,
+    .run = ref_run,
+    .metrics = ref_metrics,
+    .alias = ref_alias,
+};
+
 int drift_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     drift_backend *be = NULL;
-    int rc = drift_host_backend_new(o, "ref", &be, err);
+    int rc = drift_host_backend_new(o, "ref", &ref_iface, &be, err);
     if (rc) return rc;
-    be->stores = dtype_ok;
-    be->elem_bytes = ref_elem_bytes;
-    be->supports_op = ref_supports_op;
-    be->alloc = ref_alloc;
-    be->release = ref_release;
-    be->upload_f32 = ref_upload_f32;
-    be->upload_f64 = ref_upload_f64;
-    be->download_f32 = ref_download_f32;
-    be->download_f64 = ref_download_f64;
-    be->run = ref_run;
-    be->metrics = ref_metrics;
-    be->alias = ref_alias;
     *out = be;
     return DRIFT_OK;
 }
