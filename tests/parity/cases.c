@@ -43,6 +43,7 @@
  * bounds, 4x for SCALAR, 10x for REDUCE (sums of 4..33 terms), 1e-12 for
  * the moves. */
 #include "tests/parity/parity.h"
+#include "tests/parity/parity_util.h"
 
 #include <stddef.h>
 
@@ -63,7 +64,7 @@
 
 /* ---- tolerance adjustments (the dtypes are known here) ----------------------- */
 
-static double gc_bound(drift_dtype dt) { return dt == BF ? 2e-5 : dt == H16 ? 1e-6 : 1e-10; }
+static double gc_bound(drift_dtype dt) { return parity_nmse_default(dt, 1); }
 static void set_dev(parity_case *c, double b) { c->tol.nmse_dev[0] = c->tol.nmse_dev[1] = c->tol.nmse_dev[2] = b; }
 static void no_ref(parity_case *c) {
     for (int i = 0; i < 3; i++) c->tol.nmse_host[i] = c->tol.nmse_dev[i] = -1.0;
