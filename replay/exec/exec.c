@@ -1,4 +1,4 @@
-/* Graph executor and host tensor sets (exec.h). */
+/* Graph executor (exec.h): the run loop over a plan (exec_plan.h) and the device cache. */
 #include "replay/exec/exec.h"
 
 #include "formats/alloc.h"
