@@ -27,7 +27,11 @@
  *
  * Host tensors are collected in a drift_hostset: named tensors of fp32
  * values (exactly representable in the tensor's declared dtype), optionally
- * with exact fp64 values. */
+ * with exact fp64 values (hostset.c).
+ *
+ * A run is a pure plan (replay/exec/exec_plan.h: liveness, use counts, the
+ * cache's fixed set, cast folding) and the run loop over it (exec.c);
+ * DRIFT_EXEC_PROFILE=1 times the loop's nodes (exec_profile.h). */
 #ifndef DRIFT_REPLAY_EXEC_H
 #define DRIFT_REPLAY_EXEC_H
 

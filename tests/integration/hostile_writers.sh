@@ -70,7 +70,8 @@ fi
 # ---- 4: two writers of one file --------------------------------------------------------------------
 for trial in 1 2 3; do
   rm -f "$W"/same.*
-  rec "$W/same.h5" 60 >"$W/o1" 2>"$W/e1" & p1=$!
+  # the first writer paces its steps (20 ms each, >= 1.2 s) so that it is still writing when the second starts
+  rec "$W/same.h5" 60 --step-delay-ms 20 >"$W/o1" 2>"$W/e1" & p1=$!
   sleep 0.$((trial * 3))
   rec "$W/same.h5" 60 >"$W/o2" 2>"$W/e2"; r2=$?
   wait $p1; r1=$?
@@ -84,7 +85,7 @@ echo "ok   two writers of one file: the second exits 2 (another writer), the fir
 
 # ---- 5: check --repair on a live writer ------------------------------------------------------------
 rm -f "$W"/live.*
-rec "$W/live.h5" 80 >/dev/null 2>"$W/el" & pl=$!
+rec "$W/live.h5" 80 --step-delay-ms 30 >/dev/null 2>"$W/el" & pl=$!  # paced: still writing when check runs
 for _ in $(seq 100); do [ -e "$W/live.h5" ] && break; sleep 0.05; done
 sleep 0.5
 timeout 60 "$D" check "$W/live.h5" --repair >"$W/o" 2>"$W/e"; rr=$?
