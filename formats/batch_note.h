@@ -8,7 +8,9 @@
  *   batch-composition v1 micro=M cfg=none|split|joined samples=S0,S1,...
  *
  * samples in batch position order (position p holds sample S_p; with CFG
- * joined the conditional rows come first, then the unconditional ones). */
+ * joined the conditional rows come first, then the unconditional ones).
+ * The text must fit one note (DRIFT_TRACE_NOTE_MAX - 1 = 255 bytes): 32
+ * positions of ids up to 5 digits do; a longer one is refused, never cut. */
 #ifndef DRIFT_FORMATS_BATCH_NOTE_H
 #define DRIFT_FORMATS_BATCH_NOTE_H
 
