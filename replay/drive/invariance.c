@@ -47,13 +47,10 @@ static double now_s(void) {
 }
 
 static uint64_t hash_f32(const float *v, int64_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the fp32 bit patterns */
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the fp32 bit patterns, a word at a time */
     for (int64_t i = 0; i < n; i++) {
-        uint32_t u = drift_f32_bits(v[i]);
-        for (int k = 0; k < 4; k++) {
-            h ^= (u >> (8 * k)) & 0xffu;
-            h *= 1099511628211ull;
-        }
+        h ^= drift_f32_bits(v[i]);
+        h *= 1099511628211ull;
     }
     return h;
 }
