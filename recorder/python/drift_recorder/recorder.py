@@ -421,11 +421,11 @@ class Recorder:
         at most 32), cfg "none", "split" or "joined" (conditional rows first).
         Written as a 'batch-composition v1' note (docs/format.md) that
         `drift invariance` reads back."""
+        cfgs = {"none": 0, "split": 1, "joined": 2}
+        if cfg not in cfgs:  # a caller's bug, said at once (also when not recording)
+            raise ValueError(f"batch: cfg={cfg!r}, expected one of {sorted(cfgs)}")
         if not (self._open and self._in_step):
             return
-        cfgs = {"none": 0, "split": 1, "joined": 2}
-        if cfg not in cfgs:
-            raise ValueError(f"batch: cfg={cfg!r}, expected one of {sorted(cfgs)}")
         ids = [int(x) for x in samples]
         arr = (C.c_int64 * max(1, len(ids)))(*ids)
         rc = self.lib.drift_recorder_batch(self._h, int(microbatch), cfgs[cfg], len(ids), arr, None)
