@@ -18,7 +18,7 @@
 #    order-defined: invariant is expected there).
 # One PASS/FAIL/INFO line per item (also in $OUT/summary.txt); $OUT gets
 # summary.txt, torch_verdicts.json, drift_torch.json, drift_exact.json,
-# drift_torch.txt, logs.tgz. Exit 0 when all PASS, 1 otherwise, 77 without a GPU.
+# logs.tgz. Exit 0 when all PASS, 1 otherwise, 77 without a GPU.
 # Env: BUILD (/tmp/drift-gpu-build), WORK (/tmp/invariance), PY, BATCHES.
 set -u
 S="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -77,7 +77,6 @@ for k in torch exact; do
     fail "drift invariance --kernels $k: exit $rc: $(head -c 400 "$W/logs/drift_$k.err" | tr '\n' ' ')"
   fi
 done
-drift invariance "$W/wan.h5" --device cuda --kernels torch --batch "$BATCHES" --cfg-batch joined > "$OUT/drift_torch.txt" 2>&1
 
 # ---- 4. verdicts: drift (torch profile) against PyTorch, configuration by configuration
 if [ -s "$OUT/drift_torch.json" ]; then

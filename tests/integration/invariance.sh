@@ -66,5 +66,21 @@ expect2 "bad step" "--step" "$W/t.h5" --step 7
 expect2 "bad sample" "--sample" "$W/t.h5" --sample 1
 expect2 "missing file" "$W/nope.h5" "$W/nope.h5"
 expect2 "not a trace" "$W/text.txt" "$W/text.txt"
+# a malformed batch-composition note: bad input naming /notes and the field
+cp "$W/t.h5" "$W/badnote.h5"
+"$PY" - "$W/badnote.h5" <<'PY' || fail "could not plant the bad note"
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    n = f["notes"]
+    for i, r in enumerate(n[...]):
+        if r["text"].startswith(b"batch-composition v1 ") and r["step"] == 0:
+            r["text"] = b"batch-composition v1 micro=0 cfg=sideways samples=0"
+            n[i] = r
+            break
+    else:
+        sys.exit("no batch-composition note in the synthetic trace")
+PY
+expect2 "bad batch note" "/notes of step 0: field 'cfg': 'sideways'" "$W/badnote.h5"
+"$D" invariance "$W/badnote.h5" --step 1 >/dev/null || fail "step 1's note is intact, its check must run"
 "$D" invariance --help | grep -q "usage: drift invariance" || fail "--help"
 echo "invariance: ok"
