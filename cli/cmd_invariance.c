@@ -38,7 +38,8 @@ static const char *const HELP =
     "  --kernels K      exact (default: drift's order-defined kernels) or torch\n"
     "                   (CUDA: the kernels PyTorch runs, cuda:N:kernels=torch)\n"
     "  --plan P / plan flags   the dtype plan (default: the trace's own)\n"
-    "  --side S         which forward dtype of the plan applies (default trainer)\n"
+    "  --side S         which forward dtype of the plan applies (default: the\n"
+    "                   trace's side, trainer for a trainer or replay trace)\n"
     "  --seed N         seed of the seeded pad rows (default 1)\n"
     "  --json           one JSON document on stdout\n"
     "\n"
@@ -119,6 +120,7 @@ int drift_cmd_invariance(int argc, char **argv) {
         }
         if (m < 0) return 2;
         if (VAL("--side")) {
+            o.side_from_trace = 0;
             if (strcmp(v, "trainer") == 0) o.side = DRIFT_SIDE_TRAINER;
             else if (strcmp(v, "rollout") == 0) o.side = DRIFT_SIDE_ROLLOUT;
             else return drift_cli_usage_error("invariance", "--side: expected trainer or rollout, got '%s'", v);

@@ -28,6 +28,7 @@ void drift_invariance_opts_init(drift_invariance_opts *o) {
     memset(o, 0, sizeof *o);
     o->step = -1;
     o->side = DRIFT_SIDE_TRAINER;
+    o->side_from_trace = 1;
     o->batches[0] = 1, o->batches[1] = 2, o->batches[2] = 4, o->batches[3] = 8;
     o->n_batches = 4;
     o->seed = 1;
@@ -501,7 +502,9 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         if ((rc = drift_plan_parse_json(&plan, meta->plan_json, strlen(meta->plan_json), o->trace, err))) goto done;
         pl = &plan;
     }
-    snprintf(rep->side, sizeof rep->side, "%s", drift_assign_side_name(o->side));
+    drift_side side = o->side;
+    if (o->side_from_trace) side = meta->side == DRIFT_TRACE_SIDE_ROLLOUT ? DRIFT_SIDE_ROLLOUT : DRIFT_SIDE_TRAINER;
+    snprintf(rep->side, sizeof rep->side, "%s", drift_assign_side_name(side));
     snprintf(rep->backend, sizeof rep->backend, "%s", drift_backend_name(be));
     if ((rc = pick_step(rd, o->trace, o->step, &rep->step, err))) goto done;
     if ((rc = read_inputs(rd, o->trace, rep->step, &rec, err))) goto done;
@@ -517,7 +520,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     rd = NULL;
 
     /* the reference: the sample alone; the buffers built once in m, shared by every batch */
-    if ((rc = batch_fwd_make(m, 1, pl, o->side, rec.dt, &ref, err))) goto done;
+    if ((rc = batch_fwd_make(m, 1, pl, side, rec.dt, &ref, err))) goto done;
     {
         const drift_hostset *bufs;
         if ((rc = drift_model_buffers(m, ref.f->rope, &bufs, err))) goto done;
@@ -545,7 +548,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     in = NULL;
 
     /* the noise floor: the same sample with one latent one ULP up */
-    if ((rc = make_inputs(&rec, o->sample, rows, pad_k, 1, o->seed, 1, drift_assign_forward_dtype(pl, o->side), &in,
+    if ((rc = make_inputs(&rec, o->sample, rows, pad_k, 1, o->seed, 1, drift_assign_forward_dtype(pl, side), &in,
                           err)))
         goto done;
     if ((rc = run_one(&ref, be, in, NULL, 0, &floor_out, &n_tmp, err))) goto done;
@@ -588,7 +591,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
 
     /* the unconditional branch alone: the reference of the joined pair's row 1 */
     if (o->cfg_joined) {
-        if ((rc = batch_fwd_make(m, 1, pl, o->side, rec.dt, &ref_u, err))) goto done;
+        if ((rc = batch_fwd_make(m, 1, pl, side, rec.dt, &ref_u, err))) goto done;
         refn_u = drift_calloc((size_t)n_vals, sizeof *refn_u);
         if (!refn_u) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); goto done; }
         if ((rc = drift_site_cache_create(&sites_u, err))) goto done;
@@ -614,7 +617,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         c->same_as = -1;
         if (have_B != c->batch) {
             batch_fwd_free(&cur);
-            if ((rc = batch_fwd_make(m, c->batch, pl, o->side, rec.dt, &cur, err))) goto done;
+            if ((rc = batch_fwd_make(m, c->batch, pl, side, rec.dt, &cur, err))) goto done;
             if (drift_graph_count(cur.f->assigned) != n_vals) {
                 rc = drift_err_set(err, DRIFT_E_INTERNAL, "invariance", "the forward at batch %d has %d values, at batch 1 %d",
                                    c->batch, drift_graph_count(cur.f->assigned), n_vals);

@@ -39,6 +39,7 @@ typedef struct drift_invariance_opts {
     const char *trace;
     const drift_plan *plan;      /* borrowed; NULL: the trace's own plan (root attribute 'plan') */
     drift_side side;             /* trainer or rollout */
+    int side_from_trace;         /* 1: the trace's own side (root attribute 'side': rollout -> rollout), not side */
     int64_t step;                /* -1: the first committed step */
     int sample;                  /* row of the recorded batch (default 0) */
     int batches[DRIFT_INV_MAX_BATCHES]; /* batch sizes, 1..DRIFT_INV_MAX_BATCH; 1 is the reference */
@@ -47,7 +48,7 @@ typedef struct drift_invariance_opts {
     uint64_t seed;               /* seeded pad rows */
 } drift_invariance_opts;
 
-/* Defaults: step -1, sample 0, batches 1,2,4,8, cfg split, seed 1, trainer side. */
+/* Defaults: step -1, sample 0, batches 1,2,4,8, cfg split, seed 1, the trace's side. */
 void drift_invariance_opts_init(drift_invariance_opts *o);
 
 /* One node of the forward as a configuration ran it. */
