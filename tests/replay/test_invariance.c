@@ -211,6 +211,18 @@ static void test_batch_dependent_linear_caught(void **state) {
     assert_int_equal(c->op_ref.in_shape[0][0], 1);
     assert_true(c->out_n_diff > 0);
     assert_non_null(strstr(rep.summary, "output changes with batch size: first at patch_embedding"));
+    /* which configurations agree with each other (the micro-batch question):
+     * at batch 2 and 4 the same linears take the split-K path (M > tokens),
+     * so their outputs are identical though not batch 1's; at batch 8 the
+     * text embedder's M = 8 x 8 passes the threshold too, another output */
+    for (int i = 0; i < rep.n_cfg; i++) assert_false(rep.cfg[i].bitwise);
+    assert_int_equal(rep.cfg[0].same_as, -1);
+    assert_int_equal(rep.cfg[1].same_as, 0);
+    assert_int_equal(rep.cfg[2].same_as, 0);
+    assert_int_equal(rep.cfg[3].same_as, 0);
+    assert_int_equal(rep.cfg[4].batch, 8);
+    assert_int_equal(rep.cfg[4].same_as, -1);
+    assert_int_equal(rep.cfg[5].same_as, 4);
     drift_invariance_report_free(&rep);
     drift_backend_free(be);
 }
