@@ -138,7 +138,8 @@ int drift_cmd_invariance(int argc, char **argv) {
     if (is_cpu && strcmp(kernels, "torch") == 0)
         return drift_cli_usage_error("invariance", "--kernels torch is a CUDA kernel profile: give --device cuda[:N]");
     char spec[96];
-    snprintf(spec, sizeof spec, "%s%s", device, strcmp(kernels, "torch") == 0 ? ":kernels=torch" : "");
+    /* cuda: the profile always explicit (kernels/cuda/cuda_backend.h: kernels=exact|torch) */
+    snprintf(spec, sizeof spec, "%s%s%s", device, is_cuda ? ":kernels=" : "", is_cuda ? kernels : "");
 
     drift_err err;
     drift_err_clear(&err);
