@@ -17,9 +17,9 @@ static void op_str(char *buf, size_t sz, const drift_inv_op *op) {
     for (int k = 0; k < 3; k++) shape_str(in[k], sizeof in[k], k < op->n_in ? op->in_ndim[k] : 0, op->in_shape[k]);
     char out[96];
     shape_str(out, sizeof out, op->out_ndim, op->out_shape);
-    snprintf(buf, sz, "%.300s %s(%s%s%s%s%s) -> %s %s", op->label[0] ? op->label : "(unnamed)", op->kind, in[0],
-             op->n_in > 1 ? ", " : "", op->n_in > 1 ? in[1] : "", op->n_in > 2 ? ", " : "", op->n_in > 2 ? in[2] : "",
-             out, op->dtype);
+    snprintf(buf, sz, "%.300s %s(%s%s%s%s%s) -> %s %s%s%.128s%s", op->label[0] ? op->label : "(unnamed)", op->kind,
+             in[0], op->n_in > 1 ? ", " : "", op->n_in > 1 ? in[1] : "", op->n_in > 2 ? ", " : "",
+             op->n_in > 2 ? in[2] : "", out, op->dtype, op->gemm[0] ? " [" : "", op->gemm, op->gemm[0] ? "]" : "");
 }
 
 void drift_invariance_print_text(const drift_invariance_report *rep, FILE *f) {
@@ -66,6 +66,9 @@ static void op_json(drift_json_buf *b, const char *key, const drift_inv_op *op) 
     drift_json_buf_field_string(b, "label", op->label);
     drift_json_buf_field_string(b, "kind", op->kind);
     drift_json_buf_field_string(b, "dtype", op->dtype);
+    drift_json_buf_add_key(b, "gemm");
+    if (op->gemm[0]) drift_json_buf_add_string(b, op->gemm);
+    else drift_json_buf_add_null(b);
     drift_json_buf_add_key(b, "in_shapes");
     drift_json_buf_begin_array(b);
     for (int k = 0; k < op->n_in && k < 3; k++) {

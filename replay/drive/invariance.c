@@ -222,6 +222,7 @@ typedef struct ref_node {
     uint64_t hash;
     int64_t numel, dim0;
     int seen;
+    char gemm[128];              /* LINEAR: drift_backend_last_gemm right after it ran */
 } ref_node;
 
 typedef struct run_state {
@@ -277,7 +278,11 @@ static int on_node(const char *site, const drift_tensor *t, void *user, drift_er
     int rc = drift_backend_download_f32(t->be, t, s->buf, err);
     if (rc) return rc;
     ref_node *r = &s->ref[id];
+    const drift_value *val = drift_graph_value(bf->f->assigned, id);
+    char gemm[128] = "";
+    if (val->kind == DRIFT_VAL_NODE && val->op.kind == DRIFT_OP_LINEAR) drift_backend_last_gemm(t->be, gemm, sizeof gemm);
     if (s->storing) {
+        snprintf(r->gemm, sizeof r->gemm, "%s", gemm);
         r->hash = hash_f32(s->buf, t->numel);
         r->numel = t->numel;
         r->dim0 = t->ndim ? t->shape[0] : 1;
@@ -301,6 +306,8 @@ static int on_node(const char *site, const drift_tensor *t, void *user, drift_er
     if (c->op.node < 0) {
         fill_op(bf->f->assigned, id, &c->op);
         fill_op(s->ref_bf->f->assigned, id, &c->op_ref);
+        snprintf(c->op.gemm, sizeof c->op.gemm, "%s", gemm);
+        snprintf(c->op_ref.gemm, sizeof c->op_ref.gemm, "%s", r->gemm);
     }
     if (site[0] != '@' && !c->first_site[0]) {
         int64_t rn = 0;
@@ -384,9 +391,21 @@ static void summarise(drift_invariance_report *rep, const drift_invariance_opts 
     char where[160];
     if (c->kind == DRIFT_INV_BATCH) snprintf(where, sizeof where, "at batch %d", c->batch);
     else snprintf(where, sizeof where, "in the %s branch run joined", c->kind == DRIFT_INV_CFG_COND ? "conditional" : "unconditional");
+    char algo[400] = "";
+    if (c->op.gemm[0] && c->op_ref.gemm[0]) {
+        int64_t m1 = 1, m0 = 1; /* M: the rows of the GEMM, every dim of x but the last */
+        for (int d = 0; d + 1 < c->op.in_ndim[0]; d++) m1 *= c->op.in_shape[0][d];
+        for (int d = 0; d + 1 < c->op_ref.in_ndim[0]; d++) m0 *= c->op_ref.in_shape[0][d];
+        if (strcmp(c->op.gemm, c->op_ref.gemm) != 0)
+            snprintf(algo, sizeof algo, "; the GEMM differs between M=%lld (%.120s) and M=%lld (%.120s)", (long long)m0,
+                     c->op_ref.gemm, (long long)m1, c->op.gemm);
+        else
+            snprintf(algo, sizeof algo, "; the same GEMM algorithm at M=%lld and M=%lld (%.120s)", (long long)m0,
+                     (long long)m1, c->op.gemm);
+    }
     snprintf(rep->summary, sizeof rep->summary,
-             "output changes with %s: first at %.200s (%s, input %s %s vs %s alone)%s%.200s%s; exact at batch %.200s", what,
-             c->op.label[0] ? c->op.label : "an unnamed node", c->op.kind, a, where, r,
+             "output changes with %s: first at %.200s (%s, input %s %s vs %s alone)%s%s%.200s%s; exact at batch %.200s",
+             what, c->op.label[0] ? c->op.label : "an unnamed node", c->op.kind, a, where, r, algo,
              c->first_site[0] ? "; first recorded site " : "", c->first_site, c->out_n_diff ? "" : "; the output itself is bitwise equal",
              n_exact ? exact : "none but 1");
 }

@@ -13,7 +13,9 @@
 # 3. drift invariance on that trace, --device cuda, --kernels torch and
 #    --kernels exact, batch 1,2,4,8 and CFG joined;
 # 4. for every configuration: drift's torch-profile verdict equals PyTorch's
-#    (bitwise or not, and when not, the same first divergent site). The
+#    (bitwise or not, and when not, the same first divergent site), printed
+#    with drift's first divergent node and, for a GEMM, the cuBLASLt
+#    algorithm it chose here and at batch 1. The
 #    exact profile's verdicts are printed (drift's own kernels are
 #    order-defined: invariant is expected there).
 # One PASS/FAIL/INFO line per item (also in $OUT/summary.txt); $OUT gets
@@ -94,6 +96,9 @@ for c in d["configurations"]:
     ds = c["first_divergent_site"]["site"] if c["first_divergent_site"] else None
     node = c["first_divergent_node"]
     op = "%s %s %s" % (node["label"], node["kind"], node["in_shapes"]) if node else "-"
+    refn = c["first_divergent_node_at_batch_1"]
+    if node and node.get("gemm"):
+        op += " [%s; at batch 1: %s]" % (node["gemm"], refn.get("gemm") if refn else None)
     ex = e.get(c["name"])
     exs = (" (exact profile: %s)" % ("bitwise" if ex["bitwise"] else "differs")) if ex else ""
     if v is None:
