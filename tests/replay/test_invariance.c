@@ -249,6 +249,7 @@ static void test_batch_dependent_ffn_caught(void **state) {
     }
     fprintf(stderr, "summary: %s\n", rep.summary);
     assert_non_null(strstr(rep.summary, "output changes with batch size: first at blocks.0.ffn.net.2 (linear"));
+    assert_non_null(strstr(rep.summary, "; first recorded site blocks.0.ffn:out; exact at batch 1"));
     drift_invariance_report_free(&rep);
     drift_backend_free(be);
 }
