@@ -27,6 +27,7 @@ static const cmd_entry commands[] = {
     {"replay", drift_cmd_replay, "re-run a recorded forward under a dtype plan, per-site metrics"},
     {"compare", drift_cmd_compare, "per-site metrics between two traces"},
     {"bisect", drift_cmd_bisect, "find the minimal set of plan differences that causes the drift"},
+    {"invariance", drift_cmd_invariance, "does a sample's forward change with its batch (size, position, CFG), and which op makes it"},
     {"top", drift_cmd_top, "live dashboard (ncurses, --against: two traces live) or --batch table"},
     {"merge", drift_cmd_merge, "one index file over per-rank traces"},
     {"report", drift_cmd_report, "a self-contained HTML report: heatmap, first divergence, curves, plans, culprits"},
