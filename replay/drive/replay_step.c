@@ -393,6 +393,8 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
         if ((rc = drift_hostset_add(in, INPUT_NAME[i], info.dtype, info.ndim, info.shape, w->main_src.buf, NULL, NULL, err)))
             goto done;
     }
+    /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
+    if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;
     if (w->prof) pt1 = rs_now();
     if (w->fo) {
         drift_site_cache_clear(w->oracle);

@@ -319,9 +319,16 @@ static int shapes_equal(const drift_value *v, const drift_host_tensor *h) {
     return 1;
 }
 
+/* A buffer whose values this run's inputs hold (a captured graph's per-step
+ * user input other than the three boundary ones): it is not fixed. */
+static int step_buffer(const drift_exec_inputs *in, const drift_value *v) {
+    return in->inputs && drift_hostset_find(in->inputs, v->name) != NULL;
+}
+
 static int run_leaf(ectx *c, int id, const drift_value *v, ebuf **out) {
     const drift_hostset *set = v->kind == DRIFT_VAL_PARAM ? c->in->params
                                : v->kind == DRIFT_VAL_BUFFER ? c->in->buffers : c->in->inputs;
+    if (v->kind == DRIFT_VAL_BUFFER && step_buffer(c->in, v)) set = c->in->inputs;
     const char *what = drift_graph_kind_name(v->kind);
     const drift_host_tensor *h = drift_hostset_find(set, v->name);
     if (!h) return drift_err_set(c->err, DRIFT_E_INPUT, v->name, "no host values given for %s '%s'", what, v->name);
@@ -498,7 +505,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
         if (!c.fixed) { rc = drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory"); goto done; }
         for (int i = 0; i < n; i++) {
             const drift_value *v = drift_graph_value(g, i);
-            if (v->kind == DRIFT_VAL_PARAM || v->kind == DRIFT_VAL_BUFFER) {
+            if (v->kind == DRIFT_VAL_PARAM || (v->kind == DRIFT_VAL_BUFFER && !step_buffer(in, v))) {
                 c.fixed[i] = 1;
             } else if (v->kind == DRIFT_VAL_NODE) {
                 int all = 1;
