@@ -7,7 +7,7 @@
  * mean|output| of torch's (mean |diff|) with cosine >= 0.99999 (the
  * criteria of capture_record.sh), self-replay is bitwise, and a parameter
  * scaled by 1 + 1e-3 breaks the match (the check can fail). Qwen-Image's
- * fixture is over the 2 MB limit and is not committed. */
+ * first fixture was over the 2 MB limit: test_qwen skips until one is committed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,6 +188,21 @@ static void test_flux(void **s) {
     check_model("flux", "ref", "proj_out.weight", "input:pooled_projections");
 }
 
+/* Qwen-Image's first recording was 2.44 MB; capture_record.py now records it
+ * with one block: until that fixture is committed the test says it skipped. */
+static void test_qwen(void **s) {
+    (void)s;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/graphs/recorded/qwen.h5", testdata());
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        print_message("  qwen: %s not committed yet (tests/gpu/capture_record.py fixtures)\n", path);
+        skip();
+    }
+    fclose(f);
+    check_model("qwen", "cpu", "proj_out.weight", NULL); /* its mask is all ones, read as a boolean: x 1.01 changes nothing */
+}
+
 static void test_sd3(void **s) {
     (void)s;
     check_model("sd3", "cpu", "proj_out.weight", "input:pooled_projections");
@@ -211,6 +226,7 @@ int main(void) {
         cmocka_unit_test(test_ltx2),
         cmocka_unit_test(test_flux),
         cmocka_unit_test(test_sd3),
+        cmocka_unit_test(test_qwen),
         cmocka_unit_test(test_step_input_site),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
