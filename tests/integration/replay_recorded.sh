@@ -61,4 +61,22 @@ for st in 0 1; do
 done
 "$PY" -c "$CHECK" "$W/moved0.json" match || fail "step 0 (unchanged) no longer matches"
 "$PY" -c "$CHECK" "$W/moved1.json" nomatch || fail "step 1 with pooled_projections x 1.01 still matches: read per step?"
+# a trace without the per-step input's site: exit 2 naming the input and the site
+cp "$R/flux.h5" "$W/flux_nosite.h5"
+"$PY" - "$W/flux_nosite.h5" <<'PY' || fail "could not rename the pooled_projections site"
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    for k in f["sites"]:
+        n = f["sites"][k].attrs["name"]
+        if (n.decode() if isinstance(n, bytes) else n) == "input:pooled_projections:pre_cast":
+            f["sites"][k].attrs["name"] = np.bytes_(b"input:renamed_away:pre_cast")
+            break
+    else:
+        sys.exit("no input:pooled_projections:pre_cast")
+PY
+"$D" replay "$W/flux_nosite.h5" --plan "$W/fp32.json" --device ref --ref trainer > /dev/null 2> "$W/nosite.err"
+rc=$?
+[ $rc -eq 2 ] || fail "a missing per-step input site: exit $rc, expected 2"
+grep -q "user input 'pooled_projections' is missing.*input:pooled_projections:pre_cast" "$W/nosite.err" ||
+  fail "the error does not name the input and its site: $(cat "$W/nosite.err")"
 echo "replay_recorded: ok"
