@@ -7,7 +7,8 @@
 # capture_record.sh's criteria (max |diff| <= 1e-4 x max |torch|, cosine >=
 # 0.99999, inputs bitwise). Then flux's step-1 pooled_projections is moved by
 # 1 %: step 1 must stop matching while step 0 still matches, which fails if
-# the driver held that input fixed at its first record.
+# the driver held that input fixed at its first record. A trace whose
+# pooled_projections site is gone exits 2 naming the input and the site.
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/replay_recorded"; rm -rf "$W"; mkdir -p "$W"
