@@ -308,11 +308,12 @@ static void draw_run_line(vs *v, int y, int compact) {
             (long long)h->last_step);
     else
         seg(&l, A_NORMAL, "  steps 0");
-    if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
+    if (h->steps_per_s >= 10) seg(&l, A_NORMAL, "  %.0f steps/s", h->steps_per_s); /* no exponent: 110, not 1.1e+02 */
+    else if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
     seg(&l, A_NORMAL, "  writer %s", h->writer);
     if (h->against[0]) { /* the path's tail: the file name matters most */
         size_t n = strlen(h->against);
-        if (n > 32) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 31);
+        if (n > 29) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 28);
         else seg(&l, A_BOLD, "  vs %s", h->against);
         if (h->against_writer && h->against_writer[0]) { /* the other process's writer: a rollout engine that died shows */
             int ok = strcmp(h->against_writer, "closed") == 0 || strcmp(h->against_writer, "recording") == 0;

@@ -434,6 +434,8 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
         if ((rc = drift_hostset_add(in, INPUT_NAME[i], info.dtype, info.ndim, info.shape, w->main_src.buf, NULL, NULL, err)))
             goto done;
     }
+    /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
+    if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;
     if (w->prof) pt1 = rs_now();
     if (w->fo) {
         drift_site_cache_clear(w->oracle);

@@ -191,9 +191,16 @@ static int shapes_equal(const drift_value *v, const drift_host_tensor *h) {
     return 1;
 }
 
+/* A buffer whose values this run's inputs hold (a captured graph's per-step
+ * user input other than the three boundary ones): it is not fixed. */
+static int step_buffer(const drift_exec_inputs *in, const drift_value *v) {
+    return v->kind == DRIFT_VAL_BUFFER && in->inputs && drift_hostset_find(in->inputs, v->name) != NULL;
+}
+
 static int run_leaf(ectx *c, int id, const drift_value *v, ebuf **out) {
     const drift_hostset *set = v->kind == DRIFT_VAL_PARAM ? c->in->params
                                : v->kind == DRIFT_VAL_BUFFER ? c->in->buffers : c->in->inputs;
+    if (step_buffer(c->in, v)) set = c->in->inputs;
     const char *what = drift_graph_kind_name(v->kind);
     const drift_host_tensor *h = drift_hostset_find(set, v->name);
     if (!h) return drift_err_set(c->err, DRIFT_E_INPUT, v->name, "no host values given for %s '%s'", what, v->name);
@@ -386,12 +393,21 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
     int rc = cache ? cache_bind(cache, g, c.err) : DRIFT_OK;
     if (rc) return rc;
     c.alias = drift_backend_can_alias(be) && switch_on(opts ? opts->alias : -1, "DRIFT_EXEC_ALIAS");
-    const drift_exec_plan_opts po = {.observe_sites = in->on_site != NULL, .cached = cache != NULL,
-                                     .fuse_casts = switch_on(opts ? opts->fuse_casts : -1, "DRIFT_EXEC_FUSE_CASTS")};
     drift_exec_plan plan;
+    memset(&plan, 0, sizeof plan);
     const int n = drift_graph_count(g);
     size_t nn = (size_t)(n ? n : 1);
-    if ((rc = drift_exec_plan_build(g, &po, &plan, c.err))) goto done;
+    unsigned char *per_step = NULL; /* buffers this run's inputs replace */
+    if (cache && in->inputs) {
+        if (!(per_step = drift_calloc(nn, 1))) return drift_err_set(c.err, DRIFT_E_NOMEM, "exec", "out of memory");
+        for (int i = 0; i < n; i++) per_step[i] = (unsigned char)step_buffer(in, drift_graph_value(g, i));
+    }
+    const drift_exec_plan_opts po = {.observe_sites = in->on_site != NULL, .cached = cache != NULL,
+                                     .fuse_casts = switch_on(opts ? opts->fuse_casts : -1, "DRIFT_EXEC_FUSE_CASTS"),
+                                     .per_step = per_step};
+    rc = drift_exec_plan_build(g, &po, &plan, c.err);
+    drift_free(per_step); /* the plan keeps only its fixed[] */
+    if (rc) goto done;
     c.fixed = plan.fixed;
     c.fuse = plan.fused ? &plan.fuse : NULL;
     c.slot = drift_calloc(nn, sizeof *c.slot);

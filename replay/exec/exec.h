@@ -90,7 +90,9 @@ typedef int (*drift_exec_site_fn)(const char *site, const drift_tensor *t, void 
 typedef struct drift_exec_inputs {
     const drift_hostset *params;   /* fp32 masters by root FQN */
     const drift_hostset *buffers;  /* buffers by name (e.g. the RoPE tables) */
-    const drift_hostset *inputs;   /* boundary inputs by name, in their handed-over dtype */
+    const drift_hostset *inputs;   /* boundary inputs by name, in their handed-over dtype; an entry
+                                      named as a buffer replaces it for this run (not fixed: a
+                                      captured graph's per-step user inputs "input:NAME") */
     drift_exec_site_fn on_site;    /* may be NULL */
     void *user;
     struct drift_exec_cache *cache; /* may be NULL: see drift_exec_cache below */

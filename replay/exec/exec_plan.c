@@ -32,10 +32,10 @@ static void plan_liveness(const drift_graph *g, int observe_sites, drift_exec_pl
 }
 
 /* values that depend on parameters and buffers only (forwards: inputs come first) */
-static void plan_fixed(const drift_graph *g, drift_exec_plan *p) {
+static void plan_fixed(const drift_graph *g, const unsigned char *per_step, drift_exec_plan *p) {
     for (int i = 0; i < p->n; i++) {
         const drift_value *v = drift_graph_value(g, i);
-        if (v->kind == DRIFT_VAL_PARAM || v->kind == DRIFT_VAL_BUFFER) {
+        if (v->kind == DRIFT_VAL_PARAM || (v->kind == DRIFT_VAL_BUFFER && !(per_step && per_step[i]))) {
             p->fixed[i] = 1;
         } else if (v->kind == DRIFT_VAL_NODE) {
             int all = 1;
@@ -61,7 +61,7 @@ int drift_exec_plan_build(const drift_graph *g, const drift_exec_plan_opts *o, d
     if (!p->live || !p->uses || (o->cached && !p->fixed))
         return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory (run plan)");
     plan_liveness(g, o->observe_sites, p);
-    if (p->fixed) plan_fixed(g, p);
+    if (p->fixed) plan_fixed(g, o ? o->per_step : NULL, p);
     if (o->fuse_casts) {
         drift_fuse_opts fo = {.live = p->live, .fixed = p->fixed, .observe_sites = o->observe_sites != 0};
         int rc = drift_fuse_plan_build(g, &fo, &p->fuse, err);

@@ -23,6 +23,8 @@ typedef struct drift_exec_plan_opts {
     int observe_sites; /* 1: a site callback is given (recorded sites are live and keep their dtype) */
     int cached;        /* 1: a device cache is used (fixed[] is computed) */
     int fuse_casts;    /* 1: plan cast folding */
+    const unsigned char *per_step; /* per value id, may be NULL: 1 for a buffer whose values come with
+                                      each run (a captured graph's per-step user input): not fixed */
 } drift_exec_plan_opts;
 
 typedef struct drift_exec_plan {
