@@ -46,7 +46,7 @@
  *
  * Options of the torch profile (test knobs: tests/gpu/torch_parity.sh uses
  * them to learn which variant torch runs; leave them out in production):
- *   torch_gemm=auto|lt|cublas  auto: torch's rule (bias and M > 1: cuBLASLt
+ *   torch_gemm=auto|lt|cublas  auto: torch's rule (bias, any M: cuBLASLt
  *                         bias epilogue, else cublasGemmEx); lt: always cuBLASLt
  *                         (TORCH_BLAS_PREFER_CUBLASLT=1); cublas: always
  *                         cublasGemmEx (bias copied into the output, beta = 1)

@@ -116,6 +116,28 @@ def torch_gen(outdir):
                     ins = [x, wb] + ([bb] if bias else [])
                     return ins, (lambda: F.linear(x, w, b)), ""
                 CASES.append((nm, "linear", f))
+    # the timestep embedder's small-M GEMMs (batch 1, 2, 4, 8 of one Wan step: time_embedder.linear_1
+    # K 256, linear_2 K 1536, time_projection N 6*1536), the rows of one seeded x shared across M, and
+    # torch's own verdict: is row 0 at M equal to row 0 at M = 1 (batch invariance of torch itself)?
+    for K, N in ((256, 1536), (1536, 1536), (1536, 9216)):
+        gk = torch.Generator(device=dev).manual_seed(1000 + K + N)
+        x8 = (torch.randn(1, 8, K, device=dev, generator=gk)).to(bf16)
+        w = torch.randn(N, K, device=dev, generator=gk) * K ** -0.5
+        b = torch.randn(N, device=dev, generator=gk) * 0.1
+        with torch.autocast("cuda", dtype=bf16):
+            row0 = {M: F.linear(x8[:, :M], w, b)[0, 0].float() for M in (1, 2, 4, 8)}
+        for M in (2, 4, 8):
+            same = bool(torch.equal(row0[M], row0[1]))
+            nd = int((row0[M] != row0[1]).sum().item())
+            print("TORCHINV linear_bias K=%d N=%d: row 0 at M=%d %s row 0 at M=1 (%d of %d differ)"
+                  % (K, N, M, "==" if same else "!=", nd, N), flush=True)
+        for M in (1, 2, 4, 8):
+            nm = "linear_bias_temb_M%d_K%d_N%d" % (M, K, N)
+
+            def f(M=M, x8=x8, w=w, b=b):
+                x = x8[:, :M].contiguous()
+                return [x, w.to(bf16), b.to(bf16)], (lambda: F.linear(x, w, b)), ""
+            CASES.append((nm, "linear", f))
     # a Qwen-Image block's widths (d 3072, ffn 12288), 4096 image tokens
     for K, N in ((3072, 3072), (3072, 12288), (12288, 3072)):
         nm = "linear_bias_qwen_M4096_K%d_N%d" % (K, N)

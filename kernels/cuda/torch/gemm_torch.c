@@ -9,14 +9,14 @@
  *    B = x (ldb K), C = y (ldc N)).
  *  - addmm takes cuBLASLt with the bias in the epilogue (gemm_and_bias) when
  *    the bias is 1-D and contiguous and every matrix dimension is > 1 and
- *    < 65535*32 (so not for M = 1): compute type 32F, scale type 32F,
+ *    < 65535*32 (M = 1 included: torch 2.11 measured): compute type 32F, scale type 32F,
  *    CUBLASLT_EPILOGUE_BIAS, A/B/C types = the operand dtype, beta 0, the
  *    preference's MAX_WORKSPACE_BYTES = torch's cuBLASLt workspace size and
  *    MIN_ALIGNMENT_{A,B,C}_BYTES of the three pointers (the largest power of
  *    two up to 256 dividing the address), and MIN_ALIGNMENT_D_BYTES of the
  *    *bias* pointer (as torch does); the first heuristic result is run. If
  *    cuBLASLt returns no algorithm torch falls back to the cuBLAS path.
- *  - otherwise (mm, or addmm with M = 1) the cuBLAS path: the bias (if any)
+ *  - otherwise (mm without bias, or a forced torch_gemm=cublas) the cuBLAS path: the bias (if any)
  *    is first copied into every row of y and cublasGemmEx runs with beta = 1
  *    (else 0), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP, math mode
  *    CUBLAS_DEFAULT_MATH (allow_bf16_reduced_precision_reduction defaults to
@@ -122,14 +122,25 @@ static int gemm_and_bias(dcu_ctx *ctx, const void *x, const void *w, const void 
 }
 
 /* torch's cuBLAS path (gemm_internal_cublas), with addmm's bias copy first. */
+/* y's M rows = bias (N elements of es bytes): one row, then doubling copies
+ * (cudaMemcpy2D refuses a source pitch of 0). */
+static cudaError_t bias_rows(dcu_ctx *ctx, void *y, const void *bias, int64_t M, int64_t N, size_t es) {
+    const size_t row = (size_t)N * es;
+    cudaError_t e = cudaMemcpyAsync(y, bias, row, cudaMemcpyDeviceToDevice, ctx->stream);
+    for (int64_t have = 1; e == cudaSuccess && have < M; have *= 2) {
+        int64_t n = have < M - have ? have : M - have;
+        e = cudaMemcpyAsync((char *)y + (size_t)have * row, y, (size_t)n * row, cudaMemcpyDeviceToDevice, ctx->stream);
+    }
+    return e;
+}
+
 static int gemm_cublas(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
                        int64_t M, int64_t N, int64_t K, const char *where, drift_err *err) {
     struct dct_state *st = ctx->torch;
     size_t es = drift_dtype_size(c);
     if (bias) {
         /* result.copy_(bias.expand(M, N)): raw rows, same dtype */
-        cudaError_t e = cudaMemcpy2DAsync(y, (size_t)N * es, bias, 0, (size_t)N * es, (size_t)M,
-                                          cudaMemcpyDeviceToDevice, ctx->stream);
+        cudaError_t e = bias_rows(ctx, y, bias, M, N, es);
         if (e != cudaSuccess) return dcu_check(e, err, where, "copying the bias into the output");
     }
     /* _cublasAdjustLdLevel3 for (t, n, m = N, n = M, k = K) */
@@ -160,7 +171,9 @@ int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias
     struct dct_state *st = ctx->torch;
     if (M == 0 || N == 0) return DRIFT_OK;
     const int64_t lim = 65535LL * 32;
-    int lt_ok = M > 1 && N > 1 && K > 1 && M < lim && N < lim && K < lim;
+    /* torch 2.11 runs a bias linear through cuBLASLt's bias epilogue at M = 1 too (measured on the
+       H200: nvjet_*_bias_* for M = 1, 2, 4, 8; torch_parity.py's temb cases) */
+    int lt_ok = M >= 1 && N > 1 && K > 1 && M < lim && N < lim && K < lim;
     int use_lt = st->gemm_mode == DCT_GEMM_LT || (st->gemm_mode == DCT_GEMM_AUTO && bias && lt_ok);
     if (st->gemm_mode == DCT_GEMM_CUBLAS) use_lt = 0;
     if (use_lt && K > 0) {
@@ -169,8 +182,7 @@ int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias
     }
     if (K == 0) { /* empty reduction: y = bias (rows) or 0 */
         size_t es = drift_dtype_size(c);
-        cudaError_t e = bias ? cudaMemcpy2DAsync(y, (size_t)N * es, bias, 0, (size_t)N * es, (size_t)M,
-                                                 cudaMemcpyDeviceToDevice, ctx->stream)
+        cudaError_t e = bias ? bias_rows(ctx, y, bias, M, N, es)
                              : cudaMemsetAsync(y, 0, (size_t)(M * N) * es, ctx->stream);
         return dcu_check(e, err, where, "writing an empty-reduction result");
     }
