@@ -46,7 +46,12 @@ typedef struct drift_synth_opts {
     const char *backend;         /* "cpu" (default) or "cuda[:N]" */
     int32_t rank, world_size;    /* root attributes of both traces (0, 1: a single-process run) */
     const char *sites;           /* NULL: record every graph site; else comma-separated globs of the graph
-                                    sites to record (input:* and output:noise_pred always are) */
+                                    sites to record (input:* and output:noise_pred always are); a glob
+                                    that matches no site of the graph is an error (DRIFT_E_USAGE) */
+    /* Called once before anything is written with the estimated bytes of
+     * tensor data each trace will hold (site tensors x steps). May be NULL. */
+    void (*on_size)(int64_t trainer_bytes, int64_t rollout_bytes, void *user);
+    void *on_size_user;
     drift_progress_fn progress;
     void *progress_user;
 } drift_synth_opts;
