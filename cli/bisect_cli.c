@@ -1,10 +1,12 @@
 #include "cli/bisect_cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_util.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "formats/json.h"
 
@@ -14,9 +16,45 @@ void drift_bisect_cli_opts_init(drift_bisect_cli_opts *o) {
     o->backend = "cpu";
 }
 
-static void progress(const char *what, long done, long total, void *user) {
-    (void)user;
-    fprintf(stderr, "\r%s %ld of at most %ld   ", what, done, total);
+typedef struct stream_ctx {
+    drift_cli_progress *prog;
+    const char *metric;
+} stream_ctx;
+
+/* git-bisect-like: one line per finished probe, numbered over the whole run. */
+static void on_probe(const drift_bisect_probe *p, void *user) {
+    stream_ctx *c = user;
+    char line[512], m[32];
+    snprintf(line, sizeof line, "probe %ld (round %d): %zu of %zu difference%s applied -> %s (%s %s, %.2f s)", p->seq,
+             p->round, p->n_applied, p->n_diffs, p->n_diffs == 1 ? "" : "s",
+             p->fails < 0 ? "error" : p->fails ? "drifts" : "as good", c->metric, drift_report_num(p->metric, m, sizeof m),
+             p->seconds);
+    drift_cli_progress_line(c->prog, line);
+    drift_cli_progress_cb("probes", p->seq, 0, c->prog);
+}
+
+static void on_set(const drift_bisect_result *r, size_t k, void *user) {
+    stream_ctx *c = user;
+    char line[2048];
+    size_t len = (size_t)snprintf(line, sizeof line, "culprit set %zu found:", k + 1);
+    for (size_t i = r->set_start[k]; i < r->set_start[k] + r->set_len[k] && len < sizeof line - 8; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s %s", i > r->set_start[k] ? "," : "",
+                                r->diffs[r->culprits[i].diff].name);
+    drift_cli_progress_line(c->prog, line);
+}
+
+static int write_fix(const drift_bisect_cli_opts *o, const drift_bisect_result *r, drift_err *err) {
+    char *json = drift_plan_to_json(&r->fix_plan);
+    if (!json) return drift_err_set(err, DRIFT_E_NOMEM, o->fix_out, "out of memory");
+    FILE *f = fopen(o->fix_out, "w");
+    int rc = DRIFT_OK;
+    if (!f) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+    else {
+        fprintf(f, "%s\n", json);
+        if (fclose(f) != 0) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+    }
+    free(json);
+    return rc;
 }
 
 static void probe_log(const char *line, void *user) {
@@ -82,6 +120,24 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
         drift_json_buf_end_array(&b);
     }
     drift_json_buf_end_array(&b);
+    if (o->fix_out) {
+        drift_json_buf_add_key(&b, "fix");
+        if (!r->has_fix) {
+            drift_json_buf_add_null(&b);
+        } else {
+            char *plan = drift_plan_to_json(&r->fix_plan);
+            drift_json_buf_begin_object(&b);
+            drift_json_buf_field_string(&b, "path", o->fix_out);
+            drift_json_buf_add_key(&b, "plan");
+            if (plan) drift_json_buf_add_raw(&b, plan);
+            else drift_json_buf_add_null(&b);
+            free(plan);
+            drift_json_buf_field_bool(&b, "verified", r->fix_verified);
+            drift_json_buf_field_number(&b, "output_mean_abs_diff", r->fix_output_mean_abs_diff);
+            drift_json_buf_field_number(&b, "good_output_mean_abs_diff", r->good_output_mean_abs_diff);
+            drift_json_buf_end_object(&b);
+        }
+    }
     drift_json_buf_field_int(&b, "probes", (int64_t)r->probes);
     drift_json_buf_field_int(&b, "memo_hits", (int64_t)r->memo_hits);
     drift_json_buf_field_int(&b, "max_concurrent_probes", (int64_t)r->max_concurrent);
@@ -102,11 +158,19 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     lo.bad = o->bad;
     lo.backend = o->backend;
     lo.granularity_param = o->granularity_param;
-    if (drift_cli_progress_enabled() && !lo.devices) lo.progress = progress;
     if (lo.devices) lo.log = probe_log;
+    stream_ctx sc = {NULL, drift_bisect_metric_name(lo.metric)};
+    if (o->stream && !o->json) {
+        sc.prog = drift_cli_progress_start("bisect", "replaying the good and the bad plan");
+        if (!lo.devices) lo.on_probe = on_probe;
+        lo.on_set = on_set;
+        lo.event_user = &sc;
+    }
+    lo.fix = o->fix_out != NULL;
     drift_bisect_result r;
     int rc = drift_bisect_run(&lo, &r, err);
-    if (lo.progress) fputc('\n', stderr);
+    drift_cli_progress_finish(sc.prog);
+    if (!rc && o->fix_out && r.has_fix) rc = write_fix(o, &r, err);
     if (rc) {
         drift_bisect_result_free(&r);
         return rc;
@@ -151,6 +215,14 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
                     isinf(e->floor_units) ? "inf" : drift_report_num(e->floor_units, b, sizeof b),
                     e->first_divergent[0] ? e->first_divergent : "(none)", drift_report_num(e->metric_without, c, sizeof c));
         }
+    }
+    if (o->fix_out) {
+        if (r.has_fix)
+            fprintf(out, "fix: %s (plan '%s': the bad plan with the culprits taken from the good plan): %s; output mean |diff| %s (good plan %s)\n",
+                    o->fix_out, r.fix_plan.name, r.fix_verified ? "verified, back at the good plan's value" : "NOT verified (still over the threshold)",
+                    drift_report_num(r.fix_output_mean_abs_diff, a, sizeof a), drift_report_num(r.good_output_mean_abs_diff, b, sizeof b));
+        else
+            fprintf(out, "fix: none written (no culprit)\n");
     }
     fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent%s%s) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,
             lo.devices ? " on " : "", lo.devices ? lo.devices : "", r.seconds);
