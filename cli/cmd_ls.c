@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "formats/census.h" /* intercept census */
@@ -11,9 +12,13 @@
 #include "formats/trace.h"
 #include "formats/trace_index.h" /* drift merge index */
 
-static const char *const HELP =
-    "usage: drift ls TRACE [--json]\n"
-    "\n"
+static const drift_cli_opt_spec OPTS[] = {
+    {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "ls",
+    "TRACE [--json]",
     "Lists what a drift trace (HDF5, schema v1) holds: its root attributes (side,\n"
     "run id, rank/world size, model family, guidance scale, plan, producer,\n"
     "creation time), the committed steps, every site with dtype, per-record shape\n"
@@ -27,11 +32,14 @@ static const char *const HELP =
     "\n"
     "A drift merge index is listed rank by rank: INDEX lists every rank it holds\n"
     "(JSON: {\"format\": \"drift-index\", ..., \"ranks\": [one listing per rank]}),\n"
-    "INDEX#rank=N only rank N's view (as every other command reads it).\n"
-    "\n"
-    "  --json   one JSON document on stdout\n"
-    "\n"
-    "exit: 0 listed, 2 bad usage or unreadable trace\n";
+    "INDEX#rank=N only rank N's view (as every other command reads it).\n",
+    OPTS,
+    "TRACE",
+    1,
+    1,
+    NULL,
+    "0 listed, 2 bad usage or unreadable trace",
+    "ls run.h5 --json"};
 
 static const char *compress_name(drift_trace_compress c) {
     return c == DRIFT_TRACE_COMPRESS_DEFLATE ? "deflate" : c == DRIFT_TRACE_COMPRESS_BLOSC ? "blosc" : "none";
@@ -349,23 +357,13 @@ static int ls_index(const char *path, int json) {
 /* ---- end drift merge index -------------------------------------------------- */
 
 int drift_cmd_ls(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return drift_cli_usage_error("ls", "unknown option '%s'", argv[i]);
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            return drift_cli_usage_error("ls", "unexpected argument '%s' (one TRACE)", argv[i]);
-        }
-    }
-    if (!path) return drift_cli_usage_error("ls", "a TRACE file is required");
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    const char *path = a.pos[0];
+    int json = drift_cli_args_count(&a, "--json") > 0;
+    drift_cli_args_free(&a);
+    if (drift_cli_check_input("ls", "TRACE", path)) return 2;
     if (drift_trace_index_is(path)) return ls_index(path, json); /* drift merge index */
     drift_err err;
     drift_err_clear(&err);
