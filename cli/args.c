@@ -165,7 +165,7 @@ int drift_cli_args_parse(const drift_cli_cmd_spec *spec, int argc, char **argv, 
                 if (a->occ[k].opt == o && strcmp(a->occ[k].value, v) != 0) {
                     const char *prev = a->occ[k].value;
                     drift_cli_args_free(a);
-                    *exit_code = drift_cli_usage_error_field(spec->name, o->name, "%s given twice ('%s' and '%s'); give it once",
+                    *exit_code = drift_cli_usage_error_field(spec->name, o->name, "%s given twice ('%.100s' and '%.100s'); give it once",
                                                              o->name, prev, v);
                     return 1;
                 }

@@ -114,7 +114,9 @@ mv "$W/run/trace-trainer.rank1.h5" "$W/run/away.h5"
 out=$("$D" ls "$W/run/idx.h5#rank=1" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "trace-trainer.rank1.h5" || fail "deleted rank file: rc $rc: $out"
 out=$("$D" ls "$W/run/idx.h5" --json 2>/dev/null); rc=$?
-[ $rc -eq 2 ] && [ -z "$out" ] || fail "ls --json of an index with a missing rank file: rc $rc, stdout '$out'"
+# docs/cli.md: under --json an error is one JSON document {"error": {...}} on stdout
+[ $rc -eq 2 ] && echo "$out" | "${PYTHON3:-/usr/bin/python3}" -c 'import json,sys; e=json.load(sys.stdin)["error"]; assert e["exit"]==2 and "rank1" in e["message"], e' \
+  || fail "ls --json of an index with a missing rank file: rc $rc, stdout '$out'"
 mv "$W/run/away.h5" "$W/run/trace-trainer.rank1.h5"
 "$D" ls "$W/run/idx.h5#rank=1" >/dev/null || fail "restored rank file"
 echo "PASS"

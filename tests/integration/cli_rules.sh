@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# docs/cli.md's rules through the binary (issue 22 defects 2, 6, 9, 10, 11,
+# 13, 14): step ranges, outputs and --force, empty selections, messages and
+# did-you-mean, --json errors, --atol/--rtol, CSV, the default plan,
+# progress and bisect streaming, bisect --fix-out, the size warning, devices.
+set -u
+D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
+W="${DRIFT_TMP:-$(mktemp -d)}/cli_rules"; rm -rf "$W"; mkdir -p "$W"
+fail() { echo "FAIL: $*"; exit 1; }
+GOOD="$T/plans/wan2_2_no_norm2.json"; BAD="$T/plans/wan2_2.json"
+rec() { "$D" record --synthetic tiny-dit --trainer-plan "$BAD" --rollout-plan "$GOOD" "$@"; }
+# expect RC PATTERN CMD...: exit code RC and PATTERN (grep -E) in stderr+stdout
+expect() {
+  local want=$1 pat=$2; shift 2
+  local out rc; out=$("$@" 2>&1 </dev/null); rc=$?
+  [ $rc -eq "$want" ] || fail "$* -> rc $rc (want $want): $out"
+  echo "$out" | grep -Eq -- "$pat" || fail "$* -> no /$pat/ in: $out"
+}
+
+rec --steps 8 -o "$W/t.h5" 2>/dev/null || fail "record exited $?"
+
+# ---- defect 2: --steps A:B is inclusive everywhere; out of range is exit 2
+n_steps() { "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["first_divergent"]))'; }
+[ "$("$D" replay "$W/t.h5" --plan "$BAD" --output-only --steps 2:5 --json | n_steps)" = 4 ] || fail "replay --steps 2:5 is not 4 steps"
+[ "$("$D" replay "$W/t.h5" --plan "$BAD" --output-only --steps 7:7 --json | n_steps)" = 1 ] || fail "replay --steps 7:7 is not step 7"
+[ "$("$D" replay "$W/t.h5" --plan "$BAD" --output-only --steps 6: --json | n_steps)" = 2 ] || fail "replay --steps 6: is not 6..7"
+expect 2 "out of range; .*t.h5 has steps 0..7" "$D" replay "$W/t.h5" --plan "$BAD" --steps 20:30
+expect 2 "out of range" "$D" replay "$W/t.h5" --plan "$BAD" --steps 5:8
+expect 2 "out of range" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --steps 20:30
+expect 2 "expected A:B" "$D" replay "$W/t.h5" --plan "$BAD" --steps 5:2
+
+# ---- defect 6: outputs never replace an existing file without --force
+sum0=$(md5sum "$W/t.h5" "$W/t.rollout.h5")
+expect 2 "t.h5 exists; give --force" rec --steps 1 -o "$W/t.h5"
+rm -f "$W/only.h5"; cp "$W/t.rollout.h5" "$W/only.rollout.h5"
+expect 2 "only.rollout.h5 exists; give --force" rec --steps 1 -o "$W/only.h5"
+[ -e "$W/only.h5" ] && fail "a refused record wrote its trainer trace"
+[ "$(md5sum "$W/t.h5" "$W/t.rollout.h5")" = "$sum0" ] || fail "a refused record changed the traces"
+rec --steps 1 -o "$W/only.h5" --force 2>/dev/null || fail "record --force exited $?"
+expect 2 "is an input of this replay" "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout -o "$W/t.rollout.h5" --force
+expect 2 "is an input of this replay" "$D" replay "$W/t.h5" --plan "$BAD" -o "$W/t.h5" --force
+[ "$(md5sum "$W/t.h5" "$W/t.rollout.h5")" = "$sum0" ] || fail "replay -o changed its inputs"
+"$D" replay "$W/t.h5" --plan "$BAD" --output-only -o "$W/r.h5" >/dev/null 2>&1 || fail "replay -o exited $?"
+expect 2 "r.h5 exists; give --force" "$D" replay "$W/t.h5" --plan "$BAD" --output-only -o "$W/r.h5"
+"$D" replay "$W/t.h5" --plan "$BAD" --output-only -o "$W/r.h5" --force >/dev/null 2>&1 || fail "replay -o --force exited $?"
+touch "$W/idx.h5"
+expect 2 "idx.h5 exists; give --force" "$D" merge "$W/t.h5" -o "$W/idx.h5"
+expect 2 "is a directory" "$D" replay "$W/t.h5" --plan "$BAD" -o "$W" --force
+
+# ---- defect 9: a selection that matches nothing is exit 2, nothing written
+expect 2 "'blocks.9.\*' matches no site" rec --steps 2 --sites 'blocks.9.*' -o "$W/s.h5"
+[ -e "$W/s.h5" ] || [ -e "$W/s.rollout.h5" ] && fail "record --sites matching nothing wrote a trace"
+rec --steps 1 --sites 'blocks.0.*' -o "$W/s.h5" 2>/dev/null || fail "record --sites blocks.0.* exited $?"
+
+# ---- defect 10: help text
+"$D" bisect --help | grep -q '%%' && fail "bisect --help prints '%%'"
+"$D" plan --help | grep -q 'DESIGN.md' && fail "plan --help points at DESIGN.md (not in the repository)"
+"$D" plan --help | grep -q 'docs/cli.md' || fail "plan --help does not point at docs/cli.md"
+
+# ---- defect 11: messages
+long=$(printf 'x%.0s' $(seq 1 1100))
+expect 2 "^drift record: --synthetic: model spec too long" "$D" record --synthetic "$long" --steps 1 \
+  --trainer-plan "$BAD" --rollout-plan "$GOOD" -o "$W/long.h5"
+expect 2 "expected trainer, rollout, oracle or the path of a trace, got 'rolout' \(did you mean 'rollout'\?\)" \
+  "$D" replay "$W/t.h5" --plan "$BAD" --ref rolout
+expect 2 "expected one of model_output_mean_abs_diff, model_output_max_abs_diff, model_output_rel_max, rmse, got 'mean'" \
+  "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --metric mean
+expect 2 "did you mean 'param'" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity parm
+expect 2 "did you mean '--steps'" "$D" replay "$W/t.h5" --stpes 2
+expect 2 "did you mean 'replay'" "$D" relpay "$W/t.h5"
+expect 2 "missing -o \(required\)" rec --steps 1
+out=$(rec --steps 1 2>&1); echo "$out" | grep -q -- "--trainer-plan" && fail "record names present options as missing: $out"
+expect 2 "is a directory" "$D" ls "$W"
+expect 2 "is a directory" "$D" replay "$W" --plan "$BAD"
+for c in "record" "ls $W/t.h5" "check $W/t.h5" "replay $W/t.h5" "bisect $W/t.h5" "merge $W/t.h5" "demo" "plan compile"; do
+  expect 2 "^drift ${c%% /*}: unknown option '--bogus'$" "$D" $c --bogus
+done
+# --json: the error is one JSON document on stdout as well as the stderr line
+for c in "ls $W/nope.h5" "check $W/nope.h5" "replay $W/t.h5 --steps 99" "bisect $W/t.h5 --good $GOOD" \
+         "plan compile --plan $T/plans/wan_controlnet.json --model wan2.2" "replay $W/t.h5 --bogus"; do
+  "$D" $c --json >"$W/err.json" 2>"$W/err.txt"; rc=$?
+  [ $rc -eq 2 ] || fail "$c --json: rc $rc"
+  [ -s "$W/err.txt" ] || fail "$c --json: no stderr line"
+  "$PY" -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["exit"]==2 and e["message"] and "code" in e and "field" in e, e' \
+    "$W/err.json" || fail "$c --json: stdout is not a JSON error: $(cat "$W/err.json")"
+done
+
+# ---- replay: the recorded plan by default, --atol/--rtol, CSV
+"$D" replay "$W/t.h5" --ref trainer --json >"$W/self.json" 2>"$W/self.err" || fail "replay without --plan exited $?"
+grep -q "no --plan given: replaying the plan .* was recorded with ('wan2_2')" "$W/self.err" || fail "replay does not say it uses the recorded plan"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["plan"]=="wan2_2" and all(s["bitwise_equal"] for s in d["sites"]), d["plan"]' \
+  "$W/self.json" || fail "the recorded plan does not replay bitwise"
+expect 1 "output:noise_pred: max_abs_diff .* exceeds --atol 0" "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --atol 0
+expect 1 "rel_max .* exceeds --rtol 1e-09" "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --rtol 1e-9
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --atol 10 --rtol 10 >/dev/null 2>&1 || fail "replay within --atol/--rtol exited $?"
+"$D" replay "$W/t.h5" --plan "$GOOD" --ref rollout --output-only --atol 0 >/dev/null 2>&1 || fail "replay of the rollout's own plan is over --atol 0"
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --format csv >"$W/t.csv" 2>/dev/null || fail "replay --format csv exited $?"
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --json >"$W/t.json" 2>/dev/null || fail "replay --json exited $?"
+"$PY" - "$W/t.csv" "$W/t.json" <<'PY' || fail "CSV does not match the JSON"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+sites = json.load(open(sys.argv[2]))["sites"]
+assert [r["site"] for r in rows] == [s["site"] for s in sites], "site order"
+for r, s in zip(rows, sites):
+    assert float(r["mean_abs_diff"]) == float("%.9g" % s["mean_abs_diff"]), (r, s["mean_abs_diff"])
+    assert int(r["n_diff"]) == s["n_diff"] and int(r["steps_bitwise_equal"]) == s["steps_bitwise_equal"]
+    assert abs(float(r["one_minus_cosine"]) - (1 - s["cosine"])) < 1e-12
+PY
+
+# ---- defect 13: progress on a terminal only; bisect streams every probe
+script -qfec "$D replay $W/t.h5 --plan $BAD --ref rollout" /dev/null >"$W/tty.txt" 2>&1 || fail "replay under script exited $?"
+grep -aq "drift replay: .*elapsed" "$W/tty.txt" || fail "no progress line on a terminal: $(head -c 400 "$W/tty.txt")"
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout 2>"$W/notty.err" >/dev/null
+grep -q "elapsed" "$W/notty.err" && fail "progress printed when stderr is not a terminal"
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 >"$W/b.txt" 2>"$W/b.err" || fail "bisect exited $?"
+"$PY" - "$W/b.txt" "$W/b.err" <<'PY' || fail "bisect does not stream its probes"
+import re, sys
+out, err = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+seqs = [int(m) for m in re.findall(r"^probe (\d+) \(round \d+\): \d+ of \d+ differences? applied -> (?:drifts|as good)", err, re.M)]
+total = int(re.search(r"^(\d+) probes", out, re.M).group(1))
+assert sorted(seqs) == list(range(1, total + 1)), (seqs, total)
+rounds = [int(r) for r in re.findall(r"^probe \d+ \(round (\d+)\)", err, re.M)]
+sets = re.findall(r"^culprit set (\d+) found: (.*)$", err, re.M)
+assert len(sets) == len(re.findall(r"^culprit set \d+ \(1-minimal", out, re.M)) >= 2, sets
+assert max(rounds) >= len(sets), (rounds, sets)
+# the first set is printed before the later rounds' probes
+lines = err.splitlines()
+first_set = next(i for i, l in enumerate(lines) if l.startswith("culprit set 1 found"))
+assert any(l.startswith("probe") and "(round 2)" in l for l in lines[first_set:]), "set 1 not streamed before round 2"
+PY
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --json >/dev/null 2>"$W/bj.err" || fail "bisect --json exited $?"
+grep -q "^probe " "$W/bj.err" && fail "bisect --json streams probe lines"
+
+# ---- bisect --fix-out: the bad plan without the culprits, verified
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --all --fix-out "$W/fix.json" --json >"$W/fix.out" 2>/dev/null || fail "bisect --fix-out exited $?"
+"$PY" - "$W/fix.out" "$W/fix.json" <<'PY' || fail "bisect --fix-out"
+import json, sys
+d = json.load(open(sys.argv[1])); f = d["fix"]; p = json.load(open(sys.argv[2]))
+assert f["path"] == sys.argv[2] and f["verified"] is True, f
+assert f["plan"] == p and p["param_dtype_patterns"] == [], p
+assert f["output_mean_abs_diff"] == 0 and f["good_output_mean_abs_diff"] == 0, f
+PY
+# independent of bisect's own claim: the fix replays exactly as the good plan
+"$D" replay "$W/t.h5" --plan "$W/fix.json" --ref rollout --output-only --atol 0 >/dev/null 2>&1 || fail "the fix plan does not replay as the good plan"
+expect 2 "fix.json exists; give --force" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --fix-out "$W/fix.json"
+
+# ---- size warning before writing more than 4 GB (the write then fails: no such directory)
+expect 2 "warning: about [0-9.]+ GB of tensors will be written" rec --steps 100000 -o "$W/no/such/dir/big.h5"
+
+# ---- defect 14: devices
+out=$("$D" demo --device gpu --out "$W/demo" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "expected cpu, cuda or cuda:N, got 'gpu'" || fail "demo --device gpu: rc $rc: $out"
+echo "$out" | grep -q "ref" && fail "demo --device gpu lists the undocumented ref backend: $out"
+"$D" demo --device cuda --out "$W/demo" >"$W/demo.out" 2>"$W/demo.err"; rc=$?
+if grep -q "built without CUDA" "$W/demo.err"; then
+  [ $rc -eq 2 ] && [ ! -s "$W/demo.out" ] || fail "demo --device cuda without CUDA printed before failing: $(cat "$W/demo.out")"
+fi
+echo "cli_rules: ok"
