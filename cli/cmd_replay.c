@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
@@ -35,6 +36,9 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--force", NULL, NULL, "let -o replace an existing file", NULL, 0},
     {"--atol", NULL, "X", "exit 1 when output:noise_pred's max_abs_diff exceeds X", NULL, 0},
     {"--rtol", NULL, "X", "exit 1 when output:noise_pred's rel_max exceeds X", NULL, 0},
+    {"--max-floor", NULL, "K", "exit 1 when output:noise_pred's mean_abs_diff exceeds K x the noise\n"
+                               "floor (measured: two more output-only replays, one with the latents\n"
+                               "moved by one ULP)", NULL, 0},
     {"--format", NULL, "F", "the per-site table as text (default) or csv", FORMAT_CHOICES, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
     {0}};
@@ -44,7 +48,8 @@ static const drift_cli_cmd_spec SPEC = {
     "TRACE [--plan P | flags] [--side trainer|rollout]\n"
     "                    [--ref trainer|rollout|oracle|TRACE2] [--device cpu|cuda[:N]]\n"
     "                    [--devices D1,D2,... [--fsdp]] [--mpi] [--steps A:B] [--output-only]\n"
-    "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--format text|csv] [--json]\n",
+    "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
+    "                    [--format text|csv] [--json]\n",
     "Re-runs the forward recorded in TRACE under a dtype plan, from the trace's\n"
     "fp32 masters and the boundary inputs as they were handed over, and compares\n"
     "every recorded site with a reference, step by step, in execution order:\n"
@@ -70,7 +75,7 @@ static const drift_cli_cmd_spec SPEC = {
     "its share on --device (cuda: cuda:LOCAL_RANK); rank 0 prints and writes -o.\n"
     "With --devices or MPI a line on stderr gives the workers, the reduction and\n"
     "the setup / steps / total seconds. -o never replaces TRACE or the reference.\n",
-    "0 replayed (and within --atol/--rtol), 1 --atol or --rtol exceeded, 2 bad usage or bad input",
+    "0 replayed (and within --atol/--rtol/--max-floor), 1 one of them exceeded, 2 bad usage or bad input",
     "replay run.h5 --plan plans/wan2_2.json --ref rollout --steps 0:3"};
 
 static double parse_tol(const char *name, const char *v, int *bad) {
@@ -83,6 +88,66 @@ static double parse_tol(const char *name, const char *v, int *bad) {
         return -1;
     }
     return x;
+}
+
+/* The noise floor of o's replay (DESIGN.md s7b): output:noise_pred's
+ * mean |diff| between the replay and the same replay with one latent element
+ * moved by one ULP, through a temporary replay trace. */
+static int measure_floor(const drift_replay_opts *base, double *floor, drift_err *err) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/drift-floor-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) return drift_err_set(err, DRIFT_E_IO, dir, "--max-floor: cannot create a temporary directory: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/replay.h5", dir);
+    drift_replay_opts a = *base;
+    a.ref = DRIFT_REF_TRAINER;
+    a.ref_path = NULL;
+    a.sites = 0;
+    a.out_path = path;
+    drift_replay_report rep;
+    int rc = drift_replay_trace(&a, &rep, err);
+    drift_replay_report_free(&rep);
+    if (!rc) {
+        drift_replay_opts b = *base;
+        b.ref = DRIFT_REF_TRACE;
+        b.ref_path = path;
+        b.sites = 0;
+        b.out_path = NULL;
+        b.nudge_latents = 1;
+        rc = drift_replay_trace(&b, &rep, err);
+        const drift_sitecmp_entry *e = NULL;
+        for (size_t i = 0; !rc && i < rep.cmp.n && !e; i++)
+            if (strcmp(rep.cmp.e[i].site, DRIFT_SITE_NOISE_PRED) == 0) e = &rep.cmp.e[i];
+        if (!rc && !e) rc = drift_err_set(err, DRIFT_E_INPUT, base->trace, "--max-floor: no output:noise_pred to measure the floor on");
+        if (!rc) {
+            drift_site_metrics m;
+            drift_sitecmp_finish(&rep.cmp, e, &m);
+            *floor = m.mean_abs_diff;
+        }
+        drift_replay_report_free(&rep);
+    }
+    remove(path);
+    rmdir(dir);
+    return rc;
+}
+
+static int check_floor(const drift_replay_report *rep, double k, double floor) {
+    for (size_t i = 0; i < rep->cmp.n; i++) {
+        if (strcmp(rep->cmp.e[i].site, DRIFT_SITE_NOISE_PRED) != 0) continue;
+        drift_site_metrics m;
+        drift_sitecmp_finish(&rep->cmp, &rep->cmp.e[i], &m);
+        double units = floor > 0 ? m.mean_abs_diff / floor : (m.mean_abs_diff > 0 ? INFINITY : 0);
+        fprintf(stderr, "drift replay: output:noise_pred: mean_abs_diff %.6g = %.4g x the noise floor (%.6g)%s\n", m.mean_abs_diff,
+                units, floor, units > k ? "" : ", within --max-floor");
+        if (units > k) {
+            fprintf(stderr, "drift replay: output:noise_pred: %.4g x the noise floor exceeds --max-floor %g\n", units, k);
+            return 1;
+        }
+        return 0;
+    }
+    drift_err err;
+    drift_err_set(&err, DRIFT_E_INPUT, DRIFT_SITE_NOISE_PRED, "--max-floor: the site was not compared (nothing to check)");
+    return drift_cli_report("replay", &err);
 }
 
 /* 1 when a and b name the same existing file. */
@@ -107,6 +172,7 @@ int drift_cmd_replay(int argc, char **argv) {
     int bad = 0;
     double atol = parse_tol("--atol", drift_cli_args_get(&a, "--atol"), &bad);
     double rtol = bad ? -1 : parse_tol("--rtol", drift_cli_args_get(&a, "--rtol"), &bad);
+    double max_floor = bad ? -1 : parse_tol("--max-floor", drift_cli_args_get(&a, "--max-floor"), &bad);
     o.trace = a.pos[0];
     if (device_given) o.backend = drift_cli_args_get(&a, "--device");
     o.devices = drift_cli_args_get(&a, "--devices");
@@ -168,6 +234,10 @@ int drift_cmd_replay(int argc, char **argv) {
             return drift_cli_usage_error("replay", "--devices does not combine with MPI ranks (one device per rank)");
         }
     }
+    if (max_floor >= 0 && o.mpi) {
+        drift_mpi_finalize();
+        return drift_cli_usage_error_field("replay", "--max-floor", "--max-floor does not combine with MPI ranks yet (use --devices)");
+    }
     if (o.fsdp && !o.devices && !o.mpi) {
         if (mpi_inited) drift_mpi_finalize();
         return drift_cli_usage_error("replay", "--fsdp shards over several devices: give --devices (or run under MPI)");
@@ -193,6 +263,13 @@ int drift_cmd_replay(int argc, char **argv) {
     }
     drift_replay_report rep;
     int rc = drift_replay_trace(&o, &rep, &err);
+    double floor = NAN;
+    if (!rc && max_floor >= 0) {
+        drift_cli_progress_phase(prog, "measuring the noise floor");
+        drift_replay_opts fo = o;
+        fo.progress = NULL; /* two short replays: the phase says what runs */
+        rc = measure_floor(&fo, &floor, &err);
+    }
     drift_cli_progress_finish(prog);
     /* what the report shows as the backend */
     char shown[512];
@@ -220,6 +297,10 @@ int drift_cmd_replay(int argc, char **argv) {
         else if (format && strcmp(format, "csv") == 0) drift_replay_csv_write(&rep, stdout);
         else drift_report_replay_text(&po, &rep, stdout);
         if (!code && (atol >= 0 || rtol >= 0)) code = drift_replay_check_tolerance("replay", &rep, NULL, atol, rtol);
+        if (max_floor >= 0) {
+            int c2 = check_floor(&rep, max_floor, floor);
+            if (c2 > code) code = c2;
+        }
     }
     if (mpi_inited) drift_mpi_finalize();
     drift_replay_report_free(&rep);

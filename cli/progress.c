@@ -102,7 +102,8 @@ void drift_cli_progress_cb(const char *what, long done, long total, void *user) 
     drift_cli_progress *p = user;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    set_phase(p, what ? what : "working");
+    /* the library names the phase after the command ("replay" 3 of 8): those are steps */
+    set_phase(p, !what ? "working" : strcmp(what, p->cmd) == 0 ? "step" : what);
     p->done = done;
     p->total = total;
     draw(p);

@@ -94,6 +94,16 @@ expect 1 "output:noise_pred: max_abs_diff .* exceeds --atol 0" "$D" replay "$W/t
 expect 1 "rel_max .* exceeds --rtol 1e-09" "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --rtol 1e-9
 "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --atol 10 --rtol 10 >/dev/null 2>&1 || fail "replay within --atol/--rtol exited $?"
 "$D" replay "$W/t.h5" --plan "$GOOD" --ref rollout --output-only --atol 0 >/dev/null 2>&1 || fail "replay of the rollout's own plan is over --atol 0"
+# --max-floor: the floor replay measures is bisect's noise floor (same nudge, same plan)
+expect 1 "exceeds --max-floor 0.5" "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --max-floor 0.5
+"$D" replay "$W/t.h5" --plan "$GOOD" --ref rollout --output-only --max-floor 0 >/dev/null 2>"$W/floor.err" || fail "the rollout's own plan is over --max-floor 0"
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --json >"$W/floor.json" 2>/dev/null || fail "bisect --json exited $?"
+"$PY" - "$W/floor.err" "$W/floor.json" <<'PY' || fail "replay's noise floor is not bisect's"
+import json, re, sys
+f = float(re.search(r"noise floor \(([0-9.e+-]+)\)", open(sys.argv[1]).read()).group(1))
+b = json.load(open(sys.argv[2]))["noise_floor"]
+assert f > 0 and abs(f - b) <= 1e-5 * b, (f, b)
+PY
 "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --format csv >"$W/t.csv" 2>/dev/null || fail "replay --format csv exited $?"
 "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --json >"$W/t.json" 2>/dev/null || fail "replay --json exited $?"
 "$PY" - "$W/t.csv" "$W/t.json" <<'PY' || fail "CSV does not match the JSON"
