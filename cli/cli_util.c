@@ -219,3 +219,20 @@ int drift_cli_check_device(const char *cmd, const char *field, const char *v) {
     return 0;
 #endif
 }
+
+int drift_cli_check_devices(const char *cmd, const char *field, const char *list) {
+    const char *p = list;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char one[64];
+        if (n == 0 || n >= sizeof one)
+            return drift_cli_usage_error_field(cmd, field, "%s: expected a comma-separated list of cpu, cuda or cuda:N, got '%.200s'",
+                                               field, list);
+        memcpy(one, p, n);
+        one[n] = '\0';
+        if (drift_cli_check_device(cmd, field, one)) return 2;
+        if (!e) return 0;
+        p = e + 1;
+    }
+}

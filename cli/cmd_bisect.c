@@ -114,6 +114,7 @@ int drift_cmd_bisect(int argc, char **argv) {
         if (drift_cli_check_device("bisect", "--device", dev)) return 2;
         o.backend = dev;
     }
+    if (o.lib.devices && drift_cli_check_devices("bisect", "--devices", o.lib.devices)) return 2;
     if (par) {
         char *end = NULL;
         long n = strtol(par, &end, 10);

@@ -185,6 +185,7 @@ int drift_cmd_replay(int argc, char **argv) {
         return drift_cli_usage_error_field("replay", "--format", "--format %s and --json: give one", format);
     if (drift_cli_check_input("replay", "TRACE", o.trace)) return 2;
     if (o.backend && drift_cli_check_device("replay", "--device", o.backend)) return 2;
+    if (o.devices && drift_cli_check_devices("replay", "--devices", o.devices)) return 2;
     if (side) o.side = strcmp(side, "rollout") == 0 ? DRIFT_SIDE_ROLLOUT : DRIFT_SIDE_TRAINER;
     if (ref) {
         if (strcmp(ref, "trainer") == 0) o.ref = DRIFT_REF_TRAINER;

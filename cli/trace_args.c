@@ -55,5 +55,6 @@ int drift_cli_trace_plan(const char *cmd, const char *trace, drift_plan *out) {
         rc = drift_cli_report(cmd, &err);
     }
     drift_trace_reader_close(r);
+    if (rc) drift_plan_free(out);
     return rc;
 }
