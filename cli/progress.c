@@ -16,7 +16,8 @@ struct drift_cli_progress {
     char cmd[32];
     char phase[128];
     long done, total;
-    double t0, phase_t0;
+    long base;                   /* done at the phase's first count: the rate counts from there */
+    double t0, phase_t0, t_count; /* start, phase start, time of the last count */
 };
 
 static double now_s(void) {
@@ -39,11 +40,12 @@ static void draw(drift_cli_progress *p) {
     fmt_secs(t - p->t0, el, sizeof el);
     fprintf(stderr, "\r\033[Kdrift %s: %s", p->cmd, p->phase);
     if (p->total > 0) {
-        double dt = t - p->phase_t0;
+        /* rate over the items counted in this phase, as of the last count */
+        double dt = p->t_count - p->phase_t0;
         fprintf(stderr, " %ld/%ld", p->done, p->total);
-        if (p->done > 0 && dt > 0) {
-            double rate = (double)p->done / dt;
-            fmt_secs((double)(p->total - p->done) / rate, eta, sizeof eta);
+        if (p->done > p->base && dt > 0) {
+            double rate = (double)(p->done - p->base) / dt, left = (double)(p->total - p->done) / rate - (t - p->t_count);
+            fmt_secs(left > 0 ? left : 0, eta, sizeof eta);
             if (rate >= 1) fprintf(stderr, ", %.1f/s", rate);
             else fprintf(stderr, ", %.1f s each", 1.0 / rate);
             fprintf(stderr, ", ETA %s", eta);
@@ -90,12 +92,13 @@ drift_cli_progress *drift_cli_progress_start(const char *cmd, const char *phase)
     return p;
 }
 
-static void set_phase(drift_cli_progress *p, const char *phase) {
-    if (strcmp(p->phase, phase) != 0) {
-        snprintf(p->phase, sizeof p->phase, "%s", phase);
-        p->phase_t0 = now_s();
-        p->done = p->total = 0;
-    }
+/* Returns 1 when the phase changed. */
+static int set_phase(drift_cli_progress *p, const char *phase) {
+    if (strcmp(p->phase, phase) == 0) return 0;
+    snprintf(p->phase, sizeof p->phase, "%s", phase);
+    p->phase_t0 = p->t_count = now_s();
+    p->done = p->total = p->base = 0;
+    return 1;
 }
 
 void drift_cli_progress_cb(const char *what, long done, long total, void *user) {
@@ -103,9 +106,10 @@ void drift_cli_progress_cb(const char *what, long done, long total, void *user) 
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     /* the library names the phase after the command ("replay" 3 of 8): those are steps */
-    set_phase(p, !what ? "working" : strcmp(what, p->cmd) == 0 ? "step" : what);
+    if (set_phase(p, !what ? "working" : strcmp(what, p->cmd) == 0 ? "step" : what)) p->base = done;
     p->done = done;
     p->total = total;
+    p->t_count = now_s();
     draw(p);
     pthread_mutex_unlock(&p->mu);
 }
