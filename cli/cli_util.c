@@ -170,7 +170,18 @@ int drift_cli_progress_enabled(void) { return !g_json_errors && isatty(STDERR_FI
 
 int drift_cli_check_output(const char *cmd, const char *field, const char *path, int force) {
     struct stat st;
-    if (stat(path, &st) != 0) return 0;
+    if (stat(path, &st) != 0) {
+        /* a new file: its directory must exist (said before any work, in plain words) */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (!slash) return 0;
+        if (slash == dir) slash[1] = '\0';
+        else *slash = '\0';
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            return drift_cli_usage_error_field(cmd, field, "%s: cannot write %s: no such directory %s", field, path, dir);
+        return 0;
+    }
     if (S_ISDIR(st.st_mode))
         return drift_cli_usage_error_field(cmd, field, "%s: %s is a directory (expected a file path to write)", field, path);
     if (!force)

@@ -44,20 +44,27 @@ static const drift_cli_cmd_spec SPEC = {
     NULL,
     0,
     0,
-    "Before writing, stderr warns when the traces will hold more than 4 GB of\n"
-    "tensors (--sites and fewer --steps record less).\n",
+    "Before writing, stderr warns when the two traces will hold more than 4 GB\n"
+    "(fp32 masters and site tensors; DRIFT_RECORD_WARN_BYTES=N sets the limit);\n"
+    "--sites and fewer --steps record less.\n",
     "0 recorded, 2 bad usage or bad input (nothing is written)",
     "record --synthetic tiny-dit --steps 8 --trainer-plan plans/wan2_2.json --rollout-plan plans/wan2_2_no_norm2.json -o run.h5"};
 
-#define SIZE_WARN_BYTES (4LL << 30)
+/* The size above which record warns (DRIFT_RECORD_WARN_BYTES overrides it). */
+static int64_t warn_bytes(void) {
+    const char *e = getenv("DRIFT_RECORD_WARN_BYTES");
+    char *end = NULL;
+    long long v = e && *e ? strtoll(e, &end, 10) : -1;
+    return v >= 0 && end && !*end ? (int64_t)v : (int64_t)4000000000LL;
+}
 
 static void on_size(int64_t trainer_bytes, int64_t rollout_bytes, void *user) {
     drift_cli_progress *p = user;
     int64_t total = trainer_bytes + rollout_bytes;
-    if (trainer_bytes < 0 || rollout_bytes < 0 || total <= SIZE_WARN_BYTES) return;
+    if (trainer_bytes < 0 || rollout_bytes < 0 || total <= warn_bytes()) return;
     char line[512];
     snprintf(line, sizeof line,
-             "drift record: warning: about %.1f GB of tensors will be written (%.1f GB trainer, %.1f GB rollout); "
+             "drift record: warning: about %.2f GB will be written (%.2f GB trainer, %.2f GB rollout); "
              "--sites GLOBS or fewer --steps record less",
              (double)total / 1e9, (double)trainer_bytes / 1e9, (double)rollout_bytes / 1e9);
     drift_cli_progress_line(p, line);

@@ -296,21 +296,26 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     if (o->steps < 1 || o->steps > 100000)
         return drift_err_set(err, DRIFT_E_USAGE, "--steps", "expected 1..100000 denoising steps, got %d", o->steps);
     if ((rc = drift_model_create(o->model, &m, err))) goto done;
+    /* The forwards need the parameter table, not the values: plans, --sites
+     * and the size are checked before the (slow, for big models) weights. */
+    if ((rc = drift_forward_prepare(m, o->rollout_plan, DRIFT_SIDE_ROLLOUT, NULL, &ro.f, err))) goto done;
+    if ((rc = drift_forward_prepare(m, o->trainer_plan, DRIFT_SIDE_TRAINER, NULL, &tr.f, err))) goto done;
+    if ((rc = check_sites(o->sites, tr.f->assigned, err))) goto done;
+    if (o->on_size) {
+        int64_t masters = 0; /* each trace holds the fp32 masters too */
+        for (size_t i = 0; i < m->table.n; i++) masters += m->table.params[i].numel * 4;
+        o->on_size(masters + estimate_bytes(o->sites, tr.f->assigned, o->steps),
+                   masters + estimate_bytes(o->sites, ro.f->assigned, o->steps), o->on_size_user);
+    }
     if (o->weights) rc = drift_model_load_safetensors(m, o->weights, NULL, err);
     else rc = drift_model_seed_params(m, o->seed, err);
     if (rc) goto done;
     if ((rc = drift_backend_create(o->backend ? o->backend : "cpu", &be, err))) goto done;
-    if ((rc = drift_forward_prepare(m, o->rollout_plan, DRIFT_SIDE_ROLLOUT, NULL, &ro.f, err))) goto done;
-    if ((rc = drift_forward_prepare(m, o->trainer_plan, DRIFT_SIDE_TRAINER, NULL, &tr.f, err))) goto done;
     if ((rc = drift_site_cache_create(&ro.keep, err))) goto done;
     tr.ref = ro.keep;
     tr.cmp = &cmp;
     ro.batch = tr.batch = m->cfg.batch;
 
-    if ((rc = check_sites(o->sites, tr.f->assigned, err))) goto done;
-    if (o->on_size)
-        o->on_size(estimate_bytes(o->sites, tr.f->assigned, o->steps), estimate_bytes(o->sites, ro.f->assigned, o->steps),
-                   o->on_size_user);
     if ((rc = side_open(&tr, m, o->trainer_path, DRIFT_TRACE_SIDE_TRAINER, o->trainer_plan, o->seed, o->rank, o->world_size, err))) goto done;
     char rpath[4096];
     if (o->rollout_path) snprintf(rpath, sizeof rpath, "%s", o->rollout_path);

@@ -154,8 +154,12 @@ PY
 "$D" replay "$W/t.h5" --plan "$W/fix.json" --ref rollout --output-only --atol 0 >/dev/null 2>&1 || fail "the fix plan does not replay as the good plan"
 expect 2 "fix.json exists; give --force" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --fix-out "$W/fix.json"
 
-# ---- size warning before writing more than 4 GB (the write then fails: no such directory)
-expect 2 "warning: about [0-9.]+ GB of tensors will be written" rec --steps 100000 -o "$W/no/such/dir/big.h5"
+# ---- size warning before writing more than 4 GB (DRIFT_RECORD_WARN_BYTES lowers the limit for the test)
+out=$(DRIFT_RECORD_WARN_BYTES=1000 rec --steps 2 -o "$W/warn.h5" 2>&1) || fail "record with a size warning exited $?"
+echo "$out" | grep -Eq "warning: about [0-9.]+ GB will be written \([0-9.]+ GB trainer, [0-9.]+ GB rollout\)" || fail "no size warning: $out"
+out=$(rec --steps 2 -o "$W/nowarn.h5" 2>&1) || fail "record exited $?"
+echo "$out" | grep -q "warning" && fail "a small record warns about its size: $out"
+expect 2 "cannot write .*big.h5: no such directory .*/no/such/dir" rec --steps 2 -o "$W/no/such/dir/big.h5"
 
 # ---- defect 14: devices
 out=$("$D" demo --device gpu --out "$W/demo" 2>&1); rc=$?
