@@ -233,16 +233,24 @@ int drift_cli_check_device(const char *cmd, const char *field, const char *v) {
 
 int drift_cli_check_devices(const char *cmd, const char *field, const char *list) {
     const char *p = list;
-    for (;;) {
+    for (int k = 0;; k++) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         char one[64];
         if (n == 0 || n >= sizeof one)
-            return drift_cli_usage_error_field(cmd, field, "%s: expected a comma-separated list of cpu, cuda or cuda:N, got '%.200s'",
-                                               field, list);
+            return drift_cli_usage_error_field(cmd, field, "%s: %s item in '%.200s' (expected a comma-separated list of cpu, "
+                                               "cuda or cuda:N)", field, n ? "an over-long" : "an empty", list);
         memcpy(one, p, n);
         one[n] = '\0';
-        if (drift_cli_check_device(cmd, field, one)) return 2;
+        /* the spelling only: mixing kinds and CUDA in this build are the replay's to judge */
+        int ok = strcmp(one, "cpu") == 0 || strcmp(one, "cuda") == 0;
+        if (!ok && strncmp(one, "cuda:", 5) == 0 && one[5]) {
+            char *end = NULL;
+            long d = strtol(one + 5, &end, 10);
+            ok = end && !*end && d >= 0 && d <= 1024;
+        }
+        if (!ok)
+            return drift_cli_usage_error_field(cmd, field, "%s: worker %d: expected cpu, cuda or cuda:N, got '%s'", field, k, one);
         if (!e) return 0;
         p = e + 1;
     }

@@ -61,7 +61,8 @@ int drift_cli_check_input(const char *cmd, const char *field, const char *path);
 /* A --device value: cpu, cuda or cuda:N, and cuda only in a CUDA build.
  * Returns 0, or reports and returns 2. */
 int drift_cli_check_device(const char *cmd, const char *field, const char *value);
-/* A --devices list: comma-separated --device values, none empty. */
+/* A --devices list: comma-separated cpu, cuda or cuda:N, none empty (the
+ * spelling only; the replay judges mixes and CUDA availability). */
 int drift_cli_check_devices(const char *cmd, const char *field, const char *list);
 
 #endif

@@ -112,7 +112,10 @@ static int plan_compile(int argc, char **argv) {
     int code = 0;
     if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     drift_cli_plan_args pa;
-    drift_cli_args_plan(&a, "--plan", &pa);
+    if (drift_cli_args_plan(&a, "--plan", &pa)) {
+        drift_cli_args_free(&a);
+        return 2;
+    }
     const char *model = drift_cli_args_get(&a, "--model"), *params_file = drift_cli_args_get(&a, "--params");
     int json = drift_cli_args_count(&a, "--json") > 0;
     drift_cli_args_free(&a);

@@ -163,7 +163,10 @@ int drift_cmd_replay(int argc, char **argv) {
     int code = 0;
     if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     drift_cli_plan_args pa;
-    drift_cli_args_plan(&a, "--plan", &pa);
+    if (drift_cli_args_plan(&a, "--plan", &pa)) {
+        drift_cli_args_free(&a);
+        return 2;
+    }
     const char *ref = drift_cli_args_get(&a, "--ref"), *steps = drift_cli_args_get(&a, "--steps");
     const char *side = drift_cli_args_get(&a, "--side"), *format = drift_cli_args_get(&a, "--format");
     int json = drift_cli_args_count(&a, "--json") > 0, mpi_flag = drift_cli_args_count(&a, "--mpi") > 0;
