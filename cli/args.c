@@ -252,14 +252,11 @@ void drift_cli_print_help(const drift_cli_cmd_spec *spec, FILE *f) {
         else len = snprintf(head, sizeof head, "  %s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
         if (len < col - 1) fprintf(f, "%-*s", col, head);
         else fprintf(f, "%s\n%*s", head, col, "");
+        print_wrapped_help(f, o->help, col);
         if (o->choices) {
-            char help[1024];
-            size_t n = (size_t)snprintf(help, sizeof help, "%s: ", o->help);
-            for (size_t i = 0; o->choices[i] && n < sizeof help - 64; i++)
-                n += (size_t)snprintf(help + n, sizeof help - n, "%s%s", i ? "|" : "", o->choices[i]);
-            print_wrapped_help(f, help, col);
-        } else {
-            print_wrapped_help(f, o->help, col);
+            fprintf(f, "%*sone of: ", col, "");
+            for (size_t i = 0; o->choices[i]; i++) fprintf(f, "%s%s", i ? "|" : "", o->choices[i]);
+            fputc('\n', f);
         }
     }
     if (spec->notes) fprintf(f, "\n%s", spec->notes);
