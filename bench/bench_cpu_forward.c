@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "kernels/backend.h"
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static double now(void) {
     struct timespec t;

@@ -1,7 +1,7 @@
 /* Benchmark of the CUDA backend's ATTENTION on the wan2.2 self-attention
  * shape: B=1, H=24, Lq=Lk=4096, Dh=Dv=128, bf16 q/k/v/out, bf16 compute,
- * scale 0 (1/sqrt(128)); the fused kernel (DRIFT_CUDA_ATTENTION=fused: the
- * wgmma kernel on sm_90; the mma.sync one, fused_mma, is timed too) against the unfused cuBLASLt path (DRIFT_CUDA_ATTENTION=unfused) on the
+ * scale 0 (1/sqrt(128)); the fused kernel (backend spec cuda:attention=fused: the
+ * wgmma kernel on sm_90; the mma.sync one, fused_mma, is timed too) against the unfused cuBLASLt path (cuda:attention=unfused) on the
  * same backend and operands, each in layout 0 (q, k, v, out [B, H, L, D])
  * and layout 1 ([B, L, H, D], the per-head view of a linear's output that
  * the Wan graph feeds without permutes; same values, permuted).
@@ -79,32 +79,42 @@ int main(int argc, char **argv) {
     }
     drift_err err;
     drift_err_clear(&err);
-    drift_backend *be = NULL;
-    DK(drift_backend_create("cuda", &be, &err));
-    cudaStream_t st = (cudaStream_t)drift_cuda_backend_stream(be);
+    /* kernel variants are fixed at creation: one backend (and one copy of
+       the tensors) per path: 0 fused, 1 unfused, 2 the mma.sync fused kernel */
+    static const char *specs[3] = {"cuda:attention=fused", "cuda:attention=unfused", "cuda:attention=fused_mma"};
+    drift_backend *bev[3] = {NULL, NULL, NULL};
+    cudaStream_t stv[3];
+    for (int v = 0; v < 3; v++) {
+        DK(drift_backend_create(specs[v], &bev[v], &err));
+        stv[v] = (cudaStream_t)drift_cuda_backend_stream(bev[v]);
+    }
 
     const int64_t B = 1, H = 24, L = 4096, D = 128;
-    /* t[0..2] q, k, v layout 0; t[3], t[4] fused / unfused out layout 0;
+    /* per variant: t[0..2] q, k, v layout 0; t[3], t[4] fused / unfused out layout 0;
        t[5..7] q, k, v layout 1; t[8], t[9] fused / unfused out layout 1 */
-    drift_tensor t[10];
-    memset(t, 0, sizeof t);
-    for (int i = 0; i < 10; i++) {
-        t[i].dtype = DRIFT_BF16;
-        t[i].ndim = 4;
-        t[i].shape[0] = B;
-        t[i].shape[1] = i < 5 ? H : L;
-        t[i].shape[2] = i < 5 ? L : H;
-        t[i].shape[3] = D;
-        DK(be->alloc(be, &t[i], &err));
-    }
+    drift_tensor tv[3][10];
+    memset(tv, 0, sizeof tv);
+    for (int v = 0; v < 3; v++)
+        for (int i = 0; i < 10; i++) {
+            drift_tensor *t = &tv[v][i];
+            t->dtype = DRIFT_BF16;
+            t->ndim = 4;
+            t->shape[0] = B;
+            t->shape[1] = i < 5 ? H : L;
+            t->shape[2] = i < 5 ? L : H;
+            t->shape[3] = D;
+            DK(drift_backend_alloc(bev[v], t, &err));
+        }
     const int64_t n = B * H * L * D;
     float *h = malloc((size_t)n * sizeof(float)), *h2 = malloc((size_t)n * sizeof(float));
     if (!h || !h2) return 1;
     for (int i = 0; i < 3; i++) {
         for (int64_t j = 0; j < n; j++) h[j] = normalish();
-        DK(be->upload_f32(be, &t[i], h, &err));
         swap12(h, h2, B, H, L, D);
-        DK(be->upload_f32(be, &t[5 + i], h2, &err));
+        for (int v = 0; v < 3; v++) {
+            DK(drift_backend_upload_f32(bev[v], &tv[v][i], h, &err));
+            DK(drift_backend_upload_f32(bev[v], &tv[v][5 + i], h2, &err));
+        }
     }
     drift_op op;
     memset(&op, 0, sizeof op);
@@ -113,8 +123,12 @@ int main(int argc, char **argv) {
     op.out = DRIFT_BF16;
     op.n_in = 3;
     op.scale = 0.0f;
-    const drift_tensor *in0[3] = {&t[0], &t[1], &t[2]}, *in1[3] = {&t[5], &t[6], &t[7]};
-    static const char *modes[2] = {"fused", "unfused"};
+    const drift_tensor *in0[3][3], *in1[3][3];
+    for (int v = 0; v < 3; v++)
+        for (int i = 0; i < 3; i++) {
+            in0[v][i] = &tv[v][i];
+            in1[v][i] = &tv[v][5 + i];
+        }
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -124,23 +138,20 @@ int main(int argc, char **argv) {
         if (!(ms[c] = malloc((size_t)reps * sizeof(float)))) return 1;
     for (int r = -3; r < reps; r++)
         for (int ci = 0; ci < 5; ci++) {
-            /* c = layout * 2 + mode for c < 4; c = 4: the mma.sync fused kernel,
-               layout 0, first so that "fused" (wgmma on sm_90) has the last word in t[3] */
+            /* c = layout * 2 + mode for c < 4; c = 4: the mma.sync fused kernel, layout 0 */
             const int c = ci == 0 ? 4 : ci - 1;
-            const int m = c == 4 ? 0 : c & 1, ly = c == 4 ? 0 : c >> 1;
-            setenv("DRIFT_CUDA_ATTENTION", c == 4 ? "fused_mma" : modes[m], 1);
+            const int m = c == 4 ? 0 : c & 1, ly = c == 4 ? 0 : c >> 1, v = c == 4 ? 2 : m;
             op.layout = ly;
-            CK(cudaEventRecord(e0, st));
-            DK(be->run(be, &op, ly ? in1 : in0, &t[ly ? 8 + m : 3 + m], &err));
-            CK(cudaEventRecord(e1, st));
+            CK(cudaEventRecord(e0, stv[v]));
+            DK(drift_backend_run(bev[v], &op, ly ? in1[v] : in0[v], &tv[v][ly ? 8 + m : 3 + m], &err));
+            CK(cudaEventRecord(e1, stv[v]));
             CK(cudaEventSynchronize(e1));
             float x = 0.0f;
             CK(cudaEventElapsedTime(&x, e0, e1));
             if (r >= 0) ms[c][r] = x;
         }
-    unsetenv("DRIFT_CUDA_ATTENTION");
-    DK(be->download_f32(be, &t[3], h, &err));
-    DK(be->download_f32(be, &t[4], h2, &err));
+    DK(drift_backend_download_f32(bev[0], &tv[0][3], h, &err));
+    DK(drift_backend_download_f32(bev[1], &tv[1][4], h2, &err));
     double sad = 0.0, sau = 0.0;
     int64_t differ = 0, nonfin = 0;
     for (int64_t j = 0; j < n; j++) {
@@ -157,8 +168,8 @@ int main(int argc, char **argv) {
     float *h3 = malloc((size_t)n * sizeof(float)), *h4 = malloc((size_t)n * sizeof(float));
     if (!h3 || !h4) return 1;
     for (int m = 0; m < 2; m++) {
-        DK(be->download_f32(be, &t[3 + m], h3, &err));
-        DK(be->download_f32(be, &t[8 + m], h4, &err));
+        DK(drift_backend_download_f32(bev[m], &tv[m][3 + m], h3, &err));
+        DK(drift_backend_download_f32(bev[m], &tv[m][8 + m], h4, &err));
         swap12(h4, h, B, L, H, D); /* [B, L, H, D] -> [B, H, L, D] */
         for (int64_t j = 0; j < n; j++) l1_differ[m] += memcmp(&h[j], &h3[j], sizeof(float)) != 0;
     }
@@ -174,7 +185,7 @@ int main(int argc, char **argv) {
            (long long)B, (long long)H, (long long)L, (long long)D, reps, (double)ms[0][0], (double)ms[1][0]);
     printf("  fused   layout 0 %.3f ms  %.1f TFLOP/s (2 GEMMs)\n", fm, fl / (fm * 1e-3) / 1e12);
     printf("  unfused layout 0 %.3f ms  %.1f TFLOP/s\n", um, fl / (um * 1e-3) / 1e12);
-    printf("  fused (mma.sync kernel, DRIFT_CUDA_ATTENTION=fused_mma) layout 0 %.3f ms  %.1f TFLOP/s\n", med[4],
+    printf("  fused (mma.sync kernel, attention=fused_mma) layout 0 %.3f ms  %.1f TFLOP/s\n", med[4],
            fl / (med[4] * 1e-3) / 1e12);
     printf("  fused   layout 1 %.3f ms  %.1f TFLOP/s; %lld elements differ from layout 0 (want 0)\n", med[2],
            fl / (med[2] * 1e-3) / 1e12, (long long)l1_differ[0]);
@@ -184,10 +195,11 @@ int main(int argc, char **argv) {
            sau > 0 ? sad / sau : sad, 100.0 * (double)differ / (double)n, (long long)nonfin);
     printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f fused_mma_ms=%.3f\n", fm,
            um, med[2], med[3], med[4]);
-    for (int i = 0; i < 10; i++) be->release(be, &t[i]);
+    for (int v = 0; v < 3; v++)
+        for (int i = 0; i < 10; i++) drift_backend_release(bev[v], &tv[v][i]);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    drift_backend_free(be);
+    for (int v = 0; v < 3; v++) drift_backend_free(bev[v]);
     free(h);
     free(h2);
     free(h3);

@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "kernels/backend.h"
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static double now(void) {
     struct timespec t;
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
         drift_exec_result res;
         memset(&res, 0, sizeof res);
         double a = now();
-        if (drift_forward_run_cached(f, m, be, in, cache, NULL, NULL, &res, &err) || be->sync(be, &err)) {
+        if (drift_forward_run_cached(f, m, be, in, cache, NULL, NULL, &res, &err) || drift_backend_sync(be, &err)) {
             fprintf(stderr, "bench_cuda_forward: %s: %s\n", err.where, err.msg);
             return 2;
         }

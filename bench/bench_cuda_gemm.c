@@ -68,12 +68,12 @@ static drift_tensor make(drift_backend *be, int64_t rows, int64_t cols, float sc
     drift_err err;
     drift_tensor t = {.dtype = DRIFT_BF16, .ndim = cols > 0 ? 2 : 1, .shape = {rows, cols}};
     if (cols <= 0) t.shape[1] = 0;
-    if (be->alloc(be, &t, &err)) die("alloc", &err);
+    if (drift_backend_alloc(be, &t, &err)) die("alloc", &err);
     int64_t n = t.numel;
     float *h = malloc((size_t)n * sizeof(float));
     if (!h) exit(1);
     for (int64_t i = 0; i < n; i++) h[i] = scale * unif_pm();
-    if (be->upload_f32(be, &t, h, &err)) die("upload", &err);
+    if (drift_backend_upload_f32(be, &t, h, &err)) die("upload", &err);
     free(h);
     return t;
 }
@@ -149,7 +149,7 @@ static float once(bench_ctx *c, int which) {
         op.out = DRIFT_BF16;
         op.n_in = which == 2 ? 3 : 2;
         const drift_tensor *in[3] = {c->x, c->w, c->b};
-        if (c->be->run(c->be, &op, in, c->y, &err)) die("linear", &err);
+        if (drift_backend_run(c->be, &op, in, c->y, &err)) die("linear", &err);
     }
     CK(cudaEventRecord(c->e1, c->s));
     CK(cudaEventSynchronize(c->e1));
@@ -191,8 +191,8 @@ int main(int argc, char **argv) {
         const shape *sh = &shapes[i];
         drift_tensor x = make(be, sh->M, sh->K, 1.0f), w = make(be, sh->N, sh->K, 0.02f), b = make(be, sh->N, 0, 0.5f);
         drift_tensor y = {.dtype = DRIFT_BF16, .ndim = 2, .shape = {sh->M, sh->N}};
-        if (be->alloc(be, &y, &err)) die("alloc", &err);
-        if (be->sync(be, &err)) die("sync", &err);
+        if (drift_backend_alloc(be, &y, &err)) die("alloc", &err);
+        if (drift_backend_sync(be, &err)) die("sync", &err);
         double flop = 2.0 * (double)sh->M * (double)sh->N * (double)sh->K;
         bench_ctx bc = {be, lt, s, ws, wss, {0}, &x, &w, &b, &y, NULL, NULL};
         raw_make(lt, wss, sh->M, sh->N, sh->K, &bc.raw);
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
             med[v] = tt[v][reps / 2];
             free(tt[v]);
         }
-        if (be->sync(be, &err)) die("sync", &err);
+        if (drift_backend_sync(be, &err)) die("sync", &err);
         cudaEventDestroy(bc.e0);
         cudaEventDestroy(bc.e1);
         raw_free(&bc.raw);
@@ -230,10 +230,10 @@ int main(int argc, char **argv) {
                i == 0 ? "square" : "wan", (long long)sh->M, (long long)sh->N, (long long)sh->K, tf_d, tf_b, tf_raw,
                peak);
         fflush(stdout);
-        be->release(be, &x);
-        be->release(be, &w);
-        be->release(be, &b);
-        be->release(be, &y);
+        drift_backend_release(be, &x);
+        drift_backend_release(be, &w);
+        drift_backend_release(be, &b);
+        drift_backend_release(be, &y);
     }
     cudaFree(ws);
     cublasLtDestroy(lt);

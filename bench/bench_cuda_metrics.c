@@ -75,8 +75,8 @@ static void fill(drift_backend *be, drift_tensor *t, drift_tensor *r, drift_dtyp
         ht[i] = unif() < 0.3 ? b : b + 0.01f * (float)normal();
     }
     drift_tensor st = {.dtype = dt, .ndim = 1, .shape = {chunk}}, sr = st;
-    if (be->alloc(be, &st, &err) || be->alloc(be, &sr, &err)) die("alloc", &err);
-    if (be->upload_f32(be, &st, ht, &err) || be->upload_f32(be, &sr, hr, &err)) die("upload", &err);
+    if (drift_backend_alloc(be, &st, &err) || drift_backend_alloc(be, &sr, &err)) die("alloc", &err);
+    if (drift_backend_upload_f32(be, &st, ht, &err) || drift_backend_upload_f32(be, &sr, hr, &err)) die("upload", &err);
     cudaStream_t s = (cudaStream_t)drift_cuda_backend_stream(be);
     size_t es = drift_dtype_size(dt);
     for (int64_t off = 0; off < n; off += chunk) {
@@ -84,9 +84,9 @@ static void fill(drift_backend *be, drift_tensor *t, drift_tensor *r, drift_dtyp
         CK(cudaMemcpyAsync((char *)t->data + (size_t)off * es, st.data, (size_t)cnt * es, cudaMemcpyDeviceToDevice, s));
         CK(cudaMemcpyAsync((char *)r->data + (size_t)off * es, sr.data, (size_t)cnt * es, cudaMemcpyDeviceToDevice, s));
     }
-    if (be->sync(be, &err)) die("sync", &err);
-    be->release(be, &st);
-    be->release(be, &sr);
+    if (drift_backend_sync(be, &err)) die("sync", &err);
+    drift_backend_release(be, &st);
+    drift_backend_release(be, &sr);
     free(ht);
     free(hr);
 }
@@ -95,7 +95,7 @@ static void bench_pair(drift_backend *be, drift_dtype dt, int64_t n, int reps, i
     drift_err err;
     drift_err_clear(&err);
     drift_tensor t = {.dtype = dt, .ndim = 1, .shape = {n}}, r = t, c = t;
-    if (be->alloc(be, &t, &err) || be->alloc(be, &r, &err) || be->alloc(be, &c, &err)) die("alloc", &err);
+    if (drift_backend_alloc(be, &t, &err) || drift_backend_alloc(be, &r, &err) || drift_backend_alloc(be, &c, &err)) die("alloc", &err);
     fill(be, &t, &r, dt, n);
     cudaStream_t s = (cudaStream_t)drift_cuda_backend_stream(be);
     cudaEvent_t e0, e1;
@@ -107,14 +107,14 @@ static void bench_pair(drift_backend *be, drift_dtype dt, int64_t n, int reps, i
     size_t bytes = (size_t)n * drift_dtype_size(dt);
     for (int i = 0; i < 5; i++) {
         drift_metric_acc_init(&acc);
-        if (be->metrics(be, &t, &r, &acc, &err)) die("metrics", &err);
+        if (drift_backend_metrics(be, &t, &r, &acc, &err)) die("metrics", &err);
         CK(cudaMemcpyAsync(c.data, t.data, bytes, cudaMemcpyDeviceToDevice, s));
     }
     CK(cudaStreamSynchronize(s));
     for (int i = 0; i < reps; i++) {
         drift_metric_acc_init(&acc);
         CK(cudaEventRecord(e0, s));
-        if (be->metrics(be, &t, &r, &acc, &err)) die("metrics", &err);
+        if (drift_backend_metrics(be, &t, &r, &acc, &err)) die("metrics", &err);
         CK(cudaEventRecord(e1, s));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&tm[i], e0, e1));
@@ -144,9 +144,9 @@ static void bench_pair(drift_backend *be, drift_dtype dt, int64_t n, int reps, i
     free(tc);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
-    be->release(be, &t);
-    be->release(be, &r);
-    be->release(be, &c);
+    drift_backend_release(be, &t);
+    drift_backend_release(be, &r);
+    drift_backend_release(be, &c);
 }
 
 int main(int argc, char **argv) {

@@ -7,7 +7,7 @@
 
 #include "formats/err.h"
 #include "formats/plan.h"
-#include "replay/bisect.h"
+#include "replay/search/bisect.h"
 
 typedef struct drift_bisect_cli_opts {
     const char *trace;

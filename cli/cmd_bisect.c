@@ -9,7 +9,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/trace_args.h"
-#include "replay/replay_trace.h"
+#include "replay/drive/replay_trace.h"
 
 static const char *const REF_CHOICES[] = {"good", "rollout", NULL};
 static const char *const METRIC_CHOICES[] = {"model_output_mean_abs_diff", "model_output_max_abs_diff",

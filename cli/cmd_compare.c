@@ -5,7 +5,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/replay_trace.h"
+#include "replay/analysis/compare_traces.h"
 
 static const char *const HELP =
     "usage: drift compare TRACE_A TRACE_B [--json]\n"

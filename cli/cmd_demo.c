@@ -11,8 +11,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "replay/replay_trace.h"
-#include "replay/synth.h"
+#include "replay/drive/replay_trace.h"
+#include "replay/drive/synth.h"
 
 static const char *const CAUSE_CHOICES[] = {"norm2", "rope", NULL};
 

@@ -8,6 +8,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "formats/census.h" /* intercept census */
+#include "replay/capture/aten_graph.h"
+#include "replay/capture/aten_summary.h"
 #include "formats/json.h"
 #include "formats/trace.h"
 #include "formats/trace_index.h" /* drift merge index */
@@ -62,6 +64,7 @@ static void json_shape(drift_json_buf *b, const char *key, int ndim, const int64
 typedef struct ls_counts {
     int64_t metric_rows, step_metric_rows, notes;
     size_t graph_bytes;
+    const char *graph;          /* the /graph JSON (borrowed), NULL if none */
     const drift_census *census; /* intercept census, NULL if none (borrowed) */
 } ls_counts;
 
@@ -170,6 +173,15 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     }
     drift_json_buf_end_array(&b);
     drift_json_buf_field_int(&b, "graph_bytes", (int64_t)c->graph_bytes);
+    drift_json_buf_add_key(&b, "captured_graph"); /* a torch.export graph (replay/capture), else null */
+    if (c->graph && drift_aten_graph_sniff(c->graph, c->graph_bytes)) {
+        drift_err ge; /* a graph that does not parse is listed as null (drift check names the problem) */
+        drift_err_clear(&ge);
+        if (drift_capture_summary_json(&b, c->graph, c->graph_bytes, "/graph", drift_trace_reader_meta(r)->plan_json, &ge))
+            drift_json_buf_add_null(&b);
+    } else {
+        drift_json_buf_add_null(&b);
+    }
     drift_json_buf_add_key(&b, "metrics");
     drift_json_buf_begin_object(&b);
     drift_json_buf_field_int(&b, "rows", c->metric_rows);
@@ -262,6 +274,12 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     }
     printf("\ngraph     %s", c->graph_bytes ? "" : "none\n");
     if (c->graph_bytes) printf("%zu bytes of JSON\n", c->graph_bytes);
+    if (c->graph && drift_aten_graph_sniff(c->graph, c->graph_bytes)) { /* a captured torch.export graph */
+        drift_err ge;
+        drift_err_clear(&ge);
+        if (drift_capture_summary_print(stdout, c->graph, c->graph_bytes, "/graph", m->plan_json, &ge))
+            printf("  captured graph does not parse: %s\n", ge.msg);
+    }
     printf("metrics   %lld rows over %zu sites, %lld per-step rows\n", (long long)c->metric_rows,
            drift_trace_reader_n_metric_sites(r), (long long)c->step_metric_rows);
     printf("notes     %lld\n", (long long)c->notes);
@@ -381,12 +399,13 @@ int drift_cmd_ls(int argc, char **argv) {
     }
     char *g = NULL;
     rc = drift_trace_read_graph(r, &g, &c.graph_bytes, &err);
-    free(g);
+    c.graph = g;
     drift_census *census = NULL; /* intercept census */
     if (!rc) rc = drift_census_read(r, &census, &err);
     c.census = census;
     if (!rc) rc = json ? list_json(r, &c, &err) : list_text(r, &c, &err);
     drift_census_free(census);
+    free(g);
     drift_trace_reader_close(r);
     if (rc) return drift_cli_report("ls", &err);
     return 0;

@@ -8,7 +8,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "replay/synth.h"
+#include "replay/drive/synth.h"
 
 static const drift_cli_opt_spec OPTS[] = {
     {"--synthetic", NULL, "SPEC", "model: tiny-dit, wan2.2:layers=2,dim=256,heads=4, ...", NULL, 0},

@@ -14,8 +14,9 @@
 #include "cli/replay_csv.h"
 #include "cli/report.h"
 #include "cli/trace_args.h"
-#include "replay/comm.h"
-#include "replay/replay_trace.h"
+#include "replay/dist/comm.h"
+#include "replay/drive/replay_trace.h"
+#include "replay/drive/synth.h" /* drift_synth_rollout_path */
 
 static const char *const REF_CHOICES[] = {"trainer", "rollout", "oracle", NULL};
 static const char *const SIDE_CHOICES[] = {"trainer", "rollout", NULL};
@@ -256,8 +257,9 @@ int drift_cmd_replay(int argc, char **argv) {
             fprintf(stderr, "drift replay: no --plan given: replaying the plan %s was recorded with ('%s')\n", o.trace,
                     plan.name[0] ? plan.name : "unnamed");
     } else if (drift_cli_build_plan(&pa, &plan, &err)) {
-        if (mpi_inited) drift_mpi_finalize();
-        return drift_cli_report("replay", &err);
+        int prc = drift_cli_report("replay", &err);
+        if (mpi_inited) drift_mpi_finalize(); /* every return after drift_mpi_init finalises */
+        return prc;
     }
     o.plan = &plan;
     drift_cli_progress *prog = rank == 0 ? drift_cli_progress_start("replay", "loading the trace") : NULL;

@@ -1,10 +1,12 @@
 /* The `drift` command: subcommand dispatch (DESIGN.md s9). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "kernels/backend.h"
 
 typedef struct cmd_entry {
     const char *name;
@@ -63,6 +65,9 @@ static int unknown_command(const char *name) {
 }
 
 int main(int argc, char **argv) {
+    /* the library reads no environment: the host backends' thread count is set here */
+    const char *threads = getenv("DRIFT_CPU_THREADS");
+    if (threads && *threads) drift_backend_set_host_threads(atoi(threads));
     if (argc < 2) {
         usage(stderr);
         return 2;

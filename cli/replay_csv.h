@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "replay/replay_trace.h"
+#include "replay/drive/replay_trace.h"
 
 /* Writes the table on f (rep borrowed). */
 void drift_replay_csv_write(const drift_replay_report *rep, FILE *f);

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "replay/replay_trace.h"
+#include "replay/drive/replay_trace.h"
 
 /* The per-site table in execution order, first divergent sites marked. */
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f);

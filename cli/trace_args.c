@@ -5,7 +5,7 @@
 
 #include "cli/cli_util.h"
 #include "formats/trace.h"
-#include "replay/replay_trace.h"
+#include "replay/drive/replay_trace.h"
 
 int drift_cli_resolve_steps(const char *cmd, const char *spec, const char *trace, int64_t *first, int64_t *last) {
     drift_err err;

@@ -27,9 +27,10 @@ typedef struct drift_err {
 /* Clears err (NULL allowed). */
 void drift_err_clear(drift_err *err);
 /* Sets err (NULL allowed) and returns code, for `return drift_err_set(...)`.
- * where may be NULL. Keeps the first error if err already holds one and
- * code is DRIFT_OK-free: later calls overwrite (the innermost cause is set
- * first; callers add context with drift_err_prefix). */
+ * where may be NULL (stored as ""). The last call wins: err is overwritten
+ * whatever it held. The innermost cause sets err and returns its status;
+ * callers on the way up keep it and add context with drift_err_prefix
+ * instead of setting a second error. */
 int drift_err_set(drift_err *err, int code, const char *where, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int drift_err_vset(drift_err *err, int code, const char *where, const char *fmt, va_list ap);

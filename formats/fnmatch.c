@@ -21,7 +21,7 @@
  * is decoded as it is matched. (It used to malloc six buffers per call and
  * report an allocation failure as "no match": docs/RELIABILITY.md, fixed
  * finding 2.) */
-#include "formats/plan.h"
+#include "formats/fnmatch.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -3,6 +3,8 @@
  * param_dtype_patterns into per-wrap maps. drift_fnmatch is in fnmatch.c. */
 #include "formats/plan.h"
 
+#include "formats/fnmatch.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -87,14 +87,6 @@ int drift_plan_apply_flag(drift_plan *p, const char *name, const char *value, dr
  * or NULL on allocation failure. */
 char *drift_plan_to_json(const drift_plan *p);
 
-/* Longest pattern drift_fnmatch takes, in bytes (plan globs are at most 1024;
- * "*." is prepended to one for a hint). A longer pattern matches nothing. */
-#define DRIFT_FNMATCH_MAX 1088
-/* Python fnmatch.fnmatchcase(name, pat): '*' matches any run (dots too), '?'
- * one char, [seq] / [!seq] with ranges, no escapes, an unclosed '[' literal.
- * Returns 1 or 0; cannot fail (no allocation; names of any length). */
-int drift_fnmatch(const char *pat, const char *name);
-
 /* --- compile_param_dtype_maps ------------------------------------------- */
 typedef struct drift_param_override {
     char *local_fqn;             /* owned; wrap-local FQN (root FQN in the root map) */

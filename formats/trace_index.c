@@ -174,7 +174,7 @@ static int copy_attrs(hid_t src, hid_t dst, const char *file, const char *obj, d
                                IX_ATTR_BYTES_MAX);
             goto next;
         }
-        buf = calloc(1, np > 0 ? (size_t)np * ts : 1);
+        buf = drift_calloc(1, np > 0 ? (size_t)np * ts : 1);
         if (!buf) {
             rc = drift_err_set(err, DRIFT_E_NOMEM, file, "out of memory");
             goto next;
@@ -197,7 +197,9 @@ static int attr_str_opt(hid_t loc, const char *name, char *out, size_t outsz) {
     char *s = NULL;
     out[0] = '\0';
     if (H5Aexists(loc, name) <= 0) return -1;
-    if (tr_read_attr_str(loc, name, outsz, &s, "", "", NULL) != DRIFT_OK) return -1;
+    const int rc = tr_read_attr_str(loc, name, outsz, &s, "", "", NULL);
+    if (rc == DRIFT_E_NOMEM) return -2; /* the callers report memory, not a bad file */
+    if (rc != DRIFT_OK) return -1;
     snprintf(out, outsz, "%s", s);
     free(s);
     return 0;
@@ -256,15 +258,16 @@ static int64_t snapshot_rows(const ix_walk *w, const char *path) {
     return -1;
 }
 
-/* Copies the fill value of src_dcpl (if user-defined) to dcpl. */
+/* Copies the fill value of src_dcpl (if user-defined) to dcpl; -1 on an
+ * HDF5 failure, -2 when memory ran out. */
 static int copy_fill(hid_t src_dcpl, hid_t dcpl, hid_t type) {
     H5D_fill_value_t st;
     if (H5Pfill_value_defined(src_dcpl, &st) < 0) return -1;
     if (st != H5D_FILL_VALUE_USER_DEFINED) return 0;
     size_t ts = H5Tget_size(type);
     if (ts == 0 || ts > 65536) return -1;
-    void *buf = calloc(1, ts);
-    if (!buf) return -1;
+    void *buf = drift_calloc(1, ts);
+    if (!buf) return -2;
     int rc = H5Pget_fill_value(src_dcpl, type, buf) < 0 || H5Pset_fill_value(dcpl, type, buf) < 0 ? -1 : 0;
     free(buf);
     return rc;
@@ -310,11 +313,12 @@ static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char
         }
         vdims[0] = (hsize_t)rows;
     }
-    int empty = 0;
+    int empty = 0, fill = 0;
     for (int d = 0; d < rank; d++) empty |= vdims[d] == 0;
-    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_layout(dcpl, H5D_VIRTUAL) < 0 || copy_fill(sdcpl, dcpl, t) < 0 ||
-        (vs = H5Screate_simple(rank, vdims, vdims)) < 0) {
-        rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot build the virtual dataset");
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_layout(dcpl, H5D_VIRTUAL) < 0 ||
+        (fill = copy_fill(sdcpl, dcpl, t)) < 0 || (vs = H5Screate_simple(rank, vdims, vdims)) < 0) {
+        rc = fill == -2 ? drift_err_set(err, DRIFT_E_NOMEM, where, "out of memory")
+                        : tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot build the virtual dataset");
         goto done;
     }
     if (!empty) {
@@ -371,9 +375,11 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
         goto done;
     }
     size_t nmap = 0;
+    int fill = 0;
     if (H5Pget_virtual_count(sdcpl, &nmap) < 0 || nmap > 1024 || (dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 ||
-        H5Pset_layout(dcpl, H5D_VIRTUAL) < 0 || copy_fill(sdcpl, dcpl, t) < 0) {
-        rc = tr_h5_fail(err, DRIFT_E_INPUT, w->src_label, path, "unreadable virtual dataset mappings");
+        H5Pset_layout(dcpl, H5D_VIRTUAL) < 0 || (fill = copy_fill(sdcpl, dcpl, t)) < 0) {
+        rc = fill == -2 ? drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory")
+                        : tr_h5_fail(err, DRIFT_E_INPUT, w->src_label, path, "unreadable virtual dataset mappings");
         goto done;
     }
     for (size_t m = 0; m < nmap && !rc; m++) {
@@ -500,7 +506,7 @@ static int site_rows(drift_trace_reader *r, ix_site_rows **out, size_t *n, drift
     size_t ns = drift_trace_reader_n_sites(r);
     *out = NULL;
     *n = 0;
-    ix_site_rows *v = calloc(ns ? ns : 1, sizeof *v);
+    ix_site_rows *v = drift_calloc(ns ? ns : 1, sizeof *v);
     if (!v) return drift_err_set(err, DRIFT_E_NOMEM, drift_trace_reader_path(r), "out of memory");
     int rc = DRIFT_OK;
     size_t k = 0;
@@ -508,7 +514,7 @@ static int site_rows(drift_trace_reader *r, ix_site_rows **out, size_t *n, drift
         drift_trace_site_info si;
         char esc[3 * DRIFT_TRACE_NAME_MAX];
         if ((rc = drift_trace_reader_site(r, k, &si, err))) break;
-        if (tr_escape_name(si.name, esc, sizeof esc) != 0 || !(v[k].link = strdup(esc))) {
+        if (tr_escape_name(si.name, esc, sizeof esc) != 0 || !(v[k].link = drift_strdup(esc))) {
             rc = drift_err_set(err, DRIFT_E_NOMEM, drift_trace_reader_path(r), "out of memory");
             break;
         }
@@ -570,6 +576,8 @@ done:
     return rc;
 }
 
+static int index_probe(const char *path); /* below */
+
 int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     tr_h5_quiet();
     if (!o || !o->out || !o->inputs || o->n_inputs == 0)
@@ -578,7 +586,7 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
         return drift_err_set(err, DRIFT_E_USAGE, NULL, "merge: %zu inputs, at most %d", o->n_inputs,
                              DRIFT_TRACE_INDEX_MAX_INPUTS);
     int rc = DRIFT_OK;
-    ix_input *in = calloc(o->n_inputs, sizeof *in);
+    ix_input *in = drift_calloc(o->n_inputs, sizeof *in);
     unsigned char *seen = NULL;
     char *tmp = NULL;
     hid_t f = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
@@ -599,8 +607,10 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     }
     for (size_t i = 0; i < o->n_inputs; i++) {
         in[i].path = o->inputs[i];
-        if (drift_trace_index_is(in[i].path)) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, in[i].path, "is a drift index, expected a rank trace");
+        const int is_index = index_probe(in[i].path);
+        if (is_index != 0) {
+            rc = is_index < 0 ? drift_err_set(err, DRIFT_E_NOMEM, in[i].path, "out of memory")
+                              : drift_err_set(err, DRIFT_E_INPUT, in[i].path, "is a drift index, expected a rank trace");
             goto done;
         }
         if ((rc = drift_trace_reader_open(&in[i].r, in[i].path, DRIFT_TRACE_OPEN_NORMAL, err))) goto done;
@@ -644,7 +654,7 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
         }
     }
     int32_t ws = drift_trace_reader_meta(in[0].r)->world_size;
-    seen = calloc((size_t)ws, 1);
+    seen = drift_calloc((size_t)ws, 1);
     if (!seen) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, o->out, "out of memory");
         goto done;
@@ -679,7 +689,7 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
 
     /* write a temporary sibling, then rename over the output */
     size_t tl = strlen(out_real) + 32;
-    if (!(tmp = malloc(tl))) {
+    if (!(tmp = drift_malloc(tl))) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, o->out, "out of memory");
         goto done;
     }
@@ -750,15 +760,18 @@ static int is_index_file(hid_t f) {
     return is;
 }
 
-int drift_trace_index_is(const char *path) {
+/* 1 if path is an index, 0 if not, -1 when memory ran out deciding. */
+static int index_probe(const char *path) {
     tr_h5_quiet();
     if (!path || access(path, R_OK) != 0 || H5Fis_hdf5(path) <= 0) return 0;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return 0;
     int is = is_index_file(f);
     H5Fclose(f);
-    return is > 0;
+    return is;
 }
+
+int drift_trace_index_is(const char *path) { return index_probe(path) > 0; }
 
 /* Splits "INDEX#rank=N" when no file of that literal name exists; *rank = -1
  * (and base = path) otherwise. Returns 0, or -1 when the suffix is malformed. */
@@ -806,9 +819,12 @@ static int resolve_source(const char *index_path, const char *recorded, char *ou
     return (size_t)snprintf(out, outsz, "%s/%s", strcmp(dir, "/") ? dir : "", recorded) < outsz ? 0 : -1;
 }
 
-/* Compares a root attribute of the rank file with the index's copy. */
+/* Compares a root attribute of the rank file with the index's copy: 1 same,
+ * 0 different, -1 out of memory. */
 static int same_attr(hid_t a, hid_t b, const char *name, char *va, char *vb, size_t sz) {
-    if (attr_str_opt(a, name, va, sz) == 0 && attr_str_opt(b, name, vb, sz) == 0) return strcmp(va, vb) == 0;
+    const int ra = attr_str_opt(a, name, va, sz), rb = ra == -2 ? -2 : attr_str_opt(b, name, vb, sz);
+    if (ra == -2 || rb == -2) return -1;
+    if (ra == 0 && rb == 0) return strcmp(va, vb) == 0;
     int64_t x = 0, y = 0;
     if (tr_read_attr_i64(a, name, &x, "", "", NULL) == 0 && tr_read_attr_i64(b, name, &y, "", "", NULL) == 0) {
         snprintf(va, sz, "%lld", (long long)x);
@@ -835,7 +851,12 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
         rc = tr_h5_fail(err, access(base, R_OK) ? DRIFT_E_IO : DRIFT_E_INPUT, base, "/", "cannot open the index");
         goto done;
     }
-    if (is_index_file(idx) <= 0) {
+    const int is_idx = is_index_file(idx);
+    if (is_idx < 0) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
+        goto done;
+    }
+    if (is_idx == 0) {
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "not a drift index (root attribute \"format\" is not \"%s\"): '%s' "
                            "selects a rank of an index written by drift merge", DRIFT_TRACE_INDEX_FORMAT_NAME,
                            DRIFT_TRACE_INDEX_RANK_SUFFIX "N");
@@ -862,7 +883,12 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
         goto done;
     }
     char recorded[IX_PATH_MAX], resolved[IX_PATH_MAX], recesc[2 * IX_PATH_MAX + 2], absesc[2 * IX_PATH_MAX + 2];
-    if (attr_str_opt(g, IX_SOURCE_ATTR, recorded, sizeof recorded) != 0 || !recorded[0] ||
+    const int src_rc = attr_str_opt(g, IX_SOURCE_ATTR, recorded, sizeof recorded);
+    if (src_rc == -2) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
+        goto done;
+    }
+    if (src_rc != 0 || !recorded[0] ||
         resolve_source(base, recorded, resolved, sizeof resolved) != 0 ||
         pct_escape(recorded, recesc, sizeof recesc) != 0 || pct_escape(resolved, absesc, sizeof absesc) != 0) {
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "%s: attribute \"%s\": expected the rank file's path", gname,
@@ -888,7 +914,12 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
     static const char *const same[] = {"format", "run_id", "rank", "side", "created"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
         char va[256], vb[256];
-        if (!same_attr(src, g, same[i], va, vb, sizeof va)) {
+        const int same_rc = same_attr(src, g, same[i], va, vb, sizeof va);
+        if (same_rc < 0) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, label, "out of memory");
+            goto done;
+        }
+        if (!same_rc) {
             rc = drift_err_set(err, DRIFT_E_INPUT, label,
                                "rank %ld's source file %s changed since the merge: root attribute \"%s\" is \"%s\", "
                                "the index recorded \"%s\" (re-run drift merge)",
@@ -993,8 +1024,10 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
     unsigned char *seen = NULL;
     char w[IX_PATH_MAX];
     where2(w, sizeof w, path, "/");
-    if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 || is_index_file(f) <= 0) {
-        rc = drift_err_set(err, DRIFT_E_INPUT, path, "not a drift index");
+    int is_idx = 0;
+    if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 || (is_idx = is_index_file(f)) <= 0) {
+        rc = is_idx < 0 ? drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory")
+                        : drift_err_set(err, DRIFT_E_INPUT, path, "not a drift index");
         goto done;
     }
     int64_t ws = 0, fv = 0;
@@ -1007,7 +1040,7 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
     }
     out->world_size = (int32_t)ws;
     out->format_version = (int)fv;
-    if (!(out->path = strdup(path))) goto nomem;
+    if (!(out->path = drift_strdup(path))) goto nomem;
     if ((rc = tr_read_attr_str(f, "run_id", 4096, &out->run_id, path, "/", err)) ||
         (rc = tr_read_attr_str(f, "side", 64, &out->side, path, "/", err)) ||
         (rc = tr_read_attr_str(f, "created", 4096, &out->created, path, "/", err)) ||
@@ -1024,10 +1057,10 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
         goto done;
     }
     size_t n = (size_t)gi.nlinks;
-    out->ranks = calloc(n ? n : 1, sizeof *out->ranks);
-    out->sources = calloc(n ? n : 1, sizeof *out->sources);
-    out->resolved = calloc(n ? n : 1, sizeof *out->resolved);
-    seen = calloc((size_t)ws, 1);
+    out->ranks = drift_calloc(n ? n : 1, sizeof *out->ranks);
+    out->sources = drift_calloc(n ? n : 1, sizeof *out->sources);
+    out->resolved = drift_calloc(n ? n : 1, sizeof *out->resolved);
+    seen = drift_calloc((size_t)ws, 1);
     if (!out->ranks || !out->sources || !out->resolved || !seen) goto nomem;
     for (size_t i = 0; i < n; i++) {
         char name[32], *end = NULL;
@@ -1046,17 +1079,21 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
         char gname[32], rec[IX_PATH_MAX], res[IX_PATH_MAX];
         snprintf(gname, sizeof gname, "%d", (int)out->ranks[i]);
         hid_t rg = H5Gopen2(g, gname, H5P_DEFAULT);
-        int ok = rg >= 0 && attr_str_opt(rg, IX_SOURCE_ATTR, rec, sizeof rec) == 0 &&
-                 resolve_source(path, rec, res, sizeof res) == 0;
+        const int src_rc = rg >= 0 ? attr_str_opt(rg, IX_SOURCE_ATTR, rec, sizeof rec) : -1;
+        int ok = src_rc == 0 && resolve_source(path, rec, res, sizeof res) == 0;
         if (rg >= 0) H5Gclose(rg);
+        if (src_rc == -2) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+            goto done;
+        }
         if (!ok) {
             rc = drift_err_set(err, DRIFT_E_INPUT, w, "%s/%s: attribute \"%s\": expected the rank file's path", IX_RANKS,
                                gname, IX_SOURCE_ATTR);
             goto done;
         }
-        if (!(out->sources[i] = strdup(rec)) || !(out->resolved[i] = strdup(res))) goto nomem;
+        if (!(out->sources[i] = drift_strdup(rec)) || !(out->resolved[i] = drift_strdup(res))) goto nomem;
     }
-    out->missing = calloc((size_t)ws - out->n_ranks + 1, sizeof *out->missing);
+    out->missing = drift_calloc((size_t)ws - out->n_ranks + 1, sizeof *out->missing);
     if (!out->missing) goto nomem;
     for (int64_t k = 0; k < ws; k++)
         if (!seen[k]) out->missing[out->n_missing++] = (int32_t)k;

@@ -70,10 +70,4 @@ int drift_trace_index_is(const char *path);
 int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, drift_err *err);
 void drift_trace_index_info_free(drift_trace_index_info *info);
 
-/* Internal to formats/ (the open entry point of trace_reader.c): opens
- * r->path as a trace, or, when it names an index (or INDEX#rank=N), as an
- * in-memory view of that rank whose datasets are the index's virtual
- * datasets. Same statuses as drift_trace_reader_open. */
-int tr_index_reader_open_file(drift_trace_reader *r, drift_err *err);
-
 #endif

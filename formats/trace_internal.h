@@ -187,4 +187,10 @@ int64_t tr_last_step(const drift_trace_reader *r);
 int tr_reader_load_extra(drift_trace_reader *r, drift_err *err);
 void tr_reader_free_extra(drift_trace_reader *r);
 
+/* Internal to formats/ (the open entry point of trace_reader.c): opens
+ * r->path as a trace, or, when it names an index (or INDEX#rank=N), as an
+ * in-memory view of that rank whose datasets are the index's virtual
+ * datasets. Same statuses as drift_trace_reader_open. */
+int tr_index_reader_open_file(drift_trace_reader *r, drift_err *err);
+
 #endif

@@ -1,11 +1,11 @@
-/* libFuzzer harness: graph IR JSON (drift_graph_from_json, replay/graph.h).
+/* libFuzzer harness: graph IR JSON (drift_graph_from_json, replay/ir/graph.h).
  * On success the graph is serialised, parsed back and serialised again; the
  * two serialisations must be identical. */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fuzz/fuzz_common.h"
-#include "replay/graph.h"
+#include "replay/ir/graph.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     drift_graph *g = NULL;

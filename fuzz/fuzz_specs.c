@@ -19,11 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "formats/plan.h" /* drift_fnmatch */
+#include "formats/fnmatch.h"
 #include "fuzz/fuzz_common.h"
 #include "recorder/recorder.h"
 #include "recorder/recorder_internal.h" /* drift_rec_options_parse */
-#include "replay/replay_trace.h"      /* drift_replay_parse_steps */
+#include "replay/analysis/report.h"         /* drift_replay_parse_steps */
 
 /* ---- reference matcher ------------------------------------------------------
  * fnmatch.fnmatchcase over ASCII, written from the rules, not from

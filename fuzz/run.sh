@@ -26,7 +26,7 @@ out="${FUZZ_OUT:-$root/build-fuzz/fuzz}"
 export FUZZ_OUT="$out"
 secs=60
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs="$1"; shift; fi
-ALL="fuzz_json fuzz_plan fuzz_plan_flags fuzz_params fuzz_family_spec fuzz_specs fuzz_safetensors fuzz_graph fuzz_trace"
+ALL="fuzz_json fuzz_plan fuzz_plan_flags fuzz_params fuzz_family_spec fuzz_specs fuzz_safetensors fuzz_graph fuzz_aten_graph fuzz_trace"
 harnesses=()
 for h in "$@"; do h="${h#fuzz/}"; h="${h%.c}"; [[ "$h" == fuzz_* ]] || h="fuzz_$h"; harnesses+=("$h"); done
 [ ${#harnesses[@]} -eq 0 ] && read -r -a harnesses <<<"$ALL"
@@ -37,14 +37,15 @@ fi
 
 # Largest input per harness (libFuzzer -max_len).
 declare -A MAXLEN=([fuzz_json]=16384 [fuzz_plan]=8192 [fuzz_plan_flags]=4096 [fuzz_params]=8192
-                   [fuzz_family_spec]=512 [fuzz_specs]=1024 [fuzz_safetensors]=16384 [fuzz_graph]=16384 [fuzz_trace]=65536)
+                   [fuzz_family_spec]=512 [fuzz_specs]=1024 [fuzz_safetensors]=16384 [fuzz_graph]=16384 [fuzz_aten_graph]=16384 [fuzz_trace]=65536)
 # Per-harness libFuzzer flags. fuzz_trace: no per-input leak check (libhdf5
 # leaks on about one corrupt file in four, and libFuzzer then re-runs the
 # input and scans the heap: 7x slower); LeakSanitizer still checks the whole
 # process at exit, which fails the run.
 declare -A HARGS=([fuzz_trace]="-detect_leaks=0")
 declare -A DICT=([fuzz_json]=json [fuzz_plan]=plan [fuzz_plan_flags]=plan_flags [fuzz_params]=params
-                 [fuzz_family_spec]=family_spec [fuzz_specs]=specs [fuzz_safetensors]=safetensors [fuzz_graph]=graph)
+                 [fuzz_family_spec]=family_spec [fuzz_specs]=specs [fuzz_safetensors]=safetensors [fuzz_graph]=graph
+                 [fuzz_aten_graph]=aten_graph)
 
 run_one() {
   local h="$1" bin="$out/$1" log="$out/logs/$1.log"

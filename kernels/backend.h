@@ -1,6 +1,10 @@
-/* The op library's one backend interface (DESIGN.md s10, after ggml):
- * a struct of function pointers with supports_op; ref (fp64 oracle), cpu
- * (exact dtype emulation) and cuda implement it with the same semantics.
+/* The op library's one door (DESIGN.md s10, after ggml's ggml-backend.h):
+ * an opaque drift_backend and the drift_backend_* functions below, which
+ * check their arguments once (shapes, numel against shape, dtypes, n_in,
+ * ownership, overlap) and then dispatch to the backend's function table.
+ * The table itself is private to kernels/ (kernels/backend_impl.h); ref
+ * (fp64 oracle), cpu (exact dtype emulation) and cuda implement it with the
+ * same semantics.
  *
  * Numeric contract (DESIGN.md s4), which every backend honours:
  *  - A tensor's values are always exactly representable in its dtype.
@@ -58,6 +62,23 @@ typedef enum drift_op_kind {
     DRIFT_OP_TIMESTEP_SINUSOID, /* in0 t[B] -> [B, dim]: half = dim/2,
                               freq_j = exp(-ln(max_period) * j / half) (fp32),
                               arg = t*freq_j, out = flip ? [cos, sin] : [sin, cos] (fp32) */
+    /* ATen-level ops of captured graphs (replay/capture; kernels/aten_shapes.c,
+     * ref/ref_aten_ops.c, cpu/cpu_aten_ops.c). Elementwise ones compute in
+     * opmath (fp32; fp64 for fp64) and round once to op->out. */
+    DRIFT_OP_UNARY,        /* y = f(x), f = op->sub (drift_unary_kind) */
+    DRIFT_OP_SCALAR,       /* y = x (op->sub: drift_scalar_kind) s, s = op->scalar rounded to opmath */
+    DRIFT_OP_DIV,          /* in0 / in1, broadcasting as ADD */
+    DRIFT_OP_REDUCE,       /* sum or mean (op->sub: drift_reduce_kind) over dim op->dim, kept with
+                              size 1; sequential in index order, opmath accumulator */
+    DRIFT_OP_STRIDED,      /* as_strided gather: out (shape requested, as VIEW) [i..] =
+                              flat(in0)[start + sum_k i_k * stride[k]]; strides >= 0 (0 = expand) */
+    DRIFT_OP_SCATTER,      /* out = in0 (base) with flat(out)[start + sum_k i_k * stride[k]] = in1[i..]
+                              (a copy_ into a strided view; in1's shape is the view's; the region
+                              must be injective; dtypes equal: the copy's cast is a CAST before) */
+    DRIFT_OP_FILL,         /* n_in 0 (shape requested) or 1 (in0's shape, values ignored):
+                              op->sub 0 = constant op->scalar, 1 = iota: scalar + i * step (flat i),
+                              computed in fp64, rounded once to op->out; 2 = linspace from scalar to
+                              step over numel points, torch's formula in opmath (ref: exact) */
     DRIFT_OP_COUNT
 } drift_op_kind;
 
@@ -77,9 +98,35 @@ typedef struct drift_op {
     int64_t start, length; /* NARROW */
     int perm[DRIFT_MAX_DIMS]; /* PERMUTE */
     int patch[3];          /* PATCHIFY/UNPATCHIFY: pf, ph, pw */
+    int sub;               /* UNARY, SCALAR, REDUCE, FILL: the variant */
+    double scalar, step;   /* SCALAR: s; FILL: value (and iota step) */
+    int64_t stride[DRIFT_MAX_DIMS]; /* STRIDED, SCATTER: element strides into in0 (offset: start) */
 } drift_op;
 
-struct drift_backend;
+/* DRIFT_OP_UNARY variants. */
+typedef enum drift_unary_kind {
+    DRIFT_UNARY_NEG = 0, DRIFT_UNARY_EXP, DRIFT_UNARY_SIN, DRIFT_UNARY_COS, DRIFT_UNARY_RSQRT,
+    DRIFT_UNARY_SQRT, DRIFT_UNARY_TANH, DRIFT_UNARY_SIGMOID, DRIFT_UNARY_GELU_ERF, DRIFT_UNARY_RECIP,
+    DRIFT_UNARY_ABS, DRIFT_UNARY_RELU,
+    DRIFT_UNARY_MASK_BIAS, /* x != 0 ? 0 : -inf: a boolean attention mask as an additive bias */
+    DRIFT_UNARY_COUNT
+} drift_unary_kind;
+/* DRIFT_OP_SCALAR variants: x + s, x - s, s - x, x * s, x * (1/s) (CUDA's division by a
+ * host scalar: the reciprocal rounded to opmath, then a multiply), x ^ s (2: x*x,
+ * 3: x*x*x, 0.5: sqrt, -0.5: rsqrt, -1: 1/x, -2: 1/(x*x), as torch's CUDA pow), s ^ x,
+ * max(x, s) and min(x, s) (clamp; NaN stays NaN). */
+typedef enum drift_scalar_kind {
+    DRIFT_SCALAR_ADD = 0, DRIFT_SCALAR_SUB, DRIFT_SCALAR_RSUB, DRIFT_SCALAR_MUL, DRIFT_SCALAR_DIV,
+    DRIFT_SCALAR_POW, DRIFT_SCALAR_RPOW, DRIFT_SCALAR_MAX, DRIFT_SCALAR_MIN, DRIFT_SCALAR_COUNT
+} drift_scalar_kind;
+typedef enum drift_reduce_kind { DRIFT_REDUCE_SUM = 0, DRIFT_REDUCE_MEAN, DRIFT_REDUCE_COUNT } drift_reduce_kind;
+/* Names of the variants ("exp", "pow", "mean", ...); "?" when out of range. */
+const char *drift_op_sub_name(drift_op_kind k, int sub);
+/* The variant named s for op kind k, or -1. */
+int drift_op_sub_parse(drift_op_kind k, const char *s);
+
+/* Opaque: made by drift_backend_create, freed by drift_backend_free. */
+typedef struct drift_backend drift_backend;
 
 typedef struct drift_tensor {
     drift_dtype dtype;     /* logical dtype */
@@ -87,7 +134,7 @@ typedef struct drift_tensor {
     int64_t shape[DRIFT_MAX_DIMS];
     int64_t numel;
     void *data;            /* backend-owned storage (ref: double, cpu: float, cuda: native) */
-    const struct drift_backend *be;
+    const drift_backend *be; /* the backend that owns data (set by alloc/alias) */
 } drift_tensor;
 
 /* Partial sums of the metrics of DESIGN.md s7 between a candidate t and a
@@ -104,52 +151,70 @@ typedef struct drift_metric_acc {
     int64_t n_diff;        /* elements whose bits differ (NaN == NaN) */
 } drift_metric_acc;
 
-typedef struct drift_backend {
-    const char *name;      /* "ref", "cpu", "cuda:0" */
-    void *ctx;             /* backend-private state */
-    /* 1 if this backend implements op with these dtypes, else 0. */
-    int (*supports_op)(const struct drift_backend *be, const drift_op *op);
-    /* Allocates t->data for t's dtype/shape (filled in by the caller; numel
-     * computed here, overflow-checked). */
-    int (*alloc)(const struct drift_backend *be, drift_tensor *t, drift_err *err);
-    /* Frees t->data (t NULL or unallocated allowed). */
-    void (*release)(const struct drift_backend *be, drift_tensor *t);
-    /* Host fp32 values in, rounded to t->dtype (ref: widened, not rounded). */
-    int (*upload_f32)(const struct drift_backend *be, drift_tensor *t, const float *src, drift_err *err);
-    /* Host fp64 values in (ref: exact; others round via fp32 then t->dtype). */
-    int (*upload_f64)(const struct drift_backend *be, drift_tensor *t, const double *src, drift_err *err);
-    /* Values out, widened (ref narrows fp64 to fp32 in download_f32). */
-    int (*download_f32)(const struct drift_backend *be, const drift_tensor *t, float *dst, drift_err *err);
-    int (*download_f64)(const struct drift_backend *be, const drift_tensor *t, double *dst, drift_err *err);
-    /* Runs op on in[0..op->n_in-1] into out (allocated by the caller with
-     * out->dtype == op->out and the op's output shape). */
-    int (*run)(const struct drift_backend *be, const drift_op *op, const drift_tensor *const *in,
-               drift_tensor *out, drift_err *err);
-    /* Accumulates metrics of t against r (same shape) into acc. */
-    int (*metrics)(const struct drift_backend *be, const drift_tensor *t, const drift_tensor *r,
-                   drift_metric_acc *acc, drift_err *err);
-    /* Waits for queued work (no-op on host backends). */
-    int (*sync)(const struct drift_backend *be, drift_err *err);
-    /* Frees the backend itself (ctx and the struct). NULL allowed via drift_backend_free. */
-    void (*destroy)(struct drift_backend *be);
-    /* Optional (NULL: this backend never aliases). Makes out (dtype, ndim and
-     * shape filled in by the caller; dtype == base->dtype) a view of base's
-     * storage starting elem_offset elements in: out->data points into
-     * base->data (byte offset = elem_offset * the backend's storage element
-     * size), out->numel and out->be are set; nothing is allocated. out must
-     * fit inside base. DRIFT_E_UNSUPPORTED means "not here" (e.g. a
-     * misaligned offset): the caller copies instead. An alias borrows base's
-     * storage: never pass it to release, and release base only after every
-     * alias of it is dead. */
-    int (*alias)(const struct drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
-                 drift_err *err);
-} drift_backend;
-
-/* Creates a backend by name: "ref", "cpu", "cuda" / "cuda:N" (DRIFT_E_UNSUPPORTED
- * when built without CUDA or no device). Caller owns *out; free with
- * drift_backend_free. */
-int drift_backend_create(const char *name, drift_backend **out, drift_err *err);
+/* Creates a backend from a spec: a kind, then options, ':'-separated:
+ *   ref
+ *   cpu[:threads=N]                 N worker threads (1..256; default: the
+ *                                   process default, drift_backend_set_host_threads)
+ *   cuda[:N][:gemm=auto|unfused|naive][:attention=auto|unfused|fused|fused_mma|fused_wgmma]
+ *       [:i64=0|1][:norm_smem=0|1][:attn_scratch=BYTES][:metrics_grid=N]
+ *                                   device N (default 0) and the kernel variants
+ *                                   (kernels/cuda/cuda_backend.h; defaults auto)
+ * Variants are fixed at creation; the library reads no environment.
+ * DRIFT_E_UNSUPPORTED when built without CUDA or no such device;
+ * DRIFT_E_INPUT naming the option on a bad spec. Caller owns *out; free with
+ * drift_backend_free (NULL allowed). */
+int drift_backend_create(const char *spec, drift_backend **out, drift_err *err);
 void drift_backend_free(drift_backend *be);
+/* The backend's canonical name ("ref", "cpu", "cuda:0"), without options.
+ * Borrowed from be; "(none)" for NULL. */
+const char *drift_backend_name(const drift_backend *be);
+/* Worker threads of host backends (ref, cpu) created after this call with no
+ * threads= option: n in 1..256, or 0 for the default (online cores, at most
+ * 8). Process-wide, as OpenBLAS's own count is; the CLI sets it from
+ * DRIFT_CPU_THREADS. Not thread-safe against concurrent creation. */
+void drift_backend_set_host_threads(int n);
+
+/* 1 if be implements op with these dtypes, else 0 (NULL be or op: 0). */
+int drift_backend_supports(const drift_backend *be, const drift_op *op);
+/* Allocates t->data for t's dtype/shape (filled in by the caller); sets
+ * t->numel (overflow-checked) and t->be. The caller owns t->data and
+ * releases it with drift_backend_release. */
+int drift_backend_alloc(const drift_backend *be, drift_tensor *t, drift_err *err);
+/* Frees t->data and sets it to NULL (t NULL or unallocated allowed). */
+void drift_backend_release(const drift_backend *be, drift_tensor *t);
+/* Host fp32 values in (t->numel of them, borrowed), rounded to t->dtype
+ * (ref: widened, not rounded). */
+int drift_backend_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err);
+/* Host fp64 values in (ref: exact; others round via fp32 then t->dtype). */
+int drift_backend_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err);
+/* Values out into the caller's buffer of t->numel, widened (ref narrows
+ * fp64 to fp32 in download_f32). Waits for queued work. */
+int drift_backend_download_f32(const drift_backend *be, const drift_tensor *t, float *dst, drift_err *err);
+int drift_backend_download_f64(const drift_backend *be, const drift_tensor *t, double *dst, drift_err *err);
+/* Runs op on in[0..op->n_in-1] into out (allocated by the caller on be with
+ * out->dtype == op->out and the op's output shape; for VIEW and UNPATCHIFY
+ * out's shape is the requested one). Checked first: op kind and n_in, every
+ * tensor allocated on be with numel equal to its shape's, dtypes be stores,
+ * out's dtype and shape (drift_op_infer_shape), out overlapping no input.
+ * DRIFT_E_UNSUPPORTED when drift_backend_supports says no. */
+int drift_backend_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in,
+                      drift_tensor *out, drift_err *err);
+/* Accumulates metrics of t against r (same shape, both on be) into acc. */
+int drift_backend_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r,
+                          drift_metric_acc *acc, drift_err *err);
+/* Waits for queued work (no-op on host backends). */
+int drift_backend_sync(const drift_backend *be, drift_err *err);
+/* Makes out (dtype, ndim and shape filled in by the caller; dtype ==
+ * base->dtype) a view of base's storage starting elem_offset elements in;
+ * out->numel and out->be are set, nothing is allocated. out must fit inside
+ * base. DRIFT_E_UNSUPPORTED means "not here" (a backend that never aliases,
+ * or a misaligned offset): the caller copies instead. An alias borrows
+ * base's storage: never release it, and release base only after every alias
+ * of it is dead. */
+int drift_backend_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
+                        drift_err *err);
+/* 1 if be can alias at all (drift_backend_alias may still decline an offset). */
+int drift_backend_can_alias(const drift_backend *be);
 
 /* Helpers shared by all backends. */
 /* numel of shape with overflow check (limit 2^48); -1 on bad shape. */
@@ -161,5 +226,13 @@ const char *drift_op_name(drift_op_kind k);
 /* Initialises acc (argmax -1). Merges b into a. */
 void drift_metric_acc_init(drift_metric_acc *acc);
 void drift_metric_acc_merge(drift_metric_acc *a, const drift_metric_acc *b);
+/* The one host pass of the metrics (semantics: replay/analysis/metrics.h):
+ * adds n pairs (t[i], r[i]) of fp32 values to acc, fp64 differences, sums in
+ * element order over pairs where both sides are finite, first-occurrence
+ * argmax with indices continuing at acc->numel, NaN/inf counts per side,
+ * n_diff over fp32 bit patterns with NaN == NaN. chunk_max_d / chunk_max_r
+ * (NULL allowed) receive the maxima of these n pairs alone. */
+void drift_metric_acc_add_f32(drift_metric_acc *acc, const float *t, const float *r, size_t n, double *chunk_max_d,
+                              double *chunk_max_r);
 
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "recorder/recorder_internal.h"
+#include "formats/alloc.h"
 
 /* ----------------------------------------------------------------------- */
 /* Errors                                                                    */
@@ -116,7 +117,7 @@ static long find_site_locked(drift_recorder *r, const char *name) {
 static int hash_insert(drift_recorder *r, int32_t idx) {
     if ((r->n_sites + 1) * 2 > r->hash_cap) {
         size_t nc = r->hash_cap ? r->hash_cap * 2 : 64;
-        int32_t *nh = malloc(nc * sizeof *nh);
+        int32_t *nh = drift_malloc(nc * sizeof *nh);
         if (!nh) return -1;
         for (size_t i = 0; i < nc; i++) nh[i] = -1;
         for (size_t k = 0; k < r->n_sites; k++) {
@@ -184,14 +185,14 @@ static int add_site_locked(drift_recorder *r, const char *name, int dtype, int n
         return drift_err_set(err, DRIFT_E_USAGE, name, "more than %d sites", DRIFT_TRACE_MAX_SITES);
     if (r->n_sites == r->cap_sites) {
         size_t nc = r->cap_sites ? r->cap_sites * 2 : 32;
-        rec_site *ns = realloc(r->sites, nc * sizeof *ns);
+        rec_site *ns = drift_realloc(r->sites, nc * sizeof *ns);
         if (!ns) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
         r->sites = ns;
         r->cap_sites = nc;
     }
     rec_site *s = &r->sites[r->n_sites];
     memset(s, 0, sizeof *s);
-    s->name = strdup(name);
+    s->name = drift_strdup(name);
     if (!s->name) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
     s->dtype = (drift_dtype)dtype;
     s->ndim = ndim;
@@ -388,7 +389,7 @@ static int open_impl(drift_recorder **out, const char *path, int side, int32_t r
     if (rank < 0 || world_size < 1 || rank >= world_size)
         return drift_err_set(err, DRIFT_E_USAGE, path, "rank %d of world size %d: expected 0 <= rank < world_size",
                              (int)rank, (int)world_size);
-    drift_recorder *r = calloc(1, sizeof *r);
+    drift_recorder *r = drift_calloc(1, sizeof *r);
     if (!r) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     if (init_sync(r) != 0) {
         free(r);
@@ -399,7 +400,7 @@ static int open_impl(drift_recorder **out, const char *path, int side, int32_t r
     r->last_step = -1;
     r->c[DRIFT_RECORDER_LAST_COMMITTED] = -1;
     int rc = DRIFT_OK;
-    r->path = strdup(path);
+    r->path = drift_strdup(path);
     if (!r->path) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
         goto fail;
@@ -653,7 +654,7 @@ static void human_bytes(int64_t b, char *buf, size_t n) {
 }
 
 static rec_entry *note_locked(drift_recorder *r, int level, const char *text, int *report_now) {
-    char *t = strdup(text);
+    char *t = drift_strdup(text);
     if (!t) return NULL;
     rec_entry *e = control_locked(r, report_now);
     if (!e) {
@@ -853,7 +854,7 @@ int drift_recorder_add_metric(drift_recorder *r, const char *site_name, const dr
         return finish(drift_err_set(&e, DRIFT_E_USAGE, "add_metric", "metric site \"%.64s\": expected %s",
                                     site_name ? site_name : "", prob),
                       &e, err);
-    rec_metric_aux *a = malloc(sizeof *a);
+    rec_metric_aux *a = drift_malloc(sizeof *a);
     if (!a) return DRIFT_OK; /* out of memory: the row is lost, the job goes on */
     a->row = *row;
     snprintf(a->site, sizeof a->site, "%s", site_name);
@@ -865,7 +866,7 @@ int drift_recorder_add_step_metrics(drift_recorder *r, const drift_trace_step_me
     drift_err_clear(&e);
     if (!r || !row)
         return finish(drift_err_set(&e, DRIFT_E_USAGE, "add_step_metrics", "NULL recorder or row"), &e, err);
-    drift_trace_step_metrics *a = malloc(sizeof *a);
+    drift_trace_step_metrics *a = drift_malloc(sizeof *a);
     if (!a) return DRIFT_OK;
     *a = *row;
     return finish(queue_aux(r, REC_E_STEP_METRICS, 0, a, "add_step_metrics", &e), &e, err);
@@ -879,7 +880,7 @@ int drift_recorder_note(drift_recorder *r, int level, const char *text, drift_er
         return finish(drift_err_set(&e, DRIFT_E_USAGE, "note", "level %d: expected 0 (info), 1 (warning) or 2 (error)",
                                     level),
                       &e, err);
-    char *t = strndup(text, DRIFT_TRACE_NOTE_MAX - 1);
+    char *t = drift_strndup(text, DRIFT_TRACE_NOTE_MAX - 1);
     if (!t) return DRIFT_OK;
     return finish(queue_aux(r, REC_E_NOTE, level, t, "note", &e), &e, err);
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "recorder/recorder_internal.h"
+#include "formats/alloc.h"
 
 #ifdef DRIFT_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -57,7 +58,7 @@ static const char *cuerr(cudaError_t e) {
 static int cuda_setup(drift_recorder *r, drift_err *err) {
     pthread_mutex_lock(&r->mu);
     if (!r->cuda) {
-        r->cuda = calloc(1, sizeof *r->cuda);
+        r->cuda = drift_calloc(1, sizeof *r->cuda);
         if (r->cuda) pthread_mutex_init(&r->cuda->mu, NULL);
     }
     struct rec_cuda *c = r->cuda;
@@ -128,7 +129,7 @@ void drift_rec_cuda_release_event(drift_recorder *r, rec_entry *e) {
     pthread_mutex_lock(&c->mu);
     if (c->n_pool == c->cap_pool) {
         size_t nc = c->cap_pool ? c->cap_pool * 2 : 64;
-        cudaEvent_t *np = realloc(c->pool, nc * sizeof *np);
+        cudaEvent_t *np = drift_realloc(c->pool, nc * sizeof *np);
         if (np) {
             c->pool = np;
             c->cap_pool = nc;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "formats/alloc.h"
-#include "formats/plan.h" /* drift_fnmatch */
+#include "formats/fnmatch.h"
 #include "recorder/recorder_internal.h"
 
 #define STEP_MAX ((int64_t)1 << 62)

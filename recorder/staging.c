@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "recorder/recorder_internal.h"
+#include "formats/alloc.h"
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -26,7 +27,7 @@ int drift_rec_staging_init(rec_staging *s, size_t bytes, size_t max_records, dri
     s->cap = bytes;
     s->max_records = max_records;
     s->qcap = max_records + REC_CONTROL_RESERVE;
-    s->q = calloc(s->qcap, sizeof *s->q);
+    s->q = drift_calloc(s->qcap, sizeof *s->q);
     if (!s->q) {
         free(s->base);
         memset(s, 0, sizeof *s);

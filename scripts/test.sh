@@ -11,6 +11,19 @@ werror=OFF; [ "${CI:-}" = "true" ] && werror=ON
 
 echo "== build: normal (WERROR=$werror)"
 scripts/build.sh build -DDRIFT_WERROR=$werror
+# Where a CUDA compiler exists the normal build must have compiled every .cu
+# file (kernels, recorder stats): a CUDA change that breaks them fails here.
+grep -h "drift: CUDA=" build.configure.log
+if grep -q "drift: CUDA=ON" build.configure.log; then
+  n_cu=$(ls kernels/cuda/*.cu recorder/*.cu | wc -l)
+  n_obj=$(find build -name '*.cu.o' | wc -l)
+  echo "== cuda: $n_obj of $n_cu .cu files compiled"
+  [ "$n_obj" -ge "$n_cu" ] || { echo "FAIL: not every .cu file was compiled"; exit 1; }
+elif command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "FAIL: nvcc exists but the build has CUDA=OFF"; exit 1
+else
+  echo "== cuda: no CUDA compiler on this machine: CUDA code not compiled"
+fi
 echo "== test: normal"
 ctest --test-dir build --output-on-failure -j"$jobs" 2>&1 | tee build/ctest-summary.log
 

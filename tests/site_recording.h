@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay/exec.h"
+#include "replay/exec/exec.h"
 
 typedef struct rec_site {
     char name[128];
@@ -47,8 +47,8 @@ static inline int record_cb(const char *site, const drift_tensor *t, void *user,
     s->v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *s->v);
     s->v64 = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *s->v64);
     if (!s->v || !s->v64) exit(2);
-    int rc = t->be->download_f32(t->be, t, s->v, err);
-    if (!rc) rc = t->be->download_f64(t->be, t, s->v64, err);
+    int rc = drift_backend_download_f32(t->be, t, s->v, err);
+    if (!rc) rc = drift_backend_download_f64(t->be, t, s->v64, err);
     return rc;
 }
 

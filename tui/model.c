@@ -1,6 +1,8 @@
 /* The data model of `drift top` (see model.h). Reads traces through
  * formats/trace.h only; never includes curses. */
 #include "tui/model.h"
+#include "formats/alloc.h"
+#include "formats/fnmatch.h"
 
 #include <errno.h>
 #include <float.h>
@@ -157,7 +159,7 @@ static void fold_all(drift_top_data *d) {
 
 int drift_top_data_create(drift_top_data **out, int64_t step_lo, int64_t step_hi, int32_t variant, drift_err *err) {
     *out = NULL;
-    drift_top_data *d = calloc(1, sizeof *d);
+    drift_top_data *d = drift_calloc(1, sizeof *d);
     if (!d) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
     d->lo = step_lo;
     d->hi = step_hi;
@@ -183,7 +185,7 @@ static int layer_reserve(tlayer *L, size_t need) {
     if (need <= L->cap) return DRIFT_OK;
     size_t cap = L->cap ? L->cap : 16;
     while (cap < need) cap *= 2;
-    icell *c = realloc(L->cells, cap * sizeof *c);
+    icell *c = drift_realloc(L->cells, cap * sizeof *c);
     if (!c) return DRIFT_E_NOMEM;
     memset(c + L->cap, 0, (cap - L->cap) * sizeof *c);
     L->cells = c;
@@ -198,13 +200,13 @@ int drift_top_data_add_step(drift_top_data *d, int64_t step, double time, drift_
     if (step < d->lo || step >= d->hi) return DRIFT_OK;
     if (d->n_steps == d->cap_steps) {
         size_t cap = d->cap_steps ? d->cap_steps * 2 : 64;
-        int64_t *s = realloc(d->steps, cap * sizeof *s);
+        int64_t *s = drift_realloc(d->steps, cap * sizeof *s);
         if (!s) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
         d->steps = s;
-        double *t = realloc(d->times, cap * sizeof *t);
+        double *t = drift_realloc(d->times, cap * sizeof *t);
         if (!t) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
         d->times = t;
-        stepvals *v = realloc(d->sv, cap * sizeof *v);
+        stepvals *v = drift_realloc(d->sv, cap * sizeof *v);
         if (!v) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
         d->sv = v;
         d->cap_steps = cap;
@@ -225,7 +227,7 @@ int drift_top_data_add_layer(drift_top_data *d, const char *name, drift_err *err
     if (!name) name = "";
     if (d->n_layers == d->cap_layers) {
         size_t cap = d->cap_layers ? d->cap_layers * 2 : 32;
-        tlayer *l = realloc(d->layers, cap * sizeof *l);
+        tlayer *l = drift_realloc(d->layers, cap * sizeof *l);
         if (!l) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
         d->layers = l;
         d->cap_layers = cap;
@@ -234,7 +236,7 @@ int drift_top_data_add_layer(drift_top_data *d, const char *name, drift_err *err
     memset(L, 0, sizeof *L);
     agg_reset(&L->agg);
     size_t len = strlen(name);
-    L->name = malloc(len + 1);
+    L->name = drift_malloc(len + 1);
     if (!L->name) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
     memcpy(L->name, name, len + 1);
     if (layer_reserve(L, d->cap_steps > 0 ? d->cap_steps : 1) != DRIFT_OK) {
@@ -512,8 +514,8 @@ int drift_top_table_build(const drift_top_data *d, const drift_top_data *ref, co
         if (col >= 0) out->step = d->steps[col];
     }
     if (d->n_layers == 0) return DRIFT_OK;
-    out->rows = calloc(d->n_layers, sizeof *out->rows);
-    drift_top_row *tmp = malloc(d->n_layers * sizeof *tmp);
+    out->rows = drift_calloc(d->n_layers, sizeof *out->rows);
+    drift_top_row *tmp = drift_malloc(d->n_layers * sizeof *tmp);
     if (!out->rows || !tmp) {
         free(tmp);
         drift_top_table_free(out);
@@ -706,7 +708,7 @@ const struct drift_census *drift_top_model_census(const drift_top_model *m) { re
 static char *dupstr(const char *s) {
     if (!s) s = "";
     size_t n = strlen(s) + 1;
-    char *p = malloc(n);
+    char *p = drift_malloc(n);
     if (p) memcpy(p, s, n);
     return p;
 }
@@ -792,7 +794,7 @@ static int open_one(const char *path, int follow, drift_trace_reader **r, drift_
 int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, drift_err *err) {
     *out = NULL;
     int rc;
-    drift_top_model *m = calloc(1, sizeof *m);
+    drift_top_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
     m->loaded_after = INT64_MIN;
     m->follow = o->follow;

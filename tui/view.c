@@ -4,6 +4,7 @@
  * the cells that changed (no flicker); input waits with timeout() for the
  * refresh interval; KEY_RESIZE recomputes the layout. */
 #include "tui/view.h"
+#include "formats/alloc.h"
 
 #include <curses.h>
 #include <langinfo.h>
@@ -498,8 +499,8 @@ static void draw_chart(vs *v) {
             (long long)drift_top_data_step(d, 0), (long long)drift_top_data_step(d, n - 1));
     else
         seg(&l, A_REVERSE | A_BOLD, " per step: no steps yet ");
-    double *a = n ? malloc(n * sizeof *a) : NULL;
-    double *b = n ? malloc(n * sizeof *b) : NULL;
+    double *a = n ? drift_malloc(n * sizeof *a) : NULL;
+    double *b = n ? drift_malloc(n * sizeof *b) : NULL;
     if (n && (!a || !b)) {
         free(a);
         free(b);
@@ -561,7 +562,7 @@ static void draw_drill(vs *v) {
     }
 
     if (v->L.drill_chart.h > 0) {
-        double *vals = n ? malloc(n * sizeof *vals) : NULL;
+        double *vals = n ? drift_malloc(n * sizeof *vals) : NULL;
         if (!n || vals) {
             for (size_t k = 0; k < n; k++) {
                 const drift_top_cell *c = drift_top_data_cell(d, li, k);
@@ -1055,7 +1056,7 @@ static int handle_key(vs *v, int ch) {
 /* ======================================================================= */
 
 int drift_top_view_run(drift_top_model *m, const drift_top_view_opts *o, drift_err *err) {
-    vs *v = calloc(1, sizeof *v);
+    vs *v = drift_calloc(1, sizeof *v);
     if (!v) return drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
     v->m = m;
     v->q = o->query;

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+#include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h"
 
 #define BLK 1024                    /* elements computed before their rounding pass */
@@ -183,7 +185,7 @@ static int run_binary(int nt, const drift_op *op, const drift_tensor *a, const d
     j.b = fd(b);
     j.y = fd(out);
     j.dt = op->out;
-    drift_host_bcast_plan(a, b, &j.bc);
+    drift_bcast_plan(a, b, &j.bc);
     drift_host_parallel_for(nt, out->numel, GRAIN * 4, binary_range, &j);
     return DRIFT_OK;
 }
@@ -196,7 +198,7 @@ static int run_binary(int nt, const drift_op *op, const drift_tensor *a, const d
 static const float *gemm_operand(const drift_tensor *t, drift_dtype compute, float **tmp) {
     *tmp = NULL;
     if (compute == DRIFT_F32 || t->dtype == compute) return fd(t);
-    float *c = malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(float));
+    float *c = drift_malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(float));
     if (!c) return NULL;
     memcpy(c, fd(t), (size_t)t->numel * sizeof(float));
     drift_dtype_round_n(c, (size_t)t->numel, compute);
@@ -461,9 +463,9 @@ static int run_attention(int nt, const drift_op *op, const drift_tensor *const *
     if (T < 64) T = 64;
     if (T > Lq) T = Lq;
     float *tq = NULL, *tk = NULL, *tv = NULL, *hb = NULL;
-    float *S = malloc((size_t)(T * Lk) * sizeof(float));
-    float *l = malloc((size_t)T * sizeof(float));
-    if (ly) hb = malloc((size_t)(Lq * Dh + Lk * Dh + Lk * Dv + Lq * Dv) * sizeof(float));
+    float *S = drift_malloc((size_t)(T * Lk) * sizeof(float));
+    float *l = drift_malloc((size_t)T * sizeof(float));
+    if (ly) hb = drift_malloc((size_t)(Lq * Dh + Lk * Dh + Lk * Dv + Lq * Dv) * sizeof(float));
     const float *qa = gemm_operand(q, op->compute, &tq);
     const float *ka = qa ? gemm_operand(k, op->compute, &tk) : NULL;
     const float *va = ka ? gemm_operand(v, op->compute, &tv) : NULL;
@@ -591,7 +593,7 @@ static int run_permute(int nt, const drift_op *op, const drift_tensor *x, drift_
 }
 
 static int run_narrow(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
-    int d = drift_host_norm_dim(op->dim, x->ndim);
+    int d = drift_op_norm_dim(op->dim, x->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
@@ -605,7 +607,7 @@ static int run_narrow(const drift_op *op, const drift_tensor *x, drift_tensor *o
 }
 
 static int run_concat(const drift_op *op, const drift_tensor *a, const drift_tensor *b, drift_tensor *out) {
-    int d = drift_host_norm_dim(op->dim, a->ndim);
+    int d = drift_op_norm_dim(op->dim, a->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= a->shape[i];
     for (int i = d + 1; i < a->ndim; i++) inner *= a->shape[i];
@@ -748,7 +750,9 @@ int drift_cpu_run_op(int nt, const drift_op *op, const drift_tensor *const *in, 
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: return run_patch(nt, op, in[0], out);
     case DRIFT_OP_TIMESTEP_SINUSOID: return run_timestep(op, in[0], out);
-    default: break;
+    default:
+        if (drift_aten_is_kind(op->kind)) return drift_cpu_run_aten(nt, op, in, out, err);
+        break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "cpu backend: op %s not implemented", drift_op_name(op->kind));
 }

@@ -13,7 +13,7 @@
  *
  * Memory: S (fp32), P (compute), l and O (fp32) for a chunk of nb
  * (batch*head) slices times nr query rows; the chunk is sized to the budget
- * (DRIFT_CUDA_ATTN_SCRATCH, default 1 GiB): whole heads when one head fits
+ * (the spec's attn_scratch= option, default 1 GiB): whole heads when one head fits
  * (nb >= 1, nr = Lq), else one head at a time in blocks of nr query rows.
  * Chunking changes no value: rows are independent and each row's softmax and
  * GEMM columns are computed the same way in any chunk.
@@ -21,11 +21,11 @@
  * Fused path (attention_fused.cu): compute bf16/fp16, Dh == Dv in {64, 128},
  * Lk >= 1, sm_80+: one kernel, exact two passes over the keys (global row
  * max, p rounded once), S and P never in global memory. It is the default
- * where supported; DRIFT_CUDA_ATTENTION (read at every call, unlike the
- * knobs read at backend creation, so that tests and benchmarks can switch
- * it on one backend) = "unfused" forces the path below, "fused" forces the
- * fused kernel and fails with DRIFT_E_UNSUPPORTED where it does not apply;
- * anything else (or unset) means automatic. Two fused kernels implement the
+ * where supported; the spec's attention= option (fixed at backend creation,
+ * like every variant: a test or benchmark makes one backend per variant)
+ * = "unfused" forces the path below, "fused" forces the fused kernel and
+ * fails with DRIFT_E_UNSUPPORTED where it does not apply; "auto" (or no
+ * option) means automatic. Two fused kernels implement the
  * same contract: attention_wgmma.cu (Hopper warpgroup MMAs, compute
  * capability 9.0 only) and attention_fused.cu (mma.sync, sm_80+); "fused"
  * and automatic take the wgmma kernel where the device runs it, else the
@@ -57,18 +57,6 @@ static int as_compute(dcu_ctx *ctx, const drift_tensor *t, drift_dtype c, const 
     if (e != cudaSuccess) return dcu_check(e, err, "op attention", "rounding an operand to the compute dtype");
     *p = *tmp;
     return DRIFT_OK;
-}
-
-enum { ATTN_AUTO = 0, ATTN_UNFUSED = 1, ATTN_FUSED = 2, ATTN_FUSED_MMA = 3, ATTN_FUSED_WGMMA = 4 };
-
-static int attn_mode(void) {
-    const char *s = getenv("DRIFT_CUDA_ATTENTION");
-    if (!s) return ATTN_AUTO;
-    if (strcmp(s, "unfused") == 0) return ATTN_UNFUSED;
-    if (strcmp(s, "fused") == 0) return ATTN_FUSED;
-    if (strcmp(s, "fused_mma") == 0) return ATTN_FUSED_MMA;
-    if (strcmp(s, "fused_wgmma") == 0) return ATTN_FUSED_WGMMA;
-    return ATTN_AUTO;
 }
 
 /* The dims of an ATTENTION call: H and L sit at dims (1, 2) in layout 0 and
@@ -302,22 +290,22 @@ int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, c
     const attn_dims d = get_dims(op, q, k, v);
     const int64_t BH = d.B * d.H;
     if (BH == 0 || d.Lq == 0 || d.Dv == 0) return DRIFT_OK;
-    const int mode = attn_mode();
-    if (mode != ATTN_UNFUSED) {
+    const int mode = ctx->attn_mode;
+    if (mode != DCU_ATTN_UNFUSED) {
         const char *why = fused_unsupported(ctx, op, &d);
         const int have_wgmma = !why && dcu_attn_wgmma_available(ctx->device);
-        if (!why && mode == ATTN_FUSED_WGMMA && !have_wgmma)
+        if (!why && mode == DCU_ATTN_FUSED_WGMMA && !have_wgmma)
             why = "the wgmma kernel needs a compute capability 9.0 device";
         if (!why) {
             const float fscale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)d.Dh));
-            const int wgmma = mode == ATTN_FUSED_WGMMA || (mode != ATTN_FUSED_MMA && have_wgmma);
+            const int wgmma = mode == DCU_ATTN_FUSED_WGMMA || (mode != DCU_ATTN_FUSED_MMA && have_wgmma);
             return attention_fused(ctx, op, &d, q, k, v, out, fscale, wgmma, err);
         }
-        if (mode != ATTN_AUTO)
+        if (mode != DCU_ATTN_AUTO)
             return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention",
-                                 "DRIFT_CUDA_ATTENTION=%s, but the fused kernel does not apply: %s (it needs "
+                                 "attention=%s, but the fused kernel does not apply: %s (it needs "
                                  "bf16/fp16 compute, Dh == Dv in {64, 128}, Lk >= 1, sm_80+; wgmma: sm_90)",
-                                 getenv("DRIFT_CUDA_ATTENTION"), why);
+                                 ctx->attn_mode_name, why);
     }
     const drift_dtype c = op->compute;
     const size_t cs = drift_dtype_size(c);

@@ -1,14 +1,17 @@
 /* The CUDA backend's vtable (kernels/backend.h, kernels/cuda/cuda_backend.h):
- * creation, storage, transfers, run() validation and dispatch, metrics.
+ * creation, storage, transfers, dispatch, metrics (arguments checked by the
+ * door, kernels/door.c).
  * Kernels live in the .cu files; GEMMs in gemm_lt.c; attention in
  * attention_lt.c. Every CUDA/cuBLASLt status is checked and turned into a
  * drift_err (DRIFT_E_NOMEM for allocation failures, DRIFT_E_IO otherwise);
  * nothing here exits or aborts. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.h"
 
@@ -56,6 +59,8 @@ static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16
 /* ------------------------------------------------------------------------ */
 /* Capabilities, storage                                                      */
 
+static size_t cuda_elem_bytes(drift_dtype dt) { return drift_dtype_size(dt); }
+
 static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
     if (!op || (int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT) return 0;
@@ -66,14 +71,9 @@ static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
 
 static int cuda_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
     dcu_ctx *ctx = ctx_of(be);
-    if (!t) return drift_err_set(err, DRIFT_E_INTERNAL, ctx->name, "alloc: NULL tensor");
-    if (!dtype_ok(t->dtype))
-        return drift_err_set(err, DRIFT_E_UNSUPPORTED, ctx->name,
-                             "the cuda backend stores fp32, bf16 and fp16 tensors, not %s", drift_dtype_name(t->dtype));
-    int64_t n = drift_shape_numel(t->ndim, t->shape);
-    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, ctx->name, "alloc: invalid shape (ndim %d)", t->ndim);
     int rc = select_device(ctx, err);
     if (rc) return rc;
+    const int64_t n = t->numel;
     size_t bytes = (size_t)(n > 0 ? n : 1) * drift_dtype_size(t->dtype);
     void *p = NULL;
     cudaError_t e = dcu_malloc(ctx, &p, bytes);
@@ -84,50 +84,26 @@ static int cuda_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) 
                              drift_dtype_name(t->dtype), bytes, cudaGetErrorString(e));
     }
     t->data = p;
-    t->numel = n;
-    t->be = be;
     return DRIFT_OK;
 }
 
 static void cuda_release(const drift_backend *be, drift_tensor *t) {
-    if (!t || !t->data) return;
     dcu_ctx *ctx = ctx_of(be);
     if (cudaSetDevice(ctx->device) != cudaSuccess) (void)cudaGetLastError();
     dcu_free(ctx, t->data);
-    t->data = NULL;
 }
 
-/* A view of base's device storage elem_offset elements in (backend.h).
- * Offsets that are not a multiple of 16 bytes are declined
+/* A view of base's device storage elem_offset elements in (the door checked
+ * that it fits). Offsets that are not a multiple of 16 bytes are declined
  * (DRIFT_E_UNSUPPORTED: the caller copies), so every tensor the kernels and
  * cuBLASLt see keeps the alignment of a fresh allocation's 16-byte grid. */
 static int cuda_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
                       drift_err *err) {
     const char *nm = ctx_of(be)->name;
-    if (!base || !base->data || base->be != be || !out || !dtype_ok(base->dtype))
-        return drift_err_set(err, DRIFT_E_INPUT, nm, "alias: base not allocated on this backend");
-    int64_t n = drift_shape_numel(out->ndim, out->shape);
-    if (n < 0 || out->dtype != base->dtype || elem_offset < 0 || elem_offset > base->numel ||
-        n > base->numel - elem_offset)
-        return drift_err_set(err, DRIFT_E_INPUT, nm, "alias: %lld elements at offset %lld do not fit a %lld-element %s base",
-                             (long long)n, (long long)elem_offset, (long long)base->numel, drift_dtype_name(base->dtype));
     size_t bytes = (size_t)elem_offset * drift_dtype_size(base->dtype);
     if (((uintptr_t)base->data + bytes) % 16 != 0)
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, nm, "alias: offset of %zu bytes is not 16-byte aligned", bytes);
     out->data = (char *)base->data + bytes;
-    out->numel = n;
-    out->be = be;
-    return DRIFT_OK;
-}
-
-static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
-    const char *nm = ctx_of(be)->name;
-    if (!t || !t->data || t->be != be)
-        return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: tensor not allocated on this backend");
-    if (!dtype_ok(t->dtype)) return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: tensor has an invalid dtype");
-    if (t->numel < 0 || drift_shape_numel(t->ndim, t->shape) != t->numel)
-        return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: numel does not match the shape");
-    if (!buf && t->numel > 0) return drift_err_set(err, DRIFT_E_INPUT, nm, "transfer: NULL host buffer");
     return DRIFT_OK;
 }
 
@@ -196,10 +172,9 @@ static int staged_upload(dcu_ctx *ctx, void *dst, drift_dtype dt, size_t n, cons
 
 static int upload_any(const drift_backend *be, drift_tensor *t, const float *src32, const double *src64,
                       drift_err *err) {
-    int rc = check_io(be, t, src32 ? (const void *)src32 : (const void *)src64, err);
-    if (rc) return rc;
     dcu_ctx *ctx = ctx_of(be);
-    if ((rc = select_device(ctx, err))) return rc;
+    int rc = select_device(ctx, err);
+    if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (src32 && t->dtype != DRIFT_F32 && n >= DCU_DEVCAST_MIN) {
         void *tmp = NULL;
@@ -226,10 +201,9 @@ static int cuda_upload_f64(const drift_backend *be, drift_tensor *t, const doubl
 }
 
 static int download_any(const drift_backend *be, const drift_tensor *t, float *dst32, double *dst64, drift_err *err) {
-    int rc = check_io(be, t, dst32 ? (const void *)dst32 : (const void *)dst64, err);
-    if (rc) return rc;
     dcu_ctx *ctx = ctx_of(be);
-    if ((rc = select_device(ctx, err))) return rc;
+    int rc = select_device(ctx, err);
+    if (rc) return rc;
     size_t n = (size_t)t->numel, es = drift_dtype_size(t->dtype), chunk = chunk_elems(ctx, t->dtype);
     size_t nchunks = (n + chunk - 1) / chunk;
     if (nchunks == 0) /* still surface errors of queued work */
@@ -277,111 +251,7 @@ static int cuda_download_f64(const drift_backend *be, const drift_tensor *t, dou
 }
 
 /* ------------------------------------------------------------------------ */
-/* run(): validation                                                          */
-
-static int shapes_equal(int na, const int64_t *a, int nb, const int64_t *b) {
-    if (na != nb) return 0;
-    for (int i = 0; i < na; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
-static int check_tensor(const drift_backend *be, const char *where, const drift_tensor *t, const char *what, int idx,
-                        drift_err *err) {
-    if (!t) return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d is NULL", what, idx);
-    int64_t n = drift_shape_numel(t->ndim, t->shape);
-    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d has an invalid shape", what, idx);
-    if (t->numel != n)
-        return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d: numel %lld does not match its shape (%lld)", what, idx,
-                             (long long)t->numel, (long long)n);
-    if (!t->data) return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d is not allocated", what, idx);
-    if (t->be != be)
-        return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d belongs to backend '%s', not '%s'", what, idx,
-                             t->be ? t->be->name : "(none)", be->name);
-    if (!dtype_ok(t->dtype))
-        return drift_err_set(err, DRIFT_E_INPUT, where, "%s %d has dtype %s (cuda stores fp32, bf16, fp16)", what, idx,
-                             drift_dtype_name(t->dtype));
-    return DRIFT_OK;
-}
-
-static int check_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in,
-                     const drift_tensor *out, char *where, size_t wsz, drift_err *err) {
-    if (!op || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "op", "run: NULL op or out");
-    if ((int)op->kind < 0 || op->kind >= DRIFT_OP_COUNT)
-        return drift_err_set(err, DRIFT_E_INPUT, "op", "invalid op kind %d", (int)op->kind);
-    snprintf(where, wsz, "op %s", drift_op_name(op->kind));
-    if (!cuda_supports_op(be, op))
-        return drift_err_set(err, DRIFT_E_UNSUPPORTED, where, "backend '%s' does not support %s with compute %s, out %s",
-                             be->name, drift_op_name(op->kind), drift_dtype_name(op->compute),
-                             drift_dtype_name(op->out));
-    if (op->n_in < 1 || op->n_in > 3 || !in)
-        return drift_err_set(err, DRIFT_E_INPUT, where, "n_in = %d (expected 1..3 inputs)", op->n_in);
-    int nd = out->ndim;
-    int64_t shape[DRIFT_MAX_DIMS];
-    if (nd < 0 || nd > DRIFT_MAX_DIMS) return drift_err_set(err, DRIFT_E_INPUT, where, "out has an invalid ndim %d", nd);
-    memcpy(shape, out->shape, sizeof shape);
-    int rc = drift_op_infer_shape(op, in, &nd, shape, err);
-    if (rc) return rc;
-    for (int i = 0; i < op->n_in; i++)
-        if ((rc = check_tensor(be, where, in[i], "input", i, err))) return rc;
-    if ((rc = check_tensor(be, where, out, "out", 0, err))) return rc;
-    if (out->dtype != op->out)
-        return drift_err_set(err, DRIFT_E_INPUT, where, "out dtype %s differs from op->out %s",
-                             drift_dtype_name(out->dtype), drift_dtype_name(op->out));
-    if (!shapes_equal(nd, shape, out->ndim, out->shape))
-        return drift_err_set(err, DRIFT_E_INPUT, where, "out shape does not match the op's output shape");
-    uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)out->numel * drift_dtype_size(out->dtype);
-    for (int i = 0; i < op->n_in; i++) {
-        uintptr_t i0 = (uintptr_t)in[i]->data, i1 = i0 + (uintptr_t)in[i]->numel * drift_dtype_size(in[i]->dtype);
-        if (out->numel > 0 && in[i]->numel > 0 && o0 < i1 && i0 < o1)
-            return drift_err_set(err, DRIFT_E_INPUT, where, "out overlaps input %d (in-place ops are not supported)", i);
-    }
-    return DRIFT_OK;
-}
-
-/* ------------------------------------------------------------------------ */
 /* run(): ops                                                                 */
-
-/* numpy broadcast plan for a contiguous output (same rules as the host
- * backends): right-aligned dims, size-1 dims dropped, chained dims merged. */
-static void bcast_plan(const drift_tensor *a, const drift_tensor *b, dcu_bcast *bc) {
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    int64_t shp[DRIFT_MAX_DIMS], sa[DRIFT_MAX_DIMS], sb[DRIFT_MAX_DIMS];
-    int64_t ca = 1, cb = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
-        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
-        shp[i] = da == 1 ? db : da;
-        sa[i] = da == 1 ? 0 : ca;
-        sb[i] = db == 1 ? 0 : cb;
-        ca *= da;
-        cb *= db;
-    }
-    int m = 0;
-    int64_t numel = 1;
-    for (int i = 0; i < nd; i++) {
-        numel *= shp[i];
-        if (shp[i] == 1) continue;
-        if (m > 0 && bc->sa[m - 1] == sa[i] * shp[i] && bc->sb[m - 1] == sb[i] * shp[i]) {
-            bc->shape[m - 1] *= shp[i];
-            bc->sa[m - 1] = sa[i];
-            bc->sb[m - 1] = sb[i];
-            continue;
-        }
-        bc->shape[m] = shp[i];
-        bc->sa[m] = sa[i];
-        bc->sb[m] = sb[i];
-        m++;
-    }
-    if (m == 0) {
-        bc->shape[0] = 1;
-        bc->sa[0] = 0;
-        bc->sb[0] = 0;
-        m = 1;
-    }
-    bc->nd = m;
-    bc->numel = numel;
-}
 
 static void contiguous_strides(int nd, const int64_t *shape, int64_t *st) {
     int64_t c = 1;
@@ -389,11 +259,6 @@ static void contiguous_strides(int nd, const int64_t *shape, int64_t *st) {
         st[d] = c;
         c *= shape[d];
     }
-}
-
-static int norm_dim(int dim, int ndim) {
-    if (dim < 0) dim += ndim;
-    return (dim < 0 || dim >= ndim) ? -1 : dim;
 }
 
 static int launch_copy(dcu_ctx *ctx, dcu_copy *c, const char *where, drift_err *err) {
@@ -432,7 +297,7 @@ static int run_layout(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
         }
         return launch_copy(ctx, &c, where, err);
     case DRIFT_OP_NARROW: {
-        int d = norm_dim(op->dim, x->ndim);
+        int d = drift_op_norm_dim(op->dim, x->ndim);
         c.nd = out->ndim;
         for (int i = 0; i < out->ndim; i++) {
             c.shape[i] = out->shape[i];
@@ -444,7 +309,7 @@ static int run_layout(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
     }
     case DRIFT_OP_CONCAT: {
         const drift_tensor *y = in[1];
-        int d = norm_dim(op->dim, x->ndim);
+        int d = drift_op_norm_dim(op->dim, x->ndim);
         int64_t ys[DRIFT_MAX_DIMS];
         contiguous_strides(y->ndim, y->shape, ys);
         c.nd = x->ndim;
@@ -570,6 +435,7 @@ static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
 
 static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                   const char *where, drift_err *err) {
+    if (op->kind >= DRIFT_OP_UNARY) return dcu_run_aten(ctx, op, in, out, where, err); /* captured graphs' ops */
     const drift_tensor *x = in[0];
     switch (op->kind) {
     case DRIFT_OP_CAST:
@@ -587,8 +453,8 @@ static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
     case DRIFT_OP_ADD:
     case DRIFT_OP_SUB:
     case DRIFT_OP_MUL: {
-        dcu_bcast bc;
-        bcast_plan(in[0], in[1], &bc);
+        drift_bcast bc;
+        drift_bcast_plan(in[0], in[1], &bc);
         int b = op->kind == DRIFT_OP_ADD ? DCU_BIN_ADD : op->kind == DRIFT_OP_SUB ? DCU_BIN_SUB : DCU_BIN_MUL;
         return dcu_check(dcu_launch_binary(ctx, b, in[0]->data, in[0]->dtype, in[1]->data, in[1]->dtype, out->data,
                                            out->dtype, &bc),
@@ -644,11 +510,10 @@ static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
 static int cuda_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                     drift_err *err) {
     char where[64];
-    int rc = check_run(be, op, in, out, where, sizeof where, err);
-    if (rc) return rc;
+    snprintf(where, sizeof where, "op %s", drift_op_name(op->kind));
     dcu_ctx *ctx = ctx_of(be);
-    if ((rc = select_device(ctx, err))) return rc;
-    if (out->numel == 0) return DRIFT_OK;
+    int rc = select_device(ctx, err);
+    if (rc) return rc;
     return run_op(ctx, op, in, out, where, err);
 }
 
@@ -658,18 +523,12 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
 static int cuda_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
                         drift_err *err) {
     dcu_ctx *ctx = ctx_of(be);
-    if (!acc) return drift_err_set(err, DRIFT_E_INTERNAL, ctx->name, "metrics: NULL acc");
-    int rc = check_io(be, t, t ? t->data : NULL, err);
-    if (!rc) rc = check_io(be, r, r ? r->data : NULL, err);
+    int rc = select_device(ctx, err);
     if (rc) return rc;
-    if (t->ndim != r->ndim || t->numel != r->numel ||
-        memcmp(t->shape, r->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
-        return drift_err_set(err, DRIFT_E_INPUT, ctx->name, "metrics: candidate and reference shapes differ");
-    if ((rc = select_device(ctx, err))) return rc;
     dcu_metric_res res;
     rc = dcu_metrics_run(ctx, t->data, t->dtype, r->data, r->dtype, t->numel, &res, err);
     if (rc) return rc;
-    /* merge as one pass over acc's elements followed by these (replay/metrics.h) */
+    /* merge as one pass over acc's elements followed by these (replay/analysis/metrics.h) */
     const int64_t base = acc->numel;
     if (res.arg >= 0 && (acc->argmax < 0 || res.max_d > acc->max_abs_diff)) {
         acc->max_abs_diff = res.max_d;
@@ -700,25 +559,43 @@ static int cuda_sync(const drift_backend *be, drift_err *err) {
 /* ------------------------------------------------------------------------ */
 /* creation                                                                   */
 
-static long env_long(const char *name, long dflt) {
-    const char *s = getenv(name);
-    if (!s || !*s) return dflt;
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    return (end && *end == '\0') ? v : dflt;
-}
-
-static void read_knobs(dcu_ctx *ctx) {
-    ctx->force_i64 = env_long("DRIFT_CUDA_FORCE_I64", 0) != 0;
-    const char *g = getenv("DRIFT_CUDA_GEMM");
+/* The kernel variants of the spec's options (kernels/backend.h), fixed here. */
+static int read_variants(dcu_ctx *ctx, const drift_backend_opts *o, drift_err *err) {
+    static const char *const keys[] = {"gemm", "attention", "i64", "norm_smem", "attn_scratch", "metrics_grid", NULL};
+    int rc = drift_backend_opts_check(o, keys, err);
+    if (rc) return rc;
+    const char *g = drift_backend_opt_str(o, "gemm");
     ctx->gemm_mode = DCU_GEMM_AUTO;
     if (g && strcmp(g, "unfused") == 0) ctx->gemm_mode = DCU_GEMM_UNFUSED;
-    if (g && strcmp(g, "naive") == 0) ctx->gemm_mode = DCU_GEMM_NAIVE;
-    long ab = env_long("DRIFT_CUDA_ATTN_SCRATCH", 0);
-    ctx->attn_budget = ab > 0 ? (size_t)ab : DCU_ATTN_BUDGET_DEFAULT;
-    long mg = env_long("DRIFT_CUDA_METRICS_GRID", 0);
-    ctx->metrics_grid = mg > 0 && mg <= 65535 ? (int)mg : 0;
-    ctx->norm_smem = env_long("DRIFT_CUDA_NORM_SMEM", 1) != 0;
+    else if (g && strcmp(g, "naive") == 0) ctx->gemm_mode = DCU_GEMM_NAIVE;
+    else if (g && strcmp(g, "auto") != 0 && strcmp(g, "lt") != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': gemm=%s: expected auto, unfused or naive",
+                             o->spec, g);
+    const char *a = drift_backend_opt_str(o, "attention");
+    static const char *const attn[] = {"auto", "unfused", "fused", "fused_mma", "fused_wgmma"};
+    ctx->attn_mode = DCU_ATTN_AUTO;
+    if (a) {
+        int found = -1;
+        for (int i = 0; i < 5; i++)
+            if (strcmp(a, attn[i]) == 0) found = i;
+        if (found < 0)
+            return drift_err_set(err, DRIFT_E_INPUT, "backend",
+                                 "backend '%s': attention=%s: expected auto, unfused, fused, fused_mma or fused_wgmma",
+                                 o->spec, a);
+        ctx->attn_mode = found;
+    }
+    snprintf(ctx->attn_mode_name, sizeof ctx->attn_mode_name, "%s", attn[ctx->attn_mode]);
+    long i64 = 0, smem = 1, scratch = 0, grid = 0;
+    if ((rc = drift_backend_opt_int(o, "i64", 0, 1, &i64, err)) ||
+        (rc = drift_backend_opt_int(o, "norm_smem", 0, 1, &smem, err)) ||
+        (rc = drift_backend_opt_int(o, "attn_scratch", 1, LONG_MAX, &scratch, err)) ||
+        (rc = drift_backend_opt_int(o, "metrics_grid", 1, 65535, &grid, err)))
+        return rc;
+    ctx->force_i64 = (int)i64;
+    ctx->norm_smem = (int)smem;
+    ctx->attn_budget = scratch > 0 ? (size_t)scratch : DCU_ATTN_BUDGET_DEFAULT;
+    ctx->metrics_grid = (int)grid;
+    return DRIFT_OK;
 }
 
 int drift_cuda_device_count(void) {
@@ -755,14 +632,19 @@ static void cuda_destroy(drift_backend *be) {
         if (ctx->have_pool) (void)cudaMemPoolDestroy(ctx->pool);
         if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);
         (void)cudaGetLastError();
-        free(ctx);
+        drift_free(ctx);
     }
-    free(be);
+    drift_free(be);
 }
 
-int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
+int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "cuda", "drift_cuda_backend_create: out is NULL");
     *out = NULL;
+    const int device = o->device;
+    dcu_ctx variants;
+    memset(&variants, 0, sizeof variants);
+    int rc = read_variants(&variants, o, err);
+    if (rc) return rc;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -775,21 +657,20 @@ int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, "cuda", "CUDA device %d does not exist (%d present)", device,
                              count);
 
-    drift_backend *be = calloc(1, sizeof *be);
-    dcu_ctx *ctx = calloc(1, sizeof *ctx);
+    drift_backend *be = drift_calloc(1, sizeof *be);
+    dcu_ctx *ctx = drift_calloc(1, sizeof *ctx);
     if (!be || !ctx) {
-        free(be);
-        free(ctx);
+        drift_free(be);
+        drift_free(ctx);
         return drift_err_set(err, DRIFT_E_NOMEM, "cuda", "cannot allocate the cuda backend");
     }
+    *ctx = variants;
     ctx->device = device;
     snprintf(ctx->name, sizeof ctx->name, "cuda:%d", device);
     be->name = ctx->name;
     be->ctx = ctx;
     be->destroy = cuda_destroy;
-    read_knobs(ctx);
 
-    int rc = DRIFT_OK;
 #define CREATE_STEP(call, what)                                                                                        \
     do {                                                                                                               \
         if (!rc) rc = dcu_check((call), err, ctx->name, what);                                                         \
@@ -839,6 +720,8 @@ int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err) {
         cuda_destroy(be);
         return rc;
     }
+    be->stores = dtype_ok;
+    be->elem_bytes = cuda_elem_bytes;
     be->supports_op = cuda_supports_op;
     be->alloc = cuda_alloc;
     be->release = cuda_release;

@@ -1,4 +1,4 @@
-/* The CUDA backend (kernels/backend.h's vtable on one GPU). Plain C: no CUDA
+/* The CUDA backend (kernels/backend.h's door, one GPU). Plain C: no CUDA
  * header is needed to include this file.
  *
  * Storage: tensors live in device memory in their native dtype (fp32 4 bytes,
@@ -26,18 +26,22 @@
  * backend's device first (cudaSetDevice), so several backends on several
  * devices may be used from one thread.
  *
- * Environment knobs, read once at creation (tests use them to reach every
- * launch configuration; leave them unset in production):
- *   DRIFT_CUDA_FORCE_I64=1        elementwise/layout kernels use 64-bit indexing
- *   DRIFT_CUDA_GEMM=lt|unfused|naive  force the fused cuBLASLt path (default,
- *                                 with automatic fallback), the unfused path (fp32
- *                                 cuBLASLt output + epilogue kernel) or the
- *                                 naive CUDA-core GEMM kernel
- *   DRIFT_CUDA_ATTN_SCRATCH=BYTES  attention scratch budget (default 1 GiB):
- *                                 small values force (batch*head, query-row) chunking
- *   DRIFT_CUDA_METRICS_GRID=N     number of blocks of the metric reduction
- *   DRIFT_CUDA_NORM_SMEM=0        norms re-read rows from global memory instead
- *                                 of caching them in shared memory */
+ * Kernel variants, options of the backend spec fixed at creation
+ * (drift_backend_create("cuda:0:gemm=naive:i64=1", ...); tests use them to
+ * reach every launch configuration; leave them out in production). The
+ * library reads no environment.
+ *   i64=1                 elementwise/layout kernels use 64-bit indexing
+ *   gemm=auto|unfused|naive  the fused cuBLASLt path (default, with automatic
+ *                         fallback), the unfused path (fp32 cuBLASLt output +
+ *                         epilogue kernel) or the naive CUDA-core GEMM kernel
+ *   attention=auto|unfused|fused|fused_mma|fused_wgmma  the attention path
+ *                         (attention_lt.c); a forced fused kernel that does
+ *                         not apply fails with DRIFT_E_UNSUPPORTED
+ *   attn_scratch=BYTES    attention scratch budget (default 1 GiB): small
+ *                         values force (batch*head, query-row) chunking
+ *   metrics_grid=N        number of blocks of the metric reduction
+ *   norm_smem=0           norms re-read rows from global memory instead of
+ *                         caching them in shared memory */
 #ifndef DRIFT_KERNELS_CUDA_BACKEND_H
 #define DRIFT_KERNELS_CUDA_BACKEND_H
 
@@ -46,11 +50,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Creates the backend on CUDA device `device` (name "cuda:N"). Caller owns
- * *out (drift_backend_free). DRIFT_E_UNSUPPORTED when there is no such device
- * or no usable driver; DRIFT_E_IO / DRIFT_E_NOMEM on CUDA or cuBLASLt failures. */
-int drift_cuda_backend_create(int device, drift_backend **out, drift_err *err);
 
 /* Number of visible CUDA devices; 0 when there is none or the driver/runtime
  * reports an error (never fails). */
@@ -61,7 +60,7 @@ int drift_cuda_device_count(void);
  * CUDA backend. Borrowed: do not destroy it. */
 void *drift_cuda_backend_stream(const drift_backend *be);
 
-/* 1 if be was made by drift_cuda_backend_create. */
+/* 1 if be is a CUDA backend (drift_backend_create("cuda...")). */
 int drift_cuda_backend_is_cuda(const drift_backend *be);
 
 #ifdef __cplusplus

@@ -23,10 +23,12 @@ extern "C" {
 
 #include "formats/dtype.h"
 #include "formats/err.h"
-#include "kernels/backend.h"
+#include "kernels/backend_impl.h"
 
-/* Forced GEMM paths (DRIFT_CUDA_GEMM). */
+/* Forced GEMM paths (the spec's gemm= option). */
 enum { DCU_GEMM_AUTO = 0, DCU_GEMM_UNFUSED = 1, DCU_GEMM_NAIVE = 2 };
+/* Attention paths (the spec's attention= option), in the option's order. */
+enum { DCU_ATTN_AUTO = 0, DCU_ATTN_UNFUSED = 1, DCU_ATTN_FUSED = 2, DCU_ATTN_FUSED_MMA = 3, DCU_ATTN_FUSED_WGMMA = 4 };
 
 typedef struct dcu_gemm_cache dcu_gemm_cache; /* gemm_lt.c */
 
@@ -46,9 +48,11 @@ typedef struct dcu_ctx {
     void *metrics_host;        /* pinned host: the final metric result */
     int sm_count;
     int max_threads_per_sm;
-    /* knobs (cuda_backend.h) */
+    /* kernel variants, fixed at creation (cuda_backend.h) */
     int force_i64;
     int gemm_mode;
+    int attn_mode;             /* DCU_ATTN_* */
+    char attn_mode_name[16];
     size_t attn_budget;
     int metrics_grid;
     int norm_smem;
@@ -72,17 +76,9 @@ enum { DCU_BIN_ADD = 0, DCU_BIN_SUB, DCU_BIN_MUL };
 cudaError_t dcu_launch_unary(const dcu_ctx *ctx, int op, const void *x, drift_dtype tx, void *y, drift_dtype ty,
                              int64_t n, float alpha, float beta);
 
-/* Broadcast plan for a contiguous output (dims of size 1 dropped, chained
- * dims merged). Strides in elements, 0 where broadcast. */
-typedef struct dcu_bcast {
-    int nd;
-    int64_t shape[DRIFT_MAX_DIMS];
-    int64_t sa[DRIFT_MAX_DIMS];
-    int64_t sb[DRIFT_MAX_DIMS];
-    int64_t numel;
-} dcu_bcast;
+/* Broadcast plan: drift_bcast (kernels/backend_impl.h). */
 cudaError_t dcu_launch_binary(const dcu_ctx *ctx, int op, const void *a, drift_dtype ta, const void *b,
-                              drift_dtype tb, void *y, drift_dtype ty, const dcu_bcast *bc);
+                              drift_dtype tb, void *y, drift_dtype ty, const drift_bcast *bc);
 
 /* out[b, :] = sinusoid(t[b]) for b < nb, dim columns (see backend.h). */
 cudaError_t dcu_launch_sinusoid(const dcu_ctx *ctx, const void *t, drift_dtype tt, void *y, drift_dtype ty,
@@ -94,6 +90,17 @@ cudaError_t dcu_launch_sinusoid(const dcu_ctx *ctx, const void *t, drift_dtype t
 cudaError_t dcu_launch_bias_round(const dcu_ctx *ctx, const float *src, int64_t m, int64_t n, int64_t batch,
                                   const void *bias, drift_dtype tbias, void *d, drift_dtype td, int64_t ldd,
                                   int64_t stride_d);
+
+/* ---- aten_ops.cu (captured graphs' ATen-level ops) ------------------ */
+/* kind 0: y = unary_sub(x); kind 1: y = x (scalar_sub) s. */
+cudaError_t dcu_launch_aten_ew(const dcu_ctx *ctx, int kind, int sub, const void *x, drift_dtype tx, void *y,
+                               drift_dtype ty, int64_t n, double s);
+cudaError_t dcu_launch_div(const dcu_ctx *ctx, const void *a, drift_dtype ta, const void *b, drift_dtype tb, void *y,
+                           drift_dtype ty, const drift_bcast *bc);
+cudaError_t dcu_launch_reduce(const dcu_ctx *ctx, const void *x, drift_dtype tx, void *y, drift_dtype ty,
+                              int64_t outer, int64_t n, int64_t inner, int mean);
+cudaError_t dcu_launch_fill(const dcu_ctx *ctx, void *y, drift_dtype ty, int64_t n, int iota, double value,
+                            double step);
 
 /* ---- norm.cu -------------------------------------------------------- */
 cudaError_t dcu_launch_layer_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t dim,
@@ -126,6 +133,11 @@ typedef struct dcu_copy {
 /* Drops size-1 dims and merges chained neighbours in place. */
 void dcu_copy_simplify(dcu_copy *c);
 cudaError_t dcu_launch_copy(const dcu_ctx *ctx, const dcu_copy *c);
+
+/* ---- aten_cuda.c ------------------------------------------------------ */
+/* Runs an ATen-level op (DRIFT_OP_UNARY .. DRIFT_OP_FILL), arguments checked. */
+int dcu_run_aten(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                 const char *where, drift_err *err);
 
 /* ---- gemm (gemm_lt.c, gemm_naive.cu) -------------------------------- */
 /* Column-major strided-batched GEMM:

@@ -136,7 +136,7 @@ cudaError_t launch_unary_t(const dcu_ctx *ctx, const void *x, drift_dtype tx, vo
 
 template <int OP>
 cudaError_t launch_binary_t(const dcu_ctx *ctx, const void *a, drift_dtype ta, const void *b, drift_dtype tb,
-                            void *y, drift_dtype ty, const dcu_bcast *bc) {
+                            void *y, drift_dtype ty, const drift_bcast *bc) {
     BcastArgs args;
     args.nd = bc->nd;
     int64_t maxa = 0, maxb = 0;
@@ -189,7 +189,7 @@ extern "C" cudaError_t dcu_launch_unary(const dcu_ctx *ctx, int op, const void *
 }
 
 extern "C" cudaError_t dcu_launch_binary(const dcu_ctx *ctx, int op, const void *a, drift_dtype ta, const void *b,
-                                         drift_dtype tb, void *y, drift_dtype ty, const dcu_bcast *bc) {
+                                         drift_dtype tb, void *y, drift_dtype ty, const drift_bcast *bc) {
     if (bc->numel <= 0) return cudaSuccess;
     if (bc->nd < 1 || bc->nd > DRIFT_MAX_DIMS) return cudaErrorInvalidValue;
     switch (op) {

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "formats/alloc.h"
 
 #define DCU_GEMM_CACHE 128
 
@@ -77,7 +78,7 @@ static void entry_free(gemm_entry *e) {
 }
 
 int dcu_gemm_cache_create(dcu_ctx *ctx, drift_err *err) {
-    ctx->gemm_cache = calloc(1, sizeof *ctx->gemm_cache);
+    ctx->gemm_cache = drift_calloc(1, sizeof *ctx->gemm_cache);
     if (!ctx->gemm_cache) return drift_err_set(err, DRIFT_E_NOMEM, "cuda", "out of memory (GEMM cache)");
     return DRIFT_OK;
 }

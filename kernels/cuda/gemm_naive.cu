@@ -1,6 +1,6 @@
 /* The fallback GEMM: one thread per output element on CUDA cores, used when
  * cuBLASLt has no algorithm for a layout/type combination (or when forced
- * with DRIFT_CUDA_GEMM=naive). Same semantics as the cuBLASLt path (fp32
+ * with the spec option gemm=naive). Same semantics as the cuBLASLt path (fp32
  * accumulation, products and sums as separate _rn operations in k order,
  * then alpha, then bias, one rounding), only slow. Column-major, see
  * cuda_internal.h's dcu_gemm. Grid: x over m (coalesced stores), y over n,

@@ -1,6 +1,6 @@
 /* The fused metric reduction (backend `metrics` entry): one pass over t and r
  * computing every field of drift_metric_acc, with the semantics of
- * replay/metrics.h (its drift_metrics_accumulate_f32 is the host reference):
+ * replay/analysis/metrics.h (its drift_metrics_accumulate_f32 is the host reference):
  *   - values widened to fp32; a pair enters the sums and maxima only when t
  *     and r are both finite; NaN/inf counted per side; n_diff compares fp32
  *     bit patterns with NaN == NaN (for same-dtype 16-bit inputs this is the
@@ -149,7 +149,7 @@ DCU_DEV void acc_load(Acc &A, const dcu_metric_res *in) {
     A.ndiff = (unsigned long long)in->n_diff;
 }
 
-/* One pair with the exact host rules (replay/metrics.c accumulate_chunk). */
+/* One pair with the exact host rules (replay/analysis/metrics.c accumulate_chunk). */
 DCU_DEV void elem_exact(Acc &A, float a, float b, long long idx) {
     bool an = isnan(a), bn = isnan(b);
     if (__float_as_uint(a) != __float_as_uint(b) && !(an && bn)) A.ndiff++;

@@ -1,5 +1,6 @@
-/* NCCL communicators and collectives for the multi-GPU replay (nccl_comm.h). */
-#include "kernels/cuda/nccl_comm.h"
+/* NCCL communicators and collectives for the multi-GPU replay (kernels/collective.h). */
+#include "kernels/collective.h"
+#include "formats/alloc.h"
 
 #if defined(DRIFT_HAVE_NCCL)
 
@@ -10,6 +11,8 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.h"
+
+int drift_nccl_available(void) { return 1; }
 
 struct drift_nccl_comm {
     ncclComm_t comm;
@@ -40,7 +43,7 @@ int drift_nccl_unique_id(unsigned char id[DRIFT_NCCL_ID_BYTES], drift_err *err) 
 }
 
 static drift_nccl_comm *wrap(const drift_backend *be, int device, ncclComm_t comm) {
-    drift_nccl_comm *c = calloc(1, sizeof *c);
+    drift_nccl_comm *c = drift_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->comm = comm;
     c->be = be;
@@ -53,8 +56,8 @@ int drift_nccl_comm_init_all(int n, const drift_backend *const *be, drift_nccl_c
     if (n < 1 || n > 4096) return drift_err_set(err, DRIFT_E_USAGE, "nccl", "bad device count %d", n);
     for (int i = 0; i < n; i++) out[i] = NULL;
     size_t nn = (size_t)n;
-    int *dev = calloc(nn, sizeof *dev);
-    ncclComm_t *comms = calloc(nn, sizeof *comms);
+    int *dev = drift_calloc(nn, sizeof *dev);
+    ncclComm_t *comms = drift_calloc(nn, sizeof *comms);
     int rc = dev && comms ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "nccl", "out of memory");
     for (int i = 0; !rc && i < n; i++) rc = backend_device(be[i], &dev[i], err);
     for (int i = 0; !rc && i < n; i++)
@@ -82,7 +85,7 @@ int drift_nccl_comm_init_all(int n, const drift_backend *const *be, drift_nccl_c
 int drift_nccl_comm_init_rank(const drift_backend *be, int nranks, int rank, const unsigned char id[DRIFT_NCCL_ID_BYTES],
                               drift_nccl_comm **out, drift_err *err) {
     *out = NULL;
-    int device;
+    int device = -1; /* set by backend_device on success */
     int rc = backend_device(be, &device, err);
     if (rc) return rc;
     if ((rc = dcu_check(cudaSetDevice(device), err, "nccl", "cudaSetDevice"))) return rc;
@@ -145,7 +148,7 @@ void drift_nccl_comm_free(drift_nccl_comm *c) {
 
 #else
 
-/* Built without NCCL: nothing here (callers check DRIFT_HAVE_NCCL). */
+/* Built without NCCL: kernels/collective_stub.c. */
 typedef int drift_nccl_comm_unused;
 
 #endif

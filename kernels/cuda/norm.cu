@@ -15,7 +15,7 @@
  * Launch configurations: block of 64 (D <= 256), 256 (D <= 2048) or 512
  * threads; rows cached in shared memory (each thread re-reads only the
  * elements it loaded, so no extra barrier) when D*4 <= 48 KiB - 256 B and
- * DRIFT_CUDA_NORM_SMEM is not 0, else re-read from global memory. */
+ * the spec option norm_smem is not 0, else re-read from global memory. */
 #include "kernels/cuda/dev_common.cuh"
 
 namespace {

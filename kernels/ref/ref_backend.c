@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
+#include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h"
 
 typedef struct ref_ctx {
@@ -30,79 +32,62 @@ static int dtype_ok(drift_dtype dt) {
     return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64;
 }
 
+static size_t ref_elem_bytes(drift_dtype dt) {
+    (void)dt;
+    return sizeof(double);
+}
+
 static int ref_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
-    return op && (int)op->kind >= 0 && op->kind < DRIFT_OP_COUNT && dtype_ok(op->out);
+    return dtype_ok(op->out);
 }
 
 static int ref_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
-    if (!t) return drift_err_set(err, DRIFT_E_INTERNAL, "ref", "alloc: NULL tensor");
-    if (!dtype_ok(t->dtype))
-        return drift_err_set(err, DRIFT_E_INPUT, "ref", "alloc: invalid dtype %d", (int)t->dtype);
-    int64_t n = drift_shape_numel(t->ndim, t->shape);
-    if (n < 0) return drift_err_set(err, DRIFT_E_INPUT, "ref", "alloc: invalid shape (ndim %d)", t->ndim);
-    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    if (!d) return drift_err_set(err, DRIFT_E_NOMEM, "ref", "alloc: cannot allocate %lld elements", (long long)n);
+    (void)be;
+    double *d = drift_malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(double));
+    if (!d) return drift_err_set(err, DRIFT_E_NOMEM, "ref", "alloc: cannot allocate %lld elements", (long long)t->numel);
     t->data = d;
-    t->numel = n;
-    t->be = be;
     return DRIFT_OK;
 }
 
 static void ref_release(const drift_backend *be, drift_tensor *t) {
     (void)be;
-    if (!t) return;
-    free(t->data);
-    t->data = NULL;
+    drift_free(t->data);
 }
 
-/* A view of base's double storage elem_offset elements in (backend.h). */
+/* A view of base's double storage elem_offset elements in (fits: checked). */
 static int ref_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
                      drift_err *err) {
-    if (!base || !base->data || base->be != be || !out)
-        return drift_err_set(err, DRIFT_E_INPUT, "ref", "alias: base not allocated on this backend");
-    int64_t n = drift_shape_numel(out->ndim, out->shape);
-    if (n < 0 || out->dtype != base->dtype || elem_offset < 0 || elem_offset > base->numel ||
-        n > base->numel - elem_offset)
-        return drift_err_set(err, DRIFT_E_INPUT, "ref", "alias: %lld elements at offset %lld do not fit a %lld-element %s base",
-                             (long long)n, (long long)elem_offset, (long long)base->numel, drift_dtype_name(base->dtype));
+    (void)be;
+    (void)err;
     out->data = dd(base) + elem_offset;
-    out->numel = n;
-    out->be = be;
-    return DRIFT_OK;
-}
-
-static int check_io(const drift_backend *be, const drift_tensor *t, const void *buf, drift_err *err) {
-    if (!t || !t->data || t->be != be)
-        return drift_err_set(err, DRIFT_E_INPUT, "ref", "transfer: tensor not allocated on this backend");
-    if (!buf && t->numel > 0) return drift_err_set(err, DRIFT_E_INPUT, "ref", "transfer: NULL host buffer");
     return DRIFT_OK;
 }
 
 static int ref_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
-    int rc = check_io(be, t, src, err);
-    if (rc) return rc;
+    (void)be;
+    (void)err;
     for (int64_t i = 0; i < t->numel; i++) dd(t)[i] = src[i];
     return DRIFT_OK;
 }
 
 static int ref_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err) {
-    int rc = check_io(be, t, src, err);
-    if (rc) return rc;
+    (void)be;
+    (void)err;
     memcpy(t->data, src, (size_t)t->numel * sizeof(double));
     return DRIFT_OK;
 }
 
 static int ref_download_f32(const drift_backend *be, const drift_tensor *t, float *dst, drift_err *err) {
-    int rc = check_io(be, t, dst, err);
-    if (rc) return rc;
+    (void)be;
+    (void)err;
     for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)dd(t)[i];
     return DRIFT_OK;
 }
 
 static int ref_download_f64(const drift_backend *be, const drift_tensor *t, double *dst, drift_err *err) {
-    int rc = check_io(be, t, dst, err);
-    if (rc) return rc;
+    (void)be;
+    (void)err;
     memcpy(dst, t->data, (size_t)t->numel * sizeof(double));
     return DRIFT_OK;
 }
@@ -336,7 +321,7 @@ static void run_permute(const drift_op *op, const drift_tensor *x, drift_tensor 
 }
 
 static void run_narrow(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
-    const int d = drift_host_norm_dim(op->dim, x->ndim);
+    const int d = drift_op_norm_dim(op->dim, x->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
@@ -346,7 +331,7 @@ static void run_narrow(const drift_op *op, const drift_tensor *x, drift_tensor *
 }
 
 static void run_concat(const drift_op *op, const drift_tensor *a, const drift_tensor *b, drift_tensor *out) {
-    const int d = drift_host_norm_dim(op->dim, a->ndim);
+    const int d = drift_op_norm_dim(op->dim, a->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= a->shape[i];
     for (int i = d + 1; i < a->ndim; i++) inner *= a->shape[i];
@@ -404,10 +389,8 @@ static void run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor
 
 static int ref_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                    drift_err *err) {
-    int rc = drift_host_check_run(be, op, in, out, sizeof(double), err);
-    if (rc) return rc;
     const int nt = ((const ref_ctx *)be->ctx)->nthreads;
-    const drift_tensor *x = in[0];
+    const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
     case DRIFT_OP_CAST:
     case DRIFT_OP_AFFINE:
@@ -421,7 +404,7 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
     case DRIFT_OP_SUB:
     case DRIFT_OP_MUL: {
         ew_job j = {.op = op, .a = dd(x), .b = dd(in[1]), .y = dd(out)};
-        drift_host_bcast_plan(x, in[1], &j.bc);
+        drift_bcast_plan(x, in[1], &j.bc);
         drift_host_parallel_for(nt, out->numel, GRAIN * 4, binary_range, &j);
         return DRIFT_OK;
     }
@@ -467,23 +450,20 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: run_patch(op, x, out); return DRIFT_OK;
     case DRIFT_OP_TIMESTEP_SINUSOID: run_timestep(op, x, out); return DRIFT_OK;
-    default: break;
+    default:
+        if (drift_aten_is_kind(op->kind)) return drift_ref_run_aten(nt, op, in, out, err);
+        break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
 }
 
-/* Metrics over fp64 values, with the rules of replay/metrics.h (pairs with a
+/* Metrics over fp64 values, with the rules of replay/analysis/metrics.h (pairs with a
  * non-finite side are counted, not summed; first-occurrence argmax; n_diff
  * over fp64 bit patterns, NaN == NaN). */
 static int ref_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
                        drift_err *err) {
-    if (!acc) return drift_err_set(err, DRIFT_E_INTERNAL, "ref", "metrics: NULL acc");
-    int rc = check_io(be, t, t ? t->data : NULL, err);
-    if (!rc) rc = check_io(be, r, r ? r->data : NULL, err);
-    if (rc) return rc;
-    if (t->ndim < 0 || t->ndim > DRIFT_MAX_DIMS || t->ndim != r->ndim || t->numel != r->numel ||
-        memcmp(t->shape, r->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
-        return drift_err_set(err, DRIFT_E_INPUT, "ref", "metrics: candidate and reference shapes differ");
+    (void)be;
+    (void)err;
     const double *tv = t->data, *rv = r->data;
     const int64_t base = acc->numel;
     for (int64_t i = 0; i < t->numel; i++) {
@@ -526,21 +506,28 @@ static int ref_sync(const drift_backend *be, drift_err *err) {
 
 static void ref_destroy(drift_backend *be) {
     if (!be) return;
-    free(be->ctx);
-    free(be);
+    drift_free(be->ctx);
+    drift_free(be);
 }
 
-int drift_ref_backend_create(drift_backend **out, drift_err *err) {
-    drift_backend *be = calloc(1, sizeof *be);
-    ref_ctx *ctx = calloc(1, sizeof *ctx);
+int drift_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
+    static const char *const keys[] = {"threads", NULL};
+    int nthreads = 1;
+    int rc = drift_backend_opts_check(o, keys, err);
+    if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
+    if (rc) return rc;
+    drift_backend *be = drift_calloc(1, sizeof *be);
+    ref_ctx *ctx = drift_calloc(1, sizeof *ctx);
     if (!be || !ctx) {
-        free(be);
-        free(ctx);
+        drift_free(be);
+        drift_free(ctx);
         return drift_err_set(err, DRIFT_E_NOMEM, "ref", "cannot allocate the ref backend");
     }
-    ctx->nthreads = drift_host_threads();
+    ctx->nthreads = nthreads;
     be->name = "ref";
     be->ctx = ctx;
+    be->stores = dtype_ok;
+    be->elem_bytes = ref_elem_bytes;
     be->supports_op = ref_supports_op;
     be->alloc = ref_alloc;
     be->release = ref_release;

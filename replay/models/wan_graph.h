@@ -21,7 +21,7 @@
 #define DRIFT_REPLAY_MODELS_WAN_GRAPH_H
 
 #include "formats/err.h"
-#include "replay/graph.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
 
 #define DRIFT_WAN_ROPE_COS "rope.freqs_cos"

@@ -20,17 +20,20 @@
 #include <cmocka.h>
 
 #include "formats/alloc.h"
+#include "formats/fnmatch.h"
 #include "recorder/recorder.h"
 #include "formats/json.h"
 #include "formats/params.h"
 #include "formats/plan.h"
 #include "formats/safetensors.h"
 #include "formats/trace.h"
-#include "replay/ddmin.h"
-#include "replay/graph.h"
+#include "formats/trace_index.h"
+#include "replay/search/ddmin.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
-#include "replay/replay_trace.h"
-#include "replay/sitecmp.h"
+#include "replay/analysis/compare_traces.h"
+#include "replay/drive/replay_trace.h"
+#include "replay/analysis/sitecmp.h"
 
 #define MAX_POINTS 200000L
 
@@ -506,13 +509,13 @@ static void test_trace_damaged(void **state) {
 
 /* The writer: create, declare, params, start, steps with records, metrics and
  * notes, close; then the file must read back. */
-static int writer_run(void *ctx, drift_err *err) {
-    const char *path = ctx;
+static int write_rank(const char *path, int32_t rank, int32_t world_size, drift_err *err) {
     drift_trace_meta m;
     memset(&m, 0, sizeof m);
     m.side = DRIFT_TRACE_SIDE_TRAINER;
     m.run_id = "fault";
-    m.world_size = 1;
+    m.rank = rank;
+    m.world_size = world_size;
     m.family = "tiny-dit:layers=1";
     m.guidance_scale = 1.0;
     m.plan_json = "{}";
@@ -553,6 +556,8 @@ static int writer_run(void *ctx, drift_err *err) {
     return rc;
 }
 
+static int writer_run(void *ctx, drift_err *err) { return write_rank(ctx, 0, 1, err); }
+
 static void test_trace_writer(void **state) {
     (void)state;
     static char path[4096];
@@ -568,6 +573,41 @@ static void test_trace_writer(void **state) {
     assert_int_equal(n, 3);
     drift_trace_reader_close(r);
     unlink(path);
+}
+
+/* ---- drift merge: an index over two rank traces ----------------------------------- */
+
+typedef struct merge_ctx {
+    char rank[2][4096];
+    char out[4096];
+} merge_ctx;
+
+static int merge_run(void *ctx, drift_err *err) {
+    merge_ctx *c = ctx;
+    const char *inputs[2] = {c->rank[0], c->rank[1]};
+    drift_trace_merge_opts o = {inputs, 2, c->out, 0};
+    int rc = drift_trace_merge(&o, err);
+    if (rc) return rc;
+    drift_trace_reader *r = NULL; /* the index must read back as rank 0's view */
+    rc = drift_trace_reader_open(&r, c->out, DRIFT_TRACE_OPEN_NORMAL, err);
+    drift_trace_reader_close(r);
+    return rc;
+}
+
+static void merge_undo(void *ctx) { unlink(((merge_ctx *)ctx)->out); }
+
+static void test_trace_merge(void **state) {
+    (void)state;
+    static merge_ctx c;
+    drift_err err;
+    for (int r = 0; r < 2; r++) {
+        snprintf(c.rank[r], sizeof c.rank[r], "%s/fault-merge.rank%d.%ld.h5", tmp_dir(), r, (long)getpid());
+        assert_int_equal(write_rank(c.rank[r], r, 2, &err), DRIFT_OK);
+    }
+    snprintf(c.out, sizeof c.out, "%s/fault-merge.index.%ld.h5", tmp_dir(), (long)getpid());
+    op o = {"drift_trace_merge", merge_run, merge_undo, &c};
+    check_op(&o);
+    for (int r = 0; r < 2; r++) unlink(c.rank[r]);
 }
 
 /* ---- replay: ddmin, sitecmp, compare_traces --------------------------------------- */
@@ -706,7 +746,7 @@ int main(void) {
         cmocka_unit_test(test_params_family), cmocka_unit_test(test_safetensors),
         cmocka_unit_test(test_graph),      cmocka_unit_test(test_trace_reader),
         cmocka_unit_test(test_trace_check_repair), cmocka_unit_test(test_trace_damaged),
-        cmocka_unit_test(test_trace_writer), cmocka_unit_test(test_replay_ops),
+        cmocka_unit_test(test_trace_writer), cmocka_unit_test(test_trace_merge), cmocka_unit_test(test_replay_ops),
         cmocka_unit_test(test_fnmatch_no_alloc), cmocka_unit_test(test_recorder_specs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "formats/plan.h"
+#include "formats/fnmatch.h"
 
 typedef struct fn_case {
     const char *pat;

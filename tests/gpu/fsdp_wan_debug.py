@@ -56,7 +56,7 @@ TRAINER_PLAN = {"name": "wan2_2_trainer", "fsdp_master_dtype": "fp32", "fsdp_red
 # ---------------------------------------------------------------- RoPE tables
 def rope_tables(c):
     """[L, Dh] fp32 cos/sin per token, token order (f, h, w), built in fp64 on
-    the CPU as diffusers' WanRotaryPosEmbed does (replay/params_init.c)."""
+    the CPU as diffusers' WanRotaryPosEmbed does (replay/exec/params_init.c)."""
     Dh = c["dim"] // c["heads"]
     hw = 2 * (Dh // 6)
     td = Dh - 2 * hw

@@ -197,25 +197,71 @@ typedef struct gc_env {
     drift_backend *ref;
 } gc_env;
 
-static inline drift_backend *gc_cuda_with_env(const char *name, const char *value) {
+/* A cuda backend with one kernel-variant option (kernels/cuda/cuda_backend.h:
+ * "gemm", "naive" -> spec "cuda:gemm=naive"; key NULL: the default). Caller
+ * frees it (drift_backend_free); NULL (and a message) on failure. */
+static inline drift_backend *gc_cuda_with_opt(const char *key, const char *value) {
     drift_backend *be = NULL;
     drift_err err;
     drift_err_clear(&err);
-    if (name) setenv(name, value, 1);
-    int rc = drift_backend_create("cuda", &be, &err);
-    if (name) unsetenv(name);
-    if (rc) {
-        fprintf(stderr, "cannot create the cuda backend (%s=%s): %s\n", name ? name : "-", value ? value : "-",
-                gc_errstr(&err));
+    char spec[128];
+    if (key) snprintf(spec, sizeof spec, "cuda:%s=%s", key, value);
+    else snprintf(spec, sizeof spec, "cuda");
+    if (drift_backend_create(spec, &be, &err)) {
+        fprintf(stderr, "cannot create the cuda backend '%s': %s\n", spec, gc_errstr(&err));
         return NULL;
     }
     return be;
 }
 
+/* Variants are fixed at creation, so a test that compares attention paths
+ * keeps one backend per (options, attention mode), made on first use and
+ * freed by gc_env_close. gc_cached_spec: the backend of spec (borrowed). */
+#define GC_MAX_CACHED 16
+static struct {
+    char spec[128];
+    drift_backend *be;
+} gc_cache[GC_MAX_CACHED];
+static int gc_n_cached;
+
+static inline drift_backend *gc_cached_spec(const char *spec) {
+    for (int i = 0; i < gc_n_cached; i++)
+        if (strcmp(gc_cache[i].spec, spec) == 0) return gc_cache[i].be;
+    if (gc_n_cached == GC_MAX_CACHED) {
+        fprintf(stderr, "gpu_check.h: more than %d cached cuda variants\n", GC_MAX_CACHED);
+        exit(2);
+    }
+    drift_err err;
+    drift_err_clear(&err);
+    drift_backend *be = NULL;
+    if (drift_backend_create(spec, &be, &err)) {
+        fprintf(stderr, "cannot create the cuda backend '%s': %s\n", spec, gc_errstr(&err));
+        return NULL;
+    }
+    snprintf(gc_cache[gc_n_cached].spec, sizeof gc_cache[0].spec, "%s", spec);
+    gc_cache[gc_n_cached++].be = be;
+    return be;
+}
+
+/* The spec be was made from ("cuda" for an uncached backend). */
+static inline const char *gc_spec_of(const drift_backend *be) {
+    for (int i = 0; i < gc_n_cached; i++)
+        if (gc_cache[i].be == be) return gc_cache[i].spec;
+    return "cuda";
+}
+
+/* be's variant with attention=mode added (mode NULL: be itself). */
+static inline drift_backend *gc_with_attention(drift_backend *be, const char *mode) {
+    if (!mode) return be;
+    char spec[128];
+    snprintf(spec, sizeof spec, "%s:attention=%s", gc_spec_of(be), mode);
+    return gc_cached_spec(spec);
+}
+
 static inline void gc_env_open(gc_env *E) {
     drift_err err;
     memset(E, 0, sizeof *E);
-    E->cuda = gc_cuda_with_env(NULL, NULL);
+    E->cuda = gc_cached_spec("cuda");
     GC_CHECK(E->cuda != NULL, "the cuda backend must be creatable on a machine with a GPU");
     if (!E->cuda) return;
     drift_err_clear(&err);
@@ -231,7 +277,8 @@ static inline void gc_env_open(gc_env *E) {
 }
 
 static inline void gc_env_close(gc_env *E) {
-    drift_backend_free(E->cuda);
+    for (int i = 0; i < gc_n_cached; i++) drift_backend_free(gc_cache[i].be); /* E->cuda among them */
+    gc_n_cached = 0;
     drift_backend_free(E->cpu);
     drift_backend_free(E->ref);
     memset(E, 0, sizeof *E);
@@ -268,8 +315,8 @@ static inline int gc_dev_alloc(const drift_backend *be, drift_dtype dt, int ndim
         d->big.ndim = ndim;
         for (int i = 0; i < ndim; i++) d->big.shape[i] = shape[i];
     }
-    if (be->alloc(be, &d->big, &err)) {
-        GC_CHECK(0, "alloc on %s failed: %s", be->name, gc_errstr(&err));
+    if (drift_backend_alloc(be, &d->big, &err)) {
+        GC_CHECK(0, "alloc on %s failed: %s", drift_backend_name(be), gc_errstr(&err));
         return 1;
     }
     d->t = d->big;
@@ -281,7 +328,7 @@ static inline int gc_dev_alloc(const drift_backend *be, drift_dtype dt, int ndim
         float *g = malloc((size_t)d->big.numel * sizeof(float));
         if (!g) exit(2);
         for (int64_t i = 0; i < d->big.numel; i++) g[i] = GC_GUARD_VAL;
-        int rc = be->upload_f32(be, &d->big, g, &err);
+        int rc = drift_backend_upload_f32(be, &d->big, g, &err);
         free(g);
         if (rc) {
             GC_CHECK(0, "guard upload failed: %s", gc_errstr(&err));
@@ -292,7 +339,7 @@ static inline int gc_dev_alloc(const drift_backend *be, drift_dtype dt, int ndim
 }
 
 static inline void gc_dev_free(gc_dev *d) {
-    if (d->be && d->big.data) d->be->release(d->be, &d->big);
+    if (d->be && d->big.data) drift_backend_release(d->be, &d->big);
     memset(d, 0, sizeof *d);
 }
 
@@ -304,7 +351,7 @@ static inline int gc_dev_guards_ok(gc_dev *d, const char *what) {
     float *g = malloc((size_t)d->big.numel * sizeof(float));
     if (!g) exit(2);
     int ok = 1;
-    if (d->be->download_f32(d->be, &d->big, g, &err)) {
+    if (drift_backend_download_f32(d->be, &d->big, g, &err)) {
         GC_CHECK(0, "guard download failed: %s", gc_errstr(&err));
         ok = 0;
     } else {
@@ -452,23 +499,23 @@ static inline int gc_run_host(const drift_backend *be, gc_case_spec *c, int nd, 
     int rc = 0;
     for (int i = 0; i < c->n_in && !rc; i++) {
         rc = gc_dev_alloc(be, c->in[i]->dt, c->in[i]->ndim, c->in[i]->shape, 0, &din[i]);
-        if (!rc && be->upload_f32(be, &din[i].t, c->in[i]->v, &err)) {
-            GC_CHECK(0, "%s upload: %s", be->name, gc_errstr(&err));
+        if (!rc && drift_backend_upload_f32(be, &din[i].t, c->in[i]->v, &err)) {
+            GC_CHECK(0, "%s upload: %s", drift_backend_name(be), gc_errstr(&err));
             rc = 1;
         }
     }
     if (!rc) rc = gc_dev_alloc(be, c->op.out, nd, shape, 0, &dout);
     if (!rc) {
         const drift_tensor *pin[3] = {&din[0].t, &din[1].t, &din[2].t};
-        if (be->run(be, &c->op, pin, &dout.t, &err)) {
-            GC_CHECK(0, "%s run failed: %s", be->name, gc_errstr(&err));
+        if (drift_backend_run(be, &c->op, pin, &dout.t, &err)) {
+            GC_CHECK(0, "%s run failed: %s", drift_backend_name(be), gc_errstr(&err));
             rc = 1;
         }
     }
     if (!rc) {
-        int e = outd ? be->download_f64(be, &dout.t, outd, &err) : be->download_f32(be, &dout.t, out, &err);
+        int e = outd ? drift_backend_download_f64(be, &dout.t, outd, &err) : drift_backend_download_f32(be, &dout.t, out, &err);
         if (e) {
-            GC_CHECK(0, "%s download: %s", be->name, gc_errstr(&err));
+            GC_CHECK(0, "%s download: %s", drift_backend_name(be), gc_errstr(&err));
             rc = 1;
         }
     }
@@ -490,7 +537,7 @@ static inline int gc_run_cuda(const drift_backend *be, gc_case_spec *c, int nd, 
     int64_t n = gc_numel(nd, shape);
     for (int i = 0; i < c->n_in && !rc; i++) {
         rc = gc_dev_alloc(be, c->in[i]->dt, c->in[i]->ndim, c->in[i]->shape, c->guard, &din[i]);
-        if (!rc && be->upload_f32(be, &din[i].t, c->in[i]->v, &err)) {
+        if (!rc && drift_backend_upload_f32(be, &din[i].t, c->in[i]->v, &err)) {
             GC_CHECK(0, "cuda upload: %s", gc_errstr(&err));
             rc = 1;
         }
@@ -501,23 +548,23 @@ static inline int gc_run_cuda(const drift_backend *be, gc_case_spec *c, int nd, 
     if (!res[0] || !res[1] || !poison) exit(2);
     for (int pass = 0; pass < 2 && !rc; pass++) {
         for (int64_t i = 0; i < n; i++) poison[i] = pass == 0 ? NAN : -24576.0f;
-        if (be->upload_f32(be, &dout.t, poison, &err)) {
+        if (drift_backend_upload_f32(be, &dout.t, poison, &err)) {
             GC_CHECK(0, "poison upload: %s", gc_errstr(&err));
             rc = 1;
             break;
         }
         const drift_tensor *pin[3] = {&din[0].t, &din[1].t, &din[2].t};
-        if (be->run(be, &c->op, pin, &dout.t, &err)) {
-            GC_CHECK(0, "%s run failed: %s", be->name, gc_errstr(&err));
+        if (drift_backend_run(be, &c->op, pin, &dout.t, &err)) {
+            GC_CHECK(0, "%s run failed: %s", drift_backend_name(be), gc_errstr(&err));
             rc = 1;
             break;
         }
-        if (be->sync(be, &err)) {
-            GC_CHECK(0, "%s sync after run failed: %s", be->name, gc_errstr(&err));
+        if (drift_backend_sync(be, &err)) {
+            GC_CHECK(0, "%s sync after run failed: %s", drift_backend_name(be), gc_errstr(&err));
             rc = 1;
             break;
         }
-        if (be->download_f32(be, &dout.t, res[pass], &err)) {
+        if (drift_backend_download_f32(be, &dout.t, res[pass], &err)) {
             GC_CHECK(0, "cuda download: %s", gc_errstr(&err));
             rc = 1;
         }
@@ -531,13 +578,13 @@ static inline int gc_run_cuda(const drift_backend *be, gc_case_spec *c, int nd, 
             else if (isnan(res[0][i]) != isnan(res[1][i]))
                 bad++;
         GC_CHECK(bad == 0, "%s: %lld elements differ between the NaN-poisoned and the sentinel-poisoned run "
-                 "(unwritten or nondeterministic)", be->name, (long long)bad);
+                 "(unwritten or nondeterministic)", drift_backend_name(be), (long long)bad);
         gc_dev_guards_ok(&dout, "output");
         for (int i = 0; i < c->n_in; i++) {
             gc_dev_guards_ok(&din[i], "input");
             float *back = malloc((size_t)(c->in[i]->n > 0 ? c->in[i]->n : 1) * sizeof(float));
             if (!back) exit(2);
-            if (be->download_f32(be, &din[i].t, back, &err) == 0) {
+            if (drift_backend_download_f32(be, &din[i].t, back, &err) == 0) {
                 int64_t changed = 0;
                 for (int64_t k = 0; k < c->in[i]->n; k++) changed += !gc_same_bits(back[k], c->in[i]->v[k]);
                 GC_CHECK(changed == 0, "input %d modified by the op (%lld elements)", i, (long long)changed);

@@ -23,6 +23,8 @@
 #            intercept acceptance jobs) with BUILD and OUT set, one log each
 #   SCRIPTS  which of those scripts (default: all of them, by name order)
 #   JOBS     build parallelism (default: nproc)
+#   BUILD_TARGETS  what the build stage builds (default: drift, every GPU test and
+#            benchmark; libdrift_recorder.so and the interposer are always built)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds per test / benchmark (900 / 600)
 #   DRIFT_TUI ON|OFF: build the TUI (default: ON when ncurses headers are found)
 # Without cmocka (none found) the GPU tests still build (they do not use it):
@@ -157,7 +159,7 @@ if has_stage build; then
     echo "== cmake ${CMAKE_ARGS[*]}"
   } >"$BUILD_LOG" 2>&1
   if cmake -S "$BUILD_SRC" -B "$BUILD" "${CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1 &&
-     cmake --build "$BUILD" -j"$JOBS" --target drift "${GPU_TESTS[@]}" "${BENCHES[@]}" >>"$BUILD_LOG" 2>&1 &&
+     cmake --build "$BUILD" -j"$JOBS" --target ${BUILD_TARGETS:-drift "${GPU_TESTS[@]}" "${BENCHES[@]}"} >>"$BUILD_LOG" 2>&1 &&
      { EXTRA=(); for t in drift_recorder_shared drift_intercept drift_intercept_writer; do
          cmake --build "$BUILD" --target help 2>/dev/null | grep -q "\.\.\. $t\$" && EXTRA+=("$t"); done
        [ ${#EXTRA[@]} = 0 ] || cmake --build "$BUILD" -j"$JOBS" --target "${EXTRA[@]}" >>"$BUILD_LOG" 2>&1; }; then

@@ -2,9 +2,9 @@
  * kernels/cuda/attention_fused.cu everywhere) against the unfused CUDA path,
  * the cpu backend and the fp64 ref backend.
  *
- * The path is chosen per call by DRIFT_CUDA_ATTENTION (fused_wgmma |
- * fused_mma | fused | unfused | anything else: automatic), so one backend
- * serves all; every case below runs once per fused kernel the device runs,
+ * The path is the backend spec's attention= option (fused_wgmma | fused_mma
+ * | fused | unfused | auto), fixed at creation, so the test keeps one
+ * backend per path (gc_with_attention); every case below runs once per fused kernel the device runs,
  * and the two kernels are compared with each other (>= 99% bitwise equal on
  * bf16 output; "fused" is the wgmma kernel on sm_90).
  *
@@ -34,26 +34,19 @@
  * NaN propagation: NaN in one q element, one k element, one v element and
  * +inf in one v element give the same non-finite positions as the unfused
  * path (and some exist).
- * Env switch: fused on an unsupported op (Dh 80, fp32 compute) fails with
+ * Variant switch (the spec's attention= option, one backend per variant):
+ * fused on an unsupported op (Dh 80, fp32 compute) fails with
  * DRIFT_E_UNSUPPORTED; automatic there equals unfused bitwise; on a
- * supported op automatic and an unknown value equal fused bitwise, and
- * unfused differs from fused (fp32 out: fp32 summation orders differ). */
+ * supported op automatic and attention=auto equal fused bitwise, and
+ * unfused differs from fused (fp32 out: fp32 summation orders differ); an
+ * unknown attention= value is refused at creation (DRIFT_E_INPUT). */
 #include "gpu_check.h"
 
 static gc_env E;
 
-#define MODE_VAR "DRIFT_CUDA_ATTENTION"
-
 /* The fused kernel under test: "fused_wgmma" (sm_90) or "fused_mma" (main
  * runs every case for each kernel the device supports). */
 static const char *g_fused = "fused";
-
-static void set_mode(const char *m) {
-    if (m)
-        setenv(MODE_VAR, m, 1);
-    else
-        unsetenv(MODE_VAR);
-}
 
 static double max_abs(const gc_host *h) {
     double m = 0.0;
@@ -75,9 +68,7 @@ static float *run_mode(gc_case_spec *c, const char *mode, int64_t *n_out) {
     int64_t n = gc_numel(nd, shape);
     float *o = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!o) exit(2);
-    set_mode(mode);
-    int rc = gc_run_cuda(E.cuda, c, nd, shape, o);
-    set_mode(NULL);
+    int rc = gc_run_cuda(gc_with_attention(E.cuda, mode), c, nd, shape, o);
     if (rc) {
         free(o);
         return NULL;
@@ -149,9 +140,7 @@ static void run_full(gc_host *q, gc_host *k, gc_host *v, drift_dtype c_dt, drift
     c.ulps = 2.0;
     c.atol = p_atol(c_dt) * max_abs(v);
     c.nmse_ref = dmax(p_nmse(c_dt), 2.0 * gc_nmse_bound(o_dt));
-    set_mode(g_fused);
-    int rc = gc_run_case(&E, E.cuda, &c);
-    set_mode(NULL);
+    int rc = gc_run_case(&E, gc_with_attention(E.cuda, g_fused), &c);
     if (rc || !c.out_cuda) return;
     int64_t n = 0;
     float *u = run_mode(&c, "unfused", &n);
@@ -292,10 +281,12 @@ static void test_nan(void) {
     }
 }
 
-/* be->run in `mode` without the harness; returns the drift status, result in out (n floats). */
+/* One run on the attention=mode variant without the harness; returns the
+ * drift status, result in out (n floats). */
 static int run_raw(gc_host *q, gc_host *k, gc_host *v, drift_dtype c_dt, drift_dtype o_dt, const char *mode,
                    float *out, drift_err *err) {
-    drift_backend *be = E.cuda;
+    drift_backend *be = gc_with_attention(E.cuda, mode);
+    if (!be) return drift_err_set(err, DRIFT_E_INPUT, "test", "no backend for attention=%s", mode ? mode : "auto");
     gc_dev d[4];
     memset(d, 0, sizeof d);
     gc_host *in[3] = {q, k, v};
@@ -303,7 +294,7 @@ static int run_raw(gc_host *q, gc_host *k, gc_host *v, drift_dtype c_dt, drift_d
     drift_err_clear(err);
     for (int i = 0; i < 3 && !rc; i++) {
         rc = gc_dev_alloc(be, in[i]->dt, 4, in[i]->shape, 0, &d[i]);
-        if (!rc) rc = be->upload_f32(be, &d[i].t, in[i]->v, err);
+        if (!rc) rc = drift_backend_upload_f32(be, &d[i].t, in[i]->v, err);
     }
     int64_t os[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
     if (!rc) rc = gc_dev_alloc(be, o_dt, 4, os, 0, &d[3]);
@@ -312,10 +303,8 @@ static int run_raw(gc_host *q, gc_host *k, gc_host *v, drift_dtype c_dt, drift_d
         op.compute = c_dt;
         op.n_in = 3;
         const drift_tensor *pin[3] = {&d[0].t, &d[1].t, &d[2].t};
-        set_mode(mode);
-        rc = be->run(be, &op, pin, &d[3].t, err);
-        set_mode(NULL);
-        if (!rc) rc = be->download_f32(be, &d[3].t, out, err);
+        rc = drift_backend_run(be, &op, pin, &d[3].t, err);
+        if (!rc) rc = drift_backend_download_f32(be, &d[3].t, out, err);
     }
     for (int i = 0; i < 4; i++) gc_dev_free(&d[i]);
     return rc;
@@ -327,8 +316,15 @@ static int64_t n_differ(const float *a, const float *b, int64_t n) {
     return c;
 }
 
-static void test_env_switch(void) {
+static void test_variant_switch(void) {
     drift_err err;
+    {
+        gc_case_set("variant switch: unknown attention= value");
+        drift_backend *bogus = NULL;
+        int rc = drift_backend_create("cuda:attention=bogus", &bogus, &err);
+        GC_CHECK(rc == DRIFT_E_INPUT && !bogus, "cuda:attention=bogus: status %d (want DRIFT_E_INPUT)", rc);
+        drift_backend_free(bogus);
+    }
     /* unsupported: Dh = 80 (bf16), and fp32 compute (Dh 64) */
     for (int u = 0; u < 2; u++) {
         const int64_t D = u ? 64 : 80;
@@ -339,10 +335,10 @@ static void test_env_switch(void) {
         int64_t n = q.n;
         float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
         if (!a || !b) exit(2);
-        gc_case_set("env switch: unsupported op (D=%lld compute=%s)", (long long)D, gc_dt(c_dt));
+        gc_case_set("variant switch: unsupported op (D=%lld compute=%s)", (long long)D, gc_dt(c_dt));
         int rc = run_raw(&q, &k, &v, c_dt, DRIFT_F32, "fused", a, &err);
-        GC_CHECK(rc == DRIFT_E_UNSUPPORTED, "%s=fused on an unsupported op: status %d (want DRIFT_E_UNSUPPORTED): %s",
-                 MODE_VAR, rc, gc_errstr(&err));
+        GC_CHECK(rc == DRIFT_E_UNSUPPORTED, "attention=fused on an unsupported op: status %d (want DRIFT_E_UNSUPPORTED): %s",
+                 rc, gc_errstr(&err));
         int r1 = run_raw(&q, &k, &v, c_dt, DRIFT_F32, NULL, a, &err);
         GC_CHECK(r1 == 0, "automatic on an unsupported op failed: %s", gc_errstr(&err));
         int r2 = run_raw(&q, &k, &v, c_dt, DRIFT_F32, "unfused", b, &err);
@@ -355,16 +351,16 @@ static void test_env_switch(void) {
         gc_host_free(&k);
         gc_host_free(&v);
     }
-    /* supported, fp32 out: auto == fused == unknown value, unfused differs */
+    /* supported, fp32 out: auto == fused == attention=auto, unfused differs */
     {
         int64_t qs[4] = {1, 2, 65, 128}, ks[4] = {1, 2, 129, 128};
         gc_host q = gc_host_make(DRIFT_BF16, 4, qs, 1.0), k = gc_host_make(DRIFT_BF16, 4, ks, 1.0),
                 v = gc_host_make(DRIFT_BF16, 4, ks, 1.0);
         int64_t n = q.n;
         float *o[4];
-        const char *modes[4] = {"fused", NULL, "bogus", "unfused"};
+        const char *modes[4] = {"fused", NULL, "auto", "unfused"};
         int ok = 1;
-        gc_case_set("env switch: supported op");
+        gc_case_set("variant switch: supported op");
         for (int m = 0; m < 4; m++) {
             o[m] = malloc((size_t)n * sizeof(float));
             if (!o[m]) exit(2);
@@ -374,9 +370,9 @@ static void test_env_switch(void) {
         }
         if (ok) {
             GC_CHECK(n_differ(o[0], o[1], n) == 0, "automatic is not the fused path on a supported op");
-            GC_CHECK(n_differ(o[0], o[2], n) == 0, "an unknown %s value is not automatic", MODE_VAR);
+            GC_CHECK(n_differ(o[0], o[2], n) == 0, "attention=auto is not automatic");
             GC_CHECK(n_differ(o[0], o[3], n) > 0,
-                     "%s=unfused gives the fused result bit for bit on fp32 output (switch ineffective?)", MODE_VAR);
+                     "attention=unfused gives the fused result bit for bit on fp32 output (switch ineffective?)");
         }
         for (int m = 0; m < 4; m++) free(o[m]);
         gc_host_free(&q);
@@ -439,18 +435,17 @@ static void test_kernels_agree(void) {
 int main(void) {
     gc_require_gpu("test_cuda_attention_fused");
     gc_seed(4242);
-    unsetenv(MODE_VAR);
     gc_env_open(&E);
     if (!E.cuda) return gc_finish("test_cuda_attention_fused");
-    test_env_switch();
+    test_variant_switch();
     static const char *kernels[2] = {"fused_wgmma", "fused_mma"};
     for (int i = 0; i < 2; i++) {
         g_fused = kernels[i];
         if (!kernel_supported(g_fused)) {
-            printf("SKIP: %s=%s: this device does not run that kernel\n", MODE_VAR, g_fused);
+            printf("SKIP: attention=%s: this device does not run that kernel\n", g_fused);
             continue;
         }
-        printf("-- cases with %s=%s\n", MODE_VAR, g_fused);
+        printf("-- cases with attention=%s\n", g_fused);
         test_nan();
         test_shapes();
         test_large_logits();

@@ -1,5 +1,5 @@
 /* ATTENTION's layout 1 (q, k, v, out [B, L, H, D], kernels/backend.h) on the
- * CUDA backend, both paths (DRIFT_CUDA_ATTENTION=fused: strided loads and
+ * CUDA backend, both paths (the attention=fused variant: strided loads and
  * stores in attention_fused.cu; =unfused: permute into [B, H, L, D] scratch,
  * cuBLASLt, permute back, attention_lt.c).
  *
@@ -19,22 +19,13 @@
  * view (guard 1: the fused host side copies it to aligned memory, keeping
  * the layout); bf16 and fp16 compute, bf16 / fp16 / fp32 out; one larger
  * 1x1024x3x128 case; NaN in q and +inf in v; a small scratch budget
- * (DRIFT_CUDA_ATTN_SCRATCH) so the unfused path chunks by rows; cases the
+ * (attn_scratch=) so the unfused path chunks by rows; cases the
  * fused kernel does not take (Dh 80, Dv != Dh, fp32 compute): automatic
  * runs them unfused, and =fused fails with DRIFT_E_UNSUPPORTED. */
 #include "gpu_check.h"
 
 static gc_env E;
-static drift_backend *small_scratch; /* DRIFT_CUDA_ATTN_SCRATCH = 64 KiB */
-
-#define MODE_VAR "DRIFT_CUDA_ATTENTION"
-
-static void set_mode(const char *m) {
-    if (m)
-        setenv(MODE_VAR, m, 1);
-    else
-        unsetenv(MODE_VAR);
-}
+static drift_backend *small_scratch; /* attn_scratch=65536: 64 KiB (cached, gc_env_close frees it) */
 
 static double max_abs(const gc_host *h) {
     double m = 0.0;
@@ -94,9 +85,7 @@ static void run_case(drift_backend *be, const char *mode, gc_host *q, gc_host *k
     gc_case_set("%s mode=%s layout 1", base, mode ? mode : "auto");
     gc_case_spec c1 = mkspec(in1, c_dt, o_dt, scale, 1, guard);
     if (!host_cmp) c1.ulps = -1.0, c1.nmse_ref = -1.0;
-    set_mode(mode);
-    int rc = gc_run_case(&E, be, &c1);
-    set_mode(NULL);
+    int rc = gc_run_case(&E, gc_with_attention(be, mode), &c1);
     GC_CHECK(rc == 0 && c1.out_cuda, "layout 1 did not run");
 
     /* layout 0 on the original data, same mode */
@@ -109,9 +98,7 @@ static void run_case(drift_backend *be, const char *mode, gc_host *q, gc_host *k
         GC_CHECK(n == c1.out_numel, "output sizes differ: %lld vs %lld", (long long)n, (long long)c1.out_numel);
         float *o0 = malloc((size_t)(n > 0 ? n : 1) * sizeof(float)), *o0p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
         if (!o0 || !o0p) exit(2);
-        set_mode(mode);
-        int r0 = gc_run_cuda(be, &c0, nd, shape, o0);
-        set_mode(NULL);
+        int r0 = gc_run_cuda(gc_with_attention(be, mode), &c0, nd, shape, o0);
         GC_CHECK(r0 == 0, "layout 0 did not run");
         if (!r0 && n == c1.out_numel) {
             swap12(o0, o0p, shape[0], shape[1], shape[2], shape[3]); /* [B, H, Lq, Dv] -> [B, Lq, H, Dv] */
@@ -194,19 +181,18 @@ static void test_unfused_only(void) {
         memset(d, 0, sizeof d);
         drift_err err;
         drift_err_clear(&err);
-        int ok = !gc_dev_alloc(E.cuda, t->c_dt, 4, qs, 0, &d[0]) && !gc_dev_alloc(E.cuda, t->c_dt, 4, ks, 0, &d[1]) &&
-                 !gc_dev_alloc(E.cuda, t->c_dt, 4, vs, 0, &d[2]) && !gc_dev_alloc(E.cuda, t->o_dt, 4, os, 0, &d[3]);
+        drift_backend *fused = gc_with_attention(E.cuda, "fused");
+        int ok = fused && !gc_dev_alloc(fused, t->c_dt, 4, qs, 0, &d[0]) && !gc_dev_alloc(fused, t->c_dt, 4, ks, 0, &d[1]) &&
+                 !gc_dev_alloc(fused, t->c_dt, 4, vs, 0, &d[2]) && !gc_dev_alloc(fused, t->o_dt, 4, os, 0, &d[3]);
         if (ok) {
             drift_op op = gc_op(DRIFT_OP_ATTENTION, t->o_dt);
             op.compute = t->c_dt;
             op.n_in = 3;
             op.layout = 1;
             const drift_tensor *pin[3] = {&d[0].t, &d[1].t, &d[2].t};
-            set_mode("fused");
-            int rc = E.cuda->run(E.cuda, &op, pin, &d[3].t, &err);
-            set_mode(NULL);
-            GC_CHECK(rc == DRIFT_E_UNSUPPORTED, "%s=fused on an unsupported layout-1 op: status %d (want %d): %s",
-                     MODE_VAR, rc, DRIFT_E_UNSUPPORTED, gc_errstr(&err));
+            int rc = drift_backend_run(fused, &op, pin, &d[3].t, &err);
+            GC_CHECK(rc == DRIFT_E_UNSUPPORTED, "attention=fused on an unsupported layout-1 op: status %d (want %d): %s",
+                     rc, DRIFT_E_UNSUPPORTED, gc_errstr(&err));
         }
         for (int j = 0; j < 4; j++) gc_dev_free(&d[j]);
     }
@@ -234,9 +220,7 @@ static void test_nonfinite(void) {
             int64_t n = gc_numel(nd, shape);
             float *o = malloc((size_t)n * sizeof(float));
             if (!o) exit(2);
-            set_mode(m ? "unfused" : "fused");
-            int rc = gc_run_cuda(E.cuda, &c, nd, shape, o);
-            set_mode(NULL);
+            int rc = gc_run_cuda(gc_with_attention(E.cuda, m ? "unfused" : "fused"), &c, nd, shape, o);
             if (!rc) {
                 int64_t nan_row = 0;
                 for (int64_t d = 0; d < D; d++) nan_row += isnan(o[((1 * Lq + 3) * H + 2) * D + d]) != 0;
@@ -258,15 +242,13 @@ static void test_nonfinite(void) {
 int main(void) {
     gc_require_gpu("test_cuda_attention_layout");
     gc_seed(777);
-    unsetenv(MODE_VAR);
     gc_env_open(&E);
     if (!E.cuda) return gc_finish("test_cuda_attention_layout");
-    small_scratch = gc_cuda_with_env("DRIFT_CUDA_ATTN_SCRATCH", "65536");
+    small_scratch = gc_cached_spec("cuda:attn_scratch=65536");
     test_unfused_only();
     test_nonfinite();
     test_shapes();
     test_small_scratch();
-    drift_backend_free(small_scratch);
     gc_env_close(&E);
     return gc_finish("test_cuda_attention_layout");
 }

@@ -11,7 +11,7 @@ static void test_create(void) {
     gc_case_set("create");
     drift_err err;
     GC_CHECK(drift_cuda_backend_is_cuda(E.cuda), "drift_backend_create(\"cuda\") must give a cuda backend");
-    GC_CHECK(strcmp(E.cuda->name, "cuda:0") == 0, "name '%s', expected cuda:0", E.cuda->name);
+    GC_CHECK(strcmp(drift_backend_name(E.cuda), "cuda:0") == 0, "name '%s', expected cuda:0", drift_backend_name(E.cuda));
     GC_CHECK(drift_cuda_backend_stream(E.cuda) != NULL, "stream");
     GC_CHECK(drift_cuda_backend_stream(E.cpu) == NULL, "stream of a non-cuda backend must be NULL");
     drift_backend *be = NULL;
@@ -37,16 +37,16 @@ static void test_supports(void) {
     for (int k = 0; k < DRIFT_OP_COUNT; k++) {
         drift_op op = gc_op((drift_op_kind)k, DRIFT_BF16);
         op.compute = DRIFT_BF16;
-        GC_CHECK(E.cuda->supports_op(E.cuda, &op) == 1, "%s bf16 must be supported", drift_op_name((drift_op_kind)k));
+        GC_CHECK(drift_backend_supports(E.cuda, &op) == 1, "%s bf16 must be supported", drift_op_name((drift_op_kind)k));
         op.out = DRIFT_F64;
-        GC_CHECK(E.cuda->supports_op(E.cuda, &op) == 0, "%s fp64 out must not be supported",
+        GC_CHECK(drift_backend_supports(E.cuda, &op) == 0, "%s fp64 out must not be supported",
                  drift_op_name((drift_op_kind)k));
     }
     drift_op bad = gc_op(DRIFT_OP_COUNT, DRIFT_F32);
-    GC_CHECK(E.cuda->supports_op(E.cuda, &bad) == 0, "invalid kind");
+    GC_CHECK(drift_backend_supports(E.cuda, &bad) == 0, "invalid kind");
     drift_op lin = gc_op(DRIFT_OP_LINEAR, DRIFT_F32);
     lin.compute = DRIFT_F64;
-    GC_CHECK(E.cuda->supports_op(E.cuda, &lin) == 0, "fp64 compute GEMM");
+    GC_CHECK(drift_backend_supports(E.cuda, &lin) == 0, "fp64 compute GEMM");
 }
 
 static void test_alloc(void) {
@@ -58,33 +58,33 @@ static void test_alloc(void) {
     t.ndim = 1;
     t.shape[0] = 4;
     drift_err_clear(&err);
-    GC_CHECK(E.cuda->alloc(E.cuda, &t, &err) == DRIFT_E_UNSUPPORTED, "fp64 storage must be refused");
+    GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == DRIFT_E_UNSUPPORTED, "fp64 storage must be refused");
     t.dtype = DRIFT_BF16;
     t.shape[0] = -1;
-    GC_CHECK(E.cuda->alloc(E.cuda, &t, &err) == DRIFT_E_INPUT, "negative dim must be DRIFT_E_INPUT");
+    GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == DRIFT_E_INPUT, "negative dim must be DRIFT_E_INPUT");
     t.ndim = 2;
     t.shape[0] = (int64_t)1 << 40;
     t.shape[1] = (int64_t)1 << 20;
-    GC_CHECK(E.cuda->alloc(E.cuda, &t, &err) == DRIFT_E_INPUT, "numel over 2^48 must be DRIFT_E_INPUT");
+    GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == DRIFT_E_INPUT, "numel over 2^48 must be DRIFT_E_INPUT");
     t.ndim = 2;
     t.shape[0] = 3;
     t.shape[1] = 0;
     drift_err_clear(&err);
-    GC_CHECK(E.cuda->alloc(E.cuda, &t, &err) == 0 && t.numel == 0 && t.data != NULL && t.be == E.cuda,
+    GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == 0 && t.numel == 0 && t.data != NULL && t.be == E.cuda,
              "empty tensor alloc: %s", gc_errstr(&err));
     float dummy = 0;
-    GC_CHECK(E.cuda->upload_f32(E.cuda, &t, &dummy, &err) == 0, "empty upload");
-    GC_CHECK(E.cuda->download_f32(E.cuda, &t, &dummy, &err) == 0, "empty download");
-    E.cuda->release(E.cuda, &t);
+    GC_CHECK(drift_backend_upload_f32(E.cuda, &t, &dummy, &err) == 0, "empty upload");
+    GC_CHECK(drift_backend_download_f32(E.cuda, &t, &dummy, &err) == 0, "empty download");
+    drift_backend_release(E.cuda, &t);
     GC_CHECK(t.data == NULL, "release must clear data");
-    E.cuda->release(E.cuda, &t); /* twice: no-op */
-    E.cuda->release(E.cuda, NULL);
+    drift_backend_release(E.cuda, &t); /* twice: no-op */
+    drift_backend_release(E.cuda, NULL);
     /* a huge allocation fails cleanly */
     t.ndim = 1;
     t.dtype = DRIFT_F32;
     t.shape[0] = (int64_t)1 << 46; /* 256 TiB */
     drift_err_clear(&err);
-    int rc = E.cuda->alloc(E.cuda, &t, &err);
+    int rc = drift_backend_alloc(E.cuda, &t, &err);
     GC_CHECK(rc == DRIFT_E_NOMEM, "256 TiB alloc must be DRIFT_E_NOMEM, got %d (%s)", rc, gc_errstr(&err));
 }
 
@@ -101,9 +101,9 @@ static void roundtrip(drift_dtype dt, int64_t n, int use_f64) {
         s64[i] = gc_normal() * 100.0;
         src[i] = (float)s64[i];
     }
-    int rc = use_f64 ? E.cuda->upload_f64(E.cuda, &d.t, s64, &err) : E.cuda->upload_f32(E.cuda, &d.t, src, &err);
+    int rc = use_f64 ? drift_backend_upload_f64(E.cuda, &d.t, s64, &err) : drift_backend_upload_f32(E.cuda, &d.t, src, &err);
     GC_CHECK(rc == 0, "upload: %s", gc_errstr(&err));
-    rc = use_f64 ? E.cuda->download_f64(E.cuda, &d.t, b64, &err) : E.cuda->download_f32(E.cuda, &d.t, back, &err);
+    rc = use_f64 ? drift_backend_download_f64(E.cuda, &d.t, b64, &err) : drift_backend_download_f32(E.cuda, &d.t, back, &err);
     GC_CHECK(rc == 0, "download: %s", gc_errstr(&err));
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -144,8 +144,8 @@ static void test_transfers(void) {
             src[k] = dts[i] == DRIFT_BF16 ? drift_bf16_to_f32((uint16_t)k) : drift_f16_to_f32((uint16_t)k);
         drift_err err;
         drift_err_clear(&err);
-        GC_CHECK(E.cuda->upload_f32(E.cuda, &d.t, src, &err) == 0, "upload");
-        GC_CHECK(E.cuda->download_f32(E.cuda, &d.t, back, &err) == 0, "download");
+        GC_CHECK(drift_backend_upload_f32(E.cuda, &d.t, src, &err) == 0, "upload");
+        GC_CHECK(drift_backend_download_f32(E.cuda, &d.t, back, &err) == 0, "download");
         int64_t bad = 0;
         for (int k = 0; k < 65536; k++) bad += !gc_same_bits(back[k], drift_round_to(src[k], dts[i]));
         GC_CHECK(bad == 0, "%lld patterns changed", (long long)bad);
@@ -159,12 +159,12 @@ static void test_transfers(void) {
     drift_tensor t;
     memset(&t, 0, sizeof t);
     float v = 0;
-    GC_CHECK(E.cuda->upload_f32(E.cuda, &t, &v, &err) == DRIFT_E_INPUT, "unallocated tensor upload");
+    GC_CHECK(drift_backend_upload_f32(E.cuda, &t, &v, &err) == DRIFT_E_INPUT, "unallocated tensor upload");
     int64_t one = 1;
     gc_dev d;
     if (gc_dev_alloc(E.cuda, DRIFT_F32, 1, &one, 0, &d) == 0) {
-        GC_CHECK(E.cuda->upload_f32(E.cuda, &d.t, NULL, &err) == DRIFT_E_INPUT, "NULL host buffer");
-        if (E.cpu) GC_CHECK(E.cpu->download_f32(E.cpu, &d.t, &v, &err) != 0, "cpu must refuse a cuda tensor");
+        GC_CHECK(drift_backend_upload_f32(E.cuda, &d.t, NULL, &err) == DRIFT_E_INPUT, "NULL host buffer");
+        if (E.cpu) GC_CHECK(drift_backend_download_f32(E.cpu, &d.t, &v, &err) != 0, "cpu must refuse a cuda tensor");
     }
     gc_dev_free(&d);
 }
@@ -186,50 +186,50 @@ static void test_run_errors(void) {
 
     gc_case_set("run: wrong out shape");
     drift_err_clear(&err);
-    GC_CHECK(E.cuda->run(E.cuda, &add, in, &wrong.t, &err) == DRIFT_E_INPUT, "wrong out shape");
+    GC_CHECK(drift_backend_run(E.cuda, &add, in, &wrong.t, &err) == DRIFT_E_INPUT, "wrong out shape");
     gc_case_set("run: out dtype != op->out");
     drift_op add32 = add;
     add32.out = DRIFT_F32;
-    GC_CHECK(E.cuda->run(E.cuda, &add32, in, &o.t, &err) == DRIFT_E_INPUT, "dtype mismatch");
+    GC_CHECK(drift_backend_run(E.cuda, &add32, in, &o.t, &err) == DRIFT_E_INPUT, "dtype mismatch");
     gc_case_set("run: in place");
-    GC_CHECK(E.cuda->run(E.cuda, &add, in, &a.t, &err) == DRIFT_E_INPUT, "out == input must be refused");
+    GC_CHECK(drift_backend_run(E.cuda, &add, in, &a.t, &err) == DRIFT_E_INPUT, "out == input must be refused");
     gc_case_set("run: fp64 out");
     drift_op add64 = add;
     add64.out = DRIFT_F64;
-    GC_CHECK(E.cuda->run(E.cuda, &add64, in, &o.t, &err) == DRIFT_E_UNSUPPORTED, "fp64 out");
+    GC_CHECK(drift_backend_run(E.cuda, &add64, in, &o.t, &err) == DRIFT_E_UNSUPPORTED, "fp64 out");
     gc_case_set("run: wrong n_in");
     drift_op add1 = add;
     add1.n_in = 1;
-    GC_CHECK(E.cuda->run(E.cuda, &add1, in, &o.t, &err) == DRIFT_E_INPUT, "n_in 1 for add");
+    GC_CHECK(drift_backend_run(E.cuda, &add1, in, &o.t, &err) == DRIFT_E_INPUT, "n_in 1 for add");
     gc_case_set("run: NULL input");
     const drift_tensor *in_null[3] = {&a.t, NULL, NULL};
-    GC_CHECK(E.cuda->run(E.cuda, &add, in_null, &o.t, &err) == DRIFT_E_INPUT, "NULL input");
+    GC_CHECK(drift_backend_run(E.cuda, &add, in_null, &o.t, &err) == DRIFT_E_INPUT, "NULL input");
     gc_case_set("run: input of another backend");
     if (E.cpu) {
         gc_dev c;
         if (gc_dev_alloc(E.cpu, DRIFT_BF16, 2, s, 0, &c) == 0) {
             const drift_tensor *in_cpu[3] = {&a.t, &c.t, NULL};
-            GC_CHECK(E.cuda->run(E.cuda, &add, in_cpu, &o.t, &err) == DRIFT_E_INPUT, "cpu tensor");
+            GC_CHECK(drift_backend_run(E.cuda, &add, in_cpu, &o.t, &err) == DRIFT_E_INPUT, "cpu tensor");
         }
         gc_dev_free(&c);
     }
     gc_case_set("run: invalid kind");
     drift_op badk = add;
     badk.kind = (drift_op_kind)99;
-    GC_CHECK(E.cuda->run(E.cuda, &badk, in, &o.t, &err) != 0, "invalid kind");
+    GC_CHECK(drift_backend_run(E.cuda, &badk, in, &o.t, &err) != 0, "invalid kind");
     gc_case_set("run: bad permutation");
     drift_op perm = gc_op(DRIFT_OP_PERMUTE, DRIFT_BF16);
     perm.n_in = 1;
     perm.perm[0] = 0;
     perm.perm[1] = 0;
-    GC_CHECK(E.cuda->run(E.cuda, &perm, in, &o.t, &err) == DRIFT_E_INPUT, "perm {0,0}");
+    GC_CHECK(drift_backend_run(E.cuda, &perm, in, &o.t, &err) == DRIFT_E_INPUT, "perm {0,0}");
     gc_case_set("run: narrow out of range");
     drift_op nar = gc_op(DRIFT_OP_NARROW, DRIFT_BF16);
     nar.n_in = 1;
     nar.dim = 1;
     nar.start = 5;
     nar.length = 8;
-    GC_CHECK(E.cuda->run(E.cuda, &nar, in, &o.t, &err) == DRIFT_E_INPUT, "narrow [5, 13) of 8");
+    GC_CHECK(drift_backend_run(E.cuda, &nar, in, &o.t, &err) == DRIFT_E_INPUT, "narrow [5, 13) of 8");
 
     /* still usable: a valid add gives a + b */
     gc_case_set("run: usable after errors");
@@ -239,11 +239,11 @@ static void test_run_errors(void) {
         bv[i] = 0.5f * (float)i;
     }
     drift_err_clear(&err);
-    GC_CHECK(E.cuda->upload_f32(E.cuda, &a.t, av, &err) == 0 && E.cuda->upload_f32(E.cuda, &b.t, bv, &err) == 0,
+    GC_CHECK(drift_backend_upload_f32(E.cuda, &a.t, av, &err) == 0 && drift_backend_upload_f32(E.cuda, &b.t, bv, &err) == 0,
              "upload");
-    GC_CHECK(E.cuda->run(E.cuda, &add, in, &o.t, &err) == 0, "valid add: %s", gc_errstr(&err));
-    GC_CHECK(E.cuda->sync(E.cuda, &err) == 0, "sync: %s", gc_errstr(&err));
-    GC_CHECK(E.cuda->download_f32(E.cuda, &o.t, ov, &err) == 0, "download");
+    GC_CHECK(drift_backend_run(E.cuda, &add, in, &o.t, &err) == 0, "valid add: %s", gc_errstr(&err));
+    GC_CHECK(drift_backend_sync(E.cuda, &err) == 0, "sync: %s", gc_errstr(&err));
+    GC_CHECK(drift_backend_download_f32(E.cuda, &o.t, ov, &err) == 0, "download");
     int bad = 0;
     for (int i = 0; i < 32; i++) bad += ov[i] != drift_round_to(av[i] + bv[i], DRIFT_BF16);
     GC_CHECK(bad == 0, "add after errors: %d wrong", bad);
@@ -267,21 +267,21 @@ static int chain(drift_backend *be, const gc_host *x, const gc_host *w, float *o
              gc_dev_alloc(be, DRIFT_BF16, 2, ys, 0, &y3) || gc_dev_alloc(be, DRIFT_BF16, 4, as, 0, &y4);
     if (rc) return 1;
     (void)K;
-    rc = be->upload_f32(be, &dx.t, x->v, &err) || be->upload_f32(be, &dw.t, w->v, &err);
+    rc = drift_backend_upload_f32(be, &dx.t, x->v, &err) || drift_backend_upload_f32(be, &dw.t, w->v, &err);
     drift_op lin = gc_op(DRIFT_OP_LINEAR, DRIFT_BF16);
     lin.compute = DRIFT_BF16;
     lin.n_in = 2;
     const drift_tensor *i1[3] = {&dx.t, &dw.t, NULL};
-    if (!rc) rc = be->run(be, &lin, i1, &y1.t, &err);
+    if (!rc) rc = drift_backend_run(be, &lin, i1, &y1.t, &err);
     drift_op ln = gc_op(DRIFT_OP_LAYER_NORM, DRIFT_BF16);
     ln.n_in = 1;
     ln.eps = 1e-6f;
     const drift_tensor *i2[3] = {&y1.t, NULL, NULL};
-    if (!rc) rc = be->run(be, &ln, i2, &y2.t, &err);
+    if (!rc) rc = drift_backend_run(be, &ln, i2, &y2.t, &err);
     drift_op ge = gc_op(DRIFT_OP_GELU_TANH, DRIFT_BF16);
     ge.n_in = 1;
     const drift_tensor *i3[3] = {&y2.t, NULL, NULL};
-    if (!rc) rc = be->run(be, &ge, i3, &y3.t, &err);
+    if (!rc) rc = drift_backend_run(be, &ge, i3, &y3.t, &err);
     drift_tensor v4 = y3.t; /* same data viewed as [1, 1, M, N] */
     v4.ndim = 4;
     v4.shape[0] = 1;
@@ -292,8 +292,8 @@ static int chain(drift_backend *be, const gc_host *x, const gc_host *w, float *o
     at.compute = DRIFT_BF16;
     at.n_in = 3;
     const drift_tensor *i4[3] = {&v4, &v4, &v4};
-    if (!rc) rc = be->run(be, &at, i4, &y4.t, &err);
-    if (!rc) rc = be->download_f32(be, &y4.t, out, &err);
+    if (!rc) rc = drift_backend_run(be, &at, i4, &y4.t, &err);
+    if (!rc) rc = drift_backend_download_f32(be, &y4.t, out, &err);
     drift_tensor t3 = y3.t;
     drift_metric_acc_init(acc);
     if (!rc) {
@@ -302,9 +302,9 @@ static int chain(drift_backend *be, const gc_host *x, const gc_host *w, float *o
         a4.ndim = 2;
         a4.shape[0] = M;
         a4.shape[1] = N;
-        rc = be->metrics(be, &a4, &t3, acc, &err);
+        rc = drift_backend_metrics(be, &a4, &t3, acc, &err);
     }
-    GC_CHECK(rc == 0, "chain on %s: %s", be->name, gc_errstr(&err));
+    GC_CHECK(rc == 0, "chain on %s: %s", drift_backend_name(be), gc_errstr(&err));
     gc_dev_free(&dx);
     gc_dev_free(&dw);
     gc_dev_free(&y1);
@@ -323,7 +323,7 @@ static void test_determinism(void) {
           *o3 = malloc((size_t)n * sizeof(float));
     if (!o1 || !o2 || !o3) exit(2);
     drift_metric_acc a1, a2, a3;
-    drift_backend *other = gc_cuda_with_env(NULL, NULL);
+    drift_backend *other = gc_cuda_with_opt(NULL, NULL);
     GC_CHECK(other != NULL, "second backend");
     if (other && chain(E.cuda, &x, &w, o1, &a1) == 0 && chain(E.cuda, &x, &w, o2, &a2) == 0 &&
         chain(other, &x, &w, o3, &a3) == 0) {

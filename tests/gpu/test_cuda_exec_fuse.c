@@ -18,9 +18,10 @@
 #include "tests/gpu/gpu_check.h"
 
 #include "formats/plan.h"
-#include "replay/exec.h"
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "kernels/backend_impl.h" /* white-box: wraps a backend's function table */
+#include "replay/exec/exec.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 #include "tests/site_recording.h"
 
 #define WAN_SMALL                                                                                                 \
@@ -256,34 +257,34 @@ static void alias_fn(const drift_backend *cuda) {
     base.dtype = DRIFT_BF16;
     base.ndim = 1;
     base.shape[0] = 64;
-    if (cuda->alloc(cuda, &base, &err)) {
+    if (drift_backend_alloc(cuda, &base, &err)) {
         GC_CHECK(0, "alloc: %s", gc_errstr(&err));
         return;
     }
     float v[64], back[16];
     for (int i = 0; i < 64; i++) v[i] = (float)i - 20.0f;
-    GC_CHECK(!cuda->upload_f32(cuda, &base, v, &err), "upload: %s", gc_errstr(&err));
+    GC_CHECK(!drift_backend_upload_f32(cuda, &base, v, &err), "upload: %s", gc_errstr(&err));
     drift_tensor a;
     memset(&a, 0, sizeof a);
     a.dtype = DRIFT_BF16;
     a.ndim = 2;
     a.shape[0] = 2;
     a.shape[1] = 8;
-    int rc = cuda->alias(cuda, &base, 8, &a, &err); /* 16 bytes in */
+    int rc = drift_backend_alias(cuda, &base, 8, &a, &err); /* 16 bytes in */
     GC_CHECK(rc == 0 && (char *)a.data == (char *)base.data + 16 && a.numel == 16 && a.be == cuda,
              "aligned alias: rc %d", rc);
-    if (rc == 0 && !cuda->download_f32(cuda, &a, back, &err))
+    if (rc == 0 && !drift_backend_download_f32(cuda, &a, back, &err))
         for (int i = 0; i < 16; i++) GC_CHECK(back[i] == v[8 + i], "alias element %d: %g vs %g", i, back[i], v[8 + i]);
     drift_tensor b = a;
     b.data = NULL;
     drift_err_clear(&err);
-    GC_CHECK(cuda->alias(cuda, &base, 3, &b, &err) == DRIFT_E_UNSUPPORTED, "a 6-byte offset must be declined");
+    GC_CHECK(drift_backend_alias(cuda, &base, 3, &b, &err) == DRIFT_E_UNSUPPORTED, "a 6-byte offset must be declined");
     drift_err_clear(&err);
-    GC_CHECK(cuda->alias(cuda, &base, 56, &b, &err) == DRIFT_E_INPUT, "16 elements at 56 of 64 must be refused");
+    GC_CHECK(drift_backend_alias(cuda, &base, 56, &b, &err) == DRIFT_E_INPUT, "16 elements at 56 of 64 must be refused");
     b.dtype = DRIFT_F32;
     drift_err_clear(&err);
-    GC_CHECK(cuda->alias(cuda, &base, 0, &b, &err) == DRIFT_E_INPUT, "a dtype change must be refused");
-    cuda->release(cuda, &base);
+    GC_CHECK(drift_backend_alias(cuda, &base, 0, &b, &err) == DRIFT_E_INPUT, "a dtype change must be refused");
+    drift_backend_release(cuda, &base);
 }
 
 /* ---- uploads --------------------------------------------------------------------- */
@@ -311,10 +312,10 @@ static void upload_case(const drift_backend *cuda, drift_dtype dt, int64_t n) {
     t.dtype = dt;
     t.ndim = 1;
     t.shape[0] = n;
-    if (cuda->alloc(cuda, &t, &err)) {
+    if (drift_backend_alloc(cuda, &t, &err)) {
         GC_CHECK(0, "alloc: %s", gc_errstr(&err));
     } else {
-        int ok = !cuda->upload_f32(cuda, &t, src, &err) && !cuda->download_f32(cuda, &t, back, &err);
+        int ok = !drift_backend_upload_f32(cuda, &t, src, &err) && !drift_backend_download_f32(cuda, &t, back, &err);
         GC_CHECK(ok, "transfer: %s", gc_errstr(&err));
         if (ok) {
             int64_t bad = 0;
@@ -329,7 +330,7 @@ static void upload_case(const drift_backend *cuda, drift_dtype dt, int64_t n) {
             }
             GC_CHECK(bad == 0, "%lld of %lld elements not rounded as drift_round_to", (long long)bad, (long long)n);
         }
-        cuda->release(cuda, &t);
+        drift_backend_release(cuda, &t);
     }
     free(src);
     free(back);

@@ -1,5 +1,5 @@
 /* The fused metric reduction (backend `metrics` entry) against the host
- * reference drift_metrics_accumulate_f32 (replay/metrics.h), which defines
+ * reference drift_metrics_accumulate_f32 (replay/analysis/metrics.h), which defines
  * the semantics. Checked exactly: numel, NaN/inf counts per side, n_diff,
  * max|d|, its argmax (first occurrence, global index continuing after the
  * elements already in acc), max|r|. Checked to 2e-6 of the sum of |terms|
@@ -15,10 +15,10 @@
  * -0 vs +0. dtype pairs bf16/bf16 and fp16/fp16 (16-byte vector path),
  * fp32/fp32 (vector fp64 path), bf16/fp32 and fp32/fp16 (generic path),
  * views at odd offsets (generic path); sizes 0..3000001 with every tail
- * length. Grids: default, DRIFT_CUDA_METRICS_GRID=1, 3, 7 (many grid-stride
+ * length. Grids: default, metrics_grid=1, 3, 7 (many grid-stride
  * iterations per thread). */
 #include "gpu_check.h"
-#include "replay/metrics.h"
+#include "replay/analysis/metrics.h"
 
 static gc_env E;
 static drift_backend *grids[4];
@@ -112,7 +112,7 @@ static int upload_pair(drift_backend *be, drift_dtype tdt, drift_dtype rdt, int6
     int64_t shape[2] = {n % 2 == 0 && n > 0 ? 2 : 1, n % 2 == 0 && n > 0 ? n / 2 : n};
     if (gc_dev_alloc(be, tdt, 2, shape, guard, dt)) return 1;
     if (gc_dev_alloc(be, rdt, 2, shape, guard, dr)) return 1;
-    if (be->upload_f32(be, &dt->t, t, &err) || be->upload_f32(be, &dr->t, r, &err)) {
+    if (drift_backend_upload_f32(be, &dt->t, t, &err) || drift_backend_upload_f32(be, &dr->t, r, &err)) {
         GC_CHECK(0, "upload: %s", gc_errstr(&err));
         return 1;
     }
@@ -163,9 +163,9 @@ static void metrics_case(drift_dtype tdt, drift_dtype rdt, int64_t n, int kind, 
             drift_err err;
             drift_err_clear(&err);
             drift_metric_acc a1 = pre, a2 = pre;
-            int rc1 = be->metrics(be, &dt.t, &dr.t, &a1, &err);
+            int rc1 = drift_backend_metrics(be, &dt.t, &dr.t, &a1, &err);
             GC_CHECK(rc1 == 0, "metrics failed: %s", gc_errstr(&err));
-            int rc2 = be->metrics(be, &dt.t, &dr.t, &a2, &err);
+            int rc2 = drift_backend_metrics(be, &dt.t, &dr.t, &a2, &err);
             GC_CHECK(rc2 == 0, "metrics (second run) failed: %s", gc_errstr(&err));
             if (rc1 == 0) compare_acc(&a1, &host, &sc);
             if (rc1 == 0 && rc2 == 0)
@@ -182,7 +182,7 @@ static void metrics_case(drift_dtype tdt, drift_dtype rdt, int64_t n, int kind, 
                 drift_err err;
                 drift_err_clear(&err);
                 drift_metric_acc ac = pre;
-                GC_CHECK(E.cpu->metrics(E.cpu, &dt.t, &dr.t, &ac, &err) == 0, "cpu metrics: %s", gc_errstr(&err));
+                GC_CHECK(drift_backend_metrics(E.cpu, &dt.t, &dr.t, &ac, &err) == 0, "cpu metrics: %s", gc_errstr(&err));
                 GC_CHECK(memcmp(&ac, &host, sizeof ac) == 0, "cpu backend metrics differ from the host reference");
             }
             gc_dev_free(&dt);
@@ -239,11 +239,11 @@ static void test_errors(void) {
         drift_metric_acc acc;
         drift_metric_acc_init(&acc);
         drift_err_clear(&err);
-        int rc = E.cuda->metrics(E.cuda, &a.t, &b.t, &acc, &err);
+        int rc = drift_backend_metrics(E.cuda, &a.t, &b.t, &acc, &err);
         GC_CHECK(rc == DRIFT_E_INPUT, "shape mismatch must be DRIFT_E_INPUT, got %d", rc);
         GC_CHECK(acc.numel == 0, "acc must be untouched on error");
         drift_err_clear(&err);
-        rc = E.cuda->metrics(E.cuda, &a.t, &a.t, NULL, &err);
+        rc = drift_backend_metrics(E.cuda, &a.t, &a.t, NULL, &err);
         GC_CHECK(rc != 0, "NULL acc must fail");
     }
     gc_dev_free(&a);
@@ -259,7 +259,7 @@ int main(void) {
     n_grids = 1;
     static const char *gv[3] = {"1", "3", "7"};
     for (int i = 0; i < 3; i++) {
-        drift_backend *b = gc_cuda_with_env("DRIFT_CUDA_METRICS_GRID", gv[i]);
+        drift_backend *b = gc_cuda_with_opt("metrics_grid", gv[i]);
         GC_CHECK(b != NULL, "variant %s", grid_names[i + 1]);
         if (b) {
             grid_names[n_grids] = grid_names[i + 1];

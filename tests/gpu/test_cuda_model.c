@@ -16,8 +16,8 @@
  *    equal, and so are two cached runs. */
 #include "tests/gpu/gpu_check.h"
 
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static double rel_rmse(const float *a, const float *b, int64_t n) {
     double s = 0, r = 0;

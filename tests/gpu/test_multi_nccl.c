@@ -1,18 +1,18 @@
-/* NCCL collectives of the multi-GPU replay (replay/comm.h over
- * kernels/cuda/nccl_comm.h) on two GPUs of one process, one thread each:
+/* NCCL collectives of the multi-GPU replay (replay/dist/comm.h over
+ * kernels/collective.h) on two GPUs of one process, one thread each:
  *  - fp64 SUM with -0.0 in every other rank's slot is an exact gather (every
  *    bit, -0.0, subnormals and inf included); MAX with -inf; int64 SUM;
  *  - ncclAllGather of bf16 and fp32 tensors;
- *  - the FSDP gather (replay/fsdp.h) of a model's parameters gives the same
+ *  - the FSDP gather (replay/dist/fsdp.h) of a model's parameters gives the same
  *    bits as casting the whole masters on one device.
  * Skips (77) with fewer than 2 GPUs or without NCCL. */
 #include <math.h>
 #include <pthread.h>
 
 #include "tests/gpu/gpu_check.h"
-#include "replay/comm.h"
-#include "replay/forward.h"
-#include "replay/fsdp.h"
+#include "replay/dist/comm.h"
+#include "replay/exec/forward.h"
+#include "replay/dist/fsdp.h"
 
 #define NR 2
 #define N 8
@@ -44,13 +44,13 @@ static int gather(job *j, drift_dtype dt, int n, float *got) {
     r.shape[0] = n * NR;
     float v[8];
     for (int k = 0; k < n; k++) v[k] = (float)(j->c->rank * 8 + k) + 0.25f;
-    int rc = j->be->alloc(j->be, &s, &j->err);
-    if (!rc) rc = j->be->alloc(j->be, &r, &j->err);
-    if (!rc) rc = j->be->upload_f32(j->be, &s, v, &j->err);
+    int rc = drift_backend_alloc(j->be, &s, &j->err);
+    if (!rc) rc = drift_backend_alloc(j->be, &r, &j->err);
+    if (!rc) rc = drift_backend_upload_f32(j->be, &s, v, &j->err);
     if (!rc) rc = j->c->allgather(j->c, &s, &r, &j->err);
-    if (!rc) rc = j->be->download_f32(j->be, &r, got, &j->err);
-    j->be->release(j->be, &s);
-    j->be->release(j->be, &r);
+    if (!rc) rc = drift_backend_download_f32(j->be, &r, got, &j->err);
+    drift_backend_release(j->be, &s);
+    drift_backend_release(j->be, &r);
     return rc;
 }
 

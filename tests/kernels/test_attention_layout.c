@@ -62,8 +62,8 @@ static drift_tensor mk(const drift_backend *be, drift_dtype dt, int64_t a, int64
     t.ndim = 4;
     t.shape[0] = a, t.shape[1] = b, t.shape[2] = c, t.shape[3] = d;
     t.be = be;
-    if (be->alloc(be, &t, &err)) fail_msg("alloc: %s", err.msg);
-    if (vals && be->upload_f32(be, &t, vals, &err)) fail_msg("upload: %s", err.msg);
+    if (drift_backend_alloc(be, &t, &err)) fail_msg("alloc: %s", err.msg);
+    if (vals && drift_backend_upload_f32(be, &t, vals, &err)) fail_msg("upload: %s", err.msg);
     return t;
 }
 
@@ -110,22 +110,22 @@ static int64_t check_case(const drift_backend *be, const acase *c) {
     op.n_in = 3;
     op.scale = c->scale;
     const drift_tensor *in0[3] = {&tq0, &tk0, &tv0}, *in1[3] = {&tq1, &tk1, &tv1};
-    if (be->run(be, &op, in0, &to0, &err)) fail_msg("%s layout 0: %s: %s", be->name, err.where, err.msg);
+    if (drift_backend_run(be, &op, in0, &to0, &err)) fail_msg("%s layout 0: %s: %s", drift_backend_name(be), err.where, err.msg);
     op.layout = 1;
-    if (be->run(be, &op, in1, &to1, &err)) fail_msg("%s layout 1: %s: %s", be->name, err.where, err.msg);
+    if (drift_backend_run(be, &op, in1, &to1, &err)) fail_msg("%s layout 1: %s: %s", drift_backend_name(be), err.where, err.msg);
 
     double *o0 = malloc((size_t)no * sizeof(double)), *o0p = malloc((size_t)no * sizeof(double)),
            *o1 = malloc((size_t)no * sizeof(double));
     assert_true(o0 && o0p && o1);
-    assert_int_equal(be->download_f64(be, &to0, o0, &err), DRIFT_OK);
-    assert_int_equal(be->download_f64(be, &to1, o1, &err), DRIFT_OK);
+    assert_int_equal(drift_backend_download_f64(be, &to0, o0, &err), DRIFT_OK);
+    assert_int_equal(drift_backend_download_f64(be, &to1, o1, &err), DRIFT_OK);
     swap12d(o0, o0p, c->B, c->H, c->Lq, c->Dv);
     int64_t bad = 0, nonfinite = 0, wrong = 0;
     for (int64_t i = 0; i < no; i++) {
         int same = (isnan(o1[i]) && isnan(o0p[i])) || memcmp(&o1[i], &o0p[i], sizeof(double)) == 0;
         if (!same && bad++ < 5)
             fprintf(stderr, "  %s B=%lld H=%lld Lq=%lld Lk=%lld: element %lld: layout 1 %.17g vs layout 0 %.17g\n",
-                    be->name, (long long)c->B, (long long)c->H, (long long)c->Lq, (long long)c->Lk, (long long)i,
+                    drift_backend_name(be), (long long)c->B, (long long)c->H, (long long)c->Lq, (long long)c->Lk, (long long)i,
                     o1[i], o0p[i]);
         nonfinite += !isfinite(o1[i]);
         wrong += !((isnan(o1[i]) && isnan(o0[i])) || memcmp(&o1[i], &o0[i], sizeof(double)) == 0);
@@ -135,7 +135,7 @@ static int64_t check_case(const drift_backend *be, const acase *c) {
     else assert_int_equal(nonfinite, 0);
 
     drift_tensor *ts[8] = {&tq0, &tk0, &tv0, &to0, &tq1, &tk1, &tv1, &to1};
-    for (int i = 0; i < 8; i++) be->release(be, ts[i]);
+    for (int i = 0; i < 8; i++) drift_backend_release(be, ts[i]);
     free(q), free(k), free(v), free(q1), free(k1), free(v1), free(o0), free(o0p), free(o1);
     return wrong;
 }

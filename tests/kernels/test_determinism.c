@@ -5,7 +5,7 @@
  *
  * GEMMs (LINEAR, ATTENTION's two products) go through OpenBLAS, whose bits
  * are fixed for a given thread count but not promised across thread counts;
- * the cpu backend pins the count at creation (DRIFT_CPU_THREADS or
+ * the cpu backend pins the count at creation (the spec's threads= option or
  * min(cores, 8)). Across thread counts the test therefore asserts equality
  * for every non-GEMM op and only reports what OpenBLAS did for the GEMM ops. */
 #include <setjmp.h>
@@ -158,8 +158,8 @@ static double *run_on(drift_backend *be, const dcase *c, int64_t *n_out) {
         in[j].dtype = c->in[j].dt;
         in[j].ndim = c->in[j].nd;
         memcpy(in[j].shape, c->in[j].sh, sizeof in[j].shape);
-        assert_int_equal(be->alloc(be, &in[j], &e), DRIFT_OK);
-        assert_int_equal(be->upload_f32(be, &in[j], c->host[j], &e), DRIFT_OK);
+        assert_int_equal(drift_backend_alloc(be, &in[j], &e), DRIFT_OK);
+        assert_int_equal(drift_backend_upload_f32(be, &in[j], c->host[j], &e), DRIFT_OK);
         ip[j] = &in[j];
     }
     memset(&out, 0, sizeof out);
@@ -167,14 +167,14 @@ static double *run_on(drift_backend *be, const dcase *c, int64_t *n_out) {
     out.ndim = c->out_nd;
     memcpy(out.shape, c->out_sh, sizeof out.shape);
     assert_int_equal(drift_op_infer_shape(&c->op, ip, &out.ndim, out.shape, &e), DRIFT_OK);
-    assert_int_equal(be->alloc(be, &out, &e), DRIFT_OK);
-    if (be->run(be, &c->op, ip, &out, &e)) fail_msg("%s on %s: %s", drift_op_name(c->op.kind), be->name, e.msg);
+    assert_int_equal(drift_backend_alloc(be, &out, &e), DRIFT_OK);
+    if (drift_backend_run(be, &c->op, ip, &out, &e)) fail_msg("%s on %s: %s", drift_op_name(c->op.kind), drift_backend_name(be), e.msg);
     double *v = malloc((size_t)out.numel * sizeof(double));
     assert_non_null(v);
-    assert_int_equal(be->download_f64(be, &out, v, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_download_f64(be, &out, v, &e), DRIFT_OK);
     *n_out = out.numel;
-    for (int j = 0; j < c->op.n_in; j++) be->release(be, &in[j]);
-    be->release(be, &out);
+    for (int j = 0; j < c->op.n_in; j++) drift_backend_release(be, &in[j]);
+    drift_backend_release(be, &out);
     return v;
 }
 
@@ -216,17 +216,18 @@ static void test_repeat_ref(void **state) {
     check_repeat("ref");
 }
 
-/* Same bits with 1, 2, 3 and 5 worker threads (DRIFT_CPU_THREADS is read at
- * backend creation; it also pins OpenBLAS). */
+/* Same bits with 1, 2, 3 and 5 worker threads (the spec's threads= option,
+ * fixed at backend creation; it also pins OpenBLAS). */
 static void check_threads(const char *backend) {
     const char *counts[] = {"1", "2", "3", "5"};
     double *base[NCASES] = {0};
     int64_t n[NCASES];
     for (int t = 0; t < 4; t++) {
-        setenv("DRIFT_CPU_THREADS", counts[t], 1);
+        char spec[32];
+        snprintf(spec, sizeof spec, "%s:threads=%s", backend, counts[t]);
         drift_backend *be;
         drift_err e;
-        assert_int_equal(drift_backend_create(backend, &be, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_create(spec, &be, &e), DRIFT_OK);
         for (int i = 0; i < g_ncases; i++) {
             int64_t m;
             double *v = run_on(be, &g_cases[i], &m);
@@ -247,7 +248,6 @@ static void check_threads(const char *backend) {
         }
         drift_backend_free(be);
     }
-    unsetenv("DRIFT_CPU_THREADS");
     for (int i = 0; i < g_ncases; i++) free(base[i]);
     /* restore the default OpenBLAS policy for whoever runs next */
     drift_backend *be;
@@ -282,20 +282,20 @@ static void test_metrics_repeat(void **state) {
             y[i] = x[i] + rng_val(-1e-3f, 1e-3f, DRIFT_F32);
         }
         drift_tensor t = {.dtype = DRIFT_F32, .ndim = 1, .shape = {n}}, r = t;
-        assert_int_equal(be->alloc(be, &t, &e), DRIFT_OK);
-        assert_int_equal(be->alloc(be, &r, &e), DRIFT_OK);
-        assert_int_equal(be->upload_f32(be, &t, x, &e), DRIFT_OK);
-        assert_int_equal(be->upload_f32(be, &r, y, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_alloc(be, &t, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_alloc(be, &r, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_upload_f32(be, &t, x, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_upload_f32(be, &r, y, &e), DRIFT_OK);
         drift_metric_acc a, c;
         drift_metric_acc_init(&a);
         drift_metric_acc_init(&c);
-        assert_int_equal(be->metrics(be, &t, &r, &a, &e), DRIFT_OK);
-        assert_int_equal(be->metrics(be, &t, &r, &c, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_metrics(be, &t, &r, &a, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_metrics(be, &t, &r, &c, &e), DRIFT_OK);
         assert_memory_equal(&a, &c, sizeof a);
         assert_true(a.n_diff > n - 100); /* y = x + noise differs almost everywhere */
         free(x), free(y);
-        be->release(be, &t);
-        be->release(be, &r);
+        drift_backend_release(be, &t);
+        drift_backend_release(be, &r);
         drift_backend_free(be);
     }
 }

@@ -11,8 +11,8 @@
 #include <cmocka.h>
 
 #include "formats/plan.h"
-#include "replay/assign.h"
-#include "replay/graph.h"
+#include "replay/ir/assign.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
 #include "replay/models/wan_graph.h"
 

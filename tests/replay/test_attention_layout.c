@@ -21,8 +21,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 /* call's status must be DRIFT_OK (a drift_err named err in scope holds the message) */
 #define OK(call)                                                                      \

@@ -7,7 +7,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "replay/ddmin.h"
+#include "replay/search/ddmin.h"
 
 /* The failing condition: all members of `need` applied (an AND of culprits),
  * or any of the groups in `any` (independent causes). */

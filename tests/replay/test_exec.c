@@ -20,13 +20,14 @@
 #include "formats/alloc.h"
 #include "formats/dtype.h"
 #include "formats/plan.h"
+#include "kernels/backend_impl.h" /* white-box: wraps a backend's function table */
 #include "kernels/backend.h"
-#include "replay/assign.h"
-#include "replay/exec.h"
-#include "replay/graph.h"
+#include "replay/ir/assign.h"
+#include "replay/exec/exec.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
 #include "replay/models/wan_graph.h"
-#include "replay/params_init.h"
+#include "replay/exec/params_init.h"
 #include "site_recording.h"
 
 #define OK(call, errp)                                                                               \

@@ -1,5 +1,5 @@
 /* Tests of the executor's aliases (VIEW / contiguous NARROW share storage)
- * and cast folding (replay/fuse.h) on the cpu and ref backends.
+ * and cast folding (replay/ir/fuse.h) on the cpu and ref backends.
  *
  * The contract is bitwise: with aliasing and folding on, the output and every
  * recorded site are bit-for-bit those of a run with both off, for tiny-dit and
@@ -21,12 +21,13 @@
 
 #include "formats/dtype.h"
 #include "formats/plan.h"
+#include "kernels/backend_impl.h" /* white-box: wraps a backend's function table */
 #include "kernels/backend.h"
-#include "replay/exec.h"
-#include "replay/forward.h"
-#include "replay/fuse.h"
-#include "replay/graph.h"
-#include "replay/params_init.h"
+#include "replay/exec/exec.h"
+#include "replay/exec/forward.h"
+#include "replay/ir/fuse.h"
+#include "replay/ir/graph.h"
+#include "replay/exec/params_init.h"
 #include "site_recording.h"
 
 #define OK(call, errp)                                                                                   \

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "replay/forward.h"
-#include "replay/params_init.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
 
 static drift_model *model(void) {
     drift_model *m = NULL;

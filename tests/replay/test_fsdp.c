@@ -30,12 +30,13 @@
 #include <cmocka.h>
 
 #include "kernels/backend.h"
-#include "replay/comm.h"
-#include "replay/exec.h"
-#include "replay/forward.h"
-#include "replay/fsdp.h"
-#include "replay/graph.h"
-#include "replay/params_init.h"
+#include "kernels/backend_impl.h" /* white-box: wraps a backend's function table */
+#include "replay/dist/comm.h"
+#include "replay/exec/exec.h"
+#include "replay/exec/forward.h"
+#include "replay/dist/fsdp.h"
+#include "replay/ir/graph.h"
+#include "replay/exec/params_init.h"
 
 #define OK(call, errp)                                                                                   \
     do {                                                                                                 \
@@ -207,7 +208,7 @@ static int collect(const char *site, const drift_tensor *t, void *user, drift_er
     g->numel[k] = t->numel;
     g->v[k] = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(float));
     if (!g->v[k]) return drift_err_set(err, DRIFT_E_NOMEM, "test", "out of memory");
-    return t->be->download_f32(t->be, t, g->v[k], err);
+    return drift_backend_download_f32(t->be, t, g->v[k], err);
 }
 
 static void got_free(got *g) {

@@ -12,8 +12,8 @@
 
 #include "formats/alloc.h"
 #include "formats/plan.h"
-#include "replay/assign.h"
-#include "replay/graph.h"
+#include "replay/ir/assign.h"
+#include "replay/ir/graph.h"
 #include "replay/models/family.h"
 #include "replay/models/wan_graph.h"
 
@@ -277,9 +277,9 @@ static void test_json_hostile(void **state) {
         {"\"in\": [0, 1, 2]", "\"in\": [0, 1, 4]", "values[3]: 'in': expected an integer in [0, 2]"},
         {"\"in\": [3]", "\"in\": [4]", "values[4]: 'in'"},
         {"\"in\": [3]", "\"in\": [-1]", "'in'"},
-        {"\"in\": [3]", "\"in\": []", "'in': expected 1..3 entries"},
+        {"\"in\": [3]", "\"in\": []", "value 4 (layer_norm): wrong number of inputs (0)"}, /* 0 entries parse (FILL) */
         {"\"in\": [5]", "\"in\": [5, 5]", "wrong number of inputs"},
-        {"\"in\": [3]", "\"in\": [3, 3, 3, 3]", "'in': expected 1..3 entries"},
+        {"\"in\": [3]", "\"in\": [3, 3, 3, 3]", "'in': expected 0..3 entries, got 4"},
         {"\"ref\": 0", "\"ref\": 5", "'ref'"},
         {"\"op\": \"linear\"", "\"op\": \"conv7d\"", "unknown op \"conv7d\""},
         {"\"rule\": \"autocast_lower\"", "\"rule\": \"autocast_maybe\"", "unknown dtype rule"},

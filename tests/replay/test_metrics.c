@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "replay/metrics.h"
+#include "replay/analysis/metrics.h"
 
 #define ASSERT_EXACT(got, want)                                                                     \
     do {                                                                                            \

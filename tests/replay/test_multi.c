@@ -11,10 +11,10 @@
 #include <pthread.h>
 
 #include "kernels/backend.h"
-#include "replay/comm.h"
-#include "replay/fsdp.h"
-#include "replay/multi.h"
-#include "replay/sitecmp.h"
+#include "replay/dist/comm.h"
+#include "replay/dist/fsdp.h"
+#include "replay/drive/multi.h"
+#include "replay/analysis/sitecmp.h"
 
 static void chunk(int64_t d0, int rank, int world, int64_t c, int64_t first, int64_t rows) {
     int64_t a, b, r;
@@ -119,13 +119,13 @@ static void *gather_main(void *arg) {
     r.shape[0] = 4 * W;
     float v[4];
     for (int k = 0; k < 4; k++) v[k] = (float)(j->c->rank * 4 + k) + 0.5f;
-    j->rc = j->be->alloc(j->be, &s, &e);
-    if (!j->rc) j->rc = j->be->alloc(j->be, &r, &e);
-    if (!j->rc) j->rc = j->be->upload_f32(j->be, &s, v, &e);
+    j->rc = drift_backend_alloc(j->be, &s, &e);
+    if (!j->rc) j->rc = drift_backend_alloc(j->be, &r, &e);
+    if (!j->rc) j->rc = drift_backend_upload_f32(j->be, &s, v, &e);
     if (!j->rc) j->rc = j->c->allgather(j->c, &s, &r, &e);
-    if (!j->rc) j->rc = j->be->download_f32(j->be, &r, j->got, &e);
-    j->be->release(j->be, &s);
-    j->be->release(j->be, &r);
+    if (!j->rc) j->rc = drift_backend_download_f32(j->be, &r, j->got, &e);
+    drift_backend_release(j->be, &s);
+    drift_backend_release(j->be, &r);
     return NULL;
 }
 

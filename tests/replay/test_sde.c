@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "replay/sde.h"
+#include "replay/analysis/sde.h"
 
 #define ASSERT_EXACT(got, want)                                                                     \
     do {                                                                                            \

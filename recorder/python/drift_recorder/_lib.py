@@ -10,8 +10,8 @@ import glob
 import os
 
 # drift_dtype (formats/dtype.h)
-DT_FP32, DT_BF16, DT_FP16 = 1, 2, 3
-DTYPE_NAMES = {DT_FP32: "fp32", DT_BF16: "bf16", DT_FP16: "fp16"}
+DT_FP32, DT_BF16, DT_FP16, DT_FP64 = 1, 2, 3, 4  # formats/dtype.h
+DTYPE_NAMES = {DT_FP32: "fp32", DT_BF16: "bf16", DT_FP16: "fp16", DT_FP64: "fp64"}
 # drift_trace_side
 SIDES = {"trainer": 0, "rollout": 1, "replay": 2}
 # drift_status codes the binding looks at (formats/err.h)

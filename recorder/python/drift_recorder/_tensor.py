@@ -100,3 +100,39 @@ def to_host_f32(x):
     import numpy as np
     a = np.ascontiguousarray(as_f32(x), dtype=np.float32)
     return a.ctypes.data, tuple(int(s) for s in a.shape), a
+
+
+def buffer_host(x):
+    """(pointer, drift dtype, shape, keepalive) of x as a contiguous host
+    array for /buffers: fp32/bf16/fp16/fp64 kept, complex as a trailing
+    dimension of 2 (real, imag) of its real dtype, anything else (integers,
+    bool) as fp32; a 0-d tensor as shape (1,) (buffers have rank >= 1)."""
+    if _is_torch(x):
+        import torch
+        t = x.detach()
+        if hasattr(t, "to_local") and type(t).__name__ == "DTensor":
+            t = t.to_local()
+        if t.is_complex():
+            t = torch.view_as_real(t.resolve_conj())
+        if t.dtype == torch.float64:
+            code = _lib.DT_FP64
+        else:
+            if t.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+                t = t.float()
+            code = dtype_code(t)
+        t = t.to("cpu").contiguous()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        return t.data_ptr(), code, tuple(int(s) for s in t.shape), t
+    import numpy as np
+    a = np.asarray(x)
+    if np.iscomplexobj(a):
+        a = np.stack([a.real, a.imag], axis=-1)
+    if a.dtype == np.float64:
+        code = _lib.DT_FP64
+    else:
+        if a.dtype not in (np.float32, np.float16, np.uint16):
+            a = a.astype(np.float32)
+        code = dtype_code(a)
+    a = np.ascontiguousarray(a.reshape(1) if a.ndim == 0 else a)
+    return a.ctypes.data, code, tuple(int(s) for s in a.shape), a

@@ -2,7 +2,7 @@
 
 compare_metrics(t, r) works on torch tensors (on their device, sums in
 fp64) and on numpy arrays (the tests without torch), with the semantics of
-replay/metrics.h so that a recorder row and a replay row mean the same:
+replay/analysis/metrics.h so that a recorder row and a replay row mean the same:
 
   * values widened to fp32, viewed as (batch, -1); d = t - r in fp64;
   * a pair enters the sums and maxima only when t and r are both finite;

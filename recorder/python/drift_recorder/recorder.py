@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 
 from . import _lib
-from ._tensor import prepare, to_host_f32, dtype_code
+from ._tensor import prepare, to_host_f32, dtype_code, buffer_host
 from .metrics import compare_metrics, logprob_metrics
 
 # Wrapper components that never belong to a diffusers FQN (FSDP1, activation
@@ -157,6 +157,10 @@ class Recorder:
         self._param_dtypes = {}  # fqn -> dtype written to /param_dtypes
         self._dtype_changes = {}
         self._first_div = False
+        self._pending_notes = []  # notes made outside a step: written at the next begin_step
+        self._buffers = set()     # /buffers names written
+        self._graph_sites = {}    # user-input path -> site, from the captured graph
+        self.graph = None         # the captured drift-aten-graph dict (capture_graph)
         self.failures = 0
         self.lib = None
         try:
@@ -297,6 +301,9 @@ class Recorder:
                 self._calls.clear()
                 self._seen_dtypes.clear()
                 self._first_div = False
+                pending, self._pending_notes = self._pending_notes, []
+            for level, text in pending:
+                self.note(text, level)
         except Exception as e:  # noqa: BLE001
             self._fail("begin_step", e)
 
@@ -397,6 +404,12 @@ class Recorder:
         return self.record(f"sde:{name}", x, **idx)
 
     def note(self, text, level=0):
+        """A note of the open step; outside a step it is kept (up to 16) and
+        written at the next begin_step."""
+        if self._open and not self._in_step:
+            if len(self._pending_notes) < 16:
+                self._pending_notes.append((int(level), text))
+            return
         if self._open and self._in_step:
             rc = self.lib.drift_recorder_note(self._h, int(level), text.encode(errors="replace")[:255], None)
             if rc:
@@ -509,18 +522,111 @@ class Recorder:
 
     def add_buffer(self, name, x):
         """A non-parameter tensor that matters numerically (RoPE tables), in
-        its own dtype (before the trace starts)."""
-        if not self._open:
-            return
+        its own dtype (before the trace starts): fp32, bf16, fp16 and fp64 as
+        they are, complex as a trailing dimension of 2 (real, imag), integers
+        and bool as fp32, a scalar as shape [1]. A name written before is
+        skipped. Returns True when written."""
+        if not self._open or name in self._buffers:
+            return False
         try:
-            p = prepare(x, want_host=True)
-            sh = _lib.shape_array(p.shape)
-            rc = self.lib.drift_recorder_add_buffer(self._h, name.encode(), p.dtype, len(p.shape), sh,
-                                                    C.c_void_p(p.ptr), None)
+            ptr, code, shape, keep = buffer_host(x)
+            sh = _lib.shape_array(shape)
+            rc = self.lib.drift_recorder_add_buffer(self._h, name.encode(), code, len(shape), sh, C.c_void_p(ptr),
+                                                    None)
+            del keep
             if rc:
                 self._status_fail(f"add_buffer {name}", rc)
+                return False
+            self._buffers.add(name)
+            return True
         except Exception as e:  # noqa: BLE001
             self._fail(f"add_buffer {name}", e)
+            return False
+
+    # ------------------------------------------------------- graph capture
+    def capture_graph(self, model, kwargs, *, factory=None, mode="auto", exporter=None):
+        """Exports model(**kwargs) once with torch.export and stores it in
+        /graph (docs/aten-graph.md), with every buffer and every lifted
+        constant too large to inline in /buffers (docs/recorder.md "Graph
+        capture"). Call it before step 0 ends (the trace starts then), with
+        the kwargs of the forward; record_params/watch as usual. A sharded
+        (FSDP2) model is never gathered: a meta-device copy is exported
+        (factory: a callable building an unsharded copy, for models without a
+        diffusers .config); so is a model whose parameters are not fp32 (the
+        graph is fp32 semantics). mode: auto | model | meta. exporter(model,
+        kwargs, factory=, mode=) -> (doc, [(name, tensor)]) replaces the
+        torch.export path (tests). A model that cannot be exported gets a
+        warning note in the trace and one stderr line; the recording goes
+        on. Returns the graph dict, or None."""
+        if not self._open:
+            return None
+        if self.graph is not None:
+            return self.graph  # once per trace
+        if self._started_steps > 0:
+            self._capture_failed("called after the first step ended (the trace has started; /graph is fixed)")
+            return None
+        try:
+            if exporter is None:
+                from .capture_source import capture_for_recording as exporter
+            with self.paused():  # the export runs the forward: no hook records it
+                doc, tensors = exporter(model, kwargs, factory=factory, mode=mode)
+        except Exception as e:  # noqa: BLE001 - CaptureError, or torch missing: the job goes on
+            self._capture_failed(f"{type(e).__name__}: {e}")
+            return None
+        try:
+            import json
+            text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+            self.set_graph(text)
+            nbuf = sum(1 for name, t in tensors if self.add_buffer(name, t))
+            self._graph_sites = {i["target"]: i["site"] for i in doc.get("inputs", [])
+                                 if i.get("kind") == "user_input" and i.get("site")}
+            self.graph = doc
+            cap = doc.get("capture", {})
+            secs = cap.get("seconds", doc.get("export_seconds"))
+            nodes = len(doc.get("nodes", []))
+            self.note(f"graph captured: {doc.get('model_class', '?')}, {nodes} nodes, "
+                      f"{len(self._graph_sites)} tensor inputs, {nbuf} buffers, export "
+                      f"{secs if secs is not None else '?'} s ({cap.get('mode', 'model')})", 0)
+            if cap.get("missing_values"):
+                self.note("graph capture: no values for " + ", ".join(cap["missing_values"])[:200], 1)
+            return doc
+        except Exception as e:  # noqa: BLE001
+            self._fail("capture_graph", e)
+            return None
+
+    def _capture_failed(self, msg):
+        msg = " ".join(str(msg).split())[:300]
+        self.note(f"graph capture failed, recording without /graph: {msg}"[:255], 1)
+        self._log_once(("capture",), f"graph capture failed, recording without /graph: {msg}")
+
+    def inputs(self, kwargs, pre_cast=None, **idx):
+        """Every tensor the forward takes (the kwargs of capture_graph, any
+        nesting), once per step: the boundary inputs hidden_states/sample,
+        encoder_hidden_states, timestep as input:latents|cond|timestep
+        (pre_cast: pre_cast[path] if given, else the value; post_cast: the
+        value), unless rec.input() recorded them already this step; every
+        other one as input:<path>:pre_cast. Returns the number recorded."""
+        if not self._open or not self._in_step:
+            return 0
+        from .capture import ROLE_OF_KWARG, flatten_inputs, input_site
+        n = 0
+        try:
+            mb, di = idx.get("microbatch", 0), idx.get("denoise_index", -1)
+            for path, v in flatten_inputs(kwargs):
+                if not (hasattr(v, "data_ptr") or hasattr(v, "__array_interface__")):
+                    continue  # Python scalars are in the graph's non_tensor_inputs
+                role = ROLE_OF_KWARG.get(path, "other")
+                site = self._graph_sites.get(path) or input_site(path, role)
+                if role != "other":
+                    if (site, mb, di) in self._calls:
+                        continue
+                    self.input(role, (pre_cast or {}).get(path, v), v, **idx)
+                    n += 1
+                else:
+                    n += bool(self.record(site, v, **idx))
+        except Exception as e:  # noqa: BLE001
+            self._fail("inputs", e)
+        return n
 
     def set_graph(self, json_text):
         if self._open:

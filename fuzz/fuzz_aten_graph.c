@@ -1,0 +1,50 @@
+/* libFuzzer harness: captured graphs (drift-aten-graph JSON, replay/capture).
+ * Parse; on success lower to drift IR; on success assign dtypes for the
+ * oracle and for a bf16 trainer plan. Every failure must be a clean status
+ * with a message; nothing may crash, leak or allocate without bound. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fuzz/fuzz_common.h"
+#include "formats/plan.h"
+#include "replay/ir/assign.h"
+#include "replay/capture/aten_graph.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    drift_aten_graph *g = NULL;
+    drift_err err;
+    drift_err_clear(&err);
+    int rc = drift_aten_graph_parse((const char *)data, size, "fuzz.json", &g, &err);
+    fuzz_report("aten_graph", rc, &err);
+    FUZZ_CHECK(fuzz_status_ok(rc), "parse rc %d: %s: %s", rc, err.where, err.msg);
+    if (rc != DRIFT_OK) {
+        FUZZ_CHECK(g == NULL && err.msg[0], "parse failure without a message or with a graph (rc %d)", rc);
+        return 0;
+    }
+    for (int i = 0; i < drift_aten_graph_op_count(g); i++) FUZZ_CHECK(drift_aten_graph_op(g, i, NULL) != NULL, "op %d", i);
+    drift_graph *sem = NULL;
+    drift_err_clear(&err);
+    rc = drift_aten_graph_lower(g, &sem, &err);
+    FUZZ_CHECK(fuzz_status_ok(rc), "lower rc %d: %s: %s", rc, err.where, err.msg);
+    FUZZ_CHECK(rc == DRIFT_OK ? sem != NULL : (sem == NULL && err.msg[0]), "lower result inconsistent (rc %d)", rc);
+    if (rc == DRIFT_OK) {
+        drift_assign_opts o;
+        drift_assign_opts_init(&o);
+        o.side = DRIFT_SIDE_ORACLE;
+        drift_graph *as = NULL;
+        rc = drift_assign_dtypes(sem, NULL, NULL, NULL, &o, &as, &err);
+        FUZZ_CHECK(fuzz_status_ok(rc), "assign (oracle) rc %d: %s", rc, err.msg);
+        drift_graph_free(as);
+        as = NULL;
+        drift_plan plan;
+        drift_plan_init(&plan);
+        o.side = DRIFT_SIDE_TRAINER;
+        rc = drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &err);
+        FUZZ_CHECK(fuzz_status_ok(rc), "assign (bf16) rc %d: %s", rc, err.msg);
+        drift_graph_free(as);
+        drift_plan_free(&plan);
+    }
+    drift_graph_free(sem);
+    drift_aten_graph_free(g);
+    return 0;
+}

@@ -1,0 +1,115 @@
+/* The ref backend's ATen-level ops (backend.h, aten_internal.h): fp64
+ * storage, fp64 math, never rounds. Division by a scalar is a true
+ * division here (the oracle is the mathematical value). */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/aten_internal.h"
+#include "kernels/backend_impl.h"
+#include "kernels/cpu/host_internal.h"
+
+static inline double *dd(const drift_tensor *t) { return (double *)t->data; }
+
+static double unary(int sub, double x) {
+    switch (sub) {
+    case DRIFT_UNARY_NEG: return -x;
+    case DRIFT_UNARY_EXP: return exp(x);
+    case DRIFT_UNARY_SIN: return sin(x);
+    case DRIFT_UNARY_COS: return cos(x);
+    case DRIFT_UNARY_RSQRT: return 1.0 / sqrt(x);
+    case DRIFT_UNARY_SQRT: return sqrt(x);
+    case DRIFT_UNARY_TANH: return tanh(x);
+    case DRIFT_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case DRIFT_UNARY_GELU_ERF: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case DRIFT_UNARY_RECIP: return 1.0 / x;
+    case DRIFT_UNARY_ABS: return fabs(x);
+    case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
+    default: return x;
+    }
+}
+
+static double scalar(int sub, double x, double s) {
+    switch (sub) {
+    case DRIFT_SCALAR_ADD: return x + s;
+    case DRIFT_SCALAR_SUB: return x - s;
+    case DRIFT_SCALAR_RSUB: return s - x;
+    case DRIFT_SCALAR_MUL: return x * s;
+    case DRIFT_SCALAR_DIV: return x / s;
+    case DRIFT_SCALAR_POW: return pow(x, s);
+    case DRIFT_SCALAR_RPOW: return pow(s, x);
+    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
+    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
+    default: return x;
+    }
+}
+
+/* Flat source index of output element e of a strided region. */
+static int64_t strided_index(const drift_op *op, int nd, const int64_t *shape, int64_t e) {
+    int64_t off = op->start;
+    for (int d = nd - 1; d >= 0; d--) {
+        off += (e % shape[d]) * op->stride[d];
+        e /= shape[d];
+    }
+    return off;
+}
+
+int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                       drift_err *err) {
+    (void)nthreads;
+    double *y = dd(out);
+    switch (op->kind) {
+    case DRIFT_OP_UNARY:
+        for (int64_t i = 0; i < out->numel; i++) y[i] = unary(op->sub, dd(in[0])[i]);
+        return DRIFT_OK;
+    case DRIFT_OP_SCALAR:
+        for (int64_t i = 0; i < out->numel; i++) y[i] = scalar(op->sub, dd(in[0])[i], op->scalar);
+        return DRIFT_OK;
+    case DRIFT_OP_DIV: {
+        drift_bcast bc;
+        drift_bcast_plan(in[0], in[1], &bc);
+        int64_t idx[DRIFT_MAX_DIMS] = {0};
+        for (int64_t e = 0; e < bc.numel; e++) {
+            int64_t r = e, oa = 0, ob = 0;
+            for (int d = bc.nd - 1; d >= 0; d--) {
+                idx[d] = r % bc.shape[d];
+                r /= bc.shape[d];
+                oa += idx[d] * bc.sa[d];
+                ob += idx[d] * bc.sb[d];
+            }
+            y[e] = dd(in[0])[oa] / dd(in[1])[ob];
+        }
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_REDUCE: {
+        const drift_tensor *x = in[0];
+        const int d = drift_op_norm_dim(op->dim, x->ndim);
+        int64_t outer = 1, inner = 1, n = x->shape[d];
+        for (int i = 0; i < d; i++) outer *= x->shape[i];
+        for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < inner; k++) {
+                double s = 0.0;
+                for (int64_t i = 0; i < n; i++) s += dd(x)[(o * n + i) * inner + k];
+                y[o * inner + k] = op->sub == DRIFT_REDUCE_MEAN ? s / (double)n : s;
+            }
+        return DRIFT_OK;
+    }
+    case DRIFT_OP_STRIDED:
+        for (int64_t e = 0; e < out->numel; e++) y[e] = dd(in[0])[strided_index(op, out->ndim, out->shape, e)];
+        return DRIFT_OK;
+    case DRIFT_OP_SCATTER:
+        memcpy(y, dd(in[0]), (size_t)out->numel * sizeof(double));
+        for (int64_t e = 0; e < in[1]->numel; e++) y[strided_index(op, in[1]->ndim, in[1]->shape, e)] = dd(in[1])[e];
+        return DRIFT_OK;
+    case DRIFT_OP_FILL:
+        for (int64_t i = 0; i < out->numel; i++)
+            y[i] = op->sub == 2 ? (out->numel > 1 ? op->scalar + (op->step - op->scalar) * (double)i / (double)(out->numel - 1)
+                                                  : op->scalar)
+                   : op->sub ? op->scalar + (double)i * op->step
+                             : op->scalar;
+        return DRIFT_OK;
+    default: break;
+    }
+    return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
+}

@@ -1,0 +1,84 @@
+/* What every replay driver shares and reports, below the drivers
+ * (replay/drive) so that analysis (drift compare), search (bisect) and the
+ * drivers all read one definition: the options of drift replay, the report
+ * it fills, the names of the sites a two-sided recording holds beside the
+ * graph's own, and the progress callback. */
+#ifndef DRIFT_REPLAY_ANALYSIS_REPORT_H
+#define DRIFT_REPLAY_ANALYSIS_REPORT_H
+
+#include <stdint.h>
+
+#include "formats/err.h"
+#include "formats/plan.h"
+#include "replay/analysis/metrics.h"
+#include "replay/analysis/sitecmp.h"
+#include "replay/ir/assign.h" /* drift_side */
+
+#define DRIFT_SITE_ROLLOUT_OUTPUT "rollout:model_output"
+#define DRIFT_SITE_LOGPROB_OLD "logprob:old"
+#define DRIFT_SITE_LOGPROB_NEW "logprob:new"
+#define DRIFT_SITE_SDE_XNEXT "sde:x_next"
+#define DRIFT_SITE_SDE_PARAMS "sde:params"
+#define DRIFT_SITE_NOISE_PRED "output:noise_pred"
+
+/* Long work reports progress through this (may be NULL where accepted). */
+typedef void (*drift_progress_fn)(const char *what, long done, long total, void *user);
+
+typedef enum drift_ref_kind {
+    DRIFT_REF_TRAINER = 0,
+    DRIFT_REF_ROLLOUT = 1,
+    DRIFT_REF_ORACLE = 2,
+    DRIFT_REF_TRACE = 3
+} drift_ref_kind;
+
+typedef struct drift_replay_opts {
+    const char *trace;           /* the trace to replay */
+    const drift_plan *plan;
+    drift_side side;             /* trainer (default) or rollout: which forward dtype the plan gives */
+    drift_ref_kind ref;
+    const char *ref_path;        /* ROLLOUT (NULL: sibling) or TRACE */
+    int64_t step_first, step_last; /* inclusive range of trace steps; -1: unbounded */
+    const char *backend;         /* "cpu" (default), "cuda[:N]" */
+    const char *out_path;        /* NULL, or a result trace (side replay: metrics + output) */
+    int sites;                   /* 1: compare every site (default); 0: only the output */
+    int nudge_latents;           /* 1: one latent element moved by one ULP of the forward dtype before the
+                                    forward (the noise floor's replay, DESIGN.md s7b); 0 (default): as recorded */
+    /* Several devices or ranks (replay/drive/multi.h): the report is the same bit
+     * for bit as the one-device replay's. */
+    const char *devices;         /* "cuda:0,cuda:1": one worker thread per device; NULL: backend */
+    int fsdp;                    /* shard the fp32 masters over the workers, cast, all-gather (replay/dist/fsdp.h) */
+    int mpi;                     /* this process is one rank of MPI_COMM_WORLD (MPI initialised); backend
+                                    "cuda" picks cuda:LOCAL_RANK */
+    drift_progress_fn progress;
+    void *progress_user;
+} drift_replay_opts;
+
+void drift_replay_opts_init(drift_replay_opts *o);
+
+typedef struct drift_replay_report {
+    char model[1024];
+    char ref_desc[4200];         /* "rollout trace PATH", "fp64 oracle", ... */
+    drift_sitecmp cmp;           /* per-site aggregates, execution order */
+    int64_t n_steps;
+    int64_t *steps;              /* owned: the trace steps replayed */
+    char **first_divergent;      /* owned: per replayed step, the first divergent site or NULL */
+    int has_logprob;
+    drift_logprob_metrics lp_vs_old;   /* replayed log-prob vs recorded logprob:old */
+    drift_logprob_metrics lp_vs_new;   /* replayed log-prob vs recorded logprob:new */
+    int has_oracle;
+    double oracle_rmse_replay, oracle_rmse_trainer, oracle_rmse_rollout; /* output vs oracle; NaN if n/a */
+    double seconds;
+    /* how it ran */
+    int workers;                 /* devices or ranks (1: one-device replay) */
+    char comm[16];               /* "nccl", "mpi", "local" (host memory), "" for one device */
+    int rank;                    /* MPI: this process's rank (only rank 0 prints) */
+    double setup_seconds, steps_seconds; /* loading and preparing / replaying the steps */
+    int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
+} drift_replay_report;
+
+/* Frees what rep owns and zeroes it (rep may be NULL). */
+void drift_replay_report_free(drift_replay_report *rep);
+/* Parses "A:B", "A:", ":B", "A" into an inclusive range (-1 unbounded). */
+int drift_replay_parse_steps(const char *s, int64_t *first, int64_t *last, drift_err *err);
+
+#endif

@@ -1,0 +1,95 @@
+/* Captured graphs: the drift-aten-graph JSON (docs/aten-graph.md) that the
+ * recorder writes from torch.export, parsed, validated, summarised and
+ * lowered to drift's semantic graph IR (replay/graph.h), on which the
+ * dtype-assignment pass (replay/assign.h) applies the plan with PyTorch's
+ * CUDA autocast lists at the ATen level (docs/autocast.md).
+ *
+ * The document is untrusted: every error is DRIFT_E_INPUT (exit 2) with a
+ * message naming the source, the node (name, target, module path) and what
+ * was expected: an unknown op, a reference to a node that does not exist
+ * (dangling) or comes later (a cycle or forward reference), a shape that
+ * differs from the one the importer computes, too many nodes. */
+#ifndef DRIFT_REPLAY_CAPTURE_ATEN_GRAPH_H
+#define DRIFT_REPLAY_CAPTURE_ATEN_GRAPH_H
+
+#include <stddef.h>
+
+#include "formats/err.h"
+#include "replay/ir/graph.h"
+
+#define DRIFT_ATEN_FORMAT "drift-aten-graph"
+#define DRIFT_ATEN_VERSION 1
+#define DRIFT_ATEN_MAX_NODES 200000 /* nodes per document (the largest DiT export has ~10^4) */
+
+typedef struct drift_aten_graph drift_aten_graph;
+
+/* What a graph input (placeholder) is, per the document's "inputs". */
+typedef enum drift_aten_input_kind {
+    DRIFT_ATEN_IN_PARAMETER = 0,
+    DRIFT_ATEN_IN_BUFFER,
+    DRIFT_ATEN_IN_CONSTANT,
+    DRIFT_ATEN_IN_USER,
+    DRIFT_ATEN_IN_COUNT
+} drift_aten_input_kind;
+
+/* Read-only view of one input; strings owned by the graph. */
+typedef struct drift_aten_input {
+    const char *node;     /* placeholder name */
+    drift_aten_input_kind kind;
+    const char *target;   /* FQN, constant name or keyword path */
+    const char *role;     /* user inputs: "latents", "cond", "timestep", "other"; else NULL */
+    int is_tensor;        /* 0 for non-tensor user inputs (return_dict, img_shapes...) */
+} drift_aten_input;
+
+/* 1 if text looks like a drift-aten-graph document (its "format" member),
+ * without validating it. */
+int drift_aten_graph_sniff(const char *text, size_t len);
+
+/* Parses and structurally validates text[0..len): format and version,
+ * node fields and types, unique names, every {"node": X} reference naming an
+ * earlier node, one final output node, inputs naming placeholders.
+ * source_name (NULL: "<graph>") prefixes errors. Caller owns *out
+ * (drift_aten_graph_free). */
+int drift_aten_graph_parse(const char *text, size_t len, const char *source_name, drift_aten_graph **out,
+                           drift_err *err);
+/* Frees g (NULL allowed). */
+void drift_aten_graph_free(drift_aten_graph *g);
+
+/* Summary accessors (borrowed strings, valid until g is freed). */
+int drift_aten_graph_node_count(const drift_aten_graph *g);
+const char *drift_aten_graph_model_class(const drift_aten_graph *g); /* "" if absent */
+/* Distinct call_function targets in first-use order: n (count), each with
+ * its number of nodes. */
+int drift_aten_graph_op_count(const drift_aten_graph *g);
+const char *drift_aten_graph_op(const drift_aten_graph *g, int i, int *nodes);
+int drift_aten_graph_input_count(const drift_aten_graph *g);
+const drift_aten_input *drift_aten_graph_input(const drift_aten_graph *g, int i);
+
+/* Lowers g to a new semantic graph (caller owns *out): parameters,
+ * buffers and constants become leaves (constants as buffers named
+ * "constant:NAME"), the latents/cond/timestep user inputs INPUT leaves with
+ * their input_policy casts (sites input:K:pre_cast / post_cast), every
+ * call_function node drift ops with the dtype rule of its ATen op (autocast
+ * list, promotion, explicit cast), views and in-place copy_ into views as
+ * strided gathers and scatters, recorded module outputs as sites
+ * "<module>:out" (docs/aten-graph.md "Sites"), the first output as the
+ * graph output and site output:noise_pred. Unknown ops, unsupported
+ * arguments and shape mismatches are errors naming the node. */
+int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err);
+
+/* Autocast class of an ATen op at the pre-dispatch level (the table of
+ * docs/autocast.md): the op's base name ("linear" for
+ * "aten.linear.default"). */
+typedef enum drift_aten_cast_class {
+    DRIFT_ATEN_CAST_NONE = 0,   /* not on an autocast list: type promotion (or no floating output) */
+    DRIFT_ATEN_CAST_LOWER,      /* runs in the autocast dtype */
+    DRIFT_ATEN_CAST_FP32,       /* runs in fp32 */
+    DRIFT_ATEN_CAST_PROMOTE     /* widest input type */
+} drift_aten_cast_class;
+drift_aten_cast_class drift_aten_autocast_class(const char *op_base);
+/* The table itself, for docs and tests: entry i (NULL past the end). */
+const char *drift_aten_autocast_entry(int i, drift_aten_cast_class *cls);
+/* The base name of a target ("aten.linear.default" -> "linear"), into buf. */
+const char *drift_aten_op_base(const char *target, char *buf, size_t bufsz);
+
+#endif

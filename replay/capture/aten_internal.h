@@ -1,0 +1,46 @@
+/* Private to replay/capture: the parsed document shared by the parser
+ * (aten_doc.c) and the lowering (aten_lower.c, aten_views.c). */
+#ifndef DRIFT_REPLAY_CAPTURE_ATEN_INTERNAL_H
+#define DRIFT_REPLAY_CAPTURE_ATEN_INTERNAL_H
+
+#include "formats/json.h"
+#include "replay/capture/aten_graph.h"
+
+typedef enum aten_node_op { ATEN_PLACEHOLDER = 0, ATEN_CALL = 1, ATEN_OUTPUT = 2 } aten_node_op;
+
+typedef struct aten_node {
+    const char *name, *target, *module; /* module: "" for the root */
+    aten_node_op op;
+    const drift_json_value *args, *kwargs, *val, *stack; /* stack: module_stack array or NULL */
+    int line, col;
+    int input;                          /* placeholders: index into inputs, else -1 */
+} aten_node;
+
+typedef struct aten_op_count {
+    const char *target;
+    int count;
+} aten_op_count;
+
+struct drift_aten_graph {
+    drift_json_value *doc;
+    char source[256];
+    aten_node *nodes;
+    int n;
+    int *slots;                         /* name index: node ids, -1 empty */
+    size_t cap;
+    aten_op_count *ops;
+    int n_ops;
+    drift_aten_input *inputs;
+    int n_inputs;
+    const char *model_class;
+    const drift_json_value *constants;  /* object or NULL */
+    int output;                         /* index of the output node */
+};
+
+/* Index of the node named name, or -1. */
+int aten_find(const drift_aten_graph *g, const char *name);
+/* Sets err (DRIFT_E_INPUT) to "SRC: node I 'NAME' (TARGET) in module 'M': MSG"; returns the code. */
+int aten_node_fail(const drift_aten_graph *g, int i, drift_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

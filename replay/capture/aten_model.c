@@ -1,0 +1,208 @@
+/* Captured graphs as models (aten_model.h). */
+#include "replay/capture/aten_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "formats/safetensors.h"
+#include "replay/capture/aten_graph.h"
+
+int drift_capture_is_spec(const char *spec) {
+    return spec && (!strcmp(spec, "graph") || !strncmp(spec, "graph:", 6));
+}
+
+int drift_capture_model_create(const char *json, size_t len, const char *source, drift_model **out, drift_err *err) {
+    *out = NULL;
+    drift_model *m = drift_calloc(1, sizeof *m);
+    if (!m) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+    drift_param_table_init(&m->table);
+    m->captured = 1;
+    drift_aten_graph *g = NULL;
+    int rc = drift_aten_graph_parse(json, len, source, &g, err);
+    if (!rc) rc = drift_aten_graph_lower(g, &m->sem, err);
+    if (rc) goto fail;
+    snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
+    snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");
+    m->cfg.batch = 1;
+    for (int i = 0; i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        if (v->kind == DRIFT_VAL_PARAM &&
+            (rc = drift_param_table_add(&m->table, v->name, v->ndim, v->shape, DRIFT_PARAM_WRAP_ROOT, err)))
+            goto fail;
+        if (v->kind == DRIFT_VAL_INPUT && !strcmp(v->name, "latents") && v->ndim > 0) m->cfg.batch = (int)v->shape[0];
+    }
+    drift_aten_graph_free(g);
+    if (!(m->captured_json = drift_malloc(len + 1))) {
+        drift_model_free(m);
+        return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+    }
+    memcpy(m->captured_json, json, len);
+    m->captured_json[len] = 0;
+    m->captured_len = len;
+    *out = m;
+    return DRIFT_OK;
+fail:
+    drift_aten_graph_free(g);
+    drift_model_free(m);
+    return rc;
+}
+
+int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return drift_err_set(err, DRIFT_E_INPUT, path, "cannot open the captured graph (expected a drift-aten-graph JSON file)");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = DRIFT_OK;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= DRIFT_TRACE_GRAPH_MAX) {
+                rc = drift_err_set(err, DRIFT_E_INPUT, path, "larger than %llu bytes", (unsigned long long)DRIFT_TRACE_GRAPH_MAX);
+                break;
+            }
+            size_t nc = cap ? cap * 2 : 1 << 16;
+            char *nb = drift_realloc(buf, nc);
+            if (!nb) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); break; }
+            buf = nb;
+            cap = nc;
+        }
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (k == 0) break;
+    }
+    fclose(f);
+    if (!rc) rc = drift_capture_model_create(buf, len, path, out, err);
+    free(buf);
+    return rc;
+}
+
+int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, drift_model **out, drift_err *err) {
+    const char *path = drift_trace_reader_path(r);
+    if (!drift_capture_is_spec(family) && family && *family) return drift_model_create(family, out, err);
+    char *json = NULL;
+    size_t len = 0;
+    int rc = drift_trace_read_graph(r, &json, &len, err);
+    if (rc) {
+        drift_err_prefix(err, "%s: family '%s' needs the captured graph in /graph", path, family ? family : "");
+        return rc;
+    }
+    if (!drift_aten_graph_sniff(json, len)) {
+        free(json);
+        return drift_err_set(err, DRIFT_E_INPUT, path, "/graph: expected a drift-aten-graph document (family '%s')",
+                             family ? family : "");
+    }
+    char src[4200];
+    snprintf(src, sizeof src, "%s:/graph", path);
+    rc = drift_capture_model_create(json, len, src, out, err);
+    free(json);
+    return rc;
+}
+
+/* Adds every buffer leaf of m's graph, read by get(name), to a new RECORDED set. */
+typedef int (*buf_get_fn)(void *ctx, const char *name, drift_hostset *dst, drift_err *err);
+
+static int load_buffers(drift_model *m, buf_get_fn get, void *ctx, drift_err *err) {
+    drift_hostset *b = NULL;
+    int rc = drift_hostset_create(&b, err);
+    for (int i = 0; !rc && i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        if (v->kind != DRIFT_VAL_BUFFER) continue;
+        rc = get(ctx, v->name, b, err);
+        const drift_host_tensor *t = rc ? NULL : drift_hostset_find(b, v->name);
+        if (!rc && (!t || t->numel != v->numel))
+            rc = drift_err_set(err, DRIFT_E_INPUT, v->name, "buffer '%s' has %lld elements, the graph needs %lld", v->name,
+                               (long long)(t ? t->numel : 0), (long long)v->numel);
+    }
+    if (rc) {
+        drift_hostset_free(b);
+        return rc;
+    }
+    drift_hostset_free(m->buffers[DRIFT_BUF_RECORDED]);
+    m->buffers[DRIFT_BUF_RECORDED] = b;
+    return DRIFT_OK;
+}
+
+static int get_trace_buffer(void *ctx, const char *name, drift_hostset *dst, drift_err *err) {
+    drift_trace_reader *r = ctx;
+    long k = drift_trace_reader_find_buffer(r, name);
+    if (k < 0)
+        return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r),
+                             "/buffers/%s is missing: the captured graph reads it", name);
+    drift_trace_buffer_info bi;
+    int rc = drift_trace_reader_buffer(r, (size_t)k, &bi);
+    if (rc) return drift_err_set(err, rc, drift_trace_reader_path(r), "/buffers/%s: unreadable", name);
+    if (bi.dtype != DRIFT_F32)
+        return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r), "/buffers/%s: expected fp32, got %s", name,
+                             drift_dtype_name(bi.dtype));
+    float *v = drift_malloc((size_t)(bi.numel ? bi.numel : 1) * sizeof *v);
+    if (!v) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
+    rc = drift_trace_read_buffer(r, (size_t)k, v, (size_t)bi.numel * 4, err);
+    if (!rc) rc = drift_hostset_add(dst, name, DRIFT_F32, bi.ndim, bi.shape, v, NULL, NULL, err);
+    free(v);
+    return rc;
+}
+
+int drift_capture_load_trace_buffers(drift_model *m, drift_trace_reader *r, drift_err *err) {
+    return load_buffers(m, get_trace_buffer, r, err);
+}
+
+static int get_st_buffer(void *ctx, const char *name, drift_hostset *dst, drift_err *err) {
+    drift_safetensors *f = ctx;
+    char key[DRIFT_MAX_FQN + 16];
+    if (!strncmp(name, "constant:", 9) || !strncmp(name, "input:", 6)) snprintf(key, sizeof key, "%s", name);
+    else snprintf(key, sizeof key, "buffer:%s", name);
+    long k = drift_safetensors_find(f, key);
+    if (k < 0)
+        return drift_err_set(err, DRIFT_E_INPUT, drift_safetensors_path(f), "tensor '%s' is missing: the captured graph reads it",
+                             key);
+    drift_safetensors_info inf;
+    int rc = drift_safetensors_tensor(f, (size_t)k, &inf, err);
+    if (rc) return rc;
+    float *v = drift_malloc((size_t)(inf.numel ? inf.numel : 1) * sizeof *v);
+    if (!v) return drift_err_set(err, DRIFT_E_NOMEM, key, "out of memory");
+    rc = drift_safetensors_read_f32(f, (size_t)k, v, (size_t)inf.numel, err);
+    if (!rc) rc = drift_hostset_add(dst, name, DRIFT_F32, inf.ndim, inf.shape, v, NULL, NULL, err);
+    free(v);
+    return rc;
+}
+
+int drift_capture_load_safetensors_buffers(drift_model *m, const char *path, drift_err *err) {
+    drift_safetensors *f = NULL;
+    int rc = drift_safetensors_open(&f, path, DRIFT_SAFETENSORS_SKIP_UNSUPPORTED, err);
+    if (rc) return rc;
+    rc = load_buffers(m, get_st_buffer, f, err);
+    drift_safetensors_close(f);
+    return rc;
+}
+
+/* splitmix64 + Box-Muller: deterministic per seed, independent of the platform's rand(). */
+static uint64_t sm64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double unif(uint64_t *s) { return ((double)(sm64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+int drift_capture_seed_inputs(const drift_model *m, uint64_t seed, drift_hostset **out, drift_err *err) {
+    int rc = drift_hostset_create(out, err);
+    uint64_t st = seed * 0x2545f4914f6cdd1dull + 17;
+    for (int i = 0; !rc && i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        if (v->kind != DRIFT_VAL_INPUT) continue;
+        float *x = drift_malloc((size_t)v->numel * sizeof *x);
+        if (!x) return drift_err_set(err, DRIFT_E_NOMEM, v->name, "out of memory");
+        for (int64_t k = 0; k < v->numel; k++) {
+            if (!strcmp(v->name, "timestep")) x[k] = (float)(unif(&st) * 1000.0);
+            else {
+                const double u1 = unif(&st), u2 = unif(&st);
+                x[k] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+            }
+        }
+        rc = drift_hostset_add(*out, v->name, DRIFT_F32, v->ndim, v->shape, x, NULL, NULL, err);
+        drift_free(x);
+    }
+    return rc;
+}

@@ -1,0 +1,39 @@
+/* Captured graphs as replayable models (replay/forward.h's drift_model):
+ * the glue between an imported torch.export graph (aten_graph.h) and the
+ * record / replay / bisect drivers. A captured model's spec is
+ * "graph:MODEL_CLASS" in a trace (the graph itself is the trace's /graph) and
+ * "graph:PATH.json" on the command line (drift record --synthetic). Its
+ * parameters are the graph's, in graph order, with no FSDP wraps (every
+ * pattern compiles against root FQNs); its buffers (RoPE tables, lifted
+ * constants, non-boundary user inputs) are always the recorded ones. */
+#ifndef DRIFT_REPLAY_CAPTURE_ATEN_MODEL_H
+#define DRIFT_REPLAY_CAPTURE_ATEN_MODEL_H
+
+#include <stddef.h>
+
+#include "formats/err.h"
+#include "formats/trace.h"
+#include "replay/exec/forward.h"
+
+/* 1 if spec names a captured graph ("graph" or "graph:..."). */
+int drift_capture_is_spec(const char *spec);
+/* A captured model from a drift-aten-graph document (source names it in
+ * errors). Caller owns *out (drift_model_free). */
+int drift_capture_model_create(const char *json, size_t len, const char *source, drift_model **out, drift_err *err);
+/* "graph:PATH.json": reads and imports the file. */
+int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err);
+/* The model of trace r: its captured /graph when family is a captured spec
+ * ("graph:..."), or when family is empty and /graph is a drift-aten-graph;
+ * else the hand-written family (drift_model_create). Caller owns *out. */
+int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, drift_model **out, drift_err *err);
+/* Fills m->buffers[RECORDED] with every buffer leaf of m's graph from the
+ * trace's /buffers (fp32; a missing one is an error naming it). */
+int drift_capture_load_trace_buffers(drift_model *m, drift_trace_reader *r, drift_err *err);
+/* The same from a safetensors file: entries "buffer:NAME" for buffer NAME,
+ * and "constant:NAME" / "input:NAME" under their own names. */
+int drift_capture_load_safetensors_buffers(drift_model *m, const char *path, drift_err *err);
+/* Seeded boundary inputs with the graph's input shapes: latents and cond
+ * N(0, 1), timestep uniform in [0, 1000). Caller owns *out. */
+int drift_capture_seed_inputs(const drift_model *m, uint64_t seed, drift_hostset **out, drift_err *err);
+
+#endif

@@ -1,0 +1,58 @@
+#include "replay/drive/replay_trace.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replay/drive/multi.h"
+#include "replay/drive/replay_step.h"
+
+int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, drift_err *err) {
+    memset(rep, 0, sizeof *rep);
+    drift_sitecmp_init(&rep->cmp, 1.0);
+    rep->oracle_rmse_replay = rep->oracle_rmse_trainer = rep->oracle_rmse_rollout = NAN;
+    rep->workers = 1;
+    if (o->mpi) return drift_replay_mpi(o, rep, err);
+    if (o->devices) return drift_replay_multi(o, rep, err);
+    if (o->fsdp)
+        return drift_err_set(err, DRIFT_E_USAGE, "--fsdp", "shards the parameters over several devices: give --devices (or run under MPI)");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    drift_rs_shared s;
+    drift_rs_worker *w = NULL;
+    drift_rs_merger mg;
+    drift_rs_step st;
+    memset(&mg, 0, sizeof mg);
+    memset(&st, 0, sizeof st);
+    int rc = drift_rs_shared_open(o, &s, rep, err);
+    /* on a GPU the executor's cache keeps the parameters on the device in
+       their forward dtypes across steps (uploaded and cast once, in setup):
+       this halves a long replay. On the CPU an upload is a copy, cheap next
+       to the forward, and residency would hold every cast parameter beside
+       the masters for the whole replay: no cache there. */
+    const int resident = o->backend && strncmp(o->backend, "cuda", 4) == 0;
+    if (!rc) rc = drift_rs_worker_open(&s, o->backend, resident, &w, err);
+    if (!rc) rc = drift_rs_worker_warm(&s, w, err);
+    if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
+    if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
+    struct timespec t_steps;
+    clock_gettime(CLOCK_MONOTONIC, &t_steps);
+    for (int64_t k = 0; !rc && k < s.n_sel; k++) {
+        if ((rc = drift_rs_run_step(&s, w, k, &st, err))) break;
+        if ((rc = drift_rs_merge(&mg, &st, err))) break;
+        if (o->progress) o->progress("replay", (long)(k + 1), (long)s.n_sel, o->progress_user);
+    }
+    if (!rc) rc = drift_rs_merger_finish(&mg, err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    rep->steps_seconds = (double)(t1.tv_sec - t_steps.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t_steps.tv_nsec);
+    rep->setup_seconds = (double)(t_steps.tv_sec - t0.tv_sec) + 1e-9 * (double)(t_steps.tv_nsec - t0.tv_nsec);
+    rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    drift_rs_step_free(&st);
+    drift_rs_merger_free(&mg);
+    drift_rs_worker_free(w);
+    drift_rs_shared_free(&s);
+    return rc;
+}

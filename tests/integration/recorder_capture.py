@@ -1,0 +1,239 @@
+"""Graph capture in drift_recorder without torch (issue 15, recorder side).
+
+Plain-Python parts of the capture (module-path normaliser, argument
+encoder, input flattening and site names, module info of a node, the FSDP2
+class unwrapping) and the Recorder's handling of capture_graph with
+stand-in exporters: a failing export (note + one stderr line, the recording
+goes on), a successful one (/graph, /buffers in their dtypes, the note),
+no torch at all, a call after the trace started, and rec.inputs().
+
+    DRIFT_RECORDER_LIB=.../libdrift_recorder.so python3 recorder_capture.py WORKDIR
+"""
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import sys
+
+import h5py
+import numpy as np
+
+from drift_recorder import Recorder
+from drift_recorder import capture as cap
+from drift_recorder import capture_source as cs
+
+W = sys.argv[1]
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    if not cond:
+        raise AssertionError(what)
+    checks += 1
+
+
+# ---- 1. module paths from nn_module_stack ------------------------------------------------------
+for raw, want in [("L['self'].blocks[0].attn1", "blocks.0.attn1"), ("blocks.0.attn1.to_q", "blocks.0.attn1.to_q"),
+                  ("self.blocks._modules['3'].ffn", "blocks.3.ffn"), ("L['self']", ""), ("", ""),
+                  ("L['self'].transformer_blocks[1]['attn']", "transformer_blocks.1.attn"),
+                  ("self.pos_embed", "pos_embed")]:
+    got = cap._module_path(raw)
+    check(got == want, f"_module_path({raw!r}) = {got!r}, want {want!r}")
+
+
+class Node:  # stand-in for torch.fx.Node: only .meta is read
+    def __init__(self, stack):
+        self.meta = {"nn_module_stack": stack}
+
+
+class WanAttention:
+    pass
+
+
+n = Node({"root": ("", "diffusers.WanTransformer3DModel"), "b": ("blocks", "torch.nn.ModuleList"),
+          "b0": ("blocks.0", "diffusers.models.WanTransformerBlock"), "a": ("L['self'].blocks[0].attn1", WanAttention)})
+module, stack, classes = cap._module_info(n)
+check(module == "blocks.0.attn1", f"_module_info module {module}")
+check(stack == ["blocks", "blocks.0", "blocks.0.attn1"], f"_module_info stack {stack}")
+check(classes == ["ModuleList", "WanTransformerBlock", "WanAttention"], f"_module_info classes {classes}")
+check(cap._module_info(Node({})) == ("", [], []), "a node outside every module is the root's")
+
+# ---- 2. argument encoding of plain values (no torch imported) ------------------------------------
+enc = cap._arg([1, -2.5, float("inf"), float("-inf"), None, True, False, "tanh", (3, [4]), {"k": 0.5}])
+check(enc == [1, -2.5, {"float": "inf"}, {"float": "-inf"}, None, True, False, "tanh", [3, [4]],
+              {"dict": {"k": 0.5}}], f"_arg plain {enc}")
+check(cap._arg(float("nan")) == {"float": "nan"}, "nan")
+check(json.loads(json.dumps(enc, allow_nan=False)) == enc, "encoded arguments are strict JSON")
+check(type(cap._arg(True)) is bool and type(cap._arg(7)) is int, "bool stays bool, int stays int")
+check(cap._val([1, 2.0]) == [{"scalar": 1}, {"scalar": 2.0}], f"_val scalars {cap._val([1, 2.0])}")
+check("torch" not in sys.modules, "plain values were encoded without importing torch")
+
+kw = {"hidden_states": "T1", "encoder_hidden_states": "T2", "timestep": "T3", "img_shapes": [(1, 4, 4)],
+      "attention_kwargs": {"scale": 1.0}, "return_dict": False}
+flat = cap.flatten_inputs(kw)
+check([p for p, _ in flat] == ["hidden_states", "encoder_hidden_states", "timestep", "img_shapes.0.0",
+                               "img_shapes.0.1", "img_shapes.0.2", "attention_kwargs.scale", "return_dict"],
+      f"flatten_inputs {flat}")
+check(cap.input_site("hidden_states", "latents") == "input:latents:pre_cast", "boundary latents site")
+check(cap.input_site("timestep", "timestep") == "input:timestep:pre_cast", "boundary timestep site")
+check(cap.input_site("img_ids", "other") == "input:img_ids:pre_cast", "other input site")
+check(cap.ROLE_OF_KWARG["encoder_hidden_states"] == "cond" and cap.ROLE_OF_KWARG["sample"] == "latents", "roles")
+
+# ---- 3. the class FSDP2 wrapped, sharded parameters --------------------------------------------
+class FSDPModule:
+    pass
+
+
+class WanTransformer3DModel:
+    pass
+
+
+class FSDPWanTransformer3DModel(FSDPModule, WanTransformer3DModel):
+    pass
+
+
+check(cs.base_class(FSDPWanTransformer3DModel()) is WanTransformer3DModel, "base_class of FSDP2's subclass")
+check(cs.base_class(WanTransformer3DModel()) is WanTransformer3DModel, "base_class of the plain class")
+
+
+class DTensor:
+    pass
+
+
+class Params:
+    def __init__(self, ps):
+        self.ps = ps
+
+    def parameters(self):
+        return iter(self.ps)
+
+
+check(cs.is_sharded(Params([np.zeros(2), DTensor()])), "a DTensor parameter means sharded")
+check(not cs.is_sharded(Params([np.zeros(2)])), "plain parameters: not sharded")
+
+
+class P:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+check(cs.all_fp32(Params([P("torch.float32"), np.zeros(2, np.float32)])), "fp32 parameters")
+check(not cs.all_fp32(Params([P("torch.float32"), P("torch.bfloat16")])), "a bf16 parameter: not all fp32")
+
+# ---- 4. Recorder.capture_graph with stand-in exporters --------------------------------------------
+def fail_exporter(model, kwargs, factory=None, mode="auto"):
+    raise cap.CaptureError("torch.export failed: Unsupported: data-dependent branch in Frobnicator.forward")
+
+
+DOC = {"format": "drift-aten-graph", "version": 1, "model_class": "Stand", "capture": {"mode": "meta", "seconds": 1.25},
+       "nodes": [{"name": "x", "op": "placeholder", "target": "x", "args": [], "kwargs": {}, "val": None,
+                  "module": "", "module_stack": [], "module_classes": []}],
+       "inputs": [{"node": "hidden_states", "kind": "user_input", "target": "hidden_states", "role": "latents",
+                   "site": "input:latents:pre_cast"},
+                  {"node": "mask", "kind": "user_input", "target": "encoder_hidden_states_mask", "role": "other",
+                   "site": "input:encoder_hidden_states_mask:pre_cast"},
+                  {"node": "b_rope", "kind": "buffer", "target": "rope.freqs_cos"}],
+       "outputs": [{"node": "x", "name": "output:noise_pred"}], "constants": {}, "non_tensor_inputs": {}}
+cos64 = np.linspace(0, 1, 12, dtype=np.float64).reshape(3, 4)
+freqs = (np.arange(6) + 1j * np.arange(6) * 0.5).astype(np.complex64).reshape(2, 3)
+TENSORS = [("rope.freqs_cos", cos64), ("constant:pos_embed.pos_freqs", freqs), ("constant:lifted_tensor_0", np.int64(3)),
+           ("rope.freqs_cos", cos64 * 0)]  # the repeated name is skipped
+
+
+def good_exporter(model, kwargs, factory=None, mode="auto"):
+    check(factory == "F" and mode == "meta", "factory and mode are passed through")
+    return DOC, TENSORS
+
+
+def run(path, exporter, steps=2, before=True, mode="auto", factory=None, record_inputs=None, late=False):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with Recorder(path, family="stand", run_id="cap", plan={"name": "p"}) as rec:
+            kw = {"hidden_states": np.ones((1, 4), np.float32), "encoder_hidden_states": np.zeros((1, 2, 3), np.float32),
+                  "timestep": np.array([500.0], np.float32), "encoder_hidden_states_mask": np.ones((1, 2), np.int64),
+                  "img_shapes": [(1, 2, 2)], "return_dict": False}
+            if before:
+                got = rec.capture_graph("MODEL", kw, exporter=exporter, mode=mode, factory=factory)
+            for s in range(steps):
+                with rec.step(s):
+                    if not before and not late and s == 0:
+                        got = rec.capture_graph("MODEL", kw, exporter=exporter, mode=mode, factory=factory)
+                        again = rec.capture_graph("MODEL", kw, exporter=fail_exporter)
+                        check(again is got, "a second capture_graph returns the first graph, exports nothing")
+                    if record_inputs:
+                        record_inputs(rec, kw, s)
+                    rec.output("noise_pred", np.full((1, 4), float(s), np.float32))
+            if late:
+                got = rec.capture_graph("MODEL", kw, exporter=exporter)  # after the start: refused
+                check(got is None, "capture_graph after the trace started returns None")
+            rec.flush(10000)
+            committed = rec.counters().get("committed_steps")
+    return got, err.getvalue(), committed
+
+
+# 4a. a model that cannot be exported: a note, one warning line, the recording goes on
+got, err, committed = run(os.path.join(W, "fail.h5"), fail_exporter, steps=3)
+check(got is None, "a failed capture returns None")
+lines = [l for l in err.splitlines() if "graph capture failed" in l]
+check(len(lines) == 1 and "Frobnicator" in lines[0] and "the job goes on" in lines[0], f"one warning line: {err!r}")
+check(committed == 3, f"every step committed after a failed capture ({committed})")
+with h5py.File(os.path.join(W, "fail.h5"), "r") as f:
+    check("graph" not in f, "no /graph after a failed capture")
+    notes = [(int(r["step"]), int(r["level"]), r["text"].decode()) for r in f["notes"][...]]
+    hits = [n for n in notes if "graph capture failed" in n[2]]
+    check(len(hits) == 1 and hits[0][0] == 0 and hits[0][1] == 1 and "Frobnicator" in hits[0][2],
+          f"a warning note of step 0 names the failure: {notes}")
+
+# 4b. no torch and no exporter: ImportError becomes the same note
+if importlib.util.find_spec("torch") is None:
+    got, err, committed = run(os.path.join(W, "notorch.h5"), None, steps=1)
+    check(got is None and committed == 1, "capture without torch: None, the step commits")
+    check(err.count("graph capture failed") == 1 and "torch" in err, f"no-torch warning: {err!r}")
+
+# 4c. a successful capture in step 0 (inside the step, before it ends)
+seen = {}
+
+
+def rec_inputs(rec, kw, s):
+    rec.input("latents", kw["hidden_states"] * 2, kw["hidden_states"])  # the boundary recorded by hand first
+    seen[s] = rec.inputs(kw)
+
+
+got, err, committed = run(os.path.join(W, "good.h5"), good_exporter, steps=2, before=False, mode="meta",
+                          factory="F", record_inputs=rec_inputs)
+check(got is DOC and committed == 2 and err == "", f"capture ok, quiet: {err!r}")
+check(seen == {0: 3, 1: 3}, f"rec.inputs records cond, timestep and the mask each step (not latents again): {seen}")
+with h5py.File(os.path.join(W, "good.h5"), "r") as f:
+    g = f["graph"][()]
+    g = g.decode() if isinstance(g, bytes) else g
+    check(json.loads(g.rstrip("\0")) == DOC, "/graph holds the document")
+    bufs = {f["buffers"][k].attrs["name"].decode() if isinstance(f["buffers"][k].attrs["name"], bytes)
+            else f["buffers"][k].attrs["name"]: f["buffers"][k] for k in f["buffers"]}
+    check(set(bufs) == {"rope.freqs_cos", "constant:pos_embed.pos_freqs", "constant:lifted_tensor_0"}, f"buffers {set(bufs)}")
+    b = bufs["rope.freqs_cos"]
+    check(b.dtype == np.float64 and np.array_equal(b[...], cos64), "an fp64 buffer stays fp64, first value wins")
+    b = bufs["constant:pos_embed.pos_freqs"]
+    check(b.shape == (2, 3, 2) and b.dtype == np.float32 and np.array_equal(b[..., 0], freqs.real)
+          and np.array_equal(b[..., 1], freqs.imag), "a complex constant as (real, imag) pairs")
+    b = bufs["constant:lifted_tensor_0"]
+    check(b.shape == (1,) and b[0] == 3.0, "a 0-d integer constant as fp32 [1]")
+    notes = [(int(r["step"]), r["text"].decode()) for r in f["notes"][...]]
+    check(any(s == 0 and "graph captured: Stand, 1 nodes, 2 tensor inputs, 3 buffers, export 1.25 s (meta)" in t
+              for s, t in notes), f"capture note with export time: {notes}")
+ls = os.popen(f"{os.environ['DRIFT_BIN']} ls {os.path.join(W, 'good.h5')} --json").read()
+names = {s["name"]: s for s in json.loads(ls)["sites"]}
+for want in ("input:latents:pre_cast", "input:latents:post_cast", "input:cond:pre_cast", "input:cond:post_cast",
+             "input:timestep:pre_cast", "input:encoder_hidden_states_mask:pre_cast", "output:noise_pred"):
+    check(want in names and names[want]["records"] == 2, f"site {want}: {names.get(want)}")
+check(names["input:latents:pre_cast"]["records"] == 2, "latents recorded once per step, by rec.input()")
+check(not any("img_shapes" in n or "return_dict" in n for n in names), "Python scalars are not sites")
+
+# 4d. called after the first step ended: refused with a note, nothing written
+got, err, committed = run(os.path.join(W, "late.h5"), good_exporter, steps=1, before=False, late=True)
+check(err.count("called after the first step ended") == 1, f"late capture warned once: {err!r}")
+with h5py.File(os.path.join(W, "late.h5"), "r") as f:
+    check("graph" not in f and committed == 1, "a late capture writes nothing, the step stays committed")
+
+print(f"recorder_capture: {checks} checks passed")
