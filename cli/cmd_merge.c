@@ -13,11 +13,12 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--out", "-o", "INDEX", "the index to write", NULL, 0},
     {"--force", NULL, NULL, "replace INDEX if it exists (atomically)", NULL, 0},
     {"--allow-missing", NULL, NULL, "accept absent ranks (drift ls INDEX names them)", NULL, 0},
+    {"--allow-mismatch", NULL, NULL, "accept ranks that differ in family, plan or committed steps", NULL, 0},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
     "merge",
-    "TRACE... -o INDEX [--force] [--allow-missing]",
+    "TRACE... -o INDEX [--force] [--allow-missing] [--allow-mismatch]",
     "Writes INDEX, one HDF5 file over the per-rank traces of a run\n"
     "(trace-trainer.rank0.h5, rank1, ...), made of HDF5 virtual datasets that map\n"
     "onto the rank files' datasets: no tensor data is copied. Source paths are\n"
@@ -35,8 +36,9 @@ static const drift_cli_cmd_spec SPEC = {
     "the merge.\n"
     "\n"
     "Checks: every input is a readable drift trace (exit 2 naming the file if\n"
-    "not), all share run id, world size, side and format version, ranks are\n"
-    "distinct, and every rank 0..world_size-1 is present.\n",
+    "not), all share run id, world size, side and format version, the model\n"
+    "family, the plan and the committed steps (unless --allow-mismatch), ranks\n"
+    "are distinct, and every rank 0..world_size-1 is present.\n",
     OPTS,
     "TRACE",
     1,
@@ -51,6 +53,7 @@ int drift_cmd_merge(int argc, char **argv) {
     if (drift_cli_args_parse(&SPEC, argc, argv, &a, &rc)) return rc;
     const char *out = drift_cli_args_get(&a, "--out");
     int allow_missing = drift_cli_args_count(&a, "--allow-missing") > 0, force = drift_cli_args_count(&a, "--force") > 0;
+    int allow_mismatch = drift_cli_args_count(&a, "--allow-mismatch") > 0;
     if (!out) {
         drift_cli_args_free(&a);
         return drift_cli_usage_error_field("merge", "-o", "missing -o INDEX (required)");
@@ -60,7 +63,8 @@ int drift_cmd_merge(int argc, char **argv) {
     if ((rc = drift_cli_check_output("merge", "-o", out, force))) goto done;
     drift_err err;
     drift_err_clear(&err);
-    drift_trace_merge_opts o = {.inputs = a.pos, .n_inputs = a.n_pos, .out = out, .allow_missing = allow_missing};
+    drift_trace_merge_opts o = {.inputs = a.pos, .n_inputs = a.n_pos, .out = out, .allow_missing = allow_missing,
+                                .allow_mismatch = allow_mismatch};
     if (drift_trace_merge(&o, &err) != DRIFT_OK) {
         rc = drift_cli_report("merge", &err);
         goto done;
