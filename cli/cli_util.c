@@ -205,6 +205,12 @@ int drift_cli_check_input(const char *cmd, const char *field, const char *path) 
         drift_err_set(&e, DRIFT_E_INPUT, buf, "is a directory (%s expects a drift trace file)", field);
         return drift_cli_report(cmd, &e);
     }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO would block the open forever */
+        drift_err e;
+        drift_err_set(&e, DRIFT_E_INPUT, buf, "is not a regular file (a FIFO, socket or device; %s expects a drift trace file)",
+                      field);
+        return drift_cli_report(cmd, &e);
+    }
     return 0;
 }
 

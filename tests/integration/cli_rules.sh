@@ -75,6 +75,25 @@ expect 2 "is a directory" "$D" replay "$W" --plan "$BAD"
 for c in "record" "ls $W/t.h5" "check $W/t.h5" "replay $W/t.h5" "bisect $W/t.h5" "merge $W/t.h5" "demo" "plan compile"; do
   expect 2 "^drift ${c%% /*}: unknown option '--bogus'$" "$D" $c --bogus
 done
+# not a regular file: refused at once (an HDF5 open of a FIFO blocks forever)
+mkfifo "$W/fifo.h5" || fail "mkfifo"
+expect 2 "fifo.h5: is not a regular file" timeout 20 "$D" ls "$W/fifo.h5"
+expect 2 "fifo.h5: is not a regular file" timeout 20 "$D" replay "$W/t.h5" --plan "$BAD" --ref "$W/fifo.h5"
+# HDF5's internals (errno numbers, open flags in hex) never reach the user
+out=$(rec --steps 1 -o /proc/drift-cli-rules.h5 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "cannot create the trace file" || fail "record -o under /proc: rc $rc: $out"
+echo "$out" | grep -Eq "o_flags|errno =" && fail "HDF5 internals in the message: $out"
+if "$PY" -c 'import h5py' 2>/dev/null; then
+  cp "$W/t.h5" "$W/held.h5"
+  "$PY" -c 'import h5py, sys, time
+f = h5py.File(sys.argv[1], "r+"); open(sys.argv[2], "w").close(); time.sleep(60)' "$W/held.h5" "$W/held.ready" &
+  holder=$!
+  for _ in $(seq 1 100); do [ -e "$W/held.ready" ] && break; sleep 0.1; done
+  out=$("$D" ls "$W/held.h5" 2>&1); rc=$?
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  [ $rc -eq 2 ] && echo "$out" | grep -q "another process has the file open" || fail "ls of a file held open: rc $rc: $out"
+  echo "$out" | grep -Eq "errno =|error message =" && fail "HDF5 internals in the message: $out"
+fi
 # --json: the error is one JSON document on stdout as well as the stderr line
 for c in "ls $W/nope.h5" "check $W/nope.h5" "replay $W/t.h5 --steps 99" "bisect $W/t.h5 --good $GOOD" \
          "plan compile --plan $T/plans/wan_controlnet.json --model wan2.2" "replay $W/t.h5 --bogus"; do
