@@ -67,6 +67,9 @@ expect 2 "expected one of model_output_mean_abs_diff, model_output_max_abs_diff,
   "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --metric mean
 expect 2 "did you mean 'param'" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity parm
 expect 2 "did you mean '--steps'" "$D" replay "$W/t.h5" --stpes 2
+expect 2 "unknown model family 'tiny-dt' \(expected tiny-dit, wan2.2 or graph:FILE.json.*did you mean 'tiny-dit'" \
+  "$D" record --synthetic tiny-dt --steps 1 --trainer-plan "$BAD" --rollout-plan "$GOOD" -o "$W/fam.h5"
+expect 2 "unknown model key 'lyers' .*did you mean 'layers'" "$D" plan compile --plan "$BAD" --model tiny-dit:lyers=2
 expect 2 "did you mean 'replay'" "$D" relpay "$W/t.h5"
 expect 2 "missing -o \(required\)" rec --steps 1
 out=$(rec --steps 1 2>&1); echo "$out" | grep -q -- "--trainer-plan" && fail "record names present options as missing: $out"
