@@ -13,7 +13,8 @@ static void num(FILE *f, double v) {
 
 void drift_replay_csv_write(const drift_replay_report *rep, FILE *f) {
     fputs("site,dtype,steps,steps_bitwise_equal,first_divergent_steps,numel,mean_abs_diff,max_abs_diff,rel_max,"
-          "cosine,one_minus_cosine,rmse,n_diff,max_ulp,worst_index,nan,inf,rmse_oracle\n", f);
+          "cosine,one_minus_cosine,rmse,n_diff,max_ulp,worst_index,nan,inf,rmse_oracle,worst_step,worst_offset,"
+          "worst_candidate,worst_reference\n", f);
     for (size_t i = 0; i < rep->cmp.n; i++) {
         const drift_sitecmp_entry *e = &rep->cmp.e[i];
         drift_site_metrics m;
@@ -36,6 +37,13 @@ void drift_replay_csv_write(const drift_replay_report *rep, FILE *f) {
         if (m.ulp_max != UINT64_MAX) fprintf(f, "%llu", (unsigned long long)m.ulp_max);
         fprintf(f, ",%lld,%lld,%lld", (long long)m.argmax, (long long)m.nan_t, (long long)m.inf_t);
         num(f, e->rmse_oracle);
+        if (e->worst_step >= 0 && m.max_abs_diff > 0) {
+            fprintf(f, ",%lld,%lld", (long long)e->worst_step, (long long)e->worst_offset);
+            num(f, (double)e->acc.worst_t);
+            num(f, (double)e->acc.worst_r);
+        } else {
+            fputs(",,,,", f);
+        }
         fputc('\n', f);
     }
 }

@@ -139,6 +139,52 @@ for r, s in zip(rows, sites):
     assert abs(float(r["one_minus_cosine"]) - (1 - s["cosine"])) < 1e-12
 PY
 
+# ---- the worst element: a step and a coordinate with both values, read back from the files
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout -o "$W/worst.h5" --json >"$W/worst.json" 2>/dev/null || fail "replay -o --json exited $?"
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout >"$W/worst.txt" 2>/dev/null || fail "replay exited $?"
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --format csv >"$W/worst.csv" 2>/dev/null || fail "replay --format csv exited $?"
+if "$PY" -c 'import h5py, numpy' 2>/dev/null; then
+"$PY" - "$W" <<'PY' || fail "the worst element does not match the trace files"
+import csv, h5py, json, numpy as np, re, sys
+w = sys.argv[1]
+d = json.load(open(w + "/worst.json"))
+def records(path, name):  # {step: array} of one site
+    f = h5py.File(path, "r")
+    g = next(g for g in f["sites"].values() if g.attrs["name"].decode() == name)
+    return {int(s): np.asarray(g["data"][i], dtype=np.float32) for i, s in enumerate(g["index"]["step"])}
+out = {s["site"]: s for s in d["sites"]}
+checked = 0
+for name, s in out.items():
+    if s["bitwise_equal"]:
+        assert s["worst"] is None, (name, s["worst"])
+        continue
+    wv = s["worst"]
+    ref = records(w + "/t.rollout.h5", name)
+    r = ref[wv["step"]]
+    assert list(r.shape) and len(wv["index"]) == r.ndim, (name, wv, r.shape)
+    assert np.ravel_multi_index(wv["index"], r.shape) == wv["offset"], (name, wv)
+    assert r[tuple(wv["index"])] == np.float32(wv["reference"]), (name, wv, r[tuple(wv["index"])])
+    assert abs(wv["candidate"] - wv["reference"]) == s["max_abs_diff"], (name, wv, s["max_abs_diff"])
+    # no larger difference anywhere: the reference at every step against the replayed output
+    if name == "output:noise_pred":
+        cand = records(w + "/worst.h5", name)
+        assert cand[wv["step"]][tuple(wv["index"])] == np.float32(wv["candidate"]), (wv,)
+        m = max(float(np.max(np.abs(cand[k].astype(np.float64) - ref[k]))) for k in cand)
+        assert m == s["max_abs_diff"], (m, s["max_abs_diff"])
+    checked += 1
+assert checked >= 2, checked
+rows = {r["site"]: r for r in csv.DictReader(open(w + "/worst.csv"))}
+o = out["output:noise_pred"]["worst"]
+c = rows["output:noise_pred"]
+assert int(c["worst_step"]) == o["step"] and int(c["worst_offset"]) == o["offset"], c
+f32 = lambda x: np.float32(float(x))  # %.9g round-trips an fp32 value
+assert f32(c["worst_candidate"]) == f32(o["candidate"]) and f32(c["worst_reference"]) == f32(o["reference"]), c
+txt = open(w + "/worst.txt").read()
+idx = "[" + ",".join(str(i) for i in o["index"]) + "]"
+assert re.search(r"^  output:noise_pred +step %d %s +replay " % (o["step"], re.escape(idx)), txt, re.M), txt[-600:]
+PY
+fi
+
 # ---- defect 13: progress on a terminal only; bisect streams every probe
 script -qfec "$D replay $W/t.h5 --plan $BAD --ref rollout" /dev/null >"$W/tty.txt" 2>&1 || fail "replay under script exited $?"
 grep -aq "drift replay: .*elapsed" "$W/tty.txt" || fail "no progress line on a terminal: $(head -c 400 "$W/tty.txt")"
