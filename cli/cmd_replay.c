@@ -137,7 +137,7 @@ static int check_floor(const drift_replay_report *rep, double k, double floor) {
         if (strcmp(rep->cmp.e[i].site, DRIFT_SITE_NOISE_PRED) != 0) continue;
         drift_site_metrics m;
         drift_sitecmp_finish(&rep->cmp, &rep->cmp.e[i], &m);
-        double units = floor > 0 ? m.mean_abs_diff / floor : (m.mean_abs_diff > 0 ? INFINITY : 0);
+        double units = drift_report_floor_units(m.mean_abs_diff, floor);
         fprintf(stderr, "drift replay: output:noise_pred: mean_abs_diff %.6g = %.4g x the noise floor (%.6g)%s\n", m.mean_abs_diff,
                 units, floor, units > k ? "" : ", within --max-floor");
         if (units > k) {
@@ -299,9 +299,16 @@ int drift_cmd_replay(int argc, char **argv) {
                         (long long)rep.fsdp_params, (long long)rep.fsdp_collectives, (long long)rep.fsdp_shard_bytes,
                         (long long)rep.fsdp_gathered_bytes);
         }
-        if (json) code = drift_report_replay_json(&po, &rep, stdout);
-        else if (format && strcmp(format, "csv") == 0) drift_replay_csv_write(&rep, stdout);
-        else drift_report_replay_text(&po, &rep, stdout);
+        drift_report_checks ck = {.atol = atol, .rtol = rtol, .max_floor = max_floor, .has_floor = max_floor >= 0,
+                                  .floor = floor};
+        if (json) {
+            code = drift_report_replay_json_checks(&po, &rep, &ck, stdout);
+        } else if (format && strcmp(format, "csv") == 0) {
+            drift_replay_csv_write_floor(&rep, ck.has_floor ? floor : NAN, stdout);
+        } else {
+            drift_report_replay_text(&po, &rep, stdout);
+            drift_report_floor_text(&rep, &ck, stdout);
+        }
         if (!code && (atol >= 0 || rtol >= 0)) code = drift_replay_check_tolerance("replay", &rep, NULL, atol, rtol);
         if (max_floor >= 0) {
             int c2 = check_floor(&rep, max_floor, floor);

@@ -11,10 +11,12 @@ static void num(FILE *f, double v) {
     else fprintf(f, ",%.9g", v);
 }
 
-void drift_replay_csv_write(const drift_replay_report *rep, FILE *f) {
+void drift_replay_csv_write(const drift_replay_report *rep, FILE *f) { drift_replay_csv_write_floor(rep, NAN, f); }
+
+void drift_replay_csv_write_floor(const drift_replay_report *rep, double floor, FILE *f) {
     fputs("site,dtype,steps,steps_bitwise_equal,first_divergent_steps,numel,mean_abs_diff,max_abs_diff,rel_max,"
           "cosine,one_minus_cosine,rmse,n_diff,max_ulp,worst_index,nan,inf,rmse_oracle,worst_step,worst_offset,"
-          "worst_candidate,worst_reference\n", f);
+          "worst_candidate,worst_reference,x_floor\n", f);
     for (size_t i = 0; i < rep->cmp.n; i++) {
         const drift_sitecmp_entry *e = &rep->cmp.e[i];
         drift_site_metrics m;
@@ -44,6 +46,10 @@ void drift_replay_csv_write(const drift_replay_report *rep, FILE *f) {
         } else {
             fputs(",,,,", f);
         }
+        if (!isnan(floor) && strcmp(e->site, "output:noise_pred") == 0)
+            num(f, floor > 0 ? m.mean_abs_diff / floor : (m.mean_abs_diff > 0 ? INFINITY : 0));
+        else
+            fputc(',', f);
         fputc('\n', f);
     }
 }

@@ -7,8 +7,10 @@
 
 #include "replay/drive/replay_trace.h"
 
-/* Writes the table on f (rep borrowed). */
+/* Writes the table on f (rep borrowed); x_floor is empty. */
 void drift_replay_csv_write(const drift_replay_report *rep, FILE *f);
+/* The same with output:noise_pred's x_floor against floor (NaN: unknown). */
+void drift_replay_csv_write_floor(const drift_replay_report *rep, double floor, FILE *f);
 
 /* --atol / --rtol (docs/cli.md "Checks"): checks site of rep (NULL:
  * output:noise_pred): max_abs_diff <= atol (when atol >= 0) and rel_max <=

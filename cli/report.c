@@ -195,7 +195,67 @@ static void add_lp(drift_json_buf *b, const char *key, const drift_logprob_metri
     drift_json_buf_end_object(b);
 }
 
+double drift_report_floor_units(double mean_abs_diff, double floor) {
+    return floor > 0 ? mean_abs_diff / floor : (mean_abs_diff > 0 ? INFINITY : 0);
+}
+
+static const drift_sitecmp_entry *output_entry(const drift_replay_report *rep) {
+    for (size_t i = 0; i < rep->cmp.n; i++)
+        if (strcmp(rep->cmp.e[i].site, "output:noise_pred") == 0) return &rep->cmp.e[i];
+    return NULL;
+}
+
+void drift_report_floor_text(const drift_replay_report *rep, const drift_report_checks *c, FILE *f) {
+    const drift_sitecmp_entry *e = output_entry(rep);
+    if (!c || !c->has_floor || !e) return;
+    drift_site_metrics m;
+    drift_sitecmp_finish(&rep->cmp, e, &m);
+    char a[32], b[32];
+    fprintf(f, "noise floor: output:noise_pred mean|d| %s under a one-ULP latent nudge; this replay's %s = %.4g x floor\n",
+            drift_report_num(c->floor, a, sizeof a), drift_report_num(m.mean_abs_diff, b, sizeof b),
+            drift_report_floor_units(m.mean_abs_diff, c->floor));
+}
+
+/* One asked bound: {"option", "site", "metric", "value", "limit", "exceeded"}. */
+static void add_check(drift_json_buf *b, const char *opt, const char *metric, double v, double limit) {
+    drift_json_buf_begin_object(b);
+    drift_json_buf_field_string(b, "option", opt);
+    drift_json_buf_field_string(b, "site", "output:noise_pred");
+    drift_json_buf_field_string(b, "metric", metric);
+    drift_json_buf_field_number(b, "value", v);
+    drift_json_buf_field_number(b, "limit", limit);
+    drift_json_buf_field_bool(b, "exceeded", !(v <= limit)); /* NaN exceeds */
+    drift_json_buf_end_object(b);
+}
+
+static void add_checks(drift_json_buf *b, const drift_replay_report *rep, const drift_report_checks *c) {
+    const drift_sitecmp_entry *e = output_entry(rep);
+    drift_site_metrics m;
+    if (e) drift_sitecmp_finish(&rep->cmp, e, &m);
+    if (c->has_floor) {
+        drift_json_buf_add_key(b, "noise_floor");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_string(b, "site", "output:noise_pred");
+        drift_json_buf_field_number(b, "mean_abs_diff", c->floor);
+        drift_json_buf_end_object(b);
+    }
+    drift_json_buf_add_key(b, "checks");
+    drift_json_buf_begin_array(b);
+    if (e) {
+        if (c->atol >= 0) add_check(b, "--atol", "max_abs_diff", m.max_abs_diff, c->atol);
+        if (c->rtol >= 0) add_check(b, "--rtol", "rel_max", m.rel_max, c->rtol);
+        if (c->max_floor >= 0 && c->has_floor)
+            add_check(b, "--max-floor", "x_floor", drift_report_floor_units(m.mean_abs_diff, c->floor), c->max_floor);
+    }
+    drift_json_buf_end_array(b);
+}
+
 int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
+    return drift_report_replay_json_checks(o, rep, NULL, f);
+}
+
+int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_replay_report *rep,
+                                    const drift_report_checks *c, FILE *f) {
     drift_json_buf b;
     drift_json_buf_init_pretty(&b, 2);
     drift_json_buf_begin_object(&b);
@@ -234,6 +294,8 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
         drift_json_buf_field_int(&b, "first_divergent_steps", e->first_divergent);
         add_metrics(&b, &m);
         add_worst(&b, shapes, e);
+        if (c && c->has_floor && strcmp(e->site, "output:noise_pred") == 0)
+            drift_json_buf_field_number(&b, "x_floor", drift_report_floor_units(m.mean_abs_diff, c->floor));
         drift_json_buf_field_number(&b, "rmse_oracle", e->rmse_oracle);
         drift_json_buf_end_object(&b);
     }
@@ -254,6 +316,7 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
         drift_json_buf_field_number(&b, "rollout_rmse", rep->oracle_rmse_rollout);
         drift_json_buf_end_object(&b);
     }
+    if (c) add_checks(&b, rep, c);
     drift_json_buf_end_object(&b);
     char *s = drift_json_buf_take(&b);
     if (!s) {

@@ -126,6 +126,33 @@ f = float(re.search(r"noise floor \(([0-9.e+-]+)\)", open(sys.argv[1]).read()).g
 b = json.load(open(sys.argv[2]))["noise_floor"]
 assert f > 0 and abs(f - b) <= 1e-5 * b, (f, b)
 PY
+# an exit 1 keeps the document, and the document says what failed; x floor where the floor is known
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --atol 0 --rtol 10 --max-floor 0.5 --json \
+  >"$W/chk.json" 2>/dev/null; rc=$?
+[ $rc -eq 1 ] || fail "replay --atol 0 --json: rc $rc"
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --max-floor 0.5 --format csv >"$W/chk.csv" 2>/dev/null
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --max-floor 0.5 >"$W/chk.txt" 2>/dev/null
+"$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --output-only --json >"$W/nochk.json" 2>/dev/null
+"$PY" - "$W" <<'PY' || fail "replay's checks and x floor"
+import csv, json, re, sys
+w = sys.argv[1]
+d = json.load(open(w + "/chk.json"))
+out = next(s for s in d["sites"] if s["site"] == "output:noise_pred")
+floor = d["noise_floor"]["mean_abs_diff"]
+assert d["noise_floor"]["site"] == "output:noise_pred" and floor > 0, d["noise_floor"]
+assert abs(out["x_floor"] - out["mean_abs_diff"] / floor) <= 1e-12 * out["x_floor"], (out["x_floor"], out["mean_abs_diff"], floor)
+ck = {c["option"]: c for c in d["checks"]}
+assert sorted(ck) == ["--atol", "--max-floor", "--rtol"], ck
+assert ck["--atol"]["exceeded"] is True and ck["--atol"]["value"] == out["max_abs_diff"] and ck["--atol"]["limit"] == 0
+assert ck["--rtol"]["exceeded"] is False and ck["--rtol"]["value"] == out["rel_max"]
+assert ck["--max-floor"]["exceeded"] is (out["x_floor"] > 0.5) and ck["--max-floor"]["value"] == out["x_floor"], ck
+n = json.load(open(w + "/nochk.json"))
+assert n["checks"] == [] and "noise_floor" not in n and all("x_floor" not in s for s in n["sites"]), n.get("checks")
+row = next(r for r in csv.DictReader(open(w + "/chk.csv")) if r["site"] == "output:noise_pred")
+assert float(row["x_floor"]) > 0.5, row
+txt = open(w + "/chk.txt").read()
+assert re.search(r"^noise floor: output:noise_pred mean\|d\| [0-9.e+-]+ .*= [0-9.]+ x floor$", txt, re.M), txt[-400:]
+PY
 "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --format csv >"$W/t.csv" 2>/dev/null || fail "replay --format csv exited $?"
 "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout --json >"$W/t.json" 2>/dev/null || fail "replay --json exited $?"
 "$PY" - "$W/t.csv" "$W/t.json" <<'PY' || fail "CSV does not match the JSON"
