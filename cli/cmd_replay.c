@@ -33,6 +33,8 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--mpi", NULL, NULL, "this process is one rank of an MPI job", NULL, 0},
     {"--steps", NULL, "A:B", "trace steps to replay, inclusive (A:B, A, A:, :B); out of range: exit 2", NULL, 0},
     {"--output-only", NULL, NULL, "compare only output:noise_pred (faster)", NULL, 0},
+    {"--allow-mismatch", NULL, NULL, "compare with a --ref trace of another family, step set or site shapes\n"
+                                     "(a warning instead of exit 2)", NULL, 0},
     {"--out", "-o", "RESULT", "write metrics, log-prob metrics and the replayed output to a replay trace", NULL, 0},
     {"--force", NULL, NULL, "let -o replace an existing file", NULL, 0},
     {"--atol", NULL, "X", "exit 1 when output:noise_pred's max_abs_diff exceeds X", NULL, 0},
@@ -47,7 +49,7 @@ static const drift_cli_opt_spec OPTS[] = {
 static const drift_cli_cmd_spec SPEC = {
     "replay",
     "TRACE [--plan P | flags] [--side trainer|rollout]\n"
-    "                    [--ref trainer|rollout|oracle|TRACE2] [--device cpu|cuda[:N]]\n"
+    "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]]\n"
     "                    [--devices D1,D2,... [--fsdp]] [--mpi] [--steps A:B] [--output-only]\n"
     "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
     "                    [--format text|csv] [--json]\n",
@@ -172,6 +174,7 @@ int drift_cmd_replay(int argc, char **argv) {
     const char *side = drift_cli_args_get(&a, "--side"), *format = drift_cli_args_get(&a, "--format");
     int json = drift_cli_args_count(&a, "--json") > 0, mpi_flag = drift_cli_args_count(&a, "--mpi") > 0;
     int force = drift_cli_args_count(&a, "--force") > 0;
+    int allow_mismatch = drift_cli_args_count(&a, "--allow-mismatch") > 0;
     int device_given = drift_cli_args_get(&a, "--device") != NULL;
     int bad = 0;
     double atol = parse_tol("--atol", drift_cli_args_get(&a, "--atol"), &bad);
@@ -223,6 +226,9 @@ int drift_cmd_replay(int argc, char **argv) {
     drift_err err;
     drift_err_clear(&err);
     if (drift_cli_resolve_steps("replay", steps, o.trace, &o.step_first, &o.step_last)) return 2;
+    if (o.ref == DRIFT_REF_TRACE &&
+        drift_cli_check_ref_match("replay", o.trace, o.ref_path, o.step_first, o.step_last, allow_mismatch))
+        return 2;
     /* MPI: asked for, or launched by mpirun with more than one rank */
     int rank = 0, size = 1, local = 0, mpi_inited = 0;
     if (mpi_flag || drift_mpi_launched()) {

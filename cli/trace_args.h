@@ -20,4 +20,13 @@ int drift_cli_resolve_steps(const char *cmd, const char *spec, const char *trace
  * it (drift_plan_free). Returns 0, or reports and returns 2. */
 int drift_cli_trace_plan(const char *cmd, const char *trace, drift_plan *out);
 
+/* replay --ref TRACE2 (docs/cli.md "Comparisons"): ref must hold the same
+ * model family as trace, every committed step of trace within [first, last]
+ * (-1: unbounded), and the same shape for every site both record. Returns 0
+ * when they agree; otherwise reports the first disagreement for cmd (field
+ * --ref) and returns 2, or, when allow (--allow-mismatch), prints it on stderr
+ * as a warning and returns 0. */
+int drift_cli_check_ref_match(const char *cmd, const char *trace, const char *ref, int64_t first, int64_t last,
+                              int allow);
+
 #endif

@@ -47,6 +47,32 @@ touch "$W/idx.h5"
 expect 2 "idx.h5 exists; give --force" "$D" merge "$W/t.h5" -o "$W/idx.h5"
 expect 2 "is a directory" "$D" replay "$W/t.h5" --plan "$BAD" -o "$W" --force
 
+# ---- defect 8: replay --ref TRACE2 refuses another family, missing steps, other shapes unless --allow-mismatch
+"$D" record --synthetic tiny-dit:layers=3 --trainer-plan "$BAD" --rollout-plan "$GOOD" --steps 8 -o "$W/fam3.h5" 2>/dev/null || fail "record fam3"
+rec --steps 4 -o "$W/four.h5" 2>/dev/null || fail "record four"
+expect 2 "--ref .*fam3.h5: model family 'tiny-dit:layers=3.*differs from .*t.h5's 'tiny-dit:layers=2.*--allow-mismatch" \
+  "$D" replay "$W/t.h5" --plan "$BAD" --ref "$W/fam3.h5" --output-only
+expect 2 "--ref .*four.h5: has no committed step 4 \(it has 4, 0..3\)" "$D" replay "$W/t.h5" --plan "$BAD" --ref "$W/four.h5" --output-only
+"$D" replay "$W/t.h5" --plan "$BAD" --ref "$W/four.h5" --output-only --steps 0:3 >/dev/null 2>&1 || fail "replay of steps the --ref has"
+expect 0 "warning: --ref .*fam3.h5: model family .*compared anyway" "$D" replay "$W/t.h5" --plan "$BAD" --ref "$W/fam3.h5" --output-only --allow-mismatch
+if "$PY" -c 'import h5py' 2>/dev/null; then  # the same family name over other shapes
+  cp "$W/fam3.h5" "$W/shape.h5"
+  "$PY" -c 'import h5py, sys
+a = h5py.File(sys.argv[1], "r").attrs["family"]
+f = h5py.File(sys.argv[2], "r+"); f.attrs["family"] = a' "$W/t.h5" "$W/shape.h5" || fail "h5py: set family"
+  "$PY" - "$W/shape.h5" <<'PY' || fail "h5py: reshape a site"
+import h5py, sys
+f = h5py.File(sys.argv[1], "r+")
+g = next(g for g in f["sites"].values() if g.attrs["name"].decode() == "blocks.0:out")
+g.attrs["shape"] = [1, 16, 128]
+PY
+  out=$("$D" replay "$W/t.h5" --plan "$BAD" --ref "$W/shape.h5" --output-only 2>&1); rc=$?
+  # exit 2 either way: this check's message, or a reader that refuses a shape its data does not have
+  [ $rc -eq 2 ] || fail "replay --ref with another site shape: rc $rc: $out"
+  echo "$out" | grep -q "site 'blocks.0:out' has shape \[1,16,128\] there, \[1,32,64\] in" ||
+    echo "$out" | grep -q "shape.h5.*shape" || fail "replay --ref with another site shape: $out"
+fi
+
 # ---- defect 9: a selection that matches nothing is exit 2, nothing written
 expect 2 "'blocks.9.\*' matches no site" rec --steps 2 --sites 'blocks.9.*' -o "$W/s.h5"
 [ -e "$W/s.h5" ] || [ -e "$W/s.rollout.h5" ] && fail "record --sites matching nothing wrote a trace"
