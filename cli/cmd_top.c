@@ -11,6 +11,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/trace_args.h"
 
 #ifdef DRIFT_HAVE_TUI
 #include "tui/batch.h"
@@ -33,7 +34,8 @@ static const char *const HELP =
     "  --follow             tail a trace while it is written (HDF5 SWMR); waits up\n"
     "                       to 30 s for the writer to enter SWMR mode\n"
     "  --interval MS        refresh period with --follow (default 1000)\n"
-    "  --steps A:B          keep steps A <= step < B (A:, :B, or one step N)\n"
+    "  --steps A:B          keep steps A..B, both included (A:, :B, or one step N);\n"
+    "                       out of the trace's range: exit 2\n"
     "  --agg step|mean|max  initial aggregation over steps (default step: the latest)\n"
     "  --step N             with --agg step: show step N instead of the latest\n"
     "  --sort order|name|mean|max|rel|cos   initial sort (default order)\n"
@@ -153,6 +155,8 @@ int drift_cmd_top(int argc, char **argv) {
     oo.step_hi = INT64_MAX;
     if (steps && drift_top_parse_steps(steps, &oo.step_lo, &oo.step_hi, &err) != DRIFT_OK)
         return drift_cli_report("top", &err);
+    int64_t first_step, last_step; /* a finished trace's range is known: outside it is exit 2 (a live one grows) */
+    if (steps && !oo.follow && drift_cli_resolve_steps("top", steps, path, &first_step, &last_step)) return 2;
     long long ll;
     if (variant) {
         if (parse_int(variant, 0, INT32_MAX, &ll)) return drift_cli_usage_error("top", "--variant: expected an integer >= 0, got \"%s\"", variant);

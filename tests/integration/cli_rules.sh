@@ -28,6 +28,10 @@ expect 2 "out of range; .*t.h5 has steps 0..7" "$D" replay "$W/t.h5" --plan "$BA
 expect 2 "out of range" "$D" replay "$W/t.h5" --plan "$BAD" --steps 5:8
 expect 2 "out of range" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --steps 20:30
 expect 2 "expected A:B" "$D" replay "$W/t.h5" --plan "$BAD" --steps 5:2
+top_steps() { "$D" top "$W/t.h5" --batch --format json --steps "$1" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["steps"])'; }
+[ "$(top_steps 2:5)" = "[2, 3, 4, 5]" ] || fail "top --steps 2:5 is not 2..5: $(top_steps 2:5)"
+[ "$(top_steps 7:7)" = "[7]" ] || fail "top --steps 7:7 is not step 7: $(top_steps 7:7)"
+expect 2 "out of range; .*t.h5 has steps 0..7" "$D" top "$W/t.h5" --batch --steps 20:30
 
 # ---- defect 6: outputs never replace an existing file without --force
 sum0=$(md5sum "$W/t.h5" "$W/t.rollout.h5")
