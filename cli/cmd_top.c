@@ -14,6 +14,7 @@
 #include "cli/trace_args.h"
 
 #ifdef DRIFT_HAVE_TUI
+#include "cli/top_select.h"
 #include "tui/batch.h"
 #include "tui/model.h"
 #include "tui/view.h"
@@ -204,7 +205,9 @@ int drift_cmd_top(int argc, char **argv) {
         return drift_cli_usage_error("top", "--step %s: no such committed step in %s", step, path);
     }
     int rc;
-    if (batch) {
+    if (!oo.follow && (rc = drift_cli_top_check_selection(drift_top_model_data(m), path, filter, variant, &err))) {
+        /* the selection matches nothing: reported below (a growing trace may still bring it) */
+    } else if (batch) {
         rc = drift_top_batch_write(m, &q, format, stdout, &err);
     } else {
         drift_top_view_opts vo;

@@ -81,6 +81,9 @@ fi
 expect 2 "'blocks.9.\*' matches no site" rec --steps 2 --sites 'blocks.9.*' -o "$W/s.h5"
 [ -e "$W/s.h5" ] || [ -e "$W/s.rollout.h5" ] && fail "record --sites matching nothing wrote a trace"
 rec --steps 1 --sites 'blocks.0.*' -o "$W/s.h5" 2>/dev/null || fail "record --sites blocks.0.* exited $?"
+expect 2 "^drift top: --variant: '5' matches no metric row of .*t.h5" "$D" top "$W/t.h5" --batch --variant 5
+expect 2 "^drift top: --filter: 'nomatch\*' matches no layer of .*t.h5 \(layers are named like" "$D" top "$W/t.h5" --batch --filter 'nomatch*'
+"$D" top "$W/t.h5" --batch --variant 0 --filter norm2 >/dev/null || fail "top --variant 0 --filter norm2 exited $?"
 
 # ---- defect 10: help text
 "$D" bisect --help | grep -q '%%' && fail "bisect --help prints '%%'"
