@@ -135,6 +135,9 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
             drift_json_buf_field_bool(&b, "verified", r->fix_verified);
             drift_json_buf_field_number(&b, "output_mean_abs_diff", r->fix_output_mean_abs_diff);
             drift_json_buf_field_number(&b, "good_output_mean_abs_diff", r->good_output_mean_abs_diff);
+            /* the same check in the bisect's own metric (what "metric" names) */
+            drift_json_buf_field_number(&b, "output_metric", r->fix_metric);
+            drift_json_buf_field_number(&b, "good_output_metric", r->good_metric);
             drift_json_buf_end_object(&b);
         }
     }

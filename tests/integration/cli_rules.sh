@@ -277,6 +277,7 @@ d = json.load(open(sys.argv[1])); f = d["fix"]; p = json.load(open(sys.argv[2]))
 assert f["path"] == sys.argv[2] and f["verified"] is True, f
 assert f["plan"] == p and p["param_dtype_patterns"] == [], p
 assert f["output_mean_abs_diff"] == 0 and f["good_output_mean_abs_diff"] == 0, f
+assert d["metric"] == "model_output_mean_abs_diff" and f["output_metric"] == 0 and f["good_output_metric"] == d["good_metric"], f
 PY
 # independent of bisect's own claim: the fix replays exactly as the good plan
 "$D" replay "$W/t.h5" --plan "$W/fix.json" --ref rollout --output-only --atol 0 >/dev/null 2>&1 || fail "the fix plan does not replay as the good plan"
