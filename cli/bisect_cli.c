@@ -74,6 +74,44 @@ static const char *diff_kind_name(drift_diff_kind k) {
     return "?";
 }
 
+/* One CSV field, quoted (names hold ',' or '"' only in hostile plans). */
+static void csv_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const char *p = s ? s : ""; *p; p++) {
+        if (*p == '"') fputc('"', f);
+        fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void csv_num(FILE *f, double v) {
+    if (isnan(v)) fputs(",", f);
+    else if (isinf(v)) fputs(v > 0 ? ",inf" : ",-inf", f);
+    else fprintf(f, ",%.9g", v);
+}
+
+/* The culprits as CSV: one header row, one row per culprit (set numbered
+ * from 1, as the text); no rows when there is no culprit. */
+static void print_csv(const drift_bisect_result *r, FILE *out) {
+    fputs("set,name,kind,good,bad,metric_alone,metric_without,floor_units,first_divergent\n", out);
+    for (size_t k = 0; k < r->n_sets; k++)
+        for (size_t c = r->set_start[k]; c < r->set_start[k] + r->set_len[k]; c++) {
+            const drift_culprit_effect *e = &r->culprits[c];
+            fprintf(out, "%zu,", k + 1);
+            csv_str(out, r->diffs[e->diff].name);
+            fprintf(out, ",%s,", diff_kind_name(r->diffs[e->diff].kind));
+            csv_str(out, r->diffs[e->diff].good_value);
+            fputc(',', out);
+            csv_str(out, r->diffs[e->diff].bad_value);
+            csv_num(out, e->metric);
+            csv_num(out, e->metric_without);
+            csv_num(out, e->floor_units);
+            fputc(',', out);
+            if (e->first_divergent[0]) csv_str(out, e->first_divergent);
+            fputc('\n', out);
+        }
+}
+
 static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result *r, FILE *out) {
     drift_json_buf b;
     drift_json_buf_init_pretty(&b, 2);
@@ -182,6 +220,12 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
         rc = print_json(o, &r, out);
         if (!rc && r.good_fails)
             rc = drift_err_set(err, DRIFT_E_CHECK, o->trace, "the good plan is itself over the threshold");
+        drift_bisect_result_free(&r);
+        return rc;
+    }
+    if (o->csv) {
+        print_csv(&r, out);
+        rc = r.good_fails ? drift_err_set(err, DRIFT_E_CHECK, o->trace, "the good plan is itself over the threshold") : DRIFT_OK;
         drift_bisect_result_free(&r);
         return rc;
     }

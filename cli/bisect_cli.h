@@ -15,6 +15,7 @@ typedef struct drift_bisect_cli_opts {
     const char *backend;
     int granularity_param;
     int json;
+    int csv;                     /* the culprits as CSV (--format csv), one row per culprit */
     int stream;                  /* stderr: each probe's verdict and each culprit set as found (not with json) */
     const char *fix_out;         /* NULL, or where the fix plan (JSON) goes (--fix-out) */
     int force;                   /* --fix-out may replace an existing file */

@@ -16,6 +16,8 @@ static const char *const METRIC_CHOICES[] = {"model_output_mean_abs_diff", "mode
                                              "model_output_rel_max", "rmse", NULL};
 static const char *const GRAN_CHOICES[] = {"pattern", "param", NULL};
 
+static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
+
 static const drift_cli_opt_spec OPTS[] = {
     {"--good", NULL, "P", "the good plan (JSON)", NULL, 0},
     {"--bad", NULL, "P", "the bad plan (JSON)", NULL, 0},
@@ -35,6 +37,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--fix-out", NULL, "PLAN.json", "write the fix: the bad plan with exactly the culprit differences\n"
                                      "taken from the good plan, verified by one more replay", NULL, 0},
     {"--force", NULL, NULL, "let --fix-out replace an existing file", NULL, 0},
+    {"--format", NULL, "F", "the answer as text (default) or csv (one row per culprit)", FORMAT_CHOICES, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
     {0}};
 
@@ -43,7 +46,7 @@ static const drift_cli_cmd_spec SPEC = {
     "TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
     "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
-    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--json]",
+    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
     "input_dtype_policy key; each global flag; the RoPE provenance) form the\n"
@@ -82,6 +85,8 @@ int drift_cmd_bisect(int argc, char **argv) {
     drift_bisect_cli_opts_init(&o);
     o.trace = a.pos[0];
     o.json = drift_cli_args_count(&a, "--json") > 0;
+    const char *format = drift_cli_args_get(&a, "--format");
+    o.csv = format && strcmp(format, "csv") == 0;
     o.stream = 1;
     o.lib.all = drift_cli_args_count(&a, "--all") > 0;
     o.force = drift_cli_args_count(&a, "--force") > 0;
@@ -94,6 +99,8 @@ int drift_cmd_bisect(int argc, char **argv) {
     o.lib.devices = drift_cli_args_get(&a, "--devices");
     drift_cli_args_free(&a);
 
+    if (o.json && format && strcmp(format, "text") != 0)
+        return drift_cli_usage_error_field("bisect", "--format", "--format %s and --json: give one", format);
     if (!good || !bad)
         return drift_cli_usage_error_field("bisect", !good ? "--good" : "--bad", "missing %s%s%s (required)", !good ? "--good" : "",
                                            !good && !bad ? ", " : "", !bad ? "--bad" : "");

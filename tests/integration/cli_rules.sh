@@ -269,6 +269,22 @@ PY
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --json >/dev/null 2>"$W/bj.err" || fail "bisect --json exited $?"
 grep -q "^probe " "$W/bj.err" && fail "bisect --json streams probe lines"
 
+# bisect --format csv: one row per culprit, the JSON's values
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --format csv >"$W/b.csv" 2>/dev/null || fail "bisect --format csv exited $?"
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --json >"$W/b.json" 2>/dev/null || fail "bisect --json exited $?"
+"$PY" - "$W/b.csv" "$W/b.json" <<'PY' || fail "bisect CSV does not match its JSON"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+d = json.load(open(sys.argv[2]))
+want = [(k + 1, c) for k, s in enumerate(d["culprit_sets"]) for c in s]
+assert len(rows) == len(want) >= 2, (len(rows), len(want))
+for r, (k, c) in zip(rows, want):
+    assert int(r["set"]) == k and r["name"] == c["name"] and r["kind"] == c["kind"], (r, c)
+    assert r["good"] == c["good"] and r["bad"] == c["bad"] and r["first_divergent"] == c["first_divergent"], (r, c)
+    assert float(r["metric_alone"]) == float("%.9g" % c["metric_alone"]) and float(r["floor_units"]) == float("%.9g" % c["floor_units"]), (r, c)
+PY
+expect 2 "--format csv and --json: give one" "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --format csv --json
+
 # ---- bisect --fix-out: the bad plan without the culprits, verified
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --all --fix-out "$W/fix.json" --json >"$W/fix.out" 2>/dev/null || fail "bisect --fix-out exited $?"
 "$PY" - "$W/fix.out" "$W/fix.json" <<'PY' || fail "bisect --fix-out"
