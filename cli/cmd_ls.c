@@ -14,13 +14,16 @@
 #include "formats/trace.h"
 #include "formats/trace_index.h" /* drift merge index */
 
+static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
+
 static const drift_cli_opt_spec OPTS[] = {
+    {"--format", NULL, "F", "text (default), or csv: the sites table alone (one rank of an index)", FORMAT_CHOICES, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
     "ls",
-    "TRACE [--json]",
+    "TRACE [--format text|csv] [--json]",
     "Lists what a drift trace (HDF5, schema v1) holds: its root attributes (side,\n"
     "run id, rank/world size, model family, guidance scale, plan, producer,\n"
     "creation time), the committed steps, every site with dtype, per-record shape\n"
@@ -301,6 +304,38 @@ static void json_str_out(const char *s) {
     free(q);
 }
 
+/* One CSV field, quoted (site names may hold ',' or '"' in a stranger's file). */
+static void csv_str(const char *v) {
+    putchar('"');
+    for (const char *p = v ? v : ""; *p; p++) {
+        if (*p == '"') putchar('"');
+        putchar(*p);
+    }
+    putchar('"');
+}
+
+/* --format csv: the sites table, one row per site in the trace's order. */
+static int list_csv(drift_trace_reader *r, drift_err *err) {
+    printf("site,dtype,shape,records,stored,compress,damaged\n");
+    size_t n = drift_trace_reader_n_sites(r);
+    for (size_t i = 0; i < n; i++) {
+        drift_trace_site_info si;
+        int rc = drift_trace_reader_site(r, i, &si, err);
+        if (rc) return rc;
+        char shp[128];
+        shape_str(shp, sizeof shp, si.ndim, si.shape);
+        csv_str(si.name);
+        printf(",%s,", drift_dtype_name(si.dtype));
+        csv_str(shp);
+        if (si.damaged) printf(",,,,");
+        else printf(",%lld,%s,%s,", (long long)si.n_records, si.has_data ? "tensors" : "stats only",
+                    si.compress ? compress_name(si.compress) : "none");
+        if (si.damaged) csv_str(si.damaged);
+        putchar('\n');
+    }
+    return DRIFT_OK;
+}
+
 static int ls_index(const char *path, int json) {
     drift_err err;
     drift_err_clear(&err);
@@ -380,8 +415,23 @@ int drift_cmd_ls(int argc, char **argv) {
     if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     const char *path = a.pos[0];
     int json = drift_cli_args_count(&a, "--json") > 0;
+    const char *format = drift_cli_args_get(&a, "--format");
+    int csv = format && strcmp(format, "csv") == 0;
+    if (json && csv) {
+        drift_cli_args_free(&a);
+        return drift_cli_usage_error_field("ls", "--format", "--format csv and --json: give one");
+    }
     drift_cli_args_free(&a);
     if (drift_cli_check_input("ls", "TRACE", path)) return 2;
+    if (csv) { /* one table: the sites of the trace (an index: its lowest rank, or INDEX#rank=N) */
+        drift_err err;
+        drift_err_clear(&err);
+        drift_trace_reader *r = NULL;
+        int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &err);
+        if (!rc) rc = list_csv(r, &err);
+        drift_trace_reader_close(r);
+        return rc ? drift_cli_report("ls", &err) : 0;
+    }
     if (drift_trace_index_is(path)) return ls_index(path, json); /* drift merge index */
     drift_err err;
     drift_err_clear(&err);

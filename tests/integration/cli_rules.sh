@@ -269,6 +269,19 @@ PY
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --json >/dev/null 2>"$W/bj.err" || fail "bisect --json exited $?"
 grep -q "^probe " "$W/bj.err" && fail "bisect --json streams probe lines"
 
+# ls --format csv: the sites table, the JSON's sites
+"$D" ls "$W/t.h5" --format csv >"$W/ls.csv" 2>/dev/null || fail "ls --format csv exited $?"
+"$D" ls "$W/t.h5" --json >"$W/ls.json" 2>/dev/null || fail "ls --json exited $?"
+"$PY" - "$W/ls.csv" "$W/ls.json" <<'PY' || fail "ls CSV does not match its JSON"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+sites = json.load(open(sys.argv[2]))["sites"]
+assert [r["site"] for r in rows] == [s["name"] for s in sites] and len(rows) > 5, ([r["site"] for r in rows][:3], sites[:1])
+for r, s in zip(rows, sites):
+    assert r["dtype"] == s["dtype"] and json.loads(r["shape"]) == s["shape"] and int(r["records"]) == s["records"], (r, s)
+PY
+expect 2 "--format csv and --json: give one" "$D" ls "$W/t.h5" --format csv --json
+
 # bisect --format csv: one row per culprit, the JSON's values
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --format csv >"$W/b.csv" 2>/dev/null || fail "bisect --format csv exited $?"
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --json >"$W/b.json" 2>/dev/null || fail "bisect --json exited $?"
