@@ -11,17 +11,20 @@
 #include "formats/plan.h"
 #include "replay/models/family.h"
 
+static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
+
 static const drift_cli_opt_spec OPTS[] = {
     {"--plan", NULL, "FILE", "JSON plan (the plan flags below override it)", NULL, 0},
     DRIFT_CLI_PLAN_FLAG_SPECS,
     {"--model", NULL, "SPEC", "tiny-dit or wan2.2, e.g. wan2.2:layers=2", NULL, 0},
     {"--params", NULL, "FILE", "a named_parameters() dump: 'FQN SHAPE [WRAP]' per line", NULL, 0},
+    {"--format", NULL, "F", "text (default), or csv: one row per override (wrap, parameter, dtype)", FORMAT_CHOICES, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
     "plan compile",
-    "(--plan FILE | flags) (--model FAMILY[:K=V,...] | --params FILE) [--json]",
+    "(--plan FILE | flags) (--model FAMILY[:K=V,...] | --params FILE) [--format text|csv] [--json]",
     "Compiles a dtype plan's param_dtype_patterns against a model's parameters\n"
     "(docs/cli.md \"Plans\"): pass 1 expands the patterns in order (a later pattern\n"
     "overrides an earlier one; a pattern matching nothing is an error), pass 2\n"
@@ -50,6 +53,28 @@ static void print_map_text(const drift_wrap_map *m, const drift_compiled_plan *c
             len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", d ? "," : "", (long long)pi->shape[d]);
         printf("  %-40s %-5s [%s]  (pattern %zu: %s)\n", o->local_fqn, drift_dtype_name(o->dtype), shape,
                o->pattern_index + 1, p->patterns[o->pattern_index].glob);
+    }
+}
+
+/* --format csv: one row per override of map m. FQNs and globs are quoted
+ * (a glob may hold ','). */
+static void print_map_csv(const drift_wrap_map *m, const drift_plan *p, const drift_param_table *t) {
+    for (size_t k = 0; k < m->n; k++) {
+        const drift_param_override *o = &m->entries[k];
+        const drift_param_info *pi = &t->params[o->param_index];
+        const char *fields[4] = {m->wrap, o->local_fqn, pi->fqn, p->patterns[o->pattern_index].glob};
+        for (int i = 0; i < 4; i++) {
+            if (i) putchar(',');
+            putchar('"');
+            for (const char *c = fields[i] ? fields[i] : ""; *c; c++) {
+                if (*c == '"') putchar('"');
+                putchar(*c);
+            }
+            putchar('"');
+        }
+        printf(",%s,\"[", drift_dtype_name(o->dtype));
+        for (int d = 0; d < pi->ndim; d++) printf("%s%lld", d ? "," : "", (long long)pi->shape[d]);
+        printf("]\",%zu\n", o->pattern_index + 1);
     }
 }
 
@@ -118,7 +143,10 @@ static int plan_compile(int argc, char **argv) {
     }
     const char *model = drift_cli_args_get(&a, "--model"), *params_file = drift_cli_args_get(&a, "--params");
     int json = drift_cli_args_count(&a, "--json") > 0;
+    const char *format = drift_cli_args_get(&a, "--format");
+    int csv = format && strcmp(format, "csv") == 0;
     drift_cli_args_free(&a);
+    if (json && csv) return drift_cli_usage_error_field("plan", "--format", "--format csv and --json: give one");
     if (!pa.file && pa.n_flags == 0) return drift_cli_usage_error_field("plan", "--plan", "missing --plan FILE (or plan flags)");
     if (!model == !params_file) return drift_cli_usage_error("plan", "give exactly one of --model or --params");
 
@@ -145,6 +173,12 @@ static int plan_compile(int argc, char **argv) {
 
     if (json) {
         exit_code = print_json(&plan, model_name, &table, &compiled);
+    } else if (csv) { /* warnings still go to stderr */
+        for (size_t k = 0; k < compiled.n_warnings; k++) fprintf(stderr, "drift plan: warning: %s\n", compiled.warnings[k]);
+        printf("wrap,local_fqn,fqn,pattern,dtype,shape,pattern_index\n");
+        for (size_t w = 0; w < compiled.n_wraps; w++) print_map_csv(&compiled.wraps[w], &plan, &table);
+        print_map_csv(&compiled.root, &plan, &table);
+        exit_code = 0;
     } else {
         printf("plan %s (%s)\n", plan.name[0] ? plan.name : "(unnamed)", plan.source);
         printf("model %s: %zu parameters, %zu wraps + root\n", model_name, table.n, table.n_wraps);

@@ -282,6 +282,21 @@ for r, s in zip(rows, sites):
 PY
 expect 2 "--format csv and --json: give one" "$D" ls "$W/t.h5" --format csv --json
 
+# plan compile --format csv: one row per override, the JSON's maps
+"$D" plan compile --plan "$BAD" --model wan2.2:layers=3 --format csv >"$W/pc.csv" || fail "plan compile --format csv exited $?"
+"$D" plan compile --plan "$BAD" --model wan2.2:layers=3 --json >"$W/pc.json" || fail "plan compile --json exited $?"
+"$PY" - "$W/pc.csv" "$W/pc.json" <<'PY' || fail "plan compile CSV does not match its JSON"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+d = json.load(open(sys.argv[2]))
+want = [(w["wrap"], k, v) for w in d["wraps"] for k, v in w["overrides"].items()] + \
+       [("", k, v) for k, v in d["root"]["overrides"].items()]
+got = [(r["wrap"], r["local_fqn"], r["dtype"]) for r in rows]
+assert got == want and len(rows) == d["override_count"] >= 2, (got, want)
+for r in rows:
+    assert r["fqn"] == (r["wrap"] + "." if r["wrap"] else "") + r["local_fqn"], r
+PY
+
 # bisect --format csv: one row per culprit, the JSON's values
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --format csv >"$W/b.csv" 2>/dev/null || fail "bisect --format csv exited $?"
 "$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --json >"$W/b.json" 2>/dev/null || fail "bisect --json exited $?"
