@@ -29,7 +29,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *spec = argc > 1 ? argv[1]
+    /* bench_cuda_forward [MODEL_SPEC|""] [REPS] [BACKEND_SPEC], e.g. cuda:0:kernels=torch */
+    const char *spec = argc > 1 && argv[1][0] ? argv[1]
                                 : "wan2.2:layers=8,dim=3072,heads=24,ffn_dim=14336,frames=1,height=128,width=128,text_len=512";
     int reps = argc > 2 ? atoi(argv[2]) : 10;
     if (reps < 3) reps = 3;
@@ -44,7 +45,8 @@ int main(int argc, char **argv) {
     drift_plan_init(&plan);
     drift_plan_apply_flag(&plan, "--param-dtype", "*.norm2.*=fp32", &err);
     double t0 = now();
-    if (drift_backend_create("cuda", &be, &err)) {
+    const char *backend = argc > 3 ? argv[3] : "cuda";
+    if (drift_backend_create(backend, &be, &err)) {
         printf("SKIP: bench_cuda_forward: %s\n", err.msg);
         return 0;
     }
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
         if (r >= 0) t[r] = b - a;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    printf("model %s\n", m->spec);
+    printf("model %s\nbackend %s\n", m->spec, drift_backend_name(be));
     printf("setup (seed params on the host, graph, plan): %.1f s; first forward (uploads + casts params): %.1f ms\n",
            t_setup, t_first * 1e3);
     printf("drift cuda replay forward, params resident: median %.3f ms over %d reps (min %.3f, max %.3f)\n",

@@ -14,6 +14,7 @@
 #include "formats/alloc.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/torch/torch_profile.h"
 
 #define DCU_WORKSPACE_BYTES ((size_t)32 << 20)
 #define DCU_PINNED_BYTES ((size_t)16 << 20)
@@ -514,6 +515,12 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     dcu_ctx *ctx = ctx_of(be);
     int rc = select_device(ctx, err);
     if (rc) return rc;
+    if (out->numel == 0) return DRIFT_OK;
+    if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH) {
+        int handled = 0;
+        rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
+        if (handled) return rc; /* else the fallback is recorded: run the exact kernel */
+    }
     return run_op(ctx, op, in, out, where, err);
 }
 
@@ -559,11 +566,64 @@ static int cuda_sync(const drift_backend *be, drift_err *err) {
 /* ------------------------------------------------------------------------ */
 /* creation                                                                   */
 
+/* kernels= and the torch profile's options (cuda_backend.h). */
+static int pick(const drift_backend_opts *o, const char *key, const char *const *names, int n, int dflt, int *v,
+                drift_err *err) {
+    const char *s = drift_backend_opt_str(o, key);
+    *v = dflt;
+    if (!s) return DRIFT_OK;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *v = i;
+            return DRIFT_OK;
+        }
+    char allowed[128] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%s", i ? "|" : "", names[i]);
+    return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': %s=%s: expected one of %s", o->spec, key, s,
+                         allowed);
+}
+
+static int read_torch_options(dcu_ctx *ctx, const drift_backend_opts *o, drift_err *err) {
+    static const char *const profiles[] = {"exact", "torch"}, *const gemms[] = {"auto", "lt", "cublas"},
+                             *const sdpas[] = {"auto", "exact"}, *const heurs[] = {"instant", "a", "b"};
+    int rc;
+    if ((rc = pick(o, "kernels", profiles, 2, DRIFT_CUDA_KERNELS_EXACT, &ctx->kernel_profile, err)) ||
+        (rc = pick(o, "torch_gemm", gemms, 3, 0, &ctx->torch_opts.gemm_mode, err)) ||
+        (rc = pick(o, "sdpa", sdpas, 2, 0, &ctx->torch_opts.sdpa_off, err)) ||
+        (rc = pick(o, "conv_heur", heurs, 3, 0, &ctx->torch_opts.conv_heur, err)))
+        return rc;
+    long cws = 0, lt = 1024, th = 128, comb = 0, rms = 0, stats = 0, skip = 0;
+    if ((rc = drift_backend_opt_int(o, "cublas_ws", 0, 1L << 32, &cws, err)) ||
+        (rc = drift_backend_opt_int(o, "lt_ws_kib", 0, 1L << 22, &lt, err)) ||
+        (rc = drift_backend_opt_int(o, "ln_threads", 32, 1024, &th, err)) ||
+        (rc = drift_backend_opt_int(o, "ln_combine", 0, 2, &comb, err)) ||
+        (rc = drift_backend_opt_int(o, "rms_variant", 0, 3, &rms, err)) ||
+        (rc = drift_backend_opt_int(o, "sdpa_stats", 0, 1, &stats, err)) ||
+        (rc = drift_backend_opt_int(o, "conv_skip", 0, 1000, &skip, err)))
+        return rc;
+    if (th % 32)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': ln_threads=%ld: expected a multiple of 32",
+                             o->spec, th);
+    ctx->torch_opts.cublas_ws = cws;
+    ctx->torch_opts.lt_ws_kib = lt;
+    ctx->torch_opts.ln_threads = (int)th;
+    ctx->torch_opts.ln_combine = (int)comb;
+    ctx->torch_opts.rms_variant = (int)rms;
+    ctx->torch_opts.sdpa_stats = (int)stats;
+    ctx->torch_opts.conv_skip = (int)skip;
+    return DRIFT_OK;
+}
+
 /* The kernel variants of the spec's options (kernels/backend.h), fixed here. */
 static int read_variants(dcu_ctx *ctx, const drift_backend_opts *o, drift_err *err) {
-    static const char *const keys[] = {"gemm", "attention", "i64", "norm_smem", "attn_scratch", "metrics_grid", NULL};
+    static const char *const keys[] = {"gemm",       "attention",  "i64",        "norm_smem",   "attn_scratch",
+                                       "metrics_grid", "kernels",  "torch_gemm", "cublas_ws",   "lt_ws_kib",
+                                       "ln_threads", "ln_combine", "rms_variant", "sdpa",       "sdpa_stats",
+                                       "conv_heur",  "conv_skip",  NULL};
     int rc = drift_backend_opts_check(o, keys, err);
     if (rc) return rc;
+    if ((rc = read_torch_options(ctx, o, err))) return rc;
     const char *g = drift_backend_opt_str(o, "gemm");
     ctx->gemm_mode = DCU_GEMM_AUTO;
     if (g && strcmp(g, "unfused") == 0) ctx->gemm_mode = DCU_GEMM_UNFUSED;
@@ -622,6 +682,7 @@ static void cuda_destroy(drift_backend *be) {
         if (ctx->metrics_part) dcu_free(ctx, ctx->metrics_part);
         if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
         dcu_gemm_cache_destroy(ctx);
+        dct_torch_destroy(ctx);
         if (ctx->lt) cublasLtDestroy(ctx->lt);
         if (ctx->lt_ws) (void)cudaFree(ctx->lt_ws);
         for (int i = 0; i < 2; i++) {
@@ -637,6 +698,33 @@ static void cuda_destroy(drift_backend *be) {
     drift_free(be);
 }
 
+int drift_cuda_kernel_profile_parse(const char *s) {
+    if (!s) return -1;
+    if (strcmp(s, "exact") == 0) return DRIFT_CUDA_KERNELS_EXACT;
+    if (strcmp(s, "torch") == 0) return DRIFT_CUDA_KERNELS_TORCH;
+    return -1;
+}
+
+const char *drift_cuda_kernel_profile_name(int profile) {
+    return profile == DRIFT_CUDA_KERNELS_EXACT ? "exact" : profile == DRIFT_CUDA_KERNELS_TORCH ? "torch" : "?";
+}
+
+int drift_cuda_backend_kernel_profile(const drift_backend *be) {
+    return drift_cuda_backend_is_cuda(be) ? ctx_of(be)->kernel_profile : -1;
+}
+
+uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count) {
+    if (count) *count = 0;
+    if (!drift_cuda_backend_is_cuda(be)) return 0;
+    const dcu_ctx *ctx = ctx_of(be);
+    if (count) *count = ctx->torch_fallbacks;
+    return ctx->torch_fallback_mask;
+}
+
+const char *drift_cuda_backend_torch_fallback_reason(const drift_backend *be) {
+    return drift_cuda_backend_is_cuda(be) ? ctx_of(be)->torch_fallback_why : "";
+}
+
 int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "cuda", "drift_cuda_backend_create: out is NULL");
     *out = NULL;
@@ -645,6 +733,7 @@ int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **
     memset(&variants, 0, sizeof variants);
     int rc = read_variants(&variants, o, err);
     if (rc) return rc;
+    const int profile = variants.kernel_profile;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -666,6 +755,7 @@ int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **
     }
     *ctx = variants;
     ctx->device = device;
+    ctx->kernel_profile = profile;
     snprintf(ctx->name, sizeof ctx->name, "cuda:%d", device);
     be->name = ctx->name;
     be->ctx = ctx;
@@ -716,6 +806,8 @@ int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **
                 "pinned metric result");
 #undef CREATE_STEP
     if (!rc) rc = dcu_gemm_cache_create(ctx, err);
+    if (!rc && profile == DRIFT_CUDA_KERNELS_TORCH) rc = dct_torch_create(ctx, err);
+    if (!rc) dcu_identity_fill(ctx);
     if (rc) {
         cuda_destroy(be);
         return rc;

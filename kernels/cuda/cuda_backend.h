@@ -41,15 +41,105 @@
  *                         values force (batch*head, query-row) chunking
  *   metrics_grid=N        number of blocks of the metric reduction
  *   norm_smem=0           norms re-read rows from global memory instead of
- *                         caching them in shared memory */
+ *                         caching them in shared memory
+ *   kernels=exact|torch   the kernel profile (below); default exact
+ *
+ * Options of the torch profile (test knobs: tests/gpu/torch_parity.sh uses
+ * them to learn which variant torch runs; leave them out in production):
+ *   torch_gemm=auto|lt|cublas  auto: torch's rule (bias and M > 1: cuBLASLt
+ *                         bias epilogue, else cublasGemmEx); lt: always cuBLASLt
+ *                         (TORCH_BLAS_PREFER_CUBLASLT=1); cublas: always
+ *                         cublasGemmEx (bias copied into the output, beta = 1)
+ *   cublas_ws=BYTES       torch's cuBLAS workspace (default torch's: 32 MiB on
+ *                         sm_90, else 8320 KiB; set it as CUBLAS_WORKSPACE_CONFIG
+ *                         sets torch's)
+ *   lt_ws_kib=N           cuBLASLt workspace limit in KiB (default 1024, torch's
+ *                         CUBLASLT_WORKSPACE_SIZE; capped at cublas_ws)
+ *   ln_threads=N          threads of the layer-norm block (default 128)
+ *   ln_combine=0|1|2      how the Welford combine's mean is contracted (0: as
+ *                         nvcc contracts the plain expression, 1/2: the two
+ *                         explicit fmaf orders)
+ *   rms_variant=0..3      rms_norm reduction variants (bit 1: flip the 4-wide
+ *                         vectorization, bit 2: lane shuffles 16..1)
+ *   sdpa=auto|exact       exact: ATTENTION on the exact kernels (recorded fallback)
+ *   sdpa_stats=0|1        cuDNN graph of training mode (stats output too)
+ *   conv_heur=instant|a|b cuDNN heuristic mode of the patch convolution
+ *   conv_skip=N           skip the first N engine configurations
+ *
+ * Kernel profiles (kernels/cuda/README.md, "The torch profile"): `exact` is
+ * drift's own order-defined kernels; `torch` runs, for LINEAR, LAYER_NORM,
+ * RMS_NORM, GELU_TANH and SILU, what PyTorch 2.11 runs on the same GPU
+ * (cuBLAS/cuBLASLt called with torch's descriptors, workspace and heuristic
+ * query; torch's reduction orders; torch's math functions with nvcc's default
+ * FMA contraction), so that a replay of a PyTorch recording can be bitwise
+ * equal to it. Ops the torch profile has no implementation for run on the
+ * exact kernels and are recorded (drift_cuda_backend_torch_fallbacks); ops
+ * whose exact kernel is a single IEEE operation per element (CAST, ADD, SUB,
+ * MUL, AFFINE, layouts, ROPE) are torch's arithmetic already and are not
+ * counted. */
 #ifndef DRIFT_KERNELS_CUDA_BACKEND_H
 #define DRIFT_KERNELS_CUDA_BACKEND_H
+
+#include <stdint.h>
 
 #include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Kernel profiles (see above). */
+enum { DRIFT_CUDA_KERNELS_EXACT = 0, DRIFT_CUDA_KERNELS_TORCH = 1 };
+
+/* "exact" -> DRIFT_CUDA_KERNELS_EXACT, "torch" -> DRIFT_CUDA_KERNELS_TORCH,
+ * anything else (or NULL) -> -1. */
+int drift_cuda_kernel_profile_parse(const char *s);
+/* "exact" / "torch" (static string; "?" for an unknown value). */
+const char *drift_cuda_kernel_profile_name(int profile);
+/* The profile be was created with; -1 if be is not a CUDA backend. */
+int drift_cuda_backend_kernel_profile(const drift_backend *be);
+
+/* Ops that ran on the exact kernels although be uses the torch profile:
+ * returns a mask with bit k set for drift_op_kind k; *count (NULL allowed)
+ * gets the number of such runs. 0 for an exact-profile or non-CUDA backend. */
+uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count);
+/* The reason of the last such fallback ("" if none; borrowed, valid until
+ * the next run on be). */
+const char *drift_cuda_backend_torch_fallback_reason(const drift_backend *be);
+
+/* What the backend runs on, recorded at creation, for replay reports and for
+ * comparing with a recording's (bitwise equality with torch is only expected
+ * on the same GPU model with the same cuBLAS(Lt)/cuDNN builds). Versions are
+ * the libraries' own runtime answers (cublasLtGetVersion, cublasGetVersion,
+ * cudnnGetVersion: e.g. 130100 for 13.1.0, 91900 for 9.19.0), 0 when not
+ * available; the paths are the shared objects actually loaded ("" if
+ * unknown), so that LD_LIBRARY_PATH choices are visible. */
+typedef struct drift_cuda_identity {
+    char gpu_name[256];
+    int cc_major, cc_minor;
+    int driver_version;    /* cudaDriverGetVersion, e.g. 13000 */
+    int runtime_version;   /* cudaRuntimeGetVersion */
+    long cublaslt_version;
+    long cublas_version;
+    long cudnn_version;
+    char cublaslt_path[512];
+    char cudnn_path[512];
+} drift_cuda_identity;
+
+/* Fills *out for be. DRIFT_E_INPUT if be is not a CUDA backend. */
+int drift_cuda_backend_identity(const drift_backend *be, drift_cuda_identity *out, drift_err *err);
+
+/* The Conv3d patch embedding (kernel == stride, no padding, no bias) as
+ * torch's cudnn_convolution, on a torch-profile backend: x [N, C, D, H, W],
+ * w with K*C*kd*kh*kw elements in Conv3d's weight order [K, C, kd, kh, kw]
+ * (any shape, e.g. the [K, C*kd*kh*kw] of a linear), y [N, K, D/kd, H/kh,
+ * W/kw], all allocated on be in one dtype (bf16/fp16). Queued on be's
+ * stream. DRIFT_E_UNSUPPORTED, saying why, when be is not a torch-profile
+ * CUDA backend or cuDNN is absent or declines; DRIFT_E_INPUT for
+ * inconsistent shapes. For the op-parity harness and a future convolution op
+ * (the replay graph runs the patch embedding as PATCHIFY + LINEAR). */
+int drift_cuda_torch_conv3d_patch(const drift_backend *be, const drift_tensor *x, const drift_tensor *w,
+                                  const int kernel[3], drift_tensor *y, drift_err *err);
 
 /* Number of visible CUDA devices; 0 when there is none or the driver/runtime
  * reports an error (never fails). */

@@ -24,6 +24,7 @@ extern "C" {
 #include "formats/dtype.h"
 #include "formats/err.h"
 #include "kernels/backend_impl.h"
+#include "kernels/cuda/cuda_backend.h"
 
 /* Forced GEMM paths (the spec's gemm= option). */
 enum { DCU_GEMM_AUTO = 0, DCU_GEMM_UNFUSED = 1, DCU_GEMM_NAIVE = 2 };
@@ -57,6 +58,22 @@ typedef struct dcu_ctx {
     int metrics_grid;
     int norm_smem;
     dcu_gemm_cache *gemm_cache;
+    /* kernel profile (cuda_backend.h: DRIFT_CUDA_KERNELS_*) and the torch
+       profile's options (the spec's torch_* keys), fixed at creation */
+    int kernel_profile;
+    struct {
+        int gemm_mode;          /* DCT_GEMM_* (torch_profile.h) */
+        long cublas_ws;         /* bytes; 0: torch's default for the GPU */
+        long lt_ws_kib;         /* KiB */
+        int ln_threads, ln_combine, rms_variant;
+        int sdpa_off, sdpa_stats;
+        int conv_heur, conv_skip; /* conv_heur: 0 instant, 1 a, 2 b */
+    } torch_opts;
+    struct dct_state *torch;   /* the torch profile's handles (kernels/cuda/torch/), NULL for exact */
+    uint32_t torch_fallback_mask; /* bit k: an op of kind k ran on the exact kernels under the torch profile */
+    int64_t torch_fallbacks;      /* how many such runs */
+    char torch_fallback_why[256]; /* the last fallback's reason ("" if none given) */
+    drift_cuda_identity identity; /* GPU, driver and library versions, filled at creation */
     char name[32];
 } dcu_ctx;
 
@@ -67,6 +84,10 @@ cudaError_t dcu_malloc(dcu_ctx *ctx, void **p, size_t bytes);
 void dcu_free(dcu_ctx *ctx, void *p);
 /* Sets err from a CUDA status; returns the drift status (DRIFT_OK on success). */
 int dcu_check(cudaError_t e, drift_err *err, const char *where, const char *what);
+
+/* ---- identity.c ---------------------------------------------------- */
+/* Fills ctx->identity (never fails: unknown fields stay 0 / ""). */
+void dcu_identity_fill(dcu_ctx *ctx);
 
 /* ---- elementwise.cu ------------------------------------------------- */
 enum { DCU_UN_CAST = 0, DCU_UN_AFFINE, DCU_UN_SILU, DCU_UN_GELU_TANH };

@@ -213,6 +213,10 @@ if has_stage bench && [ $BUILD_OK = 1 ]; then
     echo "===== $b" >>"$BENCH_LOG"
     (cd "$BUILD" && timeout "${BENCH_TIMEOUT:-600}" "./$b") >>"$BENCH_LOG" 2>&1 || echo "===== $b failed (rc $?)" >>"$BENCH_LOG"
   done
+  # the same forward under the torch kernel profile (issue 16's speed figure)
+  echo "===== bench_cuda_forward (kernels=torch)" >>"$BENCH_LOG"
+  (cd "$BUILD" && timeout "${BENCH_TIMEOUT:-600}" ./bench_cuda_forward "" 10 cuda:0:kernels=torch) >>"$BENCH_LOG" 2>&1 ||
+    echo "===== bench_cuda_forward (kernels=torch) failed (rc $?)" >>"$BENCH_LOG"
   for py in cuda_forward_torch.py recorder_overhead.py; do
     [ -f "$SRC/bench/$py" ] || continue
     echo "===== $py" >>"$BENCH_LOG"

@@ -1,0 +1,296 @@
+/* LAYER_NORM and RMS_NORM under the torch profile (drift's own code; the
+ * orders are facts about PyTorch's CUDA kernels).
+ *
+ * Unlike the exact kernels (dev_common.cuh's rule: every float operation an
+ * explicit _rn intrinsic) the torch profile writes torch's expressions as
+ * plain C++ so that nvcc contracts them into FMAs the way it does when it
+ * builds torch (--fmad=true, no fast math). Where torch stores a value to
+ * memory between two kernels (the composite rms_norm) the fused code here
+ * rounds with explicit intrinsics instead, so no contraction crosses that
+ * boundary.
+ *
+ * layer_norm (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
+ * vectorized_layer_norm_kernel, taken for fp32/bf16/fp16 rows with
+ * N % 4 == 0, 16-byte aligned pointers, N <= 2^24): one block of (32, T/32)
+ * threads per row (T = num_threads() = 128); thread t = x + 32 y reads
+ * 4-element vectors t, t + T, ... and folds each element into its Welford
+ * state in order (cuWelfordOnlineSum: delta = v - mean; count += 1;
+ * mean += delta * (1/count); m2 += delta * (v - mean)); the warp combines
+ * with shfl_down offsets 16, 8, 4, 2, 1 (cuWelfordCombine(own, other)); warps
+ * combine pairwise through shared memory (upper half writes, lower half
+ * merges, offsets T/64 ... 1); var = m2 / N; rstd = rsqrtf(var + eps);
+ * y = w * (rstd * (x - mean)) + b (the same expression per affine case).
+ *
+ * rms_norm (aten/src/ATen/native/layer_norm.cpp, composite on CUDA):
+ * u = x.to(fp32); s = pow(u, 2) (torch computes u*u); m = s.mean(-1), a
+ * reduce_kernel with MeanOps (sum, then * factor, factor = float(rows) /
+ * numel); r = rsqrt(m + eps); t = (u * r).type_as(x); y = t * w. The sum
+ * follows reduce_kernel's order for a contiguous last-dim reduction
+ * (aten/src/ATen/native/cuda/Reduce.cuh, setReduceConfig): rows of N > 128
+ * floats are read as 4-wide vectors by block_width lanes with four
+ * accumulators (vector element i into accumulator i), N <= 128 element-wise
+ * with vt0 = 4 accumulators (element lane + k*bw into accumulator k % 4);
+ * accumulators combine as ((a0 + a1) + a2) + a3; lanes combine through
+ * shared memory when block_width > 32 (offsets bw/2 .. 32), then with
+ * shfl_down offsets 1, 2, 4, 8, 16; each row is one block_width-wide row of
+ * the block (block_height rows per block). dct_reduce_config reproduces
+ * torch's block shape and declines the configurations it does not emulate
+ * (inter-warp or cross-block splits of one row). */
+#include "kernels/cuda/dev_common.cuh"
+#include "kernels/cuda/torch/torch_profile.h"
+
+namespace {
+
+struct WD {
+    float mean, sigma2, count;
+};
+
+DCU_DEV WD wd_online(float val, WD c) {
+    float delta = val - c.mean;
+    float new_count = c.count + 1.f;
+    float new_mean = c.mean + delta * (1.f / new_count);
+    WD r = {new_mean, c.sigma2 + delta * (val - new_mean), new_count};
+    return r;
+}
+
+/* cuWelfordCombine(dataB = own, dataA = other) */
+template <int COMBINE>
+DCU_DEV WD wd_combine(WD b, WD a) {
+    float delta = b.mean - a.mean;
+    float count = a.count + b.count;
+    float mean, sigma2;
+    if (count > 0.f) {
+        float coef = 1.f / count;
+        float nA = a.count * coef;
+        float nB = b.count * coef;
+        if (COMBINE == 1)
+            mean = fmaf(nA, a.mean, __fmul_rn(nB, b.mean));
+        else if (COMBINE == 2)
+            mean = fmaf(nB, b.mean, __fmul_rn(nA, a.mean));
+        else
+            mean = nA * a.mean + nB * b.mean;
+        sigma2 = a.sigma2 + b.sigma2 + delta * delta * a.count * nB;
+    } else {
+        mean = 0.f;
+        sigma2 = 0.f;
+    }
+    WD r = {mean, sigma2, count};
+    return r;
+}
+
+template <int COMBINE>
+__global__ void k_layer_norm_torch(const void *__restrict__ x, int tx, int N, const void *__restrict__ w, int tw,
+                                   const void *__restrict__ b, int tb, void *__restrict__ y, int ty, float eps) {
+    __shared__ float buf[3 * 32];
+    const int64_t base = (int64_t)blockIdx.x * N;
+    const int numx = blockDim.x * blockDim.y;
+    const int thrx = threadIdx.x + threadIdx.y * blockDim.x;
+    const int nvec = N / 4;
+    WD wd = {0.f, 0.f, 0.f};
+    for (int i = thrx; i < nvec; i += numx) {
+#pragma unroll
+        for (int ii = 0; ii < 4; ii++) wd = wd_online(dcu_ld<int64_t>(x, tx, base + 4 * i + ii), wd);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        WD o = {__shfl_down_sync(0xffffffffu, wd.mean, offset), __shfl_down_sync(0xffffffffu, wd.sigma2, offset),
+                __shfl_down_sync(0xffffffffu, wd.count, offset)};
+        wd = wd_combine<COMBINE>(wd, o);
+    }
+    float mean, var;
+    if (blockDim.y > 1) {
+        float *msb = buf;
+        float *cnt = buf + blockDim.y;
+        for (int offset = blockDim.y / 2; offset > 0; offset /= 2) {
+            if (threadIdx.x == 0 && (int)threadIdx.y >= offset && (int)threadIdx.y < 2 * offset) {
+                const int wy = threadIdx.y - offset;
+                msb[2 * wy] = wd.mean;
+                msb[2 * wy + 1] = wd.sigma2;
+                cnt[wy] = wd.count;
+            }
+            __syncthreads();
+            if (threadIdx.x == 0 && (int)threadIdx.y < offset) {
+                WD o = {msb[2 * threadIdx.y], msb[2 * threadIdx.y + 1], cnt[threadIdx.y]};
+                wd = wd_combine<COMBINE>(wd, o);
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0 && threadIdx.y == 0) {
+            msb[0] = wd.mean;
+            msb[1] = wd.sigma2 / float(N);
+        }
+        __syncthreads();
+        mean = msb[0];
+        var = msb[1];
+    } else {
+        mean = __shfl_sync(0xffffffffu, wd.mean, 0);
+        var = __shfl_sync(0xffffffffu, wd.sigma2, 0) / float(N);
+    }
+    const float rstd = rsqrtf(var + eps);
+    if (w && b) {
+        for (int i = thrx; i < nvec; i += numx)
+#pragma unroll
+            for (int ii = 0; ii < 4; ii++) {
+                const int j = 4 * i + ii;
+                float o = dcu_ld<int>(w, tw, j) * (rstd * (dcu_ld<int64_t>(x, tx, base + j) - mean)) +
+                          dcu_ld<int>(b, tb, j);
+                dcu_st<int64_t>(y, ty, base + j, o);
+            }
+    } else if (w) {
+        for (int i = thrx; i < nvec; i += numx)
+#pragma unroll
+            for (int ii = 0; ii < 4; ii++) {
+                const int j = 4 * i + ii;
+                float o = dcu_ld<int>(w, tw, j) * (rstd * (dcu_ld<int64_t>(x, tx, base + j) - mean));
+                dcu_st<int64_t>(y, ty, base + j, o);
+            }
+    } else if (b) {
+        for (int i = thrx; i < nvec; i += numx)
+#pragma unroll
+            for (int ii = 0; ii < 4; ii++) {
+                const int j = 4 * i + ii;
+                float o = (rstd * (dcu_ld<int64_t>(x, tx, base + j) - mean)) + dcu_ld<int>(b, tb, j);
+                dcu_st<int64_t>(y, ty, base + j, o);
+            }
+    } else {
+        for (int i = thrx; i < nvec; i += numx)
+#pragma unroll
+            for (int ii = 0; ii < 4; ii++) {
+                const int j = 4 * i + ii;
+                float o = rstd * (dcu_ld<int64_t>(x, tx, base + j) - mean);
+                dcu_st<int64_t>(y, ty, base + j, o);
+            }
+    }
+}
+
+/* One row per blockDim.x-wide row of the block; see the file comment. */
+__global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t rows, int N, const void *__restrict__ w,
+                                 int tw, void *__restrict__ y, int tp, int ty, float eps, int vec, float factor,
+                                 int shfl_desc) {
+    extern __shared__ float sm[];
+    __shared__ float rs[512];
+    const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    const int lane = threadIdx.x, bw = blockDim.x;
+    const bool active = row < rows && lane < N;
+    const int64_t base = row * N;
+    float v = 0.f;
+    if (active) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        if (vec) {
+            for (int idx = lane; idx * 4 + 3 < N; idx += bw)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float u = dcu_ld<int64_t>(x, tx, base + idx * 4 + i);
+                    acc[i] = __fadd_rn(acc[i], __fmul_rn(u, u));
+                }
+        } else {
+            int k = 0;
+            for (int idx = lane; idx < N; idx += bw, k++) {
+                float u = dcu_ld<int64_t>(x, tx, base + idx);
+                acc[k & 3] = __fadd_rn(acc[k & 3], __fmul_rn(u, u));
+            }
+        }
+        v = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), acc[2]), acc[3]);
+    }
+    int dim_x = bw;
+    if (dim_x > 32) {
+        const int ab = threadIdx.x + threadIdx.y * blockDim.x;
+        sm[ab] = v;
+        for (int offset = dim_x / 2; offset >= 32; offset >>= 1) {
+            __syncthreads();
+            if ((int)threadIdx.x < offset && (int)threadIdx.x + offset < bw) {
+                v = __fadd_rn(v, sm[ab + offset]);
+                sm[ab] = v;
+            }
+        }
+        dim_x = 32;
+    }
+    __syncthreads();
+    if (shfl_desc) /* test variant: offsets dim_x/2 .. 1 */
+        for (int offset = dim_x / 2; offset > 0; offset >>= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
+    else
+        for (int offset = 1; offset < dim_x; offset <<= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
+    if (threadIdx.x == 0) {
+        const float m = __fmul_rn(v, factor);
+        rs[threadIdx.y] = rsqrtf(__fadd_rn(m, eps));
+    }
+    __syncthreads();
+    if (row >= rows) return;
+    const float r = rs[threadIdx.y];
+    for (int j = lane; j < N; j += bw) {
+        const float t = dcu_round(__fmul_rn(dcu_ld<int64_t>(x, tx, base + j), r), tx);
+        float o = w ? dcu_round(__fmul_rn(t, dcu_ld<int>(w, tw, j)), tp) : t;
+        dcu_st<int64_t>(y, ty, base + j, o);
+    }
+}
+
+int last_pow2(int64_t n) {
+    int64_t p = 1;
+    while (p * 2 <= n) p *= 2;
+    return (int)p;
+}
+
+} // namespace
+
+extern "C" int dct_layer_norm_vectorizable(const void *x, const void *y, const void *w, const void *b, int64_t N) {
+    /* drift keeps 16-bit tensors too; torch would see them as fp32 after the
+       upcast, whose fresh allocation is aligned: require the native buffers
+       to be aligned to 4 elements of their own size (always true for
+       drift's allocations and aliases at 16-byte offsets) */
+    (void)y;
+    if (N <= 0 || N % 4 != 0 || N > (1LL << 24)) return 0;
+    const uintptr_t m = 7;
+    if (((uintptr_t)x & m) || (w && ((uintptr_t)w & m)) || (b && ((uintptr_t)b & m))) return 0;
+    return 1;
+}
+
+extern "C" cudaError_t dct_launch_layer_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows,
+                                             int64_t N, const void *w, drift_dtype tw, const void *b, drift_dtype tb,
+                                             void *y, drift_dtype ty, float eps, int threads, int combine) {
+    if (rows <= 0) return cudaSuccess;
+    if (rows > INT32_MAX || N > (1LL << 24) || threads < 32 || threads > 1024 || threads % 32)
+        return cudaErrorInvalidValue;
+    dim3 blk(32, threads / 32), grd((unsigned)rows);
+    if (combine == 1)
+        k_layer_norm_torch<1><<<grd, blk, 0, ctx->stream>>>(x, tx, (int)N, w, tw, b, tb, y, ty, eps);
+    else if (combine == 2)
+        k_layer_norm_torch<2><<<grd, blk, 0, ctx->stream>>>(x, tx, (int)N, w, tw, b, tb, y, ty, eps);
+    else
+        k_layer_norm_torch<0><<<grd, blk, 0, ctx->stream>>>(x, tx, (int)N, w, tw, b, tb, y, ty, eps);
+    return cudaGetLastError();
+}
+
+extern "C" int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg) {
+    if (rows < 1 || N < 1 || rows > INT32_MAX || N > INT32_MAX || rows * N > INT32_MAX) return 0;
+    const int MAXT = 512;
+    int64_t dim0 = N, dim1 = rows;
+    const int vec = N > 128; /* torch: reduction on the fastest dim, dim0 > 128, vt0 >= input_vec_size */
+    if (vec && N % 4 != 0) return 0; /* unaligned rows: torch's head/tail handling is not emulated */
+    if (vec) dim0 /= 4;
+    const int d0 = dim0 < MAXT ? last_pow2(dim0) : MAXT, d1 = dim1 < MAXT ? last_pow2(dim1) : MAXT;
+    int bw = d0 < 32 ? d0 : 32;
+    int bh = d1 < MAXT / bw ? d1 : MAXT / bw;
+    bw = d0 < MAXT / bh ? d0 : MAXT / bh;
+    const int64_t vpt = (N + bw - 1) / bw; /* values_per_thread: num_inputs / step_input */
+    if (vpt >= (int64_t)bh * 16 || vpt >= 256) return 0; /* torch splits a row across warps */
+    cfg->bw = bw;
+    cfg->bh = bh;
+    cfg->vectorize = vec;
+    cfg->factor = (float)rows / (float)(rows * N);
+    cfg->shfl_desc = 0;
+    return 1;
+}
+
+extern "C" cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
+                                           const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps,
+                                           const dct_reduce_cfg *cfg) {
+    if (rows <= 0) return cudaSuccess;
+    /* type promotion of t (tx) and w (tw): fp32 if either is, else tx */
+    const drift_dtype tp = (tx == DRIFT_F32 || (w && tw == DRIFT_F32)) ? DRIFT_F32 : tx;
+    dim3 blk(cfg->bw, cfg->bh);
+    const int64_t g = (rows + cfg->bh - 1) / cfg->bh;
+    if (g > INT32_MAX) return cudaErrorInvalidValue;
+    const size_t smem = cfg->bw > 32 ? (size_t)cfg->bw * cfg->bh * sizeof(float) : 0;
+    k_rms_norm_torch<<<(unsigned)g, blk, smem, ctx->stream>>>(x, tx, rows, (int)N, w, tw, y, tp, ty, eps,
+                                                              cfg->vectorize, cfg->factor, cfg->shfl_desc);
+    return cudaGetLastError();
+}

@@ -1,0 +1,235 @@
+/* ATTENTION under the torch profile: cuDNN's fused flash SDPA forward, the
+ * kernel torch 2.11 runs for scaled_dot_product_attention on an H200
+ * (cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_*), built through
+ * cuDNN's C backend API (drift's own code; the graph is the one torch's
+ * aten/src/ATen/native/cudnn/MHA.cpp asks cudnn-frontend's sdpa node for):
+ *
+ *   S  = Q K^T              matmul, fp32 (K^T: K's descriptor with the last
+ *                           two dims and strides swapped)
+ *   S  = S * attn_scale     pointwise MUL with a by-value fp32 scalar
+ *   M  = max_j S            reduction MAX to [B, H, Sq, 1]
+ *   E  = exp(S - M)         pointwise SUB, EXP
+ *   Z  = sum_j E            reduction ADD
+ *   P  = E / Z              pointwise DIV
+ *   (Stats = M + log Z      training mode only: the spec's sdpa_stats=1)
+ *   O  = P V                matmul into the bf16/fp16 output
+ * I/O tensors at the operands' real strides (layout 0 [B, H, L, D] or layout
+ * 1 [B, L, H, D], which is what diffusers hands torch after its transpose),
+ * intermediates virtual fp32; heuristics mode A, the first engine config
+ * that finalizes (frontend's HEURISTICS_CHOICE). Plans are cached per shape,
+ * strides, dtype and scale. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "kernels/cuda/torch/torch_profile.h"
+
+#ifndef DRIFT_HAVE_CUDNN
+
+int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_size, drift_err *err) {
+    (void)ctx;
+    (void)a;
+    (void)err;
+    snprintf(why, why_size, "built without cuDNN");
+    return DRIFT_E_UNSUPPORTED;
+}
+void dct_sdpa_cache_destroy(dcu_ctx *ctx) { (void)ctx; }
+
+#else
+
+#include "kernels/cuda/torch/cudnn_graph.h"
+
+#define SDPA_CACHE 16
+
+typedef struct sdpa_key {
+    int64_t B, H, Sq, Sk, D;
+    int64_t qs[4], ks[4], vs[4], os[4];
+    int dtype, stats;
+    float scale;
+} sdpa_key;
+
+typedef struct sdpa_plan {
+    int used;
+    sdpa_key key;
+    dct_cg g; /* the graph's descriptors and its plan */
+} sdpa_plan;
+
+struct dct_sdpa_cache {
+    sdpa_plan plans[SDPA_CACHE];
+    int next;
+};
+
+static cudnnBackendDescriptor_t op_matmul(dct_cg *b, cudnnBackendDescriptor_t A, cudnnBackendDescriptor_t B,
+                                          cudnnBackendDescriptor_t C) {
+    cudnnBackendDescriptor_t m = dct_cg_create(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul descriptor");
+    cudnnDataType_t ct = CUDNN_DATA_FLOAT;
+    dct_cg_set(b, m, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct, "matmul compute type");
+    dct_cg_fin(b, m, "finalizing a matmul descriptor");
+    cudnnBackendDescriptor_t o = dct_cg_create(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul operation");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &A, "matmul A");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &B, "matmul B");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &C, "matmul C");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &m, "matmul desc");
+    dct_cg_fin(b, o, "finalizing a matmul operation");
+    return o;
+}
+
+static cudnnBackendDescriptor_t op_pointwise(dct_cg *b, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t X,
+                                             cudnnBackendDescriptor_t B, cudnnBackendDescriptor_t Y) {
+    cudnnBackendDescriptor_t p = dct_cg_create(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise descriptor");
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    dct_cg_set(b, p, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
+    dct_cg_set(b, p, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, "pointwise precision");
+    dct_cg_fin(b, p, "finalizing a pointwise descriptor");
+    cudnnBackendDescriptor_t o =
+        dct_cg_create(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise operation");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p,
+               "pointwise desc");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &X, "pointwise X");
+    if (B) dct_cg_set(b, o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &B, "pointwise B");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &Y, "pointwise Y");
+    dct_cg_fin(b, o, "finalizing a pointwise operation");
+    return o;
+}
+
+static cudnnBackendDescriptor_t op_reduce(dct_cg *b, cudnnReduceTensorOp_t r, cudnnBackendDescriptor_t X,
+                                          cudnnBackendDescriptor_t Y) {
+    cudnnBackendDescriptor_t d = dct_cg_create(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction descriptor");
+    cudnnDataType_t ct = CUDNN_DATA_FLOAT;
+    dct_cg_set(b, d, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &r, "reduction operator");
+    dct_cg_set(b, d, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct, "reduction compute type");
+    dct_cg_fin(b, d, "finalizing a reduction descriptor");
+    cudnnBackendDescriptor_t o =
+        dct_cg_create(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction operation");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &X, "reduction X");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &Y, "reduction Y");
+    dct_cg_set(b, o, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d, "reduction desc");
+    dct_cg_fin(b, o, "finalizing a reduction operation");
+    return o;
+}
+
+enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 };
+
+/* Builds the graph and plan for key into p; 0 on success, else the reason in why. */
+static int plan_build(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p, char *why, size_t why_size) {
+    memset(p, 0, sizeof *p);
+    dct_cg *b = &p->g;
+    dct_cg_init(b);
+    p->key = *k;
+    const cudnnDataType_t io = k->dtype == DRIFT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    int64_t qd[4] = {k->B, k->H, k->Sq, k->D}, kd[4] = {k->B, k->H, k->D, k->Sk}, vd[4] = {k->B, k->H, k->Sk, k->D};
+    int64_t kts[4] = {k->ks[0], k->ks[1], k->ks[3], k->ks[2]};
+    int64_t sd[4] = {k->B, k->H, k->Sq, k->Sk}, ss[4] = {k->H * k->Sq * k->Sk, k->Sq * k->Sk, k->Sk, 1};
+    int64_t rd[4] = {k->B, k->H, k->Sq, 1}, rs[4] = {k->H * k->Sq, k->Sq, 1, 1};
+    int64_t one[4] = {1, 1, 1, 1};
+    cudnnBackendDescriptor_t Q = dct_cg_tensor(b, UID_Q, io, 4, qd, k->qs, 0, 0);
+    cudnnBackendDescriptor_t KT = dct_cg_tensor(b, UID_K, io, 4, kd, kts, 0, 0);
+    cudnnBackendDescriptor_t V = dct_cg_tensor(b, UID_V, io, 4, vd, k->vs, 0, 0);
+    cudnnBackendDescriptor_t O = dct_cg_tensor(b, UID_O, io, 4, qd, k->os, 0, 0);
+    cudnnBackendDescriptor_t SC = dct_cg_tensor(b, UID_SCALE, f32, 4, one, one, 0, 1);
+    cudnnBackendDescriptor_t S1 = dct_cg_tensor(b, 100, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t S2 = dct_cg_tensor(b, 101, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t M = dct_cg_tensor(b, 102, f32, 4, rd, rs, 1, 0);
+    cudnnBackendDescriptor_t S3 = dct_cg_tensor(b, 103, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t E = dct_cg_tensor(b, 104, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t Z = dct_cg_tensor(b, 105, f32, 4, rd, rs, 1, 0);
+    cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t ops[10];
+    int nops = 0;
+    ops[nops++] = op_matmul(b, Q, KT, S1);
+    ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_MUL, S1, SC, S2);
+    ops[nops++] = op_reduce(b, CUDNN_REDUCE_TENSOR_MAX, S2, M);
+    ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_SUB, S2, M, S3);
+    ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_EXP, S3, NULL, E);
+    ops[nops++] = op_reduce(b, CUDNN_REDUCE_TENSOR_ADD, E, Z);
+    if (k->stats) {
+        cudnnBackendDescriptor_t LZ = dct_cg_tensor(b, 107, f32, 4, rd, rs, 1, 0);
+        cudnnBackendDescriptor_t ST = dct_cg_tensor(b, UID_STATS, f32, 4, rd, rs, 0, 0);
+        ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_LOG, Z, NULL, LZ);
+        ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, M, LZ, ST);
+    }
+    ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_DIV, E, Z, P);
+    ops[nops++] = op_matmul(b, P, V, O);
+    int rc = b->st ? -1 : dct_cg_plan(b, h, ops, nops, CUDNN_HEUR_MODE_A);
+    if (rc) snprintf(why, why_size, "SDPA graph: %s", b->why);
+    else p->used = 1;
+    return rc;
+}
+
+void dct_sdpa_cache_destroy(dcu_ctx *ctx) {
+    struct dct_state *st = ctx ? ctx->torch : NULL;
+    if (!st || !st->sdpa) return;
+    for (int i = 0; i < SDPA_CACHE; i++) dct_cg_release(&st->sdpa->plans[i].g);
+    drift_free(st->sdpa);
+    st->sdpa = NULL;
+}
+
+int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_size, drift_err *err) {
+    struct dct_state *st = ctx->torch;
+    if (a->dtype != DRIFT_BF16 && a->dtype != DRIFT_F16) {
+        snprintf(why, why_size, "cuDNN SDPA needs bf16/fp16 operands");
+        return DRIFT_E_UNSUPPORTED;
+    }
+    cudnnHandle_t h = NULL;
+    if (dct_cudnn_handle(ctx, &h, why, why_size)) return DRIFT_E_UNSUPPORTED;
+    if (!st->sdpa) {
+        st->sdpa = drift_calloc(1, sizeof *st->sdpa);
+        if (!st->sdpa) return drift_err_set(err, DRIFT_E_NOMEM, ctx->name, "no memory for the SDPA plan cache");
+    }
+    struct dct_sdpa_cache *c = st->sdpa;
+    sdpa_key key;
+    memset(&key, 0, sizeof key);
+    key.B = a->B;
+    key.H = a->H;
+    key.Sq = a->Sq;
+    key.Sk = a->Sk;
+    key.D = a->D;
+    memcpy(key.qs, a->qs, sizeof key.qs);
+    memcpy(key.ks, a->ks, sizeof key.ks);
+    memcpy(key.vs, a->vs, sizeof key.vs);
+    memcpy(key.os, a->os, sizeof key.os);
+    key.dtype = (int)a->dtype;
+    key.stats = st->sdpa_stats;
+    key.scale = a->scale;
+    sdpa_plan *p = NULL;
+    for (int i = 0; i < SDPA_CACHE; i++)
+        if (c->plans[i].used && memcmp(&c->plans[i].key, &key, sizeof key) == 0) p = &c->plans[i];
+    if (!p) {
+        p = &c->plans[c->next];
+        c->next = (c->next + 1) % SDPA_CACHE;
+        dct_cg_release(&p->g);
+        p->used = 0;
+        if (plan_build(h, &key, p, why, why_size)) {
+            dct_cg_release(&p->g);
+            memset(p, 0, sizeof *p);
+            return DRIFT_E_UNSUPPORTED;
+        }
+    }
+    void *ws = NULL, *stats = NULL;
+    int rc = dcu_check(dcu_malloc(ctx, &ws, (size_t)p->g.workspace), err, ctx->name, "allocating the SDPA workspace");
+    if (!rc && key.stats)
+        rc = dcu_check(dcu_malloc(ctx, &stats, (size_t)(a->B * a->H * a->Sq) * sizeof(float)), err, ctx->name,
+                       "allocating the SDPA statistics");
+    if (rc) {
+        dcu_free(ctx, ws);
+        return rc;
+    }
+    float scale = a->scale;
+    int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
+    void *ptrs[6] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale, stats};
+    int64_t n = key.stats ? 6 : 5;
+    cudnnStatus_t s = dct_cg_execute(h, &p->g, (int)n, uids, ptrs, ws);
+    dcu_free(ctx, ws);
+    dcu_free(ctx, stats);
+    if (s) {
+        char last[256] = "";
+        cudnnGetLastErrorString(last, sizeof last);
+        return drift_err_set(err, DRIFT_E_IO, ctx->name, "cuDNN SDPA execute: %s %s", cudnnGetErrorString(s), last);
+    }
+    return DRIFT_OK;
+}
+
+#endif

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""The torch side of the op-parity harness (tests/gpu/torch_parity.sh).
+
+  python3 tests/gpu/torch_parity.py gen DIR
+      makes seeded inputs for each op class and shape of the Wan 1.3B
+      recording (and a Qwen-Image block), runs torch's op under bf16 autocast
+      as the model does, writes inputs and torch's outputs as raw bits plus
+      DIR/manifest.txt (read by tests/gpu/torch_parity_run.c), and
+      DIR/torch_libdirs.txt: the folders of the libcublasLt / libcudnn this
+      torch process loaded (for LD_LIBRARY_PATH of the drift side).
+      Prints TORCH (versions, settings), TORCHLIB (loaded libraries) and
+      KERNELS (the CUDA kernels torch ran per case) lines.
+  python3 tests/gpu/torch_parity.py compare DIR TAG [TAG ...]
+      compares DIR/<case>.<TAG>.bin with torch's output and prints, for the
+      first TAG, "PARITY <case> <shape> mismatches=N/T max_ulp=U" per case,
+      for the others "VARIANT <tag> <case> ..." lines, then a SUMMARY line
+      per tag. A missing drift output prints "mismatches=MISSING".
+
+Only torch's documented Python API is used; nothing here needs drift.
+"""
+import os
+import sys
+import traceback
+import zlib
+
+import numpy as np
+
+CASES = []  # (name, op, fn): fn() -> (inputs, torch op closure, manifest attributes)
+
+
+# ----------------------------------------------------------------- torch side
+
+def torch_gen(outdir):
+    import torch
+    import torch.nn.functional as F
+
+    dev = torch.device("cuda")
+    bf16 = torch.bfloat16
+    os.makedirs(outdir, exist_ok=True)
+    man = open(os.path.join(outdir, "manifest.txt"), "w")
+    man.write("# written by tests/gpu/torch_parity.py gen\n")
+
+    def dtname(t):
+        return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[t.dtype]
+
+    def save(name, tag, t):
+        t = t.detach().contiguous()
+        fn = "%s.%s.bin" % (name, tag)
+        view = {2: torch.int16, 4: torch.int32}[t.element_size()]
+        t.view(view).cpu().numpy().tofile(os.path.join(outdir, fn))
+        return fn
+
+    def emit(name, op, ins, out, attrs=""):
+        man.write("case %s %s%s\n" % (name, op, (" " + attrs) if attrs else ""))
+        for i, t in enumerate(ins):
+            fn = save(name, "in%d" % i, t)
+            man.write("in %s %d %s %s\n" % (dtname(t), t.dim(), " ".join(str(d) for d in t.shape), fn))
+        save(name, "torch", out)
+        man.write("out %s %d %s\n" % (dtname(out), out.dim(), " ".join(str(d) for d in out.shape)))
+        man.write("end\n")
+        man.flush()
+
+    def kernels_of(fn):
+        """Names of the CUDA kernels fn launches (torch.profiler)."""
+        try:
+            from torch.profiler import profile, ProfilerActivity
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            names = []
+            for e in prof.events():
+                if str(getattr(e, "device_type", "")).upper().endswith("CUDA"):
+                    if e.name not in names:
+                        names.append(e.name)
+            return names
+        except Exception as ex:  # profiler unavailable: say so, keep going
+            return ["(profiler: %s)" % ex]
+
+    def run(name, op, fn):
+        torch.manual_seed(zlib.crc32(name.encode()))
+        try:
+            ins, out_fn, attrs = fn()
+            with torch.autocast("cuda", dtype=bf16):
+                out = out_fn()
+            torch.cuda.synchronize()
+            if op == "rms_norm" and rms_upcast[0]:
+                # autocast ran rms_norm in fp32: drift gets the upcast operands
+                ins = [t.float() for t in ins]
+            ks = kernels_of(lambda: _autocast(out_fn))
+            emit(name, op, ins, out, attrs)
+            print("KERNELS %s: %s" % (name, " | ".join(k[:160] for k in ks)), flush=True)
+            print("TORCHCASE %s ok out=%s %s" % (name, dtname(out), list(out.shape)), flush=True)
+        except Exception:
+            print("TORCHCASE %s error: %s" % (name, traceback.format_exc().strip().replace("\n", " / ")), flush=True)
+
+    def _autocast(f):
+        with torch.autocast("cuda", dtype=bf16):
+            return f()
+
+    def rb(*shape, scale=1.0):
+        """bf16-representable fp32 values."""
+        return (torch.randn(*shape, device=dev) * scale).to(bf16)
+
+    # linear: aten::linear under autocast (weights and bias cast to bf16)
+    lin_shapes = [(1536, 1536), (1536, 8960), (8960, 1536)]
+    for M in (1, 64, 1280, 4096):
+        for K, N in lin_shapes:
+            for bias in (True, False):
+                nm = "linear_%s_M%d_K%d_N%d" % ("bias" if bias else "nobias", M, K, N)
+
+                def f(M=M, K=K, N=N, bias=bias):
+                    x = rb(1, M, K)
+                    w = torch.randn(N, K, device=dev) * K ** -0.5
+                    b = torch.randn(N, device=dev) * 0.1 if bias else None
+                    wb, bb = w.to(bf16), (b.to(bf16) if bias else None)
+                    ins = [x, wb] + ([bb] if bias else [])
+                    return ins, (lambda: F.linear(x, w, b)), ""
+                CASES.append((nm, "linear", f))
+    # a Qwen-Image block's widths (d 3072, ffn 12288), 4096 image tokens
+    for K, N in ((3072, 3072), (3072, 12288), (12288, 3072)):
+        nm = "linear_bias_qwen_M4096_K%d_N%d" % (K, N)
+
+        def f(K=K, N=N):
+            x = rb(1, 4096, K)
+            w = torch.randn(N, K, device=dev) * K ** -0.5
+            b = torch.randn(N, device=dev) * 0.1
+            return [x, w.to(bf16), b.to(bf16)], (lambda: F.linear(x, w, b)), ""
+        CASES.append((nm, "linear", f))
+
+    # layer_norm: diffusers' FP32LayerNorm (fp32 input, weights, output)
+    for affine in (True, False):
+        nm = "layer_norm_%s_1280x1536" % ("affine" if affine else "noaffine")
+
+        def f(affine=affine):
+            x = rb(1280, 1536, scale=2.0).float() + 0.5
+            w = (1 + 0.1 * torch.randn(1536, device=dev)) if affine else None
+            b = (0.1 * torch.randn(1536, device=dev)) if affine else None
+            ins = [x] + ([w, b] if affine else [])
+            return ins, (lambda: F.layer_norm(x, (1536,), w, b, 1e-6)), "eps=1e-06"
+        CASES.append((nm, "layer_norm", f))
+
+    # rms_norm: WanAttention's norm_q / norm_k (torch.nn.RMSNorm over all
+    # heads), self (1280 rows) and cross-attention keys (512 text rows);
+    # weights bf16 (FSDP2 bf16 gather) and fp32; Qwen-Image's per-head 128
+    for rows, D, wdt, tag in ((1280, 1536, bf16, "wbf16"), (1280, 1536, torch.float32, "wfp32"),
+                              (512, 1536, bf16, "wbf16"), (4096 * 24, 128, bf16, "wbf16")):
+        nm = "rms_norm_%s_%dx%d" % (tag, rows, D)
+
+        def f(rows=rows, D=D, wdt=wdt):
+            x = rb(1, rows, D, scale=3.0)
+            w = (1 + 0.1 * torch.randn(D, device=dev)).to(wdt)
+            return [x, w], (lambda: F.rms_norm(x, (D,), w, 1e-6)), "eps=1e-06"
+        CASES.append((nm, "rms_norm", f))
+
+    # activations on bf16 linear outputs (and an fp32 SiLU, the time embedder's)
+    def f_gelu():
+        x = rb(1, 1280, 8960, scale=3.0)
+        return [x], (lambda: F.gelu(x, approximate="tanh")), ""
+    CASES.append(("gelu_tanh_1280x8960", "gelu_tanh", f_gelu))
+
+    def f_silu():
+        x = rb(1, 1280, 1536, scale=4.0)
+        return [x], (lambda: F.silu(x)), ""
+    CASES.append(("silu_bf16_1280x1536", "silu", f_silu))
+
+    def f_silu32():
+        x = torch.randn(1, 8960, device=dev) * 4.0
+        return [x], (lambda: F.silu(x)), ""
+    CASES.append(("silu_fp32_8960", "silu", f_silu32))
+
+    # the Wan block's modulation: fp32(x) * (1 + scale) + shift
+    def f_mod():
+        x = rb(1, 1280, 1536, scale=2.0)
+        sc = torch.randn(1, 1, 1536, device=dev) * 0.2
+        sh = torch.randn(1, 1, 1536, device=dev) * 0.2
+        return [x, sc, sh], (lambda: x.float() * (1 + sc) + sh), ""
+    CASES.append(("modulation_1280x1536", "modulation", f_mod))
+
+    # SDPA: self (1280 tokens) and cross (512 text tokens), 12 heads of 128
+    for Lk, tag in ((1280, "self"), (512, "cross")):
+        nm = "sdpa_%s_H12_Lq1280_Lk%d_D128" % (tag, Lk)
+
+        def f(Lk=Lk):
+            q, k, v = rb(1, 12, 1280, 128), rb(1, 12, Lk, 128), rb(1, 12, Lk, 128)
+            return [q, k, v], (lambda: F.scaled_dot_product_attention(q, k, v)), ""
+        CASES.append((nm, "sdpa", f))
+
+    # Conv3d patch embedding 16 -> 1536, patch (1, 2, 2), 5x32x32 latents -> 1280 tokens
+    def f_conv():
+        conv = torch.nn.Conv3d(16, 1536, kernel_size=(1, 2, 2), stride=(1, 2, 2)).to(dev)
+        x = rb(1, 16, 5, 32, 32)
+        w = conv.weight.detach().to(bf16).reshape(1536, 64)
+        b = conv.bias.detach().to(bf16)
+        return [x, w, b], (lambda: conv(x).flatten(2).transpose(1, 2).contiguous()), "patch=1,2,2"
+    CASES.append(("conv3d_patch_16x5x32x32_to_1536", "conv_patch", f_conv))
+    CASES.append(("conv3d_cudnn_16x5x32x32_to_1536", "conv_cudnn", f_conv))
+
+    import ctypes
+    print("TORCH version=%s cuda=%s cudnn=%s gpu=\"%s\" cc=%s" % (
+        torch.__version__, torch.version.cuda, torch.backends.cudnn.version(),
+        torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0)), flush=True)
+    try:
+        print("TORCH preferred_blas=%s allow_bf16_reduced_precision_reduction=%s cudnn.enabled=%s "
+              "flash_sdp=%s mem_efficient_sdp=%s cudnn_sdp=%s" % (
+                  torch.backends.cuda.preferred_blas_library(),
+                  torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+                  torch.backends.cudnn.enabled, torch.backends.cuda.flash_sdp_enabled(),
+                  torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled()),
+              flush=True)
+    except Exception as ex:
+        print("TORCH settings: %s" % ex, flush=True)
+    for k in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TORCH_CUBLASLT_UNIFIED_WORKSPACE",
+              "TORCH_BLAS_PREFER_CUBLASLT"):
+        print("TORCH env %s=%s" % (k, os.environ.get(k, "")), flush=True)
+
+    # does autocast run rms_norm in fp32 (bf16 operands, fp32 result)?
+    rms_upcast = [False]
+    with torch.autocast("cuda", dtype=bf16):
+        probe = F.rms_norm(rb(4, 256), (256,), torch.ones(256, device=dev, dtype=bf16), 1e-6)
+    rms_upcast[0] = probe.dtype == torch.float32
+    print("TORCH autocast_rms_norm_dtype=%s" % probe.dtype, flush=True)
+
+    for name, op, fn in CASES:
+        run(name, op, fn)
+    man.close()
+
+    # which cuBLAS(Lt)/cuDNN builds this process loaded
+    libs = {}
+    with open("/proc/self/maps") as mf:
+        for line in mf:
+            p = line.split()[-1] if "/" in line else ""
+            base = os.path.basename(p)
+            for key in ("libcublasLt.so", "libcublas.so", "libcudnn.so", "libcudnn_engines", "libcudnn_graph"):
+                if base.startswith(key):
+                    libs[base] = p
+    dirs = []
+    for base, p in sorted(libs.items()):
+        print("TORCHLIB %s" % p, flush=True)
+        d = os.path.dirname(p)
+        if d not in dirs:
+            dirs.append(d)
+    for base, p in libs.items():
+        if base.startswith("libcublasLt.so"):
+            try:
+                lib = ctypes.CDLL(p)
+                lib.cublasLtGetVersion.restype = ctypes.c_size_t
+                print("TORCH cublaslt_version=%d" % lib.cublasLtGetVersion(), flush=True)
+            except OSError as ex:
+                print("TORCH cublaslt_version=? (%s)" % ex, flush=True)
+    with open(os.path.join(outdir, "torch_libdirs.txt"), "w") as f:
+        f.write(":".join(dirs))
+
+
+# ----------------------------------------------------------------- compare
+
+def ordered(bits, width):
+    """Maps float bit patterns to integers ordered like the floats."""
+    b = bits.astype(np.int64)
+    sign = np.int64(1) << (width - 1)
+    mag = b & (sign - 1)
+    return np.where(b & sign, -mag, mag)
+
+
+def parse_manifest(d):
+    cases, cur = [], None
+    with open(os.path.join(d, "manifest.txt")) as f:
+        for line in f:
+            t = line.split()
+            if not t or t[0].startswith("#"):
+                continue
+            if t[0] == "case":
+                cur = {"name": t[1], "op": t[2]}
+            elif t[0] == "out":
+                cur["dtype"], nd = t[1], int(t[2])
+                cur["shape"] = [int(x) for x in t[3:3 + nd]]
+            elif t[0] == "end":
+                cases.append(cur)
+    return cases
+
+
+def compare(d, tags):
+    cases = parse_manifest(d)
+    summary = {t: [0, 0] for t in tags}
+    for c in cases:
+        width = 32 if c["dtype"] == "fp32" else 16
+        npt = np.uint32 if width == 32 else np.uint16
+        ref = np.fromfile(os.path.join(d, "%s.torch.bin" % c["name"]), dtype=npt)
+        shape = "x".join(str(s) for s in c["shape"])
+        for i, tag in enumerate(tags):
+            p = os.path.join(d, "%s.%s.bin" % (c["name"], tag))
+            head = "PARITY" if i == 0 else "VARIANT %s" % tag
+            if not os.path.exists(p):
+                print("%s %s %s mismatches=MISSING" % (head, c["name"], shape))
+                continue
+            got = np.fromfile(p, dtype=npt)
+            if got.size != ref.size:
+                print("%s %s %s mismatches=SIZE(%d vs %d)" % (head, c["name"], shape, got.size, ref.size))
+                continue
+            expo = (npt(0xff) << 23) if width == 32 else npt(0x7f80)
+            mant = (npt(1) << 23) - 1 if width == 32 else npt(0x7f)
+            nan_r = ((ref & expo) == expo) & ((ref & mant) != 0)
+            nan_g = ((got & expo) == expo) & ((got & mant) != 0)
+            diff = (ref != got) & ~(nan_r & nan_g)
+            n = int(diff.sum())
+            ulp = 0
+            if n:
+                ulp = int(np.abs(ordered(ref[diff], width) - ordered(got[diff], width)).max())
+            summary[tag][1] += 1
+            if n == 0:
+                summary[tag][0] += 1
+            print("%s %s %s mismatches=%d/%d max_ulp=%d" % (head, c["name"], shape, n, ref.size, ulp))
+    for tag in tags:
+        print("SUMMARY %s: %d/%d cases bitwise equal to torch" % (tag, summary[tag][0], summary[tag][1]))
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "gen":
+        torch_gen(sys.argv[2])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3:])
+    else:
+        sys.stderr.write(__doc__)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
