@@ -14,7 +14,13 @@ static const char *const HELP =
     "over the steps both committed, TRACE_A as candidate and TRACE_B as reference:\n"
     "mean/max |diff|, rel max, cosine, ULPs, bitwise-equal steps, and the first\n"
     "divergent site of each step (in TRACE_A's site order). For example the\n"
-    "trainer and rollout traces of one run, or two replays.\n";
+    "trainer and rollout traces of one run, or two replays.\n"
+    "\n"
+    "options:\n"
+    "  --json   one JSON document on stdout\n"
+    "\n"
+    "example: drift compare run.h5 run.rollout.h5 --json\n"
+    "exit: 0 compared, 2 bad usage or unreadable traces\n";
 
 int drift_cmd_compare(int argc, char **argv) {
     const char *a = NULL, *b = NULL;

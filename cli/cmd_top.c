@@ -60,6 +60,7 @@ static const char *const HELP =
     "one table with a kind column (layer, history, step). Numbers have 17\n"
     "significant digits: they read back as the trace's exact values.\n"
     "\n"
+    "example: drift top run.h5 --batch --format csv --steps 0:3\n"
     "exit: 0 ok, 2 bad usage, unreadable trace or no terminal\n";
 
 #ifndef DRIFT_HAVE_TUI
