@@ -59,6 +59,40 @@ int drift_cli_check_choice(const char *cmd, const char *field, const char *value
     return drift_cli_usage_error_field(cmd, field, "%s: expected one of %s, got '%s'", field, list, value);
 }
 
+int drift_cli_unknown_option_in_help(const char *cmd, const char *arg, const char *help) {
+    enum { MAX_NAMES = 128 };
+    char store[MAX_NAMES][48];
+    const char *names[MAX_NAMES];
+    size_t n = 0;
+    for (const char *p = help ? help : ""; *p && n < MAX_NAMES; p++) {
+        if (p[0] != '-' || p[1] != '-' || !((p[2] >= 'a' && p[2] <= 'z')) || (p > help && (p[-1] == '-' || isalnum((unsigned char)p[-1]))))
+            continue;
+        size_t len = 2;
+        while ((isalnum((unsigned char)p[len]) || p[len] == '-') && len < sizeof store[0] - 1) len++;
+        memcpy(store[n], p, len);
+        store[n][len] = '\0';
+        names[n] = store[n];
+        n++;
+        p += len - 1;
+    }
+    char word[128];
+    snprintf(word, sizeof word, "%s", arg);
+    char *eq = strchr(word, '=');
+    if (eq) *eq = '\0';
+    const char *s = drift_cli_suggest(word, names, n);
+    if (s) return drift_cli_usage_error_field(cmd, word, "unknown option '%s' (did you mean '%s'?)", word, s);
+    return drift_cli_usage_error_field(cmd, word, "unknown option '%s'", word);
+}
+
+int drift_cli_bad_choice(const char *cmd, const char *field, const char *what, const char *value,
+                         const char *const *choices) {
+    size_t n = 0;
+    while (choices[n]) n++;
+    const char *s = drift_cli_suggest(value, choices, n);
+    if (s) return drift_cli_usage_error_field(cmd, field, "%s: expected %s, got '%s' (did you mean '%s'?)", field, what, value, s);
+    return drift_cli_usage_error_field(cmd, field, "%s: expected %s, got '%s'", field, what, value);
+}
+
 /* ---- parsing --------------------------------------------------------------- */
 
 static const drift_cli_opt_spec *find_opt(const drift_cli_cmd_spec *spec, const char *name, size_t len) {

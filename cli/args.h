@@ -107,4 +107,13 @@ int drift_cli_check_choice(const char *cmd, const char *field, const char *value
  * counts as close), or NULL when none is close enough to suggest. */
 const char *drift_cli_suggest(const char *word, const char *const *candidates, size_t n);
 
+/* For a command still on its own parser: reports "unknown option 'ARG'
+ * (did you mean '--x'?)" for cmd, the candidates being every --option that
+ * help (the command's --help text, borrowed) names; returns 2. */
+int drift_cli_unknown_option_in_help(const char *cmd, const char *arg, const char *help);
+/* The same for an enum value: "FIELD: expected WHAT, got 'V' (did you mean
+ * 'x'?)" with the candidates in choices (NULL-terminated); returns 2. */
+int drift_cli_bad_choice(const char *cmd, const char *field, const char *what, const char *value,
+                         const char *const *choices);
+
 #endif

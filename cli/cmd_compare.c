@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -32,7 +33,7 @@ int drift_cmd_compare(int argc, char **argv) {
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (argv[i][0] == '-') {
-            return drift_cli_usage_error("compare", "unknown option '%s'", argv[i]);
+            return drift_cli_unknown_option_in_help("compare", argv[i], HELP);
         } else if (!a) {
             a = argv[i];
         } else if (!b) {

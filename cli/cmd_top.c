@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/trace_args.h"
@@ -140,7 +141,7 @@ int drift_cmd_top(int argc, char **argv) {
         else if (strcmp(a, "--no-mouse") == 0) mouse = 0;
         else if (strcmp(a, "--desc") == 0) dir = 1;
         else if (strcmp(a, "--asc") == 0) dir = 0;
-        else if (a[0] == '-' && a[1]) return drift_cli_usage_error("top", "unknown option %s", a);
+        else if (a[0] == '-' && a[1]) return drift_cli_unknown_option_in_help("top", a, HELP);
         else if (!path) path = a;
         else return drift_cli_usage_error("top", "one trace expected, got a second one: %s", a);
     }
@@ -172,18 +173,23 @@ int drift_cmd_top(int argc, char **argv) {
     }
     drift_top_format format = DRIFT_TOP_FORMAT_JSON;
     if (strcmp(fmt, "csv") == 0) format = DRIFT_TOP_FORMAT_CSV;
-    else if (strcmp(fmt, "json") != 0) return drift_cli_usage_error("top", "--format: expected json or csv, got \"%s\"", fmt);
+    else if (strcmp(fmt, "json") != 0) {
+        static const char *const FORMATS[] = {"json", "csv", NULL};
+        return drift_cli_bad_choice("top", "--format", "json or csv", fmt, FORMATS);
+    }
 
     drift_top_query q;
     drift_top_query_default(&q);
     if (agg) {
         int a = drift_top_agg_parse(agg);
-        if (a < 0) return drift_cli_usage_error("top", "--agg: expected step, mean or max, got \"%s\"", agg);
+        static const char *const AGGS[] = {"step", "mean", "max", NULL};
+        if (a < 0) return drift_cli_bad_choice("top", "--agg", "step, mean or max", agg, AGGS);
         q.agg = (drift_top_agg)a;
     }
     if (sort) {
         int s = drift_top_sort_parse(sort);
-        if (s < 0) return drift_cli_usage_error("top", "--sort: expected order, name, mean, max, rel or cos, got \"%s\"", sort);
+        static const char *const SORTS[] = {"order", "name", "mean", "max", "rel", "cos", NULL};
+        if (s < 0) return drift_cli_bad_choice("top", "--sort", "order, name, mean, max, rel or cos", sort, SORTS);
         q.sort = (drift_top_sort)s;
         q.descending = s >= DRIFT_TOP_SORT_MEAN && s != DRIFT_TOP_SORT_COS;
     }
