@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -139,11 +140,52 @@ static void test_choice(void **state) {
     assert_int_equal(drift_cli_check_choice("t", "--color", "purple", COLORS), 2);
 }
 
+/* What fn wrote on stderr, into buf. */
+static void stderr_of(void (*fn)(int *), int *rc, char *buf, size_t sz) {
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    fn(rc);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(buf, 1, sz - 1, tmp);
+    buf[n] = '\0';
+    fclose(tmp);
+}
+
+static const char *const TOP_HELP = "usage: drift top TRACE [--ref TRACE] [--follow]\n"
+                                    "  --follow     tail the trace\n  --interval MS  refresh\n"
+                                    "  --batch-size N  not a flag--in-text\n";
+static void call_unknown(int *rc) { *rc = drift_cli_unknown_option_in_help("top", "--folow=1", TOP_HELP); }
+static void call_far(int *rc) { *rc = drift_cli_unknown_option_in_help("top", "--zzzzzz", TOP_HELP); }
+static const char *const SORTS[] = {"order", "name", "mean", NULL};
+static void call_choice(int *rc) { *rc = drift_cli_bad_choice("top", "--sort", "order, name or mean", "nme", SORTS); }
+
+static void test_unknown_in_help(void **state) {
+    (void)state;
+    char buf[1024];
+    int rc = -1;
+    stderr_of(call_unknown, &rc, buf, sizeof buf);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(buf, "drift top: unknown option '--folow' (did you mean '--follow'?)\n"));
+    stderr_of(call_far, &rc, buf, sizeof buf);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(buf, "drift top: unknown option '--zzzzzz'\n")); /* nothing close: no suggestion */
+    stderr_of(call_choice, &rc, buf, sizeof buf);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(buf, "drift top: --sort: expected order, name or mean, got 'nme' (did you mean 'name'?)\n"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_suggest),          cmocka_unit_test(test_parse_values),
         cmocka_unit_test(test_parse_errors),     cmocka_unit_test(test_plan_flags_in_order),
         cmocka_unit_test(test_help_lists_everything), cmocka_unit_test(test_choice),
+        cmocka_unit_test(test_unknown_in_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
