@@ -71,7 +71,8 @@ int drift_sitecmp_add_acc(drift_sitecmp *c, const char *site, drift_dtype dt, co
     drift_metrics_site_finish(one, c->guidance_scale, &m);
     int64_t base = e->acc.m.numel;
     drift_metrics_site_merge(&e->acc, one);
-    if (one->m.argmax >= 0 && e->acc.m.argmax == one->m.argmax + base) { /* this step holds the worst element */
+    if (one->m.argmax >= 0 && one->m.max_abs_diff > 0 && e->acc.m.argmax == one->m.argmax + base) {
+        /* this step holds the worst element (a site that never differed has none) */
         e->worst_step = step;
         e->worst_offset = one->m.argmax;
     }
