@@ -17,6 +17,10 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--rollout-plan", NULL, "P", "JSON dtype plan of the rollout (sglang_dit_precision applies)", NULL, 0},
     {"--seed", NULL, "S", "weights, inputs and SDE noise (default 0)", NULL, 0},
     {"--weights", NULL, "FILE", "real weights from a .safetensors file (diffusers names) instead of seeded ones", NULL, 0},
+    {"--params-ref", NULL, "DIR", "weights from the safetensors checkpoint DIR (a sharded diffusers index,\n"
+                                  "or one .safetensors; `drift weights` writes one from a seed), stored\n"
+                                  "in both traces by reference (file, dtype, shape, content hash per\n"
+                                  "tensor) instead of as values", NULL, 0},
     {"--eta", NULL, "E", "SDE noise level (default 0.7)", NULL, 0},
     {"--shift", NULL, "S", "schedule time shift (default 3)", NULL, 0},
     {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
@@ -32,7 +36,8 @@ static const drift_cli_cmd_spec SPEC = {
     "record",
     "--synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
     "                    [--seed S] [--weights FILE.safetensors] [--eta E] [--shift S]\n"
-    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] [--sites GLOBS] -o TRACE [--force]",
+    "                    [--device cpu|cuda[:N]] [--rank R --world-size W] [--sites GLOBS]\n"
+    "                    [--params-ref DIR] -o TRACE [--force]",
     "Records a synthetic frozen-weight debug run: one denoising trajectory of the\n"
     "model with seeded weights. At each of N denoising steps the rollout side's\n"
     "forward (its plan) picks the SDE sample and log_prob_old; the trainer side's\n"
@@ -84,6 +89,7 @@ int drift_cmd_record(int argc, char **argv) {
     int force = drift_cli_args_count(&a, "--force") > 0;
     if (drift_cli_args_get(&a, "--device")) o.backend = drift_cli_args_get(&a, "--device");
     if (drift_cli_args_get(&a, "--weights")) o.weights = drift_cli_args_get(&a, "--weights");
+    if (drift_cli_args_get(&a, "--params-ref")) o.params_ref = drift_cli_args_get(&a, "--params-ref");
     if (drift_cli_args_get(&a, "--sites")) o.sites = drift_cli_args_get(&a, "--sites");
     drift_cli_args_free(&a);
 

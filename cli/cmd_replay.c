@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/load_report.h"
 #include "cli/progress.h"
 #include "cli/replay_csv.h"
 #include "cli/report.h"
@@ -33,6 +34,9 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--mpi", NULL, NULL, "this process is one rank of an MPI job", NULL, 0},
     {"--steps", NULL, "A:B", "trace steps to replay, inclusive (A:B, A, A:, :B); out of range: exit 2", NULL, 0},
     {"--output-only", NULL, NULL, "compare only output:noise_pred (faster)", NULL, 0},
+    {"--weights-root", NULL, "DIR", "where the checkpoint of a trace recorded with parameters by reference\n"
+                                    "lives now (default: the root recorded in the trace); every tensor's\n"
+                                    "content hash is checked (exit 2 naming tensor and file)", NULL, 0},
     {"--allow-mismatch", NULL, NULL, "compare with a --ref trace of another family, step set or site shapes\n"
                                      "(a warning instead of exit 2)", NULL, 0},
     {"--out", "-o", "RESULT", "write metrics, log-prob metrics and the replayed output to a replay trace", NULL, 0},
@@ -50,7 +54,7 @@ static const drift_cli_cmd_spec SPEC = {
     "replay",
     "TRACE [--plan P | flags] [--side trainer|rollout]\n"
     "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]]\n"
-    "                    [--devices D1,D2,... [--fsdp]] [--mpi] [--steps A:B] [--output-only]\n"
+    "                    [--devices D1,D2,... [--fsdp]] [--mpi] [--steps A:B] [--output-only] [--weights-root DIR]\n"
     "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
     "                    [--format text|csv] [--json]\n",
     "Re-runs the forward recorded in TRACE under a dtype plan, from the trace's\n"
@@ -175,6 +179,7 @@ int drift_cmd_replay(int argc, char **argv) {
     int json = drift_cli_args_count(&a, "--json") > 0, mpi_flag = drift_cli_args_count(&a, "--mpi") > 0;
     int force = drift_cli_args_count(&a, "--force") > 0;
     int allow_mismatch = drift_cli_args_count(&a, "--allow-mismatch") > 0;
+    if (drift_cli_args_get(&a, "--weights-root")) o.weights_root = drift_cli_args_get(&a, "--weights-root");
     int device_given = drift_cli_args_get(&a, "--device") != NULL;
     int bad = 0;
     double atol = parse_tol("--atol", drift_cli_args_get(&a, "--atol"), &bad);
@@ -221,6 +226,9 @@ int drift_cmd_replay(int argc, char **argv) {
                                                "write the result elsewhere", o.out_path);
         if (drift_cli_check_output("replay", "-o", o.out_path, force)) return 2;
     }
+    /* --ref oracle on a GPU replay runs on that GPU (ref-cuda:N); DRIFT_ORACLE_DEVICE=cpu keeps it on the host */
+    const char *oracle_dev = getenv("DRIFT_ORACLE_DEVICE");
+    o.oracle_on_host = oracle_dev && strcmp(oracle_dev, "cpu") == 0;
     if (o.devices && device_given) return drift_cli_usage_error("replay", "give --device or --devices, not both");
     if (o.devices && mpi_flag) return drift_cli_usage_error("replay", "--devices and --mpi do not combine (one device per rank)");
     drift_err err;
@@ -305,6 +313,7 @@ int drift_cmd_replay(int argc, char **argv) {
                         (long long)rep.fsdp_params, (long long)rep.fsdp_collectives, (long long)rep.fsdp_shard_bytes,
                         (long long)rep.fsdp_gathered_bytes);
         }
+        drift_cli_print_load("replay", &rep);
         drift_report_checks ck = {.atol = atol, .rtol = rtol, .max_floor = max_floor, .has_floor = max_floor >= 0,
                                   .floor = floor};
         if (json) {

@@ -19,5 +19,6 @@ int drift_cmd_compare(int argc, char **argv);
 int drift_cmd_bisect(int argc, char **argv);
 int drift_cmd_top(int argc, char **argv);
 int drift_cmd_merge(int argc, char **argv);
+int drift_cmd_weights(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static const cmd_entry commands[] = {
     {"bisect", drift_cmd_bisect, "find the minimal set of plan differences that causes the drift"},
     {"top", drift_cmd_top, "live dashboard (ncurses) or --batch table of a trace"},
     {"merge", drift_cmd_merge, "one index file over per-rank traces"},
+    {"weights", drift_cmd_weights, "write a model's seeded parameters as a sharded safetensors checkpoint"},
 };
 
 static void usage(FILE *f) {

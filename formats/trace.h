@@ -37,7 +37,7 @@
 #define DRIFT_TRACE_NAME_MAX 512             /* site, param, buffer names */
 #define DRIFT_TRACE_NOTE_MAX 256             /* one note's text */
 #define DRIFT_TRACE_ATTR_MAX (1u << 20)      /* a root string attribute (the plan) */
-#define DRIFT_TRACE_GRAPH_MAX (64ull << 20)  /* /graph JSON */
+#define DRIFT_TRACE_GRAPH_MAX (64ull << 20)  /* /graph JSON, /params_ref JSON */
 #define DRIFT_TRACE_READ_MAX (1ull << 30)    /* one record / table / param read */
 #define DRIFT_TRACE_MAX_SITES 100000
 #define DRIFT_TRACE_MAX_PARAMS 1000000
@@ -191,6 +191,10 @@ int drift_trace_writer_add_buffer(drift_trace_writer *w, const char *name, drift
                                   const int64_t *shape, const void *data, drift_err *err);
 /* Before start. Stores the model graph (IR JSON, len bytes, borrowed). */
 int drift_trace_writer_set_graph(drift_trace_writer *w, const char *json, size_t len, drift_err *err);
+/* Before start. Stores /params_ref: the parameters as a reference to a
+ * safetensors checkpoint instead of values (JSON of formats/params_ref.h,
+ * len bytes, borrowed; opaque here). */
+int drift_trace_writer_set_params_ref(drift_trace_writer *w, const char *json, size_t len, drift_err *err);
 
 /* Creates the tables and enters SWMR-write mode. After this only the
  * per-step calls below and close are allowed. */
@@ -381,6 +385,9 @@ int drift_trace_read_buffer(drift_trace_reader *r, size_t i, void *dst, size_t d
 /* The /graph JSON: *json malloc'd and NUL-terminated, owned by the caller;
  * *json = NULL, *len = 0 if the trace has none. */
 int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drift_err *err);
+/* The /params_ref JSON, the same way (NULL, 0 when the trace stores its
+ * parameters by value). */
+int drift_trace_read_params_ref(drift_trace_reader *r, char **json, size_t *len, drift_err *err);
 
 /* ======================================================================= */
 /* Check and repair (drift check)                                            */

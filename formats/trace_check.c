@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "formats/alloc.h"
+#include "formats/params_ref.h"
 #include "formats/trace_internal.h"
 
 /* Superblock v2/v3 "file consistency flags" (byte 11 after the signature):
@@ -308,6 +309,18 @@ static void check_arrays(drift_trace_reader *r, drift_trace_check_report *rep) {
     size_t glen = 0;
     if (drift_trace_read_graph(r, &g, &glen, &e)) problem_err(rep, &e);
     free(g);
+    /* parameters by reference: the JSON must parse (the checkpoint itself is checked by replay) */
+    if (drift_trace_read_params_ref(r, &g, &glen, &e)) {
+        problem_err(rep, &e);
+    } else if (g) {
+        drift_params_ref ref;
+        drift_params_ref_init(&ref);
+        char src[700];
+        snprintf(src, sizeof src, "%s:/params_ref", r->path);
+        if (drift_params_ref_parse(&ref, g, glen, src, &e)) problem_err(rep, &e);
+        drift_params_ref_free(&ref);
+        free(g);
+    }
 }
 
 int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err *err) {

@@ -268,16 +268,17 @@ drift_dtype drift_trace_reader_find_param_dtype(const drift_trace_reader *r, con
 }
 
 /* --- graph --------------------------------------------------------------------- */
-int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drift_err *err) {
+static int read_json_dataset(drift_trace_reader *r, const char *obj, const char *label, char **json, size_t *len,
+                             drift_err *err) {
     tr_h5_quiet();
     *json = NULL;
     *len = 0;
-    if (!r) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "read_graph: NULL reader");
-    if (H5Lexists(r->file, TR_GRAPH, H5P_DEFAULT) <= 0) return DRIFT_OK;
+    if (!r) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "read %s: NULL reader", label);
+    if (H5Lexists(r->file, obj, H5P_DEFAULT) <= 0) return DRIFT_OK;
     char w[600];
-    snprintf(w, sizeof w, "%s:%s", r->path, TR_GRAPH);
-    hid_t ds = H5Dopen2(r->file, TR_GRAPH, H5P_DEFAULT);
-    if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, r->path, TR_GRAPH, "expected a string dataset");
+    snprintf(w, sizeof w, "%s:%s", r->path, obj);
+    hid_t ds = H5Dopen2(r->file, obj, H5P_DEFAULT);
+    if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, r->path, obj, "expected a string dataset");
     hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
     int rc = DRIFT_OK;
     size_t sz = t >= 0 ? H5Tget_size(t) : 0;
@@ -291,7 +292,7 @@ int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drif
     } else if (!(buf = drift_malloc(sz + 1))) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
     } else if (H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
-        rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, TR_GRAPH, "cannot read the graph");
+        rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, obj, "cannot read the string");
     } else {
         buf[sz] = '\0';
         *len = strlen(buf);
@@ -303,6 +304,14 @@ int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drif
     if (sp >= 0) H5Sclose(sp);
     H5Dclose(ds);
     return rc;
+}
+
+int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drift_err *err) {
+    return read_json_dataset(r, TR_GRAPH, "graph", json, len, err);
+}
+
+int drift_trace_read_params_ref(drift_trace_reader *r, char **json, size_t *len, drift_err *err) {
+    return read_json_dataset(r, TR_PARAMS_REF, "params_ref", json, len, err);
 }
 
 /* --- committed table rows --------------------------------------------------------- */

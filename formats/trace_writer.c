@@ -729,3 +729,25 @@ int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
     free(w);
     return rc;
 }
+
+/* /params_ref: one fixed-length string like /graph. */
+int drift_trace_writer_set_params_ref(drift_trace_writer *w, const char *json, size_t len, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "set_params_ref", err);
+    if (rc) return rc;
+    if (!json || len == 0 || len > DRIFT_TRACE_GRAPH_MAX)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "params_ref JSON: expected 1..%llu bytes",
+                             (unsigned long long)DRIFT_TRACE_GRAPH_MAX);
+    if (H5Lexists(w->file, "params_ref", H5P_DEFAULT) > 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "params_ref set twice");
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), ds = -1;
+    if (t < 0 || sp < 0 || H5Tset_size(t, len) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0 ||
+        (ds = H5Dcreate2(w->file, TR_PARAMS_REF, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+        H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, json) < 0)
+        rc = wfail(w, err, TR_PARAMS_REF, "cannot write the parameter reference");
+    if (ds >= 0) H5Dclose(ds);
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    return rc;
+}

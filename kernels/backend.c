@@ -117,12 +117,14 @@ int drift_backend_create(const char *spec, drift_backend **out, drift_err *err) 
     drift_backend_opts o;
     int rc = parse_spec(spec, kind, sizeof kind, &o, err);
     if (rc) return rc;
-    if (strcmp(kind, "cuda") != 0 && o.device != 0)
-        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': only cuda takes a device number", spec);
+    if (strcmp(kind, "cuda") != 0 && strcmp(kind, "ref-cuda") != 0 && o.device != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': only cuda and ref-cuda take a device number",
+                             spec);
     if (strcmp(kind, "ref") == 0) return drift_ref_backend_create(&o, out, err);
     if (strcmp(kind, "cpu") == 0) return drift_cpu_backend_create(&o, out, err);
-    if (strcmp(kind, "cuda") == 0) {
+    if (strcmp(kind, "cuda") == 0 || strcmp(kind, "ref-cuda") == 0) { /* ref-cuda: the fp64 oracle on a GPU */
 #ifdef DRIFT_HAVE_CUDA
+        if (kind[0] == 'r') return drift_cuda_ref_backend_create(&o, out, err);
         return drift_cuda_backend_create_opts(&o, out, err);
 #else
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, "backend",
@@ -130,8 +132,8 @@ int drift_backend_create(const char *spec, drift_backend **out, drift_err *err) 
                              spec);
 #endif
     }
-    return drift_err_set(err, DRIFT_E_INPUT, "backend", "unknown backend '%s' (expected ref, cpu, cuda or cuda:N)",
-                         spec);
+    return drift_err_set(err, DRIFT_E_INPUT, "backend",
+                         "unknown backend '%s' (expected ref, cpu, cuda, cuda:N or ref-cuda:N)", spec);
 }
 
 void drift_backend_free(drift_backend *be) {

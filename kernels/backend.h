@@ -159,13 +159,16 @@ typedef struct drift_metric_acc {
  *       [:i64=0|1][:norm_smem=0|1][:attn_scratch=BYTES][:metrics_grid=N]
  *                                   device N (default 0) and the kernel variants
  *                                   (kernels/cuda/cuda_backend.h; defaults auto)
+ *   ref-cuda[:N][:attn_scratch=BYTES]  the fp64 oracle (ref's semantics) on CUDA
+ *                                   device N: DGEMMs and fp64 kernels, attention
+ *                                   scores in query chunks of at most BYTES (1 GiB)
  * Variants are fixed at creation; the library reads no environment.
  * DRIFT_E_UNSUPPORTED when built without CUDA or no such device;
  * DRIFT_E_INPUT naming the option on a bad spec. Caller owns *out; free with
  * drift_backend_free (NULL allowed). */
 int drift_backend_create(const char *spec, drift_backend **out, drift_err *err);
 void drift_backend_free(drift_backend *be);
-/* The backend's canonical name ("ref", "cpu", "cuda:0"), without options.
+/* The backend's canonical name ("ref", "cpu", "cuda:0", "ref-cuda:0"), without options.
  * Borrowed from be; "(none)" for NULL. */
 const char *drift_backend_name(const drift_backend *be);
 /* Worker threads of host backends (ref, cpu) created after this call with no

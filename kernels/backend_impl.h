@@ -71,6 +71,9 @@ int drift_backend_opts_check(const drift_backend_opts *o, const char *const *key
 int drift_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err);
 int drift_cpu_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err);
 int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **out, drift_err *err);
+/* "ref-cuda[:N][:attn_scratch=BYTES]": the fp64 oracle on CUDA device N
+ * (kernels/cuda/ref_cuda.c). */
+int drift_cuda_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err);
 
 /* The host thread count for a new host backend: threads= when given, else
  * the process default (drift_backend_set_host_threads), else online cores

@@ -10,6 +10,7 @@
 
 #include "recorder/recorder_internal.h"
 #include "formats/alloc.h"
+#include "formats/params_ref.h"
 
 /* ----------------------------------------------------------------------- */
 /* Errors                                                                    */
@@ -604,6 +605,25 @@ int drift_recorder_set_graph(drift_recorder *r, const char *json, size_t len, dr
     drift_err_clear(&e);
     param_args a = {.data = json, .len = len};
     return finish(pre_start(r, "set_graph", do_set_graph, &a, &e), &e, err);
+}
+
+static int do_set_params_ref(drift_trace_writer *w, const void *a, drift_err *err) {
+    const param_args *p = a;
+    return drift_trace_writer_set_params_ref(w, p->data, p->len, err);
+}
+
+int drift_recorder_set_params_ref(drift_recorder *r, const char *json, size_t len, drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    /* validated here, so that a bad reference fails the call, not the replay */
+    drift_params_ref ref;
+    drift_params_ref_init(&ref);
+    int rc = json ? drift_params_ref_parse(&ref, json, len, "params_ref", &e)
+                  : drift_err_set(&e, DRIFT_E_USAGE, "set_params_ref", "NULL json");
+    drift_params_ref_free(&ref);
+    if (rc) return finish(rc, &e, err);
+    param_args a = {.data = json, .len = len};
+    return finish(pre_start(r, "set_params_ref", do_set_params_ref, &a, &e), &e, err);
 }
 
 int drift_recorder_start(drift_recorder *r, drift_err *err) {

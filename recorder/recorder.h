@@ -165,6 +165,15 @@ int drift_recorder_set_param_dtype(drift_recorder *r, const char *fqn, int dtype
 int drift_recorder_add_buffer(drift_recorder *r, const char *name, int dtype, int ndim, const int64_t *shape,
                               const void *data, drift_err *err);
 int drift_recorder_set_graph(drift_recorder *r, const char *json, size_t len, drift_err *err);
+/* Parameters by reference instead of values (docs/format.md "/params_ref"):
+ * json (len bytes, borrowed) is the reference to the checkpoint the run
+ * loaded, validated here (DRIFT_E_INPUT naming the field). Before the start. */
+int drift_recorder_set_params_ref(drift_recorder *r, const char *json, size_t len, drift_err *err);
+/* drift-sum64 (formats/hash64.h) of nbytes at data into *out: host memory
+ * (on_device 0, several threads) or CUDA device memory (on_device 1, on
+ * stream, a cudaStream_t or NULL; waits). The same bytes give the same hash
+ * either way. DRIFT_E_UNSUPPORTED for on_device without CUDA. */
+int drift_recorder_hash64(const void *data, size_t nbytes, int on_device, void *stream, uint64_t *out, drift_err *err);
 
 /* Starts the trace now: the writer thread declares every known site and
  * enters SWMR (asynchronously; an I/O failure turns the recorder off). Later

@@ -141,6 +141,10 @@ int drift_cuda_backend_identity(const drift_backend *be, drift_cuda_identity *ou
 int drift_cuda_torch_conv3d_patch(const drift_backend *be, const drift_tensor *x, const drift_tensor *w,
                                   const int kernel[3], drift_tensor *y, drift_err *err);
 
+/* Free and total memory of CUDA device `device` (cudaMemGetInfo); 0, or -1
+ * when there is no such device. */
+int drift_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
+
 /* Number of visible CUDA devices; 0 when there is none or the driver/runtime
  * reports an error (never fails). */
 int drift_cuda_device_count(void);

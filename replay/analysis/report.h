@@ -10,6 +10,7 @@
 
 #include "formats/err.h"
 #include "formats/plan.h"
+#include "formats/checkpoint.h" /* drift_load_report */
 #include "replay/analysis/metrics.h"
 #include "replay/analysis/sitecmp.h"
 #include "replay/ir/assign.h" /* drift_side */
@@ -49,6 +50,11 @@ typedef struct drift_replay_opts {
     int fsdp;                    /* shard the fp32 masters over the workers, cast, all-gather (replay/dist/fsdp.h) */
     int mpi;                     /* this process is one rank of MPI_COMM_WORLD (MPI initialised); backend
                                     "cuda" picks cuda:LOCAL_RANK */
+    int oracle_on_host;          /* --ref oracle with a cuda backend: run the fp64 oracle on the host
+                                    ("ref") instead of the replay's GPU ("ref-cuda:N"); the cli sets it
+                                    from DRIFT_ORACLE_DEVICE=cpu */
+    const char *weights_root;    /* NULL, or where the checkpoint of a trace's /params_ref lives now
+                                    (overrides the root recorded in the trace) */
     drift_progress_fn progress;
     void *progress_user;
 } drift_replay_opts;
@@ -73,6 +79,13 @@ typedef struct drift_replay_report {
     char comm[16];               /* "nccl", "mpi", "local" (host memory), "" for one device */
     int rank;                    /* MPI: this process's rank (only rank 0 prints) */
     double setup_seconds, steps_seconds; /* loading and preparing / replaying the steps */
+    drift_load_report load;      /* how the parameters were read (part of setup) */
+    double warm_seconds;         /* casting per the plan and uploading the parameters (part of setup) */
+    int mem_planned;             /* 1: the memory plan ran (one-device replays; replay/exec/memplan.h) */
+    int mem_on_gpu;              /* its backend is a CUDA device */
+    int64_t mem_gpu_planned, mem_host_planned; /* its estimated peaks, bytes */
+    int64_t gpu_peak_used;       /* device memory in use at its highest sample (after setup, after each
+                                    step; cudaMemGetInfo: every process on the device), -1 if not measured */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
 } drift_replay_report;
 

@@ -9,8 +9,9 @@
 #include <time.h>
 
 #include "replay/analysis/sde.h"
-#include "replay/drive/synth.h" /* drift_synth_rollout_path */
 #include "replay/capture/aten_model.h"
+#include "replay/drive/synth.h" /* drift_synth_rollout_path */
+#include "replay/exec/memplan.h"
 
 static const char *const INPUT_SITE[DRIFT_INPUT_COUNT] = {"input:latents:pre_cast", "input:cond:pre_cast",
                                                            "input:timestep:pre_cast"};
@@ -119,7 +120,6 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
         goto done;
     }
     snprintf(rep->model, sizeof rep->model, "%s", s->m->spec);
-    if ((rc = drift_model_load_trace(s->m, main_src.r, err))) goto done;
     s->batch = s->m->cfg.batch;
 
     /* The dtypes the boundary inputs were handed over in: the pre-cast sites'. */
@@ -135,6 +135,27 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
         s->handed[i] = info.dtype;
     }
     if ((rc = drift_forward_prepare(s->m, o->plan, o->side, s->handed, &f, err))) goto done;
+    /* The memory plan, before anything large is read or uploaded (one-device replays). */
+    if (!o->devices && !o->mpi) {
+        drift_forward *fo = NULL;
+        const int on_gpu = o->backend && strncmp(o->backend, "cuda", 4) == 0;
+        if (o->ref == DRIFT_REF_ORACLE) rc = drift_forward_prepare(s->m, NULL, DRIFT_SIDE_ORACLE, s->handed, &fo, err);
+        drift_mem_estimate me;
+        memset(&me, 0, sizeof me);
+        if (!rc) rc = drift_memplan_estimate(s->m, f, fo, o->oracle_on_host, o->backend, on_gpu, o->sites, &me, err);
+        drift_forward_free(fo);
+        if (!rc) rc = drift_memplan_check(&me, o->trace, err);
+        if (rc) goto done;
+        rep->mem_planned = 1;
+        rep->mem_on_gpu = me.on_gpu;
+        rep->mem_gpu_planned = me.gpu_total;
+        rep->mem_host_planned = me.host_total;
+    }
+    s->m->weights_root = o->weights_root;
+    const char *prof = getenv("DRIFT_REPLAY_PROFILE");
+    s->m->load_baseline = prof && prof[0] == '1';
+    if ((rc = drift_model_load_trace(s->m, main_src.r, err))) goto done;
+    rep->load = s->m->load;
     /* Build the buffers every worker will use now: the model is read-only after this. */
     const drift_hostset *bufs;
     if ((rc = drift_model_buffers(s->m, f->rope, &bufs, err))) goto done;
@@ -209,6 +230,7 @@ struct drift_rs_worker {
     drift_forward *f, *fo;
     drift_backend *be, *ref_be;
     drift_exec_cache *cache;
+    drift_exec_cache *ocache;    /* the oracle's parameters kept on its GPU (ref-cuda) between steps */
     drift_site_cache *oracle;
     drift_exec_result res, ores;
     float *f32;
@@ -239,6 +261,7 @@ void drift_rs_worker_free(drift_rs_worker *w) {
     drift_exec_result_free(&w->res);
     drift_exec_result_free(&w->ores);
     drift_exec_cache_free(w->cache);
+    drift_exec_cache_free(w->ocache);
     drift_site_cache_free(w->oracle);
     drift_forward_free(w->f);
     drift_forward_free(w->fo);
@@ -270,7 +293,9 @@ int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_
     if (!rc && use_cache) rc = drift_exec_cache_create(w->be, &w->cache, err);
     if (!rc && o->ref == DRIFT_REF_ORACLE) {
         rc = drift_forward_prepare(s->m, NULL, DRIFT_SIDE_ORACLE, s->handed, &w->fo, err);
-        if (!rc) rc = drift_backend_create("ref", &w->ref_be, err);
+        char ob[64];
+        if (!rc) rc = drift_backend_create(drift_oracle_backend(backend, o->oracle_on_host, ob, sizeof ob), &w->ref_be, err);
+        if (!rc && strcmp(ob, "ref") != 0) rc = drift_exec_cache_create(w->ref_be, &w->ocache, err);
         if (!rc) rc = drift_site_cache_create(&w->oracle, err);
     }
     if (rc) {
@@ -402,7 +427,8 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
     if (w->fo) {
         drift_site_cache_clear(w->oracle);
         drift_exec_result_free(&w->ores);
-        if ((rc = drift_forward_run(w->fo, s->m, w->ref_be, in, oracle_site, w->oracle, &w->ores, err))) goto done;
+        if ((rc = drift_forward_run_cached(w->fo, s->m, w->ref_be, in, w->ocache, oracle_site, w->oracle, &w->ores, err)))
+            goto done;
     }
     if (w->prof) pt2 = rs_now();
     drift_exec_result_free(&w->res);

@@ -9,12 +9,30 @@
 
 #include "replay/drive/multi.h"
 #include "replay/drive/replay_step.h"
+#if defined(DRIFT_HAVE_CUDA)
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+/* Device memory in use now (every process), into *peak if higher: the
+ * replay's reported peak GPU memory. */
+static void sample_gpu(const char *backend, int64_t *peak) {
+#if defined(DRIFT_HAVE_CUDA)
+    if (!backend || strncmp(backend, "cuda", 4) != 0) return;
+    size_t fr = 0, tot = 0;
+    if (drift_cuda_mem_info(backend[4] == ':' ? atoi(backend + 5) : 0, &fr, &tot) == 0 && (int64_t)(tot - fr) > *peak)
+        *peak = (int64_t)(tot - fr);
+#else
+    (void)backend;
+    (void)peak;
+#endif
+}
 
 int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, drift_err *err) {
     memset(rep, 0, sizeof *rep);
     drift_sitecmp_init(&rep->cmp, 1.0);
     rep->oracle_rmse_replay = rep->oracle_rmse_trainer = rep->oracle_rmse_rollout = NAN;
     rep->workers = 1;
+    rep->gpu_peak_used = -1;
     if (o->mpi) return drift_replay_mpi(o, rep, err);
     if (o->devices) return drift_replay_multi(o, rep, err);
     if (o->fsdp)
@@ -35,7 +53,13 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
        the masters for the whole replay: no cache there. */
     const int resident = o->backend && strncmp(o->backend, "cuda", 4) == 0;
     if (!rc) rc = drift_rs_worker_open(&s, o->backend, resident, &w, err);
+    struct timespec tw0, tw1;
+    clock_gettime(CLOCK_MONOTONIC, &tw0);
     if (!rc) rc = drift_rs_worker_warm(&s, w, err);
+    clock_gettime(CLOCK_MONOTONIC, &tw1);
+    rep->warm_seconds = (double)(tw1.tv_sec - tw0.tv_sec) + 1e-9 * (double)(tw1.tv_nsec - tw0.tv_nsec);
+    rep->gpu_peak_used = -1;
+    sample_gpu(o->backend, &rep->gpu_peak_used);
     if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
     if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
     struct timespec t_steps;
@@ -43,6 +67,7 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
     for (int64_t k = 0; !rc && k < s.n_sel; k++) {
         if ((rc = drift_rs_run_step(&s, w, k, &st, err))) break;
         if ((rc = drift_rs_merge(&mg, &st, err))) break;
+        sample_gpu(o->backend, &rep->gpu_peak_used);
         if (o->progress) o->progress("replay", (long)(k + 1), (long)s.n_sel, o->progress_user);
     }
     if (!rc) rc = drift_rs_merger_finish(&mg, err);

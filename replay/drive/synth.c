@@ -10,10 +10,12 @@
 #include <string.h>
 
 #include "formats/trace.h"
-#include "replay/exec/forward.h"
-#include "replay/exec/params_init.h"
+#include "formats/alloc.h"
 #include "replay/analysis/sde.h"
 #include "replay/analysis/sitecmp.h"
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
+#include "replay/exec/params_load.h"
 
 void drift_synth_opts_init(drift_synth_opts *o) {
     memset(o, 0, sizeof *o);
@@ -67,6 +69,7 @@ typedef struct side_rec {
     void *raw;
     size_t cap;
     const char *sites;           /* borrowed: drift_synth_opts.sites (NULL: every site) */
+    const char *params_ref;      /* borrowed: /params_ref JSON instead of the values (NULL: values) */
 } side_rec;
 
 /* Whether graph site name is recorded under the --sites globs: the boundary
@@ -243,9 +246,11 @@ static int side_open(side_rec *s, drift_model *m, const char *path, drift_trace_
     free(gids);
     if (rc) goto done;
     /* Parameters (fp32 masters), the dtype each had in the forward, buffers, graph. */
+    if (s->params_ref && (rc = drift_trace_writer_set_params_ref(s->w, s->params_ref, strlen(s->params_ref), err))) goto done;
     for (size_t i = 0; i < m->table.n; i++) {
         const drift_host_tensor *p = drift_hostset_find(m->params, m->table.params[i].fqn);
-        if ((rc = drift_trace_writer_add_param(s->w, p->name, p->ndim, p->shape, NULL, NULL, p->f32, err))) goto done;
+        if (!s->params_ref &&
+            (rc = drift_trace_writer_add_param(s->w, p->name, p->ndim, p->shape, NULL, NULL, p->f32, err))) goto done;
         if ((rc = drift_trace_writer_set_param_dtype(s->w, p->name, s->f->compiled.param_dtype[i], err))) goto done;
     }
     const drift_hostset *bufs = NULL;
@@ -304,6 +309,7 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     memset(&vt, 0, sizeof vt);
     float *sigmas = NULL, *x = NULL, *xn = NULL, *noise = NULL, *ts = NULL, *lp_old = NULL, *lp_new = NULL;
     float *cond_copy = NULL;
+    char *ref_json = NULL;
 
     if (o->steps < 1 || o->steps > 100000)
         return drift_err_set(err, DRIFT_E_USAGE, "--steps", "expected 1..100000 denoising steps, got %d", o->steps);
@@ -319,9 +325,24 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
         o->on_size(masters + estimate_bytes(o->sites, tr.f->assigned, o->steps),
                    masters + estimate_bytes(o->sites, ro.f->assigned, o->steps), o->on_size_user);
     }
-    if (o->weights) rc = drift_model_load_safetensors(m, o->weights, NULL, err);
-    else rc = drift_model_seed_params(m, o->seed, err);
+    if (o->params_ref && o->weights) {
+        rc = drift_err_set(err, DRIFT_E_USAGE, "--params-ref", "--params-ref DIR loads the weights from DIR: leave out --weights");
+        goto done;
+    }
+    if (o->params_ref) {
+        drift_params_ref ref;
+        drift_params_ref_init(&ref);
+        size_t len = 0;
+        rc = drift_model_load_checkpoint(m, o->params_ref, &ref, err);
+        if (!rc) rc = drift_params_ref_to_json(&ref, &ref_json, &len, err);
+        drift_params_ref_free(&ref);
+    } else if (o->weights) {
+        rc = drift_model_load_safetensors(m, o->weights, NULL, err);
+    } else {
+        rc = drift_model_seed_params(m, o->seed, err);
+    }
     if (rc) goto done;
+    ro.params_ref = tr.params_ref = ref_json;
     if ((rc = drift_backend_create(o->backend ? o->backend : "cpu", &be, err))) goto done;
     if ((rc = drift_site_cache_create(&ro.keep, err))) goto done;
     tr.ref = ro.keep;
@@ -460,5 +481,6 @@ done:
     drift_backend_free(be);
     drift_model_free(m);
     free(sigmas); free(x); free(xn); free(noise); free(ts); free(lp_old); free(lp_new); free(cond_copy);
+    drift_free(ref_json);
     return rc;
 }

@@ -28,6 +28,9 @@ typedef struct drift_synth_opts {
     const char *model;           /* family spec, e.g. "tiny-dit" */
     uint64_t seed;               /* weights, inputs and SDE noise */
     const char *weights;         /* NULL: seeded weights; else a .safetensors file with diffusers names */
+    const char *params_ref;      /* NULL, or a checkpoint (directory with a sharded index, or a .safetensors):
+                                    the weights come from it and both traces store /params_ref, a reference
+                                    with every tensor's hash, instead of the values */
     int steps;                   /* denoising steps recorded */
     double shift;                /* schedule time shift (3.0) */
     float eta;                   /* SDE noise level (0.7) */

@@ -88,10 +88,11 @@ static int rehash(drift_hostset *s, size_t want) {
     return 0;
 }
 
-int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
-                      const float *f32, const double *f64, drift_host_tensor **added, drift_err *err) {
-    if (!s || !name || !*name || !f32)
-        return drift_err_set(err, DRIFT_E_INPUT, "hostset", "drift_hostset_add: a set, a name and fp32 values are required");
+/* The shared part of the two adds: checks, allocates and inserts. */
+static int hostset_insert(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
+                          int with_f64, drift_host_tensor **added, drift_err *err) {
+    if (!s || !name || !*name)
+        return drift_err_set(err, DRIFT_E_INPUT, "hostset", "drift_hostset_add: a set and a name are required");
     if (dtype != DRIFT_F32 && dtype != DRIFT_BF16 && dtype != DRIFT_F16 && dtype != DRIFT_F64)
         return drift_err_set(err, DRIFT_E_INPUT, name, "host tensor '%s': expected a float dtype", name);
     if (ndim < 0 || ndim > DRIFT_MAX_DIMS || (ndim && !shape))
@@ -117,8 +118,8 @@ int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int
     if (!t) return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory");
     t->name = drift_strdup(name);
     t->f32 = drift_malloc((size_t)numel * sizeof *t->f32);
-    t->f64 = f64 ? drift_malloc((size_t)numel * sizeof *t->f64) : NULL;
-    if (!t->name || !t->f32 || (f64 && !t->f64)) {
+    t->f64 = with_f64 ? drift_malloc((size_t)numel * sizeof *t->f64) : NULL;
+    if (!t->name || !t->f32 || (with_f64 && !t->f64)) {
         host_tensor_free(t);
         return drift_err_set(err, DRIFT_E_NOMEM, name, "out of memory for host tensor '%s'", name);
     }
@@ -126,14 +127,33 @@ int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->numel = numel;
-    memcpy(t->f32, f32, (size_t)numel * sizeof *t->f32);
-    drift_dtype_round_n(t->f32, (size_t)numel, dtype);
-    if (f64) memcpy(t->f64, f64, (size_t)numel * sizeof *t->f64);
     s->items[s->n] = t;
     *find_slot(s, name) = s->n + 1;
     s->n++;
+    *added = t;
+    return DRIFT_OK;
+}
+
+int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
+                      const float *f32, const double *f64, drift_host_tensor **added, drift_err *err) {
+    if (!f32)
+        return drift_err_set(err, DRIFT_E_INPUT, "hostset", "drift_hostset_add: a set, a name and fp32 values are required");
+    drift_host_tensor *t = NULL;
+    int rc = hostset_insert(s, name, dtype, ndim, shape, f64 != NULL, &t, err);
+    if (rc) return rc;
+    memcpy(t->f32, f32, (size_t)t->numel * sizeof *t->f32);
+    drift_dtype_round_n(t->f32, (size_t)t->numel, dtype);
+    if (f64) memcpy(t->f64, f64, (size_t)t->numel * sizeof *t->f64);
     if (added) *added = t;
     return DRIFT_OK;
+}
+
+int drift_hostset_add_alloc(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
+                            drift_host_tensor **added, drift_err *err) {
+    drift_host_tensor *t = NULL;
+    int rc = hostset_insert(s, name, dtype, ndim, shape, 0, &t, err);
+    if (!rc && added) *added = t;
+    return rc;
 }
 
 /* ---- execution ---------------------------------------------------------------- */

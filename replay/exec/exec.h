@@ -64,6 +64,11 @@ void drift_hostset_free(drift_hostset *s);
  * the set, valid until s is freed. */
 int drift_hostset_add(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
                       const float *f32, const double *f64, drift_host_tensor **added, drift_err *err);
+/* Adds a tensor like drift_hostset_add but leaves its fp32 storage
+ * uninitialised (no f64): the caller fills (*added)->f32 with numel values
+ * representable in dtype before the set is used (e.g. from several threads). */
+int drift_hostset_add_alloc(drift_hostset *s, const char *name, drift_dtype dtype, int ndim, const int64_t *shape,
+                            drift_host_tensor **added, drift_err *err);
 /* The tensor named name, or NULL. Borrowed. */
 const drift_host_tensor *drift_hostset_find(const drift_hostset *s, const char *name);
 /* Number of tensors and the i-th in insertion order (NULL if out of range). */

@@ -9,6 +9,7 @@
 #include "replay/capture/aten_model.h"
 #include "replay/models/wan_graph.h"
 #include "replay/exec/params_init.h"
+#include "replay/exec/params_load.h"
 
 int drift_model_create(const char *spec, drift_model **out, drift_err *err) {
     *out = NULL;
@@ -216,7 +217,25 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
     memset(&sib, 0, sizeof sib);
     int rc = drift_hostset_create(&set, err);
     if (rc) return rc;
-    for (size_t i = 0; i < m->table.n; i++) {
+    /* Parameters by reference to a checkpoint instead of values. */
+    char *ref_json = NULL;
+    size_t ref_len = 0;
+    if ((rc = drift_trace_read_params_ref(r, &ref_json, &ref_len, err))) goto done;
+    const int by_ref = ref_json != NULL;
+    if (by_ref) {
+        drift_params_ref ref;
+        drift_params_ref_init(&ref);
+        char src[4200];
+        snprintf(src, sizeof src, "%s:/params_ref", path);
+        rc = drift_params_ref_parse(&ref, ref_json, ref_len, src, err);
+        free(ref_json);
+        if (!rc) rc = drift_model_load_params_ref(m, &ref, NULL, err);
+        drift_params_ref_free(&ref);
+        if (rc) goto done;
+    } else {
+        memset(&m->load, 0, sizeof m->load);
+    }
+    for (size_t i = 0; !by_ref && i < m->table.n; i++) {
         const drift_param_info *pi = &m->table.params[i];
         long k = drift_trace_reader_find_param(r, pi->fqn);
         drift_trace_param_info info;
@@ -254,9 +273,11 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
         if ((rc = drift_trace_read_param(r, (size_t)k, buf, (size_t)pi->numel, err))) goto done;
         if ((rc = drift_hostset_add(set, pi->fqn, DRIFT_F32, pi->ndim, pi->shape, buf, NULL, NULL, err))) goto done;
     }
-    drift_hostset_free(m->params);
-    m->params = set;
-    set = NULL;
+    if (!by_ref) {
+        drift_hostset_free(m->params);
+        m->params = set;
+        set = NULL;
+    }
     if (m->captured) { /* every buffer the captured graph reads */
         rc = drift_capture_load_trace_buffers(m, r, err);
         goto done;

@@ -15,6 +15,7 @@
 
 #include "formats/err.h"
 #include "formats/params.h"
+#include "formats/checkpoint.h" /* drift_load_report */
 #include "formats/plan.h"
 #include "formats/trace.h"
 #include "kernels/backend.h"
@@ -30,6 +31,9 @@ typedef struct drift_model {
     drift_graph *sem;            /* owned: semantic graph */
     drift_hostset *params;       /* owned: fp32 masters by root FQN (NULL until seeded/loaded) */
     drift_hostset *buffers[3];   /* owned, indexed by drift_buffer_prov; built or loaded on demand */
+    const char *weights_root;    /* borrowed; overrides the weights root a trace's /params_ref recorded */
+    int load_baseline;           /* 1: also time a sequential read of the referenced files (load) */
+    drift_load_report load;      /* filled by drift_model_load_trace */
     int captured;                /* 1: sem is an imported torch.export graph (replay/capture/aten_model.h);
                                     cfg then holds only family "graph" and batch; buffers are the recorded ones */
     char *captured_json;         /* owned: the drift-aten-graph document (written to a trace's /graph) */
@@ -51,6 +55,9 @@ int drift_model_seed_params(drift_model *m, uint64_t seed, drift_err *err);
  * each with the same run id; every element must be covered exactly once
  * (errors name the missing rank file or parameter). */
 int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err);
+/* (A trace with /params_ref instead of values: the parameters are read from
+ * the referenced checkpoint under m->weights_root or the recorded root, every
+ * hash checked: replay/exec/params_load.h.) */
 /* Fills m->params from a .safetensors file (untrusted: parsed with
  * formats/safetensors checks): every parameter of the table must be there
  * under its diffusers name with the model's shape (any of F32/BF16/F16/F64,

@@ -4,9 +4,12 @@
 #include "formats/alloc.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "replay/models/wan_graph.h"
 
@@ -72,9 +75,7 @@ static int ends_with(const char *s, const char *suf) {
     return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
-static void init_param(const drift_param_info *p, uint64_t seed, float *dst) {
-    rng r;
-    rng_seed(&r, seed, p->fqn);
+static void init_scale(const drift_param_info *p, double *mean_out, double *std_out) {
     double mean = 0.0, std = 0.02;
     if (ends_with(p->fqn, "scale_shift_table")) {
         std = 1.0 / sqrt((double)(p->ndim ? p->shape[p->ndim - 1] : 1));
@@ -88,34 +89,170 @@ static void init_param(const drift_param_info *p, uint64_t seed, float *dst) {
         mean = 1.0;
         std = 0.1;
     }
+    *mean_out = mean;
+    *std_out = std;
+}
+
+void drift_params_init_one(const drift_param_info *p, uint64_t seed, float *dst) {
+    rng r;
+    rng_seed(&r, seed, p->fqn);
+    double mean, std;
+    init_scale(p, &mean, &std);
     for (int64_t i = 0; i < p->numel; i++) dst[i] = (float)(mean + std * normal(&r));
 }
 
-int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_hostset **out, drift_err *err) {
+/* ---- jump-ahead: the same streams, cut into chunks ----------------------------- */
+/* xoshiro256**'s state transition is linear over GF(2): T^CHUNK (as the
+ * images of the 256 unit states) moves a stream CHUNK draws ahead. Output i
+ * of a tensor uses draws 2(i/2) and 2(i/2)+1 (Box-Muller pairs), so a chunk
+ * starting at an even output c starts at draw c with no spare: chunk k's
+ * state is (T^CHUNK)^k of the tensor's seeded state, and every chunk can be
+ * filled on its own thread with exactly the values of the sequential stream. */
+#define SEED_CHUNK ((int64_t)1 << 16) /* outputs (= draws) per chunk; even */
+
+typedef struct gf2 {
+    uint64_t col[256][4]; /* col[j]: the image of the state with only bit j set */
+} gf2;
+
+static void state_step(uint64_t *s) {
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+}
+
+static void gf2_apply(const gf2 *m, const uint64_t *v, uint64_t *out) {
+    uint64_t o[4] = {0, 0, 0, 0};
+    for (int j = 0; j < 256; j++)
+        if ((v[j >> 6] >> (j & 63)) & 1u)
+            for (int w = 0; w < 4; w++) o[w] ^= m->col[j][w];
+    memcpy(out, o, sizeof o);
+}
+
+static gf2 g_jump;
+static pthread_once_t g_jump_once = PTHREAD_ONCE_INIT;
+
+static void jump_build(void) {
+    static gf2 t, sq; /* T, then squared 16 times: T^(2^16) */
+    for (int j = 0; j < 256; j++) {
+        memset(t.col[j], 0, sizeof t.col[j]);
+        t.col[j][j >> 6] = (uint64_t)1 << (j & 63);
+        state_step(t.col[j]);
+    }
+    for (int k = 0; (int64_t)1 << k < SEED_CHUNK; k++) {
+        for (int j = 0; j < 256; j++) gf2_apply(&t, t.col[j], sq.col[j]); /* (T o T) e_j */
+        t = sq;
+    }
+    g_jump = t;
+}
+
+typedef struct seed_chunk {
+    size_t param;
+    int64_t first, count;
+    uint64_t state[4];
+} seed_chunk;
+
+static void fill_chunk(const drift_param_info *p, const seed_chunk *c, float *dst) {
+    rng r;
+    memcpy(r.s, c->state, sizeof r.s);
+    r.have_spare = 0;
+    double mean, std;
+    init_scale(p, &mean, &std);
+    for (int64_t i = 0; i < c->count; i++) dst[c->first + i] = (float)(mean + std * normal(&r));
+}
+
+int drift_params_seed_threads(void) {
+    const char *e = getenv("DRIFT_SEED_THREADS");
+    if (e && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (end && !*end && v >= 1 && v <= DRIFT_SEED_MAX_THREADS) return (int)v;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* Chunks of every tensor's stream are dealt to threads from a shared
+ * counter: any thread count gives the same bits. */
+typedef struct seed_pool {
+    const drift_param_table *t;
+    drift_host_tensor **dst;     /* per parameter, in table order */
+    seed_chunk *chunks;
+    size_t n_chunks;
+    atomic_size_t next;
+} seed_pool;
+
+static void *seed_thread(void *arg) {
+    seed_pool *p = arg;
+    for (;;) {
+        size_t k = atomic_fetch_add(&p->next, 1);
+        if (k >= p->n_chunks) break;
+        const seed_chunk *c = &p->chunks[k];
+        fill_chunk(&p->t->params[c->param], c, p->dst[c->param]->f32);
+    }
+    return NULL;
+}
+
+int drift_params_init_seeded_threads(const drift_param_table *t, uint64_t seed, int threads, drift_hostset **out,
+                                     drift_err *err) {
     if (!t || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "params", "drift_params_init_seeded: NULL argument");
     *out = NULL;
+    if (threads < 1) threads = drift_params_seed_threads();
+    if (threads > DRIFT_SEED_MAX_THREADS) threads = DRIFT_SEED_MAX_THREADS;
     drift_hostset *s = NULL;
-    float *buf = NULL;
+    seed_pool p;
+    memset(&p, 0, sizeof p);
     int rc = drift_hostset_create(&s, err);
     if (rc) return rc;
-    for (size_t i = 0; i < t->n; i++) {
-        const drift_param_info *p = &t->params[i];
-        float *nb = drift_realloc(buf, (size_t)(p->numel ? p->numel : 1) * sizeof *nb);
-        if (!nb) {
-            rc = drift_err_set(err, DRIFT_E_NOMEM, p->fqn, "out of memory initialising '%s'", p->fqn);
-            goto fail;
-        }
-        buf = nb;
-        init_param(p, seed, buf);
-        if ((rc = drift_hostset_add(s, p->fqn, DRIFT_F32, p->ndim, p->shape, buf, NULL, NULL, err))) goto fail;
+    p.t = t;
+    p.dst = drift_calloc(t->n ? t->n : 1, sizeof *p.dst);
+    size_t n_chunks = 0;
+    for (size_t i = 0; i < t->n; i++) n_chunks += (size_t)((t->params[i].numel + SEED_CHUNK - 1) / SEED_CHUNK);
+    p.chunks = drift_calloc(n_chunks ? n_chunks : 1, sizeof *p.chunks);
+    if (!p.dst || !p.chunks) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, "params", "out of memory seeding %zu parameters", t->n);
+        goto done;
     }
-    drift_free(buf);
+    pthread_once(&g_jump_once, jump_build);
+    for (size_t i = 0; i < t->n; i++) {
+        const drift_param_info *pi = &t->params[i];
+        if ((rc = drift_hostset_add_alloc(s, pi->fqn, DRIFT_F32, pi->ndim, pi->shape, &p.dst[i], err))) goto done;
+        rng r;
+        rng_seed(&r, seed, pi->fqn);
+        for (int64_t first = 0; first < pi->numel; first += SEED_CHUNK) {
+            seed_chunk *c = &p.chunks[p.n_chunks++];
+            c->param = i;
+            c->first = first;
+            c->count = pi->numel - first < SEED_CHUNK ? pi->numel - first : SEED_CHUNK;
+            memcpy(c->state, r.s, sizeof c->state);
+            gf2_apply(&g_jump, r.s, r.s); /* the next chunk's start */
+        }
+    }
+    atomic_init(&p.next, 0);
+    pthread_t tid[DRIFT_SEED_MAX_THREADS];
+    int started = 0;
+    for (int k = 1; k < threads && (size_t)k < p.n_chunks; k++) {
+        if (pthread_create(&tid[started], NULL, seed_thread, &p) != 0) break; /* fewer threads: same values */
+        started++;
+    }
+    seed_thread(&p);
+    for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
+done:
+    drift_free(p.dst);
+    drift_free(p.chunks);
+    if (rc) {
+        drift_hostset_free(s);
+        return rc;
+    }
     *out = s;
     return DRIFT_OK;
-fail:
-    drift_free(buf);
-    drift_hostset_free(s);
-    return rc;
+}
+
+int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_hostset **out, drift_err *err) {
+    return drift_params_init_seeded_threads(t, seed, 0, out, err);
 }
 
 /* ---- inputs --------------------------------------------------------------------- */

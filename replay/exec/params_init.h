@@ -26,6 +26,17 @@
  *   *scale_shift_table: N(0, 1) / sqrt(last dim);
  *   anything else: N(0, 0.02^2). */
 int drift_params_init_seeded(const drift_param_table *t, uint64_t seed, drift_hostset **out, drift_err *err);
+/* The same on threads threads (< 1: drift_params_seed_threads()). Each
+ * tensor is its own stream, filled by one thread: the values do not depend on
+ * the thread count. drift_params_init_seeded uses the default count. */
+int drift_params_init_seeded_threads(const drift_param_table *t, uint64_t seed, int threads, drift_hostset **out,
+                                     drift_err *err);
+/* Parameter p's seeded values (p->numel floats) into dst (caller-owned);
+ * thread-safe. The values drift_params_init_seeded gives p. */
+void drift_params_init_one(const drift_param_info *p, uint64_t seed, float *dst);
+/* DRIFT_SEED_THREADS if set (1..DRIFT_SEED_MAX_THREADS), else the online CPUs (at most 64). */
+#define DRIFT_SEED_MAX_THREADS 256
+int drift_params_seed_threads(void);
 
 /* Synthetic boundary inputs for cfg, fp32, into a new set (caller owns):
  * "latents" [B, C, F, H, W] ~ N(0, 1), "cond" [B, text_len, text_dim] ~ N(0, 1),

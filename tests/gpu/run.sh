@@ -145,7 +145,7 @@ GPU_TESTS=()
 for f in "$BUILD_SRC"/tests/gpu/test_*.c; do
   GPU_TESTS+=("gpu_$(basename "$f" .c)")
 done
-BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_attention bench_cuda_forward)
+BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_attention bench_cuda_forward bench_seed)
 
 # ---------------------------------------------------------------- build
 BUILD_OK=1
@@ -253,8 +253,9 @@ if has_stage scripts && [ $BUILD_OK = 1 ]; then
     say "script $n (log: $OUT/$n.log)"
     s=$(date +%s)
     mkdir -p "$OUT/$n"
+    # BUDGET: time-bounded scripts (scale.sh) fit themselves into the timeout
     (cd "$SRC" && LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH BUILD=$BUILD OUT=$OUT/$n PYTHONUNBUFFERED=1 \
-       timeout "${SCRIPT_TIMEOUT:-420}" bash "$f") >"$OUT/$n.log" 2>&1
+       BUDGET=$((${SCRIPT_TIMEOUT:-420} - 20)) timeout "${SCRIPT_TIMEOUT:-420}" bash "$f") >"$OUT/$n.log" 2>&1
     rc=$?
     case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res=TIMEOUT; ALL_OK=0 ;; *) res="FAIL($rc)"; ALL_OK=0 ;; esac
     summ "$(printf '%-29s %-9s %4ds  %s' "$n.sh" "$res" $(($(date +%s) - s)) "$(grep -c '^PASS' "$OUT/$n.log") PASS lines, $(grep -c '^FAIL' "$OUT/$n.log") FAIL lines")"

@@ -30,7 +30,7 @@ w, doc_path, cmds = sys.argv[1], sys.argv[2], sys.argv[3:]
 D = os.environ["DRIFT_BIN"]
 # commands still on their own parsers (owned elsewhere; docs/cli.md says so):
 # their help must still have the exit and example lines
-PENDING = {"top", "compare", "report"}
+PENDING = {"top", "compare", "report", "weights"}
 PLAN_FLAGS = ["--fsdp-master-dtype", "--fsdp-reduce-dtype", "--diffusion-forward-dtype", "--sglang-dit-precision",
               "--param-dtype", "--input-dtype", "--rope-provenance", "--plan-name"]
 doc = open(doc_path).read()

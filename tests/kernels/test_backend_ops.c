@@ -353,7 +353,13 @@ static void test_backend_create(void **state) {
     assert_int_equal(drift_backend_create("cuda", &be, &e), DRIFT_E_UNSUPPORTED);
     assert_null(be);
     assert_int_equal(drift_backend_create("cuda:1", &be, &e), DRIFT_E_UNSUPPORTED);
+    assert_int_equal(drift_backend_create("ref-cuda:0", &be, &e), DRIFT_E_UNSUPPORTED); /* the fp64 oracle on a GPU */
+    assert_non_null(strstr(e.msg, "without CUDA"));
+    assert_null(be);
 #endif
+    assert_int_equal(drift_backend_create("ref-cuda:x", &be, &e), DRIFT_E_INPUT);
+    assert_int_equal(drift_backend_create("cpu:1", &be, &e), DRIFT_E_INPUT);
+    assert_non_null(strstr(e.msg, "only cuda and ref-cuda take a device number"));
     assert_int_equal(drift_backend_create("cuda:x", &be, &e), DRIFT_E_INPUT);
     assert_int_equal(drift_backend_create("gpu", &be, &e), DRIFT_E_INPUT);
     assert_int_equal(drift_backend_create("", &be, &e), DRIFT_E_INPUT);

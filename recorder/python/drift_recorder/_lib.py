@@ -116,6 +116,8 @@ def load(path=None):
         "drift_recorder_set_param_dtype": ([P, S, I, P], I),
         "drift_recorder_add_buffer": ([P, S, I, I, PI64, P, P], I),
         "drift_recorder_set_graph": ([P, S, C.c_size_t, P], I),
+        "drift_recorder_set_params_ref": ([P, S, C.c_size_t, P], I),
+        "drift_recorder_hash64": ([P, C.c_size_t, I, P, C.POINTER(C.c_uint64), P], I),
         "drift_recorder_start": ([P, P], I),
         "drift_recorder_begin_step": ([P, I64, P], I),
         "drift_recorder_end_step": ([P, P], I),

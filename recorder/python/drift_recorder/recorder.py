@@ -123,6 +123,34 @@ def _options_str(options):
     return ";".join(f"{k}={v}" for k, v in options.items())
 
 
+def _checkpoint_map(path):
+    """(root, {tensor: shard file}, index file name or None) of a diffusers
+    checkpoint directory (one *.safetensors.index.json, else one
+    *.safetensors) or of such a file."""
+    import glob
+    import json
+    import struct
+    if os.path.isdir(path):
+        idx = sorted(glob.glob(os.path.join(path, "*.safetensors.index.json")))
+        if len(idx) > 1:
+            raise ValueError(f"{path}: {len(idx)} index files, name one")
+        if not idx:
+            single = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+            if len(single) != 1:
+                raise ValueError(f"{path}: no index and {len(single)} .safetensors files")
+            path = single[0]
+        else:
+            path = idx[0]
+    root, name = os.path.split(path)
+    if name.endswith(".safetensors.index.json"):
+        with open(path) as f:
+            return root, dict(json.load(f)["weight_map"]), name
+    with open(path, "rb") as f:
+        (hl,) = struct.unpack("<Q", f.read(8))
+        hdr = json.loads(f.read(hl))
+    return root, {k: name for k in hdr if k != "__metadata__"}, None
+
+
 class Recorder:
     """One trace file (one rank of one side).
 
@@ -486,11 +514,22 @@ class Recorder:
             self._fail(f"add_param {fqn}", e)
             return False
 
-    def record_params(self, model, strip_prefix=None):
+    def record_params(self, model, strip_prefix=None, reference=None):
         """Every parameter of model as fp32 masters, once (before the first
         step ends): an FSDP2 DTensor parameter as this rank's local shard with
         its offset and the full shape, a plain tensor whole. Names are the
-        model's FQNs without wrapper components. Returns the count written."""
+        model's FQNs without wrapper components. Returns the count written.
+
+        reference=CHECKPOINT (the safetensors checkpoint the run loaded: a
+        directory with a diffusers *.safetensors.index.json and its shards, or
+        one .safetensors file) stores /params_ref instead of values: per
+        parameter its file, dtype, shape and the drift-sum64 hash of the
+        parameter as it is in memory, cast to the file's dtype and hashed on
+        its device (so the trace proves the run used exactly those weights;
+        `drift replay` checks every hash against the files). A DTensor is
+        gathered (full_tensor(): every rank must call this)."""
+        if reference is not None:
+            return self._record_params_ref(model, strip_prefix, reference)
         n = 0
         if not self._open:
             return 0
@@ -510,6 +549,53 @@ class Recorder:
         except Exception as e:  # noqa: BLE001
             self._fail("record_params", e)
         return n
+
+    def _record_params_ref(self, model, strip_prefix, checkpoint):
+        if not self._open:
+            return 0
+        try:
+            import json
+            import struct
+            import torch
+            root, weight_map, index = _checkpoint_map(checkpoint)
+            headers, tensors = {}, []
+            tdt = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16, "F64": torch.float64}
+            pre = _root_prefixes(model, strip_prefix)
+            for name, p in model.named_parameters():
+                fqn = strip_fqn(name, pre)
+                if fqn not in weight_map:
+                    raise KeyError(f"parameter {fqn!r} is not in the checkpoint {checkpoint}")
+                fname = weight_map[fqn]
+                if fname not in headers:
+                    with open(os.path.join(root, fname), "rb") as f:
+                        (hl,) = struct.unpack("<Q", f.read(8))
+                        headers[fname] = json.loads(f.read(hl))
+                h = headers[fname].get(fqn)
+                if h is None or h.get("dtype") not in tdt:
+                    raise KeyError(f"{fname} has no F32/BF16/F16/F64 tensor {fqn!r}")
+                t = p.full_tensor() if _is_dtensor(p) else p
+                t = t.detach().to(tdt[h["dtype"]]).contiguous()
+                if list(t.shape) != list(h["shape"]):
+                    raise ValueError(f"{fqn}: shape {list(t.shape)} in memory, {h['shape']} in {fname}")
+                out = C.c_uint64(0)
+                stream = torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
+                rc = self.lib.drift_recorder_hash64(C.c_void_p(t.data_ptr()), t.numel() * t.element_size(),
+                                                    1 if t.is_cuda else 0, C.c_void_p(stream), C.byref(out), None)
+                if rc:
+                    self._status_fail(f"hash {fqn}", rc)
+                    return 0
+                tensors.append({"name": fqn, "file": fname, "dtype": h["dtype"], "shape": list(h["shape"]),
+                                "hash": "%016x" % out.value})
+            doc = json.dumps({"format": "drift-params-ref", "version": 1, "hash": "drift-sum64",
+                              "weights_root": os.path.abspath(root), "index": index, "tensors": tensors}).encode()
+            rc = self.lib.drift_recorder_set_params_ref(self._h, doc, len(doc), None)
+            if rc:
+                self._status_fail("set_params_ref", rc)
+                return 0
+            return len(tensors)
+        except Exception as e:  # noqa: BLE001
+            self._fail("record_params(reference=...)", e)
+            return 0
 
     def set_param_dtype(self, fqn, dtype):
         """/param_dtypes row (before the trace starts)."""

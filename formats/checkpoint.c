@@ -1,0 +1,718 @@
+/* Safetensors checkpoints: write, describe, load (checkpoint.h). */
+#define _GNU_SOURCE /* realpath, posix_fadvise */
+#include "formats/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "formats/alloc.h"
+#include "formats/hash64.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+
+#define CKPT_MAX_THREADS 256
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int drift_ckpt_default_threads(void) {
+    const char *e = getenv("DRIFT_LOAD_THREADS");
+    if (e && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (end && !*end && v >= 1 && v <= CKPT_MAX_THREADS) return (int)v;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 32 ? 32 : (int)n;
+}
+
+static int join_path(char *out, size_t outsz, const char *root, const char *rel) {
+    int k = snprintf(out, outsz, "%s/%s", root && *root ? root : ".", rel);
+    return k < 0 || (size_t)k >= outsz ? -1 : 0;
+}
+
+/* ---- mapped shard files -------------------------------------------------- */
+typedef struct cfile {
+    const char *rel;             /* borrowed */
+    char path[PATH_MAX];
+    drift_safetensors *st;       /* validated header */
+    int fd;
+    const unsigned char *map;
+    size_t size;
+} cfile;
+
+typedef struct ctable {
+    cfile *f;
+    size_t n, cap;
+} ctable;
+
+static void ctable_free(ctable *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->f[i].map) munmap((void *)t->f[i].map, t->f[i].size);
+        if (t->f[i].fd >= 0) close(t->f[i].fd);
+        drift_safetensors_close(t->f[i].st);
+    }
+    drift_free(t->f);
+    memset(t, 0, sizeof *t);
+}
+
+/* Index of rel in t, added (unopened) if new; -1 on out of memory. */
+static long ctable_slot(ctable *t, const char *rel) {
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->f[i].rel, rel) == 0) return (long)i;
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 16;
+        cfile *nf = drift_reallocarray(t->f, nc, sizeof *nf);
+        if (!nf) return -1;
+        t->f = nf;
+        t->cap = nc;
+    }
+    memset(&t->f[t->n], 0, sizeof t->f[t->n]);
+    t->f[t->n].rel = rel;
+    t->f[t->n].fd = -1;
+    return (long)t->n++;
+}
+
+/* Opens and maps file i; `tensor` names the tensor that needs it in errors. */
+static int cfile_open(cfile *f, const char *root, const char *tensor, drift_err *err) {
+    if (f->st) return DRIFT_OK;
+    if (join_path(f->path, sizeof f->path, root, f->rel))
+        return drift_err_set(err, DRIFT_E_INPUT, f->rel, "tensor '%s': path of file '%s' under '%s' is too long", tensor,
+                             f->rel, root ? root : ".");
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_safetensors_open(&f->st, f->path, 0, &e))
+        return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': its checkpoint file %s: %s", tensor, f->path, e.msg);
+    struct stat sb;
+    f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0 || fstat(f->fd, &sb) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': cannot open its checkpoint file %s: %s", tensor,
+                             f->path, strerror(errno));
+    f->size = (size_t)sb.st_size;
+    if (f->size) {
+        void *m = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+        if (m == MAP_FAILED)
+            return drift_err_set(err, DRIFT_E_IO, f->path, "tensor '%s': cannot map %s: %s", tensor, f->path,
+                                 strerror(errno));
+        f->map = m;
+    }
+    return DRIFT_OK;
+}
+
+/* ---- the job pool: hash (and check) a tensor's bytes, widen them --------- */
+typedef struct job {
+    const char *name;            /* borrowed */
+    cfile *file;
+    uint64_t offset, nbytes;
+    drift_dtype dtype;
+    int64_t numel;
+    int verify;                  /* compare with expect */
+    uint64_t expect;
+    uint64_t *hash_out;          /* may be NULL */
+    float *dst;                  /* may be NULL */
+} job;
+
+typedef struct pool {
+    job *jobs;
+    size_t n;
+    atomic_size_t next;
+    atomic_int failed;
+    pthread_mutex_t mu;
+    size_t err_job;              /* lowest failing job: its error is reported (deterministic) */
+    drift_err err;
+} pool;
+
+static void pool_fail(pool *p, size_t k, int code, const char *where, const char *fmt, const char *a, const char *b,
+                      const char *c) {
+    pthread_mutex_lock(&p->mu);
+    if (!atomic_load(&p->failed) || k < p->err_job) {
+        p->err_job = k;
+        drift_err_set(&p->err, code, where, fmt, a, b, c);
+    }
+    atomic_store(&p->failed, 1);
+    pthread_mutex_unlock(&p->mu);
+}
+
+#define BOUNCE 65536
+
+static void run_job(pool *p, size_t k) {
+    job *j = &p->jobs[k];
+    const unsigned char *src = j->file->map + j->offset;
+    madvise((void *)((uintptr_t)src & ~(uintptr_t)4095), (size_t)j->nbytes + ((uintptr_t)src & 4095), MADV_WILLNEED);
+    uint64_t h = drift_hash64_finish(drift_hash64_partial(src, (size_t)j->nbytes, 0), j->nbytes);
+    if (j->hash_out) *j->hash_out = h;
+    if (j->verify && h != j->expect) {
+        char got[17], want[17], msg[64];
+        drift_hash64_hex(h, got);
+        drift_hash64_hex(j->expect, want);
+        snprintf(msg, sizeof msg, "%s, the trace recorded %s", got, want);
+        pool_fail(p, k, DRIFT_E_INPUT, j->file->path,
+                  "tensor '%s' in %s: content hash (drift-sum64) %s: the checkpoint changed since the recording",
+                  j->name, j->file->path, msg);
+        return;
+    }
+    if (!j->dst) return;
+    size_t es = drift_dtype_size(j->dtype);
+    if (((uintptr_t)src % es) == 0) {
+        drift_dtype_to_f32_n(src, j->dtype, j->dst, (size_t)j->numel);
+        return;
+    }
+    /* a misaligned tensor (legal in a file whose header length is odd) goes through a bounce buffer */
+    _Alignas(8) unsigned char bounce[BOUNCE];
+    size_t per = BOUNCE / es;
+    for (size_t i = 0; i < (size_t)j->numel; i += per) {
+        size_t m = (size_t)j->numel - i < per ? (size_t)j->numel - i : per;
+        memcpy(bounce, src + i * es, m * es);
+        drift_dtype_to_f32_n(bounce, j->dtype, j->dst + i, m);
+    }
+}
+
+static void *pool_thread(void *arg) {
+    pool *p = arg;
+    for (;;) {
+        if (atomic_load(&p->failed)) break;
+        size_t k = atomic_fetch_add(&p->next, 1);
+        if (k >= p->n) break;
+        run_job(p, k);
+    }
+    return NULL;
+}
+
+static int cmp_job_size(const void *a, const void *b) {
+    const job *x = a, *y = b;
+    return x->nbytes < y->nbytes ? 1 : x->nbytes > y->nbytes ? -1 : 0;
+}
+
+/* Runs the jobs (largest first, for balance) on up to threads threads. */
+static int pool_run(job *jobs, size_t n, int threads, drift_ckpt_stats *st, drift_err *err) {
+    double t0 = now_s();
+    qsort(jobs, n, sizeof *jobs, cmp_job_size);
+    pool p;
+    memset(&p, 0, sizeof p);
+    p.jobs = jobs;
+    p.n = n;
+    atomic_init(&p.next, 0);
+    atomic_init(&p.failed, 0);
+    pthread_mutex_init(&p.mu, NULL);
+    if (threads < 1) threads = 1;
+    if (threads > CKPT_MAX_THREADS) threads = CKPT_MAX_THREADS;
+    if ((size_t)threads > n) threads = n ? (int)n : 1;
+    pthread_t tid[CKPT_MAX_THREADS];
+    int started = 0;
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&tid[started], NULL, pool_thread, &p) != 0) break; /* fewer threads, same result */
+        started++;
+    }
+    pool_thread(&p);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&p.mu);
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < n; k++) bytes += jobs[k].nbytes;
+    if (st) {
+        st->bytes = bytes;
+        st->tensors = n;
+        st->threads = started + 1;
+        st->seconds = now_s() - t0;
+    }
+    if (atomic_load(&p.failed)) {
+        if (err) *err = p.err;
+        return p.err.code ? p.err.code : DRIFT_E_INTERNAL;
+    }
+    return DRIFT_OK;
+}
+
+/* ---- load ------------------------------------------------------------------ */
+static int same_shape(const drift_params_ref_tensor *t, const drift_safetensors_info *info) {
+    if (t->ndim != info->ndim) return 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] != info->shape[d]) return 0;
+    return 1;
+}
+
+int drift_ckpt_load(const drift_params_ref *ref, const char *root, const size_t *which, float *const *dst, size_t n,
+                    int threads, drift_ckpt_stats *st, drift_err *err) {
+    if (!ref || (n && (!which || !dst)))
+        return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_load: NULL argument");
+    if (!root) root = ref->weights_root;
+    if (st) memset(st, 0, sizeof *st);
+    ctable ft;
+    memset(&ft, 0, sizeof ft);
+    job *jobs = drift_calloc(n ? n : 1, sizeof *jobs);
+    int rc = jobs ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
+    for (size_t k = 0; !rc && k < n; k++) {
+        if (which[k] >= ref->n) {
+            rc = drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_load: index %zu out of range", which[k]);
+            break;
+        }
+        const drift_params_ref_tensor *t = &ref->t[which[k]];
+        long fi = ctable_slot(&ft, t->file);
+        if (fi < 0) { rc = drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory"); break; }
+        cfile *f = &ft.f[fi];
+        if ((rc = cfile_open(f, root, t->name, err))) break;
+        long i = drift_safetensors_find(f->st, t->name);
+        drift_safetensors_info info;
+        if (i < 0) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': not in its checkpoint file %s", t->name, f->path);
+            break;
+        }
+        if ((rc = drift_safetensors_tensor(f->st, (size_t)i, &info, err))) break;
+        if (info.dtype != t->dtype || !same_shape(t, &info)) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, f->path,
+                               "tensor '%s' in %s: dtype %s, %d dims, %lld elements; the trace recorded %s, %d dims, %lld elements",
+                               t->name, f->path, info.dtype_name, info.ndim, (long long)info.numel,
+                               drift_params_ref_dtype_name(t->dtype), t->ndim, (long long)t->numel);
+            break;
+        }
+        if (info.offset + info.nbytes > f->size) { /* the header was validated against the size: a race */
+            rc = drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': %s changed size while opening", t->name, f->path);
+            break;
+        }
+        jobs[k] = (job){.name = t->name, .file = f, .offset = info.offset, .nbytes = info.nbytes, .dtype = info.dtype,
+                        .numel = info.numel, .verify = 1, .expect = t->hash, .dst = dst[k]};
+    }
+    if (!rc) rc = pool_run(jobs, n, threads, st, err);
+    if (st) st->files = ft.n;
+    drift_free(jobs);
+    ctable_free(&ft);
+    return rc;
+}
+
+/* ---- sequential baseline ----------------------------------------------------- */
+static int unique_files(const drift_params_ref *ref, const size_t *which, size_t n, ctable *ft) {
+    for (size_t k = 0; k < n; k++)
+        if (which[k] < ref->n && ctable_slot(ft, ref->t[which[k]].file) < 0) return -1;
+    return 0;
+}
+
+void drift_ckpt_drop_cache(const drift_params_ref *ref, const char *root, const size_t *which, size_t n) {
+    ctable ft;
+    memset(&ft, 0, sizeof ft);
+    if (!root) root = ref->weights_root;
+    if (unique_files(ref, which, n, &ft) == 0)
+        for (size_t i = 0; i < ft.n; i++) {
+            char path[PATH_MAX];
+            if (join_path(path, sizeof path, root, ft.f[i].rel)) continue;
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) continue;
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            close(fd);
+        }
+    ctable_free(&ft);
+}
+
+int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, const size_t *which, size_t n,
+                               int drop_cache, uint64_t *bytes, double *seconds, drift_err *err) {
+    *bytes = 0;
+    *seconds = 0;
+    if (!root) root = ref->weights_root;
+    ctable ft;
+    memset(&ft, 0, sizeof ft);
+    const size_t chunk = (size_t)16 << 20;
+    unsigned char *buf = drift_malloc(chunk);
+    int rc = buf && unique_files(ref, which, n, &ft) == 0 ? DRIFT_OK
+                                                           : drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
+    if (!rc && drop_cache) drift_ckpt_drop_cache(ref, root, which, n);
+    double t0 = now_s();
+    for (size_t i = 0; !rc && i < ft.n; i++) {
+        char path[PATH_MAX];
+        if (join_path(path, sizeof path, root, ft.f[i].rel)) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, ft.f[i].rel, "path too long");
+            break;
+        }
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "cannot open %s: %s", path, strerror(errno));
+            break;
+        }
+        for (off_t off = 0;;) {
+            ssize_t got = pread(fd, buf, chunk, off);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) rc = drift_err_set(err, DRIFT_E_IO, path, "cannot read %s: %s", path, strerror(errno));
+            if (got <= 0) break;
+            off += got;
+            *bytes += (uint64_t)got;
+        }
+        close(fd);
+    }
+    *seconds = now_s() - t0;
+    drift_free(buf);
+    ctable_free(&ft);
+    return rc;
+}
+
+/* ---- describe ------------------------------------------------------------------ */
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+/* Finds the index (or single file) of a checkpoint path: *root and *name. */
+static int locate(const char *path, char *root, size_t rootsz, char *name, size_t namesz, int *is_index, drift_err *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "checkpoint %s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) {
+        const char *slash = strrchr(path, '/');
+        size_t rl = slash ? (size_t)(slash - path) : 1;
+        if (rl >= rootsz || strlen(slash ? slash + 1 : path) >= namesz)
+            return drift_err_set(err, DRIFT_E_INPUT, path, "path too long");
+        if (slash) { memcpy(root, path, rl); root[rl] = '\0'; if (!rl) snprintf(root, rootsz, "/"); }
+        else snprintf(root, rootsz, ".");
+        snprintf(name, namesz, "%s", slash ? slash + 1 : path);
+        *is_index = ends_with(name, DRIFT_CKPT_INDEX_SUFFIX);
+        if (!*is_index && !ends_with(name, ".safetensors"))
+            return drift_err_set(err, DRIFT_E_INPUT, path, "checkpoint %s: expected a *%s or *.safetensors file", path,
+                                 DRIFT_CKPT_INDEX_SUFFIX);
+        return DRIFT_OK;
+    }
+    if (strlen(path) >= rootsz) return drift_err_set(err, DRIFT_E_INPUT, path, "path too long");
+    snprintf(root, rootsz, "%s", path);
+    DIR *d = opendir(path);
+    if (!d) return drift_err_set(err, DRIFT_E_INPUT, path, "checkpoint directory %s: %s", path, strerror(errno));
+    int n_index = 0, n_single = 0;
+    char single[NAME_MAX + 1] = "";
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (ends_with(de->d_name, DRIFT_CKPT_INDEX_SUFFIX)) {
+            if (n_index++ == 0) snprintf(name, namesz, "%s", de->d_name);
+        } else if (ends_with(de->d_name, ".safetensors")) {
+            if (n_single++ == 0) snprintf(single, sizeof single, "%s", de->d_name);
+        }
+    }
+    closedir(d);
+    if (n_index == 1) { *is_index = 1; return DRIFT_OK; }
+    if (n_index > 1)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "checkpoint directory %s: %d *%s files, expected one (name the file)",
+                             path, n_index, DRIFT_CKPT_INDEX_SUFFIX);
+    if (n_single != 1)
+        return drift_err_set(err, DRIFT_E_INPUT, path,
+                             "checkpoint directory %s: no *%s index and %d *.safetensors files, expected one", path,
+                             DRIFT_CKPT_INDEX_SUFFIX, n_single);
+    snprintf(name, namesz, "%s", single);
+    *is_index = 0;
+    return DRIFT_OK;
+}
+
+int drift_ckpt_describe(const char *path, const char *const *want, const int64_t *want_numel, float *const *dst,
+                        size_t n_want, int threads, drift_params_ref *ref, drift_ckpt_stats *st, drift_err *err) {
+    char root[PATH_MAX], name[NAME_MAX + 1], ipath[PATH_MAX];
+    int is_index = 0;
+    if (st) memset(st, 0, sizeof *st);
+    int rc = locate(path, root, sizeof root, name, sizeof name, &is_index, err);
+    if (rc) return rc;
+    drift_params_ref out;
+    drift_params_ref_init(&out);
+    drift_json_value *idx = NULL;
+    ctable ft;
+    memset(&ft, 0, sizeof ft);
+    job *jobs = NULL;
+    char *absroot = realpath(root, NULL);
+    if (!absroot) return drift_err_set(err, DRIFT_E_INPUT, root, "checkpoint root %s: %s", root, strerror(errno));
+    out.weights_root = drift_strdup(absroot);
+    free(absroot);
+    if (!out.weights_root) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
+    if (is_index) {
+        if (join_path(ipath, sizeof ipath, root, name)) { rc = drift_err_set(err, DRIFT_E_INPUT, name, "path too long"); goto done; }
+        if (!(out.index = drift_strdup(name))) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
+        if ((rc = drift_json_parse_file(ipath, &idx, err))) goto done;
+        const drift_json_value *wm = idx->type == DRIFT_JSON_OBJECT ? drift_json_object_get(idx, "weight_map") : NULL;
+        if (!wm || wm->type != DRIFT_JSON_OBJECT) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, ipath, "'weight_map': expected an object of tensor name -> shard file");
+            goto done;
+        }
+        for (size_t i = 0; i < wm->n_members; i++) {
+            const drift_json_member *m = &wm->members[i];
+            const char *fp = m->value.type != DRIFT_JSON_STRING ? "expected a file name string"
+                             : strlen(m->value.str) != m->value.str_len ? "a NUL byte"
+                                                                         : drift_params_ref_file_problem(m->value.str);
+            if (fp) {
+                rc = drift_err_set(err, DRIFT_E_INPUT, ipath, "'weight_map' entry '%s': %s", m->key, fp);
+                goto done;
+            }
+            if (ctable_slot(&ft, m->value.str) < 0) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
+        }
+    } else if (ctable_slot(&ft, name) < 0) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+        goto done;
+    }
+    /* Every tensor: from the index's weight_map in its order, or the single file's header order. */
+    size_t n_all = 0;
+    for (size_t fi = 0; fi < ft.n; fi++) {
+        if ((rc = cfile_open(&ft.f[fi], root, is_index ? "(listed in the index)" : "(any)", err))) goto done;
+        n_all += drift_safetensors_n_tensors(ft.f[fi].st);
+    }
+    jobs = drift_calloc(n_all ? n_all : 1, sizeof *jobs);
+    if (!jobs) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
+    size_t n_idx = is_index ? drift_json_object_get(idx, "weight_map")->n_members : drift_safetensors_n_tensors(ft.f[0].st);
+    for (size_t i = 0; i < n_idx; i++) {
+        const char *tname;
+        cfile *f;
+        long ti;
+        if (is_index) {
+            const drift_json_member *m = &drift_json_object_get(idx, "weight_map")->members[i];
+            tname = m->key;
+            f = &ft.f[ctable_slot(&ft, m->value.str)];
+            if ((ti = drift_safetensors_find(f->st, tname)) < 0) {
+                rc = drift_err_set(err, DRIFT_E_INPUT, ipath, "'weight_map' maps '%s' to %s, which has no such tensor", tname,
+                                   f->path);
+                goto done;
+            }
+        } else {
+            f = &ft.f[0];
+            ti = (long)i;
+        }
+        drift_safetensors_info info;
+        if ((rc = drift_safetensors_tensor(f->st, (size_t)ti, &info, err))) goto done;
+        if (is_index) tname = info.name;
+        if ((rc = drift_params_ref_add(&out, info.name, f->rel, info.dtype, info.ndim, info.shape, 0, err))) {
+            if (rc == DRIFT_E_USAGE) { rc = DRIFT_E_INPUT; if (err) err->code = rc; }
+            goto done;
+        }
+        jobs[i] = (job){.name = out.t[i].name, .file = f, .offset = info.offset, .nbytes = info.nbytes,
+                        .dtype = info.dtype, .numel = info.numel};
+        (void)tname;
+    }
+    for (size_t k = 0; k < n_want; k++) {
+        long i = drift_params_ref_find(&out, want[k]);
+        if (i < 0) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "checkpoint %s has no tensor '%s' (the model needs it)", path, want[k]);
+            goto done;
+        }
+        if (out.t[i].numel != want_numel[k]) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "checkpoint tensor '%s' (%s): %lld elements, expected %lld", want[k],
+                               out.t[i].file, (long long)out.t[i].numel, (long long)want_numel[k]);
+            goto done;
+        }
+        jobs[i].dst = dst[k];
+    }
+    for (size_t i = 0; i < n_idx; i++) jobs[i].hash_out = &out.t[i].hash; /* out.t no longer moves */
+    if ((rc = pool_run(jobs, n_idx, threads, st, err))) goto done;
+    if (st) st->files = ft.n;
+    *ref = out;
+    drift_params_ref_init(&out);
+done:
+    drift_free(jobs);
+    ctable_free(&ft);
+    drift_json_free(idx);
+    drift_params_ref_free(&out);
+    return rc;
+}
+
+/* ---- write ---------------------------------------------------------------------- */
+typedef struct wjob {
+    const drift_ckpt_spec *spec;
+    size_t index;                /* into specs */
+    int64_t numel;
+    void *raw;                   /* stored bytes (owned by the writer) */
+    uint64_t hash;
+} wjob;
+
+typedef struct wpool {
+    wjob *jobs;
+    size_t n;
+    drift_ckpt_fill_fn fill;
+    void *user;
+    atomic_size_t next;
+    atomic_int failed;
+    pthread_mutex_t mu;
+    size_t err_job;
+    drift_err err;
+} wpool;
+
+static void *wpool_thread(void *arg) {
+    wpool *p = arg;
+    float *scratch = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (atomic_load(&p->failed)) break;
+        size_t k = atomic_fetch_add(&p->next, 1);
+        if (k >= p->n) break;
+        wjob *j = &p->jobs[k];
+        drift_err e;
+        drift_err_clear(&e);
+        int rc = DRIFT_OK;
+        float *dst = j->spec->dtype == DRIFT_F32 ? (float *)j->raw : NULL;
+        if (!dst) {
+            if ((size_t)j->numel > cap) {
+                float *ns = drift_realloc(scratch, (size_t)(j->numel ? j->numel : 1) * sizeof *ns);
+                if (!ns) rc = drift_err_set(&e, DRIFT_E_NOMEM, j->spec->name, "out of memory for '%s'", j->spec->name);
+                else { scratch = ns; cap = (size_t)j->numel; }
+            }
+            dst = scratch;
+        }
+        if (!rc) rc = p->fill(j->index, dst, p->user, &e);
+        if (!rc) {
+            if (j->spec->dtype != DRIFT_F32) drift_dtype_from_f32_n(dst, j->raw, j->spec->dtype, (size_t)j->numel);
+            size_t nb = (size_t)j->numel * drift_dtype_size(j->spec->dtype);
+            j->hash = drift_hash64_finish(drift_hash64_partial(j->raw, nb, 0), nb);
+        } else {
+            pthread_mutex_lock(&p->mu);
+            if (!atomic_load(&p->failed) || k < p->err_job) { p->err_job = k; p->err = e; }
+            atomic_store(&p->failed, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    drift_free(scratch);
+    return NULL;
+}
+
+static int wpool_run(wjob *jobs, size_t n, drift_ckpt_fill_fn fill, void *user, int threads, drift_err *err) {
+    wpool p;
+    memset(&p, 0, sizeof p);
+    p.jobs = jobs;
+    p.n = n;
+    p.fill = fill;
+    p.user = user;
+    atomic_init(&p.next, 0);
+    atomic_init(&p.failed, 0);
+    pthread_mutex_init(&p.mu, NULL);
+    if (threads < 1) threads = 1;
+    if (threads > CKPT_MAX_THREADS) threads = CKPT_MAX_THREADS;
+    pthread_t tid[CKPT_MAX_THREADS];
+    int started = 0;
+    for (int t = 1; t < threads && (size_t)t < n; t++) {
+        if (pthread_create(&tid[started], NULL, wpool_thread, &p) != 0) break;
+        started++;
+    }
+    wpool_thread(&p);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&p.mu);
+    if (atomic_load(&p.failed)) {
+        if (err) *err = p.err;
+        return p.err.code ? p.err.code : DRIFT_E_INTERNAL;
+    }
+    return DRIFT_OK;
+}
+
+/* Writes text to path through a temporary file renamed into place. */
+static int write_text(const char *path, const char *text, drift_err *err) {
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return drift_err_set(err, DRIFT_E_USAGE, path, "path too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return drift_err_set(err, DRIFT_E_IO, tmp, "cannot create %s: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return drift_err_set(err, DRIFT_E_IO, path, "cannot write %s: %s", path, strerror(e));
+    }
+    return DRIFT_OK;
+}
+
+int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, uint64_t shard_bytes,
+                     drift_ckpt_fill_fn fill, void *user, int threads, drift_params_ref *ref, drift_err *err) {
+    if (!dir || !fill || !ref || (n && !specs))
+        return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_write: NULL argument");
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return drift_err_set(err, DRIFT_E_IO, dir, "cannot create directory %s: %s", dir, strerror(errno));
+    /* Plan the shards: tensors in order, a new shard when the next would pass shard_bytes. */
+    size_t *shard_of = drift_calloc(n ? n : 1, sizeof *shard_of);
+    uint64_t *bytes = drift_calloc(n ? n : 1, sizeof *bytes);
+    drift_params_ref out;
+    drift_params_ref_init(&out);
+    wjob *jobs = NULL;
+    drift_safetensors_entry *ents = NULL;
+    drift_json_buf b;
+    drift_json_buf_init(&b);
+    int rc = shard_of && bytes ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
+    size_t n_shards = 0;
+    uint64_t in_shard = 0, total = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        int64_t numel = 1;
+        for (int d = 0; d < specs[i].ndim; d++) numel *= specs[i].shape[d];
+        bytes[i] = (uint64_t)numel * drift_dtype_size(specs[i].dtype);
+        if (n_shards == 0 || (shard_bytes && in_shard > 0 && in_shard + bytes[i] > shard_bytes)) {
+            n_shards++;
+            in_shard = 0;
+        }
+        shard_of[i] = n_shards - 1;
+        in_shard += bytes[i];
+        total += bytes[i];
+    }
+    char *absdir = rc ? NULL : realpath(dir, NULL);
+    if (!rc && !absdir) rc = drift_err_set(err, DRIFT_E_IO, dir, "cannot resolve %s: %s", dir, strerror(errno));
+    if (!rc && !(out.weights_root = drift_strdup(absdir))) rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
+    free(absdir);
+    if (!rc && !(out.index = drift_strdup(DRIFT_CKPT_BASENAME DRIFT_CKPT_INDEX_SUFFIX)))
+        rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
+    if (!rc && (!(jobs = drift_calloc(n ? n : 1, sizeof *jobs)) || !(ents = drift_calloc(n ? n : 1, sizeof *ents))))
+        rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
+    char fname[128];
+    for (size_t s = 0, first = 0; !rc && s < n_shards; s++) {
+        size_t last = first;
+        while (last < n && shard_of[last] == s) last++;
+        size_t m = last - first;
+        for (size_t k = 0; k < m && !rc; k++) {
+            const drift_ckpt_spec *sp = &specs[first + k];
+            jobs[k] = (wjob){.spec = sp, .index = first + k, .numel = (int64_t)(bytes[first + k] / drift_dtype_size(sp->dtype))};
+            if (!(jobs[k].raw = drift_malloc(bytes[first + k] ? (size_t)bytes[first + k] : 1)))
+                rc = drift_err_set(err, DRIFT_E_NOMEM, sp->name, "out of memory for tensor '%s' (%llu bytes)", sp->name,
+                                   (unsigned long long)bytes[first + k]);
+        }
+        if (!rc) rc = wpool_run(jobs, m, fill, user, threads, err);
+        snprintf(fname, sizeof fname, "%s-%05zu-of-%05zu.safetensors", DRIFT_CKPT_BASENAME, s + 1, n_shards);
+        char path[PATH_MAX];
+        if (!rc && join_path(path, sizeof path, dir, fname)) rc = drift_err_set(err, DRIFT_E_USAGE, dir, "path too long");
+        for (size_t k = 0; !rc && k < m; k++)
+            ents[k] = (drift_safetensors_entry){.name = jobs[k].spec->name, .dtype = jobs[k].spec->dtype,
+                                                .ndim = jobs[k].spec->ndim, .shape = jobs[k].spec->shape, .raw = jobs[k].raw};
+        const char *mk[1] = {"format"}, *mv[1] = {"pt"};
+        if (!rc) rc = drift_safetensors_write(path, ents, m, mk, mv, 1, err);
+        for (size_t k = 0; !rc && k < m; k++)
+            rc = drift_params_ref_add(&out, jobs[k].spec->name, fname, jobs[k].spec->dtype, jobs[k].spec->ndim,
+                                      jobs[k].spec->shape, jobs[k].hash, err);
+        for (size_t k = 0; k < m; k++) {
+            drift_free(jobs[k].raw);
+            jobs[k].raw = NULL;
+        }
+        first = last;
+    }
+    /* The index, as diffusers / transformers write it. */
+    if (!rc) {
+        drift_json_buf_init_pretty(&b, 2);
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_add_key(&b, "metadata");
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_int(&b, "total_size", (int64_t)total);
+        drift_json_buf_end_object(&b);
+        drift_json_buf_add_key(&b, "weight_map");
+        drift_json_buf_begin_object(&b);
+        for (size_t i = 0; i < out.n; i++) drift_json_buf_field_string(&b, out.t[i].name, out.t[i].file);
+        drift_json_buf_end_object(&b);
+        drift_json_buf_end_object(&b);
+        char *text = drift_json_buf_take(&b);
+        char ipath[PATH_MAX];
+        if (!text) rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory writing the index");
+        else if (join_path(ipath, sizeof ipath, dir, out.index)) rc = drift_err_set(err, DRIFT_E_USAGE, dir, "path too long");
+        else rc = write_text(ipath, text, err);
+        drift_free(text);
+    }
+    if (!rc) {
+        *ref = out;
+        drift_params_ref_init(&out);
+    }
+    drift_json_buf_free(&b);
+    drift_free(ents);
+    drift_free(jobs);
+    drift_free(shard_of);
+    drift_free(bytes);
+    drift_params_ref_free(&out);
+    return rc;
+}

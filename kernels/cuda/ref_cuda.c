@@ -1,0 +1,513 @@
+/* The fp64 oracle on a GPU ("ref-cuda:N"): kernels/ref/ref_backend.c's
+ * semantics (every value a double, no rounding anywhere, op->compute and
+ * op->out only validated) with device storage. GEMMs (LINEAR and both halves
+ * of ATTENTION) are cuBLAS DGEMMs; everything else is ref_cuda_kernels.cu.
+ * Results differ from the CPU oracle only by fp64 summation order (about
+ * 1e-16 relative per sum): the oracle is the truth to far better than any
+ * bf16/fp32 difference it measures. Attention materialises its scores per
+ * (batch, head) in query chunks within the spec option attn_scratch=BYTES
+ * ("ref-cuda:0:attn_scratch=4096"; default 1 GiB). All work is on the
+ * backend's own stream; transfers and metrics wait for it. The door
+ * (kernels/door.c) has checked every argument before a table entry runs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "formats/alloc.h"
+#include "kernels/backend_impl.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/ref_cuda_internal.h"
+
+typedef struct rc_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    rcu_metric_part *part;       /* device, RCU_METRIC_BLOCKS */
+    size_t attn_budget;          /* bytes of score scratch */
+    char name[32];
+} rc_ctx;
+
+static rc_ctx *ctx_of(const drift_backend *be) { return (rc_ctx *)be->ctx; }
+
+static int cu(cudaError_t e, drift_err *err, const rc_ctx *c, const char *what) {
+    if (e == cudaSuccess) return DRIFT_OK;
+    (void)cudaGetLastError();
+    return drift_err_set(err, e == cudaErrorMemoryAllocation ? DRIFT_E_NOMEM : DRIFT_E_IO, c->name, "%s: %s", what,
+                         cudaGetErrorString(e));
+}
+
+static int bl(cublasStatus_t s, drift_err *err, const rc_ctx *c, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return DRIFT_OK;
+    return drift_err_set(err, DRIFT_E_IO, c->name, "%s: cuBLAS status %d", what, (int)s);
+}
+
+static int sel(const rc_ctx *c, drift_err *err) { return cu(cudaSetDevice(c->device), err, c, "cudaSetDevice"); }
+
+static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64; }
+
+static size_t rc_elem_bytes(drift_dtype dt) {
+    (void)dt;
+    return sizeof(double);
+}
+
+static int rc_supports_op(const drift_backend *be, const drift_op *op) {
+    (void)be;
+    return dtype_ok(op->out);
+}
+
+static int rc_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    if (rc) return rc;
+    void *p = NULL;
+    if ((rc = cu(cudaMallocAsync(&p, (size_t)(t->numel > 0 ? t->numel : 1) * sizeof(double), c->stream), err, c,
+                 "alloc")))
+        return rc;
+    t->data = p;
+    return DRIFT_OK;
+}
+
+static void rc_release(const drift_backend *be, drift_tensor *t) {
+    rc_ctx *c = ctx_of(be);
+    if (cudaSetDevice(c->device) != cudaSuccess || cudaFreeAsync(t->data, c->stream) != cudaSuccess)
+        (void)cudaGetLastError();
+    t->data = NULL;
+}
+
+/* A view elem_offset doubles into base (the door checked that it fits). */
+static int rc_alias(const drift_backend *be, const drift_tensor *base, int64_t off, drift_tensor *out, drift_err *err) {
+    (void)be;
+    (void)err;
+    out->data = (double *)base->data + off;
+    return DRIFT_OK;
+}
+
+#define STAGE ((size_t)1 << 22) /* doubles per host staging chunk */
+
+static int rc_upload(const drift_backend *be, drift_tensor *t, const float *s32, const double *s64, drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "upload: queued work failed");
+    if (rc) return rc;
+    size_t n = (size_t)t->numel;
+    if (s64) return cu(cudaMemcpy(t->data, s64, n * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
+    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
+    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "upload: out of host memory");
+    for (size_t i = 0; !rc && i < n; i += STAGE) {
+        size_t m = n - i < STAGE ? n - i : STAGE;
+        for (size_t k = 0; k < m; k++) st[k] = s32[i + k];
+        rc = cu(cudaMemcpy((double *)t->data + i, st, m * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
+    }
+    drift_free(st);
+    return rc;
+}
+
+static int rc_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
+    return rc_upload(be, t, src, NULL, err);
+}
+static int rc_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err) {
+    return rc_upload(be, t, NULL, src, err);
+}
+
+static int rc_download(const drift_backend *be, const drift_tensor *t, float *d32, double *d64, drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "download: queued work failed");
+    if (rc) return rc;
+    size_t n = (size_t)t->numel;
+    if (d64) return cu(cudaMemcpy(d64, t->data, n * sizeof(double), cudaMemcpyDeviceToHost), err, c, "download");
+    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
+    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "download: out of host memory");
+    for (size_t i = 0; !rc && i < n; i += STAGE) {
+        size_t m = n - i < STAGE ? n - i : STAGE;
+        rc = cu(cudaMemcpy(st, (const double *)t->data + i, m * sizeof(double), cudaMemcpyDeviceToHost), err, c,
+                "download");
+        for (size_t k = 0; !rc && k < m; k++) d32[i + k] = (float)st[k];
+    }
+    drift_free(st);
+    return rc;
+}
+
+static int rc_download_f32(const drift_backend *be, const drift_tensor *t, float *dst, drift_err *err) {
+    return rc_download(be, t, dst, NULL, err);
+}
+static int rc_download_f64(const drift_backend *be, const drift_tensor *t, double *dst, drift_err *err) {
+    return rc_download(be, t, NULL, dst, err);
+}
+
+/* ---- ops --------------------------------------------------------------------- */
+static const double *D(const drift_tensor *t) { return (const double *)t->data; }
+
+/* y = x W^T (+ b): row-major as column-major, Y^T[N x M] = W[N x K] X^T. */
+static int run_linear(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
+    const drift_tensor *x = in[0], *w = in[1];
+    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = x->numel / (K ? K : 1);
+    if (M == 0 || N == 0) return DRIFT_OK;
+    const double one = 1.0, zero = 0.0;
+    int rc = DRIFT_OK;
+    if (K == 0) rc = cu(cudaMemsetAsync(out->data, 0, (size_t)(M * N) * sizeof(double), c->stream), err, c, "linear");
+    else
+        rc = bl(cublasDgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, D(w), (int)K, D(x), (int)K,
+                            &zero, (double *)out->data, (int)N),
+                err, c, "linear: cublasDgemm");
+    if (!rc && op->n_in > 2) rc = cu(rcu_add_bias(c->stream, out->data, D(in[2]), M, N), err, c, "linear: bias");
+    return rc;
+}
+
+/* Strides (b, h, l) of a contiguous 4-d tensor in `layout` (ref_backend.c). */
+static void attn_strides(const drift_tensor *t, int layout, int64_t *s) {
+    const int64_t Dd = t->shape[3], n1 = t->shape[1], n2 = t->shape[2];
+    s[0] = n1 * n2 * Dd;
+    s[1] = layout ? Dd : n2 * Dd;
+    s[2] = layout ? n2 * Dd : Dd;
+}
+
+/* Per (b, h) and query chunk: S^T = K Q^T * scale (DGEMM), rows of S -> exp(s - max)
+ * and their sums l, O^T = V^T P^T (DGEMM), O /= l. */
+static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                         drift_err *err) {
+    const drift_tensor *q = in[0], *k = in[1], *v = in[2];
+    const int ly = op->layout != 0, hd = ly ? 2 : 1, ld = ly ? 1 : 2;
+    const int64_t B = q->shape[0], H = q->shape[hd], Lq = q->shape[ld], Lk = k->shape[ld], Dh = q->shape[3],
+                  Dv = v->shape[3];
+    int64_t qs[3], ks[3], vs[3], os[3];
+    attn_strides(q, ly, qs);
+    attn_strides(k, ly, ks);
+    attn_strides(v, ly, vs);
+    attn_strides(out, ly, os);
+    const double scale = op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh), one = 1.0, zero = 0.0;
+    if (B * H * Lq == 0 || Dv == 0) return DRIFT_OK;
+    int64_t qc = (int64_t)(c->attn_budget / ((size_t)(Lk ? Lk : 1) * sizeof(double)));
+    if (qc < 1) qc = 1;
+    if (qc > Lq) qc = Lq;
+    double *S = NULL, *l = NULL;
+    int rc = cu(cudaMallocAsync((void **)&S, (size_t)(qc * (Lk ? Lk : 1)) * sizeof(double), c->stream), err, c,
+                "attention: scratch");
+    if (!rc) rc = cu(cudaMallocAsync((void **)&l, (size_t)qc * sizeof(double), c->stream), err, c, "attention: scratch");
+    for (int64_t b = 0; !rc && b < B; b++)
+        for (int64_t h = 0; !rc && h < H; h++)
+            for (int64_t q0 = 0; !rc && q0 < Lq; q0 += qc) {
+                const int64_t nq = Lq - q0 < qc ? Lq - q0 : qc;
+                const double *Qp = D(q) + b * qs[0] + h * qs[1] + q0 * qs[2];
+                const double *Kp = D(k) + b * ks[0] + h * ks[1], *Vp = D(v) + b * vs[0] + h * vs[1];
+                double *Op = (double *)out->data + b * os[0] + h * os[1] + q0 * os[2];
+                if (Lk == 0) { /* softmax over nothing: the ref gives 0/0 */
+                    rc = cu(rcu_unary(c->stream, RCU_UN_AFFINE, Op, Op, 0, 1.0, 0.0), err, c, "attention");
+                    continue;
+                }
+                rc = bl(cublasDgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Lk, (int)nq, (int)Dh, &scale, Kp, (int)ks[2],
+                                    Qp, (int)qs[2], &zero, S, (int)Lk),
+                        err, c, "attention: scores");
+                if (!rc) rc = cu(rcu_softmax_rows(c->stream, S, nq, Lk, l), err, c, "attention: softmax");
+                if (!rc)
+                    rc = bl(cublasDgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)Dv, (int)nq, (int)Lk, &one, Vp, (int)vs[2],
+                                        S, (int)Lk, &zero, Op, (int)os[2]),
+                            err, c, "attention: values");
+                if (!rc) rc = cu(rcu_div_rows(c->stream, Op, l, nq, Dv, os[2]), err, c, "attention: normalise");
+            }
+    if (S) cudaFreeAsync(S, c->stream);
+    if (l) cudaFreeAsync(l, c->stream);
+    return rc;
+}
+
+static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                        drift_err *err) {
+    const drift_tensor *x = in[0];
+    rcu_copy cp;
+    memset(&cp, 0, sizeof cp);
+    if (op->kind == DRIFT_OP_PERMUTE) {
+        int64_t is[DRIFT_MAX_DIMS], acc = 1, os = 1;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            is[d] = acc;
+            acc *= x->shape[d];
+        }
+        cp.nd = out->ndim;
+        for (int d = out->ndim - 1; d >= 0; d--) {
+            cp.shape[d] = out->shape[d];
+            cp.ss[d] = is[op->perm[d]];
+            cp.ds[d] = os;
+            os *= out->shape[d];
+        }
+        cp.n = out->numel;
+        return cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "permute");
+    }
+    const int d = drift_op_norm_dim(op->dim, x->ndim);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= x->shape[i];
+    for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+    cp.nd = 2;
+    if (op->kind == DRIFT_OP_NARROW) {
+        cp.shape[0] = outer;
+        cp.shape[1] = op->length * inner;
+        cp.ss[0] = x->shape[d] * inner;
+        cp.ss[1] = 1;
+        cp.ds[0] = op->length * inner;
+        cp.ds[1] = 1;
+        cp.soff = op->start * inner;
+        cp.n = outer * op->length * inner;
+        return cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "narrow");
+    }
+    /* CONCAT: two copies */
+    const drift_tensor *bt = in[1];
+    const int64_t na = x->shape[d] * inner, nb = bt->shape[d] * inner;
+    cp.shape[0] = outer;
+    cp.shape[1] = na;
+    cp.ss[0] = na;
+    cp.ss[1] = 1;
+    cp.ds[0] = na + nb;
+    cp.ds[1] = 1;
+    cp.n = outer * na;
+    int rc = cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "concat");
+    cp.shape[1] = nb;
+    cp.ss[0] = nb;
+    cp.doff = na;
+    cp.n = outer * nb;
+    if (!rc) rc = cu(rcu_copy_run(c->stream, D(bt), out->data, &cp), err, c, "concat");
+    return rc;
+}
+
+/* Contiguous row-major strides of shape. */
+static void contig(int nd, const int64_t *shape, int64_t *st) {
+    int64_t acc = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= shape[d];
+    }
+}
+
+/* STRIDED: out[i..] = flat(in0)[start + sum i_k stride_k]; SCATTER: out = in0,
+ * then flat(out)[start + sum i_k stride_k] = in1[i..]. A 0-d region is one element. */
+static int run_strided(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                       drift_err *err) {
+    rcu_copy cp;
+    memset(&cp, 0, sizeof cp);
+    const drift_tensor *region = op->kind == DRIFT_OP_STRIDED ? out : in[1];
+    int rc = DRIFT_OK;
+    if (op->kind == DRIFT_OP_SCATTER) {
+        rc = cu(cudaMemcpyAsync(out->data, in[0]->data, (size_t)out->numel * sizeof(double), cudaMemcpyDeviceToDevice,
+                                c->stream),
+                err, c, "scatter: base");
+        if (rc || region->numel == 0) return rc;
+    }
+    cp.nd = region->ndim > 0 ? region->ndim : 1;
+    for (int d = 0; d < cp.nd; d++) cp.shape[d] = region->ndim > 0 ? region->shape[d] : 1;
+    cp.n = region->numel;
+    if (op->kind == DRIFT_OP_STRIDED) {
+        for (int d = 0; d < cp.nd; d++) cp.ss[d] = region->ndim > 0 ? op->stride[d] : 0;
+        contig(cp.nd, cp.shape, cp.ds);
+        cp.soff = op->start;
+        return cu(rcu_copy_run(c->stream, D(in[0]), out->data, &cp), err, c, "strided");
+    }
+    contig(cp.nd, cp.shape, cp.ss);
+    for (int d = 0; d < cp.nd; d++) cp.ds[d] = region->ndim > 0 ? op->stride[d] : 0;
+    cp.doff = op->start;
+    return cu(rcu_copy_run(c->stream, D(in[1]), out->data, &cp), err, c, "scatter");
+}
+
+static int rc_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                  drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    if (rc) return rc;
+    const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
+    switch (op->kind) {
+    case DRIFT_OP_CAST: return cu(rcu_unary(c->stream, RCU_UN_COPY, D(x), out->data, out->numel, 1, 0), err, c, "cast");
+    case DRIFT_OP_AFFINE:
+        return cu(rcu_unary(c->stream, RCU_UN_AFFINE, D(x), out->data, out->numel, op->alpha, op->beta), err, c, "affine");
+    case DRIFT_OP_SILU: return cu(rcu_unary(c->stream, RCU_UN_SILU, D(x), out->data, out->numel, 0, 0), err, c, "silu");
+    case DRIFT_OP_GELU_TANH:
+        return cu(rcu_unary(c->stream, RCU_UN_GELU_TANH, D(x), out->data, out->numel, 0, 0), err, c, "gelu");
+    case DRIFT_OP_ADD:
+    case DRIFT_OP_SUB:
+    case DRIFT_OP_MUL:
+    case DRIFT_OP_DIV: {
+        drift_bcast bc;
+        drift_bcast_plan(x, in[1], &bc);
+        int bop = op->kind == DRIFT_OP_ADD   ? RCU_BIN_ADD
+                  : op->kind == DRIFT_OP_SUB ? RCU_BIN_SUB
+                  : op->kind == DRIFT_OP_MUL ? RCU_BIN_MUL
+                                             : RCU_BIN_DIV;
+        return cu(rcu_binary(c->stream, bop, D(x), D(in[1]), out->data, bc.nd, bc.shape, bc.sa, bc.sb, bc.numel), err,
+                  c, "binary");
+    }
+    case DRIFT_OP_LINEAR: return run_linear(c, op, in, out, err);
+    case DRIFT_OP_LAYER_NORM:
+    case DRIFT_OP_RMS_NORM: {
+        int64_t Dd = x->shape[x->ndim - 1];
+        if (Dd <= 0) return DRIFT_OK;
+        return cu(rcu_norm(c->stream, op->kind == DRIFT_OP_LAYER_NORM ? RCU_LAYER_NORM : RCU_RMS_NORM, D(x),
+                           op->n_in > 1 ? D(in[1]) : NULL, op->n_in > 2 ? D(in[2]) : NULL, out->data, x->numel / Dd, Dd,
+                           op->eps),
+                  err, c, "norm");
+    }
+    case DRIFT_OP_ROPE:
+        return cu(rcu_rope(c->stream, D(x), D(in[1]), D(in[2]), out->data, x->shape[0], x->shape[1], x->shape[2],
+                           x->shape[3]),
+                  err, c, "rope");
+    case DRIFT_OP_ATTENTION: return run_attention(c, op, in, out, err);
+    case DRIFT_OP_PERMUTE:
+    case DRIFT_OP_NARROW:
+    case DRIFT_OP_CONCAT: return run_movement(c, op, in, out, err);
+    case DRIFT_OP_VIEW:
+        return cu(cudaMemcpyAsync(out->data, x->data, (size_t)x->numel * sizeof(double), cudaMemcpyDeviceToDevice,
+                                  c->stream),
+                  err, c, "view");
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY: {
+        const drift_tensor *img = op->kind == DRIFT_OP_UNPATCHIFY ? out : x;
+        return cu(rcu_patch(c->stream, op->kind == DRIFT_OP_UNPATCHIFY, D(x), out->data, img->shape[0], img->shape[1],
+                            img->shape[2], img->shape[3], img->shape[4], op->patch[0], op->patch[1], op->patch[2]),
+                  err, c, "patchify");
+    }
+    case DRIFT_OP_TIMESTEP_SINUSOID:
+        return cu(rcu_timestep(c->stream, D(x), out->data, x->shape[0], op->dim,
+                               op->max_period != 0.0f ? (double)op->max_period : 10000.0, op->flip_sin_to_cos),
+                  err, c, "timestep");
+    case DRIFT_OP_UNARY:
+    case DRIFT_OP_SCALAR:
+        return cu(rcu_aten_ew(c->stream, op->kind == DRIFT_OP_SCALAR, op->sub, D(x), out->data, out->numel, op->scalar),
+                  err, c, drift_op_name(op->kind));
+    case DRIFT_OP_REDUCE: {
+        const int d = drift_op_norm_dim(op->dim, x->ndim);
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < d; i++) outer *= x->shape[i];
+        for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+        return cu(rcu_reduce(c->stream, D(x), out->data, outer, x->shape[d], inner, op->sub == DRIFT_REDUCE_MEAN), err,
+                  c, "reduce");
+    }
+    case DRIFT_OP_STRIDED:
+    case DRIFT_OP_SCATTER: return run_strided(c, op, in, out, err);
+    case DRIFT_OP_FILL:
+        return cu(rcu_fill(c->stream, out->data, out->numel, op->sub, op->scalar, op->step), err, c, "fill");
+    default: break;
+    }
+    return drift_err_set(err, DRIFT_E_UNSUPPORTED, c->name, "op %s not implemented", drift_op_name(op->kind));
+}
+
+/* Metrics with ref_backend.c's rules; the per-block partials are combined
+ * here in block order. */
+static int rc_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
+                      drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    if (rc) return rc;
+    rcu_metric_part host[RCU_METRIC_BLOCKS];
+    rc = cu(rcu_metrics(c->stream, D(t), D(r), t->numel, c->part), err, c, "metrics");
+    if (!rc) rc = cu(cudaMemcpyAsync(host, c->part, sizeof host, cudaMemcpyDeviceToHost, c->stream), err, c, "metrics");
+    if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "metrics");
+    if (rc) return rc;
+    const int64_t base = acc->numel;
+    rcu_metric_part m = {0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
+    for (int i = 0; i < RCU_METRIC_BLOCKS; i++) {
+        const rcu_metric_part *p = &host[i];
+        m.sum_abs += p->sum_abs;
+        m.sum_sq += p->sum_sq;
+        m.sum_tr += p->sum_tr;
+        m.sum_tt += p->sum_tt;
+        m.sum_rr += p->sum_rr;
+        if (p->arg >= 0 && (m.arg < 0 || p->max_d > m.max_d || (p->max_d == m.max_d && p->arg < m.arg))) {
+            m.max_d = p->max_d;
+            m.arg = p->arg;
+        }
+        if (p->max_ref > m.max_ref) m.max_ref = p->max_ref;
+        m.nan_t += p->nan_t;
+        m.inf_t += p->inf_t;
+        m.nan_r += p->nan_r;
+        m.inf_r += p->inf_r;
+        m.n_diff += p->n_diff;
+    }
+    acc->sum_abs_diff += m.sum_abs;
+    acc->sum_sq_diff += m.sum_sq;
+    acc->sum_tr += m.sum_tr;
+    acc->sum_tt += m.sum_tt;
+    acc->sum_rr += m.sum_rr;
+    if (m.arg >= 0 && (acc->argmax < 0 || m.max_d > acc->max_abs_diff)) {
+        acc->max_abs_diff = m.max_d;
+        acc->argmax = base + m.arg;
+    }
+    if (m.max_ref > acc->max_abs_ref) acc->max_abs_ref = m.max_ref;
+    acc->nan_t += m.nan_t;
+    acc->inf_t += m.inf_t;
+    acc->nan_r += m.nan_r;
+    acc->inf_r += m.inf_r;
+    acc->n_diff += m.n_diff;
+    acc->numel = base + t->numel;
+    return DRIFT_OK;
+}
+
+static int rc_sync(const drift_backend *be, drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    return rc ? rc : cu(cudaStreamSynchronize(c->stream), err, c, "sync");
+}
+
+static void rc_destroy(drift_backend *be) {
+    if (!be) return;
+    rc_ctx *c = ctx_of(be);
+    if (c) {
+        if (cudaSetDevice(c->device) == cudaSuccess) {
+            if (c->stream) cudaStreamSynchronize(c->stream);
+            if (c->part) cudaFree(c->part);
+            if (c->blas) cublasDestroy(c->blas);
+            if (c->stream) cudaStreamDestroy(c->stream);
+        }
+        (void)cudaGetLastError();
+        drift_free(c);
+    }
+    drift_free(be);
+}
+
+int drift_cuda_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
+    static const char *const keys[] = {"attn_scratch", NULL};
+    if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "ref-cuda", "drift_cuda_ref_backend_create: out is NULL");
+    *out = NULL;
+    long scratch = 1L << 30;
+    int rc = drift_backend_opts_check(o, keys, err);
+    if (!rc) rc = drift_backend_opt_int(o, "attn_scratch", 1, 1L << 40, &scratch, err);
+    if (rc) return rc;
+    const int device = o->device, count = drift_cuda_device_count();
+    if (device < 0 || device >= count)
+        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "ref-cuda", "no CUDA device %d (%d visible)", device, count);
+    drift_backend *be = drift_calloc(1, sizeof *be);
+    rc_ctx *c = drift_calloc(1, sizeof *c);
+    if (!be || !c) {
+        drift_free(be);
+        drift_free(c);
+        return drift_err_set(err, DRIFT_E_NOMEM, "ref-cuda", "cannot allocate the ref-cuda backend");
+    }
+    c->device = device;
+    snprintf(c->name, sizeof c->name, "ref-cuda:%d", device);
+    c->attn_budget = (size_t)scratch;
+    be->name = c->name;
+    be->ctx = c;
+    be->destroy = rc_destroy;
+    rc = sel(c, err);
+    if (!rc) rc = cu(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err, c, "stream");
+    if (!rc) rc = bl(cublasCreate(&c->blas), err, c, "cublasCreate");
+    if (!rc) rc = bl(cublasSetStream(c->blas, c->stream), err, c, "cublasSetStream");
+    if (!rc) rc = bl(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST), err, c, "cublasSetPointerMode");
+    if (!rc) rc = cu(cudaMalloc((void **)&c->part, RCU_METRIC_BLOCKS * sizeof(rcu_metric_part)), err, c, "metrics buffer");
+    if (rc) {
+        rc_destroy(be);
+        return rc;
+    }
+    be->stores = dtype_ok;
+    be->elem_bytes = rc_elem_bytes;
+    be->supports_op = rc_supports_op;
+    be->alloc = rc_alloc;
+    be->release = rc_release;
+    be->upload_f32 = rc_upload_f32;
+    be->upload_f64 = rc_upload_f64;
+    be->download_f32 = rc_download_f32;
+    be->download_f64 = rc_download_f64;
+    be->run = rc_run;
+    be->metrics = rc_metrics;
+    be->sync = rc_sync;
+    be->alias = rc_alias;
+    *out = be;
+    return DRIFT_OK;
+}

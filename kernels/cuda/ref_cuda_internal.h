@@ -1,0 +1,74 @@
+/* Internal to kernels/cuda: the launchers of the fp64 oracle on the GPU
+ * (ref_cuda_kernels.cu) for its host side (ref_cuda.c). Compiles as C11 and
+ * as CUDA C++. Every pointer is device memory of doubles, validated by the
+ * caller; launchers queue on `stream` and return the launch status. */
+#ifndef DRIFT_KERNELS_CUDA_REF_CUDA_INTERNAL_H
+#define DRIFT_KERNELS_CUDA_REF_CUDA_INTERNAL_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "formats/params.h" /* DRIFT_MAX_DIMS */
+#include "kernels/backend.h" /* the drift_unary_kind / drift_scalar_kind numbers */
+
+enum { RCU_UN_COPY = 0, RCU_UN_AFFINE, RCU_UN_SILU, RCU_UN_GELU_TANH };
+enum { RCU_BIN_ADD = 0, RCU_BIN_SUB, RCU_BIN_MUL, RCU_BIN_DIV };
+enum { RCU_LAYER_NORM = 0, RCU_RMS_NORM = 1 };
+
+/* A strided index space: element c (row-major over shape) reads
+ * src[soff + sum c_i ss_i] and writes dst[doff + sum c_i ds_i]. */
+typedef struct rcu_copy {
+    int nd;
+    int64_t shape[DRIFT_MAX_DIMS], ss[DRIFT_MAX_DIMS], ds[DRIFT_MAX_DIMS];
+    int64_t soff, doff, n;
+} rcu_copy;
+
+/* Per-block metric partials (combined on the host in block order). */
+typedef struct rcu_metric_part {
+    double sum_abs, sum_sq, sum_tr, sum_tt, sum_rr, max_d, max_ref;
+    long long arg, nan_t, inf_t, nan_r, inf_r, n_diff;
+} rcu_metric_part;
+#define RCU_METRIC_BLOCKS 512
+
+cudaError_t rcu_unary(cudaStream_t s, int op, const double *x, double *y, int64_t n, double alpha, double beta);
+/* y[e] = a[off_a(e)] op b[off_b(e)]: the broadcast plan's (collapsed) shape
+ * and strides of a and b (kernels/backend_impl.h drift_bcast; 0 where
+ * broadcast), n elements. */
+cudaError_t rcu_binary(cudaStream_t s, int op, const double *a, const double *b, double *y, int nd,
+                       const int64_t *shape, const int64_t *sa, const int64_t *sb, int64_t n);
+/* DRIFT_OP_UNARY (scalar_op 0, sub a drift_unary_kind) or DRIFT_OP_SCALAR
+ * (scalar_op 1, sub a drift_scalar_kind, scalar s) in fp64, as
+ * kernels/ref/ref_aten_ops.c. */
+cudaError_t rcu_aten_ew(cudaStream_t s, int scalar_op, int sub, const double *x, double *y, int64_t n, double scalar);
+/* y[o, k] = sum over i < n of x[o, i, k] (in index order), / n when mean. */
+cudaError_t rcu_reduce(cudaStream_t s, const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean);
+/* DRIFT_OP_FILL: sub 0 value, 1 value + i * step, 2 linspace from value to step. */
+cudaError_t rcu_fill(cudaStream_t s, double *y, int64_t n, int sub, double value, double step);
+/* y[m*N + n] += bias[n]. */
+cudaError_t rcu_add_bias(cudaStream_t s, double *y, const double *bias, int64_t M, int64_t N);
+cudaError_t rcu_norm(cudaStream_t s, int kind, const double *x, const double *w, const double *b, double *y,
+                     int64_t rows, int64_t D, double eps);
+cudaError_t rcu_rope(cudaStream_t s, const double *x, const double *cs, const double *sn, double *y, int64_t B,
+                     int64_t L, int64_t H, int64_t Dh);
+/* Rows of s (rows x cols, contiguous): m = max, s = exp(s - m) in place, l[row] = sum. */
+cudaError_t rcu_softmax_rows(cudaStream_t s, double *sc, int64_t rows, int64_t cols, double *l);
+/* o[r*ld + d] /= l[r], r < rows, d < D. */
+cudaError_t rcu_div_rows(cudaStream_t s, double *o, const double *l, int64_t rows, int64_t D, int64_t ld);
+cudaError_t rcu_copy_run(cudaStream_t s, const double *src, double *dst, const rcu_copy *c);
+cudaError_t rcu_patch(cudaStream_t s, int unpatchify, const double *x, double *y, int64_t B, int64_t C, int64_t F,
+                      int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw);
+cudaError_t rcu_timestep(cudaStream_t s, const double *t, double *y, int64_t B, int64_t dim, double max_period,
+                         int flip);
+/* RCU_METRIC_BLOCKS partials of t vs r (n elements) into part (device). */
+cudaError_t rcu_metrics(cudaStream_t s, const double *t, const double *r, int64_t n, rcu_metric_part *part);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

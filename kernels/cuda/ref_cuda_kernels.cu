@@ -1,0 +1,378 @@
+// The fp64 oracle's kernels on the GPU (ref_cuda_internal.h): the formulas
+// of kernels/ref/ref_backend.c in double, one thread per output element or
+// one block per row; reductions in a fixed tree (deterministic).
+#include "kernels/cuda/ref_cuda_internal.h"
+
+#include <math.h>
+
+#define RCU_THREADS 256
+
+static unsigned grid_for(int64_t n) {
+    int64_t g = (n + RCU_THREADS - 1) / RCU_THREADS;
+    if (g < 1) g = 1;
+    if (g > 65535 * 16) g = 65535 * 16;
+    return (unsigned)g;
+}
+
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__global__ void k_unary(int op, const double *x, double *y, int64_t n, double al, double be) {
+    const double k_beta = sqrt(2.0 / 3.14159265358979323846), k_kappa = 0.044715;
+    GRID_STRIDE(i, n) {
+        const double v = x[i];
+        double r = v;
+        if (op == RCU_UN_AFFINE) r = v * al + be;
+        else if (op == RCU_UN_SILU) r = v / (1.0 + exp(-v));
+        else if (op == RCU_UN_GELU_TANH) r = 0.5 * v * (1.0 + tanh(k_beta * (v + k_kappa * v * v * v)));
+        y[i] = r;
+    }
+}
+
+struct bin_args {
+    int nd;
+    int64_t shape[DRIFT_MAX_DIMS], sa[DRIFT_MAX_DIMS], sb[DRIFT_MAX_DIMS];
+};
+
+__global__ void k_binary(int op, const double *a, const double *b, double *y, bin_args g, int64_t n) {
+    GRID_STRIDE(e, n) {
+        int64_t rem = e, oa = 0, ob = 0;
+        for (int d = g.nd - 1; d >= 0; d--) {
+            const int64_t c = rem % g.shape[d];
+            rem /= g.shape[d];
+            oa += c * g.sa[d];
+            ob += c * g.sb[d];
+        }
+        const double u = a[oa], v = b[ob];
+        y[e] = op == RCU_BIN_ADD ? u + v : op == RCU_BIN_SUB ? u - v : op == RCU_BIN_MUL ? u * v : u / v;
+    }
+}
+
+// kernels/ref/ref_aten_ops.c's unary() and scalar(), in double.
+__device__ double aten_unary(int sub, double x) {
+    switch (sub) {
+    case DRIFT_UNARY_NEG: return -x;
+    case DRIFT_UNARY_EXP: return exp(x);
+    case DRIFT_UNARY_SIN: return sin(x);
+    case DRIFT_UNARY_COS: return cos(x);
+    case DRIFT_UNARY_RSQRT: return 1.0 / sqrt(x);
+    case DRIFT_UNARY_SQRT: return sqrt(x);
+    case DRIFT_UNARY_TANH: return tanh(x);
+    case DRIFT_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case DRIFT_UNARY_GELU_ERF: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case DRIFT_UNARY_RECIP: return 1.0 / x;
+    case DRIFT_UNARY_ABS: return fabs(x);
+    case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
+    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
+    default: return x;
+    }
+}
+
+__device__ double aten_scalar(int sub, double x, double s) {
+    switch (sub) {
+    case DRIFT_SCALAR_ADD: return x + s;
+    case DRIFT_SCALAR_SUB: return x - s;
+    case DRIFT_SCALAR_RSUB: return s - x;
+    case DRIFT_SCALAR_MUL: return x * s;
+    case DRIFT_SCALAR_DIV: return x / s;
+    case DRIFT_SCALAR_POW: return pow(x, s);
+    case DRIFT_SCALAR_RPOW: return pow(s, x);
+    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
+    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
+    default: return x;
+    }
+}
+
+__global__ void k_aten_ew(int scalar_op, int sub, const double *x, double *y, int64_t n, double s) {
+    GRID_STRIDE(i, n) y[i] = scalar_op ? aten_scalar(sub, x[i], s) : aten_unary(sub, x[i]);
+}
+
+// One thread per output element, summing in index order (as the CPU oracle: bitwise equal).
+__global__ void k_reduce(const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean) {
+    GRID_STRIDE(e, outer * inner) {
+        const int64_t o = e / inner, k = e % inner;
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++) s += x[(o * n + i) * inner + k];
+        y[e] = mean ? s / (double)n : s;
+    }
+}
+
+__global__ void k_fill(double *y, int64_t n, int sub, double value, double step) {
+    GRID_STRIDE(i, n) {
+        if (sub == 2) y[i] = n > 1 ? value + (step - value) * (double)i / (double)(n - 1) : value;
+        else y[i] = sub ? value + (double)i * step : value;
+    }
+}
+
+__global__ void k_add_bias(double *y, const double *bias, int64_t M, int64_t N) {
+    GRID_STRIDE(e, M * N) y[e] += bias[e % N];
+}
+
+// Block sum of v over the block (blockDim.x == RCU_THREADS), result to all threads.
+__device__ double block_sum(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = RCU_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ double block_max(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = RCU_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s && sh[threadIdx.x + s] > sh[threadIdx.x]) sh[threadIdx.x] = sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void k_norm(int kind, const double *x, const double *w, const double *b, double *y, int64_t rows, int64_t D,
+                       double eps) {
+    __shared__ double sh[RCU_THREADS];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const double *xr = x + r * D;
+        double *yr = y + r * D;
+        if (kind == RCU_LAYER_NORM) {
+            double s = 0.0;
+            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
+            const double mean = block_sum(s, sh) / (double)D;
+            double q = 0.0;
+            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) q += (xr[i] - mean) * (xr[i] - mean);
+            const double rstd = 1.0 / sqrt(block_sum(q, sh) / (double)D + eps);
+            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+                double t = (xr[i] - mean) * rstd;
+                if (w) t *= w[i];
+                if (b) t += b[i];
+                yr[i] = t;
+            }
+        } else {
+            double q = 0.0;
+            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) q += xr[i] * xr[i];
+            const double rr = 1.0 / sqrt(block_sum(q, sh) / (double)D + eps);
+            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = xr[i] * rr * (w ? w[i] : 1.0);
+        }
+    }
+}
+
+__global__ void k_rope(const double *x, const double *cs, const double *sn, double *y, int64_t B, int64_t L, int64_t H,
+                       int64_t Dh) {
+    const int64_t half = Dh / 2, n = B * L * H * half;
+    GRID_STRIDE(e, n) {
+        const int64_t i = e % half, rh = e / half, r = rh / H, l = r % L;
+        const int64_t o = rh * Dh;
+        const double x0 = x[o + 2 * i], x1 = x[o + 2 * i + 1];
+        const double c0 = cs[l * Dh + 2 * i], s1 = sn[l * Dh + 2 * i + 1];
+        y[o + 2 * i] = x0 * c0 - x1 * s1;
+        y[o + 2 * i + 1] = x0 * s1 + x1 * c0;
+    }
+}
+
+__global__ void k_softmax_rows(double *sc, int64_t rows, int64_t cols, double *l) {
+    __shared__ double sh[RCU_THREADS];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        double *s = sc + r * cols;
+        double m = -INFINITY;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = s[c] > m ? s[c] : m;
+        m = block_max(m, sh);
+        double sum = 0.0;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const double p = exp(s[c] - m);
+            s[c] = p;
+            sum += p;
+        }
+        sum = block_sum(sum, sh);
+        if (threadIdx.x == 0) l[r] = sum;
+    }
+}
+
+__global__ void k_div_rows(double *o, const double *l, int64_t rows, int64_t D, int64_t ld) {
+    GRID_STRIDE(e, rows * D) {
+        const int64_t r = e / D, d = e % D;
+        o[r * ld + d] /= l[r];
+    }
+}
+
+__global__ void k_copy(const double *src, double *dst, rcu_copy c) {
+    GRID_STRIDE(e, c.n) {
+        int64_t rem = e, so = c.soff, dso = c.doff;
+        for (int d = c.nd - 1; d >= 0; d--) {
+            const int64_t k = rem % c.shape[d];
+            rem /= c.shape[d];
+            so += k * c.ss[d];
+            dso += k * c.ds[d];
+        }
+        dst[dso] = src[so];
+    }
+}
+
+__global__ void k_patch(int unp, const double *x, double *y, int64_t B, int64_t C, int64_t F, int64_t H, int64_t W,
+                        int64_t pf, int64_t ph, int64_t pw) {
+    const int64_t Fp = F / pf, Hp = H / ph, Wp = W / pw, L = Fp * Hp * Wp, P = C * pf * ph * pw;
+    const int64_t n = B * C * Fp * pf * Hp * ph * Wp * pw;
+    GRID_STRIDE(e, n) {
+        // e enumerates (b, c, f, h, w) of the covered image region
+        int64_t rem = e;
+        const int64_t w = rem % (Wp * pw); rem /= Wp * pw;
+        const int64_t h = rem % (Hp * ph); rem /= Hp * ph;
+        const int64_t f = rem % (Fp * pf); rem /= Fp * pf;
+        const int64_t c = rem % C, b = rem / C;
+        const int64_t t = ((f / pf) * Hp + h / ph) * Wp + w / pw, i = f % pf, j = h % ph, k = w % pw;
+        const int64_t img = (((b * C + c) * F + f) * H + h) * W + w;
+        if (unp) y[img] = x[(b * L + t) * P + ((i * ph + j) * pw + k) * C + c];
+        else y[(b * L + t) * P + ((c * pf + i) * ph + j) * pw + k] = x[img];
+    }
+}
+
+__global__ void k_timestep(const double *t, double *y, int64_t B, int64_t dim, double mp, int flip) {
+    const int64_t half = dim / 2;
+    GRID_STRIDE(e, B * half) {
+        const int64_t b = e / half, j = e % half;
+        const double arg = t[b] * exp(-log(mp) * (double)j / (double)half);
+        y[b * dim + j] = flip ? cos(arg) : sin(arg);
+        y[b * dim + half + j] = flip ? sin(arg) : cos(arg);
+        if (j == 0 && dim % 2) y[b * dim + dim - 1] = 0.0;
+    }
+}
+
+__device__ void part_merge(rcu_metric_part *a, const rcu_metric_part *b) {
+    a->sum_abs += b->sum_abs;
+    a->sum_sq += b->sum_sq;
+    a->sum_tr += b->sum_tr;
+    a->sum_tt += b->sum_tt;
+    a->sum_rr += b->sum_rr;
+    if (b->arg >= 0 && (a->arg < 0 || b->max_d > a->max_d || (b->max_d == a->max_d && b->arg < a->arg))) {
+        a->max_d = b->max_d;
+        a->arg = b->arg;
+    }
+    if (b->max_ref > a->max_ref) a->max_ref = b->max_ref;
+    a->nan_t += b->nan_t;
+    a->inf_t += b->inf_t;
+    a->nan_r += b->nan_r;
+    a->inf_r += b->inf_r;
+    a->n_diff += b->n_diff;
+}
+
+__global__ void k_metrics(const double *t, const double *r, int64_t n, rcu_metric_part *out) {
+    __shared__ rcu_metric_part sh[RCU_THREADS];
+    rcu_metric_part p = {0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
+    GRID_STRIDE(i, n) {
+        const double a = t[i], b = r[i];
+        const int an = isnan(a), bn = isnan(b);
+        if (__double_as_longlong(a) != __double_as_longlong(b) && !(an && bn)) p.n_diff++;
+        if (an) p.nan_t++;
+        else if (isinf(a)) p.inf_t++;
+        if (bn) p.nan_r++;
+        else if (isinf(b)) p.inf_r++;
+        if (!isfinite(a) || !isfinite(b)) continue;
+        const double d = a - b, ad = fabs(d), ar = fabs(b);
+        p.sum_abs += ad;
+        p.sum_sq += d * d;
+        p.sum_tr += a * b;
+        p.sum_tt += a * a;
+        p.sum_rr += b * b;
+        if (p.arg < 0 || ad > p.max_d) { p.max_d = ad; p.arg = i; } // i grows: first occurrence per thread
+        if (ar > p.max_ref) p.max_ref = ar;
+    }
+    sh[threadIdx.x] = p;
+    __syncthreads();
+    for (int s = RCU_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) part_merge(&sh[threadIdx.x], &sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
+}
+
+extern "C" {
+
+cudaError_t rcu_unary(cudaStream_t s, int op, const double *x, double *y, int64_t n, double alpha, double beta) {
+    k_unary<<<grid_for(n), RCU_THREADS, 0, s>>>(op, x, y, n, alpha, beta);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_binary(cudaStream_t s, int op, const double *a, const double *b, double *y, int nd,
+                       const int64_t *shape, const int64_t *sa, const int64_t *sb, int64_t n) {
+    bin_args g;
+    g.nd = nd;
+    for (int d = 0; d < DRIFT_MAX_DIMS; d++) {
+        g.shape[d] = d < nd ? shape[d] : 1;
+        g.sa[d] = d < nd ? sa[d] : 0;
+        g.sb[d] = d < nd ? sb[d] : 0;
+    }
+    k_binary<<<grid_for(n), RCU_THREADS, 0, s>>>(op, a, b, y, g, n);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_aten_ew(cudaStream_t s, int scalar_op, int sub, const double *x, double *y, int64_t n, double scalar) {
+    k_aten_ew<<<grid_for(n), RCU_THREADS, 0, s>>>(scalar_op, sub, x, y, n, scalar);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_reduce(cudaStream_t s, const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean) {
+    k_reduce<<<grid_for(outer * inner), RCU_THREADS, 0, s>>>(x, y, outer, n, inner, mean);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_fill(cudaStream_t s, double *y, int64_t n, int sub, double value, double step) {
+    k_fill<<<grid_for(n), RCU_THREADS, 0, s>>>(y, n, sub, value, step);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_add_bias(cudaStream_t s, double *y, const double *bias, int64_t M, int64_t N) {
+    k_add_bias<<<grid_for(M * N), RCU_THREADS, 0, s>>>(y, bias, M, N);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_norm(cudaStream_t s, int kind, const double *x, const double *w, const double *b, double *y,
+                     int64_t rows, int64_t D, double eps) {
+    unsigned g = rows < 65535 * 16 ? (unsigned)(rows > 0 ? rows : 1) : 65535 * 16;
+    k_norm<<<g, RCU_THREADS, 0, s>>>(kind, x, w, b, y, rows, D, eps);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_rope(cudaStream_t s, const double *x, const double *cs, const double *sn, double *y, int64_t B,
+                     int64_t L, int64_t H, int64_t Dh) {
+    k_rope<<<grid_for(B * L * H * (Dh / 2)), RCU_THREADS, 0, s>>>(x, cs, sn, y, B, L, H, Dh);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_softmax_rows(cudaStream_t s, double *sc, int64_t rows, int64_t cols, double *l) {
+    unsigned g = rows < 65535 * 16 ? (unsigned)(rows > 0 ? rows : 1) : 65535 * 16;
+    k_softmax_rows<<<g, RCU_THREADS, 0, s>>>(sc, rows, cols, l);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_div_rows(cudaStream_t s, double *o, const double *l, int64_t rows, int64_t D, int64_t ld) {
+    k_div_rows<<<grid_for(rows * D), RCU_THREADS, 0, s>>>(o, l, rows, D, ld);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_copy_run(cudaStream_t s, const double *src, double *dst, const rcu_copy *c) {
+    k_copy<<<grid_for(c->n), RCU_THREADS, 0, s>>>(src, dst, *c);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_patch(cudaStream_t s, int unpatchify, const double *x, double *y, int64_t B, int64_t C, int64_t F,
+                      int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw) {
+    k_patch<<<grid_for(B * C * F * H * W), RCU_THREADS, 0, s>>>(unpatchify, x, y, B, C, F, H, W, pf, ph, pw);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_timestep(cudaStream_t s, const double *t, double *y, int64_t B, int64_t dim, double max_period,
+                         int flip) {
+    k_timestep<<<grid_for(B * (dim / 2 > 0 ? dim / 2 : 1)), RCU_THREADS, 0, s>>>(t, y, B, dim, max_period, flip);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_metrics(cudaStream_t s, const double *t, const double *r, int64_t n, rcu_metric_part *part) {
+    k_metrics<<<RCU_METRIC_BLOCKS, RCU_THREADS, 0, s>>>(t, r, n, part);
+    return cudaGetLastError();
+}
+
+} // extern "C"

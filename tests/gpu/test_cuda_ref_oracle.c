@@ -1,0 +1,447 @@
+/* The fp64 oracle on the GPU ("ref-cuda:0") against the CPU oracle ("ref"):
+ * every op of kernels/backend.h on fp64 inputs (broadcasts, bias / no bias,
+ * both attention layouts, attention forced into query chunks, odd sizes,
+ * NaN/inf in elementwise inputs), element by element within 1e-12 of the
+ * reference's largest magnitude (the only difference allowed is fp64
+ * summation order), NaN/inf positions identical, two GPU runs bit for bit
+ * equal; the metric reduction against the CPU's (counts and argmax equal,
+ * sums within 1e-12 relative); and a whole Wan oracle forward. Skips without
+ * a GPU. */
+#include "gpu_check.h"
+
+#include "replay/exec/forward.h"
+#include "replay/exec/params_init.h"
+
+static drift_backend *CPU, *GPU, *GPU_CHUNKED;
+
+typedef struct hbuf {
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS], n;
+    double *v;
+} hbuf;
+
+static hbuf hb(int ndim, const int64_t *shape, double scale, double special_frac) {
+    hbuf h;
+    memset(&h, 0, sizeof h);
+    h.ndim = ndim;
+    h.n = 1;
+    for (int i = 0; i < ndim; i++) {
+        h.shape[i] = shape[i];
+        h.n *= shape[i];
+    }
+    h.v = malloc((size_t)(h.n ? h.n : 1) * sizeof *h.v);
+    for (int64_t i = 0; i < h.n; i++) {
+        h.v[i] = scale * gc_normal();
+        if (special_frac > 0 && gc_unif() < special_frac) {
+            double u = gc_unif();
+            h.v[i] = u < 0.3 ? NAN : u < 0.6 ? INFINITY : u < 0.8 ? -INFINITY : -0.0;
+        }
+    }
+    return h;
+}
+
+static int upload(const drift_backend *be, const hbuf *h, drift_tensor *t) {
+    drift_err e;
+    memset(t, 0, sizeof *t);
+    t->dtype = DRIFT_F64;
+    t->ndim = h->ndim;
+    memcpy(t->shape, h->shape, sizeof t->shape);
+    if (drift_backend_alloc(be, t, &e) || drift_backend_upload_f64(be, t, h->v, &e)) {
+        GC_CHECK(0, "upload on %s: %s", drift_backend_name(be), gc_errstr(&e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs op on be with inputs in; out shape requested (VIEW/UNPATCHIFY) or inferred. Returns host values. */
+static double *run_on(const drift_backend *be, const drift_op *op, hbuf *const *in, int n_in, int out_nd,
+                      const int64_t *out_shape, int64_t *out_n) {
+    drift_tensor ti[3], to;
+    const drift_tensor *tp[3];
+    drift_err e;
+    for (int i = 0; i < n_in; i++) {
+        if (upload(be, in[i], &ti[i])) return NULL;
+        tp[i] = &ti[i];
+    }
+    memset(&to, 0, sizeof to);
+    to.dtype = DRIFT_F64;
+    int nd = out_nd;
+    int64_t shape[DRIFT_MAX_DIMS] = {0};
+    if (out_shape) memcpy(shape, out_shape, (size_t)out_nd * sizeof *shape);
+    if (drift_op_infer_shape(op, tp, &nd, shape, &e)) {
+        GC_CHECK(0, "infer shape: %s", gc_errstr(&e));
+        return NULL;
+    }
+    to.ndim = nd;
+    memcpy(to.shape, shape, sizeof to.shape);
+    double *out = NULL;
+    if (drift_backend_alloc(be, &to, &e) == 0) {
+        out = malloc((size_t)(to.numel ? to.numel : 1) * sizeof *out);
+        if (drift_backend_run(be, op, tp, &to, &e) || drift_backend_download_f64(be, &to, out, &e)) {
+            GC_CHECK(0, "run on %s: %s", drift_backend_name(be), gc_errstr(&e));
+            free(out);
+            out = NULL;
+        }
+        *out_n = to.numel;
+        drift_backend_release(be, &to);
+    } else {
+        GC_CHECK(0, "alloc out on %s: %s", drift_backend_name(be), gc_errstr(&e));
+    }
+    for (int i = 0; i < n_in; i++) drift_backend_release(be, &ti[i]);
+    return out;
+}
+
+static void compare_op(const char *label, const drift_op *op, hbuf *const *in, int n_in, int out_nd,
+                       const int64_t *out_shape) {
+    const drift_backend *gpus[2] = {GPU, GPU_CHUNKED};
+    int64_t nc = 0, ng = 0, ng2 = 0;
+    double *c = run_on(CPU, op, in, n_in, out_nd, out_shape, &nc);
+    for (int k = 0; k < (op->kind == DRIFT_OP_ATTENTION ? 2 : 1); k++) {
+        gc_case_set("%s%s", label, k ? " (query chunks)" : "");
+        double *g = run_on(gpus[k], op, in, n_in, out_nd, out_shape, &ng);
+        double *g2 = run_on(gpus[k], op, in, n_in, out_nd, out_shape, &ng2);
+        if (!c || !g || !g2) {
+            GC_CHECK(0, "a run failed");
+        } else {
+            GC_CHECK(nc == ng && ng == ng2, "sizes %lld / %lld", (long long)nc, (long long)ng);
+            double mx = 0;
+            for (int64_t i = 0; i < nc; i++)
+                if (isfinite(c[i]) && fabs(c[i]) > mx) mx = fabs(c[i]);
+            int64_t bad = 0, nonfin = 0, nondet = 0;
+            for (int64_t i = 0; i < nc && nc == ng; i++) {
+                if (memcmp(&g[i], &g2[i], 8) != 0) nondet++;
+                if (!isfinite(c[i]) || !isfinite(g[i])) {
+                    if (!(isnan(c[i]) && isnan(g[i])) && c[i] != g[i]) nonfin++;
+                    continue;
+                }
+                if (fabs(g[i] - c[i]) > 1e-12 * (mx + 1e-300)) {
+                    if (bad < 3) printf("  %s: [%lld] gpu %.17g cpu %.17g\n", gc_case, (long long)i, g[i], c[i]);
+                    bad++;
+                }
+            }
+            GC_CHECK(bad == 0, "%lld elements differ by more than 1e-12 of max|ref| = %g", (long long)bad, mx);
+            GC_CHECK(nonfin == 0, "%lld NaN/inf positions differ", (long long)nonfin);
+            GC_CHECK(nondet == 0, "%lld elements differ between two GPU runs", (long long)nondet);
+        }
+        free(g);
+        free(g2);
+    }
+    free(c);
+}
+
+static drift_op mk(drift_op_kind k, int n_in) {
+    drift_op op = gc_op(k, DRIFT_F64);
+    op.compute = DRIFT_F64;
+    op.n_in = n_in;
+    return op;
+}
+
+static void test_ops(void) {
+    int64_t s1[1] = {70001}, s3[3] = {2, 3, 50}, b1[1] = {50}, b2[3] = {2, 3, 1}, b3[1] = {1};
+    hbuf x = hb(1, s1, 2.0, 0.02), y = hb(3, s3, 1.0, 0.01);
+    hbuf *in1[1] = {&x};
+    drift_op op = mk(DRIFT_OP_CAST, 1);
+    compare_op("cast", &op, in1, 1, 0, NULL);
+    op = mk(DRIFT_OP_AFFINE, 1);
+    op.alpha = 1.5f;
+    op.beta = -0.25f;
+    compare_op("affine", &op, in1, 1, 0, NULL);
+    op = mk(DRIFT_OP_SILU, 1);
+    compare_op("silu", &op, in1, 1, 0, NULL);
+    op = mk(DRIFT_OP_GELU_TANH, 1);
+    compare_op("gelu_tanh", &op, in1, 1, 0, NULL);
+    hbuf bb[4] = {hb(1, b1, 1.0, 0), hb(3, b2, 1.0, 0), hb(1, b3, 1.0, 0), hb(3, s3, 1.0, 0.01)};
+    const drift_op_kind bin[3] = {DRIFT_OP_ADD, DRIFT_OP_SUB, DRIFT_OP_MUL};
+    for (int k = 0; k < 3; k++)
+        for (int b = 0; b < 4; b++) {
+            hbuf *in2[2] = {&y, &bb[b]};
+            op = mk(bin[k], 2);
+            char l[64];
+            snprintf(l, sizeof l, "%s bcast %d", drift_op_name(bin[k]), b);
+            compare_op(l, &op, in2, 2, 0, NULL);
+        }
+    /* linear */
+    int64_t xs[3] = {3, 7, 64}, ws[2] = {33, 64}, bs[1] = {33};
+    hbuf lx = hb(3, xs, 1.0, 0), lw = hb(2, ws, 0.125, 0), lb = hb(1, bs, 0.1, 0);
+    hbuf *lin3[3] = {&lx, &lw, &lb};
+    op = mk(DRIFT_OP_LINEAR, 3);
+    compare_op("linear+bias", &op, lin3, 3, 0, NULL);
+    op = mk(DRIFT_OP_LINEAR, 2);
+    compare_op("linear", &op, lin3, 2, 0, NULL);
+    /* norms */
+    int64_t ns[2] = {5, 300}, nw[1] = {300};
+    hbuf nx = hb(2, ns, 3.0, 0), nwt = hb(1, nw, 1.0, 0), nbs = hb(1, nw, 0.5, 0);
+    hbuf *nin[3] = {&nx, &nwt, &nbs};
+    for (int n_in = 1; n_in <= 3; n_in++) {
+        op = mk(DRIFT_OP_LAYER_NORM, n_in);
+        op.eps = 1e-6f;
+        compare_op("layer_norm", &op, nin, n_in, 0, NULL);
+    }
+    for (int n_in = 1; n_in <= 2; n_in++) {
+        op = mk(DRIFT_OP_RMS_NORM, n_in);
+        op.eps = 1e-6f;
+        compare_op("rms_norm", &op, nin, n_in, 0, NULL);
+    }
+    /* rope */
+    int64_t rs[4] = {2, 10, 3, 8}, rt[2] = {10, 8};
+    hbuf rx = hb(4, rs, 1.0, 0), rc = hb(2, rt, 1.0, 0), rsn = hb(2, rt, 1.0, 0);
+    hbuf *rin[3] = {&rx, &rc, &rsn};
+    op = mk(DRIFT_OP_ROPE, 3);
+    compare_op("rope", &op, rin, 3, 0, NULL);
+    /* attention, both layouts */
+    for (int ly = 0; ly < 2; ly++) {
+        int64_t qs[4] = {2, 3, 17, 16}, ks[4] = {2, 3, 29, 16}, vs[4] = {2, 3, 29, 8};
+        if (ly) {
+            qs[1] = 17, qs[2] = 3;
+            ks[1] = 29, ks[2] = 3;
+            vs[1] = 29, vs[2] = 3;
+        }
+        hbuf q = hb(4, qs, 1.0, 0), k = hb(4, ks, 1.0, 0), v = hb(4, vs, 1.0, 0);
+        hbuf *ain[3] = {&q, &k, &v};
+        op = mk(DRIFT_OP_ATTENTION, 3);
+        op.layout = ly;
+        op.scale = 0.3f;
+        compare_op(ly ? "attention layout 1" : "attention layout 0", &op, ain, 3, 0, NULL);
+        free(q.v);
+        free(k.v);
+        free(v.v);
+    }
+    /* movement */
+    int64_t ps[4] = {2, 3, 5, 4};
+    hbuf px = hb(4, ps, 1.0, 0);
+    hbuf *pin[1] = {&px};
+    op = mk(DRIFT_OP_PERMUTE, 1);
+    int perm[4] = {0, 2, 1, 3};
+    memcpy(op.perm, perm, sizeof perm);
+    compare_op("permute", &op, pin, 1, 0, NULL);
+    int64_t as[3] = {4, 7, 5}, cs2[3] = {4, 2, 5};
+    hbuf ax = hb(3, as, 1.0, 0), cx = hb(3, cs2, 1.0, 0);
+    hbuf *ain1[1] = {&ax}, *cin[2] = {&ax, &cx};
+    op = mk(DRIFT_OP_NARROW, 1);
+    op.dim = 1;
+    op.start = 2;
+    op.length = 3;
+    compare_op("narrow", &op, ain1, 1, 0, NULL);
+    op = mk(DRIFT_OP_CONCAT, 2);
+    op.dim = 1;
+    compare_op("concat", &op, cin, 2, 0, NULL);
+    int64_t vshape[1] = {140};
+    op = mk(DRIFT_OP_VIEW, 1);
+    compare_op("view", &op, ain1, 1, 1, vshape);
+    int64_t img[5] = {1, 4, 2, 8, 8}, tok[3] = {1, 32, 16};
+    hbuf ix = hb(5, img, 1.0, 0), tx = hb(3, tok, 1.0, 0);
+    hbuf *iin[1] = {&ix}, *tin[1] = {&tx};
+    op = mk(DRIFT_OP_PATCHIFY, 1);
+    op.patch[0] = 1, op.patch[1] = 2, op.patch[2] = 2;
+    compare_op("patchify", &op, iin, 1, 0, NULL);
+    op.kind = DRIFT_OP_UNPATCHIFY;
+    compare_op("unpatchify", &op, tin, 1, 5, img);
+    int64_t ts[1] = {3};
+    hbuf tt = hb(1, ts, 0, 0);
+    for (int i = 0; i < 3; i++) tt.v[i] = 1000.0 * gc_unif();
+    hbuf *ttin[1] = {&tt};
+    for (int flip = 0; flip < 2; flip++) {
+        op = mk(DRIFT_OP_TIMESTEP_SINUSOID, 1);
+        op.dim = 32;
+        op.max_period = 10000.0f;
+        op.flip_sin_to_cos = flip;
+        compare_op("timestep_sinusoid", &op, ttin, 1, 0, NULL);
+    }
+    hbuf *all[] = {&x, &y, &bb[0], &bb[1], &bb[2], &bb[3], &lx, &lw, &lb, &nx, &nwt, &nbs, &rx, &rc, &rsn,
+                   &px, &ax, &cx, &ix, &tx, &tt};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->v);
+}
+
+/* Spec options: attn_scratch only, in range; the device number must exist. */
+static void test_specs(void) {
+    static const char *bad[] = {"ref-cuda:0:gemm=naive", "ref-cuda:0:attn_scratch=0", "ref-cuda:0:attn_scratch=x",
+                                "ref-cuda:0:threads=2"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        gc_case_set("spec %s", bad[i]);
+        drift_backend *be = NULL;
+        drift_err e;
+        drift_err_clear(&e);
+        GC_CHECK(drift_backend_create(bad[i], &be, &e) == DRIFT_E_INPUT && !be, "expected DRIFT_E_INPUT, got %d (%s)",
+                 e.code, gc_errstr(&e));
+        drift_backend_free(be);
+    }
+    gc_case_set("spec ref-cuda:%d", drift_cuda_device_count());
+    char spec[32];
+    snprintf(spec, sizeof spec, "ref-cuda:%d", drift_cuda_device_count());
+    drift_backend *be = NULL;
+    drift_err e;
+    GC_CHECK(drift_backend_create(spec, &be, &e) == DRIFT_E_UNSUPPORTED && !be, "a missing device: got %d", e.code);
+    drift_backend_free(be);
+    gc_case_set("spec name");
+    GC_CHECK(strcmp(drift_backend_name(GPU), "ref-cuda:0") == 0, "name %s", drift_backend_name(GPU));
+}
+
+/* The ATen-level ops of captured graphs (backend.h DRIFT_OP_UNARY ..
+ * DRIFT_OP_FILL), as kernels/ref/ref_aten_ops.c computes them. */
+static void test_aten_ops(void) {
+    int64_t s1[1] = {20011}, s3[3] = {4, 7, 5};
+    hbuf x = hb(1, s1, 2.0, 0.02), pos = hb(1, s1, 1.0, 0), small = hb(1, s1, 0.5, 0), ax = hb(3, s3, 1.0, 0.01);
+    for (int64_t i = 0; i < pos.n; i++) pos.v[i] = fabs(pos.v[i]) + 1e-3;
+    for (int64_t i = 0; i < x.n; i += 97) x.v[i] = 0.0; /* MASK_BIAS sees zeros */
+    hbuf *in_x[1] = {&x}, *in_pos[1] = {&pos}, *in_small[1] = {&small}, *in_ax[1] = {&ax};
+    char l[96];
+    for (int sub = 0; sub < DRIFT_UNARY_COUNT; sub++) {
+        drift_op op = mk(DRIFT_OP_UNARY, 1);
+        op.sub = sub;
+        snprintf(l, sizeof l, "unary %s", drift_op_sub_name(DRIFT_OP_UNARY, sub));
+        compare_op(l, &op, in_x, 1, 0, NULL);
+        if (sub == DRIFT_UNARY_RSQRT || sub == DRIFT_UNARY_SQRT) {
+            snprintf(l, sizeof l, "unary %s (positive)", drift_op_sub_name(DRIFT_OP_UNARY, sub));
+            compare_op(l, &op, in_pos, 1, 0, NULL);
+        }
+    }
+    const double pows[] = {2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.7};
+    for (int sub = 0; sub < DRIFT_SCALAR_COUNT; sub++) {
+        const int is_pow = sub == DRIFT_SCALAR_POW;
+        for (size_t k = 0; k < (is_pow ? sizeof pows / sizeof *pows : 1); k++) {
+            drift_op op = mk(DRIFT_OP_SCALAR, 1);
+            op.sub = sub;
+            op.scalar = is_pow ? pows[k] : sub == DRIFT_SCALAR_RPOW ? 2.0 : sub == DRIFT_SCALAR_DIV ? 3.0 : 0.1;
+            snprintf(l, sizeof l, "scalar %s %g", drift_op_sub_name(DRIFT_OP_SCALAR, sub), op.scalar);
+            compare_op(l, &op, is_pow ? in_pos : sub == DRIFT_SCALAR_RPOW ? in_small : in_x, 1, 0, NULL);
+        }
+    }
+    /* DIV (and ADD) broadcasting both operands: [2, 1, 50] with [3, 1] -> [2, 3, 50] */
+    int64_t da[3] = {2, 1, 50}, db[2] = {3, 1}, dc[3] = {2, 3, 50};
+    hbuf a = hb(3, da, 1.0, 0.01), b = hb(2, db, 1.0, 0), c = hb(3, dc, 1.0, 0.01);
+    for (int64_t i = 0; i < b.n; i++) b.v[i] += b.v[i] >= 0 ? 0.5 : -0.5;
+    hbuf *in_ab[2] = {&a, &b}, *in_cb[2] = {&c, &b};
+    const drift_op_kind kinds[2] = {DRIFT_OP_DIV, DRIFT_OP_ADD};
+    for (int k = 0; k < 2; k++) {
+        drift_op op = mk(kinds[k], 2);
+        snprintf(l, sizeof l, "%s both broadcast", drift_op_name(kinds[k]));
+        compare_op(l, &op, in_ab, 2, 0, NULL);
+        snprintf(l, sizeof l, "%s in1 broadcast", drift_op_name(kinds[k]));
+        compare_op(l, &op, in_cb, 2, 0, NULL);
+    }
+    const int dims[4] = {0, 1, 2, -1};
+    for (int sub = 0; sub < DRIFT_REDUCE_COUNT; sub++)
+        for (int k = 0; k < 4; k++) {
+            drift_op op = mk(DRIFT_OP_REDUCE, 1);
+            op.sub = sub;
+            op.dim = dims[k];
+            snprintf(l, sizeof l, "reduce %s dim %d", drift_op_sub_name(DRIFT_OP_REDUCE, sub), dims[k]);
+            compare_op(l, &op, in_ax, 1, 0, NULL);
+        }
+    /* as_strided gathers (one with an expanded dim) and a scatter into the same region */
+    drift_op op = mk(DRIFT_OP_STRIDED, 1);
+    int64_t rs[2] = {3, 4}, es[3] = {2, 3, 5};
+    op.start = 5;
+    op.stride[0] = 10, op.stride[1] = 2;
+    compare_op("strided", &op, in_ax, 1, 2, rs);
+    op.start = 3;
+    op.stride[0] = 0, op.stride[1] = 5, op.stride[2] = 1;
+    compare_op("strided expand", &op, in_ax, 1, 3, es);
+    hbuf src = hb(2, rs, 1.0, 0);
+    hbuf *in_sc[2] = {&ax, &src};
+    op = mk(DRIFT_OP_SCATTER, 2);
+    op.start = 5;
+    op.stride[0] = 10, op.stride[1] = 2;
+    compare_op("scatter", &op, in_sc, 2, 0, NULL);
+    /* fills: requested shape (no input) and an input's shape */
+    int64_t fs[2] = {37, 29};
+    for (int sub = 0; sub < 3; sub++) {
+        op = mk(DRIFT_OP_FILL, 0);
+        op.sub = sub;
+        op.scalar = sub == 2 ? -1.0 : 0.5;
+        op.step = sub == 2 ? 3.0 : 0.25;
+        snprintf(l, sizeof l, "fill %d", sub);
+        compare_op(l, &op, NULL, 0, 2, fs);
+        op.n_in = 1;
+        snprintf(l, sizeof l, "fill %d like an input", sub);
+        compare_op(l, &op, in_ax, 1, 0, NULL);
+    }
+    hbuf *all[] = {&x, &pos, &small, &ax, &a, &b, &c, &src};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->v);
+}
+
+static void test_metrics(void) {
+    gc_case_set("metrics");
+    int64_t s[1] = {300007};
+    hbuf t = hb(1, s, 1.0, 0.001), r = hb(1, s, 1.0, 0.001);
+    for (int64_t i = 0; i < t.n; i += 7) r.v[i] = t.v[i]; /* some equal pairs */
+    drift_tensor tc, rcpu, tg, rg;
+    drift_metric_acc a, b;
+    drift_metric_acc_init(&a);
+    drift_metric_acc_init(&b);
+    drift_err e;
+    if (upload(CPU, &t, &tc) || upload(CPU, &r, &rcpu) || upload(GPU, &t, &tg) || upload(GPU, &r, &rg)) return;
+    GC_CHECK(drift_backend_metrics(CPU, &tc, &rcpu, &a, &e) == 0, "cpu metrics: %s", gc_errstr(&e));
+    GC_CHECK(drift_backend_metrics(GPU, &tg, &rg, &b, &e) == 0, "gpu metrics: %s", gc_errstr(&e));
+    GC_CHECK(a.numel == b.numel && a.n_diff == b.n_diff && a.nan_t == b.nan_t && a.inf_t == b.inf_t &&
+                 a.nan_r == b.nan_r && a.inf_r == b.inf_r,
+             "counts differ");
+    GC_CHECK(a.argmax == b.argmax && a.max_abs_diff == b.max_abs_diff && a.max_abs_ref == b.max_abs_ref,
+             "argmax %lld vs %lld", (long long)a.argmax, (long long)b.argmax);
+    double pa[5] = {a.sum_abs_diff, a.sum_sq_diff, a.sum_tr, a.sum_tt, a.sum_rr},
+           pb[5] = {b.sum_abs_diff, b.sum_sq_diff, b.sum_tr, b.sum_tt, b.sum_rr};
+    for (int i = 0; i < 5; i++)
+        GC_CHECK(fabs(pa[i] - pb[i]) <= 1e-12 * fabs(pa[i]) + 1e-300, "sum %d: cpu %.17g gpu %.17g", i, pa[i], pb[i]);
+    drift_backend_release(CPU, &tc);
+    drift_backend_release(CPU, &rcpu);
+    drift_backend_release(GPU, &tg);
+    drift_backend_release(GPU, &rg);
+    free(t.v);
+    free(r.v);
+}
+
+/* A whole Wan oracle forward: GPU output within 1e-12 relative of the CPU's. */
+static void test_forward(void) {
+    gc_case_set("wan2.2 oracle forward");
+    drift_err e;
+    drift_model *m = NULL;
+    drift_forward *f = NULL;
+    drift_hostset *in = NULL;
+    drift_exec_result rc_cpu, rc_gpu;
+    memset(&rc_cpu, 0, sizeof rc_cpu);
+    memset(&rc_gpu, 0, sizeof rc_gpu);
+    int ok = !drift_model_create("wan2.2:layers=2,dim=128,heads=4,ffn_dim=256,text_dim=64,text_len=16,frames=2,height=16,width=16",
+                                 &m, &e) &&
+             !drift_model_seed_params(m, 5, &e) && !drift_forward_prepare(m, NULL, DRIFT_SIDE_ORACLE, NULL, &f, &e) &&
+             !drift_params_init_inputs(&m->cfg, 5, &in, &e) &&
+             !drift_forward_run(f, m, CPU, in, NULL, NULL, &rc_cpu, &e) && !drift_forward_run(f, m, GPU, in, NULL, NULL, &rc_gpu, &e);
+    GC_CHECK(ok, "%s", gc_errstr(&e));
+    if (ok) {
+        GC_CHECK(rc_cpu.numel == rc_gpu.numel && rc_cpu.numel > 0, "output sizes");
+        double mx = 0, md = 0;
+        for (int64_t i = 0; i < rc_cpu.numel; i++) {
+            mx = fabs(rc_cpu.f64[i]) > mx ? fabs(rc_cpu.f64[i]) : mx;
+            md = fabs(rc_cpu.f64[i] - rc_gpu.f64[i]) > md ? fabs(rc_cpu.f64[i] - rc_gpu.f64[i]) : md;
+        }
+        printf("  oracle forward: max |gpu - cpu| = %.3g, max |cpu| = %.3g\n", md, mx);
+        GC_CHECK(md <= 1e-12 * mx, "max |gpu - cpu| %.3g > 1e-12 * %.3g", md, mx);
+    }
+    drift_exec_result_free(&rc_cpu);
+    drift_exec_result_free(&rc_gpu);
+    drift_hostset_free(in);
+    drift_forward_free(f);
+    drift_model_free(m);
+}
+
+int main(void) {
+    gc_require_gpu("test_cuda_ref_oracle");
+    gc_seed(18);
+    drift_err e;
+    if (drift_backend_create("ref", &CPU, &e) || drift_backend_create("ref-cuda:0", &GPU, &e)) {
+        printf("cannot create the backends: %s\n", gc_errstr(&e));
+        return 1;
+    }
+    if (drift_backend_create("ref-cuda:0:attn_scratch=2000", &GPU_CHUNKED, &e)) { /* a few query rows per chunk */
+        printf("cannot create the chunked backend: %s\n", gc_errstr(&e));
+        return 1;
+    }
+    test_specs();
+    test_ops();
+    test_aten_ops();
+    test_metrics();
+    test_forward();
+    drift_backend_free(CPU);
+    drift_backend_free(GPU);
+    drift_backend_free(GPU_CHUNKED);
+    return gc_finish("test_cuda_ref_oracle");
+}
