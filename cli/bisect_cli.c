@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli_util.h"
 #include "cli/progress.h"
@@ -43,15 +44,23 @@ static void on_set(const drift_bisect_result *r, size_t k, void *user) {
     drift_cli_progress_line(c->prog, line);
 }
 
+/* Writes the fix plan to o->fix_out: a temporary beside it, renamed when
+ * complete (an interrupted write leaves no half plan). The caller checked
+ * --force before the work. */
 static int write_fix(const drift_bisect_cli_opts *o, const drift_bisect_result *r, drift_err *err) {
     char *json = drift_plan_to_json(&r->fix_plan);
     if (!json) return drift_err_set(err, DRIFT_E_NOMEM, o->fix_out, "out of memory");
-    FILE *f = fopen(o->fix_out, "w");
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->fix_out, (long)getpid());
     int rc = DRIFT_OK;
+    FILE *f = fopen(tmp, "w");
     if (!f) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
     else {
-        fprintf(f, "%s\n", json);
-        if (fclose(f) != 0) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+        int bad = fputs(json, f) < 0 || fputc('\n', f) == EOF;
+        if (fclose(f) != 0 || bad) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+        else if (rename(tmp, o->fix_out) != 0)
+            rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot rename into place: %s", strerror(errno));
+        if (rc) remove(tmp);
     }
     free(json);
     return rc;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -121,9 +122,45 @@ int drift_cli_load_plan(const char *path, drift_plan *out, drift_err *err) {
     return drift_plan_load_file(out, path, err);
 }
 
+/* Length of the valid UTF-8 sequence at p that is not a C1 control, or 0. */
+static size_t utf8_ok(const unsigned char *p) {
+    if (p[0] < 0x80) return 1;
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (!n) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) return 0; /* U+0080..U+009F */
+    if (n == 3 && p[0] == 0xe0 && p[1] < 0xa0) return 0; /* overlong */
+    if (n == 4 && p[0] == 0xf0 && p[1] < 0x90) return 0;
+    return n;
+}
+
+const char *drift_cli_printable(const char *s, char *buf, size_t sz) {
+    if (!buf || !sz) return "";
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        size_t n = *p >= 0x20 && *p != 0x7f ? utf8_ok(p) : 0;
+        if (o + (n ? n : 4) + 4 > sz) {
+            snprintf(buf + o, sz - o, "...");
+            return buf;
+        }
+        if (n) {
+            memcpy(buf + o, p, n);
+            o += n;
+            p += n;
+        } else {
+            o += (size_t)snprintf(buf + o, sz - o, "\\x%02x", *p);
+            p++;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 int drift_cli_report(const char *cmd, const drift_err *err) {
-    char buf[2048];
-    fprintf(stderr, "drift %s: %s\n", cmd, drift_err_format(err, buf, sizeof buf));
+    char buf[2048], safe[4096];
+    fprintf(stderr, "drift %s: %s\n", cmd, drift_cli_printable(drift_err_format(err, buf, sizeof buf), safe, sizeof safe));
     json_error(cmd, err->code, err->where, err->msg);
     return drift_err_exit_code(err->code);
 }
@@ -215,14 +252,13 @@ int drift_cli_check_input(const char *cmd, const char *field, const char *path) 
 }
 
 int drift_cli_check_device(const char *cmd, const char *field, const char *v) {
-    int cuda = 0;
-    if (strcmp(v, "cpu") == 0) return 0;
-    if (strcmp(v, "cuda") == 0) cuda = 1;
-    else if (strncmp(v, "cuda:", 5) == 0 && v[5]) {
-        char *end = NULL;
-        long n = strtol(v + 5, &end, 10);
-        cuda = end && !*end && n >= 0 && n <= 1024;
-    }
+    /* a backend spec KIND[:N][:K=V...] (kernels/backend.h); the backend
+     * judges the number and the options, this checks the kind */
+    size_t kl = strcspn(v, ":");
+    int host = (kl == 3 && strncmp(v, "cpu", 3) == 0) || (kl == 3 && strncmp(v, "ref", 3) == 0);
+    int cuda = (kl == 4 && strncmp(v, "cuda", 4) == 0) || (kl == 8 && strncmp(v, "ref-cuda", 8) == 0);
+    if (v[kl] == ':' && !v[kl + 1]) host = cuda = 0; /* "cuda:" */
+    if (host) return 0;
     if (!cuda) {
         const char *hint = strncmp(v, "gpu", 3) == 0 || strncmp(v, "cud", 3) == 0 ? " (did you mean 'cuda'?)" : "";
         return drift_cli_usage_error_field(cmd, field, "%s: expected cpu, cuda or cuda:N, got '%s'%s", field, v, hint);

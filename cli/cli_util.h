@@ -43,6 +43,10 @@ int drift_cli_json_errors(void);
 /* Prints "drift <cmd>: <where>: <msg>" to stderr (and the JSON error, see
  * above) and returns the exit code for err->code. */
 int drift_cli_report(const char *cmd, const drift_err *err);
+/* s made safe for a terminal (text read from a file): control characters,
+ * DEL, C1 controls and invalid UTF-8 become \xNN; written into buf (owned by
+ * the caller), truncated with "..." when it does not fit; returns buf. */
+const char *drift_cli_printable(const char *s, char *buf, size_t sz);
 /* Prints "drift <cmd>: <msg>" and the hint to try --help; returns 2. */
 int drift_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with the field (an option name) the error is about, for --json. */
@@ -58,8 +62,9 @@ int drift_cli_check_output(const char *cmd, const char *field, const char *path,
 /* Input files: 0 when path (a "#rank=N" suffix allowed) names an existing
  * regular file; else reports "no such file" / "is a directory" and returns 2. */
 int drift_cli_check_input(const char *cmd, const char *field, const char *path);
-/* A --device value: cpu, cuda or cuda:N, and cuda only in a CUDA build.
- * Returns 0, or reports and returns 2. */
+/* A --device value: a backend spec whose kind is cpu, ref, cuda or ref-cuda
+ * (cuda:N, cuda:0:kernels=torch, cpu:threads=4: the backend checks the rest),
+ * the CUDA kinds only in a CUDA build. Returns 0, or reports and returns 2. */
 int drift_cli_check_device(const char *cmd, const char *field, const char *value);
 /* A --devices list: comma-separated cpu, cuda or cuda:N, none empty (the
  * spelling only; the replay judges mixes and CUDA availability). */

@@ -9,16 +9,18 @@
 #include "cli/commands.h"
 #include "formats/json.h"
 #include "formats/trace.h"
+#include "formats/trace_index.h"
 
 static const drift_cli_opt_spec OPTS[] = {
     {"--repair", NULL, NULL, "once the writer is gone: make a killed writer's file readable for\n"
                              "ordinary HDF5 readers, keeping every committed step (see below)", NULL, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {"--allow-outside", NULL, NULL, "an index may read rank files outside its own folder", NULL, 0},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
     "check",
-    "TRACE [--repair] [--json]",
+    "TRACE [--repair] [--json] [--allow-outside]",
     "Validates a drift trace: HDF5 structure, types and sizes of every group,\n"
     "dataset and attribute (docs/format.md), that every record's step has a\n"
     "commit row in /steps, that each commit row's record count matches the\n"
@@ -48,6 +50,7 @@ static void print_json(const char *path, const drift_trace_check_report *rep, in
     drift_json_buf_field_string(&b, "path", path);
     drift_json_buf_field_bool(&b, "ok", rep->n_problems == 0);
     drift_json_buf_field_bool(&b, "unclean", rep->unclean);
+    drift_json_buf_field_string(&b, "ended", rep->ended ? rep->ended : "unknown");
     drift_json_buf_field_bool(&b, "repaired", repaired);
     drift_json_buf_field_int(&b, "trimmed_rows", trimmed);
     drift_json_buf_field_int(&b, "committed_steps", rep->committed_steps);
@@ -74,8 +77,13 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
     printf("trace      %s\n", path);
     if (repaired) printf("repaired   status flags cleared, end of allocation set to the file's end, %lld uncommitted rows trimmed\n",
                          (long long)trimmed);
-    printf("state      %s\n", rep->unclean ? "NOT closed cleanly (writer killed or still writing; read through SWMR)"
-                                           : "closed cleanly");
+    const char *ended = rep->ended ? rep->ended : "unknown";
+    if (!strcmp(ended, "writing")) printf("state      being written (a writer holds its lock; read through SWMR)\n");
+    else if (!strcmp(ended, "killed")) printf("state      NOT closed cleanly: its writer was killed (read through SWMR)\n");
+    else if (!strcmp(ended, "cut short")) printf("state      cut short (its writer stopped while extending it)\n");
+    else if (!strcmp(ended, "failed")) printf("state      closed after a failure (see problems)\n");
+    else if (!strcmp(ended, "closed")) printf("state      closed cleanly\n");
+    else printf("state      %s\n", rep->unclean ? "NOT closed cleanly (read through SWMR)" : "closed, writer state unknown");
     if (rep->committed_steps)
         printf("steps      %lld committed (last step %lld)\n", (long long)rep->committed_steps, (long long)rep->last_step);
     else
@@ -87,7 +95,8 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
            rep->n_buffers, rep->n_metric_rows);
     if (rep->n_problems) {
         printf("problems   %zu\n", rep->n_problems);
-        for (size_t i = 0; i < rep->n_problems; i++) printf("  - %s\n", rep->problems[i]);
+        char safe[4096];
+        for (size_t i = 0; i < rep->n_problems; i++) printf("  - %s\n", drift_cli_printable(rep->problems[i], safe, sizeof safe));
     }
     printf("result     %s\n", rep->n_problems ? "PROBLEMS FOUND" : "ok");
 }
@@ -98,6 +107,7 @@ int drift_cmd_check(int argc, char **argv) {
     if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     const char *path = a.pos[0];
     int json = drift_cli_args_count(&a, "--json") > 0, repair = drift_cli_args_count(&a, "--repair") > 0;
+    if (drift_cli_args_count(&a, "--allow-outside") > 0) drift_trace_index_allow_outside(1);
     drift_cli_args_free(&a);
     if (drift_cli_check_input("check", "TRACE", path)) return 2;
     drift_err err;

@@ -1,63 +1,194 @@
-/* drift compare: per-site metrics between two traces. */
+/* drift compare: per-site metrics between two traces, through the one
+ * comparison engine (replay/analysis/compare_traces.h) that drift top --against uses. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/report.h"
 #include "replay/analysis/compare_traces.h"
 
 static const char *const HELP =
-    "usage: drift compare TRACE_A TRACE_B [--json]\n"
+    "usage: drift compare TRACE_A TRACE_B [options]\n"
     "\n"
-    "Compares every site the two traces share (same name and size), step by step\n"
-    "over the steps both committed, TRACE_A as candidate and TRACE_B as reference:\n"
-    "mean/max |diff|, rel max, cosine, ULPs, bitwise-equal steps, and the first\n"
-    "divergent site of each step (in TRACE_A's site order). For example the\n"
-    "trainer and rollout traces of one run, or two replays.\n"
+    "Compares every site the two traces share, step by step over the steps both\n"
+    "committed, TRACE_A as candidate and TRACE_B as reference: mean/max |diff|,\n"
+    "rel max, cosine, max ULP (|diff| in ULPs of the reference value, in the\n"
+    "site's dtype), bitwise-equal steps, the first divergent site of each step\n"
+    "(in TRACE_A's site order), and the log-prob drift of A's logprob:new against\n"
+    "B's logprob:old. Records pair by (step, micro-batch, denoising index, call\n"
+    "index). For example the trainer and rollout traces of one run, or two\n"
+    "replays. A TRACE may be INDEX#rank=N of a merged index. The same engine\n"
+    "serves drift top TRACE_A --against TRACE_B (live, while both are written).\n"
     "\n"
-    "options:\n"
-    "  --json   one JSON document on stdout\n"
+    "  --sitemap FILE       pair differently named sites: renames by glob and\n"
+    "                       concatenations (docs/compare.md)\n"
+    "  --steps A:B          compare steps A..B (inclusive; A:, :B, or N)\n"
+    "  --allow-mismatch     compare even when the model families, the committed\n"
+    "                       steps or a paired site's shape differ (warned on stderr)\n"
+    "  --atol X             exit 1 when a site's max |diff| exceeds X\n"
+    "  --rtol X             exit 1 when a site's rel max exceeds X (with --atol: a\n"
+    "                       site fails only when it exceeds both)\n"
+    "  --format text|json|csv   output (default text); --json = --format json\n"
     "\n"
-    "example: drift compare run.h5 run.rollout.h5 --json\n"
-    "exit: 0 compared, 2 bad usage or unreadable traces\n";
+    "CSV: kind,site,step,dtype,steps,steps_bitwise_equal,first_divergent_steps,\n"
+    "mean_abs_diff,max_abs_diff,rel_max,cosine,max_ulp: kind \"site\" (one row per\n"
+    "site, over the steps) or \"step\" (site = the step's first divergent site).\n"
+    "\n"
+    "example: drift compare run.h5 run.rollout.h5 --atol 0\n"
+    "exit: 0 ok, 1 a tolerance exceeded, 2 bad usage, unreadable or mismatched traces\n";
+
+static int parse_tol(const char *s, double *out) {
+    char *e = NULL;
+    errno = 0;
+    double v = strtod(s, &e);
+    if (errno || !e || *e || e == s || !(v >= 0) || isinf(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static void csv_num(FILE *f, double v) {
+    if (!isnan(v)) fprintf(f, "%.17g", v);
+}
+
+static void csv_site(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_csv(const drift_replay_report *rep, FILE *f) {
+    fprintf(f, "kind,site,step,dtype,steps,steps_bitwise_equal,first_divergent_steps,mean_abs_diff,max_abs_diff,"
+               "rel_max,cosine,max_ulp\n");
+    for (size_t i = 0; i < rep->cmp.n; i++) {
+        const drift_sitecmp_entry *e = &rep->cmp.e[i];
+        drift_site_metrics m;
+        drift_sitecmp_finish(&rep->cmp, e, &m);
+        fputs("site,", f);
+        csv_site(f, e->site);
+        fprintf(f, ",,%s,%lld,%lld,%lld,", drift_dtype_name(e->dtype), (long long)e->steps,
+                (long long)e->steps_equal, (long long)e->first_divergent);
+        csv_num(f, m.mean_abs_diff);
+        fputc(',', f);
+        csv_num(f, m.max_abs_diff);
+        fputc(',', f);
+        csv_num(f, m.rel_max);
+        fputc(',', f);
+        csv_num(f, m.cosine);
+        fputc(',', f);
+        if (m.ulp_max != UINT64_MAX) fprintf(f, "%llu", (unsigned long long)m.ulp_max);
+        fputc('\n', f);
+    }
+    for (int64_t s = 0; s < rep->n_steps; s++) {
+        fputs("step,", f);
+        if (rep->first_divergent[s]) csv_site(f, rep->first_divergent[s]);
+        fprintf(f, ",%lld,,,,,,,,,\n", (long long)rep->steps[s]);
+    }
+}
 
 int drift_cmd_compare(int argc, char **argv) {
-    const char *a = NULL, *b = NULL;
-    int json = 0;
+    const char *a = NULL, *b = NULL, *fmt = "text", *map_path = NULL, *steps = NULL, *atol_s = NULL, *rtol_s = NULL;
+    int allow = 0;
     for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(HELP, stdout);
             return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (argv[i][0] == '-') {
-            return drift_cli_unknown_option_in_help("compare", argv[i], HELP);
-        } else if (!a) {
-            a = argv[i];
-        } else if (!b) {
-            b = argv[i];
-        } else {
-            return drift_cli_usage_error("compare", "unexpected argument '%s'", argv[i]);
         }
+#define OPT(name, var)                                                                   \
+    if ((r = drift_cli_opt(argc, argv, &i, name, &v)) != 0) {                            \
+        if (r < 0) return drift_cli_usage_error("compare", "%s needs a value", name);    \
+        var = v;                                                                         \
+        continue;                                                                        \
     }
-    if (!a || !b) return drift_cli_usage_error("compare", "two traces are required");
+        OPT("--format", fmt)
+        OPT("--sitemap", map_path)
+        OPT("--steps", steps)
+        OPT("--atol", atol_s)
+        OPT("--rtol", rtol_s)
+#undef OPT
+        if (strcmp(argv[i], "--json") == 0) fmt = "json";
+        else if (strcmp(argv[i], "--allow-mismatch") == 0) allow = 1;
+        else if (argv[i][0] == '-' && argv[i][1]) return drift_cli_unknown_option_in_help("compare", argv[i], HELP);
+        else if (!a) a = argv[i];
+        else if (!b) b = argv[i];
+        else return drift_cli_usage_error("compare", "unexpected argument '%s' (two traces expected)", argv[i]);
+    }
+    if (!a || !b) return drift_cli_usage_error("compare", "two traces are required (TRACE_A TRACE_B)");
+    int format = strcmp(fmt, "text") == 0 ? 0 : strcmp(fmt, "json") == 0 ? 1 : strcmp(fmt, "csv") == 0 ? 2 : -1;
+    if (format < 0) return drift_cli_usage_error("compare", "--format: expected text, json or csv, got \"%s\"", fmt);
+    double atol = NAN, rtol = NAN;
+    if (atol_s && parse_tol(atol_s, &atol))
+        return drift_cli_usage_error("compare", "--atol: expected a number >= 0, got \"%s\"", atol_s);
+    if (rtol_s && parse_tol(rtol_s, &rtol))
+        return drift_cli_usage_error("compare", "--rtol: expected a number >= 0, got \"%s\"", rtol_s);
     drift_err err;
     drift_err_clear(&err);
+    drift_tcmp_opts o;
+    drift_tcmp_opts_init(&o);
+    o.path_a = a;
+    o.path_b = b;
+    o.allow_mismatch = allow;
+    if (steps && drift_replay_parse_steps(steps, &o.step_first, &o.step_last, &err)) return drift_cli_report("compare", &err);
+    drift_sitemap *map = NULL;
+    if (map_path && drift_sitemap_load(&map, map_path, &err)) return drift_cli_report("compare", &err);
+    o.sitemap = map;
     drift_replay_report rep;
-    int rc = drift_compare_traces(a, b, &rep, &err);
+    drift_cli_progress *prog = format == 0 ? drift_cli_progress_start("compare", "opening the traces") : NULL;
+    int rc = drift_compare_traces_opts(&o, &rep, prog ? drift_cli_progress_cb : NULL, prog, &err);
+    drift_cli_progress_finish(prog);
     int code = 0;
     if (rc) {
         code = drift_cli_report("compare", &err);
+    } else if (steps && rep.n_steps == 0) {
+        code = drift_cli_usage_error("compare", "--steps %s: no step committed in both traces lies in the range", steps);
     } else {
-        drift_replay_opts o;
-        drift_replay_opts_init(&o);
-        o.trace = a;
-        o.backend = "none";
-        if (json) code = drift_report_replay_json(&o, &rep, stdout);
-        else drift_report_replay_text(&o, &rep, stdout);
+        if (rep.warnings) {
+            for (const char *p = rep.warnings; *p;) {
+                const char *nl = strchr(p, '\n');
+                int len = nl ? (int)(nl - p) : (int)strlen(p);
+                fprintf(stderr, "drift compare: warning: %.*s\n", len, p);
+                p += len + (nl ? 1 : 0);
+            }
+        }
+        drift_replay_opts ro;
+        drift_replay_opts_init(&ro);
+        ro.trace = a;
+        ro.backend = "none";
+        if (format == 1) code = drift_report_replay_json(&ro, &rep, stdout);
+        else if (format == 2) write_csv(&rep, stdout);
+        else drift_report_replay_text(&ro, &rep, stdout);
+        int failed = 0;
+        for (size_t i = 0; code == 0 && i < rep.cmp.n && (atol_s || rtol_s); i++) {
+            drift_site_metrics m;
+            drift_sitecmp_finish(&rep.cmp, &rep.cmp.e[i], &m);
+            int over_a = atol_s && (m.max_abs_diff > atol || isnan(m.max_abs_diff));
+            int over_r = rtol_s && (m.rel_max > rtol || isnan(m.rel_max));
+            int over = atol_s && rtol_s ? (over_a && over_r) : (over_a || over_r);
+            if (over && !failed++)
+                fprintf(stderr, "drift compare: %s exceeds the tolerance (max |diff| %.3e, rel max %.3e)\n",
+                        rep.cmp.e[i].site, m.max_abs_diff, m.rel_max);
+        }
+        if (failed) {
+            fprintf(stderr, "drift compare: %d site(s) exceed the tolerance\n", failed);
+            code = 1;
+        }
     }
     drift_replay_report_free(&rep);
+    drift_sitemap_free(map);
     return code;
 }

@@ -165,7 +165,7 @@ int drift_cmd_demo(int argc, char **argv) {
         bo.granularity_param = 1;
         if ((rc = drift_bisect_cli_run(&bo, stdout, &err))) goto fail;
     }
-    printf("\nnext: drift top %s --ref %s   (dashboard), drift replay %s --plan %s --ref oracle\n", trace, rtrace,
+    printf("\nnext: drift top %s --against %s   (dashboard), drift replay %s --plan %s --ref oracle\n", trace, rtrace,
            trace, tplan);
     drift_plan_free(&tp);
     drift_plan_free(&rp);

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "formats/alloc.h"
 #include "formats/census.h" /* intercept census */
 #include "replay/capture/aten_graph.h"
 #include "replay/capture/aten_summary.h"
@@ -19,11 +20,12 @@ static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
 static const drift_cli_opt_spec OPTS[] = {
     {"--format", NULL, "F", "text (default), or csv: the sites table alone (one rank of an index)", FORMAT_CHOICES, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {"--allow-outside", NULL, NULL, "an index may read rank files outside its own folder", NULL, 0},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
     "ls",
-    "TRACE [--format text|csv] [--json]",
+    "TRACE [--format text|csv] [--json] [--allow-outside]",
     "Lists what a drift trace (HDF5, schema v1) holds: its root attributes (side,\n"
     "run id, rank/world size, model family, guidance scale, plan, producer,\n"
     "creation time), the committed steps, every site with dtype, per-record shape\n"
@@ -45,6 +47,9 @@ static const drift_cli_cmd_spec SPEC = {
     NULL,
     "0 listed, 2 bad usage or unreadable trace",
     "ls run.h5 --json"};
+
+/* Text from the file, safe for the terminal (control characters escaped). */
+#define P(s, buf) drift_cli_printable((s), (buf), sizeof(buf))
 
 static const char *compress_name(drift_trace_compress c) {
     return c == DRIFT_TRACE_COMPRESS_DEFLATE ? "deflate" : c == DRIFT_TRACE_COMPRESS_BLOSC ? "blosc" : "none";
@@ -100,6 +105,7 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     drift_json_buf_field_string(&b, "producer", m->producer);
     drift_json_buf_field_string(&b, "created", m->created);
     drift_json_buf_field_bool(&b, "unclean", drift_trace_reader_unclean(r));
+    drift_json_buf_field_string(&b, "ended", drift_trace_reader_ended(r));
     if (drift_trace_reader_status(r)) drift_json_buf_field_string(&b, "status", drift_trace_reader_status(r));
     else drift_json_buf_field_null(&b, "status");
 
@@ -210,21 +216,32 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
 
 static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) {
     const drift_trace_meta *m = drift_trace_reader_meta(r);
+    char e1[1024], e2[1024], e3[4096], e4[256];
     printf("trace     %s\n", drift_trace_reader_path(r));
+    const char *ended = drift_trace_reader_ended(r);
     printf("format    %s v%d, %s\n", DRIFT_TRACE_FORMAT_NAME, m->format_version,
-           drift_trace_reader_unclean(r) ? "NOT closed cleanly (read through SWMR: committed steps only)"
-                                         : "closed cleanly");
-    printf("side      %s   run %s   rank %d of %d\n", drift_trace_side_name(m->side), m->run_id, (int)m->rank,
+           !strcmp(ended, "writing")  ? "being written (read through SWMR: committed steps only)"
+           : !strcmp(ended, "killed") ? "NOT closed cleanly: writer killed (read through SWMR: committed steps only)"
+           : !strcmp(ended, "failed") ? "closed after a failure (status below)"
+           : !strcmp(ended, "closed") ? "closed cleanly"
+                                      : "closed, writer state unknown (no /status)");
+    printf("side      %s   run %s   rank %d of %d\n", drift_trace_side_name(m->side), P(m->run_id, e1), (int)m->rank,
            (int)m->world_size);
-    printf("family    %s   guidance scale %g\n", m->family[0] ? m->family : "-", m->guidance_scale);
-    printf("producer  %s   created %s\n", m->producer, m->created);
-    printf("plan      %s\n", m->plan_json[0] ? m->plan_json : "-");
+    printf("family    %s   guidance scale %g\n", m->family[0] ? P(m->family, e3) : "-", m->guidance_scale);
+    printf("producer  %s   created %s\n", P(m->producer, e2), P(m->created, e4));
+    if (m->plan_json[0]) {
+        char *pl = drift_malloc(strlen(m->plan_json) * 4 + 8); /* every byte may become \xNN */
+        printf("plan      %s\n", pl ? drift_cli_printable(m->plan_json, pl, strlen(m->plan_json) * 4 + 8) : "?");
+        drift_free(pl);
+    } else {
+        printf("plan      -\n");
+    }
     size_t ns = 0;
     const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
     if (ns) printf("steps     %zu committed (step %lld .. %lld)\n", ns, (long long)st[0].step, (long long)st[ns - 1].step);
     else printf("steps     0 committed\n");
     const char *status = drift_trace_reader_status(r); /* the writer's own last word (NULL: older trace) */
-    if (status) printf("status    %s\n", status);
+    if (status) printf("status    %s\n", P(status, e3));
 
     size_t n = drift_trace_reader_n_sites(r);
     printf("\nsites (%zu)\n", n);
@@ -236,10 +253,11 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         char shp[128];
         shape_str(shp, sizeof shp, si.ndim, si.shape);
         if (si.damaged) { /* listed, but its records cannot be read (drift check reports it) */
-            printf("  %-40s %-5s %-16s %8s  DAMAGED: %s\n", si.name, drift_dtype_name(si.dtype), shp, "-", si.damaged);
+            printf("  %-40s %-5s %-16s %8s  DAMAGED: %s\n", P(si.name, e1), drift_dtype_name(si.dtype), shp, "-",
+                   P(si.damaged, e3));
             continue;
         }
-        printf("  %-40s %-5s %-16s %8lld  %s%s%s\n", si.name, drift_dtype_name(si.dtype), shp, (long long)si.n_records,
+        printf("  %-40s %-5s %-16s %8lld  %s%s%s\n", P(si.name, e1), drift_dtype_name(si.dtype), shp, (long long)si.n_records,
                si.has_data ? "tensors" : "stats only", si.compress ? ", " : "", si.compress ? compress_name(si.compress) : "");
     }
     n = drift_trace_reader_n_params(r);
@@ -250,7 +268,7 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         char shp[128], off[128], full[128];
         shape_str(shp, sizeof shp, p.ndim, p.shape);
         drift_dtype fd = drift_trace_reader_find_param_dtype(r, p.fqn);
-        printf("  %-48s fp32 %-16s", p.fqn, shp);
+        printf("  %-48s fp32 %-16s", P(p.fqn, e1), shp);
         if (p.is_shard) {
             shape_str(off, sizeof off, p.ndim, p.offset);
             shape_str(full, sizeof full, p.ndim, p.full_shape);
@@ -264,7 +282,7 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         drift_dtype dt = DRIFT_DTYPE_INVALID;
         drift_trace_reader_param_dtype(r, i, &fqn, &dt);
         if (drift_trace_reader_find_param(r, fqn) < 0)
-            printf("  %-48s (no values)            forward %s\n", fqn, drift_dtype_name(dt));
+            printf("  %-48s (no values)            forward %s\n", P(fqn, e1), drift_dtype_name(dt));
     }
     n = drift_trace_reader_n_buffers(r);
     printf("\nbuffers (%zu)\n", n);
@@ -273,7 +291,7 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         drift_trace_reader_buffer(r, i, &bi);
         char shp[128];
         shape_str(shp, sizeof shp, bi.ndim, bi.shape);
-        printf("  %-48s %-4s %s\n", bi.name, drift_dtype_name(bi.dtype), shp);
+        printf("  %-48s %-4s %s\n", P(bi.name, e1), drift_dtype_name(bi.dtype), shp);
     }
     printf("\ngraph     %s", c->graph_bytes ? "" : "none\n");
     if (c->graph_bytes) printf("%zu bytes of JSON\n", c->graph_bytes);
@@ -383,7 +401,9 @@ static int ls_index(const char *path, int json) {
         printf("index     %s\n", path);
         printf("format    %s v%d over %s v%d rank traces (a snapshot: re-run drift merge to refresh)\n",
                DRIFT_TRACE_INDEX_FORMAT_NAME, DRIFT_TRACE_INDEX_VERSION, DRIFT_TRACE_FORMAT_NAME, ix.format_version);
-        printf("run       %s   side %s   world size %d   merged %s\n", ix.run_id, ix.side, (int)ix.world_size, ix.created);
+        char x1[1024], x2[256], x3[256];
+        printf("run       %s   side %s   world size %d   merged %s\n", P(ix.run_id, x1), P(ix.side, x2),
+               (int)ix.world_size, P(ix.created, x3));
         printf("ranks     %zu present", ix.n_ranks);
         if (ix.n_missing) {
             printf(", %zu missing:", ix.n_missing);
@@ -391,7 +411,7 @@ static int ls_index(const char *path, int json) {
             if (ix.n_missing > 64) printf(" ...");
         }
         printf("\n");
-        for (size_t i = 0; i < ix.n_ranks; i++) printf("  rank %-5d %s\n", (int)ix.ranks[i], ix.resolved[i]);
+        for (size_t i = 0; i < ix.n_ranks; i++) printf("  rank %-5d %s\n", (int)ix.ranks[i], P(ix.resolved[i], x1));
     }
     for (size_t i = 0; i < ix.n_ranks && !rc; i++) {
         if (!json) printf("\n== rank %d: %s ==\n", (int)ix.ranks[i], views[i]);
@@ -417,6 +437,7 @@ int drift_cmd_ls(int argc, char **argv) {
     int json = drift_cli_args_count(&a, "--json") > 0;
     const char *format = drift_cli_args_get(&a, "--format");
     int csv = format && strcmp(format, "csv") == 0;
+    if (drift_cli_args_count(&a, "--allow-outside") > 0) drift_trace_index_allow_outside(1);
     if (json && csv) {
         drift_cli_args_free(&a);
         return drift_cli_usage_error_field("ls", "--format", "--format csv and --json: give one");

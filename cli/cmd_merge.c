@@ -14,11 +14,13 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--force", NULL, NULL, "replace INDEX if it exists (atomically)", NULL, 0},
     {"--allow-missing", NULL, NULL, "accept absent ranks (drift ls INDEX names them)", NULL, 0},
     {"--allow-mismatch", NULL, NULL, "accept ranks that differ in family, plan or committed steps", NULL, 0},
+    {"--allow-outside", NULL, NULL, "accept rank files outside the index's folder (readers of\n"
+                                    "the index then need --allow-outside too)", NULL, 0},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
     "merge",
-    "TRACE... -o INDEX [--force] [--allow-missing] [--allow-mismatch]",
+    "TRACE... -o INDEX [--force] [--allow-missing] [--allow-mismatch] [--allow-outside]",
     "Writes INDEX, one HDF5 file over the per-rank traces of a run\n"
     "(trace-trainer.rank0.h5, rank1, ...), made of HDF5 virtual datasets that map\n"
     "onto the rank files' datasets: no tensor data is copied. Source paths are\n"
@@ -54,6 +56,7 @@ int drift_cmd_merge(int argc, char **argv) {
     const char *out = drift_cli_args_get(&a, "--out");
     int allow_missing = drift_cli_args_count(&a, "--allow-missing") > 0, force = drift_cli_args_count(&a, "--force") > 0;
     int allow_mismatch = drift_cli_args_count(&a, "--allow-mismatch") > 0;
+    if (drift_cli_args_count(&a, "--allow-outside") > 0) drift_trace_index_allow_outside(1);
     if (!out) {
         drift_cli_args_free(&a);
         return drift_cli_usage_error_field("merge", "-o", "missing -o INDEX (required)");

@@ -30,6 +30,9 @@ static const drift_cli_opt_spec OPTS[] = {
                                "(input:* and output:noise_pred always); a glob matching nothing: exit 2", NULL, 0},
     {"--out", "-o", "TRACE", "output path of the trainer trace (the rollout goes to NAME.rollout.h5)", NULL, 0},
     {"--force", NULL, NULL, "replace TRACE and NAME.rollout.h5 if they exist", NULL, 0},
+    /* hidden (tests): wait after each committed step, so that a live reader
+     * sees the steps arrive over time */
+    {"--step-delay-ms", NULL, "MS", "wait MS after each committed step", NULL, DRIFT_OPT_HIDDEN},
     {0}};
 
 static const drift_cli_cmd_spec SPEC = {
@@ -87,6 +90,7 @@ int drift_cmd_record(int argc, char **argv) {
     const char *eta = drift_cli_args_get(&a, "--eta"), *shift = drift_cli_args_get(&a, "--shift");
     const char *rank = drift_cli_args_get(&a, "--rank"), *ws = drift_cli_args_get(&a, "--world-size");
     int force = drift_cli_args_count(&a, "--force") > 0;
+    const char *delay = drift_cli_args_get(&a, "--step-delay-ms");
     if (drift_cli_args_get(&a, "--device")) o.backend = drift_cli_args_get(&a, "--device");
     if (drift_cli_args_get(&a, "--weights")) o.weights = drift_cli_args_get(&a, "--weights");
     if (drift_cli_args_get(&a, "--params-ref")) o.params_ref = drift_cli_args_get(&a, "--params-ref");
@@ -122,6 +126,12 @@ int drift_cmd_record(int argc, char **argv) {
     if (shift) {
         o.shift = strtod(shift, &end);
         if (errno || !end || *end || !(o.shift > 0)) return drift_cli_usage_error("record", "--shift: expected a number > 0, got '%s'", shift);
+    }
+    if (delay) {
+        long ms = strtol(delay, &end, 10);
+        if (!end || *end || ms < 0 || ms > 600000)
+            return drift_cli_usage_error_field("record", "--step-delay-ms", "--step-delay-ms: expected 0..600000, got '%s'", delay);
+        o.step_delay_ms = (int)ms;
     }
     const char *rk[2] = {rank, ws};
     for (int k = 0; k < 2; k++) {

@@ -14,6 +14,8 @@
 #include "cli/commands.h"
 #include "cli/trace_args.h"
 
+#include "replay/analysis/compare_traces.h"
+
 #ifdef DRIFT_HAVE_TUI
 #include "cli/top_select.h"
 #include "tui/batch.h"
@@ -22,19 +24,31 @@
 #endif
 
 static const char *const HELP =
-    "usage: drift top TRACE [--ref TRACE] [--follow] [--interval MS] [options]\n"
+    "usage: drift top TRACE [--against TRACE2] [--ref TRACE] [--follow] [--interval MS] [options]\n"
     "       drift top TRACE --batch [--format json|csv] [--steps A:B] [options]\n"
     "\n"
     "Shows, layer by layer and step by step, how far the two sides of a\n"
-    "frozen-weight debug run are apart: the trace's /metrics (per-site\n"
-    "comparison metrics) and per-step scalars (log_prob_mean_abs_diff,\n"
-    "ratio_abs_minus_1).\n"
+    "frozen-weight debug run are apart: with --against, computed live from the\n"
+    "two traces (the trainer's and the rollout's, each written by its own\n"
+    "process); without, the trace's /metrics (per-site comparison metrics a\n"
+    "producer wrote) and per-step scalars (log_prob_mean_abs_diff,\n"
+    "ratio_abs_minus_1, approx_kl).\n"
     "\n"
-    "  --ref TRACE          a known-good run: colour each layer by its ratio to\n"
-    "                       the reference's value (<= 2x ok, <= 10x warn, more bad)\n"
-    "                       instead of absolute thresholds\n"
+    "  --against TRACE2     compare TRACE (candidate) with TRACE2 (reference) site\n"
+    "                       by site for every step committed in both, as drift\n"
+    "                       compare does (same engine, same numbers); with\n"
+    "                       --follow new steps appear as both sides commit them\n"
+    "  --sitemap FILE       with --against: pair differently named sites\n"
+    "  --allow-mismatch     with --against: compare different families/shapes\n"
+    "  --ref TRACE          a known-good run (a trace with /metrics, e.g. a\n"
+    "                       replay result): show its value and the ratio to it\n"
+    "                       per layer and colour by the ratio (<= 2x ok, <= 10x\n"
+    "                       warn, more bad) instead of absolute thresholds; exit\n"
+    "                       2 if it holds no /metrics (use --against for a\n"
+    "                       rollout trace)\n"
     "  --follow             tail a trace while it is written (HDF5 SWMR); waits up\n"
-    "                       to 30 s for the writer to enter SWMR mode\n"
+    "                       to 30 s for the file to appear and its writer to\n"
+    "                       enter SWMR mode\n"
     "  --interval MS        refresh period with --follow (default 1000)\n"
     "  --steps A:B          keep steps A..B, both included (A:, :B, or one step N);\n"
     "                       out of the trace's range: exit 2\n"
@@ -44,6 +58,8 @@ static const char *const HELP =
     "  --desc / --asc       sort direction\n"
     "  --filter PATTERN     glob (* ? [...]; * also matches dots) or substring\n"
     "  --cfg                divide mean/max |diff| by the guidance scale s\n"
+    "  --blocks             one row per block (blocks.N.*): its first divergent\n"
+    "                       layer, else its largest mean |diff| (key b)\n"
     "  --variant N          metrics variant to show (default 0)\n"
     "  --ascii              ASCII glyphs even in a UTF-8 locale\n"
     "  --no-mouse           leave the mouse to the terminal\n"
@@ -52,8 +68,14 @@ static const char *const HELP =
     "\n"
     "Keys: arrows/jk move, PgUp/PgDn page, Enter drill into a layer's per-step\n"
     "history, s/S sort column, 1-6 sort by order/name/mean/max/rel/cos, r reverse,\n"
-    "/ filter, a aggregation (step/mean/max), [ ] previous/next step, c CFG\n"
-    "normalisation, p chart on/off, ? help, q quit.\n"
+    "/ filter (starts empty), a aggregation (step/mean/max), [ ] previous/next\n"
+    "step, c CFG normalisation, p chart on/off, H heatmap (layers x steps; m\n"
+    "metric), d jump to the first divergent layer, n to the next one (not\n"
+    "bitwise equal; wraps), b one row per block, C\n"
+    "intercept census, ? help, q quit. Names sort naturally (blocks.2 before\n"
+    "blocks.10); the history column uses one log scale for every row.\n"
+    "Header: writer state (recording / closed / failed / stopped without\n"
+    "closing), steps per second, LIVE or IDLE with --follow.\n"
     "\n"
     "Batch JSON: run attributes, plan and warnings, the kept steps, the table\n"
     "(one row per layer: shown value, reference value, classes, flags) with each\n"
@@ -61,8 +83,8 @@ static const char *const HELP =
     "one table with a kind column (layer, history, step). Numbers have 17\n"
     "significant digits: they read back as the trace's exact values.\n"
     "\n"
-    "example: drift top run.h5 --batch --format csv --steps 0:3\n"
-    "exit: 0 ok, 2 bad usage, unreadable trace or no terminal\n";
+    "example: drift top run.h5 --against run.rollout.h5 --follow\n"
+    "exit: 0 ok, 2 bad usage, unreadable or mismatched traces, or no terminal\n";
 
 #ifndef DRIFT_HAVE_TUI
 int drift_cmd_top(int argc, char **argv) {
@@ -86,27 +108,82 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
     return 0;
 }
 
-/* With --follow, the file may exist before its writer enters SWMR mode
- * (readers cannot open it until then): retry for a while. */
-static int open_model(drift_top_model **m, const drift_top_open_opts *o, drift_err *err) {
-    int rc = drift_top_model_open(m, o, err);
-    if (rc == DRIFT_OK || !o->follow) return rc;
-    struct stat st;
-    if (stat(o->path, &st) != 0) return rc;
-    fprintf(stderr, "drift top: waiting for %s to become readable (writer not in SWMR mode yet)\n", o->path);
-    for (int i = 0; i < 300 && rc != DRIFT_OK; i++) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        drift_err_clear(err);
-        rc = drift_top_model_open(m, o, err);
+/* --against: the comparison engine as the model's source of cells. */
+typedef struct against_src {
+    drift_tcmp *c;
+    size_t layers;               /* pairs already handed to the data set */
+} against_src;
+
+static drift_trace_reader *against_reader(void *ctx) { return drift_tcmp_reader(((against_src *)ctx)->c, 0); }
+static drift_trace_reader *against_reader_b(void *ctx) { return drift_tcmp_reader(((against_src *)ctx)->c, 1); }
+
+static int against_poll(void *ctx, drift_top_data *d, int refresh, int64_t *n_new, drift_err *err) {
+    against_src *a = ctx;
+    int rc = refresh ? drift_tcmp_refresh(a->c, err) : DRIFT_OK;
+    if (n_new) *n_new = 0;
+    for (; !rc && a->layers < drift_tcmp_n_pairs(a->c); a->layers++)
+        rc = drift_top_data_add_layer(d, drift_tcmp_pair_name(a->c, a->layers), err);
+    size_t ns = 0;
+    const drift_trace_step *st = drift_trace_reader_steps(drift_tcmp_reader(a->c, 0), &ns);
+    while (!rc) {
+        int got = 0;
+        const drift_tcmp_step *s = NULL;
+        if ((rc = drift_tcmp_next(a->c, &got, &s, err)) || !got) break;
+        double t = 0;
+        for (size_t i = ns; i-- > 0;)
+            if (st[i].step == s->step) { t = st[i].time; break; }
+        if ((rc = drift_top_data_add_step(d, s->step, t, err))) break;
+        if ((rc = drift_top_data_add_metrics(d, s->rows, s->n_rows, err))) break;
+        if (s->has_logprob && (rc = drift_top_data_add_step_metrics(d, &s->lp, 1, err))) break;
+        if (n_new) (*n_new)++;
     }
     return rc;
 }
 
+static void sleep_100ms(void) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* With --follow, the file may not exist yet, or exist before its writer
+ * enters SWMR mode (readers cannot open it until then): retry for 30 s. */
+static int open_model(drift_top_model **m, drift_top_open_opts *o, against_src *as, drift_tcmp_opts *to,
+                      drift_err *err) {
+    int said = 0;
+    for (int i = 0;; i++) {
+        int rc = DRIFT_OK;
+        if (to) {
+            rc = drift_tcmp_open(&as->c, to, err);
+            if (rc == DRIFT_OK) {
+                as->layers = 0;
+                rc = drift_top_model_open(m, o, err);
+                if (rc != DRIFT_OK) {
+                    drift_tcmp_close(as->c);
+                    as->c = NULL;
+                }
+            }
+        } else {
+            rc = drift_top_model_open(m, o, err);
+        }
+        /* a mismatch will not go away by waiting */
+        if (rc == DRIFT_OK || !o->follow || i >= 300 || (to && rc == DRIFT_E_INPUT && strstr(err->msg, "differ")))
+            return rc;
+        if (!said) {
+            struct stat st;
+            int missing = stat(o->path, &st) != 0 || (to && stat(to->path_b, &st) != 0);
+            fprintf(stderr, "drift top: waiting up to 30 s for %s%s%s to %s\n", o->path, to ? " and " : "",
+                    to ? to->path_b : "", missing ? "appear" : "become readable (writer not in SWMR mode yet)");
+            said = 1;
+        }
+        sleep_100ms();
+        drift_err_clear(err);
+    }
+}
+
 int drift_cmd_top(int argc, char **argv) {
     const char *path = NULL, *ref = NULL, *steps = NULL, *fmt = "json", *agg = NULL, *sort = NULL;
-    const char *filter = NULL, *interval = NULL, *variant = NULL, *step = NULL;
-    int follow = 0, batch = 0, cfg = 0, ascii = 0, mouse = 1, dir = -1;
+    const char *filter = NULL, *interval = NULL, *variant = NULL, *step = NULL, *against = NULL, *map_path = NULL;
+    int follow = 0, batch = 0, cfg = 0, ascii = 0, mouse = 1, dir = -1, allow = 0, blocks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -122,6 +199,8 @@ int drift_cmd_top(int argc, char **argv) {
         continue;                                                                      \
     }
         OPT("--ref", ref)
+        OPT("--against", against)
+        OPT("--sitemap", map_path)
         OPT("--steps", steps)
         OPT("--format", fmt)
         OPT("--agg", agg)
@@ -139,6 +218,8 @@ int drift_cmd_top(int argc, char **argv) {
         } else if (strcmp(a, "--cfg") == 0) cfg = 1;
         else if (strcmp(a, "--ascii") == 0) ascii = 1;
         else if (strcmp(a, "--no-mouse") == 0) mouse = 0;
+        else if (strcmp(a, "--allow-mismatch") == 0) allow = 1;
+        else if (strcmp(a, "--blocks") == 0) blocks = 1;
         else if (strcmp(a, "--desc") == 0) dir = 1;
         else if (strcmp(a, "--asc") == 0) dir = 0;
         else if (a[0] == '-' && a[1]) return drift_cli_unknown_option_in_help("top", a, HELP);
@@ -200,15 +281,48 @@ int drift_cmd_top(int argc, char **argv) {
     }
     q.filter = filter;
     q.cfg_normalise = cfg;
+    q.collapse_blocks = blocks;
 
     if (!batch && !isatty(STDOUT_FILENO))
         return drift_cli_usage_error("top", "stdout is not a terminal: use --batch [--format json|csv]");
 
+    if ((map_path || allow) && !against) return drift_cli_usage_error("top", "--sitemap and --allow-mismatch need --against");
+    drift_sitemap *map = NULL;
+    if (map_path && drift_sitemap_load(&map, map_path, &err) != DRIFT_OK) return drift_cli_report("top", &err);
+    drift_tcmp_opts to;
+    drift_tcmp_opts_init(&to);
+    against_src as = {NULL, 0};
+    drift_top_source src = {&as, against_reader, against_poll, against, against_reader_b};
+    if (against) {
+        to.path_a = path;
+        to.path_b = against;
+        to.follow = oo.follow;
+        to.sitemap = map;
+        to.allow_mismatch = allow;
+        to.step_first = oo.step_lo == INT64_MIN ? -1 : oo.step_lo;
+        to.step_last = oo.step_hi == INT64_MAX ? -1 : oo.step_hi - 1;
+        oo.source = &src;
+    }
     drift_top_model *m = NULL;
-    if (open_model(&m, &oo, &err) != DRIFT_OK) return drift_cli_report("top", &err);
+    if (open_model(&m, &oo, &as, against ? &to : NULL, &err) != DRIFT_OK) {
+        drift_sitemap_free(map);
+        return drift_cli_report("top", &err);
+    }
+    if (against)
+        for (size_t i = 0; i < drift_tcmp_n_warnings(as.c); i++)
+            fprintf(stderr, "drift top: warning: %s\n", drift_tcmp_warning(as.c, i));
+    if (ref && !drift_top_model_header(m)->ref_has_metrics) {
+        drift_top_model_close(m);
+        drift_tcmp_close(as.c);
+        drift_sitemap_free(map);
+        return drift_cli_usage_error("top", "--ref %s: the trace holds no /metrics rows, so there is nothing to compare "
+                                     "with; to compare two sides' traces use --against %s", ref, ref);
+    }
     drift_top_model_query_init(m, &q);
     if (step && drift_top_data_find_step(drift_top_model_data(m), q.step) < 0) {
         drift_top_model_close(m);
+        drift_tcmp_close(as.c);
+        drift_sitemap_free(map);
         return drift_cli_usage_error("top", "--step %s: no such committed step in %s", step, path);
     }
     int rc;
@@ -227,6 +341,8 @@ int drift_cmd_top(int argc, char **argv) {
         rc = drift_top_view_run(m, &vo, &err);
     }
     drift_top_model_close(m);
+    drift_tcmp_close(as.c);
+    drift_sitemap_free(map);
     if (rc != DRIFT_OK) return drift_cli_report("top", &err);
     return 0;
 }

@@ -19,6 +19,8 @@ int drift_cmd_compare(int argc, char **argv);
 int drift_cmd_bisect(int argc, char **argv);
 int drift_cmd_top(int argc, char **argv);
 int drift_cmd_merge(int argc, char **argv);
+int drift_cmd_report(int argc, char **argv);
 int drift_cmd_weights(int argc, char **argv);
+int drift_cmd_invariance(int argc, char **argv);
 
 #endif

@@ -1,11 +1,17 @@
 /* The `drift` command: subcommand dispatch (DESIGN.md s9). */
+#define _DEFAULT_SOURCE /* setenv */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "formats/trace.h"
+#include "formats/trace_index.h"
 #include "kernels/backend.h"
 
 typedef struct cmd_entry {
@@ -23,8 +29,10 @@ static const cmd_entry commands[] = {
     {"replay", drift_cmd_replay, "re-run a recorded forward under a dtype plan, per-site metrics"},
     {"compare", drift_cmd_compare, "per-site metrics between two traces"},
     {"bisect", drift_cmd_bisect, "find the minimal set of plan differences that causes the drift"},
-    {"top", drift_cmd_top, "live dashboard (ncurses) or --batch table of a trace"},
+    {"invariance", drift_cmd_invariance, "does a sample's forward change with its batch (size, position, CFG), and which op makes it"},
+    {"top", drift_cmd_top, "live dashboard (ncurses, --against: two traces live) or --batch table"},
     {"merge", drift_cmd_merge, "one index file over per-rank traces"},
+    {"report", drift_cmd_report, "a self-contained HTML report: heatmap, first divergence, curves, plans, culprits"},
     {"weights", drift_cmd_weights, "write a model's seeded parameters as a sharded safetensors checkpoint"},
 };
 
@@ -65,10 +73,30 @@ static int unknown_command(const char *name) {
     return 2;
 }
 
+/* OpenBLAS starts one worker thread per core in its library constructor,
+ * before main, and each maps a 128 MiB buffer, retrying forever when an
+ * address-space limit (ulimit -v) refuses it: drift then hung even for
+ * --version. Under such a limit drift re-executes itself once with
+ * OPENBLAS_NUM_THREADS=1 (no worker threads at load, and exec ends the
+ * spinning ones); the cpu backend sets the count it uses after checking the
+ * space (kernels/cpu/cpu_blas_space.c). A count the user set is kept. */
+static void blas_threads_reexec(char **argv) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("DRIFT_BLAS_REEXEC")) return;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0 || setenv("DRIFT_BLAS_REEXEC", "1", 1) != 0) return;
+    execv("/proc/self/exe", argv); /* returns only on failure: then go on as we are */
+}
+
 int main(int argc, char **argv) {
+    blas_threads_reexec(argv);
+    drift_trace_process_init(); /* before any HDF5 call: no crash at exit after a failed close */
+    signal(SIGXFSZ, SIG_IGN);   /* `ulimit -f`: a write past it fails (EFBIG) and is reported, not a kill */
     /* the library reads no environment: the host backends' thread count is set here */
     const char *threads = getenv("DRIFT_CPU_THREADS");
     if (threads && *threads) drift_backend_set_host_threads(atoi(threads));
+    const char *outside = getenv("DRIFT_INDEX_ALLOW_OUTSIDE"); /* every command, as --allow-outside */
+    if (outside && strcmp(outside, "1") == 0) drift_trace_index_allow_outside(1);
     if (argc < 2) {
         usage(stderr);
         return 2;

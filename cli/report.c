@@ -15,6 +15,13 @@ const char *drift_report_num(double v, char *buf, size_t bufsz) {
     return buf;
 }
 
+/* Enough digits to see 1 - cos of a bf16 difference (1e-8). */
+static const char *cos_str(double v, char *buf, size_t n) {
+    if (isnan(v)) snprintf(buf, n, "nan");
+    else snprintf(buf, n, "%.8f", v);
+    return buf;
+}
+
 static const char *ulp_str(uint64_t u, char *buf, size_t n) {
     if (u == UINT64_MAX) snprintf(buf, n, "nan");
     else snprintf(buf, n, "%llu", (unsigned long long)u);
@@ -105,7 +112,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
         snprintf(eq, sizeof eq, "%lld/%lld", (long long)e->steps_equal, (long long)e->steps);
         fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s%s\n", e->site, drift_dtype_name(e->dtype), eq,
                 drift_report_num(m.mean_abs_diff, a, sizeof a), drift_report_num(m.max_abs_diff, b, sizeof b),
-                drift_report_num(m.rel_max, c, sizeof c), drift_report_num(m.cosine, d, sizeof d),
+                drift_report_num(m.rel_max, c, sizeof c), cos_str(m.cosine, d, sizeof d),
                 ulp_str(m.ulp_max, u, sizeof u), e->first_divergent ? "  <- first divergence" : "");
     }
     fprintf(f, "\nfirst divergent site per step:");
@@ -117,7 +124,13 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
     }
     fprintf(f, "\n");
     if (!any) fprintf(f, "every compared site is bitwise equal to the reference\n");
-    if (rep->has_logprob) {
+    if (rep->has_logprob && !o->plan) {
+        char a[32], b[32], c[32];
+        fprintf(f, "log-prob, candidate logprob:new vs reference logprob:old: mean|d| %s, |ratio-1| %s, approx_kl %s\n",
+                drift_report_num(rep->lp_vs_old.log_prob_mean_abs_diff, a, sizeof a),
+                drift_report_num(rep->lp_vs_old.ratio_abs_minus_1, b, sizeof b),
+                drift_report_num(rep->lp_vs_old.approx_kl, c, sizeof c));
+    } else if (rep->has_logprob) {
         char a[32], b[32], c[32];
         fprintf(f, "log-prob of the replayed output vs recorded log_prob_old: mean|d| %s, |ratio-1| %s, approx_kl %s\n",
                 drift_report_num(rep->lp_vs_old.log_prob_mean_abs_diff, a, sizeof a),
@@ -301,12 +314,25 @@ int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_repl
     }
     drift_trace_reader_close(shapes);
     drift_json_buf_end_array(&b);
-    if (rep->has_logprob) {
+    if (rep->has_logprob && !o->plan) {
+        add_lp(&b, "logprob", &rep->lp_vs_old); /* compare: candidate logprob:new vs reference logprob:old */
+    } else if (rep->has_logprob) {
         drift_json_buf_add_key(&b, "logprob");
         drift_json_buf_begin_object(&b);
         add_lp(&b, "vs_old", &rep->lp_vs_old);
         add_lp(&b, "vs_new", &rep->lp_vs_new);
         drift_json_buf_end_object(&b);
+    }
+    if (rep->warnings) { /* compare: allowed mismatches, unpaired sites */
+        drift_json_buf_add_key(&b, "warnings");
+        drift_json_buf_begin_array(&b);
+        for (const char *p = rep->warnings; *p;) {
+            const char *nl = strchr(p, '\n');
+            size_t len = nl ? (size_t)(nl - p) : strlen(p);
+            drift_json_buf_add_string_n(&b, p, len);
+            p += len + (nl ? 1 : 0);
+        }
+        drift_json_buf_end_array(&b);
     }
     if (rep->has_oracle) {
         drift_json_buf_add_key(&b, "oracle");

@@ -143,7 +143,7 @@ done:
     if (g >= 0) H5Gclose(g);
     if (gt >= 0) H5Tclose(gt);
     if (ct >= 0) H5Tclose(ct);
-    if (file >= 0 && H5Fclose(file) < 0 && rc == DRIFT_OK)
+    if (file >= 0 && tr_h5_close_file(file) < 0 && rc == DRIFT_OK)
         rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the file");
     return rc;
 }

@@ -641,8 +641,32 @@ int drift_plan_compile(const drift_plan *plan, const drift_param_table *table, d
                            "diffusion_forward_dtype: expected one of bf16, fp16, fp32, got %s", drift_dtype_name(fwd));
         goto fail;
     }
+    if (plan->n_patterns > DRIFT_PLAN_MAX_PATTERNS) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, plan->source,
+                           "param_dtype_patterns: %zu patterns, expected at most %d", plan->n_patterns,
+                           DRIFT_PLAN_MAX_PATTERNS);
+        goto fail;
+    }
+    uint64_t work = 0;
     for (size_t k = 0; k < plan->n_patterns; k++) {
         const drift_param_pattern *pat = &plan->patterns[k];
+        size_t wild = 0, len = pat->glob ? strlen(pat->glob) : 0;
+        for (size_t i = 0; i < len; i++) wild += pat->glob[i] == '*' || pat->glob[i] == '?' || pat->glob[i] == '[';
+        if (wild > DRIFT_PLAN_MAX_WILDCARDS) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, pat->origin,
+                               "param_dtype_patterns: pattern \"%.60s...\" has %zu wildcard characters, expected at "
+                               "most %d",
+                               pat->glob, wild, DRIFT_PLAN_MAX_WILDCARDS);
+            goto fail;
+        }
+        work += (uint64_t)(len + 1) * (uint64_t)(table->n ? table->n : 1);
+        if (work > DRIFT_PLAN_MATCH_BUDGET) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, pat->origin,
+                               "param_dtype_patterns: %zu patterns against %zu parameters exceed the matching limit "
+                               "(glob bytes x parameters <= %llu) at pattern %zu",
+                               plan->n_patterns, table->n, (unsigned long long)DRIFT_PLAN_MATCH_BUDGET, k);
+            goto fail;
+        }
         if (!pat->glob || !pat->glob[0]) {
             rc = drift_err_set(err, DRIFT_E_INPUT, pat->origin, "param_dtype_patterns: empty pattern");
             goto fail;

@@ -87,6 +87,14 @@ int drift_plan_apply_flag(drift_plan *p, const char *name, const char *value, dr
  * or NULL on allocation failure. */
 char *drift_plan_to_json(const drift_plan *p);
 
+/* Bounded work for plans from strangers (docs/RELIABILITY.md, attack 12):
+ * drift_plan_compile refuses more patterns, a glob with more wildcard
+ * characters ('*', '?', '['), or patterns x parameters matching work (glob
+ * bytes times parameters) above these, with an error naming the limit. */
+#define DRIFT_PLAN_MAX_PATTERNS 1024
+#define DRIFT_PLAN_MAX_WILDCARDS 64
+#define DRIFT_PLAN_MATCH_BUDGET ((uint64_t)1 << 28) /* about 3 s on a slow core */
+
 /* --- compile_param_dtype_maps ------------------------------------------- */
 typedef struct drift_param_override {
     char *local_fqn;             /* owned; wrap-local FQN (root FQN in the root map) */

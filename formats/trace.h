@@ -268,8 +268,15 @@ const drift_trace_meta *drift_trace_reader_meta(const drift_trace_reader *r);
 /* 1 if the file was not closed cleanly (read through SWMR). */
 int drift_trace_reader_unclean(const drift_trace_reader *r);
 /* The writer's status string (drift_trace_writer_set_status) as read at
- * open; NULL for traces written before it existed. Owned by r. */
+ * open or, for a SWMR reader, at the last drift_trace_reader_refresh (a
+ * followed writer that closes reads "closed"); NULL for traces written
+ * before it existed. Owned by r, valid until the next refresh. */
 const char *drift_trace_reader_status(const drift_trace_reader *r);
+/* How the trace's writer ended, from the superblock state, the writer lock
+ * and /status: "closed", "failed" (its /status gives the reason), "killed"
+ * (never closed, no writer holds it), "writing" (a writer holds its lock),
+ * "unknown" (no /status: not written by drift's writer). Static string. */
+const char *drift_trace_reader_ended(const drift_trace_reader *r);
 /* The path r was opened with; owned by r. */
 const char *drift_trace_reader_path(const drift_trace_reader *r);
 
@@ -397,6 +404,8 @@ typedef struct drift_trace_check_report {
     int swmr;                    /* had to be read through SWMR */
     int cut_short;               /* shorter than its stored end of file (full disk): not opened,
                                     so the counts below are unknown (0) until repaired */
+    const char *ended;           /* static: "closed", "failed", "killed", "writing", "cut short", "unknown"
+                                    (drift_trace_reader_ended) */
     int64_t committed_steps;
     int64_t last_step;           /* -1 if none */
     int64_t committed_records;   /* over all sites */
@@ -422,5 +431,11 @@ void drift_trace_check_report_free(drift_trace_check_report *rep);
  * NULL) gets the number of uncommitted rows removed. A clean file is left
  * unchanged (DRIFT_OK). */
 int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err);
+
+/* Call first in main(), before any other HDF5 use: replaces HDF5's exit
+ * cleanup with one that is skipped after a file failed to close (HDF5 1.10
+ * crashes closing such a file again at exit: docs/RELIABILITY.md, attack 1).
+ * Owns nothing; idempotent. */
+void drift_trace_process_init(void);
 
 #endif

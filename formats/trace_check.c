@@ -5,11 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
 #include "formats/alloc.h"
 #include "formats/params_ref.h"
+#include "formats/json.h"
 #include "formats/trace_internal.h"
 
 /* Superblock v2/v3 "file consistency flags" (byte 11 after the signature):
@@ -307,7 +310,17 @@ static void check_arrays(drift_trace_reader *r, drift_trace_check_report *rep) {
     }
     char *g = NULL;
     size_t glen = 0;
-    if (drift_trace_read_graph(r, &g, &glen, &e)) problem_err(rep, &e);
+    if (drift_trace_read_graph(r, &g, &glen, &e)) {
+        problem_err(rep, &e);
+    } else if (g) {
+        drift_json_value *doc = NULL;
+        drift_err je;
+        drift_err_clear(&je);
+        int jrc = drift_json_parse(g, glen, "graph", &doc, &je);
+        if (jrc == DRIFT_E_NOMEM) check_nomem = 1; /* the graph may well be JSON: not the file's problem */
+        else if (jrc) problem(rep, "%s: expected the model graph as JSON: %s", TR_GRAPH, je.msg);
+        drift_json_free(doc);
+    }
     free(g);
     /* parameters by reference: the JSON must parse (the checkpoint itself is checked by replay) */
     if (drift_trace_read_params_ref(r, &g, &glen, &e)) {
@@ -340,6 +353,7 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
         drift_err_clear(err);
         rep->unclean = 1;
         rep->cut_short = 1;
+        rep->ended = "cut short";
         problem(rep,
                 "the file is cut short: %lld bytes, its superblock records %lld (its writer stopped while extending it, "
                 "e.g. on a full disk); no reader can open it as it is; `drift check --repair` restores every committed "
@@ -353,8 +367,21 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     rep->swmr = r->swmr;
     if (r->swmr) rep->unclean = 1;
     const char *status = drift_trace_reader_status(r);
+    rep->ended = drift_trace_reader_ended(r);
     if (status && strncmp(status, "failed", 6) == 0) /* the producer recorded its own failure */
         problem(rep, "the writer recorded a failure: %s", status);
+    if (!status && !r->view)
+        problem(rep, "%s: missing (expected the writer's state string: recording, closed or failed: REASON; without "
+                "it nobody can tell a closed trace from one whose writer failed)", TR_STATUS);
+    if (r->meta.plan_json && r->meta.plan_json[0]) {
+        drift_json_value *doc = NULL;
+        drift_err je;
+        drift_err_clear(&je);
+        int jrc = drift_json_parse(r->meta.plan_json, strlen(r->meta.plan_json), "plan", &doc, &je);
+        if (jrc == DRIFT_E_NOMEM) check_nomem = 1;
+        else if (jrc) problem(rep, "root attribute \"plan\": expected the dtype plan as JSON: %s", je.msg);
+        drift_json_free(doc);
+    }
     if (rep->unclean)
         problem(rep,
                 "the file was not closed cleanly (its writer was killed, or is still writing): ordinary HDF5 readers "
@@ -458,7 +485,7 @@ static int trim(hid_t ds, int64_t keep, int64_t *trimmed) {
 }
 
 static int trim_path(hid_t file, const char *path, int64_t keep, int64_t *trimmed) {
-    if (H5Lexists(file, path, H5P_DEFAULT) <= 0) return 0;
+    if (tr_guard_path(file, path, "", path, NULL) != 1) return 0; /* absent, or not a hard link: untouched */
     hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
     if (ds < 0) return -1;
     int rc = trim(ds, keep, trimmed);
@@ -466,10 +493,90 @@ static int trim_path(hid_t file, const char *path, int64_t keep, int64_t *trimme
     return rc;
 }
 
+static int repair_file(const char *path, int64_t *trimmed, drift_err *err);
+
+/* Copies src to a new file dst (mode of src). 0, or -1 with errno set. */
+static int copy_file(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb"), *out = NULL;
+    if (!in) return -1;
+    struct stat st;
+    int fd = fstat(fileno(in), &st) == 0 ? open(dst, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 0777) : -1;
+    if (fd < 0 || !(out = fdopen(fd, "wb"))) {
+        if (fd >= 0) close(fd);
+        fclose(in);
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t n;
+    int bad = 0;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0) bad = fwrite(buf, 1, n, out) != n;
+    bad = bad || ferror(in);
+    fclose(in);
+    if (fflush(out) != 0 || fsync(fileno(out)) != 0) bad = 1;
+    if (fclose(out) != 0) bad = 1;
+    return bad ? -1 : 0;
+}
+
 int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
-    tr_h5_quiet();
+    tr_guard_init();
     if (trimmed) *trimmed = 0;
     if (!path) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "repair: NULL path");
+    struct stat st;
+    if (lstat(path, &st) != 0) return drift_err_set(err, DRIFT_E_IO, path, "cannot repair: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return drift_err_set(err, DRIFT_E_INPUT, path, "cannot repair: not a regular file (a link or a device); "
+                             "repair writes only the file it is given");
+    /* A writer holds the lock while it appends: repairing under it would
+     * trim rows it is about to commit. Held by us, it also keeps a writer
+     * from starting while we repair. */
+    int lock = -1, pid = 0;
+    if (tr_lock_busy(path, &pid))
+        return drift_err_set(err, DRIFT_E_IO, path,
+                             "a writer (pid %d) is still writing this trace: repair refuses a file that is open for "
+                             "writing (nothing was touched); run it once the writer has exited",
+                             pid);
+    int rc = tr_lock_take(path, &lock, err);
+    if (rc) return rc;
+    /* The policy first: a file the reader refuses (external links, ...) is
+     * never opened read-write. */
+    drift_trace_reader *probe = NULL;
+    drift_err pe;
+    drift_err_clear(&pe);
+    int prc = drift_trace_reader_open(&probe, path, DRIFT_TRACE_OPEN_NORMAL, &pe);
+    if (prc == DRIFT_E_NOMEM || (prc != DRIFT_OK && tr_guard_refused(&pe))) {
+        if (err) *err = pe;
+        if (prc != DRIFT_E_NOMEM) drift_err_prefix(err, "repair refused (nothing was touched)");
+        tr_lock_release(path, lock);
+        return prc == DRIFT_E_NOMEM ? prc : DRIFT_E_INPUT;
+    }
+    drift_trace_reader_close(probe);
+    /* Work on a copy beside the file; the original is replaced only by a
+     * rename once the copy is repaired and opens cleanly. */
+    size_t n = strlen(path) + 48;
+    char *tmp = drift_malloc(n);
+    if (!tmp) {
+        tr_lock_release(path, lock);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    }
+    snprintf(tmp, n, "%s.drift-repair.%ld", path, (long)getpid());
+    unlink(tmp);
+    if (copy_file(path, tmp) != 0) {
+        rc = drift_err_set(err, DRIFT_E_IO, path, "cannot make the working copy %s: %s (nothing was touched)", tmp,
+                           strerror(errno));
+    } else {
+        rc = repair_file(tmp, trimmed, err);
+        if (!rc && rename(tmp, path) != 0)
+            rc = drift_err_set(err, DRIFT_E_IO, path, "cannot rename the repaired copy over it: %s", strerror(errno));
+        if (rc) drift_err_prefix(err, "repair of a working copy failed; the original is untouched");
+    }
+    unlink(tmp);
+    drift_free(tmp);
+    tr_lock_release(path, lock);
+    return rc;
+}
+
+static int repair_file(const char *path, int64_t *trimmed, drift_err *err) {
+    tr_h5_quiet();
     int version = 0, flags = 0;
     if (!superblock_flags(path, &version, &flags)) {
         drift_trace_reader *r = NULL;
@@ -552,7 +659,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
                     trim_path(f, TR_METRIC_NAMES, k.names, &cut)))
             rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
     }
-    if (H5Fclose(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
+    if (tr_h5_close_file(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
     f = H5I_INVALID_HID;
     if (!rc) {
         /* Must now open for an ordinary reader. */
@@ -566,7 +673,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
      * the file now opens plainly, untrimmed (readers ignore what has no
      * commit row). */
 done:
-    if (f >= 0) H5Fclose(f);
+    if (f >= 0) tr_h5_close_file(f);
     if (fapl >= 0) H5Pclose(fapl);
     free_keep(&k);
     if (trimmed) *trimmed = cut;

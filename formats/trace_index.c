@@ -32,6 +32,7 @@ _Static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t is 64-bit from HDF5 1.10
 
 #define IX_RANKS "ranks"
 #define IX_SOURCE_ATTR "index_source"   /* per rank group: source path as recorded (unescaped) */
+#define IX_DIGEST_ATTR "index_source_digest" /* per rank group: source_digest of the rank file at merge time */
 #define IX_DEPTH_MAX 8                  /* the schema nests 3 deep */
 #define IX_PATH_MAX 4096
 #define IX_LINK_MAX (3 * DRIFT_TRACE_NAME_MAX + 16)
@@ -51,7 +52,7 @@ static const char *where2(char *buf, size_t sz, const char *a, const char *b) {
 static void hclose_any(hid_t *h) {
     if (*h >= 0) {
         H5I_type_t t = H5Iget_type(*h);
-        if (t == H5I_FILE) H5Fclose(*h);
+        if (t == H5I_FILE) tr_h5_close_file(*h);
         else if (t == H5I_GROUP) H5Gclose(*h);
         else if (t == H5I_DATASET) H5Dclose(*h);
         else if (t == H5I_DATASPACE) H5Sclose(*h);
@@ -151,7 +152,8 @@ static int copy_attrs(hid_t src, hid_t dst, const char *file, const char *obj, d
         return tr_h5_fail(err, DRIFT_E_INPUT, file, obj, "cannot read the attribute count");
     int rc = DRIFT_OK;
     for (hsize_t i = 0; i < oi.num_attrs && !rc; i++) {
-        hid_t a = H5Aopen_by_idx(src, ".", H5_INDEX_NAME, H5_ITER_INC, i, H5P_DEFAULT, H5P_DEFAULT);
+        /* native order, as everywhere by index (tr_iterate_links: HDF5 1.10 frees a half-built table) */
+        hid_t a = H5Aopen_by_idx(src, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, H5P_DEFAULT, H5P_DEFAULT);
         hid_t t = H5I_INVALID_HID, s = H5I_INVALID_HID, na = H5I_INVALID_HID;
         void *buf = NULL;
         char name[256] = "?";
@@ -273,6 +275,27 @@ static int copy_fill(hid_t src_dcpl, hid_t dcpl, hid_t type) {
     return rc;
 }
 
+/* Copies scalar dataset ds (type t, at most IX_SCALAR_BYTES_MAX bytes) into
+ * dst as name, by reading and writing: H5Ocopy crashes inside HDF5 1.10
+ * (H5T_close_real) when the destination's write fails on a full disk.
+ * 0, -1 (HDF5 refused), -2 (out of memory). */
+static int copy_scalar(hid_t ds, hid_t t, hid_t dst, const char *name) {
+    size_t sz = H5Tget_size(t);
+    if (sz == 0 || sz > IX_SCALAR_BYTES_MAX || H5Tget_class(t) != H5T_STRING) return -1;
+    char *buf = drift_malloc(sz);
+    if (!buf) return -2;
+    hid_t sp = H5Screate(H5S_SCALAR), out = H5I_INVALID_HID;
+    int rc = -1;
+    if (sp >= 0 && H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
+        (out = H5Dcreate2(dst, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Dwrite(out, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0)
+        rc = 0;
+    if (out >= 0 && H5Dclose(out) < 0) rc = -1;
+    if (sp >= 0) H5Sclose(sp);
+    drift_free(buf);
+    return rc;
+}
+
 /* Merge: a virtual dataset in dst over the first rows of src dataset at path. */
 static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char *path, hid_t dst, drift_err *err) {
     int rc = DRIFT_OK;
@@ -293,8 +316,9 @@ static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char
                                (unsigned long long)IX_SCALAR_BYTES_MAX);
             goto done;
         }
-        if (H5Ocopy(src_grp, name, dst, name, H5P_DEFAULT, H5P_DEFAULT) < 0)
-            rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the index");
+        int crc = copy_scalar(ds, t, dst, name);
+        if (crc == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, where, "out of memory");
+        else if (crc < 0) rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the index");
         goto done;
     }
     int rank = H5Sget_simple_extent_ndims(s);
@@ -370,8 +394,9 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
             rc = drift_err_set(err, DRIFT_E_INPUT, where, "expected a virtual dataset (or the scalar graph string)");
             goto done;
         }
-        if (H5Ocopy(src_grp, name, dst, name, H5P_DEFAULT, H5P_DEFAULT) < 0)
-            rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the view");
+        int crc = copy_scalar(ds, t, dst, name);
+        if (crc == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, where, "out of memory");
+        else if (crc < 0) rc = tr_h5_fail(err, DRIFT_E_IO, w->src_label, path, "cannot copy into the view");
         goto done;
     }
     size_t nmap = 0;
@@ -449,7 +474,7 @@ static int walk(ix_walk *w, hid_t src_grp, const char *path, hid_t dst, int dept
     int rc = DRIFT_OK;
     for (hsize_t i = 0; i < gi.nlinks && !rc; i++) {
         char name[IX_LINK_MAX], sub[IX_PATH_MAX];
-        ssize_t nl = H5Lget_name_by_idx(src_grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+        ssize_t nl = H5Lget_name_by_idx(src_grp, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name, sizeof name, H5P_DEFAULT);
         if (nl <= 0 || (size_t)nl >= sizeof name)
             return drift_err_set(err, DRIFT_E_INPUT, w->src_label, "%s: unreadable or too long link name", path[0] ? path : "/");
         if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, name) >= sizeof sub)
@@ -538,6 +563,72 @@ static void now_iso(char *buf, size_t sz) {
     else snprintf(buf, sz, "1970-01-01T00:00:00Z");
 }
 
+/* The identity of a rank file by content (docs/format.md "Index files"):
+ * FNV-1a 64 over its "plan" and "run_id" attributes and the raw rows of
+ * /steps (each commit row carries its commit time in microseconds): a file
+ * rewritten within the same second, or re-recorded under another plan,
+ * changes it. Hex into out (17 bytes). */
+static int source_digest(hid_t src, const char *label, char *out, drift_err *err) {
+    uint64_t h = 1469598103934665603ull;
+    static const char *const attrs[] = {"plan", "run_id"};
+    for (size_t a = 0; a < 2; a++) {
+        char *v = NULL;
+        int rc = tr_read_attr_str(src, attrs[a], DRIFT_TRACE_ATTR_MAX, &v, label, "/", err);
+        if (rc) return rc; /* DRIFT_E_NOMEM stays one: the file may be fine */
+        for (const unsigned char *p = (const unsigned char *)v; *p; p++) h = (h ^ *p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+        drift_free(v);
+    }
+    hid_t ds = H5I_INVALID_HID, t = H5I_INVALID_HID;
+    int rc = tr_open_dataset(src, TR_STEPS, 0, label, TR_STEPS, &ds, err);
+    if (rc) return rc;
+    int rank = 0;
+    int64_t rows = 0;
+    unsigned char *buf = NULL;
+    size_t rs = 0;
+    if ((rc = tr_dataset_dims(ds, 1, &rank, &rows, label, TR_STEPS, err))) goto done;
+    t = H5Dget_type(ds);
+    rs = t >= 0 ? H5Tget_size(t) : 0;
+    int64_t bytes = 0;
+    if (rs == 0 || tr_mul_checked(rows, (int64_t)rs, (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, label, "/steps: unreadable or too large to identify the file");
+        goto done;
+    }
+    if (rows > 0) {
+        if (!(buf = drift_malloc((size_t)bytes))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, label, "out of memory");
+            goto done;
+        }
+        if (H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            rc = tr_h5_fail(err, DRIFT_E_INPUT, label, TR_STEPS, "cannot read the commit rows");
+            goto done;
+        }
+        for (int64_t i = 0; i < bytes; i++) h = (h ^ buf[i]) * 1099511628211ull;
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+done:
+    drift_free(buf);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(ds);
+    return rc;
+}
+
+static int allow_outside; /* process-wide: drift_trace_index_allow_outside */
+
+void drift_trace_index_allow_outside(int allow) { allow_outside = allow ? 1 : 0; }
+
+static int outside_allowed(void) { return allow_outside; }
+
+/* 1 if resolved (an existing file) lies inside the index's folder (or a
+ * folder below it), both after resolving symbolic links. */
+static int inside_index_dir(const char *index_path, const char *resolved) {
+    char dir[IX_PATH_MAX], rd[PATH_MAX], rf[PATH_MAX];
+    if (abs_dir_of(index_path, dir, sizeof dir) != 0 || !realpath(dir, rd) || !realpath(resolved, rf)) return 0;
+    size_t n = strlen(rd);
+    if (n == 1) return 1; /* the index is in "/" */
+    return strncmp(rf, rd, n) == 0 && rf[n] == '/';
+}
+
 /* Writes rank in's tree under /ranks/<rank> of the index f. */
 static int merge_rank(hid_t f, const char *out_dir, ix_input *in, drift_err *err) {
     int rc = DRIFT_OK;
@@ -560,8 +651,10 @@ static int merge_rank(hid_t f, const char *out_dir, ix_input *in, drift_err *err
         goto done;
     }
     if ((rc = copy_attrs(src, rg, in->path, "/", err))) goto done;
-    if (tr_write_attr_str(rg, IX_SOURCE_ATTR, rel) != 0) {
-        rc = tr_h5_fail(err, DRIFT_E_IO, in->path, gname, "cannot write the source attribute");
+    char dig[17];
+    if ((rc = source_digest(src, in->path, dig, err))) goto done;
+    if (tr_write_attr_str(rg, IX_SOURCE_ATTR, rel) != 0 || tr_write_attr_str(rg, IX_DIGEST_ATTR, dig) != 0) {
+        rc = tr_h5_fail(err, DRIFT_E_IO, in->path, gname, "cannot write the source attributes");
         goto done;
     }
     ix_walk w = {.merge = 1, .src_label = in->path, .vds_file = relesc, .r = in->r, .sites = sites,
@@ -609,6 +702,7 @@ static int ranks_agree(const ix_input *a, const ix_input *b, const char *w, drif
 }
 
 int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
+    tr_guard_init();
     tr_h5_quiet();
     if (!o || !o->out || !o->inputs || o->n_inputs == 0)
         return drift_err_set(err, DRIFT_E_USAGE, NULL, "merge: at least one TRACE and an output path are required");
@@ -656,6 +750,12 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
         }
         if (strcmp(in[i].real, out_real) == 0) {
             rc = drift_err_set(err, DRIFT_E_USAGE, in[i].path, "is also the output (-o)");
+            goto done;
+        }
+        if (!outside_allowed() && !inside_index_dir(o->out, in[i].real)) {
+            rc = drift_err_set(err, DRIFT_E_USAGE, in[i].path,
+                               "lies outside the index's folder: an index reads only rank files in its own folder "
+                               "(or below); write the index beside its rank files, or pass --allow-outside");
             goto done;
         }
         const drift_trace_meta *m = drift_trace_reader_meta(in[i].r), *m0 = drift_trace_reader_meta(in[0].r);
@@ -749,7 +849,7 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     H5Gclose(rg);
     for (size_t i = 0; i < o->n_inputs && !rc; i++) rc = merge_rank(f, out_dir, &in[i], err);
     if (rc) goto done;
-    if (H5Fclose(f) < 0) {
+    if (tr_h5_close_file(f) < 0) {
         f = H5I_INVALID_HID;
         rc = tr_h5_fail(err, DRIFT_E_IO, tmp, "/", "cannot close the index");
         goto done;
@@ -833,7 +933,7 @@ static long lowest_rank(hid_t f) {
     if (H5Gget_info(g, &gi) >= 0)
         for (hsize_t i = 0; i < gi.nlinks && i < 1000000; i++) {
             char name[32];
-            ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+            ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name, sizeof name, H5P_DEFAULT);
             char *end = NULL;
             long v = nl > 0 && (size_t)nl < sizeof name ? strtol(name, &end, 10) : -1;
             if (end && !*end && v >= 0 && (best < 0 || v < best)) best = v;
@@ -933,6 +1033,14 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
                            rank, resolved, recorded, rank);
         goto done;
     }
+    if (!outside_allowed() && !inside_index_dir(base, resolved)) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, label,
+                           "%s: attribute \"%s\" names %s (recorded as \"%s\"), outside the index's folder: drift "
+                           "opens only the index's own rank files " TR_POLICY " (--allow-outside, or "
+                           "DRIFT_INDEX_ALLOW_OUTSIDE=1, accepts it)",
+                           gname, IX_SOURCE_ATTR, resolved, recorded);
+        goto done;
+    }
     if ((src = H5Fopen(resolved, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
         char h5[400];
         tr_h5_msg(h5, sizeof h5);
@@ -941,6 +1049,29 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
                            "written (merge reads closed files only)",
                            rank, resolved, h5[0] ? h5 : "unknown HDF5 error");
         goto done;
+    }
+    {
+        char want[64] = "", got[17] = "";
+        const int arc = attr_str_opt(g, IX_DIGEST_ATTR, want, sizeof want);
+        if (arc == -2) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, label, "out of memory");
+            goto done;
+        }
+        if (arc != 0 || !want[0]) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, label,
+                               "%s: no attribute \"%s\" (an index written before drift identified rank files by "
+                               "content): re-run drift merge",
+                               gname, IX_DIGEST_ATTR);
+            goto done;
+        }
+        if ((rc = source_digest(src, resolved, got, err))) goto done;
+        if (strcmp(want, got) != 0) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, label,
+                               "rank %ld's source file %s changed since the merge: its content digest is %s, the index "
+                               "recorded %s (re-run drift merge)",
+                               rank, resolved, got, want);
+            goto done;
+        }
     }
     static const char *const same[] = {"format", "run_id", "rank", "side", "created"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
@@ -977,7 +1108,7 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
     ix_walk wk = {.merge = 0, .src_label = base, .src_file = src, .src_path = resolved, .vds_expect = recesc,
                   .vds_abs = absesc};
     if ((rc = walk(&wk, g, "", vf, 0, err))) goto done;
-    if (H5Fclose(vf) < 0) {
+    if (tr_h5_close_file(vf) < 0) {
         vf = H5I_INVALID_HID;
         rc = tr_h5_fail(err, DRIFT_E_IO, tmpl, "/", "cannot write the index view");
         goto done;
@@ -1019,6 +1150,7 @@ int tr_index_reader_open_file(drift_trace_reader *r, drift_err *err) {
     if (rc) return rc;
     r->file = v;
     r->swmr = r->unclean = 0; /* a snapshot: follow mode sees no new steps */
+    r->view = 1;              /* its datasets are virtual, over the rank file */
     return DRIFT_OK;
 }
 
@@ -1095,7 +1227,7 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
     if (!out->ranks || !out->sources || !out->resolved || !seen) goto nomem;
     for (size_t i = 0; i < n; i++) {
         char name[32], *end = NULL;
-        ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+        ssize_t nl = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name, sizeof name, H5P_DEFAULT);
         long v = nl > 0 && (size_t)nl < sizeof name ? strtol(name, &end, 10) : -1;
         if (!end || *end || v < 0 || v >= ws || seen[v]) {
             rc = drift_err_set(err, DRIFT_E_INPUT, w, "group \"%s\": expected members named 0..%lld", IX_RANKS,

@@ -51,6 +51,13 @@ typedef struct drift_trace_merge_opts {
  * existing index untouched. */
 int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err);
 
+/* Process-wide: 1 lets an index open rank files outside its own folder (an
+ * absolute or "../" source); 0 (the default) refuses them with
+ * DRIFT_E_INPUT naming the source (docs/RELIABILITY.md, open policy). The
+ * library reads no environment: the CLI sets it from --allow-outside and
+ * DRIFT_INDEX_ALLOW_OUTSIDE=1. */
+void drift_trace_index_allow_outside(int allow);
+
 /* What an index holds (drift ls). Strings and arrays owned by the struct:
  * drift_trace_index_info_free. */
 typedef struct drift_trace_index_info {

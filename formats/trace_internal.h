@@ -33,6 +33,9 @@
 #define TR_CHUNK_NAMES 64
 #define TR_CHUNK_NOTES 64
 #define TR_DATA_CHUNK_BYTES 4096 /* small: sampled-out records leave their chunks unallocated */
+#define TR_CHUNK_WRITE_MAX ((int64_t)16 << 20) /* the writer splits a larger record into chunks of this size */
+#define TR_CHUNK_MAX ((int64_t)64 << 20)       /* a reader refuses larger chunks (decompressed whole) */
+#define TR_ROWS_SLACK ((int64_t)1 << 20)       /* tr_guard_rows: bytes a table may declare past the file's size */
 
 /* --- rows as stored (memory layouts are the public structs) ------------- */
 typedef struct tr_param_dtype_row {
@@ -88,9 +91,54 @@ const char *tr_name_problem(const char *name);
 int tr_mul_checked(int64_t a, int64_t b, int64_t limit, int64_t *out);
 int tr_numel(int ndim, const int64_t *shape, int64_t *numel);
 
+/* --- the open policy (trace_guard.c, docs/RELIABILITY.md) -------------- */
+/* Every refusal's message ends with this: such an error fails the whole
+ * open (a site refused by the policy is not a damaged site). */
+#define TR_POLICY "[refused: docs/RELIABILITY.md, open policy]"
+int tr_guard_refused(const drift_err *e);
+/* Once per process: external links made untraversable, filter plugins off. */
+void tr_guard_init(void);
+/* Every component of path (relative to loc) that exists must be a hard
+ * link: 1 if all exist, 0 if one is absent, DRIFT_E_INPUT naming the link
+ * (external, soft, user-defined) otherwise. */
+int tr_guard_path(hid_t loc, const char *path, const char *file, const char *obj, drift_err *err);
+/* DRIFT_OK for a hard link; DRIFT_E_INPUT naming the link otherwise. */
+int tr_guard_link_info(hid_t loc, const char *name, const H5L_info_t *li, const char *file, const char *obj,
+                       drift_err *err);
+/* The dataset policy: one hard link, no external raw storage, no virtual
+ * layout unless allow_virtual, only the filters drift writes, chunks of at
+ * most TR_CHUNK_MAX bytes. Turns filter plugins on when blosc/lz4 is used. */
+int tr_guard_dataset(hid_t ds, int allow_virtual, const char *file, const char *obj, drift_err *err);
+/* Opens dataset / group name of loc under the policy; *out owned by the
+ * caller (H5Dclose / H5Gclose). DRIFT_E_INPUT naming obj (or name) when it
+ * is missing, another kind of object, or refused. */
+int tr_open_dataset(hid_t loc, const char *name, int allow_virtual, const char *file, const char *obj, hid_t *out,
+                    drift_err *err);
+int tr_open_group(hid_t loc, const char *name, const char *file, const char *obj, hid_t *out, drift_err *err);
+/* rows of row_bytes must fit in file_bytes (+ TR_ROWS_SLACK); file_bytes <= 0
+ * skips the check (an index view: the rows lie in the rank files). */
+int tr_guard_rows(int64_t rows, size_t row_bytes, int64_t file_bytes, const char *file, const char *obj,
+                  drift_err *err);
+
+/* H5Fclose that remembers a failure (see drift_trace_process_init). */
+herr_t tr_h5_close_file(hid_t f);
+
+/* --- exclusive writers (trace_lock.c) ------------------------------------ */
+/* "<path>.lock" into out; -1 if it does not fit. */
+int tr_lock_path(const char *path, char *out, size_t sz);
+/* Takes the writer lock of path (non-blocking); *fd owned by the caller,
+ * released by tr_lock_release. DRIFT_E_IO naming the holder's pid if busy. */
+int tr_lock_take(const char *path, int *fd, drift_err *err);
+void tr_lock_release(const char *path, int fd);
+/* 1 if a writer holds the lock of path (*pid its pid when known). */
+int tr_lock_busy(const char *path, int *pid);
+
 /* --- checked reading helpers (return drift_status) ----------------------- */
 int tr_attr_exists(hid_t loc, const char *name);
 /* Fixed-length string attribute into a malloc'd NUL-terminated string. */
+/* H5Literate over g's links in the file's native order (not by name: see
+ * trace_h5.c); callers that need an order sort afterwards. */
+herr_t tr_iterate_links(hid_t g, H5L_iterate_t cb, void *data);
 int tr_read_attr_str(hid_t loc, const char *name, size_t max, char **out, const char *file, const char *obj,
                      drift_err *err);
 int tr_read_attr_i64(hid_t loc, const char *name, int64_t *out, const char *file, const char *obj,
@@ -160,6 +208,8 @@ struct drift_trace_reader {
     char *path;
     hid_t file;
     int follow, unclean, swmr;
+    int view;           /* an index view: virtual datasets over the rank file are expected */
+    int64_t file_bytes; /* size of the file on disk at open/refresh (0 for a view) */
     drift_trace_meta meta;
     char *meta_strs[7]; /* run_id, family, plan, producer, created */
     tr_site *sites;

@@ -14,9 +14,9 @@ static int load_array(drift_trace_reader *r, hid_t g, const char *gname, const c
     char obj[3 * DRIFT_TRACE_NAME_MAX + 32], w[sizeof obj + 600];
     snprintf(obj, sizeof obj, "%s/%s", gname, link);
     snprintf(w, sizeof w, "%s:%s", f, obj);
-    int rc = DRIFT_OK;
-    hid_t ds = H5Dopen2(g, link, H5P_DEFAULT);
-    if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, obj, "expected a dataset");
+    hid_t ds = H5I_INVALID_HID;
+    int rc = tr_open_dataset(g, link, r->view, f, obj, &ds, err);
+    if (rc) return rc;
     p->link = drift_strdup(link);
     if (!p->link) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
@@ -76,16 +76,54 @@ done:
     return rc;
 }
 
+typedef struct arrays_it {
+    drift_trace_reader *r;
+    const char *gname;
+    int is_param;
+    tr_param *arr;
+    size_t *n, cap;
+    drift_err *err;
+    int rc;
+} arrays_it;
+
+/* One entry of /params or /buffers, listed by iteration (linear). */
+static herr_t array_cb(hid_t g, const char *link, const H5L_info_t *li, void *data) {
+    arrays_it *it = data;
+    char w[600], obj[3 * DRIFT_TRACE_NAME_MAX + 32];
+    snprintf(w, sizeof w, "%s:%s", it->r->path, it->gname);
+    size_t len = strlen(link);
+    if (*it->n >= it->cap || len < 1 || len >= 3 * DRIFT_TRACE_NAME_MAX) {
+        it->rc = drift_err_set(it->err, DRIFT_E_INPUT, w, "entry %zu: expected at most %zu entries named 1..%d bytes",
+                               *it->n, it->cap, 3 * DRIFT_TRACE_NAME_MAX - 1);
+        return -1;
+    }
+    snprintf(obj, sizeof obj, "%s/%s", it->gname, link);
+    if ((it->rc = tr_guard_link_info(g, link, li, it->r->path, obj, it->err))) return -1;
+    size_t i = (*it->n)++; /* counted first, so that close frees a half-loaded entry */
+    if ((it->rc = load_array(it->r, g, it->gname, link, it->is_param, &it->arr[i], it->err))) return -1;
+    return 0;
+}
+
+/* Link-name (escaped FQN) byte order, the order H5_ITER_INC listed. */
+static int by_link_name(const void *a, const void *b) {
+    char ea[3 * DRIFT_TRACE_NAME_MAX], eb[3 * DRIFT_TRACE_NAME_MAX];
+    tr_escape_name(((const tr_param *)a)->fqn, ea, sizeof ea);
+    tr_escape_name(((const tr_param *)b)->fqn, eb, sizeof eb);
+    return strcmp(ea, eb);
+}
+
 static int load_group(drift_trace_reader *r, const char *gname, int is_param, tr_param **out, size_t *nout,
                       drift_err *err) {
     char w[600];
     snprintf(w, sizeof w, "%s:%s", r->path, gname);
-    if (H5Lexists(r->file, gname, H5P_DEFAULT) <= 0)
+    int ok = tr_guard_path(r->file, gname, r->path, gname, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok != 1)
         return drift_err_set(err, DRIFT_E_INPUT, w, "missing group (expected the %s group, possibly empty)", gname + 1);
-    hid_t g = H5Gopen2(r->file, gname, H5P_DEFAULT);
-    if (g < 0) return tr_h5_fail(err, DRIFT_E_INPUT, r->path, gname, "expected a group");
+    hid_t g = H5I_INVALID_HID;
+    int rc = tr_open_group(r->file, gname, r->path, gname, &g, err);
+    if (rc) return rc;
     H5G_info_t info;
-    int rc = DRIFT_OK;
     if (H5Gget_info(g, &info) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, gname, "unreadable group");
         goto done;
@@ -101,18 +139,11 @@ static int load_group(drift_trace_reader *r, const char *gname, int is_param, tr
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         goto done;
     }
-    for (hsize_t i = 0; i < info.nlinks; i++) {
-        char link[3 * DRIFT_TRACE_NAME_MAX];
-        ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
-        if (len < 1 || (size_t)len >= sizeof link ||
-            H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, link, sizeof link, H5P_DEFAULT) < 0) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, w, "entry %llu: expected a name of 1..%zu bytes",
-                               (unsigned long long)i, sizeof link - 1);
-            goto done;
-        }
-        (*nout)++; /* counted first, so that close frees a half-loaded entry */
-        if ((rc = load_array(r, g, gname, link, is_param, &(*out)[i], err))) goto done;
-    }
+    arrays_it it = {r, gname, is_param, *out, nout, (size_t)info.nlinks, err, DRIFT_OK};
+    if (tr_iterate_links(g, array_cb, &it) < 0 && !it.rc)
+        it.rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, gname, "unreadable link table");
+    rc = it.rc;
+    if (!rc) qsort(*out, *nout, sizeof **out, by_link_name); /* listed in native order: readers see link-name order */
 done:
     H5Gclose(g);
     return rc;
@@ -121,12 +152,16 @@ done:
 static int load_param_dtypes(drift_trace_reader *r, drift_err *err) {
     char w[600];
     snprintf(w, sizeof w, "%s:%s", r->path, TR_PARAM_DTYPES);
-    if (H5Lexists(r->file, TR_PARAM_DTYPES, H5P_DEFAULT) <= 0)
+    int ok = tr_guard_path(r->file, TR_PARAM_DTYPES, r->path, TR_PARAM_DTYPES, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok != 1)
         return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset (expected the param dtype table, possibly empty)");
-    hid_t ds = H5Dopen2(r->file, TR_PARAM_DTYPES, H5P_DEFAULT);
-    if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, r->path, TR_PARAM_DTYPES, "expected a dataset");
+    hid_t ds = H5I_INVALID_HID;
+    int rc = tr_open_dataset(r->file, TR_PARAM_DTYPES, r->view, r->path, TR_PARAM_DTYPES, &ds, err);
+    if (rc) return rc;
     int64_t rows = 0;
-    int rc = tr_check_table(ds, TR_T_PARAM_DTYPES, &rows, r->path, TR_PARAM_DTYPES, err);
+    rc = tr_check_table(ds, TR_T_PARAM_DTYPES, &rows, r->path, TR_PARAM_DTYPES, err);
+    if (!rc) rc = tr_guard_rows(rows, sizeof(tr_param_dtype_row), r->file_bytes, r->path, TR_PARAM_DTYPES, err);
     if (!rc && rows > DRIFT_TRACE_MAX_PARAMS)
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "%lld rows, expected at most %d", (long long)rows, DRIFT_TRACE_MAX_PARAMS);
     if (!rc && rows > 0) {
@@ -208,10 +243,14 @@ static int read_array(drift_trace_reader *r, const char *gname, const tr_param *
     size_t need = (size_t)p->numel * drift_dtype_size(p->dtype);
     if (!dst || dst_bytes < need)
         return drift_err_set(err, DRIFT_E_USAGE, r->path, "%s: buffer of %zu bytes, %zu needed", p->fqn, dst_bytes, need);
-    hid_t g = H5Gopen2(r->file, gname, H5P_DEFAULT);
-    hid_t ds = g >= 0 ? H5Dopen2(g, p->link, H5P_DEFAULT) : -1;
-    hid_t t = ds >= 0 ? H5Dget_type(ds) : -1;
-    int rc = DRIFT_OK;
+    hid_t g = H5I_INVALID_HID, ds = H5I_INVALID_HID;
+    int rc = tr_open_group(r->file, gname, r->path, gname, &g, err);
+    if (!rc) rc = tr_open_dataset(g, p->link, r->view, r->path, obj, &ds, err);
+    if (rc) {
+        if (g >= 0) H5Gclose(g);
+        return rc;
+    }
+    hid_t t = H5Dget_type(ds);
     /* memory type = the (validated) file type: raw bytes, no conversion */
     if (t < 0 || H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
         rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, obj, "cannot read the values");
@@ -274,11 +313,14 @@ static int read_json_dataset(drift_trace_reader *r, const char *obj, const char 
     *json = NULL;
     *len = 0;
     if (!r) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "read %s: NULL reader", label);
-    if (H5Lexists(r->file, obj, H5P_DEFAULT) <= 0) return DRIFT_OK;
+    int ok = tr_guard_path(r->file, obj, r->path, obj, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok != 1) return DRIFT_OK;
     char w[600];
     snprintf(w, sizeof w, "%s:%s", r->path, obj);
-    hid_t ds = H5Dopen2(r->file, obj, H5P_DEFAULT);
-    if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, r->path, obj, "expected a string dataset");
+    hid_t ds = H5I_INVALID_HID;
+    int orc = tr_open_dataset(r->file, obj, r->view, r->path, obj, &ds, err);
+    if (orc) return orc;
     hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
     int rc = DRIFT_OK;
     size_t sz = t >= 0 ? H5Tget_size(t) : 0;

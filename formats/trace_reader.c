@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "formats/trace_index.h" /* drift merge: INDEX / INDEX#rank=N open a rank view */
 #include "formats/alloc.h"
@@ -157,10 +158,13 @@ done:
  * fixed-length string of at most DRIFT_TRACE_STATUS_MAX bytes. Anything else,
  * or a read failure, leaves the status NULL (it is informative only). */
 static int read_status(drift_trace_reader *r, drift_err *err) {
-    if (H5Lexists(r->file, "status", H5P_DEFAULT) <= 0) return DRIFT_OK;
-    hid_t d = H5Dopen2(r->file, "status", H5P_DEFAULT);
-    if (d < 0) return DRIFT_OK;
-    int rc = DRIFT_OK;
+    int ok = tr_guard_path(r->file, "status", r->path, TR_STATUS, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok != 1) return DRIFT_OK;
+    hid_t d = H5I_INVALID_HID;
+    int rc = tr_open_dataset(r->file, "status", 0, r->path, TR_STATUS, &d, err);
+    if (rc) return rc;
+    if (r->swmr) H5Drefresh(d); /* a follower re-reads it: the writer overwrites it in place ("closed" at the end) */
     hid_t ft = H5Dget_type(d), sp = H5Dget_space(d), mt = H5I_INVALID_HID;
     char *buf = NULL;
     size_t n = ft >= 0 ? H5Tget_size(ft) : 0;
@@ -208,8 +212,7 @@ static int load_site(drift_trace_reader *r, hid_t g, const char *link, tr_site *
     snprintf(w, sizeof w, "%s:%s", f, obj);
     int rc = DRIFT_OK;
     int64_t id = -1;
-    tmp->grp = H5Gopen2(g, link, H5P_DEFAULT);
-    if (tmp->grp < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, obj, "expected a site group");
+    if ((rc = tr_open_group(g, link, f, obj, &tmp->grp, err))) return rc;
     if ((rc = tr_read_attr_str(tmp->grp, "name", DRIFT_TRACE_NAME_MAX, &tmp->name, f, obj, err))) return rc;
     char esc[3 * DRIFT_TRACE_NAME_MAX];
     const char *prob = tr_name_problem(tmp->name);
@@ -239,17 +242,22 @@ static int load_site(drift_trace_reader *r, hid_t g, const char *link, tr_site *
                              (unsigned long long)DRIFT_TRACE_READ_MAX);
     char sub[sizeof obj + 16];
     snprintf(sub, sizeof sub, "%s/index", obj);
-    if (H5Lexists(tmp->grp, "index", H5P_DEFAULT) <= 0 || (tmp->index = H5Dopen2(tmp->grp, "index", H5P_DEFAULT)) < 0)
-        return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset \"index\" (expected the record index table)");
+    int ok_index = tr_guard_path(tmp->grp, "index", f, sub, err);
+    if (ok_index == DRIFT_E_INPUT) return ok_index;
+    if (ok_index != 1) return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset \"index\" (expected the record index table)");
+    if ((rc = tr_open_dataset(tmp->grp, "index", r->view, f, sub, &tmp->index, err))) return rc;
     if ((rc = tr_check_table(tmp->index, TR_T_INDEX, &tmp->n_index, f, sub, err))) return rc;
     snprintf(sub, sizeof sub, "%s/stats", obj);
-    if (H5Lexists(tmp->grp, "stats", H5P_DEFAULT) <= 0 || (tmp->stats = H5Dopen2(tmp->grp, "stats", H5P_DEFAULT)) < 0)
-        return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset \"stats\" (expected the record stats table)");
+    int ok_stats = tr_guard_path(tmp->grp, "stats", f, sub, err);
+    if (ok_stats == DRIFT_E_INPUT) return ok_stats;
+    if (ok_stats != 1) return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset \"stats\" (expected the record stats table)");
+    if ((rc = tr_open_dataset(tmp->grp, "stats", r->view, f, sub, &tmp->stats, err))) return rc;
     if ((rc = tr_check_table(tmp->stats, TR_T_STATS, &tmp->n_stats, f, sub, err))) return rc;
-    if (H5Lexists(tmp->grp, "data", H5P_DEFAULT) > 0) {
-        snprintf(sub, sizeof sub, "%s/data", obj);
-        tmp->data = H5Dopen2(tmp->grp, "data", H5P_DEFAULT);
-        if (tmp->data < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, sub, "expected the site's data dataset");
+    snprintf(sub, sizeof sub, "%s/data", obj);
+    int has = tr_guard_path(tmp->grp, "data", f, sub, err);
+    if (has == DRIFT_E_INPUT) return has;
+    if (has == 1) {
+        if ((rc = tr_open_dataset(tmp->grp, "data", r->view, f, sub, &tmp->data, err))) return rc;
         hid_t t = H5Dget_type(tmp->data);
         char desc[256] = "an unreadable type";
         drift_dtype got = t >= 0 ? tr_dtype_of_type(t, desc, sizeof desc) : DRIFT_DTYPE_INVALID;
@@ -348,16 +356,72 @@ static int mark_damaged(tr_site *tmp, const char *link, const drift_err *why, dr
     return DRIFT_OK;
 }
 
+typedef struct sites_it {
+    drift_trace_reader *r;
+    hid_t g;
+    tr_site *dmg;
+    size_t n_dmg, seen;
+    drift_err *err;
+    int rc;
+} sites_it;
+
+static herr_t site_cb(hid_t g, const char *link, const H5L_info_t *li, void *data) {
+    sites_it *it = data;
+    drift_trace_reader *r = it->r;
+    char w[600];
+    snprintf(w, sizeof w, "%s:/sites", r->path);
+    if (it->seen >= r->n_sites) {
+        it->rc = drift_err_set(it->err, DRIFT_E_INPUT, w, "more links than the group declares (%zu)", r->n_sites);
+        return -1;
+    }
+    it->seen++;
+    size_t len = strlen(link);
+    if (len < 1 || len >= 3 * DRIFT_TRACE_NAME_MAX) {
+        it->rc = drift_err_set(it->err, DRIFT_E_INPUT, w, "link %zu: expected a name of 1..%d bytes", it->seen - 1,
+                               3 * DRIFT_TRACE_NAME_MAX - 1);
+        return -1;
+    }
+    char obj[3 * DRIFT_TRACE_NAME_MAX + 16];
+    snprintf(obj, sizeof obj, "/sites/%s", link);
+    if ((it->rc = tr_guard_link_info(g, link, li, r->path, obj, it->err))) return -1;
+    tr_site tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.grp = tmp.data = tmp.index = tmp.stats = -1;
+    drift_err why; /* a site's own failure makes it a damaged site, not a failed open */
+    drift_err_clear(&why);
+    int rc = load_site(r, g, link, &tmp, &why);
+    if (!rc && r->sites[tmp.id].name)
+        rc = drift_err_set(&why, DRIFT_E_INPUT, w, "sites \"%s\" and \"%s\" share site_id %d", r->sites[tmp.id].name,
+                           tmp.name, tmp.id);
+    if (rc == DRIFT_E_INPUT && !tr_guard_refused(&why)) {
+        rc = mark_damaged(&tmp, link, &why, it->err);
+        if (!rc) {
+            it->dmg[it->n_dmg++] = tmp;
+            return 0;
+        }
+    } else if (rc && it->err) {
+        *it->err = why;
+    }
+    if (rc) {
+        free_site(&tmp);
+        it->rc = rc;
+        return -1;
+    }
+    r->sites[tmp.id] = tmp;
+    return 0;
+}
+
 static int load_sites(drift_trace_reader *r, drift_err *err) {
     const char *f = r->path;
     char w[600];
     snprintf(w, sizeof w, "%s:/sites", f);
-    if (H5Lexists(r->file, "sites", H5P_DEFAULT) <= 0)
-        return drift_err_set(err, DRIFT_E_INPUT, w, "missing group (expected the sites group)");
-    hid_t g = H5Gopen2(r->file, TR_SITES, H5P_DEFAULT);
-    if (g < 0) return tr_h5_fail(err, DRIFT_E_INPUT, f, TR_SITES, "expected a group");
+    int ok = tr_guard_path(r->file, "sites", f, TR_SITES, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok != 1) return drift_err_set(err, DRIFT_E_INPUT, w, "missing group (expected the sites group)");
+    hid_t g = H5I_INVALID_HID;
+    int rc = tr_open_group(r->file, TR_SITES, f, TR_SITES, &g, err);
+    if (rc) return rc;
     H5G_info_t info;
-    int rc = DRIFT_OK;
     tr_site *dmg = NULL; /* owned: damaged sites not yet placed */
     size_t n_dmg = 0;
     if (H5Gget_info(g, &info) < 0) {
@@ -384,41 +448,16 @@ static int load_sites(drift_trace_reader *r, drift_err *err) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory");
         goto done;
     }
-    for (size_t i = 0; i < r->n_sites; i++) {
-        char link[3 * DRIFT_TRACE_NAME_MAX];
-        ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
-        if (len < 1 || (size_t)len >= sizeof link) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, w, "link %zu: expected a name of 1..%zu bytes", i, sizeof link - 1);
-            goto done;
-        }
-        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, link, sizeof link, H5P_DEFAULT) < 0) {
-            rc = tr_h5_fail(err, DRIFT_E_INPUT, f, TR_SITES, "unreadable link name");
-            goto done;
-        }
-        tr_site tmp;
-        memset(&tmp, 0, sizeof tmp);
-        tmp.grp = tmp.data = tmp.index = tmp.stats = -1;
-        drift_err why; /* a site's own failure makes it a damaged site, not a failed open */
-        drift_err_clear(&why);
-        rc = load_site(r, g, link, &tmp, &why);
-        if (!rc && r->sites[tmp.id].name) {
-            rc = drift_err_set(&why, DRIFT_E_INPUT, w, "sites \"%s\" and \"%s\" share site_id %d",
-                               r->sites[tmp.id].name, tmp.name, tmp.id);
-        }
-        if (rc == DRIFT_E_INPUT) {
-            rc = mark_damaged(&tmp, link, &why, err);
-            if (!rc) {
-                dmg[n_dmg++] = tmp;
-                continue;
-            }
-        } else if (rc && err) {
-            *err = why;
-        }
-        if (rc) {
-            free_site(&tmp);
-            goto done;
-        }
-        r->sites[tmp.id] = tmp;
+    /* Links listed once, by iteration (by index, each lookup rebuilt the
+     * group's name table: quadratic in the number of sites). */
+    sites_it it = {r, g, dmg, 0, 0, err, DRIFT_OK};
+    if (tr_iterate_links(g, site_cb, &it) < 0 && !it.rc)
+        it.rc = tr_h5_fail(err, DRIFT_E_INPUT, f, TR_SITES, "unreadable link table");
+    n_dmg = it.n_dmg;
+    if ((rc = it.rc)) goto done;
+    if (it.seen != r->n_sites) {
+        rc = drift_err_set(err, DRIFT_E_INPUT, w, "%zu links listed, the group declares %zu", it.seen, r->n_sites);
+        goto done;
     }
     /* the damaged sites take the ids left free, in link order */
     for (size_t i = 0, slot = 0; i < n_dmg; i++, slot++) {
@@ -440,16 +479,17 @@ static hid_t open_table(drift_trace_reader *r, const char *path, enum tr_table t
                         int *rc) {
     char w[600];
     snprintf(w, sizeof w, "%s:%s", r->path, path);
-    if (H5Lexists(r->file, path, H5P_DEFAULT) <= 0) {
+    int ok = tr_guard_path(r->file, path, r->path, path, err);
+    if (ok == DRIFT_E_INPUT) {
+        *rc = ok;
+        return -1;
+    }
+    if (ok != 1) {
         *rc = drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset (expected the %s table)", tr_table_label(t));
         return -1;
     }
-    hid_t ds = H5Dopen2(r->file, path, H5P_DEFAULT);
-    if (ds < 0) {
-        *rc = drift_err_set(err, DRIFT_E_INPUT, w, "missing or unreadable dataset (expected the %s table)",
-                            tr_table_label(t));
-        return -1;
-    }
+    hid_t ds = H5I_INVALID_HID;
+    if ((*rc = tr_open_dataset(r->file, path, r->view, r->path, path, &ds, err))) return -1;
     *rc = tr_check_table(ds, t, rows, r->path, path, err);
     if (*rc) {
         H5Dclose(ds);
@@ -474,6 +514,7 @@ static int load_steps(drift_trace_reader *r, int64_t *added, drift_err *err) {
     if (ext <= have) return DRIFT_OK;
     int64_t want = ext - have;
     int64_t bytes = 0;
+    if ((rc = tr_guard_rows(ext, sizeof(drift_trace_step), r->file_bytes, r->path, TR_STEPS, err))) return rc;
     if (tr_mul_checked(want, (int64_t)sizeof(drift_trace_step), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
         return drift_err_set(err, DRIFT_E_INPUT, w, "%lld steps exceed the read limit", (long long)want);
     if ((size_t)ext > r->cap_steps) {
@@ -510,6 +551,7 @@ static int load_names(drift_trace_reader *r, drift_err *err) {
     char w[600];
     snprintf(w, sizeof w, "%s:%s", r->path, TR_METRIC_NAMES);
     int64_t want = ext - have, bytes = 0;
+    if ((rc = tr_guard_rows(ext, sizeof(tr_name_row), r->file_bytes, r->path, TR_METRIC_NAMES, err))) return rc;
     if (ext > DRIFT_TRACE_MAX_SITES * 100 ||
         tr_mul_checked(want, (int64_t)sizeof(tr_name_row), (int64_t)DRIFT_TRACE_READ_MAX, &bytes) != 0)
         return drift_err_set(err, DRIFT_E_INPUT, w, "%lld names, expected at most %d", (long long)ext,
@@ -539,8 +581,9 @@ static int open_tables(drift_trace_reader *r, drift_err *err) {
     int64_t rows = 0;
     char w[600];
     snprintf(w, sizeof w, "%s:%s", r->path, TR_METRICS);
-    if (H5Lexists(r->file, "metrics", H5P_DEFAULT) <= 0)
-        return drift_err_set(err, DRIFT_E_INPUT, w, "missing group (expected the metrics group)");
+    int ok = tr_guard_path(r->file, "metrics", r->path, TR_METRICS, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok != 1) return drift_err_set(err, DRIFT_E_INPUT, w, "missing group (expected the metrics group)");
     if ((r->steps = open_table(r, TR_STEPS, TR_T_STEPS, &rows, err, &rc)) < 0) return rc;
     if ((r->mrows = open_table(r, TR_METRIC_ROWS, TR_T_METRICS, &rows, err, &rc)) < 0) return rc;
     if ((r->msteps = open_table(r, TR_METRIC_STEPS, TR_T_STEP_METRICS, &rows, err, &rc)) < 0) return rc;
@@ -550,8 +593,47 @@ static int open_tables(drift_trace_reader *r, drift_err *err) {
 }
 
 /* ---------------------------------------------------------------------- */
+typedef struct root_it {
+    drift_trace_reader *r;
+    drift_err *err;
+    int rc;
+    size_t n;
+} root_it;
+
+static herr_t root_cb(hid_t g, const char *link, const H5L_info_t *li, void *data) {
+    root_it *it = data;
+    char obj[300];
+    if (++it->n > 64) return 1; /* the schema has a dozen: the rest is checked where it is opened */
+    snprintf(obj, sizeof obj, "/%.290s", link);
+    return (it->rc = tr_guard_link_info(g, link, li, it->r->path, obj, it->err)) ? -1 : 0;
+}
+
+/* The open policy at the root, whatever the command reads later: every
+ * top-level link is a hard link, and /graph (read on demand) obeys the
+ * dataset policy now, so that no command opens a file another would refuse. */
+static int check_root(drift_trace_reader *r, drift_err *err) {
+    root_it it = {r, err, DRIFT_OK, 0};
+    if (tr_iterate_links(r->file, root_cb, &it) < 0 && !it.rc)
+        it.rc = tr_h5_fail(err, DRIFT_E_INPUT, r->path, "/", "unreadable root group");
+    if (it.rc) return it.rc;
+    int ok = tr_guard_path(r->file, TR_GRAPH, r->path, TR_GRAPH, err);
+    if (ok == DRIFT_E_INPUT) return ok;
+    if (ok == 1) {
+        hid_t ds = H5I_INVALID_HID;
+        int rc = tr_open_dataset(r->file, TR_GRAPH, r->view, r->path, TR_GRAPH, &ds, err);
+        if (rc) return rc;
+        H5Dclose(ds);
+    }
+    return DRIFT_OK;
+}
+
+static void stat_file(drift_trace_reader *r) {
+    struct stat st;
+    r->file_bytes = !r->view && stat(r->path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
 int drift_trace_reader_open(drift_trace_reader **out, const char *path, drift_trace_open_mode mode, drift_err *err) {
-    tr_h5_quiet();
+    tr_guard_init();
     if (!out || !path) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "reader_open: NULL argument");
     *out = NULL;
     drift_trace_reader *r = drift_calloc(1, sizeof *r);
@@ -566,6 +648,8 @@ int drift_trace_reader_open(drift_trace_reader **out, const char *path, drift_tr
         goto fail;
     }
     if ((rc = tr_index_reader_open_file(r, err))) goto fail; /* plain trace, or a merge index view */
+    stat_file(r);
+    if ((rc = check_root(r, err))) goto fail;
     if ((rc = load_meta(r, err))) goto fail;
     if ((rc = read_status(r, err))) goto fail;
     if ((rc = load_sites(r, err))) goto fail;
@@ -605,6 +689,17 @@ int drift_trace_reader_unclean(const drift_trace_reader *r) { return r ? r->uncl
 const char *drift_trace_reader_status(const drift_trace_reader *r) { return r ? r->meta_strs[5] : NULL; }
 const char *drift_trace_reader_path(const drift_trace_reader *r) { return r ? r->path : NULL; }
 
+const char *drift_trace_reader_ended(const drift_trace_reader *r) {
+    if (!r) return "unknown";
+    const char *st = r->meta_strs[5];
+    if (r->unclean) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
+    if (!st) return "unknown";
+    if (strncmp(st, "failed", 6) == 0) return "failed";
+    if (strcmp(st, "closed") == 0) return "closed";
+    /* a custom final status (the recorder's): closed, with its own words */
+    return strcmp(st, "recording") == 0 ? "killed" : "closed";
+}
+
 const drift_trace_step *drift_trace_reader_steps(const drift_trace_reader *r, size_t *n) {
     if (n) *n = r ? r->n_steps : 0;
     return r ? r->stp : NULL;
@@ -615,10 +710,20 @@ int drift_trace_reader_refresh(drift_trace_reader *r, int64_t *new_steps, drift_
     if (new_steps) *new_steps = 0;
     if (!r) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "refresh: NULL reader");
     if (!r->swmr) return DRIFT_OK;
+    stat_file(r);
     if (H5Drefresh(r->steps) < 0) return tr_h5_fail(err, DRIFT_E_IO, r->path, TR_STEPS, "cannot refresh");
     int64_t added = 0;
     int rc = load_steps(r, &added, err);
     if (rc) return rc;
+    /* the writer's state may have changed (closed, failed): keep the old text if the new one cannot be read */
+    char *old_status = r->meta_strs[5];
+    r->meta_strs[5] = NULL;
+    if ((rc = read_status(r, err))) {
+        r->meta_strs[5] = old_status;
+        return rc;
+    }
+    if (r->meta_strs[5]) drift_free(old_status);
+    else r->meta_strs[5] = old_status;
     if (added > 0) {
         if (H5Drefresh(r->mnames) < 0) return tr_h5_fail(err, DRIFT_E_IO, r->path, TR_METRIC_NAMES, "cannot refresh");
         if ((rc = load_names(r, err))) return rc;

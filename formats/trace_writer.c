@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "formats/alloc.h"
 #include "formats/trace_internal.h"
@@ -20,7 +23,10 @@ typedef struct w_site {
 } w_site;
 
 struct drift_trace_writer {
-    char *path;
+    char *path;                 /* the name asked for (messages, the final name) */
+    char *tmp;                  /* the name written while path exists (renamed on success), or NULL */
+    int lock_fd;                /* the writer lock (trace_lock.c), -1 */
+    int fresh;                  /* path did not exist and was created under its own name */
     hid_t file, g_sites, g_params, g_buffers, g_metrics;
     int started, broken;
     w_site *sites;
@@ -42,9 +48,12 @@ struct drift_trace_writer {
 
 static const char *wpath(const drift_trace_writer *w) { return w && w->path ? w->path : "?"; }
 
+static int write_status(hid_t d, const char *text);
+
 static int wfail(drift_trace_writer *w, drift_err *err, const char *obj, const char *what) {
+    int rc = tr_h5_fail(err, DRIFT_E_IO, wpath(w), obj, what);
     if (w && w->started) w->broken = 1; /* the file may be half-updated: stop appending */
-    return tr_h5_fail(err, DRIFT_E_IO, wpath(w), obj, what);
+    return rc;
 }
 
 static void hclose(hid_t *h, herr_t (*fn)(hid_t)) {
@@ -100,6 +109,7 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
     w->steps = w->mrows = w->msteps = w->mnames = w->notes = H5I_INVALID_HID;
     w->status = H5I_INVALID_HID;
     w->last_step = -1;
+    w->lock_fd = -1;
     w->path = drift_strdup(path);
     if (tr_io_init(&w->io) != 0) {
         free(w->path);
@@ -126,9 +136,29 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
         rc = wfail(w, err, "/", "cannot set paged file-space aggregation");
         goto fail;
     }
-    w->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    /* Exclusive: the lock first, so that nothing is created or truncated
+     * while another writer has the trace. An existing file is never
+     * truncated: the trace is written under a temporary name and renamed
+     * over it on a clean close; a new one is created under its own name
+     * (a live reader can follow it) and removed if nothing was committed. */
+    if ((rc = tr_lock_take(path, &w->lock_fd, err))) goto fail;
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        size_t n = strlen(path) + 48;
+        if (!(w->tmp = drift_malloc(n))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+            goto fail;
+        }
+        snprintf(w->tmp, n, "%s.drift-tmp.%ld", path, (long)getpid());
+        unlink(w->tmp); /* ours from an earlier crash (same pid): we hold the lock */
+        w->file = H5Fcreate(w->tmp, H5F_ACC_EXCL, fcpl, fapl);
+    } else {
+        w->fresh = 1;
+        w->file = H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl);
+    }
     if (w->file < 0) {
         rc = wfail(w, err, "/", "cannot create the trace file");
+        if (w->fresh) w->fresh = access(path, F_OK) == 0 ? 1 : 0;
         goto fail;
     }
     char created[64];
@@ -182,6 +212,17 @@ static hid_t create_data(drift_trace_writer *w, w_site *s, drift_trace_compress 
     maxd[0] = H5S_UNLIMITED;
     chunk[0] = (hsize_t)k;
     for (int d = 0; d < s->ndim; d++) dims[d + 1] = maxd[d + 1] = chunk[d + 1] = (hsize_t)s->shape[d];
+    /* A record above TR_CHUNK_WRITE_MAX is split into chunks along its
+     * leading dimensions: readers refuse chunks above TR_CHUNK_MAX (a chunk
+     * is decompressed whole). */
+    int64_t cbytes = rec_bytes;
+    for (int d = 1; d <= s->ndim && cbytes > TR_CHUNK_WRITE_MAX; d++) {
+        int64_t inner = cbytes / (int64_t)chunk[d]; /* bytes of one slice along d */
+        int64_t keep = inner > 0 ? TR_CHUNK_WRITE_MAX / inner : 1;
+        if (keep < 1) keep = 1;
+        if (keep < (int64_t)chunk[d]) chunk[d] = (hsize_t)keep;
+        cbytes = inner * (int64_t)chunk[d];
+    }
     hid_t sp = H5Screate_simple(s->ndim + 1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE), ds = -1;
     if (sp < 0 || dcpl < 0 || H5Pset_chunk(dcpl, s->ndim + 1, chunk) < 0) {
         *rc = wfail(w, err, obj, "cannot set up the data dataset");
@@ -720,7 +761,19 @@ int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
     hclose(&w->g_buffers, H5Gclose);
     hclose(&w->g_metrics, H5Gclose);
     int rc = DRIFT_OK;
-    if (w->file >= 0 && H5Fclose(w->file) < 0) rc = tr_h5_fail(err, DRIFT_E_IO, wpath(w), "/", "cannot close the file");
+    if (w->file >= 0 && tr_h5_close_file(w->file) < 0) rc = tr_h5_fail(err, DRIFT_E_IO, wpath(w), "/", "cannot close the file");
+    w->file = H5I_INVALID_HID;
+    int ok = rc == DRIFT_OK && !w->broken && w->started;
+    if (w->tmp) {
+        if (ok && rename(w->tmp, w->path) != 0)
+            rc = drift_err_set(err, DRIFT_E_IO, w->path, "cannot rename %s over it: %s (the old file is kept)", w->tmp,
+                               strerror(errno));
+        if (!ok || rc) unlink(w->tmp); /* the existing file stays as it was */
+    } else if (w->fresh && !ok && w->last_step < 0) {
+        unlink(w->path); /* nothing committed: no empty file left behind */
+    }
+    tr_lock_release(w->path, w->lock_fd);
+    free(w->tmp);
     for (int64_t i = 0; i < w->n_mnames; i++) free(w->names[i]);
     free(w->names);
     free(w->pdt);

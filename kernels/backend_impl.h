@@ -47,6 +47,8 @@ struct drift_backend {
     /* Optional (NULL: never aliases). out fits inside base (checked). */
     int (*alias)(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
                  drift_err *err);
+    /* Optional (NULL: nothing to tell): drift_backend_last_gemm. buf non-NULL, bufsz > 0. */
+    void (*last_gemm)(const drift_backend *be, char *buf, size_t bufsz);
 };
 
 /* A backend spec's options ("cuda:1:gemm=naive" -> device 1, one option). */
@@ -92,6 +94,54 @@ typedef struct drift_bcast {
     int64_t numel;
 } drift_bcast;
 void drift_bcast_plan(const drift_tensor *a, const drift_tensor *b, drift_bcast *bc);
+
+/* Offsets into in0 and in1 of flat output element e of plan bc. */
+static inline void drift_bcast_offsets(const drift_bcast *bc, int64_t e, int64_t *oa, int64_t *ob) {
+    int64_t a = 0, b = 0;
+    for (int d = bc->nd - 1; d >= 0; d--) {
+        const int64_t i = e % bc->shape[d];
+        e /= bc->shape[d];
+        a += i * bc->sa[d];
+        b += i * bc->sb[d];
+    }
+    *oa = a;
+    *ob = b;
+}
+
+/* Walks the rows of a plan (a row: the innermost collapsed dim) in order,
+ * an odometer over the outer dims: the host backends' binary loops. */
+typedef struct drift_bcast_rows {
+    const drift_bcast *bc;
+    int64_t idx[DRIFT_MAX_DIMS];
+    int64_t oa, ob; /* offsets of the current row's first element in in0 and in1 */
+} drift_bcast_rows;
+
+/* Positions r (over bc, borrowed) at row `row`. */
+static inline void drift_bcast_rows_seek(drift_bcast_rows *r, const drift_bcast *bc, int64_t row) {
+    r->bc = bc;
+    r->oa = r->ob = 0;
+    for (int d = bc->nd - 1; d >= 0; d--) r->idx[d] = 0;
+    for (int d = bc->nd - 2; d >= 0; d--) {
+        r->idx[d] = row % bc->shape[d];
+        row /= bc->shape[d];
+        r->oa += r->idx[d] * bc->sa[d];
+        r->ob += r->idx[d] * bc->sb[d];
+    }
+}
+
+/* Moves r to the next row. */
+static inline void drift_bcast_rows_next(drift_bcast_rows *r) {
+    const drift_bcast *bc = r->bc;
+    for (int d = bc->nd - 2; d >= 0; d--) {
+        r->idx[d]++;
+        r->oa += bc->sa[d];
+        r->ob += bc->sb[d];
+        if (r->idx[d] < bc->shape[d]) break;
+        r->oa -= bc->sa[d] * bc->shape[d];
+        r->ob -= bc->sb[d] * bc->shape[d];
+        r->idx[d] = 0;
+    }
+}
 
 /* Normalises a possibly negative dim against ndim; -1 if out of range. */
 int drift_op_norm_dim(int dim, int ndim);

@@ -11,6 +11,7 @@
 #include "recorder/recorder_internal.h"
 #include "formats/alloc.h"
 #include "formats/params_ref.h"
+#include "formats/batch_note.h"
 
 /* ----------------------------------------------------------------------- */
 /* Errors                                                                    */
@@ -903,6 +904,23 @@ int drift_recorder_note(drift_recorder *r, int level, const char *text, drift_er
     char *t = drift_strndup(text, DRIFT_TRACE_NOTE_MAX - 1);
     if (!t) return DRIFT_OK;
     return finish(queue_aux(r, REC_E_NOTE, level, t, "note", &e), &e, err);
+}
+
+int drift_recorder_batch(drift_recorder *r, int32_t micro_batch, int cfg, int n, const int64_t *samples,
+                         drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    if (!r || (!samples && n > 0)) return finish(drift_err_set(&e, DRIFT_E_USAGE, "batch", "NULL recorder or samples"), &e, err);
+    drift_batch_composition c;
+    memset(&c, 0, sizeof c);
+    c.micro_batch = micro_batch;
+    c.cfg = (drift_batch_cfg)cfg;
+    c.n = n;
+    for (int i = 0; i < n && i < DRIFT_BATCH_NOTE_MAX_SAMPLES; i++) c.samples[i] = samples[i];
+    char text[DRIFT_TRACE_NOTE_MAX];
+    int rc = drift_batch_note_format(&c, text, sizeof text, &e);
+    if (rc) return finish(DRIFT_E_USAGE, &e, err);
+    return drift_recorder_note(r, 0, text, err);
 }
 
 /* ----------------------------------------------------------------------- */

@@ -243,6 +243,12 @@ int drift_recorder_add_step_metrics(drift_recorder *r, const drift_trace_step_me
 /* A note of the open step; level 0 info, 1 warning, 2 error; text borrowed
  * (truncated to DRIFT_TRACE_NOTE_MAX-1 bytes). */
 int drift_recorder_note(drift_recorder *r, int level, const char *text, drift_err *err);
+/* The batch composition of one micro-batch of the open step (formats/batch_note.h):
+ * samples[p] is the id of the sample at batch position p (n of them, 1..32,
+ * ids >= 0; borrowed), cfg 0 none, 1 split, 2 joined (conditional rows
+ * first). Written as an info note that drift invariance reads back. */
+int drift_recorder_batch(drift_recorder *r, int32_t micro_batch, int cfg, int n, const int64_t *samples,
+                         drift_err *err);
 
 /* Waits until everything queued so far has been written and committed, at
  * most timeout_ms (< 0: the close timeout). DRIFT_OK when drained (or the

@@ -2,7 +2,8 @@
 # Installs the Debian packages drift needs, only those missing (root, Debian 12).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools python3-h5py python3-numpy
-      libcmocka-dev libncurses-dev libopenblas-dev openmpi-bin libopenmpi-dev tmux hdf5-filter-plugin-blosc-serial clang libclang-rt-14-dev)
+      libcmocka-dev libncurses-dev libopenblas-dev openmpi-bin libopenmpi-dev tmux hdf5-filter-plugin-blosc-serial clang libclang-rt-14-dev
+      chromium)  # chromium: the headless render test of drift report
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

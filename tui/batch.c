@@ -77,6 +77,10 @@ static int write_json(const drift_top_model *mo, const drift_top_query *q, const
     drift_json_buf_begin_array(&b);
     for (size_t c = 0; c < ns; c++) drift_json_buf_add_int(&b, drift_top_data_step(d, c));
     drift_json_buf_end_array(&b);
+    drift_json_buf_add_key(&b, "against"); /* the live comparison's reference trace */
+    if (h->against[0]) drift_json_buf_add_string(&b, h->against);
+    else drift_json_buf_add_null(&b);
+    drift_json_buf_field_string(&b, "writer", h->writer);
     drift_json_buf_add_key(&b, "reference");
     if (h->has_ref) {
         drift_json_buf_begin_object(&b);
@@ -213,7 +217,8 @@ static int write_csv(const drift_top_model *mo, const drift_top_query *q, const 
     const drift_top_data *d = drift_top_model_data(mo);
     size_t ns = drift_top_data_n_steps(d);
     fputs("kind,layer,order,step,mean_abs_diff,max_abs_diff,rel_max,cosine,max_ulp_diff,flags,class,"
-          "log_prob_mean_abs_diff,ratio_abs_minus_1,approx_kl\n",
+          "log_prob_mean_abs_diff,ratio_abs_minus_1,approx_kl,ref_mean_abs_diff,ref_max_abs_diff,ref_rel_max,"
+          "ref_cosine,ratio_mean_abs_diff\n",
           out);
     for (size_t i = 0; i < t->n; i++) {
         const drift_top_row *r = &t->rows[i];
@@ -225,7 +230,10 @@ static int write_csv(const drift_top_model *mo, const drift_top_query *q, const 
         fputc(',', out);
         if (r->max_ulp_diff >= 0) fprintf(out, "%" PRId64, r->max_ulp_diff);
         csv_flags(out, r->flags);
-        fprintf(out, ",%s,,,\n", drift_top_class_name(r->row_cls));
+        fprintf(out, ",%s,,,", drift_top_class_name(r->row_cls));
+        for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) csv_num(out, r->ref[m]);
+        csv_num(out, r->ref[DRIFT_TOP_M_MEAN] > 0 ? r->v[DRIFT_TOP_M_MEAN] / r->ref[DRIFT_TOP_M_MEAN] : NAN);
+        fputc('\n', out);
     }
     for (size_t i = 0; i < t->n; i++) {
         const drift_top_row *r = &t->rows[i];
@@ -238,7 +246,7 @@ static int write_csv(const drift_top_model *mo, const drift_top_query *q, const 
             for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) csv_num(out, x->v[m]);
             fprintf(out, ",%" PRIu64, x->max_ulp_diff);
             csv_flags(out, x->flags);
-            fputs(",,,,\n", out);
+            fputs(",,,,,,,,,\n", out);
         }
     }
     for (size_t c = 0; c < ns; c++) {
@@ -251,7 +259,7 @@ static int write_csv(const drift_top_model *mo, const drift_top_query *q, const 
         if (!any) continue;
         fprintf(out, "step,,,%" PRId64 ",,,,,,,", drift_top_data_step(d, c));
         for (int s = 0; s < DRIFT_TOP_S_COUNT; s++) csv_num(out, sv[s]);
-        fputc('\n', out);
+        fputs(",,,,,\n", out);
     }
     if (fflush(out) != 0 || ferror(out)) return drift_err_set(err, DRIFT_E_IO, "stdout", "write failed");
     return DRIFT_OK;

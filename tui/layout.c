@@ -69,7 +69,7 @@ int drift_top_layout_fit_columns(int width, const drift_top_colspec *spec, int n
     return shown;
 }
 
-static void table_columns(int width, int name_w, drift_top_colfit *out) {
+static void table_columns(int width, int name_w, int has_ref, drift_top_colfit *out) {
     drift_top_colspec spec[DRIFT_TOP_TCOL_COUNT];
     int name_max = name_w > 0 ? clampi(name_w, 10, 64) : 40;
     spec[DRIFT_TOP_TCOL_MARK] = (drift_top_colspec){1, 1, 0};
@@ -79,6 +79,9 @@ static void table_columns(int width, int name_w, drift_top_colfit *out) {
     spec[DRIFT_TOP_TCOL_SPARK] = (drift_top_colspec){8, 240, 3};
     spec[DRIFT_TOP_TCOL_REL] = (drift_top_colspec){DRIFT_TOP_VALUE_W, DRIFT_TOP_VALUE_W, 4};
     spec[DRIFT_TOP_TCOL_COS] = (drift_top_colspec){DRIFT_TOP_COS_W, DRIFT_TOP_COS_W, 5};
+    /* without --ref these two take no room (min_w 0 is never admitted) */
+    spec[DRIFT_TOP_TCOL_REF] = (drift_top_colspec){has_ref ? DRIFT_TOP_VALUE_W : 0, DRIFT_TOP_VALUE_W, 2};
+    spec[DRIFT_TOP_TCOL_RATIO] = (drift_top_colspec){has_ref ? 8 : 0, 8, 2};
     drift_top_layout_fit_columns(width, spec, DRIFT_TOP_TCOL_COUNT, out);
 }
 
@@ -123,9 +126,11 @@ void drift_top_layout_compute(int cols, int rows, const drift_top_layout_opts *o
         drill_columns(cols, &out->dcols);
     } else {
         int chart_h = 0;
-        if (!opts->hide_chart && rows >= 20 && cols >= 40) chart_h = clampi(body_h / 3, 7, 14);
+        /* charts shrink first: below 30 rows the table keeps the lines */
+        if (!opts->hide_chart && rows >= 30 && cols >= 40) chart_h = clampi(body_h / 3, 7, 14);
+        else if (!opts->hide_chart && rows >= 20 && cols >= 90) chart_h = 5; /* side by side, 4 lines each */
         out->table = rect(0, body_y, cols, body_h - chart_h);
-        table_columns(cols, opts->name_w, &out->tcols);
+        table_columns(cols, opts->name_w, opts->has_ref, &out->tcols);
         if (chart_h > 0) {
             int cy = body_y + body_h - chart_h;
             out->chart = rect(0, cy, cols, chart_h);

@@ -23,7 +23,7 @@
 #define DRIFT_TOP_MIN_ROWS 6
 
 /* Lines the help overlay wants (its text, without the border). */
-#define DRIFT_TOP_HELP_LINES 24
+#define DRIFT_TOP_HELP_LINES 26
 #define DRIFT_TOP_HELP_WIDTH 66
 
 typedef struct drift_top_rect {
@@ -65,6 +65,8 @@ enum drift_top_tcol {
     DRIFT_TOP_TCOL_REL,       /* rel max       "%.3e" */
     DRIFT_TOP_TCOL_COS,       /* cosine        "%.8f" */
     DRIFT_TOP_TCOL_SPARK,     /* history of mean |diff| over steps (flexible) */
+    DRIFT_TOP_TCOL_REF,       /* with --ref: the reference's mean |diff|  "%.3e" */
+    DRIFT_TOP_TCOL_RATIO,     /* with --ref: mean |diff| / the reference's  "123.4x" */
     DRIFT_TOP_TCOL_COUNT
 };
 
@@ -91,6 +93,7 @@ typedef struct drift_top_layout_opts {
     int drill;         /* drill-down replaces table and chart */
     int hide_chart;    /* the user switched the step chart off */
     int name_w;        /* longest layer name (bytes, display width); 0 = unknown */
+    int has_ref;       /* --ref: the reference value and ratio columns */
 } drift_top_layout_opts;
 
 typedef struct drift_top_layout {

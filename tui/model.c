@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/census.h" /* intercept census */
 #include "formats/plan.h"
@@ -464,10 +465,40 @@ void drift_top_query_default(drift_top_query *q) {
 
 static double scale_of(double s) { return (isfinite(s) && s > 0.0) ? s : 1.0; }
 
+size_t drift_top_block_prefix(const char *name) {
+    if (strncmp(name, "blocks.", 7) != 0 || !(name[7] >= '0' && name[7] <= '9')) return 0;
+    size_t n = 7;
+    while (name[n] >= '0' && name[n] <= '9') n++;
+    return (name[n] == '.' || name[n] == ':') ? n : 0;
+}
+
+int drift_top_natural_cmp(const char *a, const char *b) {
+    while (*a && *b) {
+        if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
+            const char *x = a, *y = b;
+            while (*x == '0') x++; /* leading zeros do not count */
+            while (*y == '0') y++;
+            size_t lx = 0, ly = 0;
+            while (x[lx] >= '0' && x[lx] <= '9') lx++;
+            while (y[ly] >= '0' && y[ly] <= '9') ly++;
+            if (lx != ly) return lx < ly ? -1 : 1;
+            int c = memcmp(x, y, lx);
+            if (c) return c < 0 ? -1 : 1;
+            a = x + lx;
+            b = y + ly;
+            continue;
+        }
+        if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return (*a != 0) - (*b != 0);
+}
+
 static int row_cmp(const drift_top_row *a, const drift_top_row *b, drift_top_sort key, int desc) {
     int c = 0;
     if (key == DRIFT_TOP_SORT_NAME) {
-        c = strcmp(a->name, b->name);
+        c = drift_top_natural_cmp(a->name, b->name);
         if (desc) c = -c;
     } else if (key >= DRIFT_TOP_SORT_MEAN && key <= DRIFT_TOP_SORT_COS) {
         int m = (int)key - DRIFT_TOP_SORT_MEAN;
@@ -577,6 +608,30 @@ int drift_top_table_build(const drift_top_data *d, const drift_top_data *ref, co
         if (r->flags & DRIFT_TOP_FLAG_NONFINITE) r->row_cls = DRIFT_TOP_CLASS_BAD;
     }
     out->first_divergent = first_flag >= 0 ? first_flag : first_nonzero;
+    for (size_t i = 0; i < out->n; i++) out->rows[i].n_group = 1;
+    if (q->collapse_blocks) { /* rows are still in execution order: blocks are runs */
+        size_t w = 0;
+        for (size_t i = 0; i < out->n;) {
+            size_t pl = drift_top_block_prefix(out->rows[i].name), j = i + 1;
+            while (pl && j < out->n && drift_top_block_prefix(out->rows[j].name) == pl &&
+                   strncmp(out->rows[j].name, out->rows[i].name, pl) == 0)
+                j++;
+            size_t best = i;
+            for (size_t k = i; k < j; k++) {
+                const drift_top_row *b = &out->rows[best], *c = &out->rows[k];
+                if ((long)c->layer == out->first_divergent) { best = k; break; }
+                if (!isnan(c->v[DRIFT_TOP_M_MEAN]) && (isnan(b->v[DRIFT_TOP_M_MEAN]) || c->v[DRIFT_TOP_M_MEAN] > b->v[DRIFT_TOP_M_MEAN]))
+                    best = k;
+            }
+            drift_top_row r = out->rows[best];
+            r.n_group = j - i;
+            for (size_t k = i; k < j; k++) /* the block's worst class */
+                if (out->rows[k].row_cls > r.row_cls) r.row_cls = out->rows[k].row_cls;
+            out->rows[w++] = r;
+            i = j;
+        }
+        out->n = w;
+    }
     sort_rows(out->rows, tmp, out->n, q->sort, q->descending);
     free(tmp);
     return DRIFT_OK;
@@ -637,6 +692,21 @@ void drift_top_spark_levels(const double *v, size_t len, size_t n, int *levels) 
         else {
             long l = lround(x / vmax * 7.0);
             levels[i] = (int)(l < 0 ? 0 : (l > 7 ? 7 : l));
+        }
+    }
+}
+
+void drift_top_spark_levels_log(const double *v, size_t n, double lo, double hi, int *levels) {
+    double llo = lo > 0 && isfinite(lo) ? log10(lo) : 0, lhi = hi > 0 && isfinite(hi) ? log10(hi) : 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = v[i];
+        if (isnan(x)) levels[i] = -1;
+        else if (x <= 0) levels[i] = 0;
+        else if (isinf(x) || !(hi > lo) || !(lo > 0)) levels[i] = 7;
+        else {
+            double t = (log10(x) - llo) / (lhi - llo);
+            int l = 1 + (int)floor(t * 6.999);
+            levels[i] = l < 1 ? 1 : (l > 7 ? 7 : l);
         }
     }
 }
@@ -705,6 +775,10 @@ struct drift_top_model {
     char *path, *ref_path;
     int64_t loaded_after;        /* last step ingested (INT64_MIN: none) */
     int follow;
+    drift_top_source src;        /* src.poll NULL: /metrics */
+    char *against;
+    char writer[600];
+    char against_writer[600];    /* "" without --against */
     drift_census *census;        /* intercept census, NULL if none (owned) */
 };
 
@@ -750,6 +824,30 @@ static int load_new(drift_trace_reader *r, drift_top_data *d, int64_t *after, in
     return DRIFT_OK;
 }
 
+/* The writer's state of r into out: its own word (/status), and what a
+ * missing close means. Not closed: still writing, or killed; a file without
+ * a commit for a minute is taken as stopped (a live writer commits more
+ * often). A follower sees /status as refreshed: "recording" until the writer
+ * closes ("closed") or records a failure. */
+static void writer_state(drift_trace_reader *r, int follow, char *out, size_t n) {
+    size_t ns = 0;
+    const drift_trace_step *steps = drift_trace_reader_steps(r, &ns);
+    int unclean = drift_trace_reader_unclean(r);
+    const char *st = drift_trace_reader_status(r);
+    if (!st) st = unclean ? "recording" : "closed";
+    double age = ns ? (double)time(NULL) - steps[ns - 1].time : 1e9;
+    if (follow)
+        snprintf(out, n, "%.590s", drift_trace_reader_status(r) ? st : "recording");
+    else if (unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
+        snprintf(out, n, "stopped without closing");
+    else if (unclean && strncmp(st, "failed", 6) != 0)
+        snprintf(out, n, "recording");
+    else if (!unclean && strcmp(st, "recording") == 0)
+        snprintf(out, n, "closed");
+    else
+        snprintf(out, n, "%.590s", st);
+}
+
 static void header_steps(drift_top_model *m) {
     size_t ns = 0;
     const drift_trace_step *steps = drift_trace_reader_steps(m->r, &ns);
@@ -758,6 +856,24 @@ static void header_steps(drift_top_model *m) {
     m->h.last_step = ns ? steps[ns - 1].step : -1;
     m->h.last_commit_time = ns ? steps[ns - 1].time : 0.0;
     m->h.unclean = drift_trace_reader_unclean(m->r);
+    m->h.steps_per_s = 0;
+    if (ns >= 2) {
+        size_t k = ns > 10 ? ns - 10 : 0;
+        double dt = steps[ns - 1].time - steps[k].time;
+        if (dt > 0) m->h.steps_per_s = (double)(ns - 1 - k) / dt;
+    }
+    writer_state(m->r, m->follow, m->writer, sizeof m->writer);
+    m->h.writer = m->writer;
+    /* the --against file has its own writer (the rollout engine): its state and last commit */
+    drift_trace_reader *b = m->src.against_reader ? m->src.against_reader(m->src.ctx) : NULL;
+    m->against_writer[0] = 0;
+    m->h.against_last_commit_time = 0.0;
+    if (b) {
+        writer_state(b, m->follow, m->against_writer, sizeof m->against_writer);
+        const drift_trace_step *bs = drift_trace_reader_steps(b, &ns);
+        m->h.against_last_commit_time = ns ? bs[ns - 1].time : 0.0;
+    }
+    m->h.against_writer = m->against_writer;
 }
 
 static void header_plan(drift_top_header *h, const char *plan_json) {
@@ -809,10 +925,22 @@ int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, dr
         rc = drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
         goto fail;
     }
-    if ((rc = open_one(o->path, o->follow, &m->r, err)) != DRIFT_OK) goto fail;
+    m->against = dupstr(o->source ? o->source->against : "");
+    if (!m->against) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, "drift top", "out of memory");
+        goto fail;
+    }
+    if (o->source) {
+        m->src = *o->source;
+        m->r = m->src.reader(m->src.ctx);
+    } else if ((rc = open_one(o->path, o->follow, &m->r, err)) != DRIFT_OK) {
+        goto fail;
+    }
     if ((rc = drift_top_data_create(&m->d, o->step_lo, o->step_hi, o->variant, err)) != DRIFT_OK) goto fail;
     if (drift_census_read(m->r, &m->census, NULL) != DRIFT_OK) m->census = NULL; /* a bad census hides only itself */
-    if ((rc = load_new(m->r, m->d, &m->loaded_after, NULL, err)) != DRIFT_OK) {
+    if (m->src.poll) rc = m->src.poll(m->src.ctx, m->d, 0, NULL, err);
+    else rc = load_new(m->r, m->d, &m->loaded_after, NULL, err);
+    if (rc != DRIFT_OK) {
         drift_err_prefix(err, "%s", o->path);
         goto fail;
     }
@@ -841,9 +969,11 @@ int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, dr
     m->h.has_ref = m->rr != NULL;
     m->h.ref_path = m->ref_path;
     m->h.ref_run_id = "";
+    m->h.against = m->against;
     if (m->rr) {
         const drift_trace_meta *rm = drift_trace_reader_meta(m->rr);
         m->h.ref_run_id = rm->run_id ? rm->run_id : "";
+        m->h.ref_has_metrics = drift_trace_reader_n_metric_sites(m->rr) > 0;
     }
     *out = m;
     return DRIFT_OK;
@@ -855,7 +985,8 @@ fail:
 void drift_top_model_close(drift_top_model *m) {
     if (!m) return;
     drift_census_free(m->census);
-    drift_trace_reader_close(m->r);
+    if (!m->src.poll) drift_trace_reader_close(m->r); /* a source's reader is the source's */
+    free(m->against);
     drift_trace_reader_close(m->rr);
     drift_top_data_free(m->d);
     drift_top_data_free(m->rd);
@@ -868,6 +999,13 @@ int drift_top_model_refresh(drift_top_model *m, int64_t *new_steps, drift_err *e
     if (new_steps) *new_steps = 0;
     if (!m->follow) return DRIFT_OK;
     int64_t n = 0;
+    if (m->src.poll) {
+        int rc = m->src.poll(m->src.ctx, m->d, 1, &n, err);
+        if (rc != DRIFT_OK) return rc;
+        header_steps(m);
+        if (new_steps) *new_steps = n;
+        return DRIFT_OK;
+    }
     int rc = drift_trace_reader_refresh(m->r, &n, err);
     if (rc != DRIFT_OK) {
         drift_err_prefix(err, "%s", m->path);
@@ -890,9 +1028,19 @@ const drift_top_data *drift_top_model_data(const drift_top_model *m) { return m-
 const drift_top_data *drift_top_model_ref(const drift_top_model *m) { return m->rd; }
 
 drift_top_liveness drift_top_model_liveness(const drift_top_model *m, double now, double idle_after, double *age) {
-    double a = m->h.steps_committed > 0 ? now - m->h.last_commit_time : -1.0;
+    /* with --against the pair is live while either writer is: the newer commit counts, and the pair
+     * is closed when both writers are */
+    double last = m->h.last_commit_time;
+    int b_closed = 1;
+    if (m->h.against_writer && m->h.against_writer[0]) {
+        b_closed = strcmp(m->h.against_writer, "closed") == 0;
+        if (!b_closed && m->h.against_last_commit_time > last) last = m->h.against_last_commit_time;
+    }
+    double a = m->h.steps_committed > 0 ? now - last : -1.0;
     if (age) *age = a;
-    if (!m->follow && !m->h.unclean) return DRIFT_TOP_CLOSED;
+    int a_closed = m->h.writer && strcmp(m->h.writer, "closed") == 0 && (!m->h.unclean || m->follow);
+    if (a_closed && b_closed) return DRIFT_TOP_CLOSED; /* done, followed or not */
+    if (!m->follow && !m->h.unclean && b_closed) return DRIFT_TOP_CLOSED;
     if (!m->follow) return DRIFT_TOP_IDLE; /* unclean: killed, or written without --follow */
     if (m->h.steps_committed > 0 && a <= idle_after) return DRIFT_TOP_LIVE;
     return DRIFT_TOP_IDLE;

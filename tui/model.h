@@ -188,6 +188,8 @@ typedef struct drift_top_query {
     drift_top_sort sort;
     int descending;
     const char *filter;          /* glob (drift_fnmatch) if it has * ? [, else a substring; NULL/"" = all */
+    int collapse_blocks;         /* one row per block (blocks.N.*): its first divergent layer, else its
+                                    largest mean |diff|; row.n_group says how many it stands for */
     drift_top_thresholds th;
 } drift_top_query;
 
@@ -205,7 +207,12 @@ typedef struct drift_top_row {
     uint32_t flags;              /* at the step (AGG_STEP), OR over steps otherwise */
     int64_t max_ulp_diff;        /* at the step / max over steps; -1 if unknown */
     size_t n_values;             /* steps that have a value for this layer */
+    size_t n_group;              /* collapse_blocks: rows of its block (1 otherwise) */
 } drift_top_row;
+
+/* Length of the block prefix of a layer name ("blocks.12" of
+ * "blocks.12.attn1:out"), 0 when it is not inside a numbered block. */
+size_t drift_top_block_prefix(const char *name);
 
 typedef struct drift_top_table {
     drift_top_row *rows;         /* owned; filtered and sorted */
@@ -226,6 +233,9 @@ void drift_top_table_free(drift_top_table *t);
 /* Row index of layer in t, -1 if filtered out. */
 long drift_top_table_find(const drift_top_table *t, size_t layer);
 
+/* Natural order of layer names: digit runs compare as numbers (blocks.2 <
+ * blocks.10), the rest bytewise; <0, 0, >0 like strcmp. */
+int drift_top_natural_cmp(const char *a, const char *b);
 /* 1 if name passes filter (NULL/"" passes everything). */
 int drift_top_filter_match(const char *filter, const char *name);
 /* Class of a shown value v of metric m against the reference value ref (NaN:
@@ -243,6 +253,10 @@ const char *drift_top_fmt_cos(double v, char *buf, size_t bufsz);
  * scaled linearly from 0 to the largest finite value shown (all 0 when that
  * is 0), -1 for NaN/missing. levels holds n entries (n <= len). */
 void drift_top_spark_levels(const double *v, size_t len, size_t n, int *levels);
+/* Sparkline levels on one log10 scale shared by every row: 0 for an exact
+ * 0, 1..7 from lo (the smallest positive value shown anywhere) to hi (the
+ * largest), 7 for inf or when hi <= lo, -1 for NaN. */
+void drift_top_spark_levels_log(const double *v, size_t n, double lo, double hi, int *levels);
 /* Bar heights in eighths of a cell for a chart of `height` rows: value v in
  * [0, vmax] -> 0..8*height (rounded to nearest; at least 1 for v > 0);
  * -1 for NaN. */
@@ -250,9 +264,28 @@ int drift_top_bar_eighths(double v, double vmax, int height);
 
 /* ---- the model: a trace (and a reference) ------------------------------ */
 
+/* A producer of the cells from outside tui (drift top --against: cli wires
+ * replay's two-trace comparison engine in, so that tui depends on formats
+ * only). */
+typedef struct drift_top_source {
+    void *ctx;
+    /* The candidate trace's reader (borrowed from ctx, valid until ctx is
+     * gone): the header, steps and liveness come from it. */
+    drift_trace_reader *(*reader)(void *ctx);
+    /* Ingests into d everything new since the last call (layers, steps,
+     * metrics rows, step metrics); refresh = 1 in follow mode (re-read the
+     * files first); *n_new = steps added. */
+    int (*poll)(void *ctx, drift_top_data *d, int refresh, int64_t *n_new, drift_err *err);
+    const char *against;         /* the other trace's path, for the header */
+    /* The other trace's reader (borrowed like reader's; NULL allowed): the
+     * header shows its writer's state too. */
+    drift_trace_reader *(*against_reader)(void *ctx);
+} drift_top_source;
+
 typedef struct drift_top_open_opts {
     const char *path;
     const char *ref_path;        /* NULL: no reference */
+    const drift_top_source *source; /* NULL: cells from the trace's /metrics */
     int follow;                  /* open for SWMR following */
     int64_t step_lo, step_hi;    /* kept steps [lo, hi) */
     int32_t variant;
@@ -278,10 +311,20 @@ typedef struct drift_top_header {
     int follow;
     int has_ref;
     const char *ref_path, *ref_run_id; /* owned; "" without a reference */
+    int ref_has_metrics;         /* the reference holds /metrics rows (else --ref colours nothing) */
+    const char *against;         /* owned; "" unless the cells come from a live comparison */
+    const char *writer;          /* owned: the writer's state: "closed", "failed: REASON" (its /status),
+                                    "recording" (not closed, a commit within the last minute) or
+                                    "stopped without closing" (not closed, no commit for a minute:
+                                    killed); with follow, /status as refreshed ("recording" until
+                                    the writer closes or fails) */
+    const char *against_writer;  /* owned; the --against file's writer state, as writer; "" without */
+    double against_last_commit_time; /* epoch seconds of its last commit, 0 if none */
+    double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
 } drift_top_header;
 
 typedef enum drift_top_liveness {
-    DRIFT_TOP_CLOSED = 0,        /* the writer closed the file */
+    DRIFT_TOP_CLOSED = 0,        /* the writer closed the file (with --against: both writers) */
     DRIFT_TOP_LIVE = 1,          /* being written, last commit recent */
     DRIFT_TOP_IDLE = 2           /* being written (or killed), no commit for a while */
 } drift_top_liveness;

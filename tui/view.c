@@ -45,6 +45,9 @@ typedef struct vs {
     size_t plen;
     char saved_filter[256];
     int hide_chart;
+    int heat;                    /* the heatmap (key H) replaces table and chart */
+    int heat_metric;             /* drift_top_metric shown in the heatmap */
+    int jumped;                  /* the first divergent layer was selected once */
     int utf8, color, mouse;
     int follow, interval_ms;
     char msg[256];
@@ -97,6 +100,18 @@ static int put(int y, int x, int w, attr_t a, const char *s) {
     mvaddnstr(y, x, s, (int)n);
     attrset(A_NORMAL);
     return used;
+}
+
+/* A name cut to w cells ends in an ellipsis, so that a cut name never
+ * passes for a whole one (condition_embedder.time_embe...). */
+static void put_name(const vs *v, int y, int x, int w, attr_t a, const char *s) {
+    if (w <= 0 || !s) return;
+    if (u8_cells(s) <= w || w < 2) {
+        put(y, x, w, a, s);
+        return;
+    }
+    int used = put(y, x, w - 1, a, s);
+    put(y, x + used, 1, a, v->utf8 ? "\xe2\x80\xa6" : "~");
 }
 
 static void putr(int y, int x, int w, attr_t a, const char *s) {
@@ -200,6 +215,13 @@ static void rebuild(vs *v) {
     /* keep the selected layer; if it was filtered out, start from the top */
     v->sel_row = r >= 0 ? r : 0;
     if (v->sel_row < 0) v->sel_row = 0;
+    /* the first divergent layer is the news: select it once it is known, so
+     * that it is on screen whatever the terminal's height */
+    if (!v->jumped && v->t.first_divergent >= 0) {
+        long fr = drift_top_table_find(&v->t, (size_t)v->t.first_divergent);
+        if (fr >= 0) v->sel_row = fr;
+        v->jumped = 1;
+    }
     v->sel_layer = v->t.rows[v->sel_row].layer;
     v->have_sel = 1;
 }
@@ -260,10 +282,11 @@ static void draw_status(vs *v, int y, int *xend) {
             snprintf(buf, sizeof buf, " IDLE ");
         a = pair(v, C_WARN) | A_BOLD | A_REVERSE;
     } else {
-        snprintf(buf, sizeof buf, " CLOSED ");
-        a = A_REVERSE;
+        snprintf(buf, sizeof buf, " %.40s ", h->writer);
+        for (char *p = buf; *p; p++)
+            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 'a' + 'A');
+        a = strcmp(h->writer, "closed") == 0 ? A_REVERSE : pair(v, C_BAD) | A_BOLD | A_REVERSE;
     }
-    (void)h;
     int w = u8_cells(buf);
     if (w >= v->L.header.w) return;
     put(y, v->L.header.w - w, w, a, buf);
@@ -279,13 +302,26 @@ static void draw_run_line(vs *v, int y, int compact) {
     seg(&l, A_NORMAL, " run %s", h->run_id[0] ? h->run_id : "?");
     seg(&l, A_NORMAL, "  %s", h->side);
     if (h->world_size > 1) seg(&l, A_NORMAL, " rank %d/%d", (int)h->rank, (int)h->world_size);
-    seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
-    seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
+    /* what changes first, the long family spec last (it is cut at the edge) */
     if (h->steps_committed > 0)
         seg(&l, A_NORMAL, "  steps %lld [%lld..%lld]", (long long)h->steps_committed, (long long)h->first_step,
             (long long)h->last_step);
     else
         seg(&l, A_NORMAL, "  steps 0");
+    if (h->steps_per_s >= 10) seg(&l, A_NORMAL, "  %.0f steps/s", h->steps_per_s); /* no exponent: 110, not 1.1e+02 */
+    else if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
+    seg(&l, A_NORMAL, "  writer %s", h->writer);
+    if (h->against[0]) { /* the path's tail: the file name matters most */
+        size_t n = strlen(h->against);
+        if (n > 29) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 28);
+        else seg(&l, A_BOLD, "  vs %s", h->against);
+        if (h->against_writer && h->against_writer[0]) { /* the other process's writer: a rollout engine that died shows */
+            int ok = strcmp(h->against_writer, "closed") == 0 || strcmp(h->against_writer, "recording") == 0;
+            seg(&l, ok ? A_NORMAL : pair(v, C_BAD) | A_BOLD, " (%.60s)", h->against_writer);
+        }
+    }
+    seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
+    seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
     if (compact) {
         if (!h->plan_ok) seg(&l, pair(v, C_BAD) | A_BOLD, "  !plan");
         if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  !fwd %s!=rollout %s", h->fwd, h->rollout);
@@ -332,7 +368,7 @@ static void draw_view_line(vs *v, int y) {
         seg(&l, pair(v, C_BAD), "  first divergent %s",
             drift_top_data_layer_name(D(v), (size_t)v->t.first_divergent));
     const drift_top_header *h = drift_top_model_header(v->m);
-    if (h->has_ref) seg(&l, A_NORMAL, "  vs ref %s", h->ref_run_id[0] ? h->ref_run_id : h->ref_path);
+    if (h->has_ref) seg(&l, A_NORMAL, "  ref %s", h->ref_run_id[0] ? h->ref_run_id : h->ref_path);
 }
 
 static void draw_header(vs *v) {
@@ -381,7 +417,17 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REL, 1, "relmax", DRIFT_TOP_SORT_REL);
     col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
               DRIFT_TOP_SORT_COS);
-    col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, "history mean|d|", -1);
+    {
+        size_t ns_all = drift_top_data_n_steps(D(v));
+        char st[64];
+        if (f->shown[DRIFT_TOP_TCOL_SPARK] && ns_all > (size_t)f->w[DRIFT_TOP_TCOL_SPARK])
+            snprintf(st, sizeof st, "mean|d| last %d steps, log", f->w[DRIFT_TOP_TCOL_SPARK]);
+        else
+            snprintf(st, sizeof st, "mean|d| history, log");
+        col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, st, -1);
+    }
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_REF, 1, "ref mean", -1);
+    col_title(v, R->y, f, DRIFT_TOP_TCOL_RATIO, 1, "x ref", -1);
 
     int visible = drift_top_layout_table_rows(R);
     clamp_scroll(&v->top, v->sel_row, (long)v->t.n, visible);
@@ -393,6 +439,21 @@ static void draw_table(vs *v) {
     const drift_top_data *d = D(v);
     size_t n_steps = drift_top_data_n_steps(d);
     long scol = shown_col(v);
+    /* one log scale for the whole column: a bar reads the same on every row */
+    double slo = INFINITY, shi = 0;
+    if (f->shown[DRIFT_TOP_TCOL_SPARK] && n_steps > 0) {
+        int w = f->w[DRIFT_TOP_TCOL_SPARK] > 256 ? 256 : f->w[DRIFT_TOP_TCOL_SPARK];
+        size_t c0 = n_steps - (n_steps < (size_t)w ? n_steps : (size_t)w);
+        for (size_t ri = 0; ri < v->t.n; ri++)
+            for (size_t c = c0; c < n_steps; c++) {
+                const drift_top_cell *cell = drift_top_data_cell(d, v->t.rows[ri].layer, c);
+                double x = cell->present ? cell->v[DRIFT_TOP_M_MEAN] : NAN;
+                if (isfinite(x) && x > 0) {
+                    if (x < slo) slo = x;
+                    if (x > shi) shi = x;
+                }
+            }
+    }
     for (int i = 0; i < visible; i++) {
         long ri = v->top + i;
         if (ri >= (long)v->t.n) break;
@@ -413,8 +474,15 @@ static void draw_table(vs *v) {
             }
             put(y, R->x + f->x[DRIFT_TOP_TCOL_MARK], 1, ma, mark);
         }
-        put(y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
-            row->name);
+        if (row->n_group > 1) { /* a collapsed block: the row that stands for it, and how many */
+            char nb[600];
+            size_t pl = drift_top_block_prefix(row->name);
+            snprintf(nb, sizeof nb, "%.*s [%zu] %s", (int)pl, row->name, row->n_group, row->name + pl + 1);
+            put_name(v, y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls), nb);
+        } else {
+            put_name(v, y, R->x + f->x[DRIFT_TOP_TCOL_NAME], f->w[DRIFT_TOP_TCOL_NAME], base | cls_attr(v, row->row_cls),
+                     row->name);
+        }
         static const int tc[DRIFT_TOP_M_COUNT] = {DRIFT_TOP_TCOL_MEAN, DRIFT_TOP_TCOL_MAX, DRIFT_TOP_TCOL_REL,
                                                   DRIFT_TOP_TCOL_COS};
         for (int m = 0; m < DRIFT_TOP_M_COUNT; m++) {
@@ -425,6 +493,18 @@ static void draw_table(vs *v) {
             else
                 drift_top_fmt_value(row->v[m], buf, sizeof buf);
             putr(y, R->x + f->x[c], f->w[c], base | cls_attr(v, row->cls[m]), buf);
+        }
+        if (f->shown[DRIFT_TOP_TCOL_REF]) {
+            drift_top_fmt_value(row->ref[DRIFT_TOP_M_MEAN], buf, sizeof buf);
+            putr(y, R->x + f->x[DRIFT_TOP_TCOL_REF], f->w[DRIFT_TOP_TCOL_REF], base, buf);
+        }
+        if (f->shown[DRIFT_TOP_TCOL_RATIO]) {
+            double rv = row->v[DRIFT_TOP_M_MEAN], rr = row->ref[DRIFT_TOP_M_MEAN];
+            if (isnan(rv) || isnan(rr)) snprintf(buf, sizeof buf, "-");
+            else if (rr == 0) snprintf(buf, sizeof buf, rv == 0 ? "1x" : "inf");
+            else snprintf(buf, sizeof buf, rv / rr >= 1000 ? "%.0fx" : "%.1fx", rv / rr);
+            putr(y, R->x + f->x[DRIFT_TOP_TCOL_RATIO], f->w[DRIFT_TOP_TCOL_RATIO],
+                 base | cls_attr(v, row->cls[DRIFT_TOP_M_MEAN]), buf);
         }
         if (f->shown[DRIFT_TOP_TCOL_SPARK] && n_steps > 0) {
             int w = f->w[DRIFT_TOP_TCOL_SPARK];
@@ -437,7 +517,7 @@ static void draw_table(vs *v) {
                 const drift_top_cell *cell = drift_top_data_cell(d, row->layer, c0 + k);
                 vals[k] = cell->present ? cell->v[DRIFT_TOP_M_MEAN] : NAN;
             }
-            drift_top_spark_levels(vals, n, n, lv);
+            drift_top_spark_levels_log(vals, n, slo, shi, lv);
             int x = R->x + f->x[DRIFT_TOP_TCOL_SPARK];
             for (size_t k = 0; k < n; k++) {
                 attr_t a = base | pair(v, C_BAR_A);
@@ -453,26 +533,48 @@ static void draw_table(vs *v) {
 /* charts                                                                   */
 /* ======================================================================= */
 
+/* The x axis under a chart's bars: the first and the last shown step under
+ * their columns, then "step" (the y axis is 0..max, stated in the label). */
+static void draw_step_axis(const drift_top_rect *R, int y, const drift_top_data *d, size_t c0, size_t shown) {
+    if (!d || shown == 0 || c0 + shown > drift_top_data_n_steps(d)) return;
+    char lo[24], hi[24];
+    int nlo = snprintf(lo, sizeof lo, "%lld", (long long)drift_top_data_step(d, c0));
+    int nhi = snprintf(hi, sizeof hi, "%lld", (long long)drift_top_data_step(d, c0 + shown - 1));
+    int xr = R->x + (int)shown - nhi; /* the last label ends under the last bar */
+    if (xr < R->x) xr = R->x;
+    if (shown > 1 && xr > R->x + nlo) put(y, R->x, nlo, A_NORMAL, lo);
+    put(y, xr, nhi, A_NORMAL, hi);
+    if (xr + nhi + 5 <= R->x + R->w) put(y, xr + nhi, 5, A_DIM, " step");
+}
+
 /* A bar chart of vals[0..n) (one column per value, the newest at the right
- * edge) in R: label line on top, bars below. hl = column to highlight (-1). */
+ * edge) in R: label line on top, bars below, and with 4 rows or more a step
+ * axis as the last line (d gives the step numbers; NULL: none). hl = column
+ * to highlight (-1). */
 static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t n, long hl, int color,
-                      const char *label, double now_val, int64_t now_step) {
+                      const char *label, double now_val, int64_t now_step, const drift_top_data *d) {
     if (R->h <= 0 || R->w <= 0) return;
-    int H = R->h - 1;
+    int axis = d && R->h >= 4;
+    int H = R->h - 1 - axis;
     size_t W = (size_t)R->w;
     size_t shown = n < W ? n : W;
     size_t c0 = n - shown;
     double vmax = 0.0;
     for (size_t k = c0; k < n; k++)
         if (isfinite(vals[k]) && vals[k] > vmax) vmax = vals[k];
-    char a[32], b[32];
+    char a[32], b[32], now[64], yr[48];
+    snprintf(now, sizeof now, "  now %s", drift_top_fmt_value(now_val, a, sizeof a));
+    if (now_step >= 0) snprintf(now + strlen(now), sizeof now - strlen(now), " @%lld", (long long)now_step);
+    snprintf(yr, sizeof yr, "  y 0..%s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
+    /* a part that does not fit whole is left out (a cut number would misread): the y range first */
+    int room = R->w - u8_cells(label);
+    int show_y = room >= (int)strlen(yr), show_now = room >= (int)(strlen(yr) + strlen(now)) || (!show_y && room >= (int)strlen(now));
     line l = {R->y, R->x, R->x + R->w};
     seg(&l, A_BOLD, "%s", label);
-    seg(&l, A_NORMAL, "  now ");
-    seg(&l, A_BOLD, "%s", drift_top_fmt_value(now_val, a, sizeof a));
-    if (now_step >= 0) seg(&l, A_NORMAL, " @%lld", (long long)now_step);
-    seg(&l, A_NORMAL, "  max %s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
+    if (show_now) seg(&l, A_NORMAL, "%s", now);
+    if (show_y) seg(&l, A_NORMAL, "%s", yr);
     if (H <= 0) return;
+    if (axis) draw_step_axis(R, R->y + R->h - 1, d, c0, shown);
     for (size_t k = 0; k < shown; k++) {
         double x = vals[c0 + k];
         int e = drift_top_bar_eighths(x, vmax, H);
@@ -481,7 +583,7 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t
         for (int r = 0; r < H; r++) {
             int k8 = e < 0 ? 0 : e - 8 * r;
             if (k8 > 8) k8 = 8;
-            int y = R->y + R->h - 1 - r;
+            int y = R->y + R->h - 1 - axis - r;
             if (k8 > 0) put(y, R->x + (int)k, 1, at, bar_glyph(v, k8));
         }
     }
@@ -514,9 +616,9 @@ static void draw_chart(vs *v) {
     long hl = (v->q.agg == DRIFT_TOP_AGG_STEP && v->q.step != INT64_MAX) ? sc : -1;
     int64_t st = sc >= 0 ? drift_top_data_step(d, (size_t)sc) : -1;
     draw_bars(v, &v->L.chart_a, a ? a : (double[1]){0}, n, hl, C_BAR_A, "log_prob_mean_abs_diff",
-              sc >= 0 ? a[sc] : NAN, st);
+              sc >= 0 ? a[sc] : NAN, st, d);
     draw_bars(v, &v->L.chart_b, b ? b : (double[1]){0}, n, hl, C_BAR_B, "ratio_abs_minus_1", sc >= 0 ? b[sc] : NAN,
-              st);
+              st, d);
     free(a);
     free(b);
 }
@@ -570,7 +672,7 @@ static void draw_drill(vs *v) {
             }
             long sel_col = v->dsel >= 0 && (size_t)v->dsel < n ? (long)(n - 1 - (size_t)v->dsel) : -1;
             draw_bars(v, &v->L.drill_chart, vals ? vals : (double[1]){0}, n, sel_col, C_BAR_A, "mean |diff| per step",
-                      sel_col >= 0 ? vals[sel_col] : NAN, sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1);
+                      sel_col >= 0 ? vals[sel_col] : NAN, sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1, d);
             free(vals);
         }
     }
@@ -663,7 +765,7 @@ static void draw_footer(vs *v) {
     }
     static const char *const keys[][2] = {{"q", "quit"},    {"?", "help"},  {"Enter", "drill"}, {"/", "filter"},
                                           {"s", "sort"},    {"r", "rev"},   {"a", "agg"},       {"c", "cfg"},
-                                          {"[]", "step"},   {"p", "chart"}};
+                                          {"[]", "step"},   {"H", "heat"},  {"d", "1st div"},   {"b", "blocks"}, {"p", "chart"}};
     size_t nk = sizeof keys / sizeof keys[0];
     if (v->drill) {
         seg(&l, A_REVERSE | A_BOLD, "Esc");
@@ -676,7 +778,7 @@ static void draw_footer(vs *v) {
 }
 
 static const char *const help_text[] = {
-    "drift top: does the trainer agree with the rollout, layer by layer?",
+    "drift top: do trainer and rollout agree, layer by layer?",
     "",
     " Up/Down k/j   move             PgUp/PgDn   page",
     " Home/End g/G  first/last row   Enter       per-step history",
@@ -688,15 +790,17 @@ static const char *const help_text[] = {
     " a             aggregate: this step -> mean -> max over steps",
     " [ / ]         previous / next step (] on the last: follow)",
     " c             CFG: divide the |diff| columns by the scale s",
-    " p / C         per-step chart / dtype census (libdrift_intercept.so)",
-    " Ctrl-L        redraw    ?  this help    q  quit",
+    " p / C         per-step chart / dtype census (intercept)",
+    " H / m         heatmap layers x steps / its metric (log scale)",
+    " d / b         first divergent layer / one row per block",
+    " n             next divergent layer   Ctrl-L  redraw",
     "",
     "Colours: cyan equal (0), green ok, yellow warn, red bad.",
     "No --ref: absolute thresholds: mean|d| 1e-3/1e-2, max|d|",
     "  2e-2/1e-1, relmax 1e-2/1e-1, 1-cosine 1e-4/1e-2.",
     "--ref: ratio to the reference run's value of the same",
     "  layer: <= 2x ok, <= 10x warn, above: bad.",
-    "Marks: > first divergent layer at the step shown,",
+    "Marks: @ first divergent layer at the step shown,",
     "  ! NaN/inf where the reference side has none.",
     "Max mode takes the minimum (worst) cosine.",
     "Any other key closes this help.",
@@ -769,14 +873,129 @@ static void draw_help(vs *v) {
         draw_census(v, R);
         return;
     }
-    put(R->y, R->x + 2, R->w - 4, A_BOLD, " help ");
     int n = (int)(sizeof help_text / sizeof help_text[0]);
     int inner = R->h - 2;
+    put(R->y, R->x + 2, R->w - 4, A_BOLD, inner < n ? " help (j/k scroll) " : " help ");
     if (v->help_top > n - inner) v->help_top = n - inner;
     if (v->help_top < 0) v->help_top = 0;
-    for (int i = 0; i < inner && v->help_top + i < n; i++)
-        put(R->y + 1 + i, R->x + 1, R->w - 2, i == 0 && v->help_top == 0 ? A_BOLD : A_NORMAL,
-            help_text[v->help_top + i]);
+    for (int i = 0; i < inner && v->help_top + i < n; i++) {
+        char buf[128];
+        const char *t = help_text[v->help_top + i];
+        const char *at = strchr(t, '@'); /* the mark as the table draws it */
+        if (at) {
+            snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - t), t, v->utf8 ? "\xe2\x96\xb6" : ">", at + 1);
+            t = buf;
+        }
+        put(R->y + 1 + i, R->x + 1, R->w - 2, i == 0 && v->help_top == 0 ? A_BOLD : A_NORMAL, t);
+    }
+}
+
+
+/* ======================================================================= */
+/* heatmap (key H): layers (rows, execution order) x steps (columns)        */
+/* ======================================================================= */
+
+static const char *const heat_names[DRIFT_TOP_M_COUNT] = {"mean|d|", "max|d|", "relmax", "1-cos"};
+
+/* The value of a cell in the heatmap's metric (1 - cosine for the cosine,
+ * |diff| columns divided by s with CFG normalisation); NaN if none. */
+static double heat_value(const vs *v, const drift_top_cell *c) {
+    if (!c->present) return NAN;
+    double x = c->v[v->heat_metric];
+    if (v->heat_metric == DRIFT_TOP_M_COS) x = 1.0 - x;
+    else if (v->heat_metric != DRIFT_TOP_M_REL) x /= norm_scale(v);
+    return x;
+}
+
+static void draw_heat(vs *v) {
+    const drift_top_data *d = D(v);
+    drift_top_rect R = v->L.table;
+    if (v->L.chart.h > 0) R.h = v->L.chart.y + v->L.chart.h - R.y; /* the chart's rows too */
+    if (R.h < 4 || R.w < 20) return;
+    size_t ns = drift_top_data_n_steps(d);
+    int name_w = (int)drift_top_data_max_name(d);
+    if (name_w > R.w / 3) name_w = R.w / 3;
+    if (name_w < 8) name_w = 8;
+    int gx = R.x + name_w + 2;
+    int gw = R.w - name_w - 2;
+    size_t nshow = ns < (size_t)gw ? ns : (size_t)gw;
+    size_t c0 = ns - nshow; /* the newest steps fit; older ones scroll off the left */
+    /* rows: the table's layers (filter applied) in execution order */
+    size_t n = v->t.n;
+    size_t *rows = n ? drift_malloc(n * sizeof *rows) : NULL;
+    if (n && !rows) return;
+    size_t k = 0;
+    for (size_t li = 0; li < drift_top_data_n_layers(d); li++)
+        if (drift_top_table_find(&v->t, li) >= 0) rows[k++] = li;
+    n = k;
+    /* one log10 scale over every shown cell */
+    double lo = INFINITY, hi = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = c0; c < ns; c++) {
+            double x = heat_value(v, drift_top_data_cell(d, rows[i], c));
+            if (isfinite(x) && x > 0) {
+                if (x < lo) lo = x;
+                if (x > hi) hi = x;
+            }
+        }
+    char a[32], b[32];
+    line l = {R.y, R.x, R.x + R.w};
+    seg(&l, A_BOLD, "heatmap %s%s", heat_names[v->heat_metric],
+        v->q.cfg_normalise && v->heat_metric < DRIFT_TOP_M_REL ? "/s" : "");
+    if (hi > 0)
+        seg(&l, A_NORMAL, "  log10 scale %s..%s", drift_top_fmt_value(lo, a, sizeof a), drift_top_fmt_value(hi, b, sizeof b));
+    seg(&l, A_NORMAL, "  %s 0  %s first divergent  m metric", v->utf8 ? "\xc2\xb7" : ".", v->utf8 ? "\xe2\x97\x86" : "X");
+    /* step axis: a label every 10 columns */
+    int ay = R.y + 1;
+    put(ay, R.x, name_w, A_DIM, "layer \\ step");
+    for (size_t c = c0; c < ns; c++) {
+        int x = gx + (int)(c - c0);
+        if ((c - c0) % 10 == 0 && x + 1 < R.x + R.w) {
+            char t[24];
+            snprintf(t, sizeof t, "|%lld", (long long)drift_top_data_step(d, c));
+            put(ay, x, R.x + R.w - x, A_DIM, t);
+        }
+    }
+    int visible = R.h - 2;
+    long sel = -1;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] == v->sel_layer) sel = (long)i;
+    long top = v->top;
+    clamp_scroll(&top, sel < 0 ? 0 : sel, (long)n, visible);
+    v->top = top;
+    static const char *const u8g[8] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+                                       "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+    static const char *const asg[8] = {"1", "2", "3", "4", "5", "6", "7", "8"};
+    for (int i = 0; i < visible && top + i < (long)n; i++) {
+        size_t li = rows[top + i];
+        int y = R.y + 2 + i;
+        attr_t base = (long)(top + i) == sel ? A_REVERSE : A_NORMAL;
+        put_name(v, y, R.x, name_w, base, drift_top_data_layer_name(d, li));
+        for (size_t c = c0; c < ns; c++) {
+            const drift_top_cell *cell = drift_top_data_cell(d, li, c);
+            double x = heat_value(v, cell);
+            int xx = gx + (int)(c - c0);
+            if (isnan(x)) {
+                put(y, xx, 1, A_NORMAL, " ");
+                continue;
+            }
+            if (cell->flags & DRIFT_TRACE_METRIC_FIRST_DIVERGENT) {
+                put(y, xx, 1, pair(v, C_BAD) | A_BOLD | A_REVERSE, v->utf8 ? "\xe2\x97\x86" : "X");
+                continue;
+            }
+            if (x <= 0) {
+                put(y, xx, 1, pair(v, C_EQUAL), v->utf8 ? "\xc2\xb7" : ".");
+                continue;
+            }
+            int lv = 7;
+            if (isfinite(x) && hi > lo) lv = (int)floor((log10(x) - log10(lo)) / (log10(hi) - log10(lo)) * 7.999);
+            if (lv < 0) lv = 0;
+            if (lv > 7) lv = 7;
+            attr_t ca = lv >= 6 ? pair(v, C_BAD) : (lv >= 3 ? pair(v, C_WARN) : pair(v, C_OK));
+            put(y, xx, 1, ca, v->utf8 ? u8g[lv] : asg[lv]);
+        }
+    }
+    drift_free(rows);
 }
 
 static void draw(vs *v) {
@@ -789,6 +1008,7 @@ static void draw(vs *v) {
     lo.drill = v->drill;
     lo.hide_chart = v->hide_chart;
     lo.name_w = (int)drift_top_data_max_name(D(v));
+    lo.has_ref = drift_top_model_header(v->m)->has_ref;
     drift_top_layout_compute(cols, rows, &lo, &v->L);
     if (v->L.too_small) {
         put(0, 0, cols, A_BOLD, "terminal too small");
@@ -796,6 +1016,8 @@ static void draw(vs *v) {
         draw_header(v);
         if (v->drill)
             draw_drill(v);
+        else if (v->heat)
+            draw_heat(v);
         else {
             draw_table(v);
             draw_chart(v);
@@ -963,6 +1185,47 @@ static int handle_key(vs *v, int ch) {
     case 'p':
         v->hide_chart = !v->hide_chart;
         return 0;
+    case 'b':
+        v->q.collapse_blocks = !v->q.collapse_blocks;
+        v->dirty = 1;
+        set_msg(v, 0, v->q.collapse_blocks ? "one row per block: its first divergent or largest layer, [n] = layers"
+                                           : "every layer");
+        return 0;
+    case 'H':
+        v->heat = !v->heat;
+        v->drill = 0;
+        return 0;
+    case 'm':
+        v->heat_metric = (v->heat_metric + 1) % DRIFT_TOP_M_COUNT;
+        set_msg(v, 0, "heatmap metric: %s", heat_names[v->heat_metric]);
+        return 0;
+    case 'd':
+        if (v->t.first_divergent >= 0 && drift_top_table_find(&v->t, (size_t)v->t.first_divergent) >= 0) {
+            select_row(v, drift_top_table_find(&v->t, (size_t)v->t.first_divergent));
+            set_msg(v, 0, "first divergent layer: %s", drift_top_data_layer_name(D(v), (size_t)v->t.first_divergent));
+        } else {
+            set_msg(v, 0, "no divergent layer at this step");
+        }
+        return 0;
+    case 'n': { /* the next row after the selection (wrapping) whose values are not bitwise equal */
+        long found = -1, k = 0, total = 0;
+        for (size_t i = 0; i < v->t.n; i++) {
+            const drift_top_row *row = &v->t.rows[i];
+            if (!(row->v[DRIFT_TOP_M_MAX] > 0)) continue; /* equal, or no value (NaN) */
+            total++;
+            if (found < 0 && (long)i > v->sel_row) { found = (long)i; k = total; }
+        }
+        if (total > 0 && found < 0) /* wrap to the first */
+            for (size_t i = 0; i < v->t.n && found < 0; i++)
+                if (v->t.rows[i].v[DRIFT_TOP_M_MAX] > 0) { found = (long)i; k = 1; }
+        if (found < 0) {
+            set_msg(v, 0, "no divergent layer among the rows shown");
+        } else {
+            select_row(v, found);
+            set_msg(v, 0, "divergent layer %ld of %ld: %s", k, total, v->t.rows[found].name);
+        }
+        return 0;
+    }
     case '[': step_move(v, -1); return 0;
     case ']': step_move(v, +1); return 0;
     case '{': step_move(v, -(1 << 30)); return 0;
@@ -1016,11 +1279,13 @@ static int handle_key(vs *v, int ch) {
             v->dtop = 0;
         }
         break;
-    case '/':
+    case '/': /* a fresh filter; Esc restores the previous one */
         v->prompt = 1;
         snprintf(v->saved_filter, sizeof v->saved_filter, "%s", v->filter);
-        snprintf(v->pbuf, sizeof v->pbuf, "%s", v->filter);
-        v->plen = strlen(v->pbuf);
+        v->pbuf[0] = 0;
+        v->plen = 0;
+        v->filter[0] = 0;
+        v->dirty = 1;
         break;
     case KEY_ESC:
     case KEY_LEFT:

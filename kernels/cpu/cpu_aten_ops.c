@@ -65,15 +65,6 @@ static float scalar(int sub, float x, float s, double s64) {
     }
 }
 
-static int64_t strided_index(const drift_op *op, int nd, const int64_t *shape, int64_t e) {
-    int64_t off = op->start;
-    for (int d = nd - 1; d >= 0; d--) {
-        off += (e % shape[d]) * op->stride[d];
-        e /= shape[d];
-    }
-    return off;
-}
-
 typedef struct ew_job {
     const drift_op *op;
     const float *x;
@@ -103,15 +94,9 @@ int drift_cpu_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
     case DRIFT_OP_DIV: {
         drift_bcast bc;
         drift_bcast_plan(in[0], in[1], &bc);
-        int64_t idx[DRIFT_MAX_DIMS] = {0};
         for (int64_t e = 0; e < bc.numel; e++) {
-            int64_t r = e, oa = 0, ob = 0;
-            for (int d = bc.nd - 1; d >= 0; d--) {
-                idx[d] = r % bc.shape[d];
-                r /= bc.shape[d];
-                oa += idx[d] * bc.sa[d];
-                ob += idx[d] * bc.sb[d];
-            }
+            int64_t oa, ob;
+            drift_bcast_offsets(&bc, e, &oa, &ob);
             y[e] = fd(in[0])[oa] / fd(in[1])[ob];
         }
         drift_dtype_round_n(y, (size_t)out->numel, op->out);
@@ -134,12 +119,12 @@ int drift_cpu_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         return DRIFT_OK;
     }
     case DRIFT_OP_STRIDED:
-        for (int64_t e = 0; e < out->numel; e++) y[e] = fd(in[0])[strided_index(op, out->ndim, out->shape, e)];
+        for (int64_t e = 0; e < out->numel; e++) y[e] = fd(in[0])[drift_aten_strided_index(op, out->ndim, out->shape, e)];
         if (in[0]->dtype != op->out) drift_dtype_round_n(y, (size_t)out->numel, op->out);
         return DRIFT_OK;
     case DRIFT_OP_SCATTER:
         memcpy(y, fd(in[0]), (size_t)out->numel * sizeof(float));
-        for (int64_t e = 0; e < in[1]->numel; e++) y[strided_index(op, in[1]->ndim, in[1]->shape, e)] = fd(in[1])[e];
+        for (int64_t e = 0; e < in[1]->numel; e++) y[drift_aten_strided_index(op, in[1]->ndim, in[1]->shape, e)] = fd(in[1])[e];
         if (in[0]->dtype != op->out) drift_dtype_round_n(y, (size_t)out->numel, op->out);
         return DRIFT_OK;
     case DRIFT_OP_FILL:

@@ -14,11 +14,7 @@
  * still compiles; the library linked is OpenBLAS (CMake: find_library). */
 void openblas_set_num_threads(int num_threads);
 
-typedef struct cpu_ctx {
-    int nthreads;
-} cpu_ctx;
-
-static int cpu_threads(const drift_backend *be) { return ((const cpu_ctx *)be->ctx)->nthreads; }
+static int cpu_threads(const drift_backend *be) { return drift_host_backend_threads(be); }
 
 static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16; }
 
@@ -45,7 +41,7 @@ static int cpu_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) {
 
 static void cpu_release(const drift_backend *be, drift_tensor *t) {
     (void)be;
-    free(t->data);
+    drift_free(t->data);
 }
 
 /* A view of base's float storage elem_offset elements in (fits: checked). */
@@ -105,52 +101,34 @@ static int cpu_metrics(const drift_backend *be, const drift_tensor *t, const dri
     return DRIFT_OK;
 }
 
-static int cpu_sync(const drift_backend *be, drift_err *err) {
-    (void)be;
-    (void)err;
-    return DRIFT_OK;
-}
-
-static void cpu_destroy(drift_backend *be) {
-    if (!be) return;
-    free(be->ctx);
-    free(be);
-}
+/* The cpu backend's entries (name, context, sync and destroy: drift_host_backend_new). */
+static const drift_backend cpu_iface = {
+    .stores = dtype_ok,
+    .elem_bytes = cpu_elem_bytes,
+    .supports_op = cpu_supports_op,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload_f32 = cpu_upload_f32,
+    .upload_f64 = cpu_upload_f64,
+    .download_f32 = cpu_download_f32,
+    .download_f64 = cpu_download_f64,
+    .run = cpu_run,
+    .metrics = cpu_metrics,
+    .alias = cpu_alias,
+};
 
 int drift_cpu_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
-    static const char *const keys[] = {"threads", NULL};
-    int nthreads = 1;
-    int rc = drift_backend_opts_check(o, keys, err);
-    if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
+    drift_backend *be = NULL;
+    int rc = drift_host_backend_new(o, "cpu", &cpu_iface, &be, err);
     if (rc) return rc;
-    drift_backend *be = drift_calloc(1, sizeof *be);
-    cpu_ctx *ctx = drift_calloc(1, sizeof *ctx);
-    if (!be || !ctx) {
-        free(be);
-        free(ctx);
-        return drift_err_set(err, DRIFT_E_NOMEM, "cpu", "cannot allocate the cpu backend");
+    if ((rc = drift_cpu_blas_space_check(drift_host_backend_threads(be), err))) { /* an error under ulimit -v, not a hang */
+        drift_backend_free(be);
+        return rc;
     }
-    ctx->nthreads = nthreads;
     /* Fixed GEMM thread policy (host_internal.h): OpenBLAS's thread count is
      * process-global and may change GEMM bits, so every cpu backend pins it to
      * the policy's count when it is created. */
-    openblas_set_num_threads(ctx->nthreads);
-    be->name = "cpu";
-    be->ctx = ctx;
-    be->stores = dtype_ok;
-    be->elem_bytes = cpu_elem_bytes;
-    be->supports_op = cpu_supports_op;
-    be->alloc = cpu_alloc;
-    be->release = cpu_release;
-    be->upload_f32 = cpu_upload_f32;
-    be->upload_f64 = cpu_upload_f64;
-    be->download_f32 = cpu_download_f32;
-    be->download_f64 = cpu_download_f64;
-    be->run = cpu_run;
-    be->metrics = cpu_metrics;
-    be->sync = cpu_sync;
-    be->destroy = cpu_destroy;
-    be->alias = cpu_alias;
+    openblas_set_num_threads(drift_host_backend_threads(be));
     *out = be;
     return DRIFT_OK;
 }

@@ -147,34 +147,21 @@ static void binary_range(void *p, int64_t e0, int64_t e1) {
     const drift_bcast *bc = &j->bc;
     int nd = bc->nd;
     int64_t inner = bc->shape[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
-    int64_t idx[DRIFT_MAX_DIMS] = {0};
-    int64_t row = e0 / inner, k = e0 % inner, oa = 0, ob = 0;
-    for (int d = nd - 2; d >= 0; d--) {
-        idx[d] = row % bc->shape[d];
-        row /= bc->shape[d];
-        oa += idx[d] * bc->sa[d];
-        ob += idx[d] * bc->sb[d];
-    }
+    int64_t k = e0 % inner;
+    drift_bcast_rows r;
+    drift_bcast_rows_seek(&r, bc, e0 / inner);
     int64_t pos = e0;
     while (pos < e1) {
         int64_t n = min64(inner - k, e1 - pos);
         for (int64_t s = 0; s < n; s += BLK) {
             int64_t m = min64(BLK, n - s);
             float *y = j->y + pos + s;
-            binary_block(j->kind, j->a + oa + (k + s) * ia, ia, j->b + ob + (k + s) * ib, ib, y, m);
+            binary_block(j->kind, j->a + r.oa + (k + s) * ia, ia, j->b + r.ob + (k + s) * ib, ib, y, m);
             drift_dtype_round_n(y, (size_t)m, j->dt);
         }
         pos += n;
         k = 0;
-        for (int d = nd - 2; d >= 0; d--) {
-            idx[d]++;
-            oa += bc->sa[d];
-            ob += bc->sb[d];
-            if (idx[d] < bc->shape[d]) break;
-            oa -= bc->sa[d] * bc->shape[d];
-            ob -= bc->sb[d] * bc->shape[d];
-            idx[d] = 0;
-        }
+        drift_bcast_rows_next(&r);
     }
 }
 

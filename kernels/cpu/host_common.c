@@ -2,6 +2,9 @@
  * parallel-for. See host_internal.h. */
 #include "kernels/cpu/host_internal.h"
 
+#include "formats/alloc.h"
+#include "kernels/backend_impl.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,4 +53,48 @@ void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_
         else
             fn(ctx, jobs[i].begin, jobs[i].end);
     }
+}
+
+/* ---- the backend table shared by the host backends ---- */
+
+typedef struct host_ctx {
+    int nthreads;
+} host_ctx;
+
+int drift_host_backend_threads(const drift_backend *be) { return ((const host_ctx *)be->ctx)->nthreads; }
+
+static int host_sync(const drift_backend *be, drift_err *err) {
+    (void)be;
+    (void)err;
+    return DRIFT_OK;
+}
+
+static void host_destroy(drift_backend *be) {
+    if (!be) return;
+    drift_free(be->ctx);
+    drift_free(be);
+}
+
+int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, drift_backend **out,
+                           drift_err *err) {
+    static const char *const keys[] = {"threads", NULL};
+    int nthreads = 1;
+    int rc = drift_backend_opts_check(o, keys, err);
+    if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
+    if (rc) return rc;
+    drift_backend *be = drift_calloc(1, sizeof *be);
+    host_ctx *ctx = drift_calloc(1, sizeof *ctx);
+    if (!be || !ctx) {
+        drift_free(be);
+        drift_free(ctx);
+        return drift_err_set(err, DRIFT_E_NOMEM, name, "cannot allocate the %s backend", name);
+    }
+    *be = *iface;
+    ctx->nthreads = nthreads;
+    be->name = name;
+    be->ctx = ctx;
+    be->sync = host_sync;
+    be->destroy = host_destroy;
+    *out = be;
+    return DRIFT_OK;
 }

@@ -29,6 +29,12 @@
 
 #define DRIFT_HOST_MAX_THREADS 8
 
+/* DRIFT_OK if the address space left under RLIMIT_AS (ulimit -v) holds the
+ * GEMM buffers OpenBLAS maps for nthreads threads (always, without a limit);
+ * else DRIFT_E_NOMEM saying so (kernels/cpu/cpu_blas_space.c: OpenBLAS
+ * retries a failed buffer mmap forever). Allocates nothing it keeps. */
+int drift_cpu_blas_space_check(int nthreads, drift_err *err);
+
 /* Calls fn(ctx, begin, end) over [0, n) split into at most nthreads
  * contiguous ranges of at least grain indices each (the last may be shorter),
  * the first range on the calling thread. If a thread cannot be started its
@@ -36,6 +42,14 @@
  * visited exactly once. */
 typedef void (*drift_host_range_fn)(void *ctx, int64_t begin, int64_t end);
 void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_range_fn fn, void *ctx);
+
+/* A host backend (cpu, ref): a copy of iface's entries (borrowed), threads=
+ * checked (the only option) into a context, name set, sync a no-op, destroy
+ * freeing the table and the context. Caller owns *out (drift_backend_free). */
+int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, drift_backend **out,
+                           drift_err *err);
+/* The thread count of a backend made by drift_host_backend_new. */
+int drift_host_backend_threads(const drift_backend *be);
 
 /* The cpu backend's op bodies (kernels/cpu/cpu_ops.c); the arguments are
  * already validated by the door (kernels/door.c). */

@@ -46,6 +46,7 @@
  * compute dtype, 16-byte aligned base pointers and q/k/v strides that are
  * multiples of 8 elements (every row start 16-byte aligned for cp.async);
  * sm_80 or newer. The output is written element by element (any strides). */
+#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/ptx_async.cuh"
 
 #include <math.h>
@@ -250,13 +251,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
         if (it == total - 1) {
             /* end of pass 2: full row sums (same value on the 4 lanes of a quad) */
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float t = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
-                t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 2));
-                /* final max +-inf: the unfused path's l is NaN (expf(inf - inf) or
-                   expf(-inf - -inf) appears in its sum) */
-                l[h] = (m[h] == INFINITY || m[h] == -INFINITY) ? __int_as_float(0x7fc00000) : t;
-            }
+            for (int h = 0; h < 2; h++) l[h] = dcu_attn_quad_row_sum(l[h], m[h]);
         }
     }
 
@@ -282,16 +277,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 template <bool BF16, int D>
 cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void *v, const dcu_attn_strides &st,
                    int64_t BH, int64_t Lq, int64_t Lk, float scale, void *out, drift_dtype to) {
-    const size_t smem = (size_t)4 * kBN * D * sizeof(uint16_t); /* K and V, two stages each */
-    auto kern = k_attn_fused<BF16, D>;
+    /* K and V, two stages each */
+    const size_t smem = (size_t)4 * kBN * D * sizeof(uint16_t);
     static int smem_set[DCU_MAX_DEVICES]; /* per instantiation: one flag per device */
-    cudaError_t e = dcu_func_smem_once((const void *)kern, (int)smem, ctx->device, smem_set);
-    if (e != cudaSuccess) return e;
-    const int64_t n_qt = (Lq + kBM - 1) / kBM;
-    kern<<<(unsigned)(n_qt * BH), kThreads, smem, ctx->stream>>>((const uint16_t *)q, (const uint16_t *)k,
-                                                                (const uint16_t *)v, st, Lq, Lk, n_qt, scale, out,
-                                                                (int)to);
-    return cudaGetLastError();
+    return dcu_attn_launch(k_attn_fused<BF16, D>, smem, smem_set, kBM, kThreads, ctx, q, k, v, st, BH, Lq, Lk, scale, out, to);
 }
 
 } // namespace
@@ -326,12 +315,5 @@ extern "C" int dcu_attn_fused_strides_ok(const dcu_attn_strides *st) {
 extern "C" cudaError_t dcu_launch_attn_fused(const dcu_ctx *ctx, const void *q, const void *k, const void *v,
                                              const dcu_attn_strides *st, drift_dtype c, int64_t BH, int64_t Lq,
                                              int64_t Lk, int64_t D, float scale, void *out, drift_dtype to) {
-    if (BH <= 0 || Lq <= 0) return cudaSuccess;
-    if (!dcu_attn_fused_strides_ok(st) || BH % st->H) return cudaErrorInvalidValue;
-    const bool bf16 = c == DRIFT_BF16;
-    if (D == 64)
-        return bf16 ? launch<true, 64>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to)
-                    : launch<false, 64>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to);
-    return bf16 ? launch<true, 128>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to)
-                : launch<false, 128>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to);
+    DCU_ATTN_DISPATCH(launch, ctx, q, k, v, st, c, BH, Lq, Lk, D, scale, out, to);
 }

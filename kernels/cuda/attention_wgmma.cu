@@ -32,6 +32,7 @@
  * Compiled for sm_90a only (CMakeLists.txt builds this file for that
  * target alone): elsewhere the kernel is a trap that the host never
  * launches (dcu_attn_wgmma_available). */
+#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/ptx_async.cuh"
 
 #include <math.h>
@@ -327,11 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     /* full row sums (same value on the 4 lanes of a quad); a final max of
        +-inf gives NaN, as the unfused path's expf(inf - inf) does */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float t = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
-        t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 2));
-        l[h] = (m[h] == INFINITY || m[h] == -INFINITY) ? __int_as_float(0x7fc00000) : t;
-    }
+    for (int h = 0; h < 2; h++) l[h] = dcu_attn_quad_row_sum(l[h], m[h]);
 
     /* ---- out = round(o / l) ---- */
     const int64_t ob = (bh / st_.H) * st_.o[0] + (bh - (bh / st_.H) * st_.H) * st_.o[1];
@@ -357,15 +354,8 @@ cudaError_t launch(const dcu_ctx *ctx, const void *q, const void *k, const void 
                    int64_t BH, int64_t Lq, int64_t Lk, float scale, void *out, drift_dtype to) {
     /* Q, two K and two V stages, plus slack to align the base to 1024 bytes */
     const size_t smem = (size_t)(kBM + 4 * kBN) * D * sizeof(uint16_t) + 1024;
-    auto kern = k_attn_wgmma<BF16, D>;
-    static int smem_set[DCU_MAX_DEVICES];
-    cudaError_t e = dcu_func_smem_once((const void *)kern, (int)smem, ctx->device, smem_set);
-    if (e != cudaSuccess) return e;
-    const int64_t n_qt = (Lq + kBM - 1) / kBM;
-    kern<<<(unsigned)(n_qt * BH), kThreads, smem, ctx->stream>>>((const uint16_t *)q, (const uint16_t *)k,
-                                                                (const uint16_t *)v, st, Lq, Lk, n_qt, scale, out,
-                                                                (int)to);
-    return cudaGetLastError();
+    static int smem_set[DCU_MAX_DEVICES]; /* per instantiation: one flag per device */
+    return dcu_attn_launch(k_attn_wgmma<BF16, D>, smem, smem_set, kBM, kThreads, ctx, q, k, v, st, BH, Lq, Lk, scale, out, to);
 }
 
 } // namespace
@@ -393,12 +383,5 @@ extern "C" int dcu_attn_wgmma_available(int device) {
 extern "C" cudaError_t dcu_launch_attn_wgmma(const dcu_ctx *ctx, const void *q, const void *k, const void *v,
                                              const dcu_attn_strides *st, drift_dtype c, int64_t BH, int64_t Lq,
                                              int64_t Lk, int64_t D, float scale, void *out, drift_dtype to) {
-    if (BH <= 0 || Lq <= 0) return cudaSuccess;
-    if (!dcu_attn_fused_strides_ok(st) || BH % st->H) return cudaErrorInvalidValue;
-    const bool bf16 = c == DRIFT_BF16;
-    if (D == 64)
-        return bf16 ? launch<true, 64>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to)
-                    : launch<false, 64>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to);
-    return bf16 ? launch<true, 128>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to)
-                : launch<false, 128>(ctx, q, k, v, *st, BH, Lq, Lk, scale, out, to);
+    DCU_ATTN_DISPATCH(launch, ctx, q, k, v, st, c, BH, Lq, Lk, D, scale, out, to);
 }

@@ -516,12 +516,17 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     int rc = select_device(ctx, err);
     if (rc) return rc;
     if (out->numel == 0) return DRIFT_OK;
+    if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
     if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH) {
         int handled = 0;
         rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
         if (handled) return rc; /* else the fallback is recorded: run the exact kernel */
     }
     return run_op(ctx, op, in, out, where, err);
+}
+
+static void cuda_last_gemm(const drift_backend *be, char *buf, size_t bufsz) {
+    snprintf(buf, bufsz, "%s", ctx_of(be)->last_gemm);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -825,6 +830,7 @@ int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **
     be->metrics = cuda_metrics;
     be->sync = cuda_sync;
     be->alias = cuda_alias;
+    be->last_gemm = cuda_last_gemm;
     *out = be;
     return DRIFT_OK;
 }

@@ -44,16 +44,6 @@ static double scalar(int sub, double x, double s) {
     }
 }
 
-/* Flat source index of output element e of a strided region. */
-static int64_t strided_index(const drift_op *op, int nd, const int64_t *shape, int64_t e) {
-    int64_t off = op->start;
-    for (int d = nd - 1; d >= 0; d--) {
-        off += (e % shape[d]) * op->stride[d];
-        e /= shape[d];
-    }
-    return off;
-}
-
 int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                        drift_err *err) {
     (void)nthreads;
@@ -68,15 +58,9 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
     case DRIFT_OP_DIV: {
         drift_bcast bc;
         drift_bcast_plan(in[0], in[1], &bc);
-        int64_t idx[DRIFT_MAX_DIMS] = {0};
         for (int64_t e = 0; e < bc.numel; e++) {
-            int64_t r = e, oa = 0, ob = 0;
-            for (int d = bc.nd - 1; d >= 0; d--) {
-                idx[d] = r % bc.shape[d];
-                r /= bc.shape[d];
-                oa += idx[d] * bc.sa[d];
-                ob += idx[d] * bc.sb[d];
-            }
+            int64_t oa, ob;
+            drift_bcast_offsets(&bc, e, &oa, &ob);
             y[e] = dd(in[0])[oa] / dd(in[1])[ob];
         }
         return DRIFT_OK;
@@ -96,11 +80,11 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         return DRIFT_OK;
     }
     case DRIFT_OP_STRIDED:
-        for (int64_t e = 0; e < out->numel; e++) y[e] = dd(in[0])[strided_index(op, out->ndim, out->shape, e)];
+        for (int64_t e = 0; e < out->numel; e++) y[e] = dd(in[0])[drift_aten_strided_index(op, out->ndim, out->shape, e)];
         return DRIFT_OK;
     case DRIFT_OP_SCATTER:
         memcpy(y, dd(in[0]), (size_t)out->numel * sizeof(double));
-        for (int64_t e = 0; e < in[1]->numel; e++) y[strided_index(op, in[1]->ndim, in[1]->shape, e)] = dd(in[1])[e];
+        for (int64_t e = 0; e < in[1]->numel; e++) y[drift_aten_strided_index(op, in[1]->ndim, in[1]->shape, e)] = dd(in[1])[e];
         return DRIFT_OK;
     case DRIFT_OP_FILL:
         for (int64_t i = 0; i < out->numel; i++)

@@ -14,10 +14,6 @@
 #include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h"
 
-typedef struct ref_ctx {
-    int nthreads;
-} ref_ctx;
-
 #define GRAIN ((int64_t)1 << 14)
 
 static inline double *dd(const drift_tensor *t) { return (double *)t->data; }
@@ -124,17 +120,12 @@ static void binary_range(void *p, int64_t e0, int64_t e1) {
     const drift_bcast *bc = &j->bc;
     const int nd = bc->nd;
     const int64_t inner = bc->shape[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
-    int64_t idx[DRIFT_MAX_DIMS] = {0};
-    int64_t row = e0 / inner, k = e0 % inner, oa = 0, ob = 0;
-    for (int d = nd - 2; d >= 0; d--) {
-        idx[d] = row % bc->shape[d];
-        row /= bc->shape[d];
-        oa += idx[d] * bc->sa[d];
-        ob += idx[d] * bc->sb[d];
-    }
+    int64_t k = e0 % inner;
+    drift_bcast_rows r;
+    drift_bcast_rows_seek(&r, bc, e0 / inner);
     for (int64_t pos = e0; pos < e1;) {
         const int64_t n = (inner - k < e1 - pos) ? inner - k : e1 - pos;
-        const double *a = j->a + oa + k * ia, *b = j->b + ob + k * ib;
+        const double *a = j->a + r.oa + k * ia, *b = j->b + r.ob + k * ib;
         double *y = j->y + pos;
         for (int64_t i = 0; i < n; i++) {
             const double u = a[i * ia], v = b[i * ib];
@@ -142,15 +133,7 @@ static void binary_range(void *p, int64_t e0, int64_t e1) {
         }
         pos += n;
         k = 0;
-        for (int d = nd - 2; d >= 0; d--) {
-            idx[d]++;
-            oa += bc->sa[d];
-            ob += bc->sb[d];
-            if (idx[d] < bc->shape[d]) break;
-            oa -= bc->sa[d] * bc->shape[d];
-            ob -= bc->sb[d] * bc->shape[d];
-            idx[d] = 0;
-        }
+        drift_bcast_rows_next(&r);
     }
 }
 
@@ -389,7 +372,7 @@ static void run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor
 
 static int ref_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                    drift_err *err) {
-    const int nt = ((const ref_ctx *)be->ctx)->nthreads;
+    const int nt = drift_host_backend_threads(be);
     const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
     case DRIFT_OP_CAST:
@@ -498,48 +481,26 @@ static int ref_metrics(const drift_backend *be, const drift_tensor *t, const dri
     return DRIFT_OK;
 }
 
-static int ref_sync(const drift_backend *be, drift_err *err) {
-    (void)be;
-    (void)err;
-    return DRIFT_OK;
-}
-
-static void ref_destroy(drift_backend *be) {
-    if (!be) return;
-    drift_free(be->ctx);
-    drift_free(be);
-}
+/* The ref backend's entries (name, context, sync and destroy: drift_host_backend_new). */
+static const drift_backend ref_iface = {
+    .stores = dtype_ok,
+    .elem_bytes = ref_elem_bytes,
+    .supports_op = ref_supports_op,
+    .alloc = ref_alloc,
+    .release = ref_release,
+    .upload_f32 = ref_upload_f32,
+    .upload_f64 = ref_upload_f64,
+    .download_f32 = ref_download_f32,
+    .download_f64 = ref_download_f64,
+    .run = ref_run,
+    .metrics = ref_metrics,
+    .alias = ref_alias,
+};
 
 int drift_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
-    static const char *const keys[] = {"threads", NULL};
-    int nthreads = 1;
-    int rc = drift_backend_opts_check(o, keys, err);
-    if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
+    drift_backend *be = NULL;
+    int rc = drift_host_backend_new(o, "ref", &ref_iface, &be, err);
     if (rc) return rc;
-    drift_backend *be = drift_calloc(1, sizeof *be);
-    ref_ctx *ctx = drift_calloc(1, sizeof *ctx);
-    if (!be || !ctx) {
-        drift_free(be);
-        drift_free(ctx);
-        return drift_err_set(err, DRIFT_E_NOMEM, "ref", "cannot allocate the ref backend");
-    }
-    ctx->nthreads = nthreads;
-    be->name = "ref";
-    be->ctx = ctx;
-    be->stores = dtype_ok;
-    be->elem_bytes = ref_elem_bytes;
-    be->supports_op = ref_supports_op;
-    be->alloc = ref_alloc;
-    be->release = ref_release;
-    be->upload_f32 = ref_upload_f32;
-    be->upload_f64 = ref_upload_f64;
-    be->download_f32 = ref_download_f32;
-    be->download_f64 = ref_download_f64;
-    be->run = ref_run;
-    be->metrics = ref_metrics;
-    be->sync = ref_sync;
-    be->destroy = ref_destroy;
-    be->alias = ref_alias;
     *out = be;
     return DRIFT_OK;
 }

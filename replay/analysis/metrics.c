@@ -87,12 +87,31 @@ void drift_metrics_ulp_init(drift_ulp_acc *acc) {
     acc->argmax = -1;
 }
 
+uint64_t drift_metrics_ulp_of_ref(float t, float r, drift_dtype dt) {
+    if (isnan(t) || isnan(r)) return (isnan(t) && isnan(r)) ? 0 : UINT64_MAX;
+    if (t == r) return 0; /* also +0 vs -0, inf vs the same inf */
+    /* an infinity on one side: the representable values between them */
+    if (isinf(t) || isinf(r)) return drift_dtype_ulp_distance(t, r, dt);
+    int mant = dt == DRIFT_BF16 ? 7 : (dt == DRIFT_F16 ? 10 : 23);
+    int emin = dt == DRIFT_F16 ? -14 : -126;
+    int e = 0;
+    double m = fabs((double)r);
+    if (m > 0) {
+        (void)frexp(m, &e);
+        e -= 1; /* m = 1.f * 2^e */
+    }
+    if (m == 0 || e < emin) e = emin; /* subnormal or zero reference: the subnormal spacing */
+    double q = fabs((double)t - (double)r) / ldexp(1.0, e - mant);
+    if (!(q < 9.2e18)) return (uint64_t)INT64_MAX;
+    return (uint64_t)ceil(q);
+}
+
 void drift_metrics_accumulate_ulp_f32(const float *t, const float *r, size_t n, drift_dtype dt,
                                       drift_ulp_acc *acc) {
     if (!acc || n == 0) return;
     int64_t base = acc->numel;
     for (size_t i = 0; i < n; i++) {
-        uint64_t u = drift_dtype_ulp_distance(t[i], r[i], dt);
+        uint64_t u = drift_metrics_ulp_of_ref(t[i], r[i], dt);
         int mismatch = isnan(t[i]) != isnan(r[i]);
         if (mismatch) {
             u = UINT64_MAX;

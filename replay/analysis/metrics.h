@@ -116,11 +116,17 @@ typedef struct drift_ulp_acc {
 } drift_ulp_acc;
 
 void drift_metrics_ulp_init(drift_ulp_acc *acc);
-/* Adds n pairs, each distance drift_dtype_ulp_distance(t[i], r[i], dt): the
- * number of representable values of dt between them (values are taken as
- * values of dt; fp32 and fp64 sites measure fp32 ULPs since values arrive
- * widened to fp32). inf is one step beyond the largest finite value; +0 and
- * -0 are 0 apart. Index convention as for drift_metric_acc. */
+/* |t - r| in ULPs of the reference's magnitude: |t - r| / ulp_dt(|r|),
+ * rounded up, where ulp_dt(x) is the spacing of dt's values in x's binade
+ * (the subnormal spacing for a zero or subnormal r). Not the count of
+ * representable values between them, which explodes across zero (-1e-30 vs
+ * 1e-30 would be ~2e9 fp32 steps). fp32 and fp64 sites measure fp32 ULPs
+ * since values arrive widened to fp32. Equal values (+0 and -0 too) are 0;
+ * an infinity on one side counts the representable values between them (inf
+ * one step beyond the largest finite); NaN on one side is UINT64_MAX. */
+uint64_t drift_metrics_ulp_of_ref(float t, float r, drift_dtype dt);
+/* Adds n pairs, each distance drift_metrics_ulp_of_ref(t[i], r[i], dt).
+ * Index convention as for drift_metric_acc. */
 void drift_metrics_accumulate_ulp_f32(const float *t, const float *r, size_t n, drift_dtype dt,
                                       drift_ulp_acc *acc);
 /* Merges b into a (b's elements after a's). */

@@ -21,6 +21,7 @@ void drift_replay_report_free(drift_replay_report *rep) {
         for (int64_t i = 0; i < rep->n_steps; i++) free(rep->first_divergent[i]);
     free(rep->first_divergent);
     free(rep->steps);
+    free(rep->warnings);
     memset(rep, 0, sizeof *rep);
 }
 

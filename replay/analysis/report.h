@@ -87,6 +87,7 @@ typedef struct drift_replay_report {
     int64_t gpu_peak_used;       /* device memory in use at its highest sample (after setup, after each
                                     step; cudaMemGetInfo: every process on the device), -1 if not measured */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
+    char *warnings;              /* owned, NULL or lines ending in '\n' (compare: mismatches allowed, unpaired sites) */
 } drift_replay_report;
 
 /* Frees what rep owns and zeroes it (rep may be NULL). */

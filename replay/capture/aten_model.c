@@ -9,9 +9,65 @@
 #include "formats/alloc.h"
 #include "formats/safetensors.h"
 #include "replay/capture/aten_graph.h"
+#include "replay/capture/aten_internal.h" /* the document's inline constants */
 
 int drift_capture_is_spec(const char *spec) {
     return spec && (!strcmp(spec, "graph") || !strncmp(spec, "graph:", 6));
+}
+
+/* The document's inline lifted constants ("constants": {NAME: {shape, dtype,
+ * data}}) that m's graph reads, as buffers "constant:NAME" in a new set
+ * m->buffers[RECORDED] (load_buffers takes them from there). A complex
+ * constant's data are (real, imag) pairs: shape gets a trailing 2, as its leaf. */
+static int inline_constants(drift_model *m, const drift_aten_graph *g, const char *source, drift_err *err) {
+    if (!g->constants || !g->constants->n_members) return DRIFT_OK;
+    drift_hostset *b = NULL;
+    int rc = drift_hostset_create(&b, err);
+    float *v = NULL;
+    for (size_t i = 0; !rc && i < g->constants->n_members; i++) {
+        const drift_json_member *mb = &g->constants->members[i];
+        char name[DRIFT_MAX_FQN + 16];
+        if (snprintf(name, sizeof name, "constant:%s", mb->key) >= (int)sizeof name) continue;
+        int leaf = -1;
+        for (int k = 0; k < drift_graph_count(m->sem) && leaf < 0; k++) {
+            const drift_value *x = drift_graph_value(m->sem, k);
+            if (x->kind == DRIFT_VAL_BUFFER && !strcmp(x->name, name)) leaf = k;
+        }
+        if (leaf < 0) continue; /* a constant the graph does not read */
+        const drift_value *x = drift_graph_value(m->sem, leaf);
+        const drift_json_value *data = drift_json_object_get(&mb->value, "data");
+        if (!data || data->type != DRIFT_JSON_ARRAY || (int64_t)data->n_items != x->numel) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, source, "constants.%s.data: expected an array of %lld numbers (its shape)",
+                               mb->key, (long long)x->numel);
+            break;
+        }
+        drift_free(v);
+        if (!(v = drift_malloc((size_t)(x->numel ? x->numel : 1) * sizeof *v))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+            break;
+        }
+        for (int64_t e = 0; !rc && e < x->numel; e++) {
+            const drift_json_value *it = &data->items[e];
+            const drift_json_value *fl = it->type == DRIFT_JSON_OBJECT ? drift_json_object_get(it, "float") : NULL;
+            if (it->type == DRIFT_JSON_NUMBER) v[e] = (float)it->number;
+            else if (it->type == DRIFT_JSON_BOOL) v[e] = (float)it->boolean;
+            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "nan")) v[e] = NAN;
+            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "inf")) v[e] = INFINITY;
+            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "-inf")) v[e] = -INFINITY;
+            else
+                rc = drift_err_set(err, DRIFT_E_INPUT, source, "constants.%s.data[%lld]: expected a number", mb->key,
+                                   (long long)e);
+        }
+        if (!rc) rc = drift_hostset_add(b, name, DRIFT_F32, x->ndim, x->shape, v, NULL, NULL, err);
+    }
+    drift_free(v);
+    if (rc) {
+        drift_hostset_free(b);
+        return rc;
+    }
+    drift_hostset_free(m->buffers[DRIFT_BUF_RECORDED]);
+    m->buffers[DRIFT_BUF_RECORDED] = b;
+    return DRIFT_OK;
 }
 
 int drift_capture_model_create(const char *json, size_t len, const char *source, drift_model **out, drift_err *err) {
@@ -34,6 +90,7 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
             goto fail;
         if (v->kind == DRIFT_VAL_INPUT && !strcmp(v->name, "latents") && v->ndim > 0) m->cfg.batch = (int)v->shape[0];
     }
+    if ((rc = inline_constants(m, g, source, err))) goto fail;
     drift_aten_graph_free(g);
     if (!(m->captured_json = drift_malloc(len + 1))) {
         drift_model_free(m);
@@ -106,10 +163,13 @@ typedef int (*buf_get_fn)(void *ctx, const char *name, drift_hostset *dst, drift
 static int load_buffers(drift_model *m, buf_get_fn get, void *ctx, drift_err *err) {
     drift_hostset *b = NULL;
     int rc = drift_hostset_create(&b, err);
+    const drift_hostset *inl = m->buffers[DRIFT_BUF_RECORDED]; /* the document's inline constants, if any */
     for (int i = 0; !rc && i < drift_graph_count(m->sem); i++) {
         const drift_value *v = drift_graph_value(m->sem, i);
         if (v->kind != DRIFT_VAL_BUFFER) continue;
-        rc = get(ctx, v->name, b, err);
+        const drift_host_tensor *c = inl && !strncmp(v->name, "constant:", 9) ? drift_hostset_find(inl, v->name) : NULL;
+        rc = c ? drift_hostset_add(b, v->name, DRIFT_F32, c->ndim, c->shape, c->f32, NULL, NULL, err)
+               : get(ctx, v->name, b, err);
         const drift_host_tensor *t = rc ? NULL : drift_hostset_find(b, v->name);
         if (!rc && (!t || t->numel != v->numel))
             rc = drift_err_set(err, DRIFT_E_INPUT, v->name, "buffer '%s' has %lld elements, the graph needs %lld", v->name,
@@ -124,12 +184,56 @@ static int load_buffers(drift_model *m, buf_get_fn get, void *ctx, drift_err *er
     return DRIFT_OK;
 }
 
+int drift_capture_step_input_site(const char *name, char *site, size_t cap) {
+    if (strncmp(name, "input:", 6) != 0 || !name[6]) return 0;
+    return snprintf(site, cap, "%s:pre_cast", name) < (int)cap;
+}
+
+/* The values of user input `name` ("input:NAME") at the first stored record
+ * of its site whose step is `step` (any step if step < 0); *found = 0 when
+ * the trace has no such record. */
+static int read_input_site(drift_trace_reader *r, const char *name, int64_t step, drift_hostset *dst, int *found,
+                           drift_err *err) {
+    *found = 0;
+    char site[DRIFT_MAX_FQN + 32];
+    if (!drift_capture_step_input_site(name, site, sizeof site)) return DRIFT_OK;
+    long id = drift_trace_reader_find_site(r, site);
+    if (id < 0) return DRIFT_OK;
+    drift_trace_site_info info;
+    int rc = drift_trace_reader_site(r, (size_t)id, &info, err);
+    if (rc || info.n_records <= 0) return rc;
+    drift_trace_index *rows = drift_malloc((size_t)info.n_records * sizeof *rows);
+    if (!rows) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory reading the index");
+    int64_t rec = -1;
+    rc = drift_trace_read_index(r, (size_t)id, 0, info.n_records, rows, err);
+    for (int64_t i = 0; !rc && i < info.n_records && rec < 0; i++)
+        if (rows[i].stored && (step < 0 || rows[i].step == step)) rec = i;
+    drift_free(rows);
+    if (rc || rec < 0) return rc;
+    float *v = drift_malloc((size_t)(info.numel ? info.numel : 1) * sizeof *v);
+    if (!v) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
+    rc = drift_trace_read_record_f32(r, (size_t)id, rec, v, (size_t)info.numel, err);
+    if (!rc) rc = drift_hostset_add(dst, name, DRIFT_F32, info.ndim, info.shape, v, NULL, NULL, err);
+    drift_free(v);
+    if (!rc) *found = 1;
+    return rc;
+}
+
 static int get_trace_buffer(void *ctx, const char *name, drift_hostset *dst, drift_err *err) {
     drift_trace_reader *r = ctx;
     long k = drift_trace_reader_find_buffer(r, name);
-    if (k < 0)
+    if (k < 0) { /* a per-step user input: the first stored record stands in (drift_capture_step_inputs sets each step's) */
+        int found = 0;
+        int rc = read_input_site(r, name, -1, dst, &found, err);
+        if (rc || found) return rc;
+        char site[DRIFT_MAX_FQN + 32];
+        if (drift_capture_step_input_site(name, site, sizeof site))
+            return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r),
+                                 "user input '%s' is missing: the captured graph reads it, and the trace has neither "
+                                 "a stored record of site '%s' nor /buffers/%s", name + 6, site, name);
         return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r),
                              "/buffers/%s is missing: the captured graph reads it", name);
+    }
     drift_trace_buffer_info bi;
     int rc = drift_trace_reader_buffer(r, (size_t)k, &bi);
     if (rc) return drift_err_set(err, rc, drift_trace_reader_path(r), "/buffers/%s: unreadable", name);
@@ -146,6 +250,29 @@ static int get_trace_buffer(void *ctx, const char *name, drift_hostset *dst, dri
 
 int drift_capture_load_trace_buffers(drift_model *m, drift_trace_reader *r, drift_err *err) {
     return load_buffers(m, get_trace_buffer, r, err);
+}
+
+int drift_capture_step_inputs(const drift_model *m, drift_trace_reader *r, int64_t step, drift_hostset *dst,
+                              drift_err *err) {
+    if (!m->captured) return DRIFT_OK;
+    char site[DRIFT_MAX_FQN + 32];
+    for (int i = 0; i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        if (v->kind != DRIFT_VAL_BUFFER || !drift_capture_step_input_site(v->name, site, sizeof site)) continue;
+        if (drift_trace_reader_find_site(r, site) < 0) continue; /* held fixed: from /buffers */
+        int found = 0;
+        int rc = read_input_site(r, v->name, step, dst, &found, err);
+        if (rc) return rc;
+        if (!found)
+            return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r), "step %lld has no stored record of '%s'",
+                                 (long long)step, site);
+        const drift_host_tensor *t = drift_hostset_find(dst, v->name);
+        if (t->numel != v->numel)
+            return drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(r),
+                                 "site '%s' at step %lld has %lld elements, the graph's input has %lld", site,
+                                 (long long)step, (long long)t->numel, (long long)v->numel);
+    }
+    return DRIFT_OK;
 }
 
 static int get_st_buffer(void *ctx, const char *name, drift_hostset *dst, drift_err *err) {

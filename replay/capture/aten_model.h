@@ -27,8 +27,23 @@ int drift_capture_model_from_file(const char *path, drift_model **out, drift_err
  * else the hand-written family (drift_model_create). Caller owns *out. */
 int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, drift_model **out, drift_err *err);
 /* Fills m->buffers[RECORDED] with every buffer leaf of m's graph from the
- * trace's /buffers (fp32; a missing one is an error naming it). */
+ * trace's /buffers (fp32; a missing one is an error naming it); a user input
+ * "input:NAME" not in /buffers comes from the first stored record of its
+ * site input:NAME:pre_cast (each step's replaces it: drift_capture_step_inputs). */
 int drift_capture_load_trace_buffers(drift_model *m, drift_trace_reader *r, drift_err *err);
+/* "input:NAME" -> "input:NAME:pre_cast" into site (cap bytes): the site
+ * that holds a captured graph's user input NAME per step. 0 if name is not
+ * such an input (or does not fit). */
+int drift_capture_step_input_site(const char *name, char *site, size_t cap);
+/* Adds to dst, under its buffer name "input:NAME", every per-step user input
+ * of m's graph (masks, ids, pooled projections: not the three boundary
+ * inputs) whose site input:NAME:pre_cast trace r records, from the record
+ * of `step` (fp32); a site without a stored record for the step is an error
+ * naming both. Inputs without a site stay the /buffers values. The executor
+ * takes dst's entries in place of those buffers (exec.h). No-op for a
+ * hand-written family. dst stays the caller's. */
+int drift_capture_step_inputs(const drift_model *m, drift_trace_reader *r, int64_t step, drift_hostset *dst,
+                              drift_err *err);
 /* The same from a safetensors file: entries "buffer:NAME" for buffer NAME,
  * and "constant:NAME" / "input:NAME" under their own names. */
 int drift_capture_load_safetensors_buffers(drift_model *m, const char *path, drift_err *err);

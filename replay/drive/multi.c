@@ -74,8 +74,8 @@ typedef struct layout {
     int64_t B, out_n;
 } layout;
 
-static void make_layout(const drift_rs_shared *s, int keep_out, layout *L) {
-    L->B = s->batch > 0 && s->batch <= DRIFT_RS_MAX_BATCH ? s->batch : 0;
+static void make_layout(const drift_replay_shared *s, int keep_out, layout *L) {
+    L->B = s->batch > 0 && s->batch <= DRIFT_REPLAY_MAX_BATCH ? s->batch : 0;
     L->out_n = keep_out ? s->out_numel : 0;
     L->ni = 1 + H_COUNT + (size_t)s->n_sites * SI_COUNT; /* [0]: error count */
     L->lp_off = 3;
@@ -92,7 +92,7 @@ static void fill_identity(const layout *L, size_t n, int64_t *I, double *S, doub
     for (size_t i = 0; i < n * L->nm; i++) M[i] = -INFINITY;
 }
 
-static void pack(const drift_rs_shared *s, const layout *L, const drift_rs_step *st, int64_t *I, double *S, double *M) {
+static void pack(const drift_replay_shared *s, const layout *L, const drift_replay_step_partial *st, int64_t *I, double *S, double *M) {
     int64_t *h = I + 1;
     h[H_VALID] = 1;
     h[H_STEP] = st->step;
@@ -113,7 +113,7 @@ static void pack(const drift_rs_shared *s, const layout *L, const drift_rs_step 
     if (L->out_n && st->out)
         for (int64_t i = 0; i < L->out_n; i++) S[L->out_off + (size_t)i] = st->out[i];
     for (int j = 0; j < s->n_sites; j++) {
-        const drift_rs_site *e = &st->site[j];
+        const drift_replay_site_partial *e = &st->site[j];
         if (!e->present) continue;
         int64_t *si = I + 1 + H_COUNT + (size_t)j * SI_COUNT;
         double *ss = S + L->site_s_off + (size_t)j * SS_COUNT, *sm = M + (size_t)j * SM_COUNT;
@@ -148,9 +148,9 @@ static void pack(const drift_rs_shared *s, const layout *L, const drift_rs_step 
     }
 }
 
-static void unpack(const drift_rs_shared *s, const layout *L, const int64_t *I, const double *S, const double *M,
-                   drift_rs_step *st) {
-    drift_rs_step_reset(s, st);
+static void unpack(const drift_replay_shared *s, const layout *L, const int64_t *I, const double *S, const double *M,
+                   drift_replay_step_partial *st) {
+    drift_replay_step_partial_reset(s, st);
     const int64_t *h = I + 1;
     st->step = h[H_STEP];
     for (int i = 0; i < 3; i++) {
@@ -173,7 +173,7 @@ static void unpack(const drift_rs_shared *s, const layout *L, const int64_t *I, 
         const int64_t *si = I + 1 + H_COUNT + (size_t)j * SI_COUNT;
         if (!si[SI_PRESENT]) continue;
         const double *ss = S + L->site_s_off + (size_t)j * SS_COUNT, *sm = M + (size_t)j * SM_COUNT;
-        drift_rs_site *e = &st->site[j];
+        drift_replay_site_partial *e = &st->site[j];
         e->present = 1;
         e->dtype = (drift_dtype)si[SI_DTYPE];
         drift_site_acc *a = &e->acc;
@@ -208,17 +208,17 @@ static void unpack(const drift_rs_shared *s, const layout *L, const int64_t *I, 
 /* ---- one worker's loop (a thread, or this rank) --------------------------------- */
 
 typedef struct job {
-    const drift_rs_shared *s;
+    const drift_replay_shared *s;
     const char *device;
-    drift_rs_worker *w;          /* owned */
+    drift_replay_worker *w;          /* owned */
     drift_comm *comm;            /* owned */
-    drift_rs_merger *mg;         /* NULL: this worker does not merge */
+    drift_replay_merger *mg;         /* NULL: this worker does not merge */
     drift_replay_report *rep;    /* with mg: where progress and stats go */
     int fsdp;
     int rc;
     drift_err err;
     double t_steps;
-    double t_warm; /* the FSDP gather and drift_rs_worker_warm, counted as setup */
+    double t_warm; /* the FSDP gather and drift_replay_worker_warm, counted as setup */
     drift_fsdp_stats fsdp_stats;
 } job;
 
@@ -259,7 +259,7 @@ static void peer_failed(job *j) {
 }
 
 static void run_job(job *j) {
-    const drift_rs_shared *s = j->s;
+    const drift_replay_shared *s = j->s;
     const drift_replay_opts *o = s->o;
     int W = j->comm->size, rank = j->comm->rank;
     int keep_out = o->out_path != NULL;
@@ -267,13 +267,13 @@ static void run_job(job *j) {
     double tw = now_s(); /* setup from here: the FSDP gather and the warm-up */
     if (j->fsdp) {
         if (agree(j, j->rc != 0, &total) || total) { peer_failed(j); return; }
-        j->rc = drift_fsdp_gather(s->m, drift_rs_worker_forward(j->w), drift_rs_worker_backend(j->w),
-                                  drift_rs_worker_cache(j->w), j->comm, &j->fsdp_stats, &j->err);
+        j->rc = drift_fsdp_gather(s->m, drift_replay_worker_forward(j->w), drift_replay_worker_backend(j->w),
+                                  drift_replay_worker_cache(j->w), j->comm, &j->fsdp_stats, &j->err);
         if (j->rc) return; /* a failed collective cannot be agreed on */
     }
     /* setup, not step time: parameters uploaded and cast once (the first
        step would do it; a failure here is agreed on at the first exchange) */
-    if (!j->rc) j->rc = drift_rs_worker_warm(s, j->w, &j->err);
+    if (!j->rc) j->rc = drift_replay_worker_warm(s, j->w, &j->err);
     /* every worker ends its setup here (MPI ranks finish reading the trace
        at different times; the first collective also sets up NCCL's
        connections): the steps phase starts together */
@@ -292,10 +292,10 @@ static void run_job(job *j) {
     const size_t nslot = (size_t)K * (size_t)W;
     int64_t *I = drift_malloc(nslot * L.ni * sizeof *I);
     double *S = drift_malloc(nslot * L.ns * sizeof *S), *M = drift_malloc(nslot * L.nm * sizeof *M);
-    drift_rs_step st;
+    drift_replay_step_partial st;
     int have_st = 0;
     if (!I || !S || !M) j->rc = drift_err_set(&j->err, DRIFT_E_NOMEM, "replay", "out of memory");
-    else if (!(j->rc = drift_rs_step_init(s, keep_out, &st, &j->err))) have_st = 1;
+    else if (!(j->rc = drift_replay_step_partial_init(s, keep_out, &st, &j->err))) have_st = 1;
     const char *pe = getenv("DRIFT_REPLAY_PROFILE");
     int prof = pe && pe[0] == '1';
     double t_step = 0, t_xchg = 0, t_merge = 0;
@@ -308,7 +308,7 @@ static void run_job(job *j) {
         for (int64_t q = 0; q < kr; q++) {
             int64_t k = (r0 + q) * W + rank;
             if (j->rc || k >= s->n_sel) continue;
-            j->rc = drift_rs_run_step(s, j->w, k, &st, &j->err);
+            j->rc = drift_replay_run_step(s, j->w, k, &st, &j->err);
             size_t slot = (size_t)q * (size_t)W + (size_t)rank;
             if (!j->rc && I && S && M) pack(s, &L, &st, I + slot * L.ni, S + slot * L.ns, M + slot * L.nm);
         }
@@ -331,7 +331,7 @@ static void run_job(job *j) {
             const int64_t *Iw = I + slot * L.ni;
             if (!Iw[1 + H_VALID]) continue;
             unpack(s, &L, Iw, S + slot * L.ns, M + slot * L.nm, &st);
-            if ((rc = drift_rs_merge(j->mg, &st, &e))) { j->rc = rc; j->err = e; break; }
+            if ((rc = drift_replay_merger_add(j->mg, &st, &e))) { j->rc = rc; j->err = e; break; }
             if (o->progress) o->progress("replay", (long)j->rep->n_steps, (long)s->n_sel, o->progress_user);
         }
         /* a merge failure is this worker's own: the others learn it at the next exchange */
@@ -344,7 +344,7 @@ static void run_job(job *j) {
                 rank, W, (long long)rounds, (long long)n_xchg, (long long)K,
                 1e3 * t_step / (double)(rounds ? rounds : 1), 1e3 * t_xchg / (double)(n_xchg ? n_xchg : 1),
                 1e3 * t_merge / (double)(n_xchg ? n_xchg : 1));
-    if (have_st) drift_rs_step_free(&st);
+    if (have_st) drift_replay_step_partial_free(&st);
     free(I);
     free(S);
     free(M);
@@ -354,7 +354,7 @@ static void run_job(job *j) {
 
 static void *open_main(void *arg) {
     job *j = arg;
-    j->rc = drift_rs_worker_open(j->s, j->device, 1, &j->w, &j->err);
+    j->rc = drift_replay_worker_open(j->s, j->device, 1, &j->w, &j->err);
     return NULL;
 }
 
@@ -392,9 +392,9 @@ int drift_replay_multi(const drift_replay_opts *o, drift_replay_report *rep, dri
     double t0 = now_s();
     char **dev = NULL;
     int W = 0;
-    drift_rs_shared s;
+    drift_replay_shared s;
     memset(&s, 0, sizeof s);
-    drift_rs_merger mg;
+    drift_replay_merger mg;
     memset(&mg, 0, sizeof mg);
     job jobs[MAX_DEVICES];
     memset(jobs, 0, sizeof jobs);
@@ -406,8 +406,8 @@ int drift_replay_multi(const drift_replay_opts *o, drift_replay_report *rep, dri
         rc = drift_err_set(err, DRIFT_E_USAGE, "--devices", "mix of CUDA and host devices in '%s': give one kind", o->devices);
         goto done;
     }
-    if ((rc = drift_rs_shared_open(o, &s, rep, err))) goto done;
-    if ((rc = drift_rs_merger_open(&mg, &s, rep, 1, err))) goto done;
+    if ((rc = drift_replay_shared_open(o, &s, rep, err))) goto done;
+    if ((rc = drift_replay_merger_open(&mg, &s, rep, 1, err))) goto done;
     for (int i = 0; i < W; i++) {
         jobs[i].s = &s;
         jobs[i].device = dev[i];
@@ -427,7 +427,7 @@ int drift_replay_multi(const drift_replay_opts *o, drift_replay_report *rep, dri
     const char *kind = "local";
     if (n_cuda && drift_comm_have_nccl()) {
         const drift_backend *bes[MAX_DEVICES];
-        for (int i = 0; i < W; i++) bes[i] = drift_rs_worker_backend(jobs[i].w);
+        for (int i = 0; i < W; i++) bes[i] = drift_replay_worker_backend(jobs[i].w);
         rc = drift_comm_nccl_group(W, bes, comms, err);
         kind = "nccl";
     } else {
@@ -447,15 +447,15 @@ int drift_replay_multi(const drift_replay_opts *o, drift_replay_report *rep, dri
                 rc = jobs[i].rc;
                 drift_err_prefix(err, "worker %d (%s)", i, dev[i]);
             }
-    if (!rc) rc = drift_rs_merger_finish(&mg, err);
+    if (!rc) rc = drift_replay_merger_finish(&mg, err);
     fill_rep_stats(rep, &jobs[0], W, kind, t_setup);
 done:
     for (int i = 0; i < W; i++) {
         drift_comm_free(jobs[i].comm);
-        drift_rs_worker_free(jobs[i].w);
+        drift_replay_worker_free(jobs[i].w);
     }
-    drift_rs_merger_free(&mg);
-    drift_rs_shared_free(&s);
+    drift_replay_merger_free(&mg);
+    drift_replay_shared_free(&s);
     drift_replay_devices_free(dev, W);
     rep->seconds = now_s() - t0;
     return rc;
@@ -467,9 +467,9 @@ int drift_replay_mpi(const drift_replay_opts *o, drift_replay_report *rep, drift
     double t0 = now_s();
     int rank = 0, size = 1, local = 0;
     drift_mpi_world(&rank, &size, &local);
-    drift_rs_shared s;
+    drift_replay_shared s;
     memset(&s, 0, sizeof s);
-    drift_rs_merger mg;
+    drift_replay_merger mg;
     memset(&mg, 0, sizeof mg);
     job j;
     memset(&j, 0, sizeof j);
@@ -485,12 +485,12 @@ int drift_replay_mpi(const drift_replay_opts *o, drift_replay_report *rep, drift
     int rc = drift_comm_mpi(&mpi, err);
     if (rc) return rc;
     j.comm = mpi;
-    j.rc = drift_rs_shared_open(o, &s, rep, &j.err);
-    if (!j.rc) j.rc = drift_rs_merger_open(&mg, &s, rep, rank == 0, &j.err);
+    j.rc = drift_replay_shared_open(o, &s, rep, &j.err);
+    if (!j.rc) j.rc = drift_replay_merger_open(&mg, &s, rep, rank == 0, &j.err);
     j.s = &s;
     j.device = dev;
     j.fsdp = o->fsdp;
-    if (!j.rc) j.rc = drift_rs_worker_open(&s, dev, 1, &j.w, &j.err);
+    if (!j.rc) j.rc = drift_replay_worker_open(&s, dev, 1, &j.w, &j.err);
     int64_t total = 0;
     if (agree(&j, j.rc != 0, &total) || total) {
         peer_failed(&j);
@@ -499,7 +499,7 @@ int drift_replay_mpi(const drift_replay_opts *o, drift_replay_report *rep, drift
     const char *kind = "mpi";
     if (auto_dev && drift_comm_have_nccl()) {
         drift_comm *nc = NULL;
-        j.rc = drift_comm_nccl_mpi(drift_rs_worker_backend(j.w), &nc, &j.err);
+        j.rc = drift_comm_nccl_mpi(drift_replay_worker_backend(j.w), &nc, &j.err);
         if (agree(&j, j.rc != 0, &total) || total) {
             drift_comm_free(nc);
             peer_failed(&j);
@@ -512,7 +512,7 @@ int drift_replay_mpi(const drift_replay_opts *o, drift_replay_report *rep, drift
     j.rep = rep;
     double t_setup = now_s() - t0;
     run_job(&j);
-    if (!j.rc) j.rc = drift_rs_merger_finish(&mg, &j.err);
+    if (!j.rc) j.rc = drift_replay_merger_finish(&mg, &j.err);
     fill_rep_stats(rep, &j, size, kind, t_setup);
 done:
     rc = j.rc;
@@ -522,9 +522,9 @@ done:
     }
     if (j.comm != mpi) drift_comm_free(j.comm);
     drift_comm_free(mpi);
-    drift_rs_worker_free(j.w);
-    drift_rs_merger_free(&mg);
-    drift_rs_shared_free(&s);
+    drift_replay_worker_free(j.w);
+    drift_replay_merger_free(&mg);
+    drift_replay_shared_free(&s);
     rep->rank = rank;
     rep->seconds = now_s() - t0;
     return rc;

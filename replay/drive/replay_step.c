@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "replay/analysis/sde.h"
@@ -95,7 +96,7 @@ static int src_open(src *s, const char *path, drift_err *err) {
 
 /* ---- shared ---------------------------------------------------------------- */
 
-void drift_rs_shared_free(drift_rs_shared *s) {
+void drift_replay_shared_free(drift_replay_shared *s) {
     if (!s) return;
     drift_model_free(s->m);
     free(s->sel);
@@ -105,7 +106,7 @@ void drift_rs_shared_free(drift_rs_shared *s) {
     memset(s, 0, sizeof *s);
 }
 
-int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_replay_report *rep, drift_err *err) {
+int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s, drift_replay_report *rep, drift_err *err) {
     memset(s, 0, sizeof *s);
     s->o = o;
     src main_src;
@@ -186,6 +187,16 @@ int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_r
     case DRIFT_REF_TRACE:
         if (o->ref_path) snprintf(s->ref_path, sizeof s->ref_path, "%s", o->ref_path);
         else drift_synth_rollout_path(o->trace, s->ref_path, sizeof s->ref_path);
+        if (o->ref == DRIFT_REF_ROLLOUT && !o->ref_path && access(s->ref_path, F_OK) != 0 &&
+            drift_trace_reader_find_site(main_src.r, DRIFT_SITE_ROLLOUT_OUTPUT) >= 0) {
+            /* no sibling rollout file: the trainer recorded what the rollout handed over */
+            s->ref_self_rollout = 1;
+            snprintf(rep->ref_desc, sizeof rep->ref_desc,
+                     "the trace's own %s (no rollout trace %s beside it): the output only", DRIFT_SITE_ROLLOUT_OUTPUT,
+                     s->ref_path);
+            snprintf(s->ref_path, sizeof s->ref_path, "%s", o->trace);
+            break;
+        }
         if ((rc = drift_trace_reader_open(&rr, s->ref_path, DRIFT_TRACE_OPEN_NORMAL, err))) {
             if (o->ref == DRIFT_REF_ROLLOUT && !o->ref_path)
                 drift_err_prefix(err, "--ref rollout looks for the rollout trace beside %s", o->trace);
@@ -224,7 +235,7 @@ done:
 
 /* ---- workers ----------------------------------------------------------------- */
 
-struct drift_rs_worker {
+struct drift_replay_worker {
     src main_src, ref_src;
     int has_ref;
     drift_forward *f, *fo;
@@ -236,10 +247,10 @@ struct drift_rs_worker {
     float *f32;
     size_t cap;
     /* per step, for the site callback */
-    const drift_rs_shared *s;
-    drift_rs_step *st;
+    const drift_replay_shared *s;
+    drift_replay_step_partial *st;
     int cursor;
-    /* DRIFT_REPLAY_PROFILE=1: seconds per phase of drift_rs_run_step, printed at free */
+    /* DRIFT_REPLAY_PROFILE=1: seconds per phase of drift_replay_run_step, printed at free */
     int prof;
     long prof_steps;
     double prof_t[4]; /* inputs read, forward (incl. site comparisons), oracle, after the forward */
@@ -252,7 +263,7 @@ static double rs_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-void drift_rs_worker_free(drift_rs_worker *w) {
+void drift_replay_worker_free(drift_replay_worker *w) {
     if (!w) return;
     if (w->prof && w->prof_steps)
         fprintf(stderr, "replay profile (%s): %ld steps: inputs %.1f ms, forward+sites %.1f ms, oracle %.1f ms, "
@@ -273,11 +284,11 @@ void drift_rs_worker_free(drift_rs_worker *w) {
     free(w);
 }
 
-int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_cache, drift_rs_worker **out,
+int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, int use_cache, drift_replay_worker **out,
                          drift_err *err) {
     *out = NULL;
     const drift_replay_opts *o = s->o;
-    drift_rs_worker *w = drift_calloc(1, sizeof *w);
+    drift_replay_worker *w = drift_calloc(1, sizeof *w);
     if (!w) return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
     w->s = s;
     const char *pe = getenv("DRIFT_REPLAY_PROFILE");
@@ -299,32 +310,32 @@ int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_
         if (!rc) rc = drift_site_cache_create(&w->oracle, err);
     }
     if (rc) {
-        drift_rs_worker_free(w);
+        drift_replay_worker_free(w);
         return rc;
     }
     *out = w;
     return DRIFT_OK;
 }
 
-const drift_backend *drift_rs_worker_backend(const drift_rs_worker *w) { return w->be; }
-const drift_forward *drift_rs_worker_forward(const drift_rs_worker *w) { return w->f; }
-drift_exec_cache *drift_rs_worker_cache(drift_rs_worker *w) { return w->cache; }
+const drift_backend *drift_replay_worker_backend(const drift_replay_worker *w) { return w->be; }
+const drift_forward *drift_replay_worker_forward(const drift_replay_worker *w) { return w->f; }
+drift_exec_cache *drift_replay_worker_cache(drift_replay_worker *w) { return w->cache; }
 
 /* ---- steps ---------------------------------------------------------------------- */
 
-int drift_rs_step_init(const drift_rs_shared *s, int keep_out, drift_rs_step *st, drift_err *err) {
+int drift_replay_step_partial_init(const drift_replay_shared *s, int keep_out, drift_replay_step_partial *st, drift_err *err) {
     memset(st, 0, sizeof *st);
     st->site = drift_calloc((size_t)(s->n_sites ? s->n_sites : 1), sizeof *st->site);
     if (keep_out) st->out = drift_calloc((size_t)(s->out_numel ? s->out_numel : 1), sizeof *st->out);
     if (!st->site || (keep_out && !st->out)) {
-        drift_rs_step_free(st);
+        drift_replay_step_partial_free(st);
         return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
     }
     return DRIFT_OK;
 }
 
-void drift_rs_step_reset(const drift_rs_shared *s, drift_rs_step *st) {
-    drift_rs_site *site = st->site;
+void drift_replay_step_partial_reset(const drift_replay_shared *s, drift_replay_step_partial *st) {
+    drift_replay_site_partial *site = st->site;
     float *out = st->out;
     memset(site, 0, (size_t)s->n_sites * sizeof *site);
     memset(st, 0, sizeof *st);
@@ -333,7 +344,7 @@ void drift_rs_step_reset(const drift_rs_shared *s, drift_rs_step *st) {
     for (int i = 0; i < 3; i++) st->orc[i] = NAN;
 }
 
-void drift_rs_step_free(drift_rs_step *st) {
+void drift_replay_step_partial_free(drift_replay_step_partial *st) {
     if (!st) return;
     free(st->site);
     free(st->out);
@@ -341,8 +352,8 @@ void drift_rs_step_free(drift_rs_step *st) {
 }
 
 static int on_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
-    drift_rs_worker *w = user;
-    const drift_rs_shared *s = w->s;
+    drift_replay_worker *w = user;
+    const drift_replay_shared *s = w->s;
     if (!s->o->sites && strcmp(site, DRIFT_SITE_NOISE_PRED) != 0) return DRIFT_OK;
     /* sites arrive in execution order: find this one from the cursor on */
     int j = -1;
@@ -366,17 +377,22 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
         r = drift_site_cache_get(w->oracle, site, &rn, NULL);
     } else {
         src *ref = w->has_ref ? &w->ref_src : &w->main_src;
-        if ((rc = src_read(ref, site, w->st->step, &rn, NULL, err))) return rc;
+        const char *rsite = site;
+        if (s->ref_self_rollout) { /* only the output has a rollout-side twin in the trace */
+            if (strcmp(site, DRIFT_SITE_NOISE_PRED) != 0) return DRIFT_OK;
+            rsite = DRIFT_SITE_ROLLOUT_OUTPUT;
+        }
+        if ((rc = src_read(ref, rsite, w->st->step, &rn, NULL, err))) return rc;
         r = rn ? ref->buf : NULL;
     }
     if (!r || rn != t->numel) return DRIFT_OK; /* the reference did not record this site */
-    drift_rs_site *e = &w->st->site[j];
+    drift_replay_site_partial *e = &w->st->site[j];
     e->present = 1;
     e->dtype = t->dtype;
     return drift_sitecmp_step_acc(t->dtype, w->f32, r, t->numel, s->batch, &e->acc, err);
 }
 
-int drift_rs_worker_warm(const drift_rs_shared *s, drift_rs_worker *w, drift_err *err) {
+int drift_replay_worker_warm(const drift_replay_shared *s, drift_replay_worker *w, drift_err *err) {
     if (!w->cache) return DRIFT_OK;
     int rc = drift_forward_warm(w->f, s->m, w->be, w->cache, on_site, err);
     if (!rc) rc = drift_backend_sync(w->be, err);
@@ -396,9 +412,9 @@ static double rmse_of(const float *a, const float *b, int64_t n) {
     return n ? sqrt(s / (double)n) : NAN;
 }
 
-int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, drift_rs_step *st, drift_err *err) {
+int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, int64_t k, drift_replay_step_partial *st, drift_err *err) {
     const drift_replay_opts *o = s->o;
-    drift_rs_step_reset(s, st);
+    drift_replay_step_partial_reset(s, st);
     int64_t step = s->sel[k];
     st->step = step;
     double pt0 = w->prof ? rs_now() : 0, pt1 = 0, pt2 = 0, pt3 = 0;
@@ -423,6 +439,8 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
             drift_metrics_nudge_ulp_f32(added->f32 + added->numel / 2, 1, drift_assign_forward_dtype(o->plan, o->side), 1.0,
                                         12345);
     }
+    /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
+    if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;
     if (w->prof) pt1 = rs_now();
     if (w->fo) {
         drift_site_cache_clear(w->oracle);
@@ -456,8 +474,8 @@ int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, d
     const drift_host_tensor *lat = drift_hostset_find(in, "latents");
     if ((rc = src_read(&w->main_src, DRIFT_SITE_SDE_XNEXT, step, &nx, NULL, err))) goto done;
     size_t B = (size_t)s->batch;
-    if (nx != lat->numel || w->res.numel != lat->numel || B > DRIFT_RS_MAX_BATCH) goto done;
-    float sg[DRIFT_RS_MAX_BATCH], sgn[DRIFT_RS_MAX_BATCH];
+    if (nx != lat->numel || w->res.numel != lat->numel || B > DRIFT_REPLAY_MAX_BATCH) goto done;
+    float sg[DRIFT_REPLAY_MAX_BATCH], sgn[DRIFT_REPLAY_MAX_BATCH];
     for (size_t b = 0; b < B; b++) { sg[b] = sp[0]; sgn[b] = sp[1]; }
     if (drift_sde_log_prob_f32(lat->f32, w->res.f32, w->main_src.buf, B, (size_t)nx / B, sg, sgn, sp[2], sp[3], st->lp,
                                NULL, err) != DRIFT_OK) {
@@ -486,7 +504,7 @@ done:
 
 /* ---- merging ------------------------------------------------------------------- */
 
-int drift_rs_merger_open(drift_rs_merger *mg, const drift_rs_shared *s, drift_replay_report *rep, int write_out,
+int drift_replay_merger_open(drift_replay_merger *mg, const drift_replay_shared *s, drift_replay_report *rep, int write_out,
                          drift_err *err) {
     memset(mg, 0, sizeof *mg);
     mg->s = s;
@@ -520,15 +538,15 @@ int drift_rs_merger_open(drift_rs_merger *mg, const drift_rs_shared *s, drift_re
     return drift_trace_writer_start(mg->out, err);
 }
 
-int drift_rs_merge(drift_rs_merger *mg, const drift_rs_step *st, drift_err *err) {
-    const drift_rs_shared *s = mg->s;
+int drift_replay_merger_add(drift_replay_merger *mg, const drift_replay_step_partial *st, drift_err *err) {
+    const drift_replay_shared *s = mg->s;
     drift_replay_report *rep = mg->rep;
     int oracle = s->o->ref == DRIFT_REF_ORACLE;
     int rc;
     char *first = NULL;
     drift_sitecmp_begin_step(&rep->cmp);
     for (int j = 0; j < s->n_sites; j++) {
-        const drift_rs_site *e = &st->site[j];
+        const drift_replay_site_partial *e = &st->site[j];
         if (!e->present) continue;
         int was = rep->cmp.step_diverged;
         drift_trace_metric row;
@@ -594,7 +612,7 @@ fail:
     return rc;
 }
 
-int drift_rs_merger_finish(drift_rs_merger *mg, drift_err *err) {
+int drift_replay_merger_finish(drift_replay_merger *mg, drift_err *err) {
     drift_metrics_finish_logprob(&mg->lpo, &mg->rep->lp_vs_old);
     drift_metrics_finish_logprob(&mg->lpn, &mg->rep->lp_vs_new);
     int rc = DRIFT_OK;
@@ -605,7 +623,7 @@ int drift_rs_merger_finish(drift_rs_merger *mg, drift_err *err) {
     return rc;
 }
 
-void drift_rs_merger_free(drift_rs_merger *mg) {
+void drift_replay_merger_free(drift_replay_merger *mg) {
     if (!mg) return;
     drift_trace_writer_close(mg->out, NULL);
     mg->out = NULL;

@@ -3,20 +3,25 @@
  * drivers (multi.c) share, so that every driver produces the same report
  * bit for bit:
  *
- *   drift_rs_shared  what every worker reads: the options, the model (fp32
- *                    masters, buffers pre-built so it is read-only from
- *                    then on), the selected steps, the site list in
- *                    execution order, the output's shape. Built once.
- *   drift_rs_worker  one thread's or rank's state: its own trace readers,
- *                    backend, prepared forward (and oracle), optional device
- *                    cache. Never shared between threads.
- *   drift_rs_step    one step's results as mergeable partial sums: per site
- *                    the step's drift_site_acc, the oracle RMSEs, the
- *                    replayed log-probs and recorded ones, the output.
- *   drift_rs_merger  folds steps into a drift_replay_report (and the -o
- *                    trace) strictly in step order: per-site aggregates,
- *                    first divergent sites and log-prob sums come out
- *                    exactly as one sequential pass makes them. */
+ *   drift_replay_shared        what every worker reads: the options, the
+ *                              model (fp32 masters, buffers pre-built so it
+ *                              is read-only from then on), the selected
+ *                              steps, the site list in execution order, the
+ *                              output's shape. Built once.
+ *   drift_replay_worker        one thread's or rank's state: its own trace
+ *                              readers, backend, prepared forward (and
+ *                              oracle), optional device cache. Never shared
+ *                              between threads.
+ *   drift_replay_step_partial  one step's results as mergeable partial sums:
+ *                              per site (drift_replay_site_partial) the
+ *                              step's drift_site_acc, the oracle RMSEs, the
+ *                              replayed log-probs and recorded ones, the
+ *                              output.
+ *   drift_replay_merger        folds steps into a drift_replay_report (and
+ *                              the -o trace) strictly in step order:
+ *                              per-site aggregates, first divergent sites and
+ *                              log-prob sums come out exactly as one
+ *                              sequential pass makes them. */
 #ifndef DRIFT_REPLAY_REPLAY_STEP_H
 #define DRIFT_REPLAY_REPLAY_STEP_H
 
@@ -26,9 +31,9 @@
 #include "replay/exec/forward.h"
 #include "replay/drive/replay_trace.h"
 
-#define DRIFT_RS_MAX_BATCH 64
+#define DRIFT_REPLAY_MAX_BATCH 64
 
-typedef struct drift_rs_shared {
+typedef struct drift_replay_shared {
     const drift_replay_opts *o;  /* borrowed */
     drift_model *m;              /* owned */
     drift_dtype handed[DRIFT_INPUT_COUNT];
@@ -42,75 +47,77 @@ typedef struct drift_rs_shared {
     int64_t out_numel;
     int64_t batch;
     char ref_path[4096];         /* ROLLOUT / TRACE: the resolved reference trace */
-} drift_rs_shared;
+    int ref_self_rollout;        /* ROLLOUT without a sibling file: the output against the trace's own
+                                    rollout:model_output (what the rollout handed over) */
+} drift_replay_shared;
 
 /* Opens the trace, builds the model and everything shared; fills rep's
  * model, ref_desc, guidance scale and allocates its per-step arrays (for
- * n_sel steps). Caller frees s with drift_rs_shared_free (also on error). */
-int drift_rs_shared_open(const drift_replay_opts *o, drift_rs_shared *s, drift_replay_report *rep, drift_err *err);
-void drift_rs_shared_free(drift_rs_shared *s);
+ * n_sel steps). Caller frees s with drift_replay_shared_free (also on error). */
+int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s, drift_replay_report *rep, drift_err *err);
+void drift_replay_shared_free(drift_replay_shared *s);
 
-typedef struct drift_rs_worker drift_rs_worker;
+typedef struct drift_replay_worker drift_replay_worker;
 
 /* A worker on backend `backend` ("cpu", "cuda:1", ...). use_cache: keep
  * parameters and their casts resident between steps (drift_exec_cache).
- * Caller owns *out (drift_rs_worker_free). */
-int drift_rs_worker_open(const drift_rs_shared *s, const char *backend, int use_cache, drift_rs_worker **out,
+ * Caller owns *out (drift_replay_worker_free). */
+int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, int use_cache, drift_replay_worker **out,
                          drift_err *err);
-void drift_rs_worker_free(drift_rs_worker *w);
+void drift_replay_worker_free(drift_replay_worker *w);
 /* Borrowed views of the worker's backend, its prepared forward and its
  * cache (NULL without use_cache): the FSDP gather pre-populates the cache. */
-const drift_backend *drift_rs_worker_backend(const drift_rs_worker *w);
-const drift_forward *drift_rs_worker_forward(const drift_rs_worker *w);
-drift_exec_cache *drift_rs_worker_cache(drift_rs_worker *w);
+const drift_backend *drift_replay_worker_backend(const drift_replay_worker *w);
+const drift_forward *drift_replay_worker_forward(const drift_replay_worker *w);
+drift_exec_cache *drift_replay_worker_cache(drift_replay_worker *w);
 /* Setup, before the first step: fills the worker's cache (no-op without
  * one) with the parameters and their casts, as the first step would, and
  * waits for the backend. After an FSDP gather, which puts the gathered
  * parameters there first. */
-int drift_rs_worker_warm(const drift_rs_shared *s, drift_rs_worker *w, drift_err *err);
+int drift_replay_worker_warm(const drift_replay_shared *s, drift_replay_worker *w, drift_err *err);
 
-typedef struct drift_rs_site {
+typedef struct drift_replay_site_partial {
     int present;                 /* the reference had this site at this step */
     drift_dtype dtype;
     drift_site_acc acc;          /* this step only */
-} drift_rs_site;
+} drift_replay_site_partial;
 
-typedef struct drift_rs_step {
+typedef struct drift_replay_step_partial {
     int64_t step;
-    drift_rs_site *site;         /* owned: n_sites entries */
+    drift_replay_site_partial *site;         /* owned: n_sites entries */
     int has_orc[3];              /* oracle RMSE of trainer, rollout, replay output */
     double orc[3];
     int has_lp, has_old, has_new;
     int64_t B;
-    float lp[DRIFT_RS_MAX_BATCH], lp_old[DRIFT_RS_MAX_BATCH], lp_new[DRIFT_RS_MAX_BATCH];
+    float lp[DRIFT_REPLAY_MAX_BATCH], lp_old[DRIFT_REPLAY_MAX_BATCH], lp_new[DRIFT_REPLAY_MAX_BATCH];
     float *out;                  /* owned: the replayed output (out_numel) when keep_out, else NULL */
-} drift_rs_step;
+} drift_replay_step_partial;
 
-/* Allocates st's arrays for s (zeroed). Free with drift_rs_step_free. */
-int drift_rs_step_init(const drift_rs_shared *s, int keep_out, drift_rs_step *st, drift_err *err);
-void drift_rs_step_reset(const drift_rs_shared *s, drift_rs_step *st);
-void drift_rs_step_free(drift_rs_step *st);
+/* Allocates st's arrays for s (zeroed). Free with drift_replay_step_partial_free. */
+int drift_replay_step_partial_init(const drift_replay_shared *s, int keep_out, drift_replay_step_partial *st, drift_err *err);
+void drift_replay_step_partial_reset(const drift_replay_shared *s, drift_replay_step_partial *st);
+void drift_replay_step_partial_free(drift_replay_step_partial *st);
 
 /* Replays selected step k (0 <= k < n_sel) on w into st (reset first). */
-int drift_rs_run_step(const drift_rs_shared *s, drift_rs_worker *w, int64_t k, drift_rs_step *st, drift_err *err);
+int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, int64_t k, drift_replay_step_partial *st, drift_err *err);
 
-typedef struct drift_rs_merger {
-    const drift_rs_shared *s;
+typedef struct drift_replay_merger {
+    const drift_replay_shared *s;
     drift_replay_report *rep;
     drift_trace_writer *out;     /* owned: the -o trace, or NULL */
     int out_site;                /* the output:noise_pred site of out */
     drift_logprob_acc lpo, lpn;
-} drift_rs_merger;
+} drift_replay_merger;
 
 /* Creates the -o trace when s->o->out_path is set and write_out != 0 (the
  * other ranks of an MPI replay merge too, without writing). */
-int drift_rs_merger_open(drift_rs_merger *mg, const drift_rs_shared *s, drift_replay_report *rep, int write_out,
+int drift_replay_merger_open(drift_replay_merger *mg, const drift_replay_shared *s, drift_replay_report *rep, int write_out,
                          drift_err *err);
 /* Folds st (the next step in order) into the report and the -o trace. */
-int drift_rs_merge(drift_rs_merger *mg, const drift_rs_step *st, drift_err *err);
+int drift_replay_merger_add(drift_replay_merger *mg, const drift_replay_step_partial *st, drift_err *err);
 /* Finishes the log-prob metrics and closes the -o trace. */
-int drift_rs_merger_finish(drift_rs_merger *mg, drift_err *err);
+int drift_replay_merger_finish(drift_replay_merger *mg, drift_err *err);
 /* Closes what is left open (after an error too). */
-void drift_rs_merger_free(drift_rs_merger *mg);
+void drift_replay_merger_free(drift_replay_merger *mg);
 
 #endif

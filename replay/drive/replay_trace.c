@@ -39,45 +39,45 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
         return drift_err_set(err, DRIFT_E_USAGE, "--fsdp", "shards the parameters over several devices: give --devices (or run under MPI)");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    drift_rs_shared s;
-    drift_rs_worker *w = NULL;
-    drift_rs_merger mg;
-    drift_rs_step st;
+    drift_replay_shared s;
+    drift_replay_worker *w = NULL;
+    drift_replay_merger mg;
+    drift_replay_step_partial st;
     memset(&mg, 0, sizeof mg);
     memset(&st, 0, sizeof st);
-    int rc = drift_rs_shared_open(o, &s, rep, err);
+    int rc = drift_replay_shared_open(o, &s, rep, err);
     /* on a GPU the executor's cache keeps the parameters on the device in
        their forward dtypes across steps (uploaded and cast once, in setup):
        this halves a long replay. On the CPU an upload is a copy, cheap next
        to the forward, and residency would hold every cast parameter beside
        the masters for the whole replay: no cache there. */
     const int resident = o->backend && strncmp(o->backend, "cuda", 4) == 0;
-    if (!rc) rc = drift_rs_worker_open(&s, o->backend, resident, &w, err);
+    if (!rc) rc = drift_replay_worker_open(&s, o->backend, resident, &w, err);
     struct timespec tw0, tw1;
     clock_gettime(CLOCK_MONOTONIC, &tw0);
-    if (!rc) rc = drift_rs_worker_warm(&s, w, err);
+    if (!rc) rc = drift_replay_worker_warm(&s, w, err);
     clock_gettime(CLOCK_MONOTONIC, &tw1);
     rep->warm_seconds = (double)(tw1.tv_sec - tw0.tv_sec) + 1e-9 * (double)(tw1.tv_nsec - tw0.tv_nsec);
     rep->gpu_peak_used = -1;
     sample_gpu(o->backend, &rep->gpu_peak_used);
-    if (!rc) rc = drift_rs_merger_open(&mg, &s, rep, 1, err);
-    if (!rc) rc = drift_rs_step_init(&s, o->out_path != NULL, &st, err);
+    if (!rc) rc = drift_replay_merger_open(&mg, &s, rep, 1, err);
+    if (!rc) rc = drift_replay_step_partial_init(&s, o->out_path != NULL, &st, err);
     struct timespec t_steps;
     clock_gettime(CLOCK_MONOTONIC, &t_steps);
     for (int64_t k = 0; !rc && k < s.n_sel; k++) {
-        if ((rc = drift_rs_run_step(&s, w, k, &st, err))) break;
-        if ((rc = drift_rs_merge(&mg, &st, err))) break;
+        if ((rc = drift_replay_run_step(&s, w, k, &st, err))) break;
+        if ((rc = drift_replay_merger_add(&mg, &st, err))) break;
         sample_gpu(o->backend, &rep->gpu_peak_used);
         if (o->progress) o->progress("replay", (long)(k + 1), (long)s.n_sel, o->progress_user);
     }
-    if (!rc) rc = drift_rs_merger_finish(&mg, err);
+    if (!rc) rc = drift_replay_merger_finish(&mg, err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     rep->steps_seconds = (double)(t1.tv_sec - t_steps.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t_steps.tv_nsec);
     rep->setup_seconds = (double)(t_steps.tv_sec - t0.tv_sec) + 1e-9 * (double)(t_steps.tv_nsec - t0.tv_nsec);
     rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    drift_rs_step_free(&st);
-    drift_rs_merger_free(&mg);
-    drift_rs_worker_free(w);
-    drift_rs_shared_free(&s);
+    drift_replay_step_partial_free(&st);
+    drift_replay_merger_free(&mg);
+    drift_replay_worker_free(w);
+    drift_replay_shared_free(&s);
     return rc;
 }

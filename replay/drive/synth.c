@@ -1,5 +1,6 @@
 #include "replay/drive/synth.h"
 #include "formats/alloc.h"
+#include "formats/batch_note.h"
 #include "formats/fnmatch.h"
 
 #include "replay/capture/aten_model.h"
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/trace.h"
 #include "formats/alloc.h"
@@ -291,6 +293,20 @@ static int set_inputs(drift_hostset **in, const drift_model *m, const float *x, 
     return DRIFT_OK;
 }
 
+/* The step's batch composition (formats/batch_note.h): samples 0..B-1 in
+ * order, one forward, no CFG. */
+static int note_batch(drift_trace_writer *w, int64_t step, int64_t B, drift_err *err) {
+    if (B > DRIFT_BATCH_NOTE_MAX_SAMPLES) return DRIFT_OK; /* does not fit a note: not recorded */
+    drift_batch_composition c;
+    memset(&c, 0, sizeof c);
+    c.cfg = DRIFT_BATCH_CFG_NONE;
+    c.n = (int)B;
+    for (int i = 0; i < c.n; i++) c.samples[i] = i;
+    char text[DRIFT_TRACE_NOTE_MAX];
+    int rc = drift_batch_note_format(&c, text, sizeof text, err);
+    return rc ? rc : drift_trace_writer_note(w, step, 0, text, err);
+}
+
 int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     int rc;
     drift_model *m = NULL;
@@ -454,6 +470,7 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
                                        .log_prob_mean_abs_diff = lm.log_prob_mean_abs_diff,
                                        .ratio_abs_minus_1 = lm.ratio_abs_minus_1, .approx_kl = lm.approx_kl};
         if ((rc = drift_trace_writer_add_step_metrics(tr.w, &sm, err))) goto done;
+        if ((rc = note_batch(tr.w, s, B, err))) goto done;
         if ((rc = drift_trace_writer_commit_step(tr.w, s, 0, err))) goto done;
         if (ro.w) {
             if ((rc = grow(&ro, nlat > 4 ? nlat : 4, err))) goto done;
@@ -465,6 +482,10 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
         }
         memcpy(x, xn, nlat * sizeof *x);
         if (o->progress) o->progress("record", s + 1, o->steps, o->progress_user);
+        if (o->step_delay_ms > 0) {
+            struct timespec wait_ts = {o->step_delay_ms / 1000, (long)(o->step_delay_ms % 1000) * 1000000L};
+            nanosleep(&wait_ts, NULL);
+        }
     }
     rc = drift_trace_writer_close(tr.w, err);
     tr.w = NULL;

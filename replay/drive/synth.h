@@ -50,6 +50,7 @@ typedef struct drift_synth_opts {
     void *on_size_user;
     drift_progress_fn progress;
     void *progress_user;
+    int step_delay_ms;           /* sleep after each committed step (tests of live readers); 0 = none */
 } drift_synth_opts;
 
 /* Defaults: tiny-dit, seed 0, 4 steps, shift 3, eta 0.7, cpu. */

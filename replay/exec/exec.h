@@ -27,7 +27,11 @@
  *
  * Host tensors are collected in a drift_hostset: named tensors of fp32
  * values (exactly representable in the tensor's declared dtype), optionally
- * with exact fp64 values. */
+ * with exact fp64 values (hostset.c).
+ *
+ * A run is a pure plan (replay/exec/exec_plan.h: liveness, use counts, the
+ * cache's fixed set, cast folding) and the run loop over it (exec.c);
+ * DRIFT_EXEC_PROFILE=1 times the loop's nodes (exec_profile.h). */
 #ifndef DRIFT_REPLAY_EXEC_H
 #define DRIFT_REPLAY_EXEC_H
 
@@ -86,7 +90,9 @@ typedef int (*drift_exec_site_fn)(const char *site, const drift_tensor *t, void 
 typedef struct drift_exec_inputs {
     const drift_hostset *params;   /* fp32 masters by root FQN */
     const drift_hostset *buffers;  /* buffers by name (e.g. the RoPE tables) */
-    const drift_hostset *inputs;   /* boundary inputs by name, in their handed-over dtype */
+    const drift_hostset *inputs;   /* boundary inputs by name, in their handed-over dtype; an entry
+                                      named as a buffer replaces it for this run (not fixed: a
+                                      captured graph's per-step user inputs "input:NAME") */
     drift_exec_site_fn on_site;    /* may be NULL */
     void *user;
     struct drift_exec_cache *cache; /* may be NULL: see drift_exec_cache below */

@@ -252,6 +252,7 @@ typedef struct session {
     int round;                   /* search round, for on_probe */
     size_t remaining;            /* differences still in the search space this round */
     double t0;
+    size_t probes_before;        /* probes of the earlier --all rounds: progress counts overall */
 } session;
 
 static void session_free(session *s) {
@@ -334,6 +335,8 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
             free(v);
             if (rc) goto done;
         }
+        /* a captured graph's other user inputs of this step (masks, ids, pooled projections) */
+        if ((rc = drift_capture_step_inputs(s->m, r, step, s->inputs[k], err))) goto done;
         if (o->ref == DRIFT_BISECT_REF_ROLLOUT) {
             drift_trace_site_info info;
             if ((rc = read_site(r, DRIFT_SITE_ROLLOUT_OUTPUT, step, &s->ref[k], &info, err))) goto done;
@@ -366,15 +369,15 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
             drift_hostset_free(nudged);
             nudged = NULL;
             if ((rc = drift_hostset_create(&nudged, err))) break;
-            for (int j = 0; j < DRIFT_INPUT_COUNT && !rc; j++) {
-                const drift_host_tensor *t = drift_hostset_find(in, INPUT_NAME[j]);
+            for (size_t j = 0; j < drift_hostset_count(in) && !rc; j++) {
+                const drift_host_tensor *t = drift_hostset_at(in, j);
                 drift_host_tensor *added = NULL;
                 rc = drift_hostset_add(nudged, t->name, t->dtype, t->ndim, t->shape, t->f32, NULL, &added, err);
                 /* One element of the latents moved by one ULP of the dtype it
                  * is computed in (the forward dtype; a nudge of the handed-over
                  * fp32 value would mostly vanish in autocast's bf16 rounding):
                  * the smallest change that flips a rounding upstream. */
-                if (!rc && j == DRIFT_INPUT_LATENTS)
+                if (!rc && !strcmp(t->name, INPUT_NAME[DRIFT_INPUT_LATENTS]))
                     drift_metrics_nudge_ulp_f32(added->f32 + added->numel / 2, 1,
                                                 drift_assign_forward_dtype(plan, DRIFT_SIDE_TRAINER), 1.0, 12345);
             }
@@ -468,7 +471,8 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
 
 static void on_progress(size_t probes, size_t bound, void *user) {
     session *s = user;
-    if (s->o->progress) s->o->progress("bisect probe", (long)probes, (long)(bound > probes ? bound : probes), s->o->progress_user);
+    size_t done = s->probes_before + probes, most = s->probes_before + (bound > probes ? bound : probes);
+    if (s->o->progress) s->o->progress("bisect probe", (long)done, (long)most, s->o->progress_user);
 }
 
 /* First site (execution order) where plan's forward differs from good's, at
@@ -617,6 +621,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         for (size_t i = 0; i < nd; i++) s.remaining += universe[i] != 0;
         if ((rc = drift_ddmin_run(nd, universe, &dopts, &dr, err))) goto done;
         res->probes += dr.probes;
+        s.probes_before = res->probes;
         res->memo_hits += dr.memo_hits;
         if (dr.max_concurrent > res->max_concurrent) res->max_concurrent = dr.max_concurrent;
         if (!dr.found) {

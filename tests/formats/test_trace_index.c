@@ -8,7 +8,9 @@
  * index (each rank, from another working directory) and compared with the
  * rank file value for value. Hostile cases: missing rank, mismatched run id,
  * duplicate rank, a non-HDF5 input, a rank file deleted after the merge (the
- * reader fails naming it, never reads fill values), a rank file replaced. */
+ * reader fails naming it, never reads fill values), a rank file replaced
+ * (refused by its content digest, even within the same second), rank files
+ * outside the index's folder (refused at merge and at read unless allowed). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -298,7 +300,7 @@ static void compare_readers(drift_trace_reader *a, drift_trace_reader *b) {
 static void test_reads_same(void **state) {
     (void)state;
     char idx[1300], view[1400];
-    snprintf(idx, sizeof idx, "%s/merged.h5", dir_idx);
+    snprintf(idx, sizeof idx, "%s/merged.h5", dir_a);
     drift_err e;
     assert_int_equal(merge2(idx, rank_path(1), rank_path(0), 0, &e), DRIFT_OK);
     assert_int_equal(drift_trace_index_is(idx), 1);
@@ -308,7 +310,7 @@ static void test_reads_same(void **state) {
     assert_int_equal(info.n_ranks, 2);
     assert_int_equal(info.n_missing, 0);
     assert_int_equal(info.ranks[0], 0);
-    assert_string_equal(info.sources[1], "../run/trace-trainer.rank1.h5"); /* relative to the index */
+    assert_string_equal(info.sources[1], "trace-trainer.rank1.h5"); /* relative to the index */
     drift_trace_index_info_free(&info);
     /* read from another working directory: sources resolve against the index */
     char cwd[2048];
@@ -374,7 +376,7 @@ static void expect_merge_fail(const char *out, const char *a, const char *b, int
 static void test_hostile_inputs(void **state) {
     (void)state;
     char out[1300];
-    snprintf(out, sizeof out, "%s/bad.h5", dir_idx);
+    snprintf(out, sizeof out, "%s/bad.h5", dir_a);
     /* missing rank: error names it; --allow-missing accepts and records it */
     expect_merge_fail(out, rank_path(1), NULL, DRIFT_E_INPUT, NULL, "have no input: 0");
     drift_err e;
@@ -413,7 +415,7 @@ static void test_hostile_inputs(void **state) {
     expect_merge_fail(out, rank_path(0), "/nonexistent/x.h5", DRIFT_E_IO, "/nonexistent/x.h5", NULL);
     /* an index as input */
     char idx[1300];
-    snprintf(idx, sizeof idx, "%s/merged.h5", dir_idx);
+    snprintf(idx, sizeof idx, "%s/merged.h5", dir_a);
     expect_merge_fail(out, rank_path(0), idx, DRIFT_E_INPUT, "merged.h5", "is a drift index");
     unlink(other);
 }
@@ -448,16 +450,11 @@ static void test_source_deleted_or_replaced(void **state) {
     fclose(f);
     drift_err_clear(&e);
     rc = drift_trace_reader_open(&r, view, DRIFT_TRACE_OPEN_NORMAL, &e);
-    if (rc == DRIFT_OK) {
-        /* same creation second: the file is schema-identical, reading is correct */
-        drift_trace_reader *b = open_ok(p1);
-        compare_readers(r, b);
-        drift_trace_reader_close(b);
-        drift_trace_reader_close(r);
-    } else {
-        assert_int_equal(rc, DRIFT_E_INPUT);
-        assert_non_null(strstr(e.msg, "changed since the merge"));
-    }
+    /* same run id, rank and plan, very likely the same "created" second: the
+     * content digest (commit rows carry microsecond commit times) tells */
+    assert_int_equal(rc, DRIFT_E_INPUT);
+    assert_null(r);
+    assert_non_null(strstr(e.msg, "changed since the merge"));
     /* replaced by a non-HDF5 file */
     f = fopen(p1, "w");
     assert_non_null(f);
@@ -480,12 +477,47 @@ static void test_source_deleted_or_replaced(void **state) {
     assert_non_null(strstr(e.msg, "trace-trainer.rank1.h5"));
 }
 
+/* Sources outside the index's folder: merge refuses them (nothing written)
+ * unless allowed; an index holding "../" sources is refused at read time,
+ * naming the source, unless allowed, and then reads the same. */
+static void test_outside_folder(void **state) {
+    (void)state;
+    char idx[1300], view[1400];
+    snprintf(idx, sizeof idx, "%s/outside.h5", dir_idx);
+    drift_trace_index_allow_outside(0);
+    expect_merge_fail(idx, rank_path(0), rank_path(1), DRIFT_E_USAGE, "trace-trainer.rank0.h5",
+                      "outside the index's folder");
+    drift_trace_index_allow_outside(1);
+    drift_err e;
+    assert_int_equal(merge2(idx, rank_path(0), rank_path(1), 0, &e), DRIFT_OK);
+    drift_trace_index_info info;
+    assert_int_equal(drift_trace_index_info_read(idx, &info, &e), DRIFT_OK);
+    assert_string_equal(info.sources[1], "../run/trace-trainer.rank1.h5");
+    drift_trace_index_info_free(&info);
+    drift_trace_index_allow_outside(0);
+    snprintf(view, sizeof view, "%s#rank=1", idx);
+    drift_trace_reader *r = NULL;
+    drift_err_clear(&e);
+    assert_int_equal(drift_trace_reader_open(&r, view, DRIFT_TRACE_OPEN_NORMAL, &e), DRIFT_E_INPUT);
+    assert_null(r);
+    assert_non_null(strstr(e.msg, "outside the index's folder"));
+    assert_non_null(strstr(e.msg, "trace-trainer.rank1.h5"));
+    drift_trace_index_allow_outside(1);
+    drift_trace_reader *a = open_ok(view), *b = open_ok(rank_path(1));
+    compare_readers(a, b);
+    drift_trace_reader_close(a);
+    drift_trace_reader_close(b);
+    drift_trace_index_allow_outside(0);
+    unlink(idx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_same),
         cmocka_unit_test(test_moved_together),
         cmocka_unit_test(test_hostile_inputs),
         cmocka_unit_test(test_source_deleted_or_replaced),
+        cmocka_unit_test(test_outside_folder),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -589,7 +589,7 @@ static void test_long_strings(void **state) {
     char *plan = malloc(plen + 1);
     assert_non_null(plan);
     memset(plan, ' ', plen);
-    memcpy(plan, "{\"name\":\"x\"", 12);
+    memcpy(plan, "{\"name\":\"x\"", 11); /* without its NUL: the plan is all 300 KB */
     plan[plen - 1] = '}';
     plan[plen] = '\0';
     char name[DRIFT_TRACE_NAME_MAX];
@@ -624,6 +624,7 @@ static void test_long_strings(void **state) {
     rc = drift_trace_reader_open(&r, tt_path("long.h5"), DRIFT_TRACE_OPEN_NORMAL, &e);
     if (rc) fprintf(stderr, "%s: %s\n", e.where, e.msg);
     assert_int_equal(rc, DRIFT_OK);
+    assert_int_equal(strlen(drift_trace_reader_meta(r)->plan_json), plen);
     assert_string_equal(drift_trace_reader_meta(r)->plan_json, plan);
     drift_trace_site_info si;
     assert_int_equal(drift_trace_reader_site(r, 0, &si, &e), DRIFT_OK);
@@ -643,8 +644,50 @@ static void test_long_strings(void **state) {
     free(plan);
     drift_trace_check_report rep;
     assert_int_equal(drift_trace_check(tt_path("long.h5"), &rep, &e), DRIFT_OK);
+    for (size_t i = 0; i < rep.n_problems; i++) fprintf(stderr, "check: %s\n", rep.problems[i]);
     assert_int_equal(rep.n_problems, 0);
     drift_trace_check_report_free(&rep);
+}
+
+/* Parameters are listed in link-name order (escaped FQN bytes) whatever
+ * order they were written in: the reader iterates a dense group in HDF5's
+ * native (hash) order and sorts (formats/trace_read_tables.c). 40 names, so
+ * that /params is a dense group; '/' escapes to "%2F", which sorts before
+ * '.', unlike '/' itself. */
+static void test_param_order(void **state) {
+    (void)state;
+    drift_trace_meta m = tt_meta();
+    drift_trace_writer *w = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    assert_int_equal(drift_trace_writer_create(&w, tt_path("order.h5"), &m, &e), DRIFT_OK);
+    enum { NP = 40 };
+    char names[NP][32];
+    float v[2] = {1.0f, 2.0f};
+    int64_t shp = 2;
+    for (int i = 0; i < NP; i++) {
+        int k = (i * 17) % NP; /* a scrambled write order */
+        snprintf(names[i], sizeof names[i], k % 3 ? "blocks.%d.w" : "blocks/%d.w", k);
+        assert_int_equal(drift_trace_writer_add_param(w, names[i], 1, &shp, NULL, NULL, v, &e), DRIFT_OK);
+    }
+    assert_int_equal(drift_trace_writer_start(w, &e), DRIFT_OK);
+    assert_int_equal(drift_trace_writer_close(w, &e), DRIFT_OK);
+    drift_trace_reader *r = NULL;
+    assert_int_equal(drift_trace_reader_open(&r, tt_path("order.h5"), DRIFT_TRACE_OPEN_NORMAL, &e), DRIFT_OK);
+    assert_int_equal(drift_trace_reader_n_params(r), NP);
+    char prev[128] = "";
+    for (size_t i = 0; i < NP; i++) {
+        drift_trace_param_info pi;
+        assert_int_equal(drift_trace_reader_param(r, i, &pi), DRIFT_OK);
+        char esc[128] = "";
+        for (const char *c = pi.fqn; *c; c++) { /* docs/format.md 1.1 */
+            size_t l = strlen(esc);
+            snprintf(esc + l, sizeof esc - l, "%s", *c == '%' ? "%25" : *c == '/' ? "%2F" : (char[2]){*c, 0});
+        }
+        if (i) assert_true(strcmp(prev, esc) < 0);
+        snprintf(prev, sizeof prev, "%s", esc);
+    }
+    drift_trace_reader_close(r);
 }
 
 int main(void) {
@@ -659,6 +702,7 @@ int main(void) {
         cmocka_unit_test(test_check_clean),
         cmocka_unit_test(test_blosc),
         cmocka_unit_test(test_long_strings),
+        cmocka_unit_test(test_param_order),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

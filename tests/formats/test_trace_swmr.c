@@ -310,6 +310,8 @@ static void test_follow_lockstep(void **state) {
     int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_FOLLOW, &e);
     if (rc) fprintf(stderr, "%s: %s\n", e.where, e.msg);
     assert_int_equal(rc, DRIFT_OK);
+    assert_non_null(drift_trace_reader_status(r));
+    assert_string_equal(drift_trace_reader_status(r), "recording");
     for (int s = 0; s < N; s++) {
         assert_int_equal(get(up[0]), 'a');
         /* appended but not committed: invisible */
@@ -351,6 +353,9 @@ static void test_follow_lockstep(void **state) {
     int64_t add = 0;
     assert_int_equal(drift_trace_reader_refresh(r, &add, &e), DRIFT_OK);
     assert_int_equal(add, 0);
+    /* the follower re-reads /status: the writer that closed says so (drift top's CLOSED) */
+    assert_non_null(drift_trace_reader_status(r));
+    assert_string_equal(drift_trace_reader_status(r), "closed");
     drift_trace_reader_close(r);
     close(up[0]);
     close(down[1]);

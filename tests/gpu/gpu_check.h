@@ -16,7 +16,10 @@
  * and the op is deterministic), inside guard zones (elements before and after
  * every CUDA tensor must be untouched, inputs must be unchanged), then
  * compares with the cpu backend (bit-exact or within ULPs + atol, NaN/inf
- * parity) and with the fp64 ref backend (NMSE bound). */
+ * parity) and with the fp64 ref backend (NMSE bound). The random numbers,
+ * ULPs, bit equality, NMSE and its default bounds are the parity harness's
+ * (tests/parity/parity_util.h); the op parity table itself is
+ * tests/gpu/test_parity.c. */
 #ifndef DRIFT_TESTS_GPU_CHECK_H
 #define DRIFT_TESTS_GPU_CHECK_H
 
@@ -30,6 +33,7 @@
 #include "formats/dtype.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/parity/parity_util.h"
 
 #define GC_UNUSED __attribute__((unused))
 
@@ -82,25 +86,12 @@ static inline const char *gc_errstr(const drift_err *e) {
 /* ------------------------------------------------------------------------ */
 /* Deterministic random numbers                                              */
 
-static uint64_t gc_rng_state GC_UNUSED = 0x9e3779b97f4a7c15ull;
-
-static inline void gc_seed(uint64_t s) { gc_rng_state = s * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; }
-
-static inline uint64_t gc_u64(void) {
-    uint64_t z = (gc_rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
+/* one PRNG for the parity harness and these tests (tests/parity/parity_util.h) */
+static inline void gc_seed(uint64_t s) { parity_rng_seed(s); }
+static inline uint64_t gc_u64(void) { return parity_rng_u64(); }
 /* uniform in [0, 1) */
-static inline double gc_unif(void) { return (double)(gc_u64() >> 11) * (1.0 / 9007199254740992.0); }
-
-static inline double gc_normal(void) {
-    double u1 = gc_unif(), u2 = gc_unif();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+static inline double gc_unif(void) { return parity_rng_unif(); }
+static inline double gc_normal(void) { return parity_rng_normal(); }
 
 /* ------------------------------------------------------------------------ */
 /* Host tensors                                                              */
@@ -168,25 +159,10 @@ static inline void gc_host_specials(gc_host *h, double frac) {
     }
 }
 
-static inline int gc_same_bits(float a, float b) {
-    if (isnan(a) && isnan(b)) return 1;
-    return drift_f32_bits(a) == drift_f32_bits(b);
-}
+static inline int gc_same_bits(float a, float b) { return parity_same_bits(a, b); }
 
 /* One unit in the last place of dt at magnitude |x| (subnormal floor). */
-static inline double gc_ulp(double x, drift_dtype dt) {
-    int mant = dt == DRIFT_BF16 ? 7 : dt == DRIFT_F16 ? 10 : 23;
-    int emin = dt == DRIFT_BF16 ? -126 : dt == DRIFT_F16 ? -14 : -126;
-    x = fabs(x);
-    int e;
-    if (x == 0.0 || !isfinite(x)) e = emin;
-    else {
-        (void)frexp(x, &e);
-        e -= 1; /* x in [2^e, 2^(e+1)) */
-        if (e < emin) e = emin;
-    }
-    return ldexp(1.0, e - mant);
-}
+static inline double gc_ulp(double x, drift_dtype dt) { return parity_ulp(x, dt); }
 
 /* ------------------------------------------------------------------------ */
 /* Backends                                                                  */
@@ -417,25 +393,9 @@ static inline int64_t gc_cmp_close(const float *a, const float *b, int64_t n, dr
 /* NMSE of a against the ref values over positions where ref is finite;
  * non-finite positions must agree (NaN with NaN, same infinities). */
 static inline double gc_nmse_ref(const float *a, const double *r, int64_t n, double bound, const char *what) {
-    double num = 0.0, den = 0.0;
     int64_t parity = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(r[i])) {
-            int ok = isnan(r[i]) ? isnan(a[i]) : ((double)a[i] == r[i]);
-            if (!ok) parity++;
-            continue;
-        }
-        if (!isfinite(a[i])) {
-            /* the rounded result may overflow where the fp64 value does not:
-               count it as a parity mismatch only if |r| is below the dtype's range */
-            if (fabs(r[i]) < 6.0e4 || isnan(a[i])) parity++;
-            continue;
-        }
-        double d = (double)a[i] - r[i];
-        num += d * d;
-        den += r[i] * r[i];
-    }
-    double nmse = den > 0 ? num / den : num;
+    /* the rounded result may overflow where the fp64 value does not (|r| >= 6e4) */
+    double nmse = parity_nmse(a, r, n, 1, &parity);
     GC_CHECK(parity == 0, "%s: %lld non-finite positions differ from the ref backend", what, (long long)parity);
     GC_CHECK(nmse <= bound, "%s: NMSE vs ref %.3e > bound %.3e", what, nmse, bound);
     return nmse;
@@ -653,9 +613,7 @@ static inline const char *gc_dt(drift_dtype dt) { return drift_dtype_name(dt); }
 /* NMSE bound of a result rounded once to dt: at most u^2 (u = 2^-8 bf16,
  * 2^-11 fp16, 2^-24 fp32: 1.5e-5, 2.4e-7, 3.6e-15) whatever the data, one
  * element included; random data give ~u^2/3. */
-static inline double gc_nmse_bound(drift_dtype dt) {
-    return dt == DRIFT_BF16 ? 2e-5 : dt == DRIFT_F16 ? 1e-6 : 1e-10;
-}
+static inline double gc_nmse_bound(drift_dtype dt) { return parity_nmse_default(dt, 1); }
 
 /* The coarser of two dtypes (bf16 > fp16 > fp32 in ULP size). */
 static inline drift_dtype gc_coarser(drift_dtype a, drift_dtype b) {

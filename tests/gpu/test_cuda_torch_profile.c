@@ -14,6 +14,8 @@
  *    the fp64 ref backend;
  *  - the cuDNN patch convolution agrees with PATCHIFY + LINEAR, and is
  *    refused on an exact-profile backend;
+ *  - drift_backend_last_gemm names the path each LINEAR took (cuBLASLt with
+ *    bias and M > 1, else cublasGemmEx; "" on the exact profile);
  *  - fallbacks are recorded: a misaligned layer-norm row, the sinusoid;
  *    single-IEEE-op kernels (CAST) are not counted;
  *  - the torch profile really is another kernel set: GELU-tanh differs from
@@ -109,6 +111,13 @@ static void test_linear(void) {
             c.nmse_ref = gc_nmse_bound(DRIFT_BF16);
             gc_case_set("LINEAR torch M=%lld bias=%d", (long long)M, bias);
             GC_CHECK(fallbacks_after(&c) == 0, "LINEAR must not fall back");
+            /* what the library chose, for drift invariance: torch's rule picks the path */
+            char g[128];
+            drift_backend_last_gemm(T, g, sizeof g);
+            const char *want = bias && M > 1 ? "cuBLASLt algo " : "cublasGemmEx ";
+            GC_CHECK(strncmp(g, want, strlen(want)) == 0, "last GEMM '%s', expected '%s...'", g, want);
+            drift_backend_last_gemm(E.cuda, g, sizeof g);
+            GC_CHECK(g[0] == '\0', "the exact profile has nothing to tell: '%s'", g);
             gc_host_free(&x);
             gc_host_free(&w);
             gc_host_free(&b);

@@ -29,7 +29,8 @@ import re, sys, subprocess, os
 w, doc_path, cmds = sys.argv[1], sys.argv[2], sys.argv[3:]
 D = os.environ["DRIFT_BIN"]
 # commands still on their own parsers (owned elsewhere; docs/cli.md says so):
-# their help must still have the exit and example lines
+# their help must still have the exit and example lines, and the options on
+# its option lines must be docs/cli.md's list
 PENDING = {"top", "compare", "report", "weights"}
 PLAN_FLAGS = ["--fsdp-master-dtype", "--fsdp-reduce-dtype", "--diffusion-forward-dtype", "--sglang-dit-precision",
               "--param-dtype", "--input-dtype", "--rope-provenance", "--plan-name"]
@@ -59,7 +60,14 @@ for c in cmds:
         elif sorted(listed) != sorted(sections[c]):
             errors.append(f"{c}: --help options {sorted(set(listed) ^ set(sections[c]))} differ from docs/cli.md")
     else:
-        listed = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", h)) - {"--help"})
+        # the options of a hand-written help: every --name on its option lines
+        # (indented lines that start with '-'; prose may name other commands' options)
+        opt_lines = [l for l in h.splitlines() if re.match(r"^ {2,}-", l)]
+        listed = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", "\n".join(opt_lines))) - {"--help"})
+        if c not in sections:
+            errors.append(f"{c}: no '### `drift {c}`' section in docs/cli.md")
+        elif set(listed) != set(sections[c]):
+            errors.append(f"{c}: --help options {sorted(set(listed) ^ set(sections[c]))} differ from docs/cli.md")
     # every option the help names must be accepted
     sub = ["compile"] if c == "plan" else []
     for o in listed:

@@ -236,4 +236,54 @@ check(err.count("called after the first step ended") == 1, f"late capture warned
 with h5py.File(os.path.join(W, "late.h5"), "r") as f:
     check("graph" not in f and committed == 1, "a late capture writes nothing, the step stays committed")
 
+# ---- 5. ConstantTap: values of a meta export's lifted constants (a stand-in torch) -----------------
+import types  # noqa: E402
+
+
+class _Dev:
+    def __init__(self, t):
+        self.type = t
+
+
+class _T:
+    def __init__(self, shape, dtype, dev, data=None):
+        self.shape, self.dtype, self.device, self.data = tuple(shape), dtype, _Dev(dev), data
+
+
+def _shape(d):
+    return [len(d)] + (_shape(d[0]) if d else []) if isinstance(d, (list, tuple)) else []
+
+
+def _tensor(data, dtype="int64", device="cpu"):
+    return _T(_shape(data), dtype, device, data)
+
+
+stub = types.ModuleType("torch")
+stub.Tensor, stub.tensor, stub.as_tensor = _T, _tensor, _tensor
+real_torch = sys.modules.get("torch")
+sys.modules["torch"] = stub
+try:
+    with cs.ConstantTap() as tap:
+        check(stub.tensor is not _tensor, "the tap wraps torch.tensor while the export runs")
+        a = stub.tensor([8, 32, 32], device="meta")
+        stub.tensor(8, device="meta")
+        stub.tensor([1.0], dtype="float32")          # on the cpu: has values, not tapped
+        stub.as_tensor([[1, 2]], device="meta")
+        stub.tensor([_T([], "int64", "meta")], device="meta")  # not plain data: not tapped
+    check(stub.tensor is _tensor and stub.as_tensor is _tensor, "torch.tensor restored after the export")
+    check(len(tap.made) == 3, f"three meta tensors from plain data tapped: {len(tap.made)}")
+    v = tap.value_of("lifted_tensor_0", a)            # torch kept the object: by identity
+    check(v is not None and v.device.type == "cpu" and v.data == [8, 32, 32], "by identity: the cpu value")
+    w = tap.value_of("lifted_tensor_1", _T([], "int64", "meta"))  # another object: first unused of its shape
+    check(w is not None and w.data == 8, f"by shape and dtype: {getattr(w, 'data', None)}")
+    check(tap.value_of("lifted_tensor_1", _T([], "int64", "meta")) is w, "asked again: the same value")
+    check(tap.value_of("lifted_tensor_2", _T([], "int64", "meta")) is None, "nothing left of that shape: no value")
+    check(tap.value_of("lifted_tensor_3", _T([1, 2], "float32", "meta")) is None, "dtype must match")
+    check(tap.value_of("lifted_tensor_4", _T([1, 2], "int64", "meta")).data == [[1, 2]], "as_tensor tapped too")
+finally:
+    if real_torch is None:
+        del sys.modules["torch"]
+    else:
+        sys.modules["torch"] = real_torch
+
 print(f"recorder_capture: {checks} checks passed")

@@ -176,6 +176,7 @@ with contextlib.redirect_stderr(err):
             srows[step] = rec.step_metrics(lp_new, lp_old)
             rec.sde("params", np.array([0.9, 0.8, 0.95, 0.7], np.float32))
             rec.note(f"hello {step}")
+            rec.batch([2, 0, 1], cfg="joined" if step == 1 else "none", microbatch=step)
         if step == 0:
             # after the start: an unknown site is refused by the C API; never raises, logged once
             pass
@@ -211,6 +212,14 @@ assert pd == {"scale_shift_table": "fp32", "blocks.0.attn1.weight": "bf16", "blo
               "blocks.1.attn1.weight": "bf16", "blocks.1.norm2.weight": "fp32"}, pd
 notes = [(int(r["step"]), r["text"].decode()) for r in f["notes"][...]]
 assert (2, "hello 2") in notes, notes
+# the batch composition of each step (docs/format.md: batch-composition notes)
+assert (1, "batch-composition v1 micro=1 cfg=joined samples=2,0,1") in notes, notes
+assert (0, "batch-composition v1 micro=0 cfg=none samples=2,0,1") in notes, notes
+try:
+    rec.batch([0], cfg="both")
+    raise AssertionError("cfg='both' accepted")
+except ValueError:
+    pass
 assert any(s == 2 and "param dtype changed: blocks.0.norm2.weight gathered as bf16" in t for s, t in notes), notes
 # /metrics rows are what compare() returned (the ctypes struct lands intact)
 names = [n.decode() for n in f["metrics/site_names"]["name"]]

@@ -100,6 +100,7 @@ def main(path, n_steps, die_mid_step):
     rows = table(m, 'rows', METRIC, 256); msteps = table(m, 'steps', SMETRIC, 64)
     names = table(m, 'site_names', NAME, 64); notes = table(f, 'notes', NOTE, 64)
     append(names, np.array([(n.encode(),) for n, _, _ in sites], NAME))
+    status = f.create_dataset('status', data=np.bytes_('recording'), dtype='S512')  # scalar, contiguous
     f.swmr_mode = True
     for step in range(n_steps + (1 if die_mid_step else 0)):
         for i, (name, dt, shape) in enumerate(sites):
@@ -126,6 +127,7 @@ def main(path, n_steps, die_mid_step):
         f.flush()
         append(steps, np.array([(step, 3, rows.shape[0], msteps.shape[0], notes.shape[0], time.time(), 0)], STEPS))
         steps.flush()
+    status[()] = np.bytes_('closed'); status.flush()
     f.close()
 
 main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'die' if len(sys.argv) > 3 else False)

@@ -95,8 +95,31 @@ tm send-keys -t top G Enter
 wait_for "drill-down of the late site" screen_has "layer late:appears_at_step_3"
 wait_for "its step 7 row" screen_re "^[[:space:]]+7[[:space:]]+$ml[[:space:]]+$xl"
 
+# defect 22.5: the writer closed while followed: CLOSED and 'writer closed', not IDLE
+wait_for "the closed writer seen as closed" screen_has "writer closed"
+screen_re "CLOSED *$" || fail "a writer that closed while followed shows CLOSED"
+
 tm send-keys -t top q
 wait_for "drift top to exit" test -s "$T/exit"
 [ "$(cat "$T/exit")" = 0 ] || fail "drift top exited with $(cat "$T/exit")"
 [ ! -s "$T/stderr" ] || fail "drift top wrote to stderr"
+tm kill-session -t top
+
+# a killed writer never closes: followed, it stays 'recording' and turns IDLE, never CLOSED
+rm -f "$T/ready" "$T/gate" "$T/exit"
+"$BENCH" --write-only "$T/killed.h5" --steps 8 --sites 10 --pause-after 2 --gate "$T/gate" --ready "$T/ready" \
+    --run-id killed-run &
+WRITER=$!
+wait_for "the second writer to commit 2 steps" test -e "$T/ready"
+kill -9 "$WRITER"
+wait "$WRITER" 2>/dev/null || true
+WRITER=""
+tm new-session -d -s top -x 120 -y 40 \
+    "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT_BIN' top '$T/killed.h5' --follow --interval 100 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
+wait_for "the killed writer's 2 steps" screen_has "steps 2 [0..1]"
+wait_for "the killed writer turns IDLE" screen_re "IDLE [0-9]+s *$"
+screen_has "writer recording" || fail "a killed writer reads as 'recording' (its /status), not closed"
+screen_has "CLOSED" && fail "a killed writer shows CLOSED"
+tm send-keys -t top q
+wait_for "drift top to exit" test -s "$T/exit"
 echo "ok: tui_follow"

@@ -85,7 +85,9 @@ order = list(range(len(names)))
 E["first"] = {"contains": ["drift top", "run demo-run", "trainer", "wan2.2:layers=42", "cfg s=4.5",
                            "steps 12 [0..11]", "CLOSED", "plan demo_mixed: fwd bf16  rollout fp32",
                            "! forward bf16 != rollout fp32", "step 11 (latest)", "raw", "40 layers",
-                           "first divergent input:cond:post_cast", "log_prob_mean_abs_diff", "ratio_abs_minus_1"],
+                           "first divergent input:cond:post_cast", "log_prob_mean_abs_diff", "ratio_abs_minus_1",
+                           # defect 22.12: labelled chart axes (y 0..max, the steps under their bars)
+                           "y 0..", "0" + " " * 9 + "11 step"],
               "rows": [row(i, at(i, last)) for i in order[:12]]}
 desc_mean = by(lambda i: at(i, last)[0], True)
 E["sort_mean"] = {"contains": ["sort mean\u25bc"], "rows": [row(i, at(i, last)) for i in desc_mean[:10]]}
@@ -97,20 +99,31 @@ norm2 = [i for i in by_name if names[i].endswith(".norm2:out")]
 E["filter"] = {"contains": ['filter "*.norm2:*" %d/40' % len(norm2)], "rows": [row(i, at(i, last)) for i in norm2],
                "absent": ["blocks.0.ffn:out", "input:latents:pre_cast"], "rows_exact": True}
 d = norm2[0]
-E["drill"] = {"contains": ["layer %s" % names[d], "#%d of 40 in execution order" % (d + 1), "mean |diff| per step"],
+E["drill"] = {"contains": ["layer %s" % names[d], "#%d of 40 in execution order" % (d + 1), "mean |diff| per step",
+                           "0" + " " * 9 + "11 step"],
               "drill": [[str(s)] + fmt(at(d, s)) for s in reversed(steps)][:8]}
 E["back"] = E["filter"]
+# defect 22.12: / starts a fresh filter (the table unfiltered while typing); Esc restores the previous one
+E["fresh_filter"] = {"contains": ["filter (glob or substring, Enter apply, Esc cancel):", "40 layers"],
+                     "absent": ['filter "*.norm2:*"', "cancel): *"]}
 E["agg_mean"] = {"contains": ["mean over 12 steps"], "rows": [row(i, mean_over(i)) for i in norm2]}
 def cfg(v): return [v[0] / 4.5, v[1] / 4.5, v[2], v[3]]
 E["cfg"] = {"contains": ["|diff|/s (s=4.5)", "mean/s", "max/s"], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
-E["help"] = {"contains": ["sort by order, name, mean, max, rel, cos", "Any other key closes this help."]}
+# defect 22.10: every help line whole inside the box, the mark as the table shows it, the new keys
+E["help"] = {"contains": ["sort by order, name, mean, max, rel, cos", "Any other key closes this help.",
+                          "per-step chart / dtype census (intercept) ", "heatmap layers x steps / its metric (log scale)",
+                          "first divergent layer / one row per block", "Marks: \u25b6 first divergent layer"]}
 E["no_help"] = {"absent": ["Any other key closes this help."], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
 E["unfiltered"] = {"contains": ["40 layers"], "rows": [row(i, at(i, last)) for i in order[:12]]}
 # narrow screens: names cut to the column width, only the columns that fit
-E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer"],
-                    "rows": [[names[i][:18]] + fmt(at(i, last))[:2] for i in order[:8]], "prefix": True}
+# names longer than the 18-cell column end in an ellipsis (defect 22.12)
+E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer", "input:latents:pre\u2026"],
+                    "rows": [[names[i][:17]] + fmt(at(i, last))[:2] for i in order[:8]], "prefix": True}
 E["small_20x6"] = {"size": [20, 6], "contains": ["drift top"]}
 E["tiny"] = {"size": [10, 4], "contains": ["terminal t"]}
+# at 100 columns a chart label drops what does not fit whole (defect 22.12: titles overlapped, numbers were cut)
+E["w100"] = {"size": [100, 40], "contains": ["log_prob_mean_abs_diff  y 0..", "ratio_abs_minus_1  y 0.."],
+             "y_ranges_whole": True}
 E["huge"] = {"size": [300, 100], "contains": ["log_prob_mean_abs_diff", "ratio_abs_minus_1"],
              "rows": [row(i, at(i, last)) for i in order[:40]]}
 json.dump(E, open(out, "w"))
@@ -129,6 +142,9 @@ for s in E.get("contains", []):
     if s not in text: die("missing %r" % s)
 for s in E.get("absent", []):
     if s in text: die("unexpected %r" % s)
+if E.get("y_ranges_whole"):
+    for m in re.finditer(r"y 0\.\.(\S*)", text):
+        if not re.fullmatch(r"0|-|[0-9]\.[0-9]{3}e[-+][0-9]{2}", m.group(1)): die("cut y range %r" % m.group(0))
 if "size" in E:
     w, h = E["size"]
     if len(screen) != h: die("expected %d lines, got %d" % (h, len(screen)))
@@ -198,6 +214,8 @@ keys 3; wait_check sort_mean            # sort by mean |diff|, worst first
 keys r; wait_check sort_mean_asc        # reverse
 keys 2; wait_check sort_name            # by name
 keys / '*.norm2:*' Enter; wait_check filter
+keys /; wait_check fresh_filter
+keys Escape; wait_check filter
 keys Enter; wait_check drill            # the first filtered row's per-step history
 keys Escape; wait_check back
 keys a; wait_check agg_mean             # this step -> mean over steps
@@ -211,6 +229,7 @@ tm resize-window -t top -x 40 -y 12; wait_check small_40x12
 keys Enter Escape j k                   # keys at a small size do not crash
 tm resize-window -t top -x 20 -y 6; wait_check small_20x6
 tm resize-window -t top -x 10 -y 4; wait_check tiny
+tm resize-window -t top -x 100 -y 40; wait_check w100
 tm resize-window -t top -x 300 -y 100; wait_check huge
 tm resize-window -t top -x 120 -y 40; wait_check first
 same=0
@@ -226,9 +245,13 @@ quit_ok
 ARGS="--ref '$T/good.h5'"
 start 120 40 LANG=C.UTF-8 LC_ALL=C.UTF-8
 wait_check first
-grep -qF "vs ref good-run" "$T/screen.txt" || fail "the header names the reference run"
+grep -qF "ref good-run" "$T/screen.txt" || fail "the header names the reference run"
 colour_is "blocks.1.norm2:out" 31 || fail "blocks.1.norm2:out should be red (bad) against the good run"
 colour_is "blocks.1.attn1:out" 32 || fail "blocks.1.attn1:out should be green (ok) against the good run"
+# defect 22.1: the reference's value and the ratio are columns on screen
+grep -qE "ref mean +x ref" "$T/screen.txt" || fail "the ref value and ratio columns are missing with --ref"
+r=$(sed -n 's/^.*blocks\.1\.norm2:out .* \([0-9.]*\)x *$/\1/p' "$T/screen.txt")
+awk -v r="$r" 'BEGIN { exit !(r > 10) }' || fail "the bad layer shows more than 10x its reference (got '$r')"
 quit_ok
 ARGS=""
 

@@ -31,8 +31,19 @@
  * TIMESTEP_SINUSOID in fp32 with timesteps up to 1000 (arg = t * freq_j is an
  * fp32 value up to 1000, ulp 6.1e-5, and freq_j carries a few 2^-24
  * relative errors: per-element sin/cos errors up to ~1e-4, mean square far
- * below): 1e-8 (measured ~7e-11). */
+ * below): 1e-8 (measured ~7e-11).
+ *
+ * The ATen-level ops of captured graphs (UNARY .. FILL), inputs in the
+ * output's dtype: on devices bit-exact against the cpu for STRIDED, SCATTER,
+ * FILL, DIV, REDUCE (sequential fp32 sums in index order on both), SCALAR
+ * add/sub/rsub/mul/div/max/min and pow by 2, 3, 0.5, -0.5, -1, -2, UNARY
+ * neg/rsqrt/sqrt/reciprocal/abs/relu/mask_bias; 4 ULPs of the output dtype
+ * + 1e-6 for UNARY exp/sin/cos/tanh/sigmoid/gelu_erf, SCALAR pow 1.7 / -0.3
+ * and rpow (CUDA's precise functions vs glibc's). Device NMSE: the default
+ * bounds, 4x for SCALAR, 10x for REDUCE (sums of 4..33 terms), 1e-12 for
+ * the moves. */
 #include "tests/parity/parity.h"
+#include "tests/parity/parity_util.h"
 
 #include <stddef.h>
 
@@ -53,7 +64,7 @@
 
 /* ---- tolerance adjustments (the dtypes are known here) ----------------------- */
 
-static double gc_bound(drift_dtype dt) { return dt == BF ? 2e-5 : dt == H16 ? 1e-6 : 1e-10; }
+static double gc_bound(drift_dtype dt) { return parity_nmse_default(dt, 1); }
 static void set_dev(parity_case *c, double b) { c->tol.nmse_dev[0] = c->tol.nmse_dev[1] = c->tol.nmse_dev[2] = b; }
 static void no_ref(parity_case *c) {
     for (int i = 0; i < 3; i++) c->tol.nmse_host[i] = c->tol.nmse_dev[i] = -1.0;
@@ -192,6 +203,34 @@ static void adj_move(parity_case *c) {
              .flip_sin_to_cos = flip, .max_period = period},                                                       \
       .in = {IN(F32, 0, 1000, UNIF, 1, B)}},                                                                       \
      PARITY_SW_OUT, adj_sinusoid}
+
+/* ATen-level ops: every input in op.out's dtype, op.out swept */
+#define OUTD PARITY_DT_OUT
+#define ATEN_TOL(exact_, b16, b16h, b32) {.exact = exact_, .ulps16 = 4, .ulps32 = 4, .atol = 1e-6, .nmse_dev = {b16, b16h, b32}}
+#define ATEN_UNARY(sub_, lo, exact_)                                                                             \
+    {{.family = "unary", .op = {.kind = DRIFT_OP_UNARY, .n_in = 1, .out = F32, .compute = F32, .sub = sub_},   \
+      .in = {IN(OUTD, lo, 3, UNIF, 1, 4097)}, .tol = ATEN_TOL(exact_, 0, 0, 0)},                                   \
+     PARITY_SW_OUT, ADJ_NONE}
+#define ATEN_SCALAR(sub_, s_, exact_)                                                                            \
+    {{.family = "scalar",                                                                                        \
+      .op = {.kind = DRIFT_OP_SCALAR, .n_in = 1, .out = F32, .compute = F32, .sub = sub_, .scalar = s_},        \
+      .in = {IN(OUTD, 0.25f, 3, UNIF, 1, 4097)}, .tol = ATEN_TOL(exact_, 8e-5, 4e-6, 4e-10)},   \
+     PARITY_SW_OUT, ADJ_NONE}
+/* the eight scalars of a SCALAR variant: the six with exact pow paths (e6), then 1.7 and -0.3 (e2) */
+#define ATEN_SCALAR8(sub_, e6, e2)                                                                               \
+    ATEN_SCALAR(sub_, 2.0, e6), ATEN_SCALAR(sub_, 3.0, e6), ATEN_SCALAR(sub_, 0.5, e6),                           \
+        ATEN_SCALAR(sub_, -0.5, e6), ATEN_SCALAR(sub_, -1.0, e6), ATEN_SCALAR(sub_, -2.0, e6),                    \
+        ATEN_SCALAR(sub_, 1.7, e2), ATEN_SCALAR(sub_, -0.3, e2)
+#define ATEN_REDUCE(sub_, dim_)                                                                                  \
+    {{.family = "reduce", .op = {.kind = DRIFT_OP_REDUCE, .n_in = 1, .out = F32, .compute = F32, .sub = sub_, .dim = dim_}, \
+      .in = {IN(OUTD, -4, 4, UNIF, 3, 4, 5, 33)}, .tol = ATEN_TOL(1, 2e-4, 1e-5, 1e-9)},        \
+     PARITY_SW_OUT, ADJ_NONE}
+#define ATEN_MOVE {.exact = 1, .nmse_dev = {1e-12, 1e-12, 1e-12}}
+#define ATEN_FILL(sub_, s_)                                                                                      \
+    {{.family = "fill",                                                                                          \
+      .op = {.kind = DRIFT_OP_FILL, .n_in = 1, .out = F32, .compute = F32, .sub = sub_, .scalar = s_, .step = 0.5}, \
+      .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4)}, .tol = {.exact = 1}},                                       \
+     PARITY_SW_OUT, ADJ_NONE}
 
 const parity_row parity_rows[] = {
     /* CAST: odd shapes; fp16 overflow and subnormals; every 16-bit pattern; rounding ties */
@@ -369,6 +408,28 @@ const parity_row parity_rows[] = {
     SINUS(3, 16, 0, 0.0f), SINUS(7, 33, 1, 10000.0f), SINUS(1, 256, 0, 0.0f), SINUS(17, 3, 0, 100.0f),
     SINUS(3, 8, 1, 100.0f), SINUS(17, 255, 0, 10000.0f), SINUS(3, 320, 1, 100.0f),
     {{.family = "timestep_sinusoid", .op = {.kind = DRIFT_OP_TIMESTEP_SINUSOID, .n_in = 1, .out = F32, .compute = F32, .dim = 9}, .in = {IN(F32, 0, 1000, NONF, 1, 4)}}, 0, adj_sinusoid},
+
+    /* ATen-level ops (captured graphs). UNARY: rsqrt, sqrt, reciprocal on positive inputs */
+    ATEN_UNARY(DRIFT_UNARY_NEG, -3.0f, 1), ATEN_UNARY(DRIFT_UNARY_EXP, -3.0f, 0), ATEN_UNARY(DRIFT_UNARY_SIN, -3.0f, 0),
+    ATEN_UNARY(DRIFT_UNARY_COS, -3.0f, 0), ATEN_UNARY(DRIFT_UNARY_RSQRT, 0.25f, 1), ATEN_UNARY(DRIFT_UNARY_SQRT, 0.25f, 1),
+    ATEN_UNARY(DRIFT_UNARY_TANH, -3.0f, 0), ATEN_UNARY(DRIFT_UNARY_SIGMOID, -3.0f, 0),
+    ATEN_UNARY(DRIFT_UNARY_GELU_ERF, -3.0f, 0), ATEN_UNARY(DRIFT_UNARY_RECIP, 0.25f, 1),
+    ATEN_UNARY(DRIFT_UNARY_ABS, -3.0f, 1), ATEN_UNARY(DRIFT_UNARY_RELU, -3.0f, 1),
+    ATEN_UNARY(DRIFT_UNARY_MASK_BIAS, -3.0f, 1),
+    ATEN_SCALAR8(DRIFT_SCALAR_ADD, 1, 1), ATEN_SCALAR8(DRIFT_SCALAR_SUB, 1, 1), ATEN_SCALAR8(DRIFT_SCALAR_RSUB, 1, 1),
+    ATEN_SCALAR8(DRIFT_SCALAR_MUL, 1, 1), ATEN_SCALAR8(DRIFT_SCALAR_DIV, 1, 1), ATEN_SCALAR8(DRIFT_SCALAR_POW, 1, 0),
+    ATEN_SCALAR8(DRIFT_SCALAR_RPOW, 0, 0), ATEN_SCALAR8(DRIFT_SCALAR_MAX, 1, 1), ATEN_SCALAR8(DRIFT_SCALAR_MIN, 1, 1),
+    /* DIV broadcasting [5, 1] against [4, 5, 33] */
+    {{.family = "div", .op = {.kind = DRIFT_OP_DIV, .n_in = 2, .out = F32, .compute = F32}, .in = {IN(OUTD, -4, 4, UNIF, 3, 4, 5, 33), IN(OUTD, 0.5f, 4, UNIF, 2, 5, 1)}, .tol = {.exact = 1}}, PARITY_SW_OUT, ADJ_NONE},
+    ATEN_REDUCE(DRIFT_REDUCE_SUM, 0), ATEN_REDUCE(DRIFT_REDUCE_MEAN, 0), ATEN_REDUCE(DRIFT_REDUCE_SUM, 1),
+    ATEN_REDUCE(DRIFT_REDUCE_MEAN, 1), ATEN_REDUCE(DRIFT_REDUCE_SUM, 2), ATEN_REDUCE(DRIFT_REDUCE_MEAN, 2),
+    /* STRIDED x[..., 1::2] of [2, 3, 4]; an expand of row 1 ([3] at offset 4) to [5, 3] */
+    {{.family = "strided", .op = {.kind = DRIFT_OP_STRIDED, .n_in = 1, .out = F32, .compute = F32, .start = 1, .stride = {12, 4, 2}}, .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4)}, .out_nd = 3, .out_sh = {2, 3, 2}, .tol = ATEN_MOVE}, PARITY_SW_OUT, ADJ_NONE},
+    {{.family = "strided", .op = {.kind = DRIFT_OP_STRIDED, .n_in = 1, .out = F32, .compute = F32, .start = 4, .stride = {0, 1}}, .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4)}, .out_nd = 2, .out_sh = {5, 3}, .tol = ATEN_MOVE}, PARITY_SW_OUT, ADJ_NONE},
+    /* SCATTER: copy_ of [2, 3] into x[:, :, 3] of [2, 3, 4] */
+    {{.family = "scatter", .op = {.kind = DRIFT_OP_SCATTER, .n_in = 2, .out = F32, .compute = F32, .start = 3, .stride = {12, 4}}, .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4), IN(OUTD, -4, 4, UNIF, 2, 2, 3)}, .tol = ATEN_MOVE}, PARITY_SW_OUT, ADJ_NONE},
+    /* FILL like input 0: a constant, an iota, a linspace */
+    ATEN_FILL(0, 1.0 / 3.0), ATEN_FILL(1, -3.0), ATEN_FILL(2, -3.0),
 };
 
 const int parity_n_rows = (int)(sizeof parity_rows / sizeof parity_rows[0]);

@@ -9,23 +9,9 @@
 #include <string.h>
 
 #include "formats/dtype.h"
+#include "tests/parity/parity_util.h"
 
 static const drift_dtype DT3[3] = {DRIFT_BF16, DRIFT_F16, DRIFT_F32};
-
-/* ---- PRNG (splitmix64) -------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s) { rng_state = s * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; }
-
-static uint64_t rng_u64(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unif(void) { return (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
 
 static float round_to(float v, drift_dtype dt) {
     drift_dtype_round_n(&v, 1, dt);
@@ -35,7 +21,7 @@ static float round_to(float v, drift_dtype dt) {
 /* Uniform in [lo, hi), rounded to dt, never exactly zero. */
 static float rng_val(float lo, float hi, drift_dtype dt) {
     for (;;) {
-        float v = round_to((float)(lo + (hi - lo) * rng_unif()), dt);
+        float v = round_to((float)(lo + (hi - lo) * parity_rng_unif()), dt);
         if (v != 0.0f) return v;
     }
 }
@@ -49,22 +35,6 @@ static int64_t numel_of(int nd, const int64_t *sh) {
     int64_t n = drift_shape_numel(nd, sh);
     return n < 0 ? 0 : n;
 }
-
-/* The ulp of magnitude x in dt. */
-static double ulp_of(double x, drift_dtype dt) {
-    int mant = dt == DRIFT_BF16 ? 7 : dt == DRIFT_F16 ? 10 : 23;
-    int emin = dt == DRIFT_F16 ? -14 : -126;
-    x = fabs(x);
-    int e = emin;
-    if (x != 0.0 && isfinite(x)) {
-        (void)frexp(x, &e);
-        e -= 1;
-        if (e < emin) e = emin;
-    }
-    return ldexp(1.0, e - mant);
-}
-
-static int same_bits(float a, float b) { return (isnan(a) && isnan(b)) || drift_f32_bits(a) == drift_f32_bits(b); }
 
 static double max_abs(const float *v, int64_t n) {
     double m = 0.0;
@@ -184,7 +154,7 @@ static void fill(const parity_in *in, float *v, int64_t n) {
     case PARITY_SPECIALS: {
         static const float sp[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e30f, -1e30f, 1e-30f, 6e4f, -7e4f};
         for (int64_t k = 0; k < n; k++)
-            if (rng_unif() < 0.05) v[k] = round_to(sp[rng_u64() % (sizeof sp / sizeof sp[0])], in->dt);
+            if (parity_rng_unif() < 0.05) v[k] = round_to(sp[parity_rng_u64() % (sizeof sp / sizeof sp[0])], in->dt);
         break;
     }
     case PARITY_PATTERNS:
@@ -193,7 +163,7 @@ static void fill(const parity_in *in, float *v, int64_t n) {
         break;
     case PARITY_TIES:
         for (int64_t k = 0; k < n; k++) {
-            uint32_t hi = (uint32_t)rng_u64() & 0xffff0000u; /* halfway for bf16, then for fp16 */
+            uint32_t hi = (uint32_t)parity_rng_u64() & 0xffff0000u; /* halfway for bf16, then for fp16 */
             v[k] = drift_bits_f32(k & 1 ? (hi | 0x8000u) : ((hi & 0xffffe000u) | 0x1000u));
         }
         break;
@@ -268,7 +238,7 @@ static int run_checked(const drift_backend *be, const run_io *io, float *x) {
     }
     if (!rc) {
         int64_t bad = 0;
-        for (int64_t i = 0; i < n; i++) bad += !same_bits(res[0][i], res[1][i]);
+        for (int64_t i = 0; i < n; i++) bad += !parity_same_bits(res[0][i], res[1][i]);
         if (bad) failf("%lld of %lld elements differ between the NaN- and the sentinel-poisoned run (unwritten or "
                        "nondeterministic)", (long long)bad, (long long)n);
         g_st.checks++;
@@ -278,7 +248,7 @@ static int run_checked(const drift_backend *be, const run_io *io, float *x) {
             float *back = xmalloc((size_t)io->n_in[i] * sizeof(float));
             int64_t changed = 0;
             if (drift_backend_download_f32(be, &in[i].t, back, &err) == 0)
-                for (int64_t k = 0; k < io->n_in[i]; k++) changed += !same_bits(back[k], io->host[i][k]);
+                for (int64_t k = 0; k < io->n_in[i]; k++) changed += !parity_same_bits(back[k], io->host[i][k]);
             else
                 changed = -1;
             if (changed) failf("input %d modified by the op (%lld elements)", i, (long long)changed);
@@ -306,33 +276,19 @@ static drift_dtype effective_dtype(const parity_case *c) {
 
 /* Defaults (cases.c explains them): host {1e-4, 1e-6, 1e-11}, device {2e-5, 1e-6, 1e-10}. */
 static double nmse_bound(const parity_case *c, int device) {
-    const int k = rank_of(effective_dtype(c));
-    static const double host[3] = {1e-4, 1e-6, 1e-11}, dev_[3] = {2e-5, 1e-6, 1e-10};
+    const drift_dtype e = effective_dtype(c);
+    const int k = rank_of(e);
     const double b = device ? c->tol.nmse_dev[k] : c->tol.nmse_host[k];
-    return b != 0.0 ? b : (device ? dev_[k] : host[k]);
+    return b != 0.0 ? b : parity_nmse_default(e, device);
 }
 
 static void cmp_ref(const parity_case *c, const float *x, const double *r, int64_t n, int device) {
     const double bound = nmse_bound(c, device);
-    double num = 0.0, den = 0.0;
     int64_t parity = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(r[i])) {
-            if (!(isnan(r[i]) ? isnan(x[i]) : (double)x[i] == r[i])) parity++;
-            continue;
-        }
-        if (!isfinite(x[i])) {
-            if (!(c->tol.may_overflow && !isnan(x[i]) && fabs(r[i]) >= 6.0e4)) parity++;
-            continue;
-        }
-        const double d = (double)x[i] - r[i];
-        num += d * d;
-        den += r[i] * r[i];
-    }
+    const double nmse = parity_nmse(x, r, n, c->tol.may_overflow, &parity);
     if (parity) failf("%lld non-finite positions differ from the ref backend", (long long)parity);
     g_st.checks++;
     if (bound < 0) return;
-    const double nmse = den > 0.0 ? num / den : num;
     if (!(nmse <= bound)) failf("NMSE vs ref %.3e > bound %.1e", nmse, bound);
     g_st.checks++;
 }
@@ -358,7 +314,7 @@ static void cmp_cpu(const parity_case *c, const run_io *io, const float *x, cons
     int64_t bad = 0;
     if (c->tol.exact) {
         for (int64_t i = 0; i < n; i++)
-            if (!same_bits(x[i], cpu[i]) && bad++ < 3)
+            if (!parity_same_bits(x[i], cpu[i]) && bad++ < 3)
                 fprintf(stderr, "  at %lld: %.9g (0x%08x) vs cpu %.9g (0x%08x)\n", (long long)i, (double)x[i],
                         drift_f32_bits(x[i]), (double)cpu[i], drift_f32_bits(cpu[i]));
         if (bad) failf("%lld of %lld elements differ bitwise from cpu", (long long)bad, (long long)n);
@@ -382,7 +338,7 @@ static void cmp_cpu(const parity_case *c, const run_io *io, const float *x, cons
                 w = fabs((double)io->host[1][i % io->n_in[1]]);
                 if (!(w > 0.0)) w = 1.0;
             }
-            ok = fabs(a - b) <= ulps * ulp_of(fmax(fabs(a), fabs(b)) / w, udt) * w + atol;
+            ok = fabs(a - b) <= ulps * parity_ulp(fmax(fabs(a), fabs(b)) / w, udt) * w + atol;
         }
         if (!ok && bad++ < 3)
             fprintf(stderr, "  at %lld: %.9g vs cpu %.9g (ulps %g, atol %g)\n", (long long)i, a, b, ulps, atol);
@@ -415,7 +371,7 @@ static void run_case(const parity_case *c, const parity_backend *bes, int nb, co
     run_io io;
     memset(&io, 0, sizeof io);
     io.c = c;
-    rng_seed(g_seed++);
+    parity_rng_seed(g_seed++);
     drift_tensor shp[3];
     const drift_tensor *pshp[3];
     memset(shp, 0, sizeof shp);
@@ -465,8 +421,8 @@ done:
 
 /* ---- table expansion ---------------------------------------------------------- */
 
-static drift_dtype resolve(drift_dtype dt, drift_dtype in0, drift_dtype compute) {
-    return dt == PARITY_DT_IN0 ? in0 : dt == PARITY_DT_COMPUTE ? compute : dt;
+static drift_dtype resolve(drift_dtype dt, drift_dtype in0, drift_dtype compute, drift_dtype out) {
+    return dt == PARITY_DT_IN0 ? in0 : dt == PARITY_DT_COMPUTE ? compute : dt == PARITY_DT_OUT ? out : dt;
 }
 
 parity_stats parity_run(const parity_backend *bes, int n, const char *only_family) {
@@ -510,8 +466,8 @@ parity_stats parity_run(const parity_backend *bes, int n, const char *only_famil
                     parity_case c = row->c;
                     if (so > 1) c.op.out = DT3[o];
                     if (sc > 1) c.op.compute = DT3[k];
-                    drift_dtype in0 = si > 1 ? DT3[a] : resolve(c.in[0].dt, c.in[0].dt, c.op.compute);
-                    for (int i = 0; i < c.op.n_in; i++) c.in[i].dt = resolve(c.in[i].dt, in0, c.op.compute);
+                    drift_dtype in0 = si > 1 ? DT3[a] : resolve(c.in[0].dt, c.in[0].dt, c.op.compute, c.op.out);
+                    for (int i = 0; i < c.op.n_in; i++) c.in[i].dt = resolve(c.in[i].dt, in0, c.op.compute, c.op.out);
                     if (si > 1) c.in[0].dt = in0;
                     if (row->sweep & PARITY_SW_IN1_ROT) c.in[1].dt = DT3[(a + o) % 3];
                     if (row->adjust) row->adjust(&c);

@@ -89,6 +89,7 @@ enum {
 };
 #define PARITY_DT_IN0 ((drift_dtype)100)
 #define PARITY_DT_COMPUTE ((drift_dtype)101)
+#define PARITY_DT_OUT ((drift_dtype)102) /* an input in op.out's dtype (swept with PARITY_SW_OUT) */
 
 /* One row of the table: a case, the dtypes it sweeps, and optionally a
  * function that sets the tolerances once the dtypes are known. */

@@ -348,8 +348,9 @@ static void test_batched_rel_max(void **state) {
 /* ULP distances.
  * bf16: 1.0 = 0x3f80; 1.0078125 = 1 + 2^-7 = 0x3f81 -> 1 ULP;
  *       2.0 = 0x4000 vs 1.9921875 = 2 - 2^-7 = 0x3fff -> 1 ULP;
- *       -1.0 vs 1.0: 0x3f80 + 0x3f80 = 16256 * 2 = 32512 ULPs.
- *       max = 32512 (index 3), mean = (0 + 1 + 1 + 32512) / 4 = 8128.5
+ *       -1.0 vs 1.0: |d| = 2 in ULPs of 1.0 (2^-7) = 256 ULPs, not the 32512
+ *       representable values between them across zero.
+ *       max = 256 (index 3), mean = (0 + 1 + 1 + 256) / 4 = 64.5
  * fp16: 1.0 vs 1 + 2^-10 = 1.0009765625 -> 1 ULP
  * fp32: 1.0 vs nextafterf(1, 2) -> 1 ULP; 0 vs -0 -> 0 ULP */
 static void test_ulp(void **state) {
@@ -358,7 +359,7 @@ static void test_ulp(void **state) {
     drift_ulp_acc u;
     drift_metrics_ulp_init(&u);
     drift_metrics_accumulate_ulp_f32(t, r, 4, DRIFT_BF16, &u);
-    assert_true(u.max_ulp == 32512u);
+    assert_true(u.max_ulp == 256u);
     assert_int_equal(u.argmax, 3);
     assert_int_equal(u.count, 4);
     drift_site_metrics m;
@@ -366,8 +367,8 @@ static void test_ulp(void **state) {
     drift_metrics_finish_ulp(&u, DRIFT_BF16, &m);
     assert_int_equal(m.has_ulp, 1);
     assert_int_equal(m.ulp_dtype, DRIFT_BF16);
-    assert_true(m.ulp_max == 32512u);
-    ASSERT_EXACT(m.ulp_mean, 8128.5);
+    assert_true(m.ulp_max == 256u);
+    ASSERT_EXACT(m.ulp_mean, 64.5);
 
     /* merge of [0,2) and [2,4) equals one pass */
     drift_ulp_acc a, b;
@@ -393,6 +394,17 @@ static void test_ulp(void **state) {
     assert_true(u.max_ulp == 1u);
     assert_int_equal(u.argmax, 0);
     ASSERT_EXACT(u.sum_ulp, 1.0);
+
+    /* fp32 across zero (defect 22.7): -1e-30 vs 1e-30 is 2e-30 / ulp(1e-30)
+     * = 2e-30 / 2^(-100-23) ~ 2^24 ULPs, not ~2e9; t in a lower binade than
+     * r rounds up: 0.75 vs 1 in bf16 = 0.25 / 2^-7 = 32 */
+    const float z1[3] = {-1e-30f, 0.75f, 3.0f}, z2[3] = {1e-30f, 1.0f, 0.0f};
+    assert_true(drift_metrics_ulp_of_ref(z1[0], z2[0], DRIFT_F32) < (1u << 25));
+    assert_true(drift_metrics_ulp_of_ref(z1[0], z2[0], DRIFT_F32) > (1u << 23));
+    assert_true(drift_metrics_ulp_of_ref(z1[1], z2[1], DRIFT_BF16) == 32u);
+    /* zero reference: the subnormal spacing of bf16 (2^-133): 3 / 2^-133 */
+    assert_true(drift_metrics_ulp_of_ref(z1[2], z2[2], DRIFT_BF16) == (uint64_t)INT64_MAX);
+    assert_true(drift_metrics_ulp_of_ref(0x1p-130f, 0.0f, DRIFT_BF16) == 8u);
 
     /* NaN on one side: max = UINT64_MAX at that index, excluded from the mean;
      * NaN on both sides: 0 ULP. {NaN vs NaN: 0, NaN vs 1: mismatch, 1 vs 1+2^-7: 1}

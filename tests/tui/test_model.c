@@ -439,6 +439,16 @@ static void test_presentation(void **state) {
     drift_top_spark_levels(v, 2, 5, lv);
     assert_int_equal(lv[0], 0);
     assert_int_equal(lv[1], 7);
+    /* one log scale shared by rows (defect 22.12: per-row scaling made every
+     * diverging layer read full): 1e-6..1e-2 over 4 decades */
+    double g[] = {1e-6, 1e-4, 1e-2, 0.0, NAN, INFINITY};
+    drift_top_spark_levels_log(g, 6, 1e-6, 1e-2, lv);
+    int wantg[] = {1, 4, 7, 0, -1, 7};
+    for (int i = 0; i < 6; i++) assert_int_equal(lv[i], wantg[i]);
+    /* a row of small values stays small on the shared scale */
+    double small[] = {2e-6, 2e-6};
+    drift_top_spark_levels_log(small, 2, 1e-6, 1e-2, lv);
+    assert_int_equal(lv[0], 1);
     double z[] = {0.0, 0.0};
     drift_top_spark_levels(z, 2, 2, lv);
     assert_int_equal(lv[0], 0);
@@ -604,6 +614,56 @@ static void test_model_open_trace(void **state) {
     unlink(refp);
 }
 
+/* Natural order of names and one row per block (defect 22.12). */
+static void test_natural_sort_and_blocks(void **state) {
+    (void)state;
+    assert_true(drift_top_natural_cmp("blocks.2:out", "blocks.10:out") < 0);
+    assert_true(drift_top_natural_cmp("blocks.10.a", "blocks.9.a") > 0);
+    assert_true(drift_top_natural_cmp("blocks.02", "blocks.2") == 0);
+    assert_true(drift_top_natural_cmp("a", "b") < 0);
+    assert_int_equal(drift_top_block_prefix("blocks.12.attn1:out"), 9);
+    assert_int_equal(drift_top_block_prefix("blocks.3:out"), 8);
+    assert_int_equal(drift_top_block_prefix("blocksx.3:out"), 0);
+    assert_int_equal(drift_top_block_prefix("output:noise_pred"), 0);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_top_data *d = NULL;
+    assert_int_equal(drift_top_data_create(&d, INT64_MIN, INT64_MAX, 0, &e), DRIFT_OK);
+    const char *names[] = {"input:x", "blocks.0.a:out", "blocks.0.b:out", "blocks.1.a:out", "blocks.1.b:out",
+                           "blocks.10.a:out", "blocks.2.a:out", "output:y"};
+    for (int i = 0; i < 8; i++) assert_int_equal(drift_top_data_add_layer(d, names[i], &e), DRIFT_OK);
+    assert_int_equal(drift_top_data_add_step(d, 0, 0, &e), DRIFT_OK);
+    drift_trace_metric rows[8];
+    double mean[8] = {0, 0, 0, 1e-3, 5e-3, 2e-3, 3e-3, 4e-3};
+    for (int i = 0; i < 8; i++) rows[i] = mrow(0, i, -1, mean[i], mean[i], mean[i], 1.0);
+    rows[0].flags = rows[1].flags = rows[2].flags = DRIFT_TRACE_METRIC_BITWISE_EQUAL;
+    rows[3].flags = DRIFT_TRACE_METRIC_FIRST_DIVERGENT;
+    assert_int_equal(drift_top_data_add_metrics(d, rows, 8, &e), DRIFT_OK);
+    drift_top_query q;
+    drift_top_query_default(&q);
+    q.sort = DRIFT_TOP_SORT_NAME;
+    drift_top_table t;
+    assert_int_equal(drift_top_table_build(d, NULL, &q, &t, &e), DRIFT_OK);
+    const char *want[] = {"blocks.0.a:out", "blocks.0.b:out", "blocks.1.a:out", "blocks.1.b:out", "blocks.2.a:out",
+                          "blocks.10.a:out", "input:x", "output:y"};
+    for (int i = 0; i < 8; i++) assert_string_equal(t.rows[i].name, want[i]);
+    drift_top_table_free(&t);
+    q.sort = DRIFT_TOP_SORT_ORDER;
+    q.collapse_blocks = 1;
+    assert_int_equal(drift_top_table_build(d, NULL, &q, &t, &e), DRIFT_OK);
+    /* input, block 0 (2), block 1 (2: its first divergent layer a, not the larger b), block 10, block 2, output */
+    assert_int_equal(t.n, 6);
+    assert_string_equal(t.rows[1].name, "blocks.0.a:out");
+    assert_int_equal(t.rows[1].n_group, 2);
+    assert_string_equal(t.rows[2].name, "blocks.1.a:out");
+    assert_int_equal(t.rows[2].n_group, 2);
+    assert_int_equal(t.rows[2].row_cls, DRIFT_TOP_CLASS_WARN); /* b's class (5e-3: warn) */
+    assert_int_equal(t.rows[3].n_group, 1);
+    assert_int_equal(drift_top_table_find(&t, (size_t)t.first_divergent), 2);
+    drift_top_table_free(&t);
+    drift_top_data_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingest_cells),
@@ -614,6 +674,7 @@ int main(void) {
         cmocka_unit_test(test_table_sort_filter),
         cmocka_unit_test(test_cfg_and_classes),
         cmocka_unit_test(test_presentation),
+        cmocka_unit_test(test_natural_sort_and_blocks),
         cmocka_unit_test(test_parse_steps),
         cmocka_unit_test(test_model_open_trace),
     };

@@ -23,6 +23,7 @@
  *    True), on a handle with torch's workspace (32 MiB on sm_90,
  *    4096*2 + 16*8 KiB elsewhere, CUBLAS_WORKSPACE_CONFIG overrides). */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/torch/torch_profile.h"
@@ -37,6 +38,20 @@ static uint32_t ptr_alignment(const void *p) {
     uint32_t al = 256;
     while (al > 1 && (a % al) != 0) al /= 2;
     return al;
+}
+
+/* The heuristic's choice, for drift_backend_last_gemm (drift invariance). */
+static void describe_algo(dcu_ctx *ctx, const cublasLtMatmulAlgo_t *algo) {
+    int32_t id = -1;
+    uint32_t tile = 0, splitk = 0, red = 0, stages = 0;
+    size_t n = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &n);
+    snprintf(ctx->last_gemm, sizeof ctx->last_gemm, "cuBLASLt algo %d tile %u splitK %u reduction %u stages %u", (int)id,
+             (unsigned)tile, (unsigned)splitk, (unsigned)red, (unsigned)stages);
 }
 
 static int lt_fail(cublasStatus_t s, const char *where, const char *what, drift_err *err) {
@@ -92,6 +107,7 @@ static int gemm_and_bias(dcu_ctx *ctx, const void *x, const void *w, const void 
             rc = DRIFT_E_UNSUPPORTED;
         } else {
             const float alpha = 1.0f, beta = 0.0f;
+            describe_algo(ctx, &hr.algo);
             s = cublasLtMatmul(ctx->lt, desc, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &hr.algo, st->lt_ws,
                                st->lt_ws_size, ctx->stream);
             if (s) rc = lt_fail(s, where, "cublasLtMatmul (torch profile)", err);
@@ -135,6 +151,7 @@ static int gemm_cublas(dcu_ctx *ctx, const void *x, const void *w, const void *b
     }
     if (s != CUBLAS_STATUS_SUCCESS)
         return drift_err_set(err, DRIFT_E_IO, where, "cublasGemmEx (torch profile): %s", cublasGetStatusString(s));
+    snprintf(ctx->last_gemm, sizeof ctx->last_gemm, "cublasGemmEx default tensor-op algo%s", bias ? ", bias copied" : "");
     return DRIFT_OK;
 }
 

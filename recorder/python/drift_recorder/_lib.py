@@ -128,6 +128,7 @@ def load(path=None):
         "drift_recorder_add_metric": ([P, S, C.POINTER(TraceMetric), P], I),
         "drift_recorder_add_step_metrics": ([P, C.POINTER(TraceStepMetrics), P], I),
         "drift_recorder_note": ([P, I, S, P], I),
+        "drift_recorder_batch": ([P, I32, I, I, PI64, P], I),
         "drift_recorder_flush": ([P, I, P], I),
         "drift_recorder_counter": ([P, I], I64),
         "drift_recorder_enabled": ([P], I),

@@ -108,6 +108,83 @@ def _attr_path(obj, path):
     return obj
 
 
+def _plain_data(v, depth=0):
+    """True if v is a Python number / bool or nested lists / tuples of them
+    (what torch.tensor(data) turns into a lifted constant)."""
+    if isinstance(v, (bool, int, float)):
+        return True
+    if isinstance(v, (list, tuple)) and depth < 8:
+        return all(_plain_data(x, depth + 1) for x in v)
+    return False
+
+
+class ConstantTap:
+    """While a meta-device copy is exported, remembers the Python data of
+    every torch.tensor / torch.as_tensor call whose result lands on the meta
+    device (diffusers' `torch.tensor(..., device=x.device)`: sequence lengths,
+    frame sizes). torch.export lifts those tensors as constants without
+    values (meta); value_of(target, constant) rebuilds one on the CPU from
+    its data after the export (outside torch's tracing modes): the same
+    tensor object if torch kept it, else the first unused one of the same
+    shape and dtype in creation order (lifted_tensor_N follow first use)."""
+
+    NAMES = ("tensor", "as_tensor")
+
+    def __init__(self):
+        self.made = []  # [meta tensor, data, used]
+        self._orig = {}
+        self._by_target = {}  # target -> the value given (asked again for the /buffers entries)
+
+    def __enter__(self):
+        import torch
+
+        def wrap(fn):
+            def tapped(data, *args, **kw):
+                t = fn(data, *args, **kw)
+                try:
+                    if isinstance(t, torch.Tensor) and t.device.type == "meta" and _plain_data(data):
+                        self.made.append([t, data, False])
+                except Exception:  # noqa: BLE001 - the tap never breaks the export
+                    pass
+                return t
+            return tapped
+
+        for n in self.NAMES:
+            self._orig[n] = getattr(torch, n)
+            setattr(torch, n, wrap(self._orig[n]))
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        for n, fn in self._orig.items():
+            setattr(torch, n, fn)
+        return False
+
+    def value_of(self, target, c):
+        import torch
+
+        if target in self._by_target:
+            return self._by_target[target]
+        if not isinstance(c, torch.Tensor):
+            return None
+        pick = next((e for e in self.made if e[0] is c), None)
+        if pick is None:
+            pick = next((e for e in self.made if not e[2] and tuple(e[0].shape) == tuple(c.shape)
+                         and e[0].dtype == c.dtype), None)
+        if pick is None:
+            return None
+        try:
+            v = self._orig.get("tensor", torch.tensor)(pick[1], dtype=c.dtype)
+        except Exception:  # noqa: BLE001
+            return None
+        if tuple(v.shape) != tuple(c.shape):
+            return None
+        pick[2] = True
+        self._by_target[target] = v
+        return v
+
+
 def _first_device(kwargs, model):
     import torch
 
@@ -146,11 +223,20 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto"):
         src, ekw = real, kwargs
     else:
         raise CaptureError("capture mode %r: expected auto, model or meta" % (mode,))
-    ep, seconds = export_program(src, ekw)
+    tap = ConstantTap()
+    if mode == "meta":
+        with tap:
+            ep, seconds = export_program(src, ekw)
+    else:
+        ep, seconds = export_program(src, ekw)
 
-    def real_value(target, _c):
+    def real_value(target, c):
+        """A meta export's constant: the real model's attribute of that name,
+        else the data its torch.tensor call was given (ConstantTap)."""
         v = _attr_path(real, target)
-        return v if isinstance(v, torch.Tensor) else None
+        if isinstance(v, torch.Tensor):
+            return v
+        return tap.value_of(target, c)
 
     doc = describe(ep, kwargs, model_class=base_class(real).__name__, export_seconds=seconds,
                    inline_limit=RECORDER_INLINE_LIMIT, device_alias=alias,

@@ -443,6 +443,23 @@ class Recorder:
             if rc:
                 self._status_fail("note", rc)
 
+    def batch(self, samples, cfg="none", microbatch=0):
+        """The batch composition of one micro-batch of the open step:
+        samples[p] is the id of the sample at batch position p (ints >= 0,
+        at most 32), cfg "none", "split" or "joined" (conditional rows first).
+        Written as a 'batch-composition v1' note (docs/format.md) that
+        `drift invariance` reads back."""
+        cfgs = {"none": 0, "split": 1, "joined": 2}
+        if cfg not in cfgs:  # a caller's bug, said at once (also when not recording)
+            raise ValueError(f"batch: cfg={cfg!r}, expected one of {sorted(cfgs)}")
+        if not (self._open and self._in_step):
+            return
+        ids = [int(x) for x in samples]
+        arr = (C.c_int64 * max(1, len(ids)))(*ids)
+        rc = self.lib.drift_recorder_batch(self._h, int(microbatch), cfgs[cfg], len(ids), arr, None)
+        if rc:
+            self._status_fail("batch", rc)
+
     # ---------------------------------------------------------------- metrics
     def compare(self, site, candidate, reference, batch=None, variant=0, denoise_index=-1, dtype=None):
         """DESIGN.md s7 metrics of candidate vs reference (computed on their

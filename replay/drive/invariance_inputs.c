@@ -1,0 +1,165 @@
+/* drift invariance: the recorded step and the batches built from it
+ * (invariance_internal.h). */
+#include "replay/drive/invariance_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "formats/dtype.h"
+#include "replay/analysis/metrics.h"
+
+static const char *const INPUT_SITE[DRIFT_INPUT_COUNT] = {"input:latents:pre_cast", "input:cond:pre_cast",
+                                                           "input:timestep:pre_cast"};
+static const char *const INPUT_NAME[DRIFT_INPUT_COUNT] = {"latents", "cond", "timestep"};
+
+/* ---- the recorded step ------------------------------------------------------ */
+
+void drift_inv_recorded_free(drift_inv_recorded *r) {
+    for (int i = 0; i < DRIFT_INPUT_COUNT; i++) free(r->v[i]);
+    memset(r, 0, sizeof *r);
+}
+
+int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, drift_inv_recorded *out, drift_err *err) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
+        long id = drift_trace_reader_find_site(rd, INPUT_SITE[i]);
+        if (id < 0)
+            return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s' is missing: invariance needs the boundary inputs",
+                                 INPUT_SITE[i]);
+        drift_trace_site_info info;
+        int rc = drift_trace_reader_site(rd, (size_t)id, &info, err);
+        if (rc) return rc;
+        if (info.ndim < 1 || info.shape[0] < 1 || info.numel % info.shape[0])
+            return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s': shape has no batch dimension", INPUT_SITE[i]);
+        if (i > 0 && info.shape[0] != out->batch)
+            return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s': batch %lld, the latents have %d", INPUT_SITE[i],
+                                 (long long)info.shape[0], out->batch);
+        out->batch = (int)info.shape[0];
+        out->dt[i] = info.dtype;
+        out->ndim[i] = info.ndim;
+        memcpy(out->shape[i], info.shape, sizeof out->shape[i]);
+        out->row[i] = info.numel / info.shape[0];
+        drift_trace_index key;
+        memset(&key, 0, sizeof key);
+        int64_t n_rec = info.n_records, rec = -1;
+        drift_trace_index *rows = drift_malloc((size_t)(n_rec ? n_rec : 1) * sizeof *rows);
+        if (!rows) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading the index");
+        if (n_rec && (rc = drift_trace_read_index(rd, (size_t)id, 0, n_rec, rows, err))) { free(rows); return rc; }
+        for (int64_t k = 0; k < n_rec && rec < 0; k++)
+            if (rows[k].step == step && rows[k].stored) rec = k;
+        free(rows);
+        if (rec < 0)
+            return drift_err_set(err, DRIFT_E_INPUT, path, "step %lld has no stored record of '%s'", (long long)step,
+                                 INPUT_SITE[i]);
+        out->v[i] = drift_malloc((size_t)info.numel * sizeof(float));
+        if (!out->v[i]) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+        if ((rc = drift_trace_read_record_f32(rd, (size_t)id, rec, out->v[i], (size_t)info.numel, err))) return rc;
+    }
+    return DRIFT_OK;
+}
+
+/* splitmix64 -> N(0, 1) by Box-Muller: the seeded pad rows. */
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float gauss(uint64_t *s) {
+    double u1 = ((double)(splitmix(s) >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (double)(splitmix(s) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* The inputs of a batch whose position p holds rows[p] (a recorded row, or
+ * DRIFT_INV_ROW_SEEDED k-th pad with seed, or DRIFT_INV_ROW_UNCOND of `sample`). */
+int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *rows, const int *pad_k, int B, uint64_t seed,
+                       int nudge, drift_dtype nudge_dt, drift_hostset **out, drift_err *err) {
+    *out = NULL;
+    drift_hostset *hs = NULL;
+    int rc = drift_hostset_create(&hs, err);
+    float *buf = NULL;
+    for (int i = 0; i < DRIFT_INPUT_COUNT && !rc; i++) {
+        int64_t rn = rc_->row[i];
+        buf = drift_malloc((size_t)(rn * B) * sizeof *buf);
+        if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }
+        for (int p = 0; p < B; p++) {
+            float *dst = buf + (size_t)p * (size_t)rn;
+            int src = rows[p] >= 0 ? rows[p] : sample;
+            memcpy(dst, rc_->v[i] + (size_t)src * (size_t)rn, (size_t)rn * sizeof *dst);
+            if (rows[p] == DRIFT_INV_ROW_SEEDED && i == DRIFT_INPUT_LATENTS) {
+                uint64_t s = seed * 0x100000001b3ull + (uint64_t)pad_k[p];
+                for (int64_t k = 0; k < rn; k++) dst[k] = gauss(&s);
+            }
+            if (rows[p] == DRIFT_INV_ROW_UNCOND && i == DRIFT_INPUT_COND) memset(dst, 0, (size_t)rn * sizeof *dst);
+        }
+        /* one latent of position 0 moved by one ULP of the forward dtype: the noise floor (as bisect) */
+        if (nudge && i == DRIFT_INPUT_LATENTS) {
+            buf[rn / 2] = drift_round_to(buf[rn / 2], rc_->dt[i]);
+            drift_metrics_nudge_ulp_f32(buf + rn / 2, 1, nudge_dt, 1.0, 12345);
+        }
+        int64_t shape[DRIFT_MAX_DIMS];
+        memcpy(shape, rc_->shape[i], sizeof shape);
+        shape[0] = B;
+        rc = drift_hostset_add(hs, INPUT_NAME[i], rc_->dt[i], rc_->ndim[i], shape, buf, NULL, NULL, err);
+        free(buf);
+        buf = NULL;
+    }
+    if (rc) { drift_hostset_free(hs); return rc; }
+    *out = hs;
+    return DRIFT_OK;
+}
+
+int drift_inv_pick_step(drift_trace_reader *rd, const char *path, int64_t want, int64_t *step, drift_err *err) {
+    size_t n = 0;
+    const drift_trace_step *st = drift_trace_reader_steps(rd, &n);
+    if (n == 0) return drift_err_set(err, DRIFT_E_INPUT, path, "the trace has no committed step");
+    if (want < 0) { *step = st[0].step; return DRIFT_OK; }
+    for (size_t i = 0; i < n; i++)
+        if (st[i].step == want) { *step = want; return DRIFT_OK; }
+    return drift_err_set(err, DRIFT_E_USAGE, "--step", "step %lld is not a committed step of %s (first %lld, last %lld)",
+                         (long long)want, path, (long long)st[0].step, (long long)st[n - 1].step);
+}
+
+int drift_inv_read_composition(drift_trace_reader *rd, int64_t step, drift_invariance_report *rep, drift_err *err) {
+    drift_trace_note *notes = NULL;
+    size_t n = 0;
+    int rc = drift_trace_read_notes(rd, step - 1, &notes, &n, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < n && !rep->has_composition; i++) {
+        if (notes[i].step != step || !drift_batch_note_is(notes[i].text)) continue;
+        drift_err e;
+        drift_err_clear(&e);
+        if (drift_batch_note_parse(notes[i].text, &rep->composition, &e) == DRIFT_OK) rep->has_composition = 1;
+        else {
+            rc = drift_err_set(err, DRIFT_E_INPUT, drift_trace_reader_path(rd), "/notes of step %lld: %s",
+                               (long long)step, e.msg);
+            break;
+        }
+    }
+    free(notes);
+    return rc;
+}
+
+/* Fills c's rows for kind/B/pos; pad rows numbered for their seeds. */
+void drift_inv_layout(const drift_inv_config *c, int sample, int rec_batch, int *rows, int *pad_k) {
+    int k = 0;
+    for (int p = 0; p < c->batch; p++) {
+        pad_k[p] = 0;
+        if (c->kind != DRIFT_INV_BATCH) {
+            rows[p] = (p == 0) ? sample : DRIFT_INV_ROW_UNCOND;
+            continue;
+        }
+        if (p == c->position) { rows[p] = sample; continue; }
+        if (rec_batch > 1) {
+            int j = k % (rec_batch - 1); /* the other recorded samples, cycled */
+            rows[p] = j >= sample ? j + 1 : j;
+        } else {
+            rows[p] = DRIFT_INV_ROW_SEEDED;
+        }
+        pad_k[p] = k++;
+    }
+}

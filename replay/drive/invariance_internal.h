@@ -1,0 +1,88 @@
+/* Internal to replay/drive: the pieces of drift invariance (invariance.h).
+ *   invariance_inputs.c  the recorded step (boundary inputs, batch composition)
+ *                        and the batches built from it (layout, pad rows);
+ *   invariance_nodes.c   the forward at batch B with every node observed, and
+ *                        the node-by-node comparison against batch 1;
+ *   invariance.c         the configurations, the noise floor, the summary. */
+#ifndef DRIFT_REPLAY_DRIVE_INVARIANCE_INTERNAL_H
+#define DRIFT_REPLAY_DRIVE_INVARIANCE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "formats/trace.h"
+#include "replay/drive/invariance.h"
+#include "replay/exec/forward.h"
+
+/* A row of a batch: a recorded sample (>= 0), a seeded copy, or the
+ * sample's unconditional twin (zero text embeddings). */
+enum { DRIFT_INV_ROW_SEEDED = -1, DRIFT_INV_ROW_UNCOND = -2 };
+
+/* The recorded boundary inputs of one step. */
+typedef struct drift_inv_recorded {
+    drift_dtype dt[DRIFT_INPUT_COUNT];
+    int ndim[DRIFT_INPUT_COUNT];
+    int64_t shape[DRIFT_INPUT_COUNT][DRIFT_MAX_DIMS];
+    int64_t row[DRIFT_INPUT_COUNT]; /* elements per sample */
+    float *v[DRIFT_INPUT_COUNT];    /* owned: the recorded batch */
+    int batch;
+} drift_inv_recorded;
+
+/* Reads step's stored inputs (input:*:pre_cast) of rd into *out (caller
+ * frees with drift_inv_recorded_free, also on error); path names rd in errors. */
+int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, drift_inv_recorded *out, drift_err *err);
+void drift_inv_recorded_free(drift_inv_recorded *r);
+/* Inputs of a batch of B whose position p holds rows[p] (a recorded row,
+ * DRIFT_INV_ROW_SEEDED with pad index pad_k[p] and seed, or
+ * DRIFT_INV_ROW_UNCOND of `sample`); nudge: one latent of position 0 one ULP
+ * of nudge_dt up (the noise floor). Caller owns *out. */
+int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *rows, const int *pad_k, int B,
+                          uint64_t seed, int nudge, drift_dtype nudge_dt, drift_hostset **out, drift_err *err);
+/* The committed step want (-1: the first) into *step; DRIFT_E_USAGE naming --step otherwise. */
+int drift_inv_pick_step(drift_trace_reader *rd, const char *path, int64_t want, int64_t *step, drift_err *err);
+/* rep->composition from step's first batch-composition note (rep->has_composition). */
+int drift_inv_read_composition(drift_trace_reader *rd, int64_t step, drift_invariance_report *rep, drift_err *err);
+/* rows/pad_k (c->batch entries) of configuration c for sample of a recorded batch of rec_batch. */
+void drift_inv_layout(const drift_inv_config *c, int sample, int rec_batch, int *rows, int *pad_k);
+
+/* A forward at batch B whose every node is a site. */
+typedef struct drift_inv_fwd {
+    drift_model *m;              /* owned; params and buffers borrowed from the trace's model */
+    drift_forward *f;            /* owned; every node tagged as a site */
+    int *ids;                    /* owned: site value ids in execution order */
+    int n_ids;
+} drift_inv_fwd;
+
+/* Builds base's family at batch B (params and buffers borrowed from base,
+ * which must outlive it) under plan/side. Free with drift_inv_fwd_free (also on error). */
+int drift_inv_fwd_make(drift_model *base, int B, const drift_plan *plan, drift_side side,
+                       const drift_dtype handed[DRIFT_INPUT_COUNT], drift_inv_fwd *out, drift_err *err);
+void drift_inv_fwd_free(drift_inv_fwd *b);
+
+/* The reference's value of one node. */
+typedef struct drift_inv_ref {
+    uint64_t hash;
+    int64_t numel, dim0;
+    int seen;
+    char gemm[128];              /* LINEAR: drift_backend_last_gemm right after it ran */
+} drift_inv_ref;
+
+/* The state of one observed run (the site callback's user data). */
+typedef struct drift_inv_run {
+    const drift_inv_fwd *bf, *ref_bf;
+    int B, pos, storing;         /* storing: the reference run fills ref[] and sites */
+    drift_inv_ref *ref;               /* by value id */
+    drift_site_cache *sites;     /* the reference's recorded sites, full */
+    int cursor;
+    float *buf;
+    size_t cap;
+    drift_inv_config *c;
+} drift_inv_run;
+
+/* The site callback: stores (storing) or compares the sample's block of each value. */
+int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift_err *err);
+/* Runs bf on in (st NULL: nothing observed); the row pos of the output into
+ * *row_out (caller frees), its length into *out_row. */
+int drift_inv_run_one(const drift_inv_fwd *bf, const drift_backend *be, const drift_hostset *in, drift_inv_run *st,
+                      int pos, float **row_out, int64_t *out_row, drift_err *err);
+
+#endif
