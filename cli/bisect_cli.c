@@ -17,6 +17,55 @@ void drift_bisect_cli_opts_init(drift_bisect_cli_opts *o) {
     o->backend = "cpu";
 }
 
+typedef struct stream_ctx {
+    drift_cli_progress *prog;
+    const char *metric;
+} stream_ctx;
+
+/* git-bisect-like: one line per finished probe, numbered over the whole run. */
+static void on_probe(const drift_bisect_probe *p, void *user) {
+    stream_ctx *c = user;
+    char line[512], m[32];
+    snprintf(line, sizeof line, "probe %ld (round %d): %zu of %zu difference%s applied -> %s (%s %s, %.2f s)", p->seq,
+             p->round, p->n_applied, p->n_diffs, p->n_diffs == 1 ? "" : "s",
+             p->fails < 0 ? "error" : p->fails ? "drifts" : "as good", c->metric, drift_report_num(p->metric, m, sizeof m),
+             p->seconds);
+    drift_cli_progress_line(c->prog, line);
+    drift_cli_progress_cb("probes", p->seq, 0, c->prog);
+}
+
+static void on_set(const drift_bisect_result *r, size_t k, void *user) {
+    stream_ctx *c = user;
+    char line[2048];
+    size_t len = (size_t)snprintf(line, sizeof line, "culprit set %zu found:", k + 1);
+    for (size_t i = r->set_start[k]; i < r->set_start[k] + r->set_len[k] && len < sizeof line - 8; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s %s", i > r->set_start[k] ? "," : "",
+                                r->diffs[r->culprits[i].diff].name);
+    drift_cli_progress_line(c->prog, line);
+}
+
+/* Writes the fix plan to o->fix_out: a temporary beside it, renamed when
+ * complete (an interrupted write leaves no half plan). The caller checked
+ * --force before the work. */
+static int write_fix(const drift_bisect_cli_opts *o, const drift_bisect_result *r, drift_err *err) {
+    char *json = drift_plan_to_json(&r->fix_plan);
+    if (!json) return drift_err_set(err, DRIFT_E_NOMEM, o->fix_out, "out of memory");
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->fix_out, (long)getpid());
+    int rc = DRIFT_OK;
+    FILE *f = fopen(tmp, "w");
+    if (!f) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+    else {
+        int bad = fputs(json, f) < 0 || fputc('\n', f) == EOF;
+        if (fclose(f) != 0 || bad) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+        else if (rename(tmp, o->fix_out) != 0)
+            rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot rename into place: %s", strerror(errno));
+        if (rc) remove(tmp);
+    }
+    free(json);
+    return rc;
+}
+
 static void probe_log(const char *line, void *user) {
     (void)user;
     fprintf(stderr, "%s\n", line);
@@ -34,25 +83,42 @@ static const char *diff_kind_name(drift_diff_kind k) {
     return "?";
 }
 
-/* Writes the suggested fix to o->fix_out: a temporary beside it, renamed
- * when complete; an existing file is kept unless --force. */
-static int write_fix(const drift_bisect_cli_opts *o, const drift_bisect_result *r, drift_err *err) {
-    if (!o->force && access(o->fix_out, F_OK) == 0)
-        return drift_err_set(err, DRIFT_E_USAGE, o->fix_out, "exists (--force replaces it)");
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->fix_out, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
-    int bad = fputs(r->fix_json, f) < 0 || fputc('\n', f) == EOF;
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        return drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
+/* One CSV field, quoted (names hold ',' or '"' only in hostile plans). */
+static void csv_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const char *p = s ? s : ""; *p; p++) {
+        if (*p == '"') fputc('"', f);
+        fputc(*p, f);
     }
-    if (rename(tmp, o->fix_out) != 0) {
-        remove(tmp);
-        return drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot rename into place: %s", strerror(errno));
-    }
-    return DRIFT_OK;
+    fputc('"', f);
+}
+
+static void csv_num(FILE *f, double v) {
+    if (isnan(v)) fputs(",", f);
+    else if (isinf(v)) fputs(v > 0 ? ",inf" : ",-inf", f);
+    else fprintf(f, ",%.9g", v);
+}
+
+/* The culprits as CSV: one header row, one row per culprit (set numbered
+ * from 1, as the text); no rows when there is no culprit. */
+static void print_csv(const drift_bisect_result *r, FILE *out) {
+    fputs("set,name,kind,good,bad,metric_alone,metric_without,floor_units,first_divergent\n", out);
+    for (size_t k = 0; k < r->n_sets; k++)
+        for (size_t c = r->set_start[k]; c < r->set_start[k] + r->set_len[k]; c++) {
+            const drift_culprit_effect *e = &r->culprits[c];
+            fprintf(out, "%zu,", k + 1);
+            csv_str(out, r->diffs[e->diff].name);
+            fprintf(out, ",%s,", diff_kind_name(r->diffs[e->diff].kind));
+            csv_str(out, r->diffs[e->diff].good_value);
+            fputc(',', out);
+            csv_str(out, r->diffs[e->diff].bad_value);
+            csv_num(out, e->metric);
+            csv_num(out, e->metric_without);
+            csv_num(out, e->floor_units);
+            fputc(',', out);
+            if (e->first_divergent[0]) csv_str(out, e->first_divergent);
+            fputc('\n', out);
+        }
 }
 
 static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result *r, FILE *out) {
@@ -101,16 +167,26 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
         drift_json_buf_end_array(&b);
     }
     drift_json_buf_end_array(&b);
-    if (r->fix_json) { /* the suggested fix (--fix-out): its plan and the replay that checked it */
+    if (o->fix_out) {
         drift_json_buf_add_key(&b, "fix");
-        drift_json_buf_begin_object(&b);
-        drift_json_buf_field_string(&b, "path", o->fix_out);
-        drift_json_buf_add_key(&b, "plan");
-        drift_json_buf_add_raw(&b, r->fix_json);
-        drift_json_buf_field_number(&b, "output_metric", r->fix_metric);
-        drift_json_buf_field_number(&b, "good_output_metric", r->good_metric);
-        drift_json_buf_field_bool(&b, "verified", r->fix_verified);
-        drift_json_buf_end_object(&b);
+        if (!r->has_fix) {
+            drift_json_buf_add_null(&b);
+        } else {
+            char *plan = drift_plan_to_json(&r->fix_plan);
+            drift_json_buf_begin_object(&b);
+            drift_json_buf_field_string(&b, "path", o->fix_out);
+            drift_json_buf_add_key(&b, "plan");
+            if (plan) drift_json_buf_add_raw(&b, plan);
+            else drift_json_buf_add_null(&b);
+            free(plan);
+            drift_json_buf_field_bool(&b, "verified", r->fix_verified);
+            drift_json_buf_field_number(&b, "output_mean_abs_diff", r->fix_output_mean_abs_diff);
+            drift_json_buf_field_number(&b, "good_output_mean_abs_diff", r->good_output_mean_abs_diff);
+            /* the same check in the bisect's own metric (what "metric" names) */
+            drift_json_buf_field_number(&b, "output_metric", r->fix_metric);
+            drift_json_buf_field_number(&b, "good_output_metric", r->good_metric);
+            drift_json_buf_end_object(&b);
+        }
     }
     drift_json_buf_field_int(&b, "probes", (int64_t)r->probes);
     drift_json_buf_field_int(&b, "memo_hits", (int64_t)r->memo_hits);
@@ -132,20 +208,19 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     lo.bad = o->bad;
     lo.backend = o->backend;
     lo.granularity_param = o->granularity_param;
-    drift_cli_progress prog;
-    drift_cli_progress_init(&prog);
-    if (drift_cli_progress_enabled() && !o->json && !lo.devices) { /* --devices logs each probe instead */
-        lo.progress = drift_cli_progress_bound;
-        lo.progress_user = &prog;
-    }
     if (lo.devices) lo.log = probe_log;
-    lo.want_fix = o->fix_out != NULL;
-    if (o->fix_out && !o->force && access(o->fix_out, F_OK) == 0) /* before the work, not after it */
-        return drift_err_set(err, DRIFT_E_USAGE, o->fix_out, "exists (--force replaces it)");
+    stream_ctx sc = {NULL, drift_bisect_metric_name(lo.metric)};
+    if (o->stream && !o->json) {
+        sc.prog = drift_cli_progress_start("bisect", "replaying the good and the bad plan");
+        if (!lo.devices) lo.on_probe = on_probe;
+        lo.on_set = on_set;
+        lo.event_user = &sc;
+    }
+    lo.fix = o->fix_out != NULL;
     drift_bisect_result r;
     int rc = drift_bisect_run(&lo, &r, err);
-    drift_cli_progress_end(lo.progress ? &prog : NULL);
-    if (!rc && r.fix_json) rc = write_fix(o, &r, err);
+    drift_cli_progress_finish(sc.prog);
+    if (!rc && o->fix_out && r.has_fix) rc = write_fix(o, &r, err);
     if (rc) {
         drift_bisect_result_free(&r);
         return rc;
@@ -154,6 +229,12 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
         rc = print_json(o, &r, out);
         if (!rc && r.good_fails)
             rc = drift_err_set(err, DRIFT_E_CHECK, o->trace, "the good plan is itself over the threshold");
+        drift_bisect_result_free(&r);
+        return rc;
+    }
+    if (o->csv) {
+        print_csv(&r, out);
+        rc = r.good_fails ? drift_err_set(err, DRIFT_E_CHECK, o->trace, "the good plan is itself over the threshold") : DRIFT_OK;
         drift_bisect_result_free(&r);
         return rc;
     }
@@ -191,13 +272,14 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
                     e->first_divergent[0] ? e->first_divergent : "(none)", drift_report_num(e->metric_without, c, sizeof c));
         }
     }
-    if (r.fix_json)
-        fprintf(out, "suggested fix: %s (the bad plan with the culprits taken from the good plan); a replay gives %s = %s "
-                     "(good plan %s): %s\n",
-                o->fix_out, mname, drift_report_num(r.fix_metric, a, sizeof a), drift_report_num(r.good_metric, b, sizeof b),
-                r.fix_verified ? "verified, back at the good plan's output" : "NOT verified, over the threshold");
-    else if (o->fix_out)
-        fprintf(out, "no fix written to %s: no culprit\n", o->fix_out);
+    if (o->fix_out) {
+        if (r.has_fix)
+            fprintf(out, "fix: %s (plan '%s': the bad plan with the culprits taken from the good plan): %s; output mean |diff| %s (good plan %s)\n",
+                    o->fix_out, r.fix_plan.name, r.fix_verified ? "verified, back at the good plan's value" : "NOT verified (still over the threshold)",
+                    drift_report_num(r.fix_output_mean_abs_diff, a, sizeof a), drift_report_num(r.good_output_mean_abs_diff, b, sizeof b));
+        else
+            fprintf(out, "fix: none written (no culprit)\n");
+    }
     fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent%s%s) in %.2f s\n", r.probes, r.memo_hits, r.max_concurrent,
             lo.devices ? " on " : "", lo.devices ? lo.devices : "", r.seconds);
     drift_bisect_result_free(&r);

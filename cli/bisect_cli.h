@@ -15,13 +15,16 @@ typedef struct drift_bisect_cli_opts {
     const char *backend;
     int granularity_param;
     int json;
-    const char *fix_out;         /* NULL, or where to write the suggested fix (plan JSON) */
-    int force;                   /* fix_out may replace an existing file */
+    int csv;                     /* the culprits as CSV (--format csv), one row per culprit */
+    int stream;                  /* stderr: each probe's verdict and each culprit set as found (not with json) */
+    const char *fix_out;         /* NULL, or where the fix plan (JSON) goes (--fix-out) */
+    int force;                   /* --fix-out may replace an existing file */
     drift_bisect_opts lib;       /* the rest (metric, threshold, ref, steps, --all) */
 } drift_bisect_cli_opts;
 
 void drift_bisect_cli_opts_init(drift_bisect_cli_opts *o);
-/* Runs the bisection and prints the answer on out (text or JSON). Returns
+/* Runs the bisection and prints the answer on out (text or JSON). With
+ * fix_out, writes the fix plan there (and the JSON's "fix" object). Returns
  * a drift_status; DRIFT_E_CHECK (exit 1) when the good plan itself is over
  * the threshold. */
 int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *err);

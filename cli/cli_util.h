@@ -32,8 +32,16 @@ int drift_cli_build_plan(const drift_cli_plan_args *a, drift_plan *out, drift_er
 /* Loads a plan given as a file path (no flags). */
 int drift_cli_load_plan(const char *path, drift_plan *out, drift_err *err);
 
-/* Prints "drift <cmd>: <where>: <msg>" to stderr and returns the exit code
- * for err->code. */
+/* Errors under --json (docs/cli.md): once on, every error that ends the
+ * command with exit 2 is also printed on stdout as one JSON document
+ * {"error": {"command", "code", "exit", "field", "message"}}; an exit 1 (a
+ * check failed) keeps the command's own document. main() turns it on when
+ * argv holds --json, before the command parses anything. */
+void drift_cli_set_json_errors(int on);
+int drift_cli_json_errors(void);
+
+/* Prints "drift <cmd>: <where>: <msg>" to stderr (and the JSON error, see
+ * above) and returns the exit code for err->code. */
 int drift_cli_report(const char *cmd, const drift_err *err);
 /* s made safe for a terminal (text read from a file): control characters,
  * DEL, C1 controls and invalid UTF-8 become \xNN; written into buf (owned by
@@ -41,7 +49,25 @@ int drift_cli_report(const char *cmd, const drift_err *err);
 const char *drift_cli_printable(const char *s, char *buf, size_t sz);
 /* Prints "drift <cmd>: <msg>" and the hint to try --help; returns 2. */
 int drift_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* 1 if stderr is a terminal (progress output is shown only then). */
+/* The same with the field (an option name) the error is about, for --json. */
+int drift_cli_usage_error_field(const char *cmd, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* 1 if stderr is a terminal and --json is off (progress is shown only then). */
 int drift_cli_progress_enabled(void);
+
+/* Output files (docs/cli.md "Outputs"): 0 when path may be written; else
+ * reports for cmd that path exists ("give --force to replace it") and
+ * returns 2. A directory is refused even with force. */
+int drift_cli_check_output(const char *cmd, const char *field, const char *path, int force);
+/* Input files: 0 when path (a "#rank=N" suffix allowed) names an existing
+ * regular file; else reports "no such file" / "is a directory" and returns 2. */
+int drift_cli_check_input(const char *cmd, const char *field, const char *path);
+/* A --device value: a backend spec whose kind is cpu, ref, cuda or ref-cuda
+ * (cuda:N, cuda:0:kernels=torch, cpu:threads=4: the backend checks the rest),
+ * the CUDA kinds only in a CUDA build. Returns 0, or reports and returns 2. */
+int drift_cli_check_device(const char *cmd, const char *field, const char *value);
+/* A --devices list: comma-separated cpu, cuda or cuda:N, none empty (the
+ * spelling only; the replay judges mixes and CUDA availability). */
+int drift_cli_check_devices(const char *cmd, const char *field, const char *list);
 
 #endif

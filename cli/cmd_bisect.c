@@ -4,17 +4,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/bisect_cli.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/trace_args.h"
 #include "replay/drive/replay_trace.h"
 
-static const char *const HELP =
-    "usage: drift bisect TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
+static const char *const REF_CHOICES[] = {"good", "rollout", NULL};
+static const char *const METRIC_CHOICES[] = {"model_output_mean_abs_diff", "model_output_max_abs_diff",
+                                             "model_output_rel_max", "rmse", NULL};
+static const char *const GRAN_CHOICES[] = {"pattern", "param", NULL};
+
+static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
+
+static const drift_cli_opt_spec OPTS[] = {
+    {"--good", NULL, "P", "the good plan (JSON)", NULL, 0},
+    {"--bad", NULL, "P", "the bad plan (JSON)", NULL, 0},
+    {"--ref", NULL, "REF", "good (default): the good plan's replay, a bitwise question;\n"
+                           "rollout: the recorded rollout output, with a threshold", REF_CHOICES, 0},
+    {"--metric", NULL, "M", "the output metric", METRIC_CHOICES, 0},
+    {"--threshold", NULL, "X", "absolute threshold on the metric (a good plan over it: exit 1)", NULL, 0},
+    {"--threshold-floor", NULL, "K", "threshold = good + K x the measured noise floor (the same replay\n"
+                                     "with the latents moved by one ULP)", NULL, 0},
+    {"--granularity", NULL, "G", "search over pattern entries or over the parameters they cover", GRAN_CHOICES, 0},
+    {"--all", NULL, NULL, "repeat without the culprits found until nothing fails", NULL, 0},
+    {"--steps", NULL, "A:B", "trace steps each probe replays, inclusive (A:B, A, A:, :B); out of range: exit 2", NULL, 0},
+    {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
+    {"--devices", NULL, "LIST", "e.g. cuda:0,cuda:1: probe slot i runs on device i mod n; stderr logs\n"
+                                "each probe's start and finish with its device", NULL, 0},
+    {"--parallel", NULL, "N", "probes run at once (threads, 1..16; default 2, or one per device)", NULL, 0},
+    {"--fix-out", NULL, "PLAN.json", "write the fix: the bad plan with exactly the culprit differences\n"
+                                     "taken from the good plan, verified by one more replay", NULL, 0},
+    {"--force", NULL, NULL, "let --fix-out replace an existing file", NULL, 0},
+    {"--format", NULL, "F", "the answer as text (default) or csv (one row per culprit)", FORMAT_CHOICES, 0},
+    {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "bisect",
+    "TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
     "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
-    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--json]\n"
-    "\n"
+    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
     "input_dtype_policy key; each global flag; the RoPE provenance) form the\n"
@@ -22,129 +54,89 @@ static const char *const HELP =
     "plan plus a subset of the differences and asks whether the output drifts;\n"
     "delta debugging (ddmin) finds a 1-minimal culprit set, so interacting pairs\n"
     "are found, not only single culprits. Each culprit is then reported with its\n"
-    "own effect: the metric alone, in noise-floor units, and the first divergent site.\n"
-    "\n"
-    "  --ref good       (default) compare with the good plan's replay on the same\n"
-    "                   backend: a probe fails when the metric exceeds the threshold\n"
-    "                   (default 0: the output changes at all)\n"
-    "  --ref rollout    compare with the recorded rollout output: a probe fails when\n"
-    "                   it exceeds the good plan's own value plus the threshold\n"
-    "                   (default: one noise floor)\n"
-    "  --metric M       model_output_mean_abs_diff (default), model_output_max_abs_diff,\n"
-    "                   model_output_rel_max, rmse\n"
-    "  --threshold X    absolute threshold on the metric (a good plan over it: exit 1)\n"
-    "  --threshold-floor K   threshold = good + K x the measured noise floor (the same\n"
-    "                   replay with the latents moved by one ULP)\n"
-    "  --all            repeat without the culprits found until nothing fails\n"
-    "  --parallel N     probes run at once (threads; default 2, or one per device)\n"
-    "  --devices LIST   e.g. cuda:0,cuda:1: independent probes run on different GPUs\n"
-    "                   at once (probe slot i on device i %% n, each its own backend);\n"
-    "                   stderr logs each probe's start and finish with its device\n"
-    "  --fix-out FILE   write the suggested fix: the bad plan with exactly the culprit\n"
-    "                   differences taken from the good plan, checked by one more\n"
-    "                   replay (printed: verified or not; in --json under \"fix\")\n"
-    "  --force          let --fix-out replace an existing file\n"
-    "\n"
-    "example: drift bisect run.h5 --good good.json --bad bad.json --all --fix-out fix.json\n"
-    "\n"
-    "exit: 0 answered (also 'no culprit'), 1 the good plan is itself over the threshold,\n"
-    "      2 bad usage or input\n";
+    "own effect: the metric alone, in noise-floor units, and the first divergent site.\n",
+    OPTS,
+    "TRACE",
+    1,
+    1,
+    "Unless --json: stderr streams each probe's verdict as it finishes, numbered\n"
+    "over the whole run ('probe 7 (round 2): 3 of 11 differences applied -> drifts'),\n"
+    "and each culprit set as soon as it is found. With --ref good the default\n"
+    "threshold is 0 (does the output change at all?); with --ref rollout it is the\n"
+    "good plan's own value plus one noise floor.\n",
+    "0 answered (also 'no culprit'), 1 the good plan is itself over the threshold, 2 bad usage or input",
+    "bisect run.h5 --good plans/wan2_2_no_norm2.json --bad plans/wan2_2.json --granularity param --all"};
+
+static int parse_num(const char *name, const char *v, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || !end || *end || !(x >= 0))
+        return drift_cli_usage_error_field("bisect", name, "%s: expected a number >= 0, got '%s'", name, v);
+    *out = x;
+    return 0;
+}
 
 int drift_cmd_bisect(int argc, char **argv) {
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     drift_bisect_cli_opts o;
     drift_bisect_cli_opts_init(&o);
-    const char *good = NULL, *bad = NULL, *steps = NULL;
-    int device_given = 0, parallel_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--json") == 0) { o.json = 1; continue; }
-        if (strcmp(argv[i], "--all") == 0) { o.lib.all = 1; continue; }
-        if (strcmp(argv[i], "--force") == 0) { o.force = 1; continue; }
-#define VAL(name)                                                                                  \
-    ((m = drift_cli_opt(argc, argv, &i, name, &v)) != 0 &&                                         \
-     (m > 0 || (drift_cli_usage_error("bisect", "%s needs a value", name), 0)))
-        if (VAL("--good")) { good = v; continue; }
-        if (m < 0) return 2;
-        if (VAL("--bad")) { bad = v; continue; }
-        if (m < 0) return 2;
-        if (VAL("--steps")) { steps = v; continue; }
-        if (m < 0) return 2;
-        if (VAL("--fix-out")) { o.fix_out = v; continue; }
-        if (m < 0) return 2;
-        if (VAL("--devices")) { o.lib.devices = v; continue; }
-        if (m < 0) return 2;
-        if (VAL("--device")) { o.backend = v; device_given = 1; continue; }
-        if (m < 0) return 2;
-        if (VAL("--ref")) {
-            if (strcmp(v, "good") == 0) o.lib.ref = DRIFT_BISECT_REF_GOOD;
-            else if (strcmp(v, "rollout") == 0) o.lib.ref = DRIFT_BISECT_REF_ROLLOUT;
-            else return drift_cli_usage_error("bisect", "--ref: expected good or rollout, got '%s'", v);
-            continue;
-        }
-        if (m < 0) return 2;
-        if (VAL("--metric")) {
-            int k = drift_bisect_metric_parse(v);
-            if (k < 0) return drift_cli_usage_error("bisect", "--metric: unknown metric '%s'", v);
-            o.lib.metric = (drift_bisect_metric)k;
-            continue;
-        }
-        if (m < 0) return 2;
-        if (VAL("--granularity")) {
-            if (strcmp(v, "param") == 0) o.granularity_param = 1;
-            else if (strcmp(v, "pattern") == 0) o.granularity_param = 0;
-            else return drift_cli_usage_error("bisect", "--granularity: expected pattern or param, got '%s'", v);
-            continue;
-        }
-        if (m < 0) return 2;
-        int is_floor = 0;
-        if (VAL("--threshold") || (m == 0 && (is_floor = 1) && VAL("--threshold-floor"))) {
-            char *end = NULL;
-            errno = 0;
-            double x = strtod(v, &end);
-            if (errno || !end || *end || !(x >= 0))
-                return drift_cli_usage_error("bisect", "%s: expected a number >= 0, got '%s'",
-                                             is_floor ? "--threshold-floor" : "--threshold", v);
-            if (is_floor) {
-                o.lib.has_threshold_floor = 1;
-                o.lib.threshold_floor = x;
-            } else {
-                o.lib.has_threshold = 1;
-                o.lib.threshold = x;
-            }
-            continue;
-        }
-        if (m < 0) return 2;
-        if (VAL("--parallel")) {
-            char *end = NULL;
-            long n = strtol(v, &end, 10);
-            if (!end || *end || n < 1 || n > 16) return drift_cli_usage_error("bisect", "--parallel: expected 1..16, got '%s'", v);
-            o.lib.parallel = (int)n;
-            parallel_given = 1;
-            continue;
-        }
-        if (m < 0) return 2;
-#undef VAL
-        if (argv[i][0] == '-') return drift_cli_usage_error("bisect", "unknown option '%s'", argv[i]);
-        if (o.trace) return drift_cli_usage_error("bisect", "unexpected argument '%s'", argv[i]);
-        o.trace = argv[i];
+    o.trace = a.pos[0];
+    o.json = drift_cli_args_count(&a, "--json") > 0;
+    const char *format = drift_cli_args_get(&a, "--format");
+    o.csv = format && strcmp(format, "csv") == 0;
+    o.stream = 1;
+    o.lib.all = drift_cli_args_count(&a, "--all") > 0;
+    o.force = drift_cli_args_count(&a, "--force") > 0;
+    o.fix_out = drift_cli_args_get(&a, "--fix-out");
+    const char *good = drift_cli_args_get(&a, "--good"), *bad = drift_cli_args_get(&a, "--bad");
+    const char *steps = drift_cli_args_get(&a, "--steps"), *ref = drift_cli_args_get(&a, "--ref");
+    const char *metric = drift_cli_args_get(&a, "--metric"), *gran = drift_cli_args_get(&a, "--granularity");
+    const char *thr = drift_cli_args_get(&a, "--threshold"), *thf = drift_cli_args_get(&a, "--threshold-floor");
+    const char *par = drift_cli_args_get(&a, "--parallel"), *dev = drift_cli_args_get(&a, "--device");
+    o.lib.devices = drift_cli_args_get(&a, "--devices");
+    drift_cli_args_free(&a);
+
+    if (o.json && format && strcmp(format, "text") != 0)
+        return drift_cli_usage_error_field("bisect", "--format", "--format %s and --json: give one", format);
+    if (!good || !bad)
+        return drift_cli_usage_error_field("bisect", !good ? "--good" : "--bad", "missing %s%s%s (required)", !good ? "--good" : "",
+                                           !good && !bad ? ", " : "", !bad ? "--bad" : "");
+    if (ref) o.lib.ref = strcmp(ref, "rollout") == 0 ? DRIFT_BISECT_REF_ROLLOUT : DRIFT_BISECT_REF_GOOD;
+    if (metric) o.lib.metric = (drift_bisect_metric)drift_bisect_metric_parse(metric);
+    if (gran) o.granularity_param = strcmp(gran, "param") == 0;
+    if (thr && thf) return drift_cli_usage_error_field("bisect", "--threshold", "give --threshold or --threshold-floor, not both");
+    if (thr) {
+        if (parse_num("--threshold", thr, &o.lib.threshold)) return 2;
+        o.lib.has_threshold = 1;
     }
-    if (!o.trace || !good || !bad) return drift_cli_usage_error("bisect", "TRACE, --good and --bad are required");
-    if (o.lib.devices && device_given) return drift_cli_usage_error("bisect", "give --device or --devices, not both");
-    if (o.lib.devices && !parallel_given) {
+    if (thf) {
+        if (parse_num("--threshold-floor", thf, &o.lib.threshold_floor)) return 2;
+        o.lib.has_threshold_floor = 1;
+    }
+    if (dev && o.lib.devices) return drift_cli_usage_error_field("bisect", "--device", "give --device or --devices, not both");
+    if (dev) {
+        if (drift_cli_check_device("bisect", "--device", dev)) return 2;
+        o.backend = dev;
+    }
+    if (o.lib.devices && drift_cli_check_devices("bisect", "--devices", o.lib.devices)) return 2;
+    if (par) {
+        char *end = NULL;
+        long n = strtol(par, &end, 10);
+        if (!end || *end || n < 1 || n > 16) return drift_cli_usage_error("bisect", "--parallel: expected 1..16, got '%s'", par);
+        o.lib.parallel = (int)n;
+    } else if (o.lib.devices) {
         int n = 1;
         for (const char *p = o.lib.devices; *p; p++) n += *p == ',';
         o.lib.parallel = n > 16 ? 16 : n;
     }
-    if (o.lib.has_threshold && o.lib.has_threshold_floor)
-        return drift_cli_usage_error("bisect", "give --threshold or --threshold-floor, not both");
+    if (drift_cli_check_input("bisect", "TRACE", o.trace)) return 2;
+    if (o.fix_out && drift_cli_check_output("bisect", "--fix-out", o.fix_out, o.force)) return 2;
+    if (drift_cli_resolve_steps("bisect", steps, o.trace, &o.lib.step_first, &o.lib.step_last)) return 2;
     drift_err err;
     drift_err_clear(&err);
-    if (drift_replay_parse_steps(steps, &o.lib.step_first, &o.lib.step_last, &err)) return drift_cli_report("bisect", &err);
     drift_plan gp, bp;
     drift_plan_init(&gp);
     drift_plan_init(&bp);

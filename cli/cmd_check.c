@@ -4,15 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "formats/json.h"
 #include "formats/trace.h"
 #include "formats/trace_index.h"
 
-static const char *const HELP =
-    "usage: drift check TRACE [--repair] [--json] [--allow-outside]\n"
-    "\n"
+static const drift_cli_opt_spec OPTS[] = {
+    {"--repair", NULL, NULL, "once the writer is gone: make a killed writer's file readable for\n"
+                             "ordinary HDF5 readers, keeping every committed step (see below)", NULL, 0},
+    {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {"--allow-outside", NULL, NULL, "an index may read rank files outside its own folder", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "check",
+    "TRACE [--repair] [--json] [--allow-outside]",
     "Validates a drift trace: HDF5 structure, types and sizes of every group,\n"
     "dataset and attribute (docs/format.md), that every record's step has a\n"
     "commit row in /steps, that each commit row's record count matches the\n"
@@ -22,18 +30,18 @@ static const char *const HELP =
     "\n"
     "A file whose writer was killed (or is still writing) is readable only\n"
     "through SWMR: its committed steps are reported and the unclean state is a\n"
-    "problem.\n"
-    "\n"
-    "  --repair  once the writer is gone: clear the HDF5 superblock status flags\n"
-    "            and extend the end-of-allocation to the file's end (what\n"
-    "            `h5clear -s --increment=0` does), then trim rows past the last\n"
-    "            commit. Ordinary readers (h5dump, h5py) then open the file and\n"
-    "            see exactly the committed steps. Never run it while a writer is\n"
-    "            still appending to the file.\n"
-    "  --json    one JSON document on stdout\n"
-    "  --allow-outside  an index may read rank files outside its own folder\n"
-    "\n"
-    "exit: 0 no problems, 1 problems found, 2 bad usage or unreadable trace\n";
+    "problem.\n",
+    OPTS,
+    "TRACE",
+    1,
+    1,
+    "--repair clears the HDF5 superblock status flags and extends the\n"
+    "end-of-allocation to the file's end (what `h5clear -s --increment=0` does),\n"
+    "then trims rows past the last commit. Ordinary readers (h5dump, h5py) then\n"
+    "open the file and see exactly the committed steps. Never run it while a\n"
+    "writer is still appending to the file.\n",
+    "0 no problems, 1 problems found, 2 bad usage or unreadable trace",
+    "check run.h5 --repair"};
 
 static void print_json(const char *path, const drift_trace_check_report *rep, int repaired, int64_t trimmed) {
     drift_json_buf b;
@@ -94,27 +102,14 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
 }
 
 int drift_cmd_check(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0, repair = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--allow-outside") == 0) {
-            drift_trace_index_allow_outside(1); /* a merge index may read rank files outside its folder */
-        } else if (strcmp(argv[i], "--repair") == 0) {
-            repair = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return drift_cli_usage_error("check", "unknown option '%s'", argv[i]);
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            return drift_cli_usage_error("check", "unexpected argument '%s' (one TRACE)", argv[i]);
-        }
-    }
-    if (!path) return drift_cli_usage_error("check", "a TRACE file is required");
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    const char *path = a.pos[0];
+    int json = drift_cli_args_count(&a, "--json") > 0, repair = drift_cli_args_count(&a, "--repair") > 0;
+    if (drift_cli_args_count(&a, "--allow-outside") > 0) drift_trace_index_allow_outside(1);
+    drift_cli_args_free(&a);
+    if (drift_cli_check_input("check", "TRACE", path)) return 2;
     drift_err err;
     drift_err_clear(&err);
     drift_trace_check_report rep;
@@ -144,7 +139,7 @@ int drift_cmd_check(int argc, char **argv) {
     }
     if (json) print_json(path, &rep, repaired, trimmed);
     else print_text(path, &rep, repaired, trimmed);
-    int code = rep.n_problems ? 1 : 0;
+    code = rep.n_problems ? 1 : 0;
     drift_trace_check_report_free(&rep);
     return code;
 }

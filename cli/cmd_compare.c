@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -122,7 +123,7 @@ int drift_cmd_compare(int argc, char **argv) {
 #undef OPT
         if (strcmp(argv[i], "--json") == 0) fmt = "json";
         else if (strcmp(argv[i], "--allow-mismatch") == 0) allow = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) return drift_cli_usage_error("compare", "unknown option '%s'", argv[i]);
+        else if (argv[i][0] == '-' && argv[i][1]) return drift_cli_unknown_option_in_help("compare", argv[i], HELP);
         else if (!a) a = argv[i];
         else if (!b) b = argv[i];
         else return drift_cli_usage_error("compare", "unexpected argument '%s' (two traces expected)", argv[i]);
@@ -147,11 +148,9 @@ int drift_cmd_compare(int argc, char **argv) {
     if (map_path && drift_sitemap_load(&map, map_path, &err)) return drift_cli_report("compare", &err);
     o.sitemap = map;
     drift_replay_report rep;
-    drift_cli_progress prog;
-    drift_cli_progress_init(&prog);
-    int show = drift_cli_progress_enabled() && format == 0;
-    int rc = drift_compare_traces_opts(&o, &rep, show ? drift_cli_progress_steps : NULL, &prog, &err);
-    drift_cli_progress_end(show ? &prog : NULL);
+    drift_cli_progress *prog = format == 0 ? drift_cli_progress_start("compare", "opening the traces") : NULL;
+    int rc = drift_compare_traces_opts(&o, &rep, prog ? drift_cli_progress_cb : NULL, prog, &err);
+    drift_cli_progress_finish(prog);
     int code = 0;
     if (rc) {
         code = drift_cli_report("compare", &err);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli/args.h"
 #include "cli/bisect_cli.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -13,20 +14,33 @@
 #include "replay/drive/replay_trace.h"
 #include "replay/drive/synth.h"
 
-static const char *const HELP =
-    "usage: drift demo [--out DIR] [--device cpu|cuda[:N]] [--cause norm2|rope] [--steps N]\n"
-    "\n"
+static const char *const CAUSE_CHOICES[] = {"norm2", "rope", NULL};
+
+static const drift_cli_opt_spec OPTS[] = {
+    {"--out", NULL, "DIR", "where the traces and plans go (default ./drift-demo)", NULL, 0},
+    {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
+    {"--cause", NULL, "C", "norm2 (default): the trainer keeps *.norm2.* in fp32 (Wan's fp32\n"
+                           "island), the rollout rounds it to bf16; rope: same plan, but the rollout\n"
+                           "builds the RoPE table in fp32 on the device, the trainer in fp64 on the host",
+     CAUSE_CHOICES, 0},
+    {"--steps", NULL, "N", "denoising steps (1..1000, default 4)", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "demo",
+    "[--out DIR] [--device cpu|cuda[:N]] [--cause norm2|rope] [--steps N]",
     "Records a synthetic frozen-weight debug run of tiny-dit with a planted cause\n"
     "of drift, replays it against the rollout, prints the per-layer table in\n"
     "execution order with the first divergent site marked, then bisects the\n"
-    "difference between the two plans down to its name.\n"
-    "\n"
-    "  --cause norm2   (default) the trainer keeps *.norm2.* in fp32 (Wan's fp32\n"
-    "                  island), the rollout rounds it to bf16\n"
-    "  --cause rope    both sides use the same plan, but the rollout builds the\n"
-    "                  RoPE table in fp32 on the device, the trainer in fp64 on the host\n"
-    "  --out DIR       where the traces go (default ./drift-demo)\n"
-    "  --steps N       denoising steps (default 4)\n";
+    "difference between the two plans down to its name.\n",
+    OPTS,
+    NULL,
+    0,
+    0,
+    "DIR belongs to the demo: it replaces the four files it writes there\n"
+    "(demo.h5, demo.rollout.h5, trainer_plan.json, rollout_plan.json) and nothing else.\n",
+    "0 done, 2 bad usage or a step failed",
+    "demo --cause rope --out /tmp/drift-demo"};
 
 static const char *const TRAINER_PLAN =
     "{\"name\": \"wan2_2\", \"fsdp_master_dtype\": \"fp32\", \"fsdp_reduce_dtype\": \"fp32\","
@@ -54,23 +68,20 @@ static int write_file(const char *path, const char *text, drift_err *err) {
 }
 
 int drift_cmd_demo(int argc, char **argv) {
-    const char *dir = "drift-demo", *device = "cpu", *cause = "norm2", *steps_s = "4";
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-        if ((m = drift_cli_opt(argc, argv, &i, "--out", &v)) != 0) { if (m < 0) return drift_cli_usage_error("demo", "--out needs a value"); dir = v; continue; }
-        if ((m = drift_cli_opt(argc, argv, &i, "--device", &v)) != 0) { if (m < 0) return drift_cli_usage_error("demo", "--device needs a value"); device = v; continue; }
-        if ((m = drift_cli_opt(argc, argv, &i, "--cause", &v)) != 0) { if (m < 0) return drift_cli_usage_error("demo", "--cause needs a value"); cause = v; continue; }
-        if ((m = drift_cli_opt(argc, argv, &i, "--steps", &v)) != 0) { if (m < 0) return drift_cli_usage_error("demo", "--steps needs a value"); steps_s = v; continue; }
-        return drift_cli_usage_error("demo", "unexpected argument '%s'", argv[i]);
-    }
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    const char *dir = drift_cli_args_get(&a, "--out"), *device = drift_cli_args_get(&a, "--device");
+    const char *cause = drift_cli_args_get(&a, "--cause"), *steps_s = drift_cli_args_get(&a, "--steps");
+    drift_cli_args_free(&a);
+    if (!dir) dir = "drift-demo";
+    if (!device) device = "cpu";
+    if (!cause) cause = "norm2";
+    if (!steps_s) steps_s = "4";
+    /* a device this build cannot use fails before anything is printed or written */
+    if (drift_cli_check_device("demo", "--device", device)) return 2;
     int rope = 0;
     if (strcmp(cause, "rope") == 0) rope = 1;
-    else if (strcmp(cause, "norm2") != 0) return drift_cli_usage_error("demo", "--cause: expected norm2 or rope, got '%s'", cause);
     char *end = NULL;
     long steps = strtol(steps_s, &end, 10);
     if (!end || *end || steps < 1 || steps > 1000) return drift_cli_usage_error("demo", "--steps: expected 1..1000, got '%s'", steps_s);

@@ -5,18 +5,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/invariance_out.h"
 #include "kernels/backend.h"
 #include "replay/drive/invariance.h"
 
-static const char *const HELP =
-    "usage: drift invariance TRACE [--batch 1,2,4,8] [--cfg-batch split|joined]\n"
+static const char *const CFG_CHOICES[] = {"split", "joined", NULL};
+static const char *const KERNEL_CHOICES[] = {"exact", "torch", NULL};
+static const char *const SIDE_CHOICES[] = {"trainer", "rollout", NULL};
+
+static const drift_cli_opt_spec OPTS[] = {
+    {"--batch", NULL, "LIST", "batch sizes, comma-separated (default 1,2,4,8; 1 is the reference)", NULL, 0},
+    {"--cfg-batch", NULL, "C", "joined: also run the CFG pair (conditional + unconditional with zero\n"
+                               "text embeddings) as one batch of 2 and compare each branch with the\n"
+                               "branch alone; split (default): not run", CFG_CHOICES, 0},
+    {"--step", NULL, "S", "trace step (default: the first committed)", NULL, 0},
+    {"--sample", NULL, "I", "row of the recorded batch (default 0)", NULL, 0},
+    {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
+    {"--kernels", NULL, "K", "exact (default: drift's order-defined kernels) or torch (CUDA: the\n"
+                             "kernels PyTorch runs, cuda:N:kernels=torch)", KERNEL_CHOICES, 0},
+    {"--plan", NULL, "P", "the dtype plan (JSON); default: the trace's own", NULL, 0},
+    DRIFT_CLI_PLAN_FLAG_SPECS,
+    {"--side", NULL, "S", "which forward dtype of the plan applies (default: the trace's side,\n"
+                          "trainer for a trainer or replay trace)", SIDE_CHOICES, 0},
+    {"--seed", NULL, "N", "seed of the seeded pad rows (default 1)", NULL, 0},
+    {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "invariance",
+    "TRACE [--batch 1,2,4,8] [--cfg-batch split|joined]\n"
     "                        [--step S] [--sample I] [--device cpu|cuda[:N]]\n"
     "                        [--kernels exact|torch] [--plan P | flags]\n"
-    "                        [--side trainer|rollout] [--seed N] [--json]\n"
-    "\n"
+    "                        [--side trainer|rollout] [--seed N] [--json]",
     "Replays one recorded sample (row I of step S's batch) alone and inside\n"
     "batches of each size (the sample at position 0 and at the last position,\n"
     "the other rows the step's other recorded samples, or seeded copies when it\n"
@@ -26,24 +49,14 @@ static const char *const HELP =
     "at batch 1), the first divergent recorded site, the output's metrics raw\n"
     "and in noise-floor units, and which configurations give the same output\n"
     "(a micro-batch split of N into k is the pair k, N). The last line is the\n"
-    "summary to act on.\n"
-    "\n"
-    "  --batch LIST     batch sizes (default 1,2,4,8; 1 is the reference)\n"
-    "  --cfg-batch joined   also run the CFG pair (conditional + unconditional\n"
-    "                   with zero text embeddings) as one batch of 2 and compare\n"
-    "                   each branch with the branch alone (default split: not run)\n"
-    "  --step S         trace step (default: the first committed)\n"
-    "  --sample I       row of the recorded batch (default 0)\n"
-    "  --device D       cpu (default) or cuda[:N]\n"
-    "  --kernels K      exact (default: drift's order-defined kernels) or torch\n"
-    "                   (CUDA: the kernels PyTorch runs, cuda:N:kernels=torch)\n"
-    "  --plan P / plan flags   the dtype plan (default: the trace's own)\n"
-    "  --side S         which forward dtype of the plan applies (default: the\n"
-    "                   trace's side, trainer for a trainer or replay trace)\n"
-    "  --seed N         seed of the seeded pad rows (default 1)\n"
-    "  --json           one JSON document on stdout\n"
-    "\n"
-    "exit: 0 invariant, 1 the sample's forward depends on its batch, 2 bad usage or input\n";
+    "summary to act on.\n",
+    OPTS,
+    "TRACE",
+    1,
+    1,
+    NULL,
+    "0 invariant, 1 the sample's forward depends on its batch, 2 bad usage or input",
+    "invariance run.h5 --batch 1,2,4,8 --cfg-batch joined --json"};
 
 static int parse_batches(const char *v, drift_invariance_opts *o) {
     o->n_batches = 0;
@@ -54,12 +67,12 @@ static int parse_batches(const char *v, drift_invariance_opts *o) {
         long n = strtol(p, &end, 10);
         if (errno || end == p || n < 1 || n > DRIFT_INV_MAX_BATCH || (*end && *end != ',') ||
             o->n_batches == DRIFT_INV_MAX_BATCHES)
-            return drift_cli_usage_error("invariance", "--batch: expected up to %d comma-separated sizes in 1..%d, got '%s'",
+            return drift_cli_usage_error_field("invariance", "--batch", "--batch: expected up to %d comma-separated sizes in 1..%d, got '%s'",
                                          DRIFT_INV_MAX_BATCHES, DRIFT_INV_MAX_BATCH, v);
         o->batches[o->n_batches++] = (int)n;
         p = *end ? end + 1 : end;
     }
-    return o->n_batches ? 0 : drift_cli_usage_error("invariance", "--batch: empty list");
+    return o->n_batches ? 0 : drift_cli_usage_error_field("invariance", "--batch", "--batch: empty list");
 }
 
 static int parse_num(const char *opt, const char *v, long long lo, long long hi, long long *out) {
@@ -67,76 +80,59 @@ static int parse_num(const char *opt, const char *v, long long lo, long long hi,
     errno = 0;
     long long n = strtoll(v, &end, 10);
     if (errno || end == v || *end || n < lo || n > hi)
-        return drift_cli_usage_error("invariance", "%s: expected an integer in %lld..%lld, got '%s'", opt, lo, hi, v);
+        return drift_cli_usage_error_field("invariance", opt, "%s: expected an integer in %lld..%lld, got '%s'", opt, lo, hi, v);
     *out = n;
     return 0;
 }
 
 int drift_cmd_invariance(int argc, char **argv) {
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    drift_cli_plan_args pa;
+    if (drift_cli_args_plan(&a, "--plan", &pa)) {
+        drift_cli_args_free(&a);
+        return 2;
+    }
     drift_invariance_opts o;
     drift_invariance_opts_init(&o);
-    drift_cli_plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    const char *device = "cpu", *kernels = "exact";
-    int json = 0;
+    o.trace = a.pos[0];
+    int json = drift_cli_args_count(&a, "--json") > 0;
+    const char *device = drift_cli_args_get(&a, "--device"), *kernels = drift_cli_args_get(&a, "--kernels");
+    const char *batch = drift_cli_args_get(&a, "--batch"), *cfg = drift_cli_args_get(&a, "--cfg-batch");
+    const char *step = drift_cli_args_get(&a, "--step"), *sample = drift_cli_args_get(&a, "--sample");
+    const char *seed = drift_cli_args_get(&a, "--seed"), *side = drift_cli_args_get(&a, "--side");
+    drift_cli_args_free(&a); /* the values stay: they are argv's strings */
+    if (!device) device = "cpu";
+    if (!kernels) kernels = "exact";
     long long n;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--json") == 0) { json = 1; continue; }
-        if ((m = drift_cli_take_plan_arg(&pa, "--plan", argc, argv, &i)) != 0) {
-            if (m < 0) return drift_cli_usage_error("invariance", "%s needs a value", argv[i]);
-            continue;
-        }
-#define VAL(name)                                                                                  \
-    ((m = drift_cli_opt(argc, argv, &i, name, &v)) != 0 &&                                         \
-     (m > 0 || (drift_cli_usage_error("invariance", "%s needs a value", name), 0)))
-        if (VAL("--batch")) { if (parse_batches(v, &o)) return 2; continue; }
-        if (m < 0) return 2;
-        if (VAL("--cfg-batch")) {
-            if (strcmp(v, "joined") == 0) o.cfg_joined = 1;
-            else if (strcmp(v, "split") == 0) o.cfg_joined = 0;
-            else return drift_cli_usage_error("invariance", "--cfg-batch: expected split or joined, got '%s'", v);
-            continue;
-        }
-        if (m < 0) return 2;
-        if (VAL("--step")) { if (parse_num("--step", v, 0, INT64_MAX, &n)) return 2; o.step = n; continue; }
-        if (m < 0) return 2;
-        if (VAL("--sample")) { if (parse_num("--sample", v, 0, DRIFT_INV_MAX_BATCH, &n)) return 2; o.sample = (int)n; continue; }
-        if (m < 0) return 2;
-        if (VAL("--seed")) { if (parse_num("--seed", v, 0, INT64_MAX, &n)) return 2; o.seed = (uint64_t)n; continue; }
-        if (m < 0) return 2;
-        if (VAL("--device")) { device = v; continue; }
-        if (m < 0) return 2;
-        if (VAL("--kernels")) {
-            if (strcmp(v, "exact") && strcmp(v, "torch"))
-                return drift_cli_usage_error("invariance", "--kernels: expected exact or torch, got '%s'", v);
-            kernels = v;
-            continue;
-        }
-        if (m < 0) return 2;
-        if (VAL("--side")) {
-            o.side_from_trace = 0;
-            if (strcmp(v, "trainer") == 0) o.side = DRIFT_SIDE_TRAINER;
-            else if (strcmp(v, "rollout") == 0) o.side = DRIFT_SIDE_ROLLOUT;
-            else return drift_cli_usage_error("invariance", "--side: expected trainer or rollout, got '%s'", v);
-            continue;
-        }
-        if (m < 0) return 2;
-#undef VAL
-        if (argv[i][0] == '-') return drift_cli_usage_error("invariance", "unknown option '%s'", argv[i]);
-        if (o.trace) return drift_cli_usage_error("invariance", "unexpected argument '%s'", argv[i]);
-        o.trace = argv[i];
+    if (batch && parse_batches(batch, &o)) return 2;
+    if (cfg) o.cfg_joined = strcmp(cfg, "joined") == 0;
+    if (step) {
+        if (parse_num("--step", step, 0, INT64_MAX, &n)) return 2;
+        o.step = n;
     }
-    if (!o.trace) return drift_cli_usage_error("invariance", "TRACE is required");
+    if (sample) {
+        if (parse_num("--sample", sample, 0, DRIFT_INV_MAX_BATCH, &n)) return 2;
+        o.sample = (int)n;
+    }
+    if (seed) {
+        if (parse_num("--seed", seed, 0, INT64_MAX, &n)) return 2;
+        o.seed = (uint64_t)n;
+    }
+    if (side) {
+        o.side_from_trace = 0;
+        o.side = strcmp(side, "rollout") == 0 ? DRIFT_SIDE_ROLLOUT : DRIFT_SIDE_TRAINER;
+    }
+    if (drift_cli_check_device("invariance", "--device", device)) return 2;
+    if (drift_cli_check_input("invariance", "TRACE", o.trace)) return 2;
+    /* only cpu, cuda and cuda:N: the kernel profile is --kernels' */
     int is_cpu = strcmp(device, "cpu") == 0, is_cuda = strncmp(device, "cuda", 4) == 0 && (!device[4] || device[4] == ':');
-    if (!is_cpu && !is_cuda) return drift_cli_usage_error("invariance", "--device: expected cpu or cuda[:N], got '%s'", device);
+    if (is_cuda && device[4] && strspn(device + 5, "0123456789") != strlen(device + 5)) is_cuda = 0;
+    if (!is_cpu && !is_cuda)
+        return drift_cli_usage_error_field("invariance", "--device", "--device: expected cpu or cuda[:N], got '%s'", device);
     if (is_cpu && strcmp(kernels, "torch") == 0)
-        return drift_cli_usage_error("invariance", "--kernels torch is a CUDA kernel profile: give --device cuda[:N]");
+        return drift_cli_usage_error_field("invariance", "--kernels", "--kernels torch is a CUDA kernel profile: give --device cuda[:N]");
     char spec[96];
     /* cuda: the profile always explicit (kernels/cuda/cuda_backend.h: kernels=exact|torch) */
     snprintf(spec, sizeof spec, "%s%s%s", device, is_cuda ? ":kernels=" : "", is_cuda ? kernels : "");
@@ -155,7 +151,6 @@ int drift_cmd_invariance(int argc, char **argv) {
         o.plan = have_plan ? &plan : NULL;
         rc = drift_invariance_run(&o, be, &rep, &err);
     }
-    int code;
     if (rc) {
         code = drift_cli_report("invariance", &err);
     } else {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "formats/alloc.h"
@@ -14,9 +15,17 @@
 #include "formats/trace.h"
 #include "formats/trace_index.h" /* drift merge index */
 
-static const char *const HELP =
-    "usage: drift ls TRACE [--json] [--allow-outside]\n"
-    "\n"
+static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
+
+static const drift_cli_opt_spec OPTS[] = {
+    {"--format", NULL, "F", "text (default), or csv: the sites table alone (one rank of an index)", FORMAT_CHOICES, 0},
+    {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {"--allow-outside", NULL, NULL, "an index may read rank files outside its own folder", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "ls",
+    "TRACE [--format text|csv] [--json] [--allow-outside]",
     "Lists what a drift trace (HDF5, schema v1) holds: its root attributes (side,\n"
     "run id, rank/world size, model family, guidance scale, plan, producer,\n"
     "creation time), the committed steps, every site with dtype, per-record shape\n"
@@ -30,12 +39,14 @@ static const char *const HELP =
     "\n"
     "A drift merge index is listed rank by rank: INDEX lists every rank it holds\n"
     "(JSON: {\"format\": \"drift-index\", ..., \"ranks\": [one listing per rank]}),\n"
-    "INDEX#rank=N only rank N's view (as every other command reads it).\n"
-    "\n"
-    "  --json   one JSON document on stdout\n"
-    "  --allow-outside  an index may read rank files outside its own folder\n"
-    "\n"
-    "exit: 0 listed, 2 bad usage or unreadable trace\n";
+    "INDEX#rank=N only rank N's view (as every other command reads it).\n",
+    OPTS,
+    "TRACE",
+    1,
+    1,
+    NULL,
+    "0 listed, 2 bad usage or unreadable trace",
+    "ls run.h5 --json"};
 
 /* Text from the file, safe for the terminal (control characters escaped). */
 #define P(s, buf) drift_cli_printable((s), (buf), sizeof(buf))
@@ -311,6 +322,38 @@ static void json_str_out(const char *s) {
     free(q);
 }
 
+/* One CSV field, quoted (site names may hold ',' or '"' in a stranger's file). */
+static void csv_str(const char *v) {
+    putchar('"');
+    for (const char *p = v ? v : ""; *p; p++) {
+        if (*p == '"') putchar('"');
+        putchar(*p);
+    }
+    putchar('"');
+}
+
+/* --format csv: the sites table, one row per site in the trace's order. */
+static int list_csv(drift_trace_reader *r, drift_err *err) {
+    printf("site,dtype,shape,records,stored,compress,damaged\n");
+    size_t n = drift_trace_reader_n_sites(r);
+    for (size_t i = 0; i < n; i++) {
+        drift_trace_site_info si;
+        int rc = drift_trace_reader_site(r, i, &si, err);
+        if (rc) return rc;
+        char shp[128];
+        shape_str(shp, sizeof shp, si.ndim, si.shape);
+        csv_str(si.name);
+        printf(",%s,", drift_dtype_name(si.dtype));
+        csv_str(shp);
+        if (si.damaged) printf(",,,,");
+        else printf(",%lld,%s,%s,", (long long)si.n_records, si.has_data ? "tensors" : "stats only",
+                    si.compress ? compress_name(si.compress) : "none");
+        if (si.damaged) csv_str(si.damaged);
+        putchar('\n');
+    }
+    return DRIFT_OK;
+}
+
 static int ls_index(const char *path, int json) {
     drift_err err;
     drift_err_clear(&err);
@@ -387,25 +430,29 @@ static int ls_index(const char *path, int json) {
 /* ---- end drift merge index -------------------------------------------------- */
 
 int drift_cmd_ls(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--allow-outside") == 0) {
-            drift_trace_index_allow_outside(1); /* a merge index may read rank files outside its folder */
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return drift_cli_usage_error("ls", "unknown option '%s'", argv[i]);
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            return drift_cli_usage_error("ls", "unexpected argument '%s' (one TRACE)", argv[i]);
-        }
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    const char *path = a.pos[0];
+    int json = drift_cli_args_count(&a, "--json") > 0;
+    const char *format = drift_cli_args_get(&a, "--format");
+    int csv = format && strcmp(format, "csv") == 0;
+    if (drift_cli_args_count(&a, "--allow-outside") > 0) drift_trace_index_allow_outside(1);
+    if (json && csv) {
+        drift_cli_args_free(&a);
+        return drift_cli_usage_error_field("ls", "--format", "--format csv and --json: give one");
     }
-    if (!path) return drift_cli_usage_error("ls", "a TRACE file is required");
+    drift_cli_args_free(&a);
+    if (drift_cli_check_input("ls", "TRACE", path)) return 2;
+    if (csv) { /* one table: the sites of the trace (an index: its lowest rank, or INDEX#rank=N) */
+        drift_err err;
+        drift_err_clear(&err);
+        drift_trace_reader *r = NULL;
+        int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &err);
+        if (!rc) rc = list_csv(r, &err);
+        drift_trace_reader_close(r);
+        return rc ? drift_cli_report("ls", &err) : 0;
+    }
     if (drift_trace_index_is(path)) return ls_index(path, json); /* drift merge index */
     drift_err err;
     drift_err_clear(&err);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "formats/json.h"
@@ -10,25 +11,33 @@
 #include "formats/plan.h"
 #include "replay/models/family.h"
 
-static const char *const HELP =
-    "usage: drift plan compile (--plan FILE | flags) (--model FAMILY[:K=V,...] | --params FILE) [--json]\n"
-    "\n"
+static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
+
+static const drift_cli_opt_spec OPTS[] = {
+    {"--plan", NULL, "FILE", "JSON plan (the plan flags below override it)", NULL, 0},
+    DRIFT_CLI_PLAN_FLAG_SPECS,
+    {"--model", NULL, "SPEC", "tiny-dit or wan2.2, e.g. wan2.2:layers=2", NULL, 0},
+    {"--params", NULL, "FILE", "a named_parameters() dump: 'FQN SHAPE [WRAP]' per line", NULL, 0},
+    {"--format", NULL, "F", "text (default), or csv: one row per override (wrap, parameter, dtype)", FORMAT_CHOICES, 0},
+    {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "plan compile",
+    "(--plan FILE | flags) (--model FAMILY[:K=V,...] | --params FILE) [--format text|csv] [--json]",
     "Compiles a dtype plan's param_dtype_patterns against a model's parameters\n"
-    "(DESIGN.md s5): pass 1 expands the patterns in order (a later pattern\n"
+    "(docs/cli.md \"Plans\"): pass 1 expands the patterns in order (a later pattern\n"
     "overrides an earlier one; a pattern matching nothing is an error), pass 2\n"
     "gives each parameter to the first FSDP wrap that reaches it under its\n"
-    "wrap-local name. Prints the per-wrap maps, the root map and warnings.\n"
-    "\n"
-    "  --plan FILE                  JSON plan (flags below override it)\n"
-    "  --fsdp-master-dtype D        --fsdp-reduce-dtype D\n"
-    "  --diffusion-forward-dtype D  --sglang-dit-precision D\n"
-    "  --param-dtype PATTERN=DTYPE  (repeatable; appended after the file's patterns)\n"
-    "  --input-dtype KEY=VALUE      KEY latents|cond|timestep, VALUE default|null|fp32|bf16|fp16\n"
-    "  --model SPEC                 tiny-dit or wan2.2, e.g. wan2.2:layers=2\n"
-    "  --params FILE                a named_parameters() dump: 'FQN SHAPE [WRAP]' per line\n"
-    "  --json                       one JSON document on stdout\n"
-    "\n"
-    "exit: 0 compiled, 2 bad usage, bad plan, or a pattern that matches nothing\n";
+    "wrap-local name. Prints the per-wrap maps, the root map and warnings.\n",
+    OPTS,
+    NULL,
+    0,
+    0,
+    "plan is a command group; compile is its one subcommand (drift plan --help\n"
+    "prints this).\n",
+    "0 compiled, 2 bad usage, bad plan, or a pattern that matches nothing",
+    "plan compile --plan plans/wan2_2.json --model wan2.2:layers=2"};
 
 static void print_map_text(const drift_wrap_map *m, const drift_compiled_plan *c, const drift_plan *p,
                            const drift_param_table *t) {
@@ -44,6 +53,28 @@ static void print_map_text(const drift_wrap_map *m, const drift_compiled_plan *c
             len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", d ? "," : "", (long long)pi->shape[d]);
         printf("  %-40s %-5s [%s]  (pattern %zu: %s)\n", o->local_fqn, drift_dtype_name(o->dtype), shape,
                o->pattern_index + 1, p->patterns[o->pattern_index].glob);
+    }
+}
+
+/* --format csv: one row per override of map m. FQNs and globs are quoted
+ * (a glob may hold ','). */
+static void print_map_csv(const drift_wrap_map *m, const drift_plan *p, const drift_param_table *t) {
+    for (size_t k = 0; k < m->n; k++) {
+        const drift_param_override *o = &m->entries[k];
+        const drift_param_info *pi = &t->params[o->param_index];
+        const char *fields[4] = {m->wrap, o->local_fqn, pi->fqn, p->patterns[o->pattern_index].glob};
+        for (int i = 0; i < 4; i++) {
+            if (i) putchar(',');
+            putchar('"');
+            for (const char *c = fields[i] ? fields[i] : ""; *c; c++) {
+                if (*c == '"') putchar('"');
+                putchar(*c);
+            }
+            putchar('"');
+        }
+        printf(",%s,\"[", drift_dtype_name(o->dtype));
+        for (int d = 0; d < pi->ndim; d++) printf("%s%lld", d ? "," : "", (long long)pi->shape[d]);
+        printf("]\",%zu\n", o->pattern_index + 1);
     }
 }
 
@@ -102,30 +133,21 @@ static int print_json(const drift_plan *p, const char *model, const drift_param_
 }
 
 static int plan_compile(int argc, char **argv) {
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     drift_cli_plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    const char *model = NULL, *params_file = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if ((m = drift_cli_opt(argc, argv, &i, "--model", &v)) != 0) {
-            if (m < 0) return drift_cli_usage_error("plan", "--model needs a value");
-            model = v;
-        } else if ((m = drift_cli_opt(argc, argv, &i, "--params", &v)) != 0) {
-            if (m < 0) return drift_cli_usage_error("plan", "--params needs a value");
-            params_file = v;
-        } else if ((m = drift_cli_take_plan_arg(&pa, "--plan", argc, argv, &i)) != 0) {
-            if (m < 0) return drift_cli_usage_error("plan", "%s needs a value", argv[i]);
-        } else {
-            return drift_cli_usage_error("plan", "unexpected argument '%s'", argv[i]);
-        }
+    if (drift_cli_args_plan(&a, "--plan", &pa)) {
+        drift_cli_args_free(&a);
+        return 2;
     }
+    const char *model = drift_cli_args_get(&a, "--model"), *params_file = drift_cli_args_get(&a, "--params");
+    int json = drift_cli_args_count(&a, "--json") > 0;
+    const char *format = drift_cli_args_get(&a, "--format");
+    int csv = format && strcmp(format, "csv") == 0;
+    drift_cli_args_free(&a);
+    if (json && csv) return drift_cli_usage_error_field("plan", "--format", "--format csv and --json: give one");
+    if (!pa.file && pa.n_flags == 0) return drift_cli_usage_error_field("plan", "--plan", "missing --plan FILE (or plan flags)");
     if (!model == !params_file) return drift_cli_usage_error("plan", "give exactly one of --model or --params");
 
     drift_err err;
@@ -151,6 +173,12 @@ static int plan_compile(int argc, char **argv) {
 
     if (json) {
         exit_code = print_json(&plan, model_name, &table, &compiled);
+    } else if (csv) { /* warnings still go to stderr */
+        for (size_t k = 0; k < compiled.n_warnings; k++) fprintf(stderr, "drift plan: warning: %s\n", compiled.warnings[k]);
+        printf("wrap,local_fqn,fqn,pattern,dtype,shape,pattern_index\n");
+        for (size_t w = 0; w < compiled.n_wraps; w++) print_map_csv(&compiled.wraps[w], &plan, &table);
+        print_map_csv(&compiled.root, &plan, &table);
+        exit_code = 0;
     } else {
         printf("plan %s (%s)\n", plan.name[0] ? plan.name : "(unnamed)", plan.source);
         printf("model %s: %zu parameters, %zu wraps + root\n", model_name, table.n, table.n_wraps);
@@ -175,9 +203,11 @@ fail:
 
 int drift_cmd_plan(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(HELP, argc < 2 ? stderr : stdout);
+        drift_cli_print_help(&SPEC, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "compile") == 0) return plan_compile(argc - 1, argv + 1);
-    return drift_cli_usage_error("plan", "unknown subcommand '%s' (expected 'compile')", argv[1]);
+    static const char *const subs[] = {"compile"};
+    const char *s = drift_cli_suggest(argv[1], subs, 1);
+    return drift_cli_usage_error("plan", "unknown subcommand '%s' (expected 'compile'%s)", argv[1], s ? "; did you mean it?" : "");
 }

@@ -4,137 +4,156 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "replay/drive/synth.h"
 
-static const char *const HELP =
-    "usage: drift record --synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
+static const drift_cli_opt_spec OPTS[] = {
+    {"--synthetic", NULL, "SPEC", "model: tiny-dit, wan2.2:layers=2,dim=256,heads=4, ...", NULL, 0},
+    {"--steps", NULL, "N", "denoising steps (each is one committed trace step), 1..100000", NULL, 0},
+    {"--trainer-plan", NULL, "P", "JSON dtype plan of the trainer (diffusion_forward_dtype applies)", NULL, 0},
+    {"--rollout-plan", NULL, "P", "JSON dtype plan of the rollout (sglang_dit_precision applies)", NULL, 0},
+    {"--seed", NULL, "S", "weights, inputs and SDE noise (default 0)", NULL, 0},
+    {"--weights", NULL, "FILE", "real weights from a .safetensors file (diffusers names) instead of seeded ones", NULL, 0},
+    {"--params-ref", NULL, "DIR", "weights from the safetensors checkpoint DIR (a sharded diffusers index,\n"
+                                  "or one .safetensors; `drift weights` writes one from a seed), stored\n"
+                                  "in both traces by reference (file, dtype, shape, content hash per\n"
+                                  "tensor) instead of as values", NULL, 0},
+    {"--eta", NULL, "E", "SDE noise level (default 0.7)", NULL, 0},
+    {"--shift", NULL, "S", "schedule time shift (default 3)", NULL, 0},
+    {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
+    {"--rank", NULL, "R", "rank written into the traces (default 0): per-rank files of one run", NULL, 0},
+    {"--world-size", NULL, "W", "world size written into the traces (default 1)", NULL, 0},
+    {"--sites", NULL, "GLOBS", "record only the graph sites matching these comma-separated globs\n"
+                               "(input:* and output:noise_pred always); a glob matching nothing: exit 2", NULL, 0},
+    {"--out", "-o", "TRACE", "output path of the trainer trace (the rollout goes to NAME.rollout.h5)", NULL, 0},
+    {"--force", NULL, NULL, "replace TRACE and NAME.rollout.h5 if they exist", NULL, 0},
+    /* hidden (tests): wait after each committed step, so that a live reader
+     * sees the steps arrive over time */
+    {"--step-delay-ms", NULL, "MS", "wait MS after each committed step", NULL, DRIFT_OPT_HIDDEN},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "record",
+    "--synthetic FAMILY[:K=V,...] --steps N --trainer-plan P --rollout-plan P\n"
     "                    [--seed S] [--weights FILE.safetensors] [--eta E] [--shift S]\n"
     "                    [--device cpu|cuda[:N]] [--rank R --world-size W] [--sites GLOBS]\n"
-    "                    [--params-ref DIR] -o TRACE\n"
-    "\n"
+    "                    [--params-ref DIR] -o TRACE [--force]",
     "Records a synthetic frozen-weight debug run: one denoising trajectory of the\n"
     "model with seeded weights. At each of N denoising steps the rollout side's\n"
     "forward (its plan) picks the SDE sample and log_prob_old; the trainer side's\n"
     "forward (its plan) recomputes log_prob_new on the same sample. Every recorded\n"
     "site of both forwards is written: TRACE holds the trainer side (with what the\n"
     "rollout handed over, the fp32 masters, buffers, graph, and per-site\n"
-    "trainer-vs-rollout metrics), TRACE's sibling NAME.rollout.h5 the rollout side.\n"
-    "\n"
-    "  --synthetic SPEC     model: tiny-dit, wan2.2:layers=2,dim=256,heads=4, ...\n"
-    "  --steps N            denoising steps (each is one committed trace step)\n"
-    "  --trainer-plan P     JSON dtype plan of the trainer (diffusion_forward_dtype applies)\n"
-    "  --rollout-plan P     JSON dtype plan of the rollout (sglang_dit_precision applies)\n"
-    "  --seed S             weights, inputs and SDE noise (default 0)\n"
-    "  --weights FILE       real weights from a .safetensors file (diffusers names) instead of seeded ones\n"
-    "  --params-ref DIR     weights from the safetensors checkpoint DIR (a sharded diffusers index,\n"
-    "                       or one .safetensors; `drift weights` writes one from a seed), stored\n"
-    "                       in both traces by reference (file, dtype, shape, content hash per\n"
-    "                       tensor) instead of as values\n"
-    "  --eta E              SDE noise level (default 0.7); --shift S schedule shift (default 3)\n"
-    "  --device D           cpu (default) or cuda[:N]\n"
-    "  --rank R, --world-size W  rank and world size written into the traces (default 0 of 1):\n"
-    "                       per-rank files of one run, e.g. for drift merge\n"
-    "  --sites GLOBS        record only the graph sites matching these comma-separated globs\n"
-    "                       (input:* and output:noise_pred always; default: every site)\n"
-    "  -o TRACE             output path of the trainer trace\n";
+    "trainer-vs-rollout metrics), TRACE's sibling NAME.rollout.h5 the rollout side.\n",
+    OPTS,
+    NULL,
+    0,
+    0,
+    "Before writing, stderr warns when the two traces will hold more than 4 GB\n"
+    "(fp32 masters and site tensors; DRIFT_RECORD_WARN_BYTES=N sets the limit);\n"
+    "--sites and fewer --steps record less.\n",
+    "0 recorded, 2 bad usage or bad input (nothing is written)",
+    "record --synthetic tiny-dit --steps 8 --trainer-plan plans/wan2_2.json --rollout-plan plans/wan2_2_no_norm2.json -o run.h5"};
 
-static void progress(const char *what, long done, long total, void *user) {
-    (void)user;
-    fprintf(stderr, "\r%s: step %ld/%ld", what, done, total);
-    if (done == total) fputc('\n', stderr);
+/* The size above which record warns (DRIFT_RECORD_WARN_BYTES overrides it). */
+static int64_t warn_bytes(void) {
+    const char *e = getenv("DRIFT_RECORD_WARN_BYTES");
+    char *end = NULL;
+    long long v = e && *e ? strtoll(e, &end, 10) : -1;
+    return v >= 0 && end && !*end ? (int64_t)v : (int64_t)4000000000LL;
+}
+
+static void on_size(int64_t trainer_bytes, int64_t rollout_bytes, void *user) {
+    drift_cli_progress *p = user;
+    int64_t total = trainer_bytes + rollout_bytes;
+    if (trainer_bytes < 0 || rollout_bytes < 0 || total <= warn_bytes()) return;
+    char line[512];
+    snprintf(line, sizeof line,
+             "drift record: warning: about %.2f GB will be written (%.2f GB trainer, %.2f GB rollout); "
+             "--sites GLOBS or fewer --steps record less",
+             (double)total / 1e9, (double)trainer_bytes / 1e9, (double)rollout_bytes / 1e9);
+    drift_cli_progress_line(p, line);
 }
 
 int drift_cmd_record(int argc, char **argv) {
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
     drift_synth_opts o;
     drift_synth_opts_init(&o);
-    const char *synthetic = NULL, *tplan = NULL, *rplan = NULL, *out = NULL, *steps = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m = 0;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
+    const char *synthetic = drift_cli_args_get(&a, "--synthetic"), *tplan = drift_cli_args_get(&a, "--trainer-plan");
+    const char *rplan = drift_cli_args_get(&a, "--rollout-plan"), *out = drift_cli_args_get(&a, "--out");
+    const char *steps = drift_cli_args_get(&a, "--steps"), *seed = drift_cli_args_get(&a, "--seed");
+    const char *eta = drift_cli_args_get(&a, "--eta"), *shift = drift_cli_args_get(&a, "--shift");
+    const char *rank = drift_cli_args_get(&a, "--rank"), *ws = drift_cli_args_get(&a, "--world-size");
+    int force = drift_cli_args_count(&a, "--force") > 0;
+    const char *delay = drift_cli_args_get(&a, "--step-delay-ms");
+    if (drift_cli_args_get(&a, "--device")) o.backend = drift_cli_args_get(&a, "--device");
+    if (drift_cli_args_get(&a, "--weights")) o.weights = drift_cli_args_get(&a, "--weights");
+    if (drift_cli_args_get(&a, "--params-ref")) o.params_ref = drift_cli_args_get(&a, "--params-ref");
+    if (drift_cli_args_get(&a, "--sites")) o.sites = drift_cli_args_get(&a, "--sites");
+    drift_cli_args_free(&a);
+
+    if (!synthetic)
+        return drift_cli_usage_error_field("record", "--synthetic", "--synthetic SPEC is required: only synthetic runs are recorded "
+                                           "by this command (the recorder library captures real runs)");
+    char missing[256] = "";
+    const char *req[][2] = {{"--steps", steps}, {"--trainer-plan", tplan}, {"--rollout-plan", rplan}, {"-o", out}};
+    int n_missing = 0;
+    for (size_t k = 0; k < sizeof req / sizeof req[0]; k++)
+        if (!req[k][1]) {
+            size_t len = strlen(missing);
+            snprintf(missing + len, sizeof missing - len, "%s%s", n_missing ? ", " : "", req[k][0]);
+            n_missing++;
         }
-#define OPT(name, dst)                                                                             \
-    if ((m = drift_cli_opt(argc, argv, &i, name, &v)) != 0) {                                      \
-        if (m < 0) return drift_cli_usage_error("record", "%s needs a value", name);               \
-        dst = v;                                                                                   \
-        continue;                                                                                  \
-    }
-        const char *seed = NULL, *eta = NULL, *shift = NULL;
-        const char *rk = NULL;
-        for (int ws = 0; ws < 2; ws++) {
-            const char *name = ws ? "--world-size" : "--rank";
-            if ((m = drift_cli_opt(argc, argv, &i, name, &rk)) == 0) continue;
-            if (m < 0) return drift_cli_usage_error("record", "%s needs a value", name);
-            char *end = NULL;
-            long rv = strtol(rk, &end, 10);
-            if (!end || *end || rv < ws || rv > 1000000)
-                return drift_cli_usage_error("record", "%s: expected an integer in %d..1000000, got '%s'", name, ws, rk);
-            if (ws) o.world_size = (int32_t)rv;
-            else o.rank = (int32_t)rv;
-            break;
-        }
-        if (m > 0) continue;
-        OPT("--synthetic", synthetic)
-        OPT("--steps", steps)
-        OPT("--sites", o.sites)
-        OPT("--trainer-plan", tplan)
-        OPT("--rollout-plan", rplan)
-        OPT("-o", out)
-        OPT("--out", out)
-        OPT("--device", o.backend)
-        OPT("--weights", o.weights)
-        OPT("--params-ref", o.params_ref)
-        {
-            /* hidden (tests): wait after each committed step, so that a live
-             * reader sees the steps arrive over time */
-            const char *dl = NULL;
-            if ((m = drift_cli_opt(argc, argv, &i, "--step-delay-ms", &dl)) != 0) {
-                char *e = NULL;
-                long ms = m > 0 ? strtol(dl, &e, 10) : -1;
-                if (m < 0 || !e || *e || ms < 0 || ms > 600000)
-                    return drift_cli_usage_error("record", "--step-delay-ms: expected 0..600000");
-                o.step_delay_ms = (int)ms;
-                continue;
-            }
-        }
-        if ((m = drift_cli_opt(argc, argv, &i, "--seed", &seed)) != 0 ||
-            (m = drift_cli_opt(argc, argv, &i, "--eta", &eta)) != 0 ||
-            (m = drift_cli_opt(argc, argv, &i, "--shift", &shift)) != 0) {
-            if (m < 0) return drift_cli_usage_error("record", "%s needs a value", argv[i]);
-            char *end = NULL;
-            errno = 0;
-            if (seed) {
-                o.seed = strtoull(seed, &end, 0);
-                if (errno || !end || *end) return drift_cli_usage_error("record", "--seed: expected an integer, got '%s'", seed);
-            } else if (eta) {
-                o.eta = strtof(eta, &end);
-                if (errno || !end || *end || !(o.eta > 0)) return drift_cli_usage_error("record", "--eta: expected a number > 0, got '%s'", eta);
-            } else {
-                o.shift = strtod(shift, &end);
-                if (errno || !end || *end || !(o.shift > 0)) return drift_cli_usage_error("record", "--shift: expected a number > 0, got '%s'", shift);
-            }
-            continue;
-        }
-#undef OPT
-        return drift_cli_usage_error("record", "unexpected argument '%s'", argv[i]);
-    }
-    if (!synthetic) return drift_cli_usage_error("record", "only --synthetic runs are recorded by this command (the recorder library captures real runs)");
-    if (!steps || !tplan || !rplan || !out)
-        return drift_cli_usage_error("record", "--steps, --trainer-plan, --rollout-plan and -o are required");
+    if (n_missing)
+        return drift_cli_usage_error_field("record", missing, "missing %s (required)", missing);
     char *end = NULL;
     long n = strtol(steps, &end, 10);
     if (!end || *end || n < 1 || n > 100000) return drift_cli_usage_error("record", "--steps: expected 1..100000, got '%s'", steps);
+    errno = 0;
+    if (seed) {
+        o.seed = strtoull(seed, &end, 0);
+        if (errno || !end || *end || seed[0] == '-') return drift_cli_usage_error("record", "--seed: expected a non-negative integer, got '%s'", seed);
+    }
+    if (eta) {
+        o.eta = strtof(eta, &end);
+        if (errno || !end || *end || !(o.eta > 0)) return drift_cli_usage_error("record", "--eta: expected a number > 0, got '%s'", eta);
+    }
+    if (shift) {
+        o.shift = strtod(shift, &end);
+        if (errno || !end || *end || !(o.shift > 0)) return drift_cli_usage_error("record", "--shift: expected a number > 0, got '%s'", shift);
+    }
+    if (delay) {
+        long ms = strtol(delay, &end, 10);
+        if (!end || *end || ms < 0 || ms > 600000)
+            return drift_cli_usage_error_field("record", "--step-delay-ms", "--step-delay-ms: expected 0..600000, got '%s'", delay);
+        o.step_delay_ms = (int)ms;
+    }
+    const char *rk[2] = {rank, ws};
+    for (int k = 0; k < 2; k++) {
+        if (!rk[k]) continue;
+        const char *name = k ? "--world-size" : "--rank";
+        long rv = strtol(rk[k], &end, 10);
+        if (!end || *end || rv < k || rv > 1000000)
+            return drift_cli_usage_error("record", "%s: expected an integer in %d..1000000, got '%s'", name, k, rk[k]);
+        if (k) o.world_size = (int32_t)rv;
+        else o.rank = (int32_t)rv;
+    }
     if (o.rank >= (o.world_size > 0 ? o.world_size : 1))
         return drift_cli_usage_error("record", "--rank %d: expected 0 <= rank < --world-size (%d)", (int)o.rank,
                                      (int)(o.world_size > 0 ? o.world_size : 1));
+    if (o.backend && drift_cli_check_device("record", "--device", o.backend)) return 2;
+    char rpath[4096];
+    drift_synth_rollout_path(out, rpath, sizeof rpath);
+    if (drift_cli_check_output("record", "-o", out, force) || drift_cli_check_output("record", "-o (rollout side)", rpath, force))
+        return 2;
     o.steps = (int)n;
     o.model = synthetic;
     o.trainer_path = out;
-    if (drift_cli_progress_enabled()) o.progress = progress;
 
     drift_err err;
     drift_err_clear(&err);
@@ -146,13 +165,21 @@ int drift_cmd_record(int argc, char **argv) {
     if (!rc) {
         o.trainer_plan = &tp;
         o.rollout_plan = &rp;
+        drift_cli_progress *prog = drift_cli_progress_start("record", "building the model");
+        o.progress = drift_cli_progress_cb;
+        o.progress_user = prog;
+        o.on_size = on_size;
+        o.on_size_user = prog;
         rc = drift_synth_record(&o, &err);
+        drift_cli_progress_finish(prog);
     }
     drift_plan_free(&tp);
     drift_plan_free(&rp);
-    if (rc) return drift_cli_report("record", &err);
-    char rpath[4096];
-    drift_synth_rollout_path(out, rpath, sizeof rpath);
+    if (rc) {
+        /* the model spec error names --synthetic, the option the user wrote */
+        if (strcmp(err.where, "--model") == 0) snprintf(err.where, sizeof err.where, "--synthetic");
+        return drift_cli_report("record", &err);
+    }
     fprintf(stderr, "drift record: wrote %s (trainer) and %s (rollout), %d steps\n", out, rpath, o.steps);
     return 0;
 }

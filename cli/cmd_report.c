@@ -34,7 +34,7 @@ static const char *const HELP =
     "  --sitemap FILE       with --against: pair differently named sites\n"
     "  --allow-mismatch     with --against: compare different families or steps\n"
     "  --steps A:B          only steps A..B (inclusive)\n"
-    "  --bisect FILE        add a bisect --json document\n"
+    "  --bisect FILE        add the JSON document of a bisect run\n"
     "  -o FILE              the HTML file (required; an existing file is kept\n"
     "                       unless --force)\n"
     "  --force              replace an existing -o file\n"

@@ -9,12 +9,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/trace_args.h"
 
 #include "replay/analysis/compare_traces.h"
 
 #ifdef DRIFT_HAVE_TUI
+#include "cli/top_select.h"
 #include "tui/batch.h"
 #include "tui/model.h"
 #include "tui/view.h"
@@ -47,7 +50,8 @@ static const char *const HELP =
     "                       to 30 s for the file to appear and its writer to\n"
     "                       enter SWMR mode\n"
     "  --interval MS        refresh period with --follow (default 1000)\n"
-    "  --steps A:B          keep steps A <= step < B (A:, :B, or one step N)\n"
+    "  --steps A:B          keep steps A..B, both included (A:, :B, or one step N);\n"
+    "                       out of the trace's range: exit 2\n"
     "  --agg step|mean|max  initial aggregation over steps (default step: the latest)\n"
     "  --step N             with --agg step: show step N instead of the latest\n"
     "  --sort order|name|mean|max|rel|cos   initial sort (default order)\n"
@@ -218,7 +222,7 @@ int drift_cmd_top(int argc, char **argv) {
         else if (strcmp(a, "--blocks") == 0) blocks = 1;
         else if (strcmp(a, "--desc") == 0) dir = 1;
         else if (strcmp(a, "--asc") == 0) dir = 0;
-        else if (a[0] == '-' && a[1]) return drift_cli_usage_error("top", "unknown option %s", a);
+        else if (a[0] == '-' && a[1]) return drift_cli_unknown_option_in_help("top", a, HELP);
         else if (!path) path = a;
         else return drift_cli_usage_error("top", "one trace expected, got a second one: %s", a);
     }
@@ -235,6 +239,8 @@ int drift_cmd_top(int argc, char **argv) {
     oo.step_hi = INT64_MAX;
     if (steps && drift_top_parse_steps(steps, &oo.step_lo, &oo.step_hi, &err) != DRIFT_OK)
         return drift_cli_report("top", &err);
+    int64_t first_step, last_step; /* a finished trace's range is known: outside it is exit 2 (a live one grows) */
+    if (steps && !oo.follow && drift_cli_resolve_steps("top", steps, path, &first_step, &last_step)) return 2;
     long long ll;
     if (variant) {
         if (parse_int(variant, 0, INT32_MAX, &ll)) return drift_cli_usage_error("top", "--variant: expected an integer >= 0, got \"%s\"", variant);
@@ -248,18 +254,23 @@ int drift_cmd_top(int argc, char **argv) {
     }
     drift_top_format format = DRIFT_TOP_FORMAT_JSON;
     if (strcmp(fmt, "csv") == 0) format = DRIFT_TOP_FORMAT_CSV;
-    else if (strcmp(fmt, "json") != 0) return drift_cli_usage_error("top", "--format: expected json or csv, got \"%s\"", fmt);
+    else if (strcmp(fmt, "json") != 0) {
+        static const char *const FORMATS[] = {"json", "csv", NULL};
+        return drift_cli_bad_choice("top", "--format", "json or csv", fmt, FORMATS);
+    }
 
     drift_top_query q;
     drift_top_query_default(&q);
     if (agg) {
         int a = drift_top_agg_parse(agg);
-        if (a < 0) return drift_cli_usage_error("top", "--agg: expected step, mean or max, got \"%s\"", agg);
+        static const char *const AGGS[] = {"step", "mean", "max", NULL};
+        if (a < 0) return drift_cli_bad_choice("top", "--agg", "step, mean or max", agg, AGGS);
         q.agg = (drift_top_agg)a;
     }
     if (sort) {
         int s = drift_top_sort_parse(sort);
-        if (s < 0) return drift_cli_usage_error("top", "--sort: expected order, name, mean, max, rel or cos, got \"%s\"", sort);
+        static const char *const SORTS[] = {"order", "name", "mean", "max", "rel", "cos", NULL};
+        if (s < 0) return drift_cli_bad_choice("top", "--sort", "order, name, mean, max, rel or cos", sort, SORTS);
         q.sort = (drift_top_sort)s;
         q.descending = s >= DRIFT_TOP_SORT_MEAN && s != DRIFT_TOP_SORT_COS;
     }
@@ -315,7 +326,9 @@ int drift_cmd_top(int argc, char **argv) {
         return drift_cli_usage_error("top", "--step %s: no such committed step in %s", step, path);
     }
     int rc;
-    if (batch) {
+    if (!oo.follow && (rc = drift_cli_top_check_selection(drift_top_model_data(m), path, filter, variant, &err))) {
+        /* the selection matches nothing: reported below (a growing trace may still bring it) */
+    } else if (batch) {
         rc = drift_top_batch_write(m, &q, format, stdout, &err);
     } else {
         drift_top_view_opts vo;

@@ -31,7 +31,10 @@ static const char *const HELP =
     "  --shard-size BYTES at most this many bytes of tensors per shard (suffixes K, M, G;\n"
     "                     default 5G; 0: one shard)\n"
     "  --json             print the summary as one JSON document\n"
-    "  DRIFT_SEED_THREADS=N  threads that seed and hash (default: the online CPUs)\n";
+    "  DRIFT_SEED_THREADS=N  threads that seed and hash (default: the online CPUs)\n"
+    "\n"
+    "example: drift weights --model wan2.2:layers=2 -o ckpt\n"
+    "exit: 0 written, 2 bad usage or bad input\n";
 
 typedef struct fill_ctx {
     const drift_param_table *t;

@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <sys/resource.h>
 
+#include "cli/args.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "formats/trace.h"
 #include "formats/trace_index.h"
@@ -46,8 +48,29 @@ static void usage(FILE *f) {
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
-            "exit codes: 0 success, 1 a requested check failed, 2 bad usage or bad input\n"
-            "options: --help, --version\n");
+            "drift help CMD (or drift CMD --help) shows a command's options; the contract\n"
+            "every command keeps (step ranges, outputs, --json, exit codes) is docs/cli.md.\n"
+            "exit: 0 success, 1 a requested check failed, 2 bad usage or bad input\n"
+            "options: --help, --version\n"
+            "example: drift demo\n");
+}
+
+static const cmd_entry *find_cmd(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+    return NULL;
+}
+
+static int unknown_command(const char *name) {
+    const char *names[sizeof commands / sizeof commands[0] + 1];
+    size_t n = 0;
+    for (; n < sizeof commands / sizeof commands[0]; n++) names[n] = commands[n].name;
+    names[n++] = "help";
+    const char *s = drift_cli_suggest(name, names, n);
+    if (s) fprintf(stderr, "drift: unknown command '%s' (did you mean '%s'?)\n\n", name, s);
+    else fprintf(stderr, "drift: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return 2;
 }
 
 /* OpenBLAS starts one worker thread per core in its library constructor,
@@ -78,17 +101,25 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    /* under --json even an error found before a command parses is JSON (docs/cli.md) */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--json") == 0) drift_cli_set_json_errors(1);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "help") == 0) {
+        /* drift help CMD [SUB]: the command's own --help */
+        const cmd_entry *c = find_cmd(argv[2]);
+        if (!c) return unknown_command(argv[2]);
+        char *hargv[3] = {argv[2], argc > 3 ? argv[3] : "--help", "--help"};
+        return c->fn(argc > 3 ? 3 : 2, hargv);
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("drift %s\n", DRIFT_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "drift: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const cmd_entry *c = find_cmd(argv[1]);
+    if (c) return c->fn(argc - 1, argv + 1);
+    return unknown_command(argv[1]);
 }

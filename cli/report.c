@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "formats/json.h"
+#include "formats/trace.h"
 
 const char *drift_report_num(double v, char *buf, size_t bufsz) {
     if (isnan(v)) snprintf(buf, bufsz, "nan");
@@ -25,6 +26,72 @@ static const char *ulp_str(uint64_t u, char *buf, size_t n) {
     if (u == UINT64_MAX) snprintf(buf, n, "nan");
     else snprintf(buf, n, "%llu", (unsigned long long)u);
     return buf;
+}
+
+/* The trace o->trace opened quietly for site shapes (NULL when it cannot be:
+ * the worst element is then given as a flat offset). Caller closes it. */
+static drift_trace_reader *open_shapes(const drift_replay_opts *o) {
+    drift_trace_reader *r = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    if (!o->trace || drift_trace_reader_open(&r, o->trace, DRIFT_TRACE_OPEN_NORMAL, &e) != DRIFT_OK) return NULL;
+    return r;
+}
+
+/* The worst element's coordinate in the site's recorded shape ("[0,3,17]"),
+ * or its flat offset ("offset 1234") when the shape is unknown or does not
+ * hold one step's elements. 0 when e has no worst element. */
+static int worst_coord(drift_trace_reader *r, const drift_sitecmp_entry *e, int64_t *idx, int *ndim, char *buf,
+                       size_t sz) {
+    *ndim = 0;
+    if (e->worst_step < 0 || e->worst_offset < 0) return 0;
+    drift_trace_site_info si;
+    long k = r ? drift_trace_reader_find_site(r, e->site) : -1;
+    drift_err err;
+    drift_err_clear(&err);
+    int64_t per_step = e->steps > 0 ? e->acc.m.numel / e->steps : 0;
+    if (k >= 0 && drift_trace_reader_site(r, (size_t)k, &si, &err) == DRIFT_OK && si.ndim > 0 &&
+        si.ndim <= DRIFT_MAX_DIMS && si.numel == per_step && e->worst_offset < si.numel) {
+        int64_t rest = e->worst_offset;
+        for (int d = si.ndim - 1; d >= 0; d--) { /* row-major: the last axis varies fastest */
+            idx[d] = si.shape[d] > 0 ? rest % si.shape[d] : 0;
+            rest = si.shape[d] > 0 ? rest / si.shape[d] : 0;
+        }
+        *ndim = si.ndim;
+        size_t o = (size_t)snprintf(buf, sz, "[");
+        for (int d = 0; d < si.ndim && o < sz; d++)
+            o += (size_t)snprintf(buf + o, sz - o, "%s%lld", d ? "," : "", (long long)idx[d]);
+        if (o < sz) snprintf(buf + o, sz - o, "]");
+    } else {
+        snprintf(buf, sz, "offset %lld", (long long)e->worst_offset);
+    }
+    return 1;
+}
+
+/* The worst element (largest |d|) of the sites a reader looks at first: the
+ * first divergent ones and the output. */
+static void worst_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
+    int header = 0;
+    drift_trace_reader *r = NULL;
+    for (size_t i = 0; i < rep->cmp.n; i++) {
+        const drift_sitecmp_entry *e = &rep->cmp.e[i];
+        if (!e->first_divergent && strcmp(e->site, "output:noise_pred") != 0) continue;
+        if (e->worst_step < 0 || e->acc.m.max_abs_diff == 0) continue;
+        if (!header) {
+            r = open_shapes(o);
+            fprintf(f, "worst element (largest |d|) of the first divergent sites and the output "
+                       "(--json and --format csv give every site's):\n");
+            header = 1;
+        }
+        char c[256];
+        int64_t idx[DRIFT_MAX_DIMS];
+        int nd = 0;
+        worst_coord(r, e, idx, &nd, c, sizeof c);
+        fprintf(f, "  %-40s step %lld %-20s %s %.9g, reference %.9g, |d| %.3e\n", e->site, (long long)e->worst_step, c,
+                o->plan ? "replay" : "candidate", (double)e->acc.worst_t, (double)e->acc.worst_r,
+                fabs((double)e->acc.worst_t - (double)e->acc.worst_r));
+    }
+    drift_trace_reader_close(r);
 }
 
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
@@ -83,6 +150,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
             fprintf(f, " (trainer/rollout %.3f)", rep->oracle_rmse_trainer / rep->oracle_rmse_rollout);
         fprintf(f, "\n");
     }
+    worst_text(o, rep, f);
 }
 
 static void add_metrics(drift_json_buf *b, const drift_site_metrics *m) {
@@ -104,6 +172,33 @@ static void add_metrics(drift_json_buf *b, const drift_site_metrics *m) {
     drift_json_buf_field_int(b, "inf", m->inf_t);
 }
 
+/* "worst": the element of largest |d| as a step and coordinate with both
+ * values, or null when the site never differed. */
+static void add_worst(drift_json_buf *b, drift_trace_reader *r, const drift_sitecmp_entry *e) {
+    drift_json_buf_add_key(b, "worst");
+    char c[256];
+    int64_t idx[DRIFT_MAX_DIMS];
+    int nd = 0;
+    if (e->acc.m.max_abs_diff == 0 || !worst_coord(r, e, idx, &nd, c, sizeof c)) {
+        drift_json_buf_add_null(b);
+        return;
+    }
+    drift_json_buf_begin_object(b);
+    drift_json_buf_field_int(b, "step", e->worst_step);
+    drift_json_buf_field_int(b, "offset", e->worst_offset);
+    drift_json_buf_add_key(b, "index");
+    if (nd > 0) {
+        drift_json_buf_begin_array(b);
+        for (int d = 0; d < nd; d++) drift_json_buf_add_int(b, idx[d]);
+        drift_json_buf_end_array(b);
+    } else {
+        drift_json_buf_add_null(b);
+    }
+    drift_json_buf_field_number(b, "candidate", (double)e->acc.worst_t);
+    drift_json_buf_field_number(b, "reference", (double)e->acc.worst_r);
+    drift_json_buf_end_object(b);
+}
+
 static void add_lp(drift_json_buf *b, const char *key, const drift_logprob_metrics *m) {
     drift_json_buf_add_key(b, key);
     drift_json_buf_begin_object(b);
@@ -113,7 +208,67 @@ static void add_lp(drift_json_buf *b, const char *key, const drift_logprob_metri
     drift_json_buf_end_object(b);
 }
 
+double drift_report_floor_units(double mean_abs_diff, double floor) {
+    return floor > 0 ? mean_abs_diff / floor : (mean_abs_diff > 0 ? INFINITY : 0);
+}
+
+static const drift_sitecmp_entry *output_entry(const drift_replay_report *rep) {
+    for (size_t i = 0; i < rep->cmp.n; i++)
+        if (strcmp(rep->cmp.e[i].site, "output:noise_pred") == 0) return &rep->cmp.e[i];
+    return NULL;
+}
+
+void drift_report_floor_text(const drift_replay_report *rep, const drift_report_checks *c, FILE *f) {
+    const drift_sitecmp_entry *e = output_entry(rep);
+    if (!c || !c->has_floor || !e) return;
+    drift_site_metrics m;
+    drift_sitecmp_finish(&rep->cmp, e, &m);
+    char a[32], b[32];
+    fprintf(f, "noise floor: output:noise_pred mean|d| %s under a one-ULP latent nudge; this replay's %s = %.4g x floor\n",
+            drift_report_num(c->floor, a, sizeof a), drift_report_num(m.mean_abs_diff, b, sizeof b),
+            drift_report_floor_units(m.mean_abs_diff, c->floor));
+}
+
+/* One asked bound: {"option", "site", "metric", "value", "limit", "exceeded"}. */
+static void add_check(drift_json_buf *b, const char *opt, const char *metric, double v, double limit) {
+    drift_json_buf_begin_object(b);
+    drift_json_buf_field_string(b, "option", opt);
+    drift_json_buf_field_string(b, "site", "output:noise_pred");
+    drift_json_buf_field_string(b, "metric", metric);
+    drift_json_buf_field_number(b, "value", v);
+    drift_json_buf_field_number(b, "limit", limit);
+    drift_json_buf_field_bool(b, "exceeded", !(v <= limit)); /* NaN exceeds */
+    drift_json_buf_end_object(b);
+}
+
+static void add_checks(drift_json_buf *b, const drift_replay_report *rep, const drift_report_checks *c) {
+    const drift_sitecmp_entry *e = output_entry(rep);
+    drift_site_metrics m;
+    if (e) drift_sitecmp_finish(&rep->cmp, e, &m);
+    if (c->has_floor) {
+        drift_json_buf_add_key(b, "noise_floor");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_string(b, "site", "output:noise_pred");
+        drift_json_buf_field_number(b, "mean_abs_diff", c->floor);
+        drift_json_buf_end_object(b);
+    }
+    drift_json_buf_add_key(b, "checks");
+    drift_json_buf_begin_array(b);
+    if (e) {
+        if (c->atol >= 0) add_check(b, "--atol", "max_abs_diff", m.max_abs_diff, c->atol);
+        if (c->rtol >= 0) add_check(b, "--rtol", "rel_max", m.rel_max, c->rtol);
+        if (c->max_floor >= 0 && c->has_floor)
+            add_check(b, "--max-floor", "x_floor", drift_report_floor_units(m.mean_abs_diff, c->floor), c->max_floor);
+    }
+    drift_json_buf_end_array(b);
+}
+
 int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
+    return drift_report_replay_json_checks(o, rep, NULL, f);
+}
+
+int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_replay_report *rep,
+                                    const drift_report_checks *c, FILE *f) {
     drift_json_buf b;
     drift_json_buf_init_pretty(&b, 2);
     drift_json_buf_begin_object(&b);
@@ -139,6 +294,7 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
     drift_json_buf_end_array(&b);
     drift_json_buf_add_key(&b, "sites");
     drift_json_buf_begin_array(&b);
+    drift_trace_reader *shapes = open_shapes(o);
     for (size_t i = 0; i < rep->cmp.n; i++) {
         const drift_sitecmp_entry *e = &rep->cmp.e[i];
         drift_site_metrics m;
@@ -150,9 +306,13 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
         drift_json_buf_field_int(&b, "steps_bitwise_equal", e->steps_equal);
         drift_json_buf_field_int(&b, "first_divergent_steps", e->first_divergent);
         add_metrics(&b, &m);
+        add_worst(&b, shapes, e);
+        if (c && c->has_floor && strcmp(e->site, "output:noise_pred") == 0)
+            drift_json_buf_field_number(&b, "x_floor", drift_report_floor_units(m.mean_abs_diff, c->floor));
         drift_json_buf_field_number(&b, "rmse_oracle", e->rmse_oracle);
         drift_json_buf_end_object(&b);
     }
+    drift_trace_reader_close(shapes);
     drift_json_buf_end_array(&b);
     if (rep->has_logprob && !o->plan) {
         add_lp(&b, "logprob", &rep->lp_vs_old); /* compare: candidate logprob:new vs reference logprob:old */
@@ -182,6 +342,7 @@ int drift_report_replay_json(const drift_replay_opts *o, const drift_replay_repo
         drift_json_buf_field_number(&b, "rollout_rmse", rep->oracle_rmse_rollout);
         drift_json_buf_end_object(&b);
     }
+    if (c) add_checks(&b, rep, c);
     drift_json_buf_end_object(&b);
     char *s = drift_json_buf_take(&b);
     if (!s) {

@@ -26,12 +26,41 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
     return 0;
 }
 
+/* The text between "error message = '" and the next "'" of an HDF5
+ * file-driver message, copied into out; 0 when there is none. */
+static int errno_text(const char *m, char *out, size_t sz) {
+    const char *k = strstr(m, "error message = '");
+    if (!k) return 0;
+    k += strlen("error message = '");
+    const char *e = strchr(k, '\'');
+    if (!e || e == k) return 0;
+    snprintf(out, sz, "%.*s", (int)(e - k) < 300 ? (int)(e - k) : 300, k);
+    return 1;
+}
+
+/* HDF5's file-driver messages carry its internals (open flags in hex, the
+ * errno number: "unable to open file: name = 'x', errno = 2, error message =
+ * 'No such file or directory', flags = 13, o_flags = 242"): a user gets the
+ * system's words and, for a lock, who holds it. */
+static void plain_words(char *buf, size_t sz) {
+    char why[320];
+    if (strncmp(buf, "unable to lock file", 19) == 0) {
+        int busy = strstr(buf, "errno = 11") != NULL || strstr(buf, "temporarily unavailable") != NULL;
+        if (busy) snprintf(buf, sz, "another process has the file open (HDF5's file lock is held: a writer, or a reader "
+                                    "that opened it for writing)");
+        else if (errno_text(buf, why, sizeof why)) snprintf(buf, sz, "cannot lock the file: %s", why);
+    } else if (strncmp(buf, "unable to open file", 19) == 0 && errno_text(buf, why, sizeof why)) {
+        snprintf(buf, sz, "%s", why);
+    }
+}
+
 const char *tr_h5_msg(char *buf, size_t bufsz) {
     if (!buf || !bufsz) return "";
     buf[0] = '\0';
     walk_ctx c = {buf, bufsz, 0};
     /* Upward: the innermost (most specific) entry comes first. */
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &c);
+    plain_words(buf, bufsz);
     return buf;
 }
 

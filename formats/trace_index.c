@@ -671,6 +671,36 @@ done:
 
 static int index_probe(const char *path); /* below */
 
+/* The ranks of one run ran one model under one plan over the same steps: a
+ * file from another run that happens to share its run id (or a rank cut
+ * short) would otherwise be merged into a view of nothing consistent. */
+static int ranks_agree(const ix_input *a, const ix_input *b, const char *w, drift_err *err) {
+    const drift_trace_meta *m = drift_trace_reader_meta(a->r), *m0 = drift_trace_reader_meta(b->r);
+    const char *fa = m->family ? m->family : "", *fb = m0->family ? m0->family : "";
+    if (strcmp(fa, fb) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"family\" is \"%.300s\", %s has \"%.300s\": ranks of one run "
+                             "share the model (--allow-mismatch merges them anyway)", fa, b->path, fb);
+    const char *pa = m->plan_json ? m->plan_json : "", *pb = m0->plan_json ? m0->plan_json : "";
+    if (strcmp(pa, pb) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"plan\" differs from %s's (\"%.200s\" vs \"%.200s\"): ranks of "
+                             "one run share the plan (--allow-mismatch merges them anyway)", b->path, pa, pb);
+    size_t na = 0, nb = 0;
+    const drift_trace_step *sa = drift_trace_reader_steps(a->r, &na), *sb = drift_trace_reader_steps(b->r, &nb);
+    size_t k = 0;
+    while (k < na && k < nb && sa[k].step == sb[k].step) k++;
+    if (k < na || k < nb) {
+        char ga[48] = "none", gb[48] = "none";
+        if (na) snprintf(ga, sizeof ga, "%lld..%lld", (long long)sa[0].step, (long long)sa[na - 1].step);
+        if (nb) snprintf(gb, sizeof gb, "%lld..%lld", (long long)sb[0].step, (long long)sb[nb - 1].step);
+        char wh[600];
+        snprintf(wh, sizeof wh, "%.560s:/steps", a->path);
+        return drift_err_set(err, DRIFT_E_INPUT, wh, "committed steps %s (%zu) differ from %s's %s (%zu) at the %zu%s step: "
+                             "ranks of one run commit the same steps (--allow-mismatch merges them anyway)",
+                             ga, na, b->path, gb, nb, k + 1, k == 0 ? "st" : k == 1 ? "nd" : k == 2 ? "rd" : "th");
+    }
+    return DRIFT_OK;
+}
+
 int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     tr_guard_init();
     tr_h5_quiet();
@@ -752,6 +782,7 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
                                drift_trace_side_name(m->side), in[0].path, drift_trace_side_name(m0->side));
             goto done;
         }
+        if (!o->allow_mismatch && (rc = ranks_agree(&in[i], &in[0], w, err))) goto done;
     }
     int32_t ws = drift_trace_reader_meta(in[0].r)->world_size;
     seen = drift_calloc((size_t)ws, 1);

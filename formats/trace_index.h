@@ -35,12 +35,14 @@ typedef struct drift_trace_merge_opts {
     size_t n_inputs;             /* 1..DRIFT_TRACE_INDEX_MAX_INPUTS */
     const char *out;             /* index path (borrowed); created or truncated */
     int allow_missing;           /* 1: ranks absent from inputs are allowed (listed in the index) */
+    int allow_mismatch;          /* 1: ranks may differ in family, plan and committed steps */
 } drift_trace_merge_opts;
 
 /* Writes the index. Validates every input with the trace reader (a non-HDF5,
  * non-trace or damaged file is DRIFT_E_INPUT/DRIFT_E_IO naming it) and
  * requires: the same run id, world size, side and format version on every
- * input, distinct ranks, and every rank 0..world_size-1 present unless
+ * input, the same family, plan and committed steps unless allow_mismatch
+ * (DRIFT_E_INPUT naming the file and attribute), distinct ranks, and every rank 0..world_size-1 present unless
  * allow_missing (the error names the missing ranks). Inputs must be closed
  * cleanly (not being written: the index reads them with ordinary HDF5
  * opens). Source paths are stored relative to the index's directory, so the

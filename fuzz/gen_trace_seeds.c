@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     snprintf(src, sizeof src, "%s/clean.h5", argv[1]);
     snprintf(p, sizeof p, "%s/index.h5", argv[1]);
     const char *ins[1] = {src};
-    drift_trace_merge_opts mo = {ins, 1, p, 0};
+    drift_trace_merge_opts mo = {ins, 1, p, 0, 0};
     CHECK(drift_trace_merge(&mo, &err));
 
     /* a census trace as libdrift_intercept.so writes it */

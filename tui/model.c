@@ -754,8 +754,13 @@ int drift_top_parse_steps(const char *s, int64_t *lo, int64_t *hi, drift_err *er
     }
     if ((colon > s && parse_i64(s, colon, lo)) || (colon + 1 < end && parse_i64(colon + 1, end, hi)))
         return drift_err_set(err, DRIFT_E_USAGE, "--steps", "expected A:B, A:, :B or A (integers), got \"%s\"", s);
+    if (colon + 1 < end) { /* B is included (docs/cli.md "Step ranges"), hi is exclusive */
+        if (*hi == INT64_MAX)
+            return drift_err_set(err, DRIFT_E_USAGE, "--steps", "expected A:B, A:, :B or A (integers), got \"%s\"", s);
+        *hi += 1;
+    }
     if (*lo >= *hi)
-        return drift_err_set(err, DRIFT_E_USAGE, "--steps", "empty range \"%s\" (A:B keeps A <= step < B)", s);
+        return drift_err_set(err, DRIFT_E_USAGE, "--steps", "empty range \"%s\" (A:B keeps A..B, both included; A <= B)", s);
     return DRIFT_OK;
 }
 

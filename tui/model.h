@@ -354,7 +354,8 @@ void drift_top_model_query_init(const drift_top_model *m, drift_top_query *q);
 struct drift_census;
 const struct drift_census *drift_top_model_census(const drift_top_model *m);
 
-/* Parses "A:B", "A:", ":B", "A" (= A:A+1) into [lo, hi). */
+/* Parses "A:B" (both included), "A:", ":B", "A" (= A:A) into the half-open
+ * [lo, hi) (lo = A, hi = B + 1; unbounded ends INT64_MIN / INT64_MAX). */
 int drift_top_parse_steps(const char *s, int64_t *lo, int64_t *hi, drift_err *err);
 
 #endif

@@ -157,13 +157,19 @@ void drift_metrics_site_init(drift_site_acc *a, drift_dtype dt) {
     a->rel_max = 0.0;
     a->rows = 0;
     a->dtype = dt == DRIFT_DTYPE_INVALID ? DRIFT_F32 : dt;
+    a->worst_t = a->worst_r = NAN;
 }
 
 int drift_metrics_site_add_f32(drift_site_acc *a, const float *t, const float *r, size_t batch, size_t n,
                                drift_err *err) {
     if (!a) return drift_err_set(err, DRIFT_E_INTERNAL, "metrics", "site_add: NULL accumulator");
+    int64_t base = a->m.numel;
     int rc = drift_metrics_accumulate_batched_f32(t, r, batch, n, &a->m, &a->rel_max, err);
     if (rc != DRIFT_OK) return rc;
+    if (a->m.argmax >= base && a->m.argmax < base + (int64_t)n) { /* the worst element is in this chunk */
+        a->worst_t = t[a->m.argmax - base];
+        a->worst_r = r[a->m.argmax - base];
+    }
     a->rows += (int64_t)batch;
     drift_metrics_accumulate_ulp_f32(t, r, n, a->dtype, &a->ulp);
     return DRIFT_OK;
@@ -171,7 +177,12 @@ int drift_metrics_site_add_f32(drift_site_acc *a, const float *t, const float *r
 
 void drift_metrics_site_merge(drift_site_acc *a, const drift_site_acc *b) {
     if (!a || !b) return;
+    int64_t base = a->m.numel;
     drift_metric_acc_merge(&a->m, &b->m);
+    if (b->m.argmax >= 0 && a->m.argmax == b->m.argmax + base) { /* b's worst element won */
+        a->worst_t = b->worst_t;
+        a->worst_r = b->worst_r;
+    }
     drift_metrics_merge_ulp(&a->ulp, &b->ulp);
     if (b->rows > 0 && (a->rows == 0 || b->rel_max > a->rel_max)) a->rel_max = b->rel_max;
     a->rows += b->rows;

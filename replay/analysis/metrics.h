@@ -144,6 +144,7 @@ typedef struct drift_site_acc {
     int64_t rows;           /* rows added (0: finish falls back to m's global rel_max) */
     drift_ulp_acc ulp;
     drift_dtype dtype;      /* the site's dtype, for ULPs */
+    float worst_t, worst_r; /* candidate and reference at m.argmax (the worst element); NaN while m.argmax < 0 */
 } drift_site_acc;
 
 /* dt: the site's dtype (DRIFT_F32 when unknown). */

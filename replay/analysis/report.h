@@ -42,6 +42,8 @@ typedef struct drift_replay_opts {
     const char *backend;         /* "cpu" (default), "cuda[:N]" */
     const char *out_path;        /* NULL, or a result trace (side replay: metrics + output) */
     int sites;                   /* 1: compare every site (default); 0: only the output */
+    int nudge_latents;           /* 1: one latent element moved by one ULP of the forward dtype before the
+                                    forward (the noise floor's replay, DESIGN.md s7b); 0 (default): as recorded */
     /* Several devices or ranks (replay/drive/multi.h): the report is the same bit
      * for bit as the one-device replay's. */
     const char *devices;         /* "cuda:0,cuda:1": one worker thread per device; NULL: backend */

@@ -42,6 +42,7 @@ static drift_sitecmp_entry *entry_for(drift_sitecmp *c, const char *site, drift_
     if (!e->site) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
     e->dtype = dt;
     e->rmse_oracle = NAN;
+    e->worst_step = e->worst_offset = -1;
     drift_metrics_site_init(&e->acc, dt);
     c->n++;
     return e;
@@ -68,7 +69,13 @@ int drift_sitecmp_add_acc(drift_sitecmp *c, const char *site, drift_dtype dt, co
     if (!e) return err ? err->code : DRIFT_E_NOMEM;
     drift_site_metrics m;
     drift_metrics_site_finish(one, c->guidance_scale, &m);
+    int64_t base = e->acc.m.numel;
     drift_metrics_site_merge(&e->acc, one);
+    if (one->m.argmax >= 0 && one->m.max_abs_diff > 0 && e->acc.m.argmax == one->m.argmax + base) {
+        /* this step holds the worst element (a site that never differed has none) */
+        e->worst_step = step;
+        e->worst_offset = one->m.argmax;
+    }
     e->steps++;
     int first = 0;
     if (m.bitwise_equal) {

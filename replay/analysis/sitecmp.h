@@ -19,6 +19,9 @@ typedef struct drift_sitecmp_entry {
     int64_t steps, steps_equal;  /* steps compared, steps bitwise equal */
     int64_t first_divergent;     /* steps in which this was the first divergent site */
     double rmse_oracle;          /* NaN unless an oracle comparison filled it */
+    int64_t worst_step;          /* the step of the worst element (acc's argmax; values in acc), -1 while
+                                    the site has not differed */
+    int64_t worst_offset;        /* its flat index within that step's tensor, -1 if none */
 } drift_sitecmp_entry;
 
 typedef struct drift_sitecmp {

@@ -65,7 +65,7 @@ int drift_replay_parse_devices(const char *s, char ***out, int *n, drift_err *er
 enum { H_VALID, H_STEP, H_ORC0, H_ORC1, H_ORC2, H_LP, H_OLD, H_NEW, H_B, H_COUNT };
 enum { SI_PRESENT, SI_DTYPE, SI_ACC_DTYPE, SI_ARGMAX, SI_NUMEL, SI_NAN_T, SI_INF_T, SI_NAN_R, SI_INF_R, SI_NDIFF,
        SI_ROWS, SI_ULP_MAX, SI_ULP_COUNT, SI_ULP_NANMIS, SI_ULP_ARGMAX, SI_ULP_NUMEL, SI_COUNT };
-enum { SS_ABS, SS_SQ, SS_TR, SS_TT, SS_RR, SS_ULP, SS_COUNT };
+enum { SS_ABS, SS_SQ, SS_TR, SS_TT, SS_RR, SS_ULP, SS_WORST_T, SS_WORST_R, SS_COUNT }; /* worst: SUM with -0 is a copy */
 enum { SM_MAXD, SM_MAXR, SM_REL, SM_COUNT };
 
 typedef struct layout {
@@ -140,6 +140,8 @@ static void pack(const drift_replay_shared *s, const layout *L, const drift_repl
         ss[SS_TT] = a->m.sum_tt;
         ss[SS_RR] = a->m.sum_rr;
         ss[SS_ULP] = a->ulp.sum_ulp;
+        ss[SS_WORST_T] = a->worst_t;
+        ss[SS_WORST_R] = a->worst_r;
         sm[SM_MAXD] = a->m.max_abs_diff;
         sm[SM_MAXR] = a->m.max_abs_ref;
         sm[SM_REL] = a->rel_max;
@@ -195,6 +197,8 @@ static void unpack(const drift_replay_shared *s, const layout *L, const int64_t 
         a->m.sum_tt = ss[SS_TT];
         a->m.sum_rr = ss[SS_RR];
         a->ulp.sum_ulp = ss[SS_ULP];
+        a->worst_t = (float)ss[SS_WORST_T];
+        a->worst_r = (float)ss[SS_WORST_R];
         a->m.max_abs_diff = sm[SM_MAXD];
         a->m.max_abs_ref = sm[SM_MAXR];
         a->rel_max = sm[SM_REL];

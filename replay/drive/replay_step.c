@@ -431,8 +431,13 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
                                INPUT_SITE[i]);
             goto done;
         }
-        if ((rc = drift_hostset_add(in, INPUT_NAME[i], info.dtype, info.ndim, info.shape, w->main_src.buf, NULL, NULL, err)))
+        drift_host_tensor *added = NULL;
+        if ((rc = drift_hostset_add(in, INPUT_NAME[i], info.dtype, info.ndim, info.shape, w->main_src.buf, NULL, &added, err)))
             goto done;
+        /* the noise floor's replay: the smallest change that flips a rounding upstream (as bisect's floor) */
+        if (o->nudge_latents && i == DRIFT_INPUT_LATENTS && added->numel > 0)
+            drift_metrics_nudge_ulp_f32(added->f32 + added->numel / 2, 1, drift_assign_forward_dtype(o->plan, o->side), 1.0,
+                                        12345);
     }
     /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
     if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;

@@ -94,6 +94,57 @@ static int site_wanted(const char *globs, const char *name) {
     return 0;
 }
 
+/* Every --sites glob must match some graph site (as a plan pattern must
+ * match some parameter): an empty selection is a mistake, not a choice. */
+static int check_sites(const char *globs, const drift_graph *g, drift_err *err) {
+    if (!globs) return DRIFT_OK;
+    int n = drift_graph_sites(g, NULL, 0);
+    int *gids = drift_malloc((size_t)(n > 0 ? n : 1) * sizeof *gids);
+    if (!gids) return drift_err_set(err, DRIFT_E_NOMEM, "--sites", "out of memory");
+    drift_graph_sites(g, gids, n);
+    int rc = DRIFT_OK;
+    const char *p = globs;
+    while (*p && !rc) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char pat[1024];
+        if (len == 0 || len >= sizeof pat) {
+            rc = drift_err_set(err, DRIFT_E_USAGE, "--sites", "expected comma-separated globs, got an empty or over-long one in '%.200s'", globs);
+            break;
+        }
+        memcpy(pat, p, len);
+        pat[len] = '\0';
+        int hit = 0;
+        for (int i = 0; i < n && !hit; i++) hit = drift_fnmatch(pat, drift_graph_value(g, gids[i])->site);
+        if (!hit) {
+            const char *ex = n > 0 ? drift_graph_value(g, gids[n > 8 ? 8 : n - 1])->site : "";
+            rc = drift_err_set(err, DRIFT_E_USAGE, "--sites", "'%s' matches no site of the model (sites are named like '%s')", pat, ex);
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    drift_free(gids);
+    return rc;
+}
+
+/* Bytes of tensor data one side's trace holds: its recorded sites x steps. */
+static int64_t estimate_bytes(const char *globs, const drift_graph *g, int steps) {
+    int n = drift_graph_sites(g, NULL, 0);
+    int *gids = drift_malloc((size_t)(n > 0 ? n : 1) * sizeof *gids);
+    if (!gids) return -1;
+    drift_graph_sites(g, gids, n);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const drift_value *v = drift_graph_value(g, gids[i]);
+        if (!site_wanted(globs, v->site)) continue;
+        int64_t numel = 1;
+        for (int d = 0; d < v->ndim; d++) numel *= v->shape[d];
+        total += numel * (int64_t)drift_dtype_size(v->dtype);
+    }
+    drift_free(gids);
+    return total * steps;
+}
+
 static int grow(side_rec *s, size_t n, drift_err *err) {
     if (n <= s->cap) return DRIFT_OK;
     float *a = drift_realloc(s->f32, n * sizeof *a);
@@ -279,6 +330,17 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     if (o->steps < 1 || o->steps > 100000)
         return drift_err_set(err, DRIFT_E_USAGE, "--steps", "expected 1..100000 denoising steps, got %d", o->steps);
     if ((rc = drift_model_create(o->model, &m, err))) goto done;
+    /* The forwards need the parameter table, not the values: plans, --sites
+     * and the size are checked before the (slow, for big models) weights. */
+    if ((rc = drift_forward_prepare(m, o->rollout_plan, DRIFT_SIDE_ROLLOUT, NULL, &ro.f, err))) goto done;
+    if ((rc = drift_forward_prepare(m, o->trainer_plan, DRIFT_SIDE_TRAINER, NULL, &tr.f, err))) goto done;
+    if ((rc = check_sites(o->sites, tr.f->assigned, err))) goto done;
+    if (o->on_size) {
+        int64_t masters = 0; /* each trace holds the fp32 masters too */
+        for (size_t i = 0; i < m->table.n; i++) masters += m->table.params[i].numel * 4;
+        o->on_size(masters + estimate_bytes(o->sites, tr.f->assigned, o->steps),
+                   masters + estimate_bytes(o->sites, ro.f->assigned, o->steps), o->on_size_user);
+    }
     if (o->params_ref && o->weights) {
         rc = drift_err_set(err, DRIFT_E_USAGE, "--params-ref", "--params-ref DIR loads the weights from DIR: leave out --weights");
         goto done;
@@ -298,8 +360,6 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     if (rc) goto done;
     ro.params_ref = tr.params_ref = ref_json;
     if ((rc = drift_backend_create(o->backend ? o->backend : "cpu", &be, err))) goto done;
-    if ((rc = drift_forward_prepare(m, o->rollout_plan, DRIFT_SIDE_ROLLOUT, NULL, &ro.f, err))) goto done;
-    if ((rc = drift_forward_prepare(m, o->trainer_plan, DRIFT_SIDE_TRAINER, NULL, &tr.f, err))) goto done;
     if ((rc = drift_site_cache_create(&ro.keep, err))) goto done;
     tr.ref = ro.keep;
     tr.cmp = &cmp;

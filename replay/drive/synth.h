@@ -41,7 +41,13 @@ typedef struct drift_synth_opts {
     const char *backend;         /* "cpu" (default) or "cuda[:N]" */
     int32_t rank, world_size;    /* root attributes of both traces (0, 1: a single-process run) */
     const char *sites;           /* NULL: record every graph site; else comma-separated globs of the graph
-                                    sites to record (input:* and output:noise_pred always are) */
+                                    sites to record (input:* and output:noise_pred always are); a glob
+                                    that matches no site of the graph is an error (DRIFT_E_USAGE) */
+    /* Called once, before the weights are made and anything is written, with
+     * the estimated bytes of tensor data each trace will hold (the fp32
+     * masters plus site tensors x steps). May be NULL. */
+    void (*on_size)(int64_t trainer_bytes, int64_t rollout_bytes, void *user);
+    void *on_size_user;
     drift_progress_fn progress;
     void *progress_user;
     int step_delay_ms;           /* sleep after each committed step (tests of live readers); 0 = none */

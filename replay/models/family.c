@@ -57,6 +57,37 @@ static int parse_double(const char *spec, const char *key, const char *val, doub
     return DRIFT_OK;
 }
 
+/* " (did you mean 'x'?)" for the candidate within edit distance 2 of word
+ * (a typo), written into buf; "" when none is that close. */
+static const char *suggest(const char *word, const char *const *cand, size_t n, char *buf, size_t sz) {
+    size_t best = 3, lw = strlen(word);
+    const char *pick = NULL;
+    for (size_t k = 0; k < n && lw < 64; k++) {
+        size_t lc = strlen(cand[k]), row[65];
+        if (lc >= 64) continue;
+        for (size_t j = 0; j <= lc; j++) row[j] = j;
+        for (size_t i = 1; i <= lw; i++) { /* one row of the Levenshtein table at a time */
+            size_t diag = row[0];
+            row[0] = i;
+            for (size_t j = 1; j <= lc; j++) {
+                size_t up = row[j], v = diag + (word[i - 1] != cand[k][j - 1]);
+                if (up + 1 < v) v = up + 1;
+                if (row[j - 1] + 1 < v) v = row[j - 1] + 1;
+                diag = up;
+                row[j] = v;
+            }
+        }
+        if (row[lc] < best) best = row[lc], pick = cand[k];
+    }
+    if (pick) snprintf(buf, sz, " (did you mean '%s'?)", pick);
+    else if (sz) buf[0] = '\0';
+    return buf;
+}
+
+static const char *const KEYS[] = {"layers", "dim",    "heads",  "ffn_dim", "in_channels", "out_channels",
+                                   "text_dim", "text_len", "freq_dim", "frames", "height", "width",
+                                   "batch",  "patch",  "eps",    "rope_theta"};
+
 static int apply_kv(drift_family_config *c, const char *spec, const char *key, const char *val, drift_err *err) {
     struct { const char *name; int *field; int lo, hi; } ints[] = {
         {"layers", &c->layers, 0, MAX_LAYERS},     {"dim", &c->dim, 2, MAX_WIDTH},
@@ -80,10 +111,11 @@ static int apply_kv(drift_family_config *c, const char *spec, const char *key, c
         memcpy(c->patch, p, sizeof p);
         return DRIFT_OK;
     }
+    char dym[96];
     return drift_err_set(err, DRIFT_E_USAGE, spec,
                          "unknown model key '%s' (expected one of layers, dim, heads, ffn_dim, in_channels, "
-                         "out_channels, text_dim, text_len, freq_dim, frames, height, width, batch, patch, eps, rope_theta)",
-                         key);
+                         "out_channels, text_dim, text_len, freq_dim, frames, height, width, batch, patch, eps, rope_theta)%s",
+                         key, suggest(key, KEYS, sizeof KEYS / sizeof KEYS[0], dym, sizeof dym));
 }
 
 static int validate(const drift_family_config *c, const char *spec, drift_err *err) {
@@ -119,7 +151,11 @@ int drift_family_parse(const char *spec, drift_family_config *cfg, drift_err *er
     } else if (strcmp(buf, "wan2.2") == 0 || strcmp(buf, "wan") == 0) {
         set_wan22(&c);
     } else {
-        return drift_err_set(err, DRIFT_E_USAGE, spec, "unknown model family '%s' (expected tiny-dit or wan2.2)", buf);
+        static const char *const FAMILIES[] = {"tiny-dit", "wan2.2"};
+        char dym[96];
+        return drift_err_set(err, DRIFT_E_USAGE, spec,
+                             "unknown model family '%.200s' (expected tiny-dit, wan2.2 or graph:FILE.json, a captured graph)%s",
+                             buf, suggest(buf, FAMILIES, 2, dym, sizeof dym));
     }
     if (colon) {
         char *save = NULL;

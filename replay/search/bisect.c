@@ -249,6 +249,8 @@ typedef struct session {
     pthread_mutex_t log_mu;
     int running;
     long probe_seq;
+    int round;                   /* search round, for on_probe */
+    size_t remaining;            /* differences still in the search space this round */
     double t0;
     size_t probes_before;        /* probes of the earlier --all rounds: progress counts overall */
 } session;
@@ -350,8 +352,8 @@ done:
 
 /* Runs plan over the steps on slot's backend; accumulates the output metric
  * against ref (per step) and, when outs is given, keeps the outputs. */
-static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
-                    drift_err *err) {
+static int run_plan_all(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
+                        drift_site_metrics *all, drift_err *err) {
     drift_forward *f = NULL;
     int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &f, err);
     if (rc) return rc;
@@ -398,6 +400,7 @@ static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, f
     if (rc) return rc;
     drift_site_metrics m;
     drift_metrics_site_finish(&acc, 1.0, &m);
+    if (all) *all = m;
     switch (s->o->metric) {
     case DRIFT_BISECT_MEAN_ABS: *metric = m.mean_abs_diff; break;
     case DRIFT_BISECT_MAX_ABS: *metric = m.max_abs_diff; break;
@@ -405,6 +408,11 @@ static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, f
     case DRIFT_BISECT_RMSE: *metric = m.rmse; break;
     }
     return DRIFT_OK;
+}
+
+static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
+                    drift_err *err) {
+    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, err);
 }
 
 static double mono_s(void) {
@@ -415,11 +423,14 @@ static double mono_s(void) {
 
 /* One log line per probe start and finish (which device, how many run). */
 static long probe_log(session *s, int slot, long id, int start, int fails, double secs) {
-    if (!s->o->log) return 0;
     char line[256];
     pthread_mutex_lock(&s->log_mu);
+    if (start) id = ++s->probe_seq; /* counted always: the overall probe number of on_probe */
+    if (!s->o->log) {
+        pthread_mutex_unlock(&s->log_mu);
+        return id;
+    }
     if (start) {
-        id = ++s->probe_seq;
         s->running++;
         snprintf(line, sizeof line, "[%7.2f s] probe %ld on %s started (%d running)", mono_s() - s->t0, id,
                  s->slot_dev[slot], s->running);
@@ -445,7 +456,16 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
     rc = run_plan(s, &p, slot, s->ref, NULL, 0, &metric, err);
     drift_plan_free(&p);
     if (!rc) *fails = metric > s->threshold || isnan(metric);
-    probe_log(s, slot, id, 0, rc ? -1 : *fails, mono_s() - t);
+    double secs = mono_s() - t;
+    probe_log(s, slot, id, 0, rc ? -1 : *fails, secs);
+    if (s->o->on_probe) {
+        drift_bisect_probe ev = {.seq = id, .round = s->round, .n_diffs = s->remaining, .fails = rc ? -1 : *fails, .metric = metric,
+                                 .seconds = secs, .device = s->slot_dev[slot]};
+        for (size_t i = 0; i < n; i++) ev.n_applied += mask[i] != 0;
+        pthread_mutex_lock(&s->log_mu);
+        s->o->on_probe(&ev, s->o->event_user);
+        pthread_mutex_unlock(&s->log_mu);
+    }
     return rc;
 }
 
@@ -507,11 +527,11 @@ static int first_divergent(session *s, const drift_plan *plan, char *out, size_t
 
 void drift_bisect_result_free(drift_bisect_result *res) {
     if (!res) return;
+    if (res->has_fix) drift_plan_free(&res->fix_plan);
     free(res->diffs);
     free(res->set_start);
     free(res->set_len);
     free(res->culprits);
-    drift_free(res->fix_json);
     memset(res, 0, sizeof *res);
 }
 
@@ -596,6 +616,9 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     drift_ddmin_opts dopts = {.parallel = s.slots, .probe = probe, .progress = on_progress, .user = &s};
     for (;;) {
         drift_ddmin_result dr;
+        s.round++;
+        s.remaining = 0;
+        for (size_t i = 0; i < nd; i++) s.remaining += universe[i] != 0;
         if ((rc = drift_ddmin_run(nd, universe, &dopts, &dr, err))) goto done;
         res->probes += dr.probes;
         s.probes_before = res->probes;
@@ -614,6 +637,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         res->set_len[res->n_sets] = res->n_culprits - res->set_start[res->n_sets];
         res->n_sets++;
         drift_ddmin_result_free(&dr);
+        if (o->on_set) o->on_set(res, res->n_sets - 1, o->event_user);
         int any = 0;
         for (size_t i = 0; i < nd; i++) any |= universe[i];
         if (!o->all || !any) break;
@@ -637,20 +661,23 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         if (rc) goto done;
         e->floor_units = drift_metrics_floor_ratio(e->metric, floor_metric);
     }
-    if (o->want_fix && res->n_culprits > 0) {
+    /* The fix: every difference but the culprits applied, i.e. the bad plan
+     * with the culprits taken back from the good plan; one replay verifies it. */
+    if (o->fix && res->n_culprits > 0) {
         memset(mask, 1, nd);
         for (size_t c = 0; c < res->n_culprits; c++) mask[res->culprits[c].diff] = 0;
-        drift_plan p;
-        if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &p, err))) goto done;
-        snprintf(p.name, sizeof p.name, "%.100s_fixed", o->bad->name);
-        snprintf(p.source, sizeof p.source, "drift bisect --fix-out");
-        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &res->fix_metric, err);
-        if (!rc) {
-            res->fix_verified = res->fix_metric <= s.threshold;
-            if (!(res->fix_json = drift_plan_to_json(&p))) rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
-        }
-        drift_plan_free(&p);
-        if (rc) goto done;
+        if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &res->fix_plan, err))) goto done;
+        res->has_fix = 1;
+        snprintf(res->fix_plan.name, sizeof res->fix_plan.name, "%.100s_fixed", o->bad->name[0] ? o->bad->name : "bad");
+        drift_site_metrics fm, gm;
+        memset(&gm, 0, sizeof gm); /* ref good: the good output is the reference, 0 by definition */
+        if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, err))) goto done;
+        if (o->ref != DRIFT_BISECT_REF_GOOD &&
+            (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, err)))
+            goto done;
+        res->fix_output_mean_abs_diff = fm.mean_abs_diff;
+        res->good_output_mean_abs_diff = gm.mean_abs_diff;
+        res->fix_verified = !(res->fix_metric > s.threshold) && !isnan(res->fix_metric);
     }
 done:
     clock_gettime(CLOCK_MONOTONIC, &t1);

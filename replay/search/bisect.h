@@ -53,6 +53,20 @@ typedef enum drift_bisect_metric {
     DRIFT_BISECT_RMSE = 3
 } drift_bisect_metric;
 
+/* One finished probe, for streaming its verdict (drift_bisect_opts.on_probe). */
+typedef struct drift_bisect_probe {
+    long seq;                    /* 1, 2, ...: counts probes over the whole run (every --all round) */
+    int round;                   /* 1-based search round (one per culprit set with --all) */
+    size_t n_applied;            /* differences applied to the good plan in this probe */
+    size_t n_diffs;              /* differences still searched this round (fewer after each --all round) */
+    int fails;                   /* 1: the output drifts (over the threshold); -1: the probe failed */
+    double metric;               /* the probe's metric vs the reference */
+    double seconds;
+    const char *device;          /* the slot's backend */
+} drift_bisect_probe;
+
+struct drift_bisect_result;
+
 typedef struct drift_bisect_opts {
     const char *trace;
     const drift_plan *good, *bad;
@@ -75,7 +89,16 @@ typedef struct drift_bisect_opts {
     void *log_user;
     drift_progress_fn progress;
     void *progress_user;
-    int want_fix;                /* build and verify the suggested fix (one more replay) */
+    /* Streaming (may be NULL; called serialised, from probe threads for
+     * on_probe): each probe's verdict as it finishes, and each culprit set
+     * as soon as a round finds it (before its members' effects are measured;
+     * res holds the sets found so far). */
+    void (*on_probe)(const drift_bisect_probe *p, void *user);
+    void (*on_set)(const struct drift_bisect_result *res, size_t set, void *user);
+    void *event_user;
+    /* 1: also build the fix, the bad plan with exactly the culprit
+     * differences taken from the good plan, and verify it with one more replay. */
+    int fix;
 } drift_bisect_opts;
 
 void drift_bisect_opts_init(drift_bisect_opts *o);
@@ -93,6 +116,13 @@ typedef struct drift_culprit_effect {
 } drift_culprit_effect;
 
 typedef struct drift_bisect_result {
+    /* opts.fix: the bad plan without the culprits (owned; has_fix when built),
+     * its metric vs the reference, mean |diff| of its output and of the good
+     * plan's output vs the reference, and whether it is back within the
+     * threshold (verified). */
+    int has_fix, fix_verified;
+    drift_plan fix_plan;
+    double fix_metric, fix_output_mean_abs_diff, good_output_mean_abs_diff;
     drift_plan_diff *diffs;      /* owned: the search space */
     size_t n_diffs;
     int good_fails;              /* the good plan itself is over the threshold (nothing searched) */
@@ -107,12 +137,6 @@ typedef struct drift_bisect_result {
     size_t probes, memo_hits, max_concurrent;
     int64_t n_steps;
     double seconds;
-    /* want_fix and a culprit found: the bad plan with exactly the culprit
-     * differences taken from the good plan (= the good plan with every other
-     * difference applied), replayed once more against the reference. */
-    char *fix_json;              /* owned (drift_free): the fix as plan JSON; NULL if none */
-    double fix_metric;           /* its output metric vs the reference */
-    int fix_verified;            /* fix_metric within the threshold: the output is back at the good plan's */
 } drift_bisect_result;
 
 /* The differences between good and bad (pattern or parameter granularity);

@@ -585,7 +585,7 @@ typedef struct merge_ctx {
 static int merge_run(void *ctx, drift_err *err) {
     merge_ctx *c = ctx;
     const char *inputs[2] = {c->rank[0], c->rank[1]};
-    drift_trace_merge_opts o = {inputs, 2, c->out, 0};
+    drift_trace_merge_opts o = {inputs, 2, c->out, 0, 0};
     int rc = drift_trace_merge(&o, err);
     if (rc) return rc;
     drift_trace_reader *r = NULL; /* the index must read back as rank 0's view */

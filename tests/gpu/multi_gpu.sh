@@ -90,9 +90,9 @@ echo "== traces ($(el))"
 echo "== 1. two GPUs == one GPU, bit for bit ($(el))"
 for ref in rollout trainer oracle; do
   for plan in wan2_2 wan2_2_no_norm2; do
-    "$D" replay "$W/small.h5" --plan "$P/$plan.json" --ref $ref --device cuda:0 --json -o "$W/r1.h5" >"$W/one.json" 2>"$W/one.err" \
+    "$D" replay "$W/small.h5" --plan "$P/$plan.json" --ref $ref --device cuda:0 --json -o "$W/r1.h5" --force >"$W/one.json" 2>"$W/one.err" \
       || { fail "1-GPU replay $ref $plan: $(tail -2 "$W/one.err")"; continue; }
-    "$D" replay "$W/small.h5" --plan "$P/$plan.json" --ref $ref --devices cuda:0,cuda:1 --json -o "$W/r2.h5" >"$W/two.json" 2>"$W/two.err" \
+    "$D" replay "$W/small.h5" --plan "$P/$plan.json" --ref $ref --devices cuda:0,cuda:1 --json -o "$W/r2.h5" --force >"$W/two.json" 2>"$W/two.err" \
       || { fail "2-GPU replay $ref $plan: $(tail -2 "$W/two.err")"; continue; }
     same_json "$W/one.json" "$W/two.json" && same_result "$W/r1.h5" "$W/r2.h5" 6 \
       && pass "--ref $ref --plan $plan: 2-GPU report and result trace == 1-GPU" || fail "--ref $ref --plan $plan: 2 GPUs differ from 1"

@@ -27,7 +27,7 @@ json.dump(p, open(sys.argv[2] + "/bad3.json", "w"))     # two culprits, each alo
 EOF
 "$DRIFT_BIN" bisect "$D/demo.h5" --good "$D/rollout_plan.json" --bad "$T/bad2.json" --fix-out "$T/fix.json" \
     >"$T/bisect.txt" 2>"$T/bisect.err" || fail "bisect --fix-out: $(cat "$T/bisect.err")"
-grep -q "suggested fix: $T/fix.json .*verified, back at the good plan's output" "$T/bisect.txt" ||
+grep -q "^fix: $T/fix.json (plan 'bad2_fixed'.*): verified, back at the good plan's value" "$T/bisect.txt" ||
     fail "the text names the fix and says it was verified: $(cat "$T/bisect.txt")"
 "$PY" - "$T/fix.json" "$T/bad2.json" <<'EOF' || fail "the fix is not the bad plan less the culprit"
 import json, sys
@@ -57,7 +57,7 @@ set +e
 "$DRIFT_BIN" bisect "$D/demo.h5" --good "$D/rollout_plan.json" --bad "$T/bad2.json" --fix-out "$T/fix.json" \
     >/dev/null 2>"$T/exists.err"; rc=$?
 set -e
-[ $rc = 2 ] && grep -q "fix.json: exists (--force replaces it)" "$T/exists.err" || fail "existing --fix-out: rc $rc, $(cat "$T/exists.err")"
+[ $rc = 2 ] && grep -q "fix.json exists; give --force" "$T/exists.err" || fail "existing --fix-out: rc $rc, $(cat "$T/exists.err")"
 # two independent culprits, no --all: one set found, the fix without it still drifts: NOT verified (JSON)
 "$DRIFT_BIN" bisect "$D/demo.h5" --good "$D/rollout_plan.json" --bad "$T/bad3.json" --fix-out "$T/fix.json" --force \
     --json >"$T/b3.json" 2>/dev/null || fail "bisect bad3 --force"

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$PY" -c 'import h5py' 2>/dev/null || { echo "SKIP: $PY lacks h5py"; exit 77; }
 mkdir -p "$W/run" "$W/elsewhere"
 PL="$T/plans"
-rec() { "$D" record --synthetic tiny-dit --steps 2 --trainer-plan "$PL/$2" --rollout-plan "$PL/wan2_2_no_norm2.json" -o "$1" >/dev/null 2>&1; }
+rec() { "$D" record --synthetic tiny-dit --steps 2 --trainer-plan "$PL/$2" --rollout-plan "$PL/wan2_2_no_norm2.json" -o "$1" "${@:3}" >/dev/null 2>&1; }
 rec "$W/run/r0.h5" wan2_2.json || fail "record"
 rec "$W/elsewhere/other.h5" wan2_2.json || fail "record other"
 "$D" merge "$W/run/r0.h5" -o "$W/run/idx.h5" >/dev/null || fail "merge"
@@ -45,7 +45,7 @@ done
 echo "ok   an index whose source names another folder's trace: ls / check / top exit 2 naming index_source"
 
 # the rank file rewritten after the merge, same second, same run id, another plan
-rec "$W/run/r0.h5" all_bf16.json || fail "re-record"
+rec "$W/run/r0.h5" all_bf16.json --force || fail "re-record"
 "$D" ls "$W/run/idx.h5" >/dev/null 2>"$W/err"; rc=$?
 [ $rc -eq 2 ] || fail "ls of an index whose rank file was rewritten exited $rc"
 grep -q "content digest" "$W/err" || fail "the message does not say the content changed: $(cat "$W/err")"

@@ -42,9 +42,9 @@ for lim in 8 40; do
 done
 echo "ok   merge -o / replay -o under ulimit -f: exit 2, no crash"
 
-# ---- 3: a failed record over an existing trace leaves it as it was --------------------------
+# ---- 3: a failed record over an existing trace (--force) leaves it as it was --------------------------
 cp "$W/a.h5" "$W/a.orig"
-(ulimit -f 400; rec "$W/a.h5" 30 >/dev/null 2>"$W/err")
+(ulimit -f 400; rec "$W/a.h5" 30 --force >/dev/null 2>"$W/err")
 [ $? -eq 2 ] || fail "record over a.h5 under ulimit -f did not fail with exit 2"
 cmp -s "$W/a.h5" "$W/a.orig" || fail "a failed record changed the existing a.h5"
 ls "$W" | grep -q 'drift-tmp' && fail "a failed record left its temporary file"
@@ -56,7 +56,7 @@ if "$PY" -c 'import h5py' 2>/dev/null; then
     "$W/a.h5" "$W/reader.up" &
   rp=$!
   for _ in $(seq 50); do [ -e "$W/reader.up" ] && break; sleep 0.1; done
-  rec "$W/a.h5" 6 >/dev/null 2>"$W/err"; rc=$?
+  rec "$W/a.h5" 6 --force >/dev/null 2>"$W/err"; rc=$?
   kill $rp 2>/dev/null; wait $rp 2>/dev/null
   n=$(steps_of "$W/a.h5")
   if [ $rc -eq 0 ]; then
@@ -73,7 +73,8 @@ for trial in 1 2 3; do
   # the first writer paces its steps (20 ms each, >= 1.2 s) so that it is still writing when the second starts
   rec "$W/same.h5" 60 --step-delay-ms 20 >"$W/o1" 2>"$W/e1" & p1=$!
   sleep 0.$((trial * 3))
-  rec "$W/same.h5" 60 >"$W/o2" 2>"$W/e2"; r2=$?
+  # --force: an existing file is not what stops it (docs/cli.md "Outputs"), the lock is
+  rec "$W/same.h5" 60 --force >"$W/o2" 2>"$W/e2"; r2=$?
   wait $p1; r1=$?
   [ $r1 -eq 0 ] || fail "trial $trial: the first writer exited $r1: $(tail -c 300 "$W/e1")"
   [ $r2 -eq 2 ] || fail "trial $trial: the second writer exited $r2 (expected 2: the trace is being written)"

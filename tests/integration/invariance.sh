@@ -57,7 +57,7 @@ expect2() {
   [ -s "$W/out.txt" ] && fail "$what: wrote to stdout"
   return 0
 }
-expect2 "no trace" "TRACE is required"
+expect2 "no trace" "missing TRACE"
 expect2 "bad batch" "--batch" "$W/t.h5" --batch 2,x
 expect2 "zero batch" "--batch" "$W/t.h5" --batch 0
 expect2 "bad cfg" "--cfg-batch" "$W/t.h5" --cfg-batch both

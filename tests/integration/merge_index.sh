@@ -4,7 +4,8 @@
 # rank (text and --json), h5dump shows VIRTUAL layout, h5py reads the same
 # values through the index as through the rank files, and ls / replay / top
 # --batch read the index (from another directory) exactly as the rank file.
-# Hostile: missing rank, duplicate rank, a non-HDF5 input, a deleted rank
+# Hostile: missing rank, duplicate rank, a non-HDF5 input, ranks of another
+# family, plan or step set (exit 2 unless --allow-mismatch), a deleted rank
 # file (exit 2 naming it, never fill values).
 set -u
 D="${DRIFT_BIN:?}"; PY="${PYTHON3:-/usr/bin/python3}"; T="${DRIFT_TESTDATA:?}"
@@ -110,11 +111,32 @@ echo "not hdf5" >"$W/junk.h5"
 out=$("$D" merge "$W/run/trace-trainer.rank0.h5" "$W/junk.h5" -o "$W/bad.h5" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "junk.h5" || fail "non-HDF5 input: rc $rc: $out"
 [ -e "$W/bad.h5" ] && fail "a failed merge left an index"
+# ranks that do not agree (issue 22.8): another family, plan or step set is exit 2 naming the file and attribute
+mis() { # NAME EXPECT-IN-MESSAGE RECORD-ARGS...
+  local name=$1 expect=$2; shift 2
+  "$D" record --trainer-plan "$PL/wan2_2.json" --rollout-plan "$PL/wan2_2_no_norm2.json" --rank 1 --world-size 2 \
+    -o "$W/run/$name.h5" "$@" 2>/dev/null || fail "record $name"
+  out=$("$D" merge "$W/run/trace-trainer.rank0.h5" "$W/run/$name.h5" -o "$W/bad.h5" 2>&1); rc=$?
+  [ $rc -eq 2 ] && echo "$out" | grep -q "$name.h5:/.*$expect" || fail "merge of a rank with another $expect: rc $rc: $out"
+  [ -e "$W/bad.h5" ] && fail "a refused merge ($name) left an index"
+  "$D" merge "$W/run/trace-trainer.rank0.h5" "$W/run/$name.h5" -o "$W/mis_$name.h5" --allow-mismatch 2>/dev/null \
+    || fail "--allow-mismatch did not merge $name"
+}
+mis fam 'attribute "family"' --synthetic tiny-dit:layers=3 --steps 2
+mis steps 'steps.*committed steps 0..2 (3)' --synthetic tiny-dit --steps 3
+# the plan alone differs: the trainer plan is the rank's recorded plan
+"$D" record --trainer-plan "$PL/all_bf16.json" --rollout-plan "$PL/wan2_2_no_norm2.json" --rank 1 --world-size 2 \
+  --synthetic tiny-dit --steps 2 -o "$W/run/plan.h5" 2>/dev/null || fail "record plan"
+out=$("$D" merge "$W/run/trace-trainer.rank0.h5" "$W/run/plan.h5" -o "$W/bad.h5" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q 'plan.h5:/: attribute "plan" differs' || fail "merge of a rank with another plan: rc $rc: $out"
+
 mv "$W/run/trace-trainer.rank1.h5" "$W/run/away.h5"
 out=$("$D" ls "$W/run/idx.h5#rank=1" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "trace-trainer.rank1.h5" || fail "deleted rank file: rc $rc: $out"
 out=$("$D" ls "$W/run/idx.h5" --json 2>/dev/null); rc=$?
-[ $rc -eq 2 ] && [ -z "$out" ] || fail "ls --json of an index with a missing rank file: rc $rc, stdout '$out'"
+# docs/cli.md: under --json an error is one JSON document {"error": {...}} on stdout
+[ $rc -eq 2 ] && echo "$out" | "${PYTHON3:-/usr/bin/python3}" -c 'import json,sys; e=json.load(sys.stdin)["error"]; assert e["exit"]==2 and "rank1" in e["message"], e' \
+  || fail "ls --json of an index with a missing rank file: rc $rc, stdout '$out'"
 mv "$W/run/away.h5" "$W/run/trace-trainer.rank1.h5"
 "$D" ls "$W/run/idx.h5#rank=1" >/dev/null || fail "restored rank file"
 echo "PASS"

@@ -94,7 +94,7 @@ for L in J["layers"]:
 
 # --- max over steps 3..8 (cosine: the minimum)
 J = json.load(open(T + "/max_3_9.json"))
-keep = [s for s in steps if 3 <= s < 9]
+keep = [s for s in steps if 3 <= s <= 9]  # --steps A:B includes B (docs/cli.md)
 if J["steps"] != keep: fail("--steps 3:9 kept %r" % J["steps"])
 for L in J["layers"]:
     i = L["order"]

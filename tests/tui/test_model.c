@@ -470,12 +470,14 @@ static void test_parse_steps(void **state) {
     (void)state;
     int64_t lo, hi;
     drift_err e;
-    assert_int_equal(drift_top_parse_steps("3:7", &lo, &hi, &e), DRIFT_OK);
-    assert_true(lo == 3 && hi == 7);
+    assert_int_equal(drift_top_parse_steps("3:7", &lo, &hi, &e), DRIFT_OK); /* both ends included */
+    assert_true(lo == 3 && hi == 8);
+    assert_int_equal(drift_top_parse_steps("7:7", &lo, &hi, &e), DRIFT_OK);
+    assert_true(lo == 7 && hi == 8);
     assert_int_equal(drift_top_parse_steps("3:", &lo, &hi, &e), DRIFT_OK);
     assert_true(lo == 3 && hi == INT64_MAX);
     assert_int_equal(drift_top_parse_steps(":7", &lo, &hi, &e), DRIFT_OK);
-    assert_true(lo == INT64_MIN && hi == 7);
+    assert_true(lo == INT64_MIN && hi == 8);
     assert_int_equal(drift_top_parse_steps("5", &lo, &hi, &e), DRIFT_OK);
     assert_true(lo == 5 && hi == 6);
     assert_int_equal(drift_top_parse_steps(":", &lo, &hi, &e), DRIFT_OK);
