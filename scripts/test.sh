@@ -15,7 +15,7 @@ scripts/build.sh build -DDRIFT_WERROR=$werror
 # file (kernels, recorder stats): a CUDA change that breaks them fails here.
 grep -h "drift: CUDA=" build.configure.log
 if grep -q "drift: CUDA=ON" build.configure.log; then
-  n_cu=$(ls kernels/cuda/*.cu recorder/*.cu | wc -l)
+  n_cu=$(find kernels recorder -name "*.cu" | wc -l)
   n_obj=$(find build -name '*.cu.o' | wc -l)
   echo "== cuda: $n_obj of $n_cu .cu files compiled"
   [ "$n_obj" -ge "$n_cu" ] || { echo "FAIL: not every .cu file was compiled"; exit 1; }
