@@ -1,6 +1,7 @@
 // The fp64 oracle's kernels on the GPU (ref_cuda_internal.h): the formulas
 // of kernels/ref/ref_backend.c in double, one thread per output element or
 // one block per row; reductions in a fixed tree (deterministic).
+#include "kernels/aten_math64.h"
 #include "kernels/cuda/ref_cuda_internal.h"
 
 #include <math.h>
@@ -48,43 +49,9 @@ __global__ void k_binary(int op, const double *a, const double *b, double *y, bi
     }
 }
 
-// kernels/ref/ref_aten_ops.c's unary() and scalar(), in double.
-__device__ double aten_unary(int sub, double x) {
-    switch (sub) {
-    case DRIFT_UNARY_NEG: return -x;
-    case DRIFT_UNARY_EXP: return exp(x);
-    case DRIFT_UNARY_SIN: return sin(x);
-    case DRIFT_UNARY_COS: return cos(x);
-    case DRIFT_UNARY_RSQRT: return 1.0 / sqrt(x);
-    case DRIFT_UNARY_SQRT: return sqrt(x);
-    case DRIFT_UNARY_TANH: return tanh(x);
-    case DRIFT_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case DRIFT_UNARY_GELU_ERF: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
-    case DRIFT_UNARY_RECIP: return 1.0 / x;
-    case DRIFT_UNARY_ABS: return fabs(x);
-    case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
-    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
-    default: return x;
-    }
-}
-
-__device__ double aten_scalar(int sub, double x, double s) {
-    switch (sub) {
-    case DRIFT_SCALAR_ADD: return x + s;
-    case DRIFT_SCALAR_SUB: return x - s;
-    case DRIFT_SCALAR_RSUB: return s - x;
-    case DRIFT_SCALAR_MUL: return x * s;
-    case DRIFT_SCALAR_DIV: return x / s;
-    case DRIFT_SCALAR_POW: return pow(x, s);
-    case DRIFT_SCALAR_RPOW: return pow(s, x);
-    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
-    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
-    default: return x;
-    }
-}
 
 __global__ void k_aten_ew(int scalar_op, int sub, const double *x, double *y, int64_t n, double s) {
-    GRID_STRIDE(i, n) y[i] = scalar_op ? aten_scalar(sub, x[i], s) : aten_unary(sub, x[i]);
+    GRID_STRIDE(i, n) y[i] = scalar_op ? drift_aten_scalar64(sub, x[i], s) : drift_aten_unary64(sub, x[i]);
 }
 
 // One thread per output element, summing in index order (as the CPU oracle: bitwise equal).

@@ -5,44 +5,12 @@
 #include <string.h>
 
 #include "kernels/aten_internal.h"
+#include "kernels/aten_math64.h"
 #include "kernels/backend_impl.h"
 #include "kernels/cpu/host_internal.h"
 
 static inline double *dd(const drift_tensor *t) { return (double *)t->data; }
 
-static double unary(int sub, double x) {
-    switch (sub) {
-    case DRIFT_UNARY_NEG: return -x;
-    case DRIFT_UNARY_EXP: return exp(x);
-    case DRIFT_UNARY_SIN: return sin(x);
-    case DRIFT_UNARY_COS: return cos(x);
-    case DRIFT_UNARY_RSQRT: return 1.0 / sqrt(x);
-    case DRIFT_UNARY_SQRT: return sqrt(x);
-    case DRIFT_UNARY_TANH: return tanh(x);
-    case DRIFT_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case DRIFT_UNARY_GELU_ERF: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
-    case DRIFT_UNARY_RECIP: return 1.0 / x;
-    case DRIFT_UNARY_ABS: return fabs(x);
-    case DRIFT_UNARY_RELU: return x != x ? x : (x > 0.0 ? x : 0.0);
-    case DRIFT_UNARY_MASK_BIAS: return x != 0.0 ? 0.0 : -INFINITY;
-    default: return x;
-    }
-}
-
-static double scalar(int sub, double x, double s) {
-    switch (sub) {
-    case DRIFT_SCALAR_ADD: return x + s;
-    case DRIFT_SCALAR_SUB: return x - s;
-    case DRIFT_SCALAR_RSUB: return s - x;
-    case DRIFT_SCALAR_MUL: return x * s;
-    case DRIFT_SCALAR_DIV: return x / s;
-    case DRIFT_SCALAR_POW: return pow(x, s);
-    case DRIFT_SCALAR_RPOW: return pow(s, x);
-    case DRIFT_SCALAR_MAX: return x != x ? x : (x < s ? s : x);
-    case DRIFT_SCALAR_MIN: return x != x ? x : (x > s ? s : x);
-    default: return x;
-    }
-}
 
 int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                        drift_err *err) {
@@ -50,10 +18,10 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
     double *y = dd(out);
     switch (op->kind) {
     case DRIFT_OP_UNARY:
-        for (int64_t i = 0; i < out->numel; i++) y[i] = unary(op->sub, dd(in[0])[i]);
+        for (int64_t i = 0; i < out->numel; i++) y[i] = drift_aten_unary64(op->sub, dd(in[0])[i]);
         return DRIFT_OK;
     case DRIFT_OP_SCALAR:
-        for (int64_t i = 0; i < out->numel; i++) y[i] = scalar(op->sub, dd(in[0])[i], op->scalar);
+        for (int64_t i = 0; i < out->numel; i++) y[i] = drift_aten_scalar64(op->sub, dd(in[0])[i], op->scalar);
         return DRIFT_OK;
     case DRIFT_OP_DIV: {
         drift_bcast bc;
