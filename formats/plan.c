@@ -54,10 +54,15 @@ void drift_plan_free(drift_plan *p) {
 
 /* Appends a pattern (glob copied). */
 static int plan_push_pattern(drift_plan *p, const char *glob, drift_dtype dt, const char *origin) {
-    drift_param_pattern *np = drift_realloc(p->patterns, (p->n_patterns + 1) * sizeof *np);
-    if (!np) return DRIFT_E_NOMEM;
-    p->patterns = np;
-    drift_param_pattern *pp = &np[p->n_patterns];
+    /* capacity doubles at powers of two (the array always holds the next power of two
+       >= n_patterns): 10^5 patterns from a stranger's plan cost O(n), not O(n^2) copies */
+    const size_t n = p->n_patterns;
+    if ((n & (n - 1)) == 0) {
+        drift_param_pattern *np = drift_realloc(p->patterns, (n ? 2 * n : 1) * sizeof *np);
+        if (!np) return DRIFT_E_NOMEM;
+        p->patterns = np;
+    }
+    drift_param_pattern *pp = &p->patterns[p->n_patterns];
     memset(pp, 0, sizeof *pp);
     pp->glob = dup_str(glob);
     if (!pp->glob) return DRIFT_E_NOMEM;
