@@ -6,8 +6,9 @@
  * inline lifted constants. Per model: the replay's output is within 1e-4 x
  * mean|output| of torch's (mean |diff|) with cosine >= 0.99999 (the
  * criteria of capture_record.sh), self-replay is bitwise, and a parameter
- * scaled by 1 + 1e-3 breaks the match (the check can fail). Qwen-Image's
- * qwen's first fixture was over the 2 MB limit; the one-block fixture (1.76 MB, recorded on the H200 on 2026-12-01) is committed.
+ * scaled by 1 + 1e-3 breaks the match (the check can fail).
+ * Qwen-Image's first fixture was over the 2 MB limit; the one-block fixture
+ * (1.76 MB, recorded on the H200 on 2026-12-01) is committed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
