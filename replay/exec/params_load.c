@@ -28,6 +28,22 @@ static int alloc_params(const drift_model *m, drift_hostset **set, float ***dst,
     return rc;
 }
 
+/* The end of both loads: the read's figures into m->load, and the new
+ * parameter set adopted on success (freed otherwise). Takes set. */
+static void finish_load(drift_model *m, const drift_ckpt_stats *st, int rc, drift_hostset *set) {
+    m->load.bytes = st->bytes;
+    m->load.tensors = st->tensors;
+    m->load.files = st->files;
+    m->load.threads = st->threads;
+    m->load.seconds = st->seconds;
+    if (!rc) {
+        drift_hostset_free(m->params);
+        m->params = set;
+        set = NULL;
+    }
+    drift_hostset_free(set);
+}
+
 int drift_model_load_params_ref(drift_model *m, const drift_params_ref *ref, const char *root, drift_err *err) {
     if (!root) root = m->weights_root ? m->weights_root : ref->weights_root;
     size_t *which = drift_calloc(m->table.n ? m->table.n : 1, sizeof *which);
@@ -65,17 +81,7 @@ int drift_model_load_params_ref(drift_model *m, const drift_params_ref *ref, con
     drift_ckpt_stats st;
     memset(&st, 0, sizeof st);
     if (!rc) rc = drift_ckpt_load(ref, root, which, dst, m->table.n, threads, &st, err);
-    m->load.bytes = st.bytes;
-    m->load.tensors = st.tensors;
-    m->load.files = st.files;
-    m->load.threads = st.threads;
-    m->load.seconds = st.seconds;
-    if (!rc) {
-        drift_hostset_free(m->params);
-        m->params = set;
-        set = NULL;
-    }
-    drift_hostset_free(set);
+    finish_load(m, &st, rc, set);
     drift_free(dst);
     drift_free(which);
     return rc;
@@ -111,17 +117,7 @@ int drift_model_load_checkpoint(drift_model *m, const char *path, drift_params_r
     }
     if (rc) drift_params_ref_free(ref);
     memset(&m->load, 0, sizeof m->load);
-    m->load.bytes = st.bytes;
-    m->load.tensors = st.tensors;
-    m->load.files = st.files;
-    m->load.threads = st.threads;
-    m->load.seconds = st.seconds;
-    if (!rc) {
-        drift_hostset_free(m->params);
-        m->params = set;
-        set = NULL;
-    }
-    drift_hostset_free(set);
+    finish_load(m, &st, rc, set);
     drift_free(dst);
     drift_free(names);
     drift_free(numel);
