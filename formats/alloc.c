@@ -61,6 +61,16 @@ void *drift_reallocarray(void *p, size_t n, size_t size) {
     return drift_realloc(p, n * size);
 }
 
+int drift_grow(void **arr, size_t *cap, size_t n, size_t size, size_t first) {
+    if (n < *cap) return 0;
+    size_t nc = *cap ? 2 * *cap : (first ? first : 1);
+    void *na = drift_reallocarray(*arr, nc, size);
+    if (!na) return -1;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
 char *drift_strndup(const char *s, size_t n) {
     if (!s) return NULL;
     size_t len = 0;

@@ -40,6 +40,11 @@ void *drift_calloc(size_t n, size_t size);
 void *drift_realloc(void *p, size_t n);
 /* Resizes p to n * size bytes, checking the product for overflow. */
 void *drift_reallocarray(void *p, size_t n, size_t size);
+/* Makes room for one more element in a growable array (*arr of *cap elements of
+ * size bytes, n in use): when n == *cap it doubles the capacity (first when 0)
+ * through drift_realloc. 0 on success; -1 on failure, *arr and *cap untouched
+ * (the caller still owns *arr). */
+int drift_grow(void **arr, size_t *cap, size_t n, size_t size, size_t first);
 /* Copies of a NUL-terminated string / of at most n bytes of s (always
  * NUL-terminated); owned by the caller (drift_free). NULL s gives NULL. */
 char *drift_strdup(const char *s);

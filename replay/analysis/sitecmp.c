@@ -29,13 +29,9 @@ drift_sitecmp_entry *drift_sitecmp_find(drift_sitecmp *c, const char *site) {
 static drift_sitecmp_entry *entry_for(drift_sitecmp *c, const char *site, drift_dtype dt, drift_err *err) {
     drift_sitecmp_entry *e = drift_sitecmp_find(c, site);
     if (e) return e;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        drift_sitecmp_entry *ne = drift_realloc(c->e, cap * sizeof *ne);
-        if (!ne) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
-        c->e = ne;
-        c->cap = cap;
-    }
+    void *arr = c->e;
+    if (drift_grow(&arr, &c->cap, c->n, sizeof *c->e, 64)) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
+    c->e = arr;
     e = &c->e[c->n];
     memset(e, 0, sizeof *e);
     e->site = drift_strdup(site);

@@ -500,13 +500,9 @@ static cache_entry *cache_slot(drift_site_cache *c, const char *site, int64_t n,
     for (size_t i = 0; i < c->n; i++)
         if (strcmp(c->e[i].site, site) == 0) e = &c->e[i];
     if (!e) {
-        if (c->n == c->cap) {
-            size_t cap = c->cap ? 2 * c->cap : 64;
-            cache_entry *ne = drift_realloc(c->e, cap * sizeof *ne);
-            if (!ne) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
-            c->e = ne;
-            c->cap = cap;
-        }
+        void *arr = c->e;
+        if (drift_grow(&arr, &c->cap, c->n, sizeof *c->e, 64)) { drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory"); return NULL; }
+        c->e = arr;
         e = &c->e[c->n];
         memset(e, 0, sizeof *e);
         e->site = drift_strdup(site);
