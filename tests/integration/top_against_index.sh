@@ -18,31 +18,13 @@ T="$DRIFT_TMP/top_against_index"
 rm -rf "$T" && mkdir -p "$T/B"
 PLANS="${DRIFT_TESTDATA:-$(dirname "$0")/../data}/plans"
 SOCK="drift-against-index-$$"
-tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
+. "$(dirname "$0")/lib/tmux_top.bash"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     tm kill-server 2>/dev/null || true
 }
 trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    echo "--- screen:" >&2
-    tm capture-pane -p -t top >&2 2>/dev/null || true
-    [ -s "$T/stderr" ] && { echo "--- drift stderr:" >&2; cat "$T/stderr" >&2; }
-    exit 1
-}
-wait_for() { # wait_for DESC CMD...: polls CMD (at most 90 s)
-    local desc="$1"; shift
-    for _ in $(seq 900); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    fail "timed out waiting for: $desc"
-}
-cap() { tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null; }
-screen_has() { cap && grep -qF -- "$1" "$T/screen.txt"; }
-screen_re() { cap && grep -qE -- "$1" "$T/screen.txt"; }
 # the index (A) holds every step from the start: the compared steps show as the latest step
 latest_shown() { cap && sed -n 's/^step \([0-9]*\) (latest).*/\1/p' "$T/screen.txt" | head -1; }
 N=6

@@ -15,7 +15,8 @@ command -v tmux >/dev/null || { echo "SKIP: tmux not installed"; exit 77; }
 T="$DRIFT_TMP/tui_follow"
 rm -rf "$T" && mkdir -p "$T"
 SOCK="drift-test-$$"
-tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
+WAIT_TENTHS=600 # 60 s
+. "$(dirname "$0")/lib/tmux_top.bash"
 WRITER=""
 cleanup() {
     touch "$T/gate" 2>/dev/null || true
@@ -23,24 +24,6 @@ cleanup() {
     tm kill-server 2>/dev/null || true
 }
 trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    echo "--- screen:" >&2
-    tm capture-pane -p -t top >&2 2>/dev/null || true
-    [ -s "$T/stderr" ] && { echo "--- drift stderr:" >&2; cat "$T/stderr" >&2; }
-    exit 1
-}
-# wait_for DESC CMD...: polls CMD (at most 60 s) until it succeeds
-wait_for() {
-    local desc="$1"; shift
-    for _ in $(seq 600); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    fail "timed out waiting for: $desc"
-}
-screen_has() { tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null && grep -qF -- "$1" "$T/screen.txt"; }
-screen_re() { tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null && grep -qE -- "$1" "$T/screen.txt"; }
 # row_is NAME MEAN MAX: the table shows NAME with these mean and max |diff|
 row_is() {
     tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null &&
