@@ -173,7 +173,7 @@ int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias
     const int64_t lim = 65535LL * 32;
     /* torch 2.11 runs a bias linear through cuBLASLt's bias epilogue at M = 1 too (measured on the
        H200: nvjet_*_bias_* for M = 1, 2, 4, 8; torch_parity.py's temb cases) */
-    int lt_ok = M >= 1 && N > 1 && K > 1 && M < lim && N < lim && K < lim;
+    int lt_ok = N > 1 && K > 1 && M < lim && N < lim && K < lim;
     int use_lt = st->gemm_mode == DCT_GEMM_LT || (st->gemm_mode == DCT_GEMM_AUTO && bias && lt_ok);
     if (st->gemm_mode == DCT_GEMM_CUBLAS) use_lt = 0;
     if (use_lt && K > 0) {
