@@ -10,7 +10,9 @@
  *
  * Each call is timed with CUDA events on the backend stream around its
  * enqueue (host overhead counts); the four configurations are interleaved
- * rep by rep; medians after 3 warm-ups. Also prints the mean relative
+ * rep by rep; medians after 3 warm-ups. The torch profile's attention
+ * (backend spec cuda:kernels=torch: cuDNN's fused flash SDPA) is timed in
+ * both layouts too. Also prints the mean relative
  * difference of the fused and unfused outputs and the number of elements
  * where layout 1 differs from layout 0 (permuted back; must be 0). Last line:
  *   BENCH attention fused_ms=X unfused_ms=Y fused_l1_ms=Z unfused_l1_ms=W
@@ -44,6 +46,9 @@
             exit(1);                                                                                                   \
         }                                                                                                              \
     } while (0)
+
+#define NV 4 /* backends: fused, unfused, fused_mma, kernels=torch */
+#define NC 7 /* timed configurations */
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float normalish(void) { /* sum of 4 uniforms, ~N(0,1) */
@@ -81,10 +86,11 @@ int main(int argc, char **argv) {
     drift_err_clear(&err);
     /* kernel variants are fixed at creation: one backend (and one copy of
        the tensors) per path: 0 fused, 1 unfused, 2 the mma.sync fused kernel */
-    static const char *specs[3] = {"cuda:attention=fused", "cuda:attention=unfused", "cuda:attention=fused_mma"};
-    drift_backend *bev[3] = {NULL, NULL, NULL};
-    cudaStream_t stv[3];
-    for (int v = 0; v < 3; v++) {
+    static const char *specs[NV] = {"cuda:attention=fused", "cuda:attention=unfused", "cuda:attention=fused_mma",
+                                    "cuda:kernels=torch"};
+    drift_backend *bev[NV] = {NULL, NULL, NULL, NULL};
+    cudaStream_t stv[NV];
+    for (int v = 0; v < NV; v++) {
         DK(drift_backend_create(specs[v], &bev[v], &err));
         stv[v] = (cudaStream_t)drift_cuda_backend_stream(bev[v]);
     }
@@ -92,9 +98,9 @@ int main(int argc, char **argv) {
     const int64_t B = 1, H = 24, L = 4096, D = 128;
     /* per variant: t[0..2] q, k, v layout 0; t[3], t[4] fused / unfused out layout 0;
        t[5..7] q, k, v layout 1; t[8], t[9] fused / unfused out layout 1 */
-    drift_tensor tv[3][10];
+    drift_tensor tv[NV][10];
     memset(tv, 0, sizeof tv);
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < NV; v++)
         for (int i = 0; i < 10; i++) {
             drift_tensor *t = &tv[v][i];
             t->dtype = DRIFT_BF16;
@@ -111,7 +117,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) {
         for (int64_t j = 0; j < n; j++) h[j] = normalish();
         swap12(h, h2, B, H, L, D);
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < NV; v++) {
             DK(drift_backend_upload_f32(bev[v], &tv[v][i], h, &err));
             DK(drift_backend_upload_f32(bev[v], &tv[v][5 + i], h2, &err));
         }
@@ -123,8 +129,8 @@ int main(int argc, char **argv) {
     op.out = DRIFT_BF16;
     op.n_in = 3;
     op.scale = 0.0f;
-    const drift_tensor *in0[3][3], *in1[3][3];
-    for (int v = 0; v < 3; v++)
+    const drift_tensor *in0[NV][3], *in1[NV][3];
+    for (int v = 0; v < NV; v++)
         for (int i = 0; i < 3; i++) {
             in0[v][i] = &tv[v][i];
             in1[v][i] = &tv[v][5 + i];
@@ -133,14 +139,16 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    float *ms[5];
-    for (int c = 0; c < 5; c++)
+    float *ms[NC];
+    for (int c = 0; c < NC; c++)
         if (!(ms[c] = malloc((size_t)reps * sizeof(float)))) return 1;
     for (int r = -3; r < reps; r++)
-        for (int ci = 0; ci < 5; ci++) {
-            /* c = layout * 2 + mode for c < 4; c = 4: the mma.sync fused kernel, layout 0 */
-            const int c = ci == 0 ? 4 : ci - 1;
-            const int m = c == 4 ? 0 : c & 1, ly = c == 4 ? 0 : c >> 1, v = c == 4 ? 2 : m;
+        for (int ci = 0; ci < NC; ci++) {
+            /* c = layout * 2 + mode for c < 4; c = 4: the mma.sync fused kernel, layout 0;
+               c = 5, 6: the torch profile (cuDNN fused SDPA), layout 0 and 1 */
+            const int c = ci == 0 ? 4 : ci < 5 ? ci - 1 : ci;
+            const int m = c >= 4 ? 0 : c & 1, ly = c == 6 ? 1 : c >= 4 ? 0 : c >> 1,
+                      v = c == 4 ? 2 : c >= 5 ? 3 : m;
             op.layout = ly;
             CK(cudaEventRecord(e0, stv[v]));
             DK(drift_backend_run(bev[v], &op, ly ? in1[v] : in0[v], &tv[v][ly ? 8 + m : 3 + m], &err));
@@ -173,8 +181,8 @@ int main(int argc, char **argv) {
         swap12(h4, h, B, L, H, D); /* [B, L, H, D] -> [B, H, L, D] */
         for (int64_t j = 0; j < n; j++) l1_differ[m] += memcmp(&h[j], &h3[j], sizeof(float)) != 0;
     }
-    double med[5];
-    for (int c = 0; c < 5; c++) {
+    double med[NC];
+    for (int c = 0; c < NC; c++) {
         qsort(ms[c], (size_t)reps, sizeof(float), cmp_f);
         med[c] = ms[c][reps / 2];
     }
@@ -193,18 +201,21 @@ int main(int argc, char **argv) {
            fl / (med[3] * 1e-3) / 1e12, (long long)l1_differ[1]);
     printf("  speedup %.2fx; outputs: mean rel diff %.2e, %.3f%% elements differ, %lld non-finite\n", um / fm,
            sau > 0 ? sad / sau : sad, 100.0 * (double)differ / (double)n, (long long)nonfin);
-    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f fused_mma_ms=%.3f\n", fm,
-           um, med[2], med[3], med[4]);
-    for (int v = 0; v < 3; v++)
+    printf("  torch profile (cuDNN fused SDPA, kernels=torch) layout 0 %.3f ms  %.1f TFLOP/s; layout 1 %.3f ms\n", med[5],
+           fl / (med[5] * 1e-3) / 1e12, med[6]);
+    printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f fused_mma_ms=%.3f "
+           "torch_ms=%.3f torch_l1_ms=%.3f\n",
+           fm, um, med[2], med[3], med[4], med[5], med[6]);
+    for (int v = 0; v < NV; v++)
         for (int i = 0; i < 10; i++) drift_backend_release(bev[v], &tv[v][i]);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    for (int v = 0; v < 3; v++) drift_backend_free(bev[v]);
+    for (int v = 0; v < NV; v++) drift_backend_free(bev[v]);
     free(h);
     free(h2);
     free(h3);
     free(h4);
-    for (int c = 0; c < 5; c++) free(ms[c]);
+    for (int c = 0; c < NC; c++) free(ms[c]);
     return l1_differ[0] || l1_differ[1] ? 1 : 0;
 }
 

@@ -66,12 +66,21 @@ static void shape_str(const drift_trace_site_info *si, char *buf, size_t sz) {
     if (o < sz) snprintf(buf + o, sz - o, "]");
 }
 
+/* 1 if two traces' families name the same model: equal, or a captured graph
+ * named with and without its class ("graph" as the Python recorder writes
+ * it, "graph:CLASS" as a replay's output does). */
+static int same_family(const char *a, const char *b) {
+    a = a ? a : "", b = b ? b : "";
+    if (!strcmp(a, b)) return 1;
+    return (!strcmp(a, "graph") && !strncmp(b, "graph:", 6)) || (!strcmp(b, "graph") && !strncmp(a, "graph:", 6));
+}
+
 /* The first way ref does not fit trace, written into why (empty: it fits). */
 static int ref_mismatch(drift_trace_reader *t, drift_trace_reader *r, const char *trace, const char *ref, int64_t first,
                         int64_t last, char *why, size_t sz, drift_err *err) {
     why[0] = '\0';
     const char *ft = drift_trace_reader_meta(t)->family, *fr = drift_trace_reader_meta(r)->family;
-    if (strcmp(ft ? ft : "", fr ? fr : "") != 0) {
+    if (!same_family(ft, fr)) {
         snprintf(why, sz, "--ref %s: model family '%.300s' differs from %s's '%.300s'", ref, fr ? fr : "", trace, ft ? ft : "");
         return 0;
     }

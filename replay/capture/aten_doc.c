@@ -170,6 +170,13 @@ static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift
         for (size_t k = 0; n->stack && k < n->stack->n_items; k++)
             if (n->stack->items[k].type != DRIFT_JSON_STRING)
                 return aten_node_fail(g, i, err, "'module_stack' must be an array of strings");
+        const drift_json_value *cls = drift_json_object_get(o, "module_classes");
+        if (cls && cls->type != DRIFT_JSON_ARRAY)
+            return aten_node_fail(g, i, err, "'module_classes' must be an array of strings");
+        for (size_t k = 0; cls && k < cls->n_items; k++)
+            if (cls->items[k].type != DRIFT_JSON_STRING)
+                return aten_node_fail(g, i, err, "'module_classes' must be an array of strings");
+        n->module_class = cls && cls->n_items ? cls->items[cls->n_items - 1].str : "";
         const drift_json_value *md = drift_json_object_get(o, "module");
         if (md && md->type != DRIFT_JSON_STRING) return aten_node_fail(g, i, err, "'module' must be a string");
         if (aten_find(g, n->name) >= 0)

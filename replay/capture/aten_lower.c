@@ -1055,6 +1055,51 @@ static int lower_complex_mul(lctx *c) {
     return set_result_cplx(c, out);
 }
 
+/* ---- dtype branches of known modules ----------------------------------------------
+ * Model code that branches on a dtype is exported with the branch the capture
+ * took (fp32). For the modules below the importer writes the branch as a dtype
+ * rule, so that it follows the plan as the model code would (docs/aten-graph.md,
+ * "Dtype branches"). diffusers' RMSNorm:
+ *   with a weight:    if weight.dtype in (fp16, bf16): h = h.to(weight.dtype)   -> half_as weight
+ *                     h = h * weight
+ *   without a weight: h = h.to(input_dtype)                                     -> type_as its input */
+
+static int is_rmsnorm(const aten_node *n) { return n->op == ATEN_CALL && !strcmp(n->module_class, "RMSNorm"); }
+
+/* 1 if FX node j is the placeholder of the parameter "<module>.weight". */
+static int is_module_weight(const lctx *c, int j, const char *module) {
+    if (j < 0) return 0;
+    const aten_node *p = &c->g->nodes[j];
+    if (p->op != ATEN_PLACEHOLDER || p->input < 0) return 0;
+    const drift_aten_input *in = &c->g->inputs[p->input];
+    size_t m = strlen(module);
+    if (in->kind != DRIFT_ATEN_IN_PARAMETER || !in->target) return 0;
+    if (!m) return !strcmp(in->target, "weight");
+    return !strncmp(in->target, module, m) && in->target[m] == '.' && !strcmp(in->target + m + 1, "weight");
+}
+
+/* The FX node the current call of module m (the contiguous run of its nodes
+ * around c->cur) read its input from, when that call is a diffusers RMSNorm
+ * without a weight: the source of the run's first cast, computed outside m.
+ * -1 otherwise (a weight is used, or no such cast). */
+static int rmsnorm_noweight_input(const lctx *c, const char *m) {
+    const drift_aten_graph *g = c->g;
+    int lo = c->cur, hi = c->cur;
+    while (lo > 0 && g->nodes[lo - 1].op == ATEN_CALL && !strcmp(g->nodes[lo - 1].module, m)) lo--;
+    while (hi + 1 < g->n && g->nodes[hi + 1].op == ATEN_CALL && !strcmp(g->nodes[hi + 1].module, m)) hi++;
+    int src = -1;
+    for (int j = lo; j <= hi; j++) {
+        const aten_node *n = &g->nodes[j];
+        for (size_t k = 0; k < n->args->n_items; k++)
+            if (is_module_weight(c, ref_of(c, &n->args->items[k]), m)) return -1;
+        if (src < 0 && j < c->cur && !strcmp(n->target, "aten.to.dtype") && n->args->n_items > 0) {
+            int s = ref_of(c, &n->args->items[0]);
+            if (s >= 0 && strcmp(g->nodes[s].module, m)) src = s;
+        }
+    }
+    return src;
+}
+
 /* ---- casts ---------------------------------------------------------------------- */
 
 static int lower_to(lctx *c, const char *target) {
@@ -1090,6 +1135,16 @@ static int lower_to(lctx *c, const char *target) {
     }
     int id, out;
     if ((rc = mat_fx(c, j, &id))) return rc;
+    const aten_node *n = cur_node(c);
+    int src = is_rmsnorm(n) && !strcmp(target, "aten.to.dtype") ? rmsnorm_noweight_input(c, n->module) : -1;
+    const char *sd = src >= 0 ? val_dtype_str(&c->g->nodes[src]) : NULL, *td = val_dtype_str(n);
+    if (src >= 0 && src != j && sd && td && !strcmp(sd, td) && !strcmp(c->g->nodes[j].module, n->module)) {
+        /* `h.to(input_dtype)`: the dtype the norm's input has under the plan */
+        int ref;
+        if ((rc = mat_fx(c, src, &ref))) return rc;
+        if ((rc = emit_cast(c, id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, ref, &out))) return rc;
+        return set_result(c, out);
+    }
     if ((rc = emit_cast(c, id, DRIFT_RULE_CAST_TO, dt, -1, &out))) return rc;
     return set_result(c, out);
 }
@@ -1198,6 +1253,15 @@ static int lower_binary(lctx *c, const char *base, const char *target) {
         return rc;
     if (vb->ndim == 0 && va->ndim > 0 && (rc = emit_cast(c, b.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
         return rc;
+    const aten_node *n = cur_node(c);
+    if (!strcmp(base, "mul") && is_rmsnorm(n)) { /* diffusers' RMSNorm: h.to(weight.dtype) if half, then h * weight */
+        if (is_module_weight(c, b.fx, n->module) &&
+            (rc = emit_cast(c, a.id, DRIFT_RULE_HALF_AS, DRIFT_DTYPE_INVALID, b.id, &a.id)))
+            return rc;
+        if (is_module_weight(c, a.fx, n->module) &&
+            (rc = emit_cast(c, b.id, DRIFT_RULE_HALF_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
+            return rc;
+    }
     drift_op_kind k = !strcmp(base, "add") ? DRIFT_OP_ADD : !strcmp(base, "sub") ? DRIFT_OP_SUB
                       : !strcmp(base, "mul") ? DRIFT_OP_MUL : DRIFT_OP_DIV;
     int in[2] = {a.id, b.id}, id;

@@ -207,6 +207,11 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
     case DRIFT_RULE_TYPE_AS:
         r->out = r->compute = dtype_of(c, c->map[v->rule_ref]);
         break;
+    case DRIFT_RULE_HALF_AS: {
+        drift_dtype ref = dtype_of(c, c->map[v->rule_ref]);
+        r->out = r->compute = (ref == DRIFT_BF16 || ref == DRIFT_F16) ? ref : in_dt[0];
+        break;
+    }
     case DRIFT_RULE_INPUT_POLICY: {
         const drift_input_policy *pol = &c->plan->inputs[v->rule_ref];
         if (pol->kind == DRIFT_INPUT_PASSTHROUGH) r->out = in_dt[0];
@@ -280,7 +285,7 @@ static int add_node(actx *c, int sem_id, const drift_value *v) {
     for (int i = 0; i < v->op.n_in; i++) s.in[i] = ins[i];
     s.rule = v->rule;
     s.rule_dtype = v->rule_dtype;
-    s.rule_ref = v->rule == DRIFT_RULE_TYPE_AS ? c->map[v->rule_ref] : v->rule_ref;
+    s.rule_ref = (v->rule == DRIFT_RULE_TYPE_AS || v->rule == DRIFT_RULE_HALF_AS) ? c->map[v->rule_ref] : v->rule_ref;
     s.origin = DRIFT_ORIGIN_MODEL;
     s.sem_id = sem_id;
     s.name = v->name;

@@ -118,6 +118,7 @@ static const char *const rule_names[DRIFT_RULE_COUNT] = {
     [DRIFT_RULE_TYPE_AS] = "type_as",
     [DRIFT_RULE_INPUT_POLICY] = "input_policy",
     [DRIFT_RULE_FIXED] = "fixed",
+    [DRIFT_RULE_HALF_AS] = "half_as",
 };
 
 static const char *const kind_names[] = {"param", "buffer", "input", "node"};
@@ -323,7 +324,7 @@ static int n_in_ok(drift_op_kind k, int n) {
 }
 
 static int is_cast_rule(drift_dtype_rule r) {
-    return r == DRIFT_RULE_CAST_TO || r == DRIFT_RULE_TYPE_AS || r == DRIFT_RULE_INPUT_POLICY;
+    return r == DRIFT_RULE_CAST_TO || r == DRIFT_RULE_TYPE_AS || r == DRIFT_RULE_HALF_AS || r == DRIFT_RULE_INPUT_POLICY;
 }
 
 static int check_rule(const drift_graph *g, int id, const drift_node_spec *s, drift_err *err) {
@@ -338,8 +339,9 @@ static int check_rule(const drift_graph *g, int id, const drift_node_spec *s, dr
                                                    : "applies to cast nodes only");
     if ((r == DRIFT_RULE_CAST_TO || r == DRIFT_RULE_FIXED) && !valid_dtype(s->rule_dtype))
         return fail_node(id, op, err, "rule %s needs a dtype (fp32, bf16, fp16 or fp64)", drift_graph_rule_name(r));
-    if (r == DRIFT_RULE_TYPE_AS && (s->rule_ref < 0 || s->rule_ref >= id))
-        return fail_node(id, op, err, "type_as reference %d must be an earlier value id (0..%d)", s->rule_ref, id - 1);
+    if ((r == DRIFT_RULE_TYPE_AS || r == DRIFT_RULE_HALF_AS) && (s->rule_ref < 0 || s->rule_ref >= id))
+        return fail_node(id, op, err, "%s reference %d must be an earlier value id (0..%d)", drift_graph_rule_name(r),
+                         s->rule_ref, id - 1);
     if (r == DRIFT_RULE_INPUT_POLICY && (s->rule_ref < 0 || s->rule_ref >= DRIFT_INPUT_COUNT))
         return fail_node(id, op, err, "input_policy needs an input (latents, cond or timestep)");
     if ((int)s->origin < 0 || s->origin >= DRIFT_ORIGIN_COUNT)
@@ -494,7 +496,8 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     for (int i = 0; i < 3; i++) v->in[i] = i < op.n_in ? s->in[i] : -1;
     v->rule = s->rule;
     v->rule_dtype = (s->rule == DRIFT_RULE_CAST_TO || s->rule == DRIFT_RULE_FIXED) ? s->rule_dtype : DRIFT_DTYPE_INVALID;
-    v->rule_ref = (s->rule == DRIFT_RULE_TYPE_AS || s->rule == DRIFT_RULE_INPUT_POLICY) ? s->rule_ref : -1;
+    v->rule_ref = (s->rule == DRIFT_RULE_TYPE_AS || s->rule == DRIFT_RULE_HALF_AS || s->rule == DRIFT_RULE_INPUT_POLICY)
+                      ? s->rule_ref : -1;
     v->origin = s->origin;
     v->sem_id = g->assigned ? s->sem_id : -1;
     g->n++;

@@ -59,6 +59,8 @@ typedef enum drift_dtype_rule {
     DRIFT_RULE_TYPE_AS,        /* explicit .type_as(v) / .to(v.dtype): CAST to the dtype value rule_ref has */
     DRIFT_RULE_INPUT_POLICY,   /* boundary cast of input rule_ref (DRIFT_INPUT_*) by input_dtype_policy */
     DRIFT_RULE_FIXED,          /* output always rule_dtype, no casts (timestep sinusoid: fp32) */
+    DRIFT_RULE_HALF_AS,        /* `if v.dtype in (fp16, bf16): x = x.to(v.dtype)` (diffusers' RMSNorm before
+                                  its weight): CAST to rule_ref's dtype when that is bf16/fp16, else none */
     DRIFT_RULE_COUNT
 } drift_dtype_rule;
 

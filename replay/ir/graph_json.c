@@ -127,7 +127,7 @@ static void put_value(drift_json_buf *b, const drift_graph *g, int id) {
         drift_json_buf_field_string(b, "rule", drift_graph_rule_name(v->rule));
         if (v->rule == DRIFT_RULE_CAST_TO || v->rule == DRIFT_RULE_FIXED)
             drift_json_buf_field_string(b, "to", drift_dtype_name(v->rule_dtype));
-        if (v->rule == DRIFT_RULE_TYPE_AS) drift_json_buf_field_int(b, "ref", v->rule_ref);
+        if (v->rule == DRIFT_RULE_TYPE_AS || v->rule == DRIFT_RULE_HALF_AS) drift_json_buf_field_int(b, "ref", v->rule_ref);
         if (v->rule == DRIFT_RULE_INPUT_POLICY)
             drift_json_buf_field_string(b, "input", drift_graph_input_name(v->rule_ref));
         if (drift_graph_is_assigned(g)) {
@@ -422,7 +422,7 @@ static int parse_value(jctx *c, drift_graph *g, const drift_json_value *o, size_
     s.rule = drift_graph_rule_parse(v->str);
     if (s.rule == DRIFT_RULE_COUNT) return jfail(c, v, "'rule': unknown dtype rule \"%s\"", v->str);
     int wants_to = s.rule == DRIFT_RULE_CAST_TO || s.rule == DRIFT_RULE_FIXED;
-    int wants_ref = s.rule == DRIFT_RULE_TYPE_AS, wants_input = s.rule == DRIFT_RULE_INPUT_POLICY;
+    int wants_ref = s.rule == DRIFT_RULE_TYPE_AS || s.rule == DRIFT_RULE_HALF_AS, wants_input = s.rule == DRIFT_RULE_INPUT_POLICY;
     if ((v = drift_json_object_get(o, "to"))) {
         if (!wants_to) return jfail(c, v, "'to' applies to rules cast_to and fixed only");
         if ((rc = get_dtype(c, "to", v, &s.rule_dtype))) return rc;

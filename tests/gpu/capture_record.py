@@ -93,6 +93,14 @@ def block_names(m):
     return [n for n, _ in m.named_modules() if re.fullmatch(r"(\w*blocks)\.\d+", n)]
 
 
+def watched(m, tag):
+    """The modules whose outputs a trainer records: the blocks, or with
+    WATCH=all every named module (not for the 1.3B-wide model: its trace would be GBs)."""
+    if os.environ.get("WATCH") == "all" and not tag.endswith("_1p3b"):
+        return [n for n, _ in m.named_modules() if n]
+    return block_names(m)
+
+
 def first_tensor(out):
     if isinstance(out, (tuple, list)):
         return out[0]
@@ -209,7 +217,8 @@ def trainer(tag, out, dev):
     with Recorder(path, side="trainer", run_id=RUN_ID + "-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
         rec.record_params(m)                              # this rank's shards
         g = rec.capture_graph(m, step_inputs(kw, 0, dev))  # sharded: a meta copy is exported
-        rec.watch(m, outputs=block_names(m))
+        # WATCH=all: every module's output (small models: locates the first divergent op)
+        rec.watch(m, outputs=watched(m, tag))
         for s in range(STEPS):
             k = step_inputs(kw, s, dev)
             with rec.step(s), torch.no_grad():
@@ -226,10 +235,11 @@ def trainer(tag, out, dev):
             "capture": g.get("capture") if g else None, "nodes": len(g["nodes"]) if g else 0,
             "record_seconds": round(time.perf_counter() - t0, 2)}
     json.dump(info, open(os.path.join(d, "info.json"), "w"), indent=1)
-    ok = g is not None and g["capture"]["mode"] == "meta" and clean(cnt)
+    ok = g is not None and g["capture"]["mode"] in ("fake", "meta") and clean(cnt)
     result(tag, "trainer", ok, "%s: island %s (%d modules), graph %s, torch floor %.3g, %.1f MB, %.1f s" % (
-        path, pat, len(island), ("%d nodes, export %.2f s from a %s copy" % (info["nodes"], g["capture"]["seconds"],
-                                                                           g["capture"]["mode"])) if g else "NOT captured",
+        path, pat, len(island), ("%d nodes, export %.2f s from a %s copy, autocast %s%s" % (
+            info["nodes"], g["capture"]["seconds"], g["capture"]["mode"], g["capture"].get("autocast"),
+            " (fell back: %s)" % g["capture"]["fallback"] if g["capture"].get("fallback") else "")) if g else "NOT captured",
         sum(info["torch_floor_mean_abs_diff"]) / STEPS, size_mb(path), info["record_seconds"]) + cstr(cnt))
 
 

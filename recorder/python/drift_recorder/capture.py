@@ -12,6 +12,7 @@ paths, the signature); drift's importer (replay/capture/) interprets it.
 """
 import math
 import re
+import os
 import time
 
 FORMAT = "drift-aten-graph"
@@ -236,9 +237,9 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             inputs.append({"node": name, "kind": "constant", "target": spec.target})
             c = ep.constants.get(spec.target)
-            if constant_value is not None and isinstance(c, torch.Tensor) and c.device.type == "meta":
+            if constant_value is not None and isinstance(c, torch.Tensor) and dataless(c):
                 c = constant_value(spec.target, c)
-            if isinstance(c, torch.Tensor) and c.device.type != "meta" and c.numel() <= inline_limit:
+            if isinstance(c, torch.Tensor) and not dataless(c) and c.numel() <= inline_limit:
                 c = c.detach().cpu()
                 entry = {"shape": list(c.shape), "dtype": _dtype_name(c.dtype)}
                 if c.is_complex():  # stored as interleaved (real, imag) pairs
@@ -291,17 +292,31 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
     return doc
 
 
-def export_program(model, kwargs):
-    """(ExportedProgram, seconds) of model(**kwargs), fp32 semantics: autocast
-    off, no grad. Raises CaptureError with torch's message on failure."""
+def dataless(t):
+    """True for a tensor without values: on the meta device, or a FakeTensor."""
+    return t.device.type == "meta" or type(t).__name__ == "FakeTensor"
+
+
+def export_program(model, kwargs, autocast=None):
+    """(ExportedProgram, seconds) of model(**kwargs), no grad, under CUDA
+    autocast to the dtype autocast (torch.bfloat16 / torch.float16) or, for
+    None, with autocast off (fp32 semantics). Raises CaptureError with
+    torch's message on failure."""
+
     import torch
 
     t0 = time.perf_counter()
+    amp = (torch.autocast("cuda", dtype=autocast) if autocast is not None
+           else torch.autocast("cuda", enabled=False))
     try:
-        with torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False), torch.no_grad():
+        with amp, torch.autocast("cpu", enabled=False), torch.no_grad():
             ep = torch.export.export(model, args=(), kwargs=kwargs, strict=False)
     except Exception as e:  # the recorder never raises into the job
-        raise CaptureError("torch.export failed: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:300]))
+        import traceback
+        tb = traceback.extract_tb(e.__traceback__)
+        where = " (at %s:%d)" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else ""
+        raise CaptureError("torch.export failed: %s: %s%s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:300],
+                                                              where))
     return ep, time.perf_counter() - t0
 
 

@@ -2,18 +2,28 @@
 
 An unsharded model is exported as it is. An FSDP2-sharded one is not: its
 parameters are DTensor shards and exporting it would gather the whole model
-on this rank. Instead a copy with the same structure is built on the meta
-device (no storage) from the model's class and its diffusers `config` (or a
-user-supplied factory) and exported with meta inputs of the real shapes and
-dtypes: the graph, its shapes and its parameter FQNs are the same, no
-parameter value is needed. Buffers and attribute constants (RoPE tables) are
-not sharded by FSDP2, so their values come from the real model.
+on this rank. Instead a copy with the same structure is built from the
+model's class and its diffusers `config` (or a user-supplied factory) and
+exported with inputs of the real shapes and dtypes: the graph, its shapes and
+its parameter FQNs are the same, no parameter value is needed. Buffers and
+attribute constants (RoPE tables) are not sharded by FSDP2, so their values
+come from the real model.
+
+The copy is a FakeTensorMode copy on the model's GPU ("fake": no memory),
+each parameter in the dtype the forward sees (an FSDP2 module's
+MixedPrecisionPolicy.param_dtype), exported under the run's autocast: model
+code that decides on a dtype at run time (`timestep.to(hidden_states.dtype)`,
+diffusers' RMSNorm `if self.weight.dtype in (fp16, bf16)`) takes the
+branch the recorded run takes, and the graph holds the casts the run made
+(docs/aten-graph.md "Dtype decisions"). Where that export fails (no GPU, a
+model fake tensors cannot build), a meta-device copy in fp32 is exported
+without autocast ("meta"), as before, and the capture says why.
 
     doc, tensors = capture_for_recording(model, kwargs)   # tensors: [(name, tensor)]
 
 Every failure is a CaptureError with a one-line message.
 """
-from .capture import CaptureError, describe, export_program
+from .capture import CaptureError, dataless, describe, export_program
 
 # lifted constants above this many elements go to /buffers as constant:NAME,
 # not into the JSON (keeps /graph small: Qwen-Image's RoPE table is 32768)
@@ -64,15 +74,7 @@ def meta_copy(model, factory=None):
     import torch
 
     with torch.device("meta"):
-        if factory is not None:
-            m = factory()
-        else:
-            cfg = getattr(model, "config", None)
-            if cfg is None:
-                raise CaptureError("the model is sharded (FSDP2) and has no .config to rebuild it from: "
-                                   "pass capture_graph(..., factory=) building an unsharded copy")
-            cls = base_class(model)
-            m = cls.from_config(cfg) if hasattr(cls, "from_config") else cls(**dict(cfg))
+        m = _build(model, factory)
     m = m.to("meta").eval()
     want = sorted(_strip(n) for n, _ in model.named_parameters())
     have = sorted(n for n, _ in m.named_parameters())
@@ -81,6 +83,102 @@ def meta_copy(model, factory=None):
         raise CaptureError("the meta copy's parameters differ from the model's (%d vs %d, e.g. %s): "
                            "pass capture_graph(..., factory=)" % (len(have), len(want), extra))
     return m
+
+
+def forward_param_dtypes(model):
+    """{FQN: torch.dtype} each parameter has in the forward: the param_dtype of
+    the innermost FSDP2 module that manages it (when set), else its own."""
+    owner = {}
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except Exception:  # noqa: BLE001 - no FSDP2 in this torch
+        FSDPModule = None
+    if FSDPModule is not None:
+        for mn, mod in model.named_modules():
+            if isinstance(mod, FSDPModule):
+                dt = None
+                try:
+                    pg = mod._get_fsdp_state()._fsdp_param_group
+                    dt = pg.mp_policy.param_dtype if pg is not None else None
+                except Exception:  # noqa: BLE001 - a private API: fall back to the parameter's dtype
+                    dt = None
+                owner[_strip(mn)] = dt
+    out = {}
+    for n, p in model.named_parameters():
+        fq = _strip(n)
+        parts, dt = fq.split("."), None
+        for i in range(len(parts) - 1, -1, -1):
+            key = ".".join(parts[:i])
+            if key in owner:
+                dt = owner[key]
+                break
+        out[fq] = dt if dt is not None else p.dtype
+    return out
+
+
+def fake_copy(model, factory, dtypes, device):
+    """(copy, fake_mode): an unsharded copy of model whose tensors are
+    FakeTensors on device (no memory), parameter FQN in dtypes[FQN], buffers
+    in the real model's dtypes. Raises CaptureError."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fm = FakeTensorMode(allow_non_fake_inputs=True)
+    real_bufs = {_strip(n): b for n, b in model.named_buffers()}
+    with fm, torch.device(device):
+        m = _build(model, factory)
+        m.eval()
+        for name, p in list(m.named_parameters()):
+            mod_name, _, leaf = name.rpartition(".")
+            mod = m.get_submodule(mod_name) if mod_name else m
+            want = dtypes.get(name, p.dtype)
+            # a new Parameter instead of module.to(): FakeTensor params cannot be swapped in place
+            setattr(mod, leaf, torch.nn.Parameter(torch.empty(p.shape, dtype=want), requires_grad=False))
+        for name, b in list(m.named_buffers()):
+            rb = real_bufs.get(name)
+            if rb is not None and rb.dtype != b.dtype:
+                mod_name, _, leaf = name.rpartition(".")
+                mod = m.get_submodule(mod_name) if mod_name else m
+                mod.register_buffer(leaf, torch.empty(b.shape, dtype=rb.dtype), persistent=leaf not in getattr(
+                    mod, "_non_persistent_buffers_set", set()))
+        # a tensor attribute made outside the mode (a cached table, a class-level
+        # constant) would be fakified by the export in a second mode: one mode for all
+        for mod in m.modules():
+            for k, v in list(vars(mod).items()):
+                if isinstance(v, torch.Tensor) and not dataless(v):
+                    setattr(mod, k, fm.from_tensor(v))
+    have = sorted(n for n, _ in m.named_parameters())
+    if have != sorted(dtypes):
+        raise CaptureError("the fake copy's parameters differ from the model's (%d vs %d)" % (len(have), len(dtypes)))
+    return m, fm
+
+
+def _build(model, factory):
+    """factory(), else the model's class from its diffusers config (under the caller's device context)."""
+    if factory is not None:
+        return factory()
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        raise CaptureError("the model is sharded (FSDP2) and has no .config to rebuild it from: "
+                           "pass capture_graph(..., factory=) building an unsharded copy")
+    cls = base_class(model)
+    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(**dict(cfg))
+
+
+def to_fake(v, fm):
+    """kwargs with every tensor replaced by a fake tensor of fm (same shape, dtype, device)."""
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        if type(v).__name__ == "DTensor":  # never gathered: a fake of its global shape
+            with fm:
+                return torch.empty(tuple(v.shape), dtype=v.dtype, device=v.device)
+        return fm.from_tensor(v)
+    if isinstance(v, dict):
+        return {k: to_fake(x, fm) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(to_fake(x, fm) for x in v) if not hasattr(v, "_fields") else type(v)(*[to_fake(x, fm) for x in v])
+    return v
 
 
 def _strip(name):
@@ -142,7 +240,7 @@ class ConstantTap:
             def tapped(data, *args, **kw):
                 t = fn(data, *args, **kw)
                 try:
-                    if isinstance(t, torch.Tensor) and t.device.type == "meta" and _plain_data(data):
+                    if isinstance(t, torch.Tensor) and dataless(t) and _plain_data(data):
                         self.made.append([t, data, False])
                 except Exception:  # noqa: BLE001 - the tap never breaks the export
                     pass
@@ -196,24 +294,59 @@ def _first_device(kwargs, model):
     return "cpu"
 
 
-def capture_for_recording(model, kwargs, factory=None, mode="auto"):
+def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=None):
     """(doc, tensors) for Recorder.capture_graph.
 
-    mode: "auto" (a meta copy if the model is sharded or has parameters that
-    are not fp32, else the model itself),
-    "model" or "meta". doc: the drift-aten-graph dict with "capture": {"mode",
-    "seconds"}; tensors: [(name, tensor)] to write to /buffers: every buffer
-    input under its FQN, every lifted constant not inlined under
-    constant:NAME (values from the real model). Raises CaptureError."""
+    mode: "auto" (a fake copy in the forward's parameter dtypes if the model
+    is sharded or has parameters that are not fp32, falling back to a meta
+    copy in fp32 when that export fails; else the model itself), "model",
+    "fake" or "meta". autocast: the run's autocast dtype (torch.bfloat16,
+    torch.float16) or None: the export runs under it (not in "meta" mode,
+    where autocast cannot apply). doc: the drift-aten-graph dict with
+    "capture": {"mode", "seconds", "autocast"[, "fallback"]}; tensors:
+    [(name, tensor)] to write to /buffers: every buffer input under its FQN,
+    every lifted constant not inlined under constant:NAME (values from the
+    real model). Raises CaptureError."""
     import torch
 
     real = unwrap(model)
+    fallback = None
     if mode == "auto":
         # a sharded model is never gathered; a model whose parameters are not
-        # fp32 (a bf16 rollout engine) would be exported with its casts baked in
-        mode = "meta" if is_sharded(real) or not all_fp32(real) else "model"
+        # fp32 (a bf16 rollout engine) is exported as a copy in its own dtypes
+        if is_sharded(real) or not all_fp32(real):
+            dev = _first_device(kwargs, real)
+            if dev.startswith("cuda"):
+                try:
+                    return _capture(real, kwargs, factory, "fake", autocast)
+                except CaptureError as e:
+                    fallback = "fake copy: " + str(e)[:600]
+            else:
+                fallback = "fake copy: the inputs are not on a GPU (%s)" % dev
+            mode = "meta"
+        else:
+            mode = "model"
+    doc, tensors = _capture(real, kwargs, factory, mode, autocast)
+    if fallback:
+        doc["capture"]["fallback"] = fallback
+    return doc, tensors
+
+
+def _capture(real, kwargs, factory, mode, autocast):
+    import torch
+
     alias = None
-    if mode == "meta":
+    if mode == "fake":
+        dtypes = forward_param_dtypes(real)
+        try:
+            src, fm = fake_copy(real, factory, dtypes, _first_device(kwargs, real))
+            ekw = to_fake(kwargs, fm)
+        except CaptureError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise CaptureError("fake copy: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:200]))
+    elif mode == "meta":
+        autocast = None  # autocast does not apply to meta tensors: fp32 semantics
         src = meta_copy(real, factory)
         ekw = to_meta(kwargs)
         alias = {"meta": _first_device(kwargs, real)}
@@ -222,13 +355,13 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto"):
             raise CaptureError("mode='model' on a sharded model would gather it: use mode='auto' or 'meta'")
         src, ekw = real, kwargs
     else:
-        raise CaptureError("capture mode %r: expected auto, model or meta" % (mode,))
+        raise CaptureError("capture mode %r: expected auto, model, fake or meta" % (mode,))
     tap = ConstantTap()
-    if mode == "meta":
+    if mode in ("meta", "fake"):
         with tap:
-            ep, seconds = export_program(src, ekw)
+            ep, seconds = export_program(src, ekw, autocast)
     else:
-        ep, seconds = export_program(src, ekw)
+        ep, seconds = export_program(src, ekw, autocast)
 
     def real_value(target, c):
         """A meta export's constant: the real model's attribute of that name,
@@ -240,8 +373,9 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto"):
 
     doc = describe(ep, kwargs, model_class=base_class(real).__name__, export_seconds=seconds,
                    inline_limit=RECORDER_INLINE_LIMIT, device_alias=alias,
-                   constant_value=real_value if mode == "meta" else None)
-    doc["capture"] = {"mode": mode, "seconds": round(seconds, 3)}
+                   constant_value=real_value if mode in ("meta", "fake") else None)
+    doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
+                      "autocast": str(autocast).replace("torch.", "") if autocast is not None else None}
     tensors, missing = [], []
     named_bufs = {_strip(n): b for n, b in real.named_buffers()}
     for inp in doc["inputs"]:
@@ -251,11 +385,11 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto"):
                 v = ep.state_dict.get(name, ep.constants.get(name))
         elif inp["kind"] == "constant" and inp["target"] not in doc["constants"]:
             name, v = "constant:" + inp["target"], ep.constants.get(inp["target"])
-            if not isinstance(v, torch.Tensor) or v.device.type == "meta":
+            if not isinstance(v, torch.Tensor) or dataless(v):
                 v = real_value(inp["target"], v)
         else:
             continue
-        if isinstance(v, torch.Tensor) and v.device.type != "meta":
+        if isinstance(v, torch.Tensor) and not dataless(v):
             tensors.append((name, v))
         else:
             missing.append(name)

@@ -23,6 +23,20 @@ from .metrics import compare_metrics, logprob_metrics
 _WRAPPER_PARTS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod")
 
 
+
+def _plan_dict(plan):
+    """The plan as a dict (a dict, a JSON string or None); {} if unreadable."""
+    if isinstance(plan, dict):
+        return plan
+    if isinstance(plan, str) and plan.strip():
+        try:
+            import json
+            v = json.loads(plan)
+            return v if isinstance(v, dict) else {}
+        except ValueError:
+            return {}
+    return {}
+
 class RecorderError(RuntimeError):
     pass
 
@@ -200,6 +214,8 @@ class Recorder:
             if run_id is None:
                 run_id = os.environ.get("DRIFT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
             self.run_id = run_id
+            self._plan_obj = _plan_dict(plan)
+            self._side_name = side if isinstance(side, str) else ""
             if isinstance(plan, dict):
                 import json
                 plan = json.dumps(plan)
@@ -647,7 +663,17 @@ class Recorder:
             return False
 
     # ------------------------------------------------------- graph capture
-    def capture_graph(self, model, kwargs, *, factory=None, mode="auto", exporter=None):
+    def _plan_autocast(self):
+        """The run's autocast dtype per the plan: the trainer's
+        diffusion_forward_dtype, the rollout's sglang_dit_precision; None for
+        fp32 or no plan."""
+        import torch
+
+        p = getattr(self, "_plan_obj", None) or {}
+        key = "sglang_dit_precision" if getattr(self, "_side_name", "") == "rollout" else "diffusion_forward_dtype"
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(p.get(key, "")).lower())
+
+    def capture_graph(self, model, kwargs, *, factory=None, mode="auto", exporter=None, autocast="plan"):
         """Exports model(**kwargs) once with torch.export and stores it in
         /graph (docs/aten-graph.md), with every buffer and every lifted
         constant too large to inline in /buffers (docs/recorder.md "Graph
@@ -655,8 +681,13 @@ class Recorder:
         the kwargs of the forward; record_params/watch as usual. A sharded
         (FSDP2) model is never gathered: a meta-device copy is exported
         (factory: a callable building an unsharded copy, for models without a
-        diffusers .config); so is a model whose parameters are not fp32 (the
-        graph is fp32 semantics). mode: auto | model | meta. exporter(model,
+        diffusers .config), as a fake-tensor copy in the forward's parameter
+        dtypes (FSDP2 param_dtype) on the GPU, or a meta copy in fp32 where
+        that fails; so is a model whose parameters are not fp32. The export
+        runs under autocast: "plan" (the default: the plan's forward dtype for
+        this side), None (off: fp32 semantics) or a torch dtype, so that the
+        model code's run-time dtype decisions are the run's (docs/aten-graph.md
+        "Dtype decisions"). mode: auto | model | fake | meta. exporter(model,
         kwargs, factory=, mode=) -> (doc, [(name, tensor)]) replaces the
         torch.export path (tests). A model that cannot be exported gets a
         warning note in the trace and one stderr line; the recording goes
@@ -669,10 +700,12 @@ class Recorder:
             self._capture_failed("called after the first step ended (the trace has started; /graph is fixed)")
             return None
         try:
-            if exporter is None:
+            kw = {"factory": factory, "mode": mode}
+            if exporter is None:  # the stand-in exporters of the tests take no autocast
                 from .capture_source import capture_for_recording as exporter
+                kw["autocast"] = self._plan_autocast() if autocast == "plan" else autocast
             with self.paused():  # the export runs the forward: no hook records it
-                doc, tensors = exporter(model, kwargs, factory=factory, mode=mode)
+                doc, tensors = exporter(model, kwargs, **kw)
         except Exception as e:  # noqa: BLE001 - CaptureError, or torch missing: the job goes on
             self._capture_failed(f"{type(e).__name__}: {e}")
             return None
@@ -689,7 +722,10 @@ class Recorder:
             nodes = len(doc.get("nodes", []))
             self.note(f"graph captured: {doc.get('model_class', '?')}, {nodes} nodes, "
                       f"{len(self._graph_sites)} tensor inputs, {nbuf} buffers, export "
-                      f"{secs if secs is not None else '?'} s ({cap.get('mode', 'model')})", 0)
+                      f"{secs if secs is not None else '?'} s ({cap.get('mode', 'model')}"
+                      f"{', autocast ' + cap['autocast'] if cap.get('autocast') else ''})", 0)
+            if cap.get("fallback"):
+                self.note(("graph capture fell back to a meta copy in fp32: " + cap["fallback"])[:255], 1)
             if cap.get("missing_values"):
                 self.note("graph capture: no values for " + ", ".join(cap["missing_values"])[:200], 1)
             return doc
