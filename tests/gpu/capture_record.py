@@ -235,7 +235,7 @@ def trainer(tag, out, dev):
             "capture": g.get("capture") if g else None, "nodes": len(g["nodes"]) if g else 0,
             "record_seconds": round(time.perf_counter() - t0, 2)}
     json.dump(info, open(os.path.join(d, "info.json"), "w"), indent=1)
-    ok = g is not None and g["capture"]["mode"] in ("fake", "meta") and clean(cnt)
+    ok = g is not None and g["capture"]["mode"] in ("fake", "device", "meta") and clean(cnt)
     result(tag, "trainer", ok, "%s: island %s (%d modules), graph %s, torch floor %.3g, %.1f MB, %.1f s" % (
         path, pat, len(island), ("%d nodes, export %.2f s from a %s copy, autocast %s%s" % (
             info["nodes"], g["capture"]["seconds"], g["capture"]["mode"], g["capture"].get("autocast"),

@@ -71,12 +71,16 @@ else fail "build: $DRIFT or $DRIFT_RECORDER_LIB missing (logs.tgz: logs/build/bu
 PREFIX="${PREFIX:-/tmp/drift-gpu-prefix}"
 LIBDIRS=""
 [ -d "$PREFIX" ] && LIBDIRS=$(find "$PREFIX" \( -name '*.so' -o -name '*.so.*' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
+# TORCH_LIBS=1 (default): drift runs torch's own cuBLASLt / cuDNN (tests/gpu/lib_torch_libs.sh)
+. "$S/tests/gpu/lib_torch_libs.sh"
+[ "${TORCH_LIBS:-1}" = 1 ] && TL=$(torch_lib_dirs) && [ -n "$TL" ] && LIBDIRS="$TL:$LIBDIRS"
 drift() { LD_LIBRARY_PATH="${LIBDIRS}${LD_LIBRARY_PATH:-}" "$DRIFT" "$@"; }
 export PYTHONPATH="$S/.pydeps:$S/recorder/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # no NVLink multicast (machine notes)
 "$PY" -c "import torch, diffusers; print('torch', torch.__version__, 'diffusers', diffusers.__version__, 'cuda', torch.cuda.is_available())" \
   > "$W/logs/env.txt" 2>&1 || { fail "python: torch/diffusers not importable: $(tail -1 "$W/logs/env.txt")"; pack; exit 1; }
 line "INFO: $(cat "$W/logs/env.txt")"
+line "INFO: drift's cuBLASLt / cuDNN (TORCH_LIBS=${TORCH_LIBS:-1}): $(LD_LIBRARY_PATH="${LIBDIRS}${LD_LIBRARY_PATH:-}" ldd "$DRIFT" | grep -o -E '(libcublasLt|libcudnn)\.so[^ ]* => [^ ]*' | tr '\n' ' ')"
 
 # ---- 2+3. the three recorders, concurrently on the one GPU ------------------------------------
 REC="$S/tests/gpu/capture_record.py"

@@ -147,6 +147,15 @@ for f in "$BUILD_SRC"/tests/gpu/test_*.c; do
 done
 BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_attention bench_cuda_forward bench_seed)
 
+# TORCH_LIBS=1: tests and benches run with torch's own cuBLASLt / cuDNN
+# wheels first on LD_LIBRARY_PATH (the build links the toolkit's copies)
+. "$SRC/tests/gpu/lib_torch_libs.sh"
+use_torch_libs() {
+  [ "${TORCH_LIBS:-0}" = 1 ] || return 0
+  local tl; tl=$(torch_lib_dirs)
+  [ -n "$tl" ] && export LD_LIBRARY_PATH="$tl:${LD_LIBRARY_PATH:-}" && say "TORCH_LIBS: torch's libraries first: $tl"
+}
+
 # ---------------------------------------------------------------- build
 BUILD_OK=1
 if has_stage build; then
@@ -173,6 +182,7 @@ fi
 
 # ---------------------------------------------------------------- tests
 ALL_OK=$BUILD_OK
+[ $BUILD_OK = 1 ] && use_torch_libs
 if has_stage test && [ $BUILD_OK = 1 ]; then
   say "GPU tests (log: $TEST_LOG)"
   : >"$TEST_LOG"

@@ -425,6 +425,72 @@ static void test_copy_into_views(void **s) {
     free(doc);
 }
 
+/* ---- dtype branches of diffusers' RMSNorm (docs/aten-graph.md) ------------------------------- */
+
+/* Lowers tests/data/graphs/<name> and assigns it under a bf16 forward (the
+ * input cast to bf16 by its input policy, parameters bf16); returns the output's dtype and counts the
+ * half_as casts; the assigned graph runs on the cpu backend. */
+static drift_dtype rmsnorm_out_dtype(const char *name, int *n_half_as) {
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/graphs/%s", testdata(), name);
+    char *doc = slurp(path, &len);
+    if (!doc) fail_msg("%s missing", path);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *g = NULL;
+    drift_graph *sem = NULL, *as = NULL;
+    if (drift_aten_graph_parse(doc, len, name, &g, &e) || drift_aten_graph_lower(g, &sem, &e)) fail_msg("%s", e.msg);
+    *n_half_as = 0;
+    for (int i = 0; i < drift_graph_count(sem); i++) *n_half_as += drift_graph_value(sem, i)->rule == DRIFT_RULE_HALF_AS;
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_BF16;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    plan.inputs[DRIFT_INPUT_LATENTS].kind = DRIFT_INPUT_DEFAULT; /* cast to bf16: the norm's input is bf16 */
+    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("%s", e.msg);
+    drift_dtype dt = drift_graph_value(as, drift_graph_output(as))->dtype;
+    float w[8], x[32];
+    for (int i = 0; i < 8; i++) w[i] = 1.0f + 0.1f * (float)i;
+    for (int i = 0; i < 32; i++) x[i] = (float)((i * 5) % 9) * 0.37f - 1.3f;
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(ps, "norm.weight", DRIFT_F32, 1, (int64_t[]){8}, w, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, (int64_t[]){1, 4, 8}, x, NULL, NULL, &e), 0);
+    drift_backend *be;
+    assert_int_equal(drift_backend_create("cpu", &be, &e), 0);
+    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    if (drift_exec_run(as, be, &in, &r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    drift_exec_result_free(&r);
+    drift_backend_free(be);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_aten_graph_free(g);
+    drift_plan_free(&plan);
+    free(doc);
+    return dt;
+}
+
+static void test_rmsnorm_dtype_branches(void **s) {
+    (void)s;
+    int half_as = 0;
+    /* with a bf16 weight the model code rounds h to bf16 before `h * weight`: a bf16 result
+     * (an fp32 export alone would promote it to fp32) */
+    assert_int_equal(rmsnorm_out_dtype("mini_rmsnorm.json", &half_as), DRIFT_BF16);
+    assert_int_equal(half_as, 1);
+    /* without a weight, h.to(input_dtype) returns to the input's dtype (bf16), not the fp32 captured */
+    assert_int_equal(rmsnorm_out_dtype("mini_rmsnorm_noweight.json", &half_as), DRIFT_BF16);
+    assert_int_equal(half_as, 0);
+}
+
 /* ---- the autocast table is the one documented --------------------------------------------- */
 
 static void test_autocast_table_documented(void **s) {
@@ -503,6 +569,7 @@ int main(void) {
         cmocka_unit_test(test_ltx2_replays),
         cmocka_unit_test(test_hostile_graphs),
         cmocka_unit_test(test_copy_into_views),
+        cmocka_unit_test(test_rmsnorm_dtype_branches),
         cmocka_unit_test(test_autocast_table_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,9 +15,11 @@ MixedPrecisionPolicy.param_dtype), exported under the run's autocast: model
 code that decides on a dtype at run time (`timestep.to(hidden_states.dtype)`,
 diffusers' RMSNorm `if self.weight.dtype in (fp16, bf16)`) takes the
 branch the recorded run takes, and the graph holds the casts the run made
-(docs/aten-graph.md "Dtype decisions"). Where that export fails (no GPU, a
-model fake tensors cannot build), a meta-device copy in fp32 is exported
-without autocast ("meta"), as before, and the capture says why.
+(docs/aten-graph.md "Dtype decisions"). Where that export fails, a real
+copy on the GPU with arbitrary values is exported the same way ("device"),
+when it takes at most a quarter of the free GPU memory; else (no GPU, a big
+model) a meta-device copy in fp32 without autocast ("meta"), as before. The
+capture says which and why ("fallback").
 
     doc, tensors = capture_for_recording(model, kwargs)   # tensors: [(name, tensor)]
 
@@ -151,6 +153,43 @@ def fake_copy(model, factory, dtypes, device):
     if have != sorted(dtypes):
         raise CaptureError("the fake copy's parameters differ from the model's (%d vs %d)" % (len(have), len(dtypes)))
     return m, fm
+
+
+DEVICE_COPY_SHARE = 0.25  # the largest share of the GPU's free memory a device copy may take
+
+
+def device_copy(model, factory, dtypes, device):
+    """An unsharded copy of model on device with arbitrary parameter values
+    (the export needs shapes and dtypes, not values), each parameter in
+    dtypes[FQN]; only when its parameters take at most DEVICE_COPY_SHARE of the
+    device's free memory. Never touches model's own (sharded) storage."""
+    import torch
+
+    need = 0
+    for n, p in model.named_parameters():
+        need += p.numel() * torch.empty((), dtype=dtypes.get(_strip(n), p.dtype)).element_size()
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    if need > DEVICE_COPY_SHARE * free:
+        raise CaptureError("a device copy needs %.1f GB, more than %d%% of the %.1f GB free" % (
+            need / 1e9, int(DEVICE_COPY_SHARE * 100), free / 1e9))
+    try:
+        with torch.device(device):
+            m = _build(model, factory)
+        m.eval()
+        with torch.no_grad():
+            for name, p in list(m.named_parameters()):
+                want = dtypes.get(name, p.dtype)
+                if p.dtype != want:
+                    mod_name, _, leaf = name.rpartition(".")
+                    mod = m.get_submodule(mod_name) if mod_name else m
+                    setattr(mod, leaf, torch.nn.Parameter(p.detach().to(want), requires_grad=False))
+                else:
+                    p.requires_grad_(False)
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise CaptureError("device copy: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:200]))
+    return m
 
 
 def _build(model, factory):
@@ -298,9 +337,9 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
     """(doc, tensors) for Recorder.capture_graph.
 
     mode: "auto" (a fake copy in the forward's parameter dtypes if the model
-    is sharded or has parameters that are not fp32, falling back to a meta
-    copy in fp32 when that export fails; else the model itself), "model",
-    "fake" or "meta". autocast: the run's autocast dtype (torch.bfloat16,
+    is sharded or has parameters that are not fp32, falling back to a device
+    copy, then to a meta copy in fp32, when that export fails; else the model
+    itself), "model", "fake", "device" or "meta". autocast: the run's autocast dtype (torch.bfloat16,
     torch.float16) or None: the export runs under it (not in "meta" mode,
     where autocast cannot apply). doc: the drift-aten-graph dict with
     "capture": {"mode", "seconds", "autocast"[, "fallback"]}; tensors:
@@ -321,6 +360,12 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
                     return _capture(real, kwargs, factory, "fake", autocast)
                 except CaptureError as e:
                     fallback = "fake copy: " + str(e)[:600]
+                try:  # a real copy with arbitrary values, when it fits in a small share of the free memory
+                    doc, tensors = _capture(real, kwargs, factory, "device", autocast)
+                    doc["capture"]["fallback"] = fallback
+                    return doc, tensors
+                except CaptureError as e:
+                    fallback += "; device copy: " + str(e)[:300]
             else:
                 fallback = "fake copy: the inputs are not on a GPU (%s)" % dev
             mode = "meta"
@@ -345,6 +390,10 @@ def _capture(real, kwargs, factory, mode, autocast):
             raise
         except Exception as e:  # noqa: BLE001
             raise CaptureError("fake copy: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:200]))
+    elif mode == "device":
+        dtypes = forward_param_dtypes(real)
+        src = device_copy(real, factory, dtypes, _first_device(kwargs, real))
+        ekw = kwargs
     elif mode == "meta":
         autocast = None  # autocast does not apply to meta tensors: fp32 semantics
         src = meta_copy(real, factory)
@@ -355,11 +404,17 @@ def _capture(real, kwargs, factory, mode, autocast):
             raise CaptureError("mode='model' on a sharded model would gather it: use mode='auto' or 'meta'")
         src, ekw = real, kwargs
     else:
-        raise CaptureError("capture mode %r: expected auto, model, fake or meta" % (mode,))
+        raise CaptureError("capture mode %r: expected auto, model, fake, device or meta" % (mode,))
     tap = ConstantTap()
-    if mode in ("meta", "fake"):
+    if mode in ("meta", "fake", "device"):
         with tap:
-            ep, seconds = export_program(src, ekw, autocast)
+            try:
+                ep, seconds = export_program(src, ekw, autocast)
+            except CaptureError as e:
+                if mode != "fake" or "doesn't match mode" not in str(e):
+                    raise
+                with fm:  # a fake tensor of a second mode among the inputs: trace inside the copy's mode
+                    ep, seconds = export_program(src, ekw, autocast)
     else:
         ep, seconds = export_program(src, ekw, autocast)
 
@@ -373,7 +428,7 @@ def _capture(real, kwargs, factory, mode, autocast):
 
     doc = describe(ep, kwargs, model_class=base_class(real).__name__, export_seconds=seconds,
                    inline_limit=RECORDER_INLINE_LIMIT, device_alias=alias,
-                   constant_value=real_value if mode in ("meta", "fake") else None)
+                   constant_value=real_value if mode in ("meta", "fake", "device") else None)
     doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
                       "autocast": str(autocast).replace("torch.", "") if autocast is not None else None}
     tensors, missing = [], []
