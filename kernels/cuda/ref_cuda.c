@@ -141,7 +141,7 @@ static int run_linear(rc_ctx *c, const drift_op *op, const drift_tensor *const *
     const drift_tensor *x = in[0], *w = in[1];
     const int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = K ? x->numel / K : out->numel / (N ? N : 1);
     return cu(rcu_gemm(c->stream, 1, D(x), K, D(w), K, out->data, N, M, N, K, RCU_EPI_BIAS,
-                       op->n_in > 2 ? D(in[2]) : NULL, 1.0),
+                       op->n_in > 2 ? D(in[2]) : NULL, 1.0, NULL),
               err, c, "linear");
 }
 
@@ -153,8 +153,10 @@ static void attn_strides(const drift_tensor *t, int layout, int64_t *s) {
     s[2] = layout ? n2 * Dd : Dd;
 }
 
-/* Per (b, h) and query chunk, the CPU's attn_rows: S = (Q K^T) * scale, rows
- * of S -> exp(s - max) and their sums l (in key order), O = (P V) / l. */
+/* The CPU's attn_rows, per group of (b, h) pairs (one batched launch each)
+ * and query chunk: S = (Q K^T) * scale, rows of S -> exp(s - max) and their
+ * sums l (in key order), O = (P V) / l. The groups and chunks fill at most
+ * attn_budget bytes of scores; they change no sum. */
 static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
@@ -168,27 +170,41 @@ static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *cons
     attn_strides(out, ly, os);
     const double scale = op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh);
     if (B * H * Lq == 0 || Dv == 0) return DRIFT_OK;
-    int64_t qc = (int64_t)(c->attn_budget / ((size_t)(Lk ? Lk : 1) * sizeof(double)));
+    const int64_t lk1 = Lk ? Lk : 1;
+    int64_t qc = (int64_t)(c->attn_budget / ((size_t)lk1 * sizeof(double)));
     if (qc < 1) qc = 1;
     if (qc > Lq) qc = Lq;
+    /* pairs per launch: whole batches of H heads when they fit, else heads of one batch */
+    int64_t G = (int64_t)(c->attn_budget / ((size_t)(qc * lk1) * sizeof(double)));
+    if (G > 65535) G = 65535;
+    if (G < 1) G = 1;
+    const int whole = G >= H;
+    if (whole) G = (G / H < B ? G / H : B) * H;
     double *S = NULL, *l = NULL;
-    int rc = cu(cudaMallocAsync((void **)&S, (size_t)(qc * (Lk ? Lk : 1)) * sizeof(double), c->stream), err, c,
+    int rc = cu(cudaMallocAsync((void **)&S, (size_t)(G * qc * lk1) * sizeof(double), c->stream), err, c,
                 "attention: scratch");
-    if (!rc) rc = cu(cudaMallocAsync((void **)&l, (size_t)qc * sizeof(double), c->stream), err, c, "attention: scratch");
-    for (int64_t b = 0; !rc && b < B; b++)
-        for (int64_t h = 0; !rc && h < H; h++)
+    if (!rc) rc = cu(cudaMallocAsync((void **)&l, (size_t)(G * qc) * sizeof(double), c->stream), err, c, "attention: scratch");
+    for (int64_t b0 = 0; !rc && b0 < B; b0 += whole ? G / H : 1)
+        for (int64_t h0 = 0; !rc && h0 < H; h0 += whole ? H : G)
             for (int64_t q0 = 0; !rc && q0 < Lq; q0 += qc) {
                 const int64_t nq = Lq - q0 < qc ? Lq - q0 : qc;
-                const double *Qp = D(q) + b * qs[0] + h * qs[1] + q0 * qs[2];
-                const double *Kp = D(k) + b * ks[0] + h * ks[1], *Vp = D(v) + b * vs[0] + h * vs[1];
-                double *Op = (double *)out->data + b * os[0] + h * os[1] + q0 * os[2];
+                rcu_batch bt;
+                bt.inner = whole ? H : (H - h0 < G ? H - h0 : G);
+                bt.count = whole ? (B - b0 < G / H ? B - b0 : G / H) * H : bt.inner;
+                const double *Qp = D(q) + b0 * qs[0] + h0 * qs[1] + q0 * qs[2];
+                const double *Kp = D(k) + b0 * ks[0] + h0 * ks[1], *Vp = D(v) + b0 * vs[0] + h0 * vs[1];
+                double *Op = (double *)out->data + b0 * os[0] + h0 * os[1] + q0 * os[2];
+                bt.c[0] = bt.inner * nq * Lk, bt.c[1] = nq * Lk; /* S: per pair nq x Lk, contiguous */
+                bt.v[0] = bt.inner * nq, bt.v[1] = nq;          /* l */
+                bt.a[0] = qs[0], bt.a[1] = qs[1], bt.b[0] = ks[0], bt.b[1] = ks[1];
                 /* Lk == 0: l = 0 and every output 0 / 0, as the CPU's */
-                rc = cu(rcu_gemm(c->stream, 1, Qp, qs[2], Kp, ks[2], S, Lk, nq, Lk, Dh, RCU_EPI_SCALE, NULL, scale), err,
-                        c, "attention: scores");
-                if (!rc) rc = cu(rcu_softmax_rows(c->stream, S, nq, Lk, l), err, c, "attention: softmax");
+                rc = cu(rcu_gemm(c->stream, 1, Qp, qs[2], Kp, ks[2], S, Lk, nq, Lk, Dh, RCU_EPI_SCALE, NULL, scale, &bt),
+                        err, c, "attention: scores");
+                if (!rc) rc = cu(rcu_softmax_rows(c->stream, S, bt.count * nq, Lk, l), err, c, "attention: softmax");
+                bt.a[0] = bt.c[0], bt.a[1] = bt.c[1], bt.b[0] = vs[0], bt.b[1] = vs[1], bt.c[0] = os[0], bt.c[1] = os[1];
                 if (!rc)
-                    rc = cu(rcu_gemm(c->stream, 0, S, Lk, Vp, vs[2], Op, os[2], nq, Dv, Lk, RCU_EPI_DIV_ROW, l, 1.0), err,
-                            c, "attention: values");
+                    rc = cu(rcu_gemm(c->stream, 0, S, Lk, Vp, vs[2], Op, os[2], nq, Dv, Lk, RCU_EPI_DIV_ROW, l, 1.0, &bt),
+                            err, c, "attention: values");
             }
     if (S) cudaFreeAsync(S, c->stream);
     if (l) cudaFreeAsync(l, c->stream);

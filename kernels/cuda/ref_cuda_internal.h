@@ -56,11 +56,19 @@ cudaError_t rcu_aten_ew(cudaStream_t s, int scalar_op, int sub, const double *x,
 cudaError_t rcu_reduce(cudaStream_t s, const double *x, double *y, int64_t outer, int64_t n, int64_t inner, int mean);
 /* DRIFT_OP_FILL: sub 0 value, 1 value + i * step, 2 linspace from value to step. */
 cudaError_t rcu_fill(cudaStream_t s, double *y, int64_t n, int sub, double value, double step);
+/* A batch of count GEMMs: GEMM z = (z0, z1) = (z / inner, z % inner) offsets
+ * a, b, c and vec by z0 * x[0] + z1 * x[1] elements (x = a, b, c, v). */
+typedef struct rcu_batch {
+    int64_t count, inner;
+    int64_t a[2], b[2], c[2], v[2];
+} rcu_batch;
+
 /* C[m*ldc + n] = epi(sum over k < K, in k order, of A[m*lda + k] * B(k, n)),
- * B(k, n) = b[n*ldb + k] when b_nk, else b[k*ldb + n]; m < M, n < N. */
+ * B(k, n) = b[n*ldb + k] when b_nk, else b[k*ldb + n]; m < M, n < N; batch
+ * NULL: one GEMM, else at most 65535. */
 cudaError_t rcu_gemm(cudaStream_t s, int b_nk, const double *a, int64_t lda, const double *b, int64_t ldb,
                      double *c, int64_t ldc, int64_t M, int64_t N, int64_t K, int epi, const double *vec,
-                     double scale);
+                     double scale, const rcu_batch *batch);
 /* LAYER_NORM / RMS_NORM over rows of D; scratch: 2 * rows doubles (device). */
 cudaError_t rcu_norm(cudaStream_t s, int kind, const double *x, const double *w, const double *b, double *y,
                      int64_t rows, int64_t D, double eps, double *scratch);
