@@ -80,8 +80,10 @@ static int rc_alias(const drift_backend *be, const drift_tensor *base, int64_t o
     return DRIFT_OK;
 }
 
-#define STAGE ((size_t)1 << 22) /* doubles per host staging chunk */
+#define STAGE ((size_t)1 << 22) /* elements per fp32 transfer chunk */
 
+/* fp32 crosses the bus as fp32 (half the bytes) and is widened / rounded on
+ * the device, one chunk of STAGE elements through a device buffer at a time. */
 static int rc_upload(const drift_backend *be, drift_tensor *t, const float *s32, const double *s64, drift_err *err) {
     rc_ctx *c = ctx_of(be);
     int rc = sel(c, err);
@@ -89,14 +91,16 @@ static int rc_upload(const drift_backend *be, drift_tensor *t, const float *s32,
     if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (s64) return cu(cudaMemcpy(t->data, s64, n * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
-    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
-    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "upload: out of host memory");
+    if (n == 0) return DRIFT_OK;
+    float *st = NULL;
+    rc = cu(cudaMallocAsync((void **)&st, (n < STAGE ? n : STAGE) * sizeof *st, c->stream), err, c, "upload: staging");
     for (size_t i = 0; !rc && i < n; i += STAGE) {
         size_t m = n - i < STAGE ? n - i : STAGE;
-        for (size_t k = 0; k < m; k++) st[k] = s32[i + k];
-        rc = cu(cudaMemcpy((double *)t->data + i, st, m * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
+        rc = cu(cudaMemcpyAsync(st, s32 + i, m * sizeof *st, cudaMemcpyHostToDevice, c->stream), err, c, "upload");
+        if (!rc) rc = cu(rcu_from_f32(c->stream, st, (double *)t->data + i, (int64_t)m), err, c, "upload: widen");
+        if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "upload");
     }
-    drift_free(st);
+    if (st && cudaFreeAsync(st, c->stream) != cudaSuccess) (void)cudaGetLastError();
     return rc;
 }
 
@@ -114,15 +118,16 @@ static int rc_download(const drift_backend *be, const drift_tensor *t, float *d3
     if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (d64) return cu(cudaMemcpy(d64, t->data, n * sizeof(double), cudaMemcpyDeviceToHost), err, c, "download");
-    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
-    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "download: out of host memory");
+    if (n == 0) return DRIFT_OK;
+    float *st = NULL;
+    rc = cu(cudaMallocAsync((void **)&st, (n < STAGE ? n : STAGE) * sizeof *st, c->stream), err, c, "download: staging");
     for (size_t i = 0; !rc && i < n; i += STAGE) {
         size_t m = n - i < STAGE ? n - i : STAGE;
-        rc = cu(cudaMemcpy(st, (const double *)t->data + i, m * sizeof(double), cudaMemcpyDeviceToHost), err, c,
-                "download");
-        for (size_t k = 0; !rc && k < m; k++) d32[i + k] = (float)st[k];
+        rc = cu(rcu_to_f32(c->stream, (const double *)t->data + i, st, (int64_t)m), err, c, "download: round");
+        if (!rc) rc = cu(cudaMemcpyAsync(d32 + i, st, m * sizeof *st, cudaMemcpyDeviceToHost, c->stream), err, c, "download");
+        if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "download");
     }
-    drift_free(st);
+    if (st && cudaFreeAsync(st, c->stream) != cudaSuccess) (void)cudaGetLastError();
     return rc;
 }
 

@@ -82,6 +82,9 @@ cudaError_t rcu_patch(cudaStream_t s, int unpatchify, const double *x, double *y
                       int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw);
 cudaError_t rcu_timestep(cudaStream_t s, const double *t, double *y, int64_t B, int64_t dim, double max_period,
                          int flip);
+/* y = (float)x / (double)x, n elements (transfers as fp32 halve the bytes). */
+cudaError_t rcu_to_f32(cudaStream_t s, const double *x, float *y, int64_t n);
+cudaError_t rcu_from_f32(cudaStream_t s, const float *x, double *y, int64_t n);
 /* The partials of t vs r (n elements) per chunk into part (device,
  * ceil(n / DRIFT_ORACLE_METRIC_CHUNK) entries). */
 cudaError_t rcu_metrics(cudaStream_t s, const double *t, const double *r, int64_t n, rcu_metric_part *part);

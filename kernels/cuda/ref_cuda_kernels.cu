@@ -239,6 +239,14 @@ __global__ void k_metrics(const double *t, const double *r, int64_t n, rcu_metri
     }
 }
 
+// fp64 <-> fp32 on the device (IEEE round to nearest even, as the host's casts).
+__global__ void k_to_f32(const double *x, float *y, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = (float)x[i];
+}
+__global__ void k_from_f32(const float *x, double *y, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = (double)x[i];
+}
+
 extern "C" {
 
 cudaError_t rcu_unary(cudaStream_t s, int op, const double *x, double *y, int64_t n, double alpha, double beta) {
@@ -316,6 +324,16 @@ cudaError_t rcu_patch(cudaStream_t s, int unpatchify, const double *x, double *y
 cudaError_t rcu_timestep(cudaStream_t s, const double *t, double *y, int64_t B, int64_t dim, double max_period,
                          int flip) {
     k_timestep<<<grid_for(B * (dim / 2 > 0 ? dim / 2 : 1)), RCU_THREADS, 0, s>>>(t, y, B, dim, max_period, flip);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_to_f32(cudaStream_t s, const double *x, float *y, int64_t n) {
+    k_to_f32<<<grid_for(n), RCU_THREADS, 0, s>>>(x, y, n);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_from_f32(cudaStream_t s, const float *x, double *y, int64_t n) {
+    k_from_f32<<<grid_for(n), RCU_THREADS, 0, s>>>(x, y, n);
     return cudaGetLastError();
 }
 

@@ -130,6 +130,7 @@ if has tests && enough tests 30; then
   for t in gpu_test_cuda_ref_oracle gpu_test_cuda_hash; do
     (cd "$BUILD" && bounded "$t" 120 "$(exe "$t")"); rc=$?
     tail -n 3 "$L/$t.log"
+    grep -E '^BENCH|oracle forward:|compared bitwise' "$L/$t.log" | while IFS= read -r l; do say "tests: $l"; done
     check "tests: $t (exit $rc): $(grep -E '^test_[a-z0-9_]+: [0-9]+ passed' "$L/$t.log" | tail -n1)" "[ $rc -eq 0 ]"
   done
 fi

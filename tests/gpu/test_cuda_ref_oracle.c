@@ -449,6 +449,43 @@ static void test_metrics(void) {
     free(r.v);
 }
 
+/* fp32 transfers (rounded / widened on the device): the CPU oracle's casts bit
+ * for bit, ties, float subnormals, overflow to inf, NaN and inf included. */
+static void test_transfers(void) {
+    gc_case_set("fp32 transfers");
+    int64_t sh[1] = {100003};
+    hbuf x = hb(1, sh, 1.0, 0.01);
+    for (int64_t i = 0; i < x.n; i += 11) x.v[i] = (double)(float)x.v[i] * (1.0 + 0x1p-24); /* ties of the fp32 rounding */
+    for (int64_t i = 5; i < x.n; i += 13) x.v[i] *= 1e-40;                                    /* fp32 subnormals */
+    for (int64_t i = 7; i < x.n; i += 17) x.v[i] *= 1e39;                                     /* beyond FLT_MAX */
+    drift_tensor tc, tg;
+    drift_err e;
+    float *fc = malloc((size_t)x.n * sizeof *fc), *fg = malloc((size_t)x.n * sizeof *fg);
+    double *dc = malloc((size_t)x.n * sizeof *dc), *dg = malloc((size_t)x.n * sizeof *dg);
+    if (!upload(CPU, &x, &tc) && !upload(GPU, &x, &tg)) {
+        int ok = !drift_backend_download_f32(CPU, &tc, fc, &e) && !drift_backend_download_f32(GPU, &tg, fg, &e) &&
+                 !drift_backend_upload_f32(CPU, &tc, fc, &e) && !drift_backend_upload_f32(GPU, &tg, fc, &e) &&
+                 !drift_backend_download_f64(CPU, &tc, dc, &e) && !drift_backend_download_f64(GPU, &tg, dg, &e);
+        GC_CHECK(ok, "transfers: %s", gc_errstr(&e));
+        int64_t bad32 = 0, bad64 = 0;
+        for (int64_t i = 0; ok && i < x.n; i++) {
+            bad32 += !(memcmp(&fc[i], &fg[i], 4) == 0 || (isnan(fc[i]) && isnan(fg[i])));
+            bad64 += !same64(dc[i], dg[i]);
+        }
+        GC_CHECK(bad32 == 0, "download_f32: %lld of %lld elements differ from the host's rounding", (long long)bad32,
+                 (long long)x.n);
+        GC_CHECK(bad64 == 0, "upload_f32: %lld of %lld elements differ from the host's widening", (long long)bad64,
+                 (long long)x.n);
+        drift_backend_release(CPU, &tc);
+        drift_backend_release(GPU, &tg);
+    }
+    free(fc);
+    free(fg);
+    free(dc);
+    free(dg);
+    free(x.v);
+}
+
 /* Every site of one oracle forward, downloaded as fp64. */
 typedef struct site_vals {
     int n;
@@ -581,6 +618,7 @@ int main(void) {
     test_ops();
     test_aten_ops();
     test_metrics();
+    test_transfers();
     test_forward();
     test_gemm_speed();
     printf("  %lld op output elements compared bitwise\n", (long long)n_compared);
