@@ -1,12 +1,12 @@
 /* The fp64 oracle on a GPU ("ref-cuda:N"): kernels/ref/ref_backend.c's
  * semantics (every value a double, no rounding anywhere, op->compute and
- * op->out only validated) with device storage. GEMMs (LINEAR and both halves
- * of ATTENTION) are cuBLAS DGEMMs; everything else is ref_cuda_kernels.cu.
- * Results differ from the CPU oracle only by fp64 summation order (about
- * 1e-16 relative per sum): the oracle is the truth to far better than any
- * bf16/fp32 difference it measures. Attention materialises its scores per
- * (batch, head) in query chunks within the spec option attn_scratch=BYTES
- * ("ref-cuda:0:attn_scratch=4096"; default 1 GiB). All work is on the
+ * op->out only validated) with device storage, bit for bit the CPU
+ * oracle's results: every sum runs in the CPU's order (GEMMs are drift's own
+ * order-preserving fp64 kernel, ref_cuda_gemm.cu, not cuBLAS), without FMA
+ * contraction, and the transcendentals are the CPU's own (kernels/math64.h).
+ * Attention materialises its scores per (batch, head) in query chunks within
+ * the spec option attn_scratch=BYTES ("ref-cuda:0:attn_scratch=4096";
+ * default 1 GiB); the chunking changes no sum. All work is on the
  * backend's own stream; transfers and metrics wait for it. The door
  * (kernels/door.c) has checked every argument before a table entry runs. */
 #include <math.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "formats/alloc.h"
@@ -25,8 +24,8 @@
 typedef struct rc_ctx {
     int device;
     cudaStream_t stream;
-    cublasHandle_t blas;
-    rcu_metric_part *part;       /* device, RCU_METRIC_BLOCKS */
+    rcu_metric_part *part;       /* device, part_cap entries */
+    size_t part_cap;
     size_t attn_budget;          /* bytes of score scratch */
     char name[32];
 } rc_ctx;
@@ -38,11 +37,6 @@ static int cu(cudaError_t e, drift_err *err, const rc_ctx *c, const char *what) 
     (void)cudaGetLastError();
     return drift_err_set(err, e == cudaErrorMemoryAllocation ? DRIFT_E_NOMEM : DRIFT_E_IO, c->name, "%s: %s", what,
                          cudaGetErrorString(e));
-}
-
-static int bl(cublasStatus_t s, drift_err *err, const rc_ctx *c, const char *what) {
-    if (s == CUBLAS_STATUS_SUCCESS) return DRIFT_OK;
-    return drift_err_set(err, DRIFT_E_IO, c->name, "%s: cuBLAS status %d", what, (int)s);
 }
 
 static int sel(const rc_ctx *c, drift_err *err) { return cu(cudaSetDevice(c->device), err, c, "cudaSetDevice"); }
@@ -86,8 +80,10 @@ static int rc_alias(const drift_backend *be, const drift_tensor *base, int64_t o
     return DRIFT_OK;
 }
 
-#define STAGE ((size_t)1 << 22) /* doubles per host staging chunk */
+#define STAGE ((size_t)1 << 22) /* elements per fp32 transfer chunk */
 
+/* fp32 crosses the bus as fp32 (half the bytes) and is widened / rounded on
+ * the device, one chunk of STAGE elements through a device buffer at a time. */
 static int rc_upload(const drift_backend *be, drift_tensor *t, const float *s32, const double *s64, drift_err *err) {
     rc_ctx *c = ctx_of(be);
     int rc = sel(c, err);
@@ -95,14 +91,16 @@ static int rc_upload(const drift_backend *be, drift_tensor *t, const float *s32,
     if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (s64) return cu(cudaMemcpy(t->data, s64, n * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
-    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
-    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "upload: out of host memory");
+    if (n == 0) return DRIFT_OK;
+    float *st = NULL;
+    rc = cu(cudaMallocAsync((void **)&st, (n < STAGE ? n : STAGE) * sizeof *st, c->stream), err, c, "upload: staging");
     for (size_t i = 0; !rc && i < n; i += STAGE) {
         size_t m = n - i < STAGE ? n - i : STAGE;
-        for (size_t k = 0; k < m; k++) st[k] = s32[i + k];
-        rc = cu(cudaMemcpy((double *)t->data + i, st, m * sizeof(double), cudaMemcpyHostToDevice), err, c, "upload");
+        rc = cu(cudaMemcpyAsync(st, s32 + i, m * sizeof *st, cudaMemcpyHostToDevice, c->stream), err, c, "upload");
+        if (!rc) rc = cu(rcu_from_f32(c->stream, st, (double *)t->data + i, (int64_t)m), err, c, "upload: widen");
+        if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "upload");
     }
-    drift_free(st);
+    if (st && cudaFreeAsync(st, c->stream) != cudaSuccess) (void)cudaGetLastError();
     return rc;
 }
 
@@ -120,15 +118,16 @@ static int rc_download(const drift_backend *be, const drift_tensor *t, float *d3
     if (rc) return rc;
     size_t n = (size_t)t->numel;
     if (d64) return cu(cudaMemcpy(d64, t->data, n * sizeof(double), cudaMemcpyDeviceToHost), err, c, "download");
-    double *st = drift_malloc((n < STAGE ? (n ? n : 1) : STAGE) * sizeof *st);
-    if (!st) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "download: out of host memory");
+    if (n == 0) return DRIFT_OK;
+    float *st = NULL;
+    rc = cu(cudaMallocAsync((void **)&st, (n < STAGE ? n : STAGE) * sizeof *st, c->stream), err, c, "download: staging");
     for (size_t i = 0; !rc && i < n; i += STAGE) {
         size_t m = n - i < STAGE ? n - i : STAGE;
-        rc = cu(cudaMemcpy(st, (const double *)t->data + i, m * sizeof(double), cudaMemcpyDeviceToHost), err, c,
-                "download");
-        for (size_t k = 0; !rc && k < m; k++) d32[i + k] = (float)st[k];
+        rc = cu(rcu_to_f32(c->stream, (const double *)t->data + i, st, (int64_t)m), err, c, "download: round");
+        if (!rc) rc = cu(cudaMemcpyAsync(d32 + i, st, m * sizeof *st, cudaMemcpyDeviceToHost, c->stream), err, c, "download");
+        if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "download");
     }
-    drift_free(st);
+    if (st && cudaFreeAsync(st, c->stream) != cudaSuccess) (void)cudaGetLastError();
     return rc;
 }
 
@@ -142,20 +141,13 @@ static int rc_download_f64(const drift_backend *be, const drift_tensor *t, doubl
 /* ---- ops --------------------------------------------------------------------- */
 static const double *D(const drift_tensor *t) { return (const double *)t->data; }
 
-/* y = x W^T (+ b): row-major as column-major, Y^T[N x M] = W[N x K] X^T. */
+/* y[m, n] = sum_k x[m, k] w[n, k] (+ b[n]), the CPU's linear_rows. */
 static int run_linear(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
     const drift_tensor *x = in[0], *w = in[1];
-    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = x->numel / (K ? K : 1);
-    if (M == 0 || N == 0) return DRIFT_OK;
-    const double one = 1.0, zero = 0.0;
-    int rc = DRIFT_OK;
-    if (K == 0) rc = cu(cudaMemsetAsync(out->data, 0, (size_t)(M * N) * sizeof(double), c->stream), err, c, "linear");
-    else
-        rc = bl(cublasDgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, D(w), (int)K, D(x), (int)K,
-                            &zero, (double *)out->data, (int)N),
-                err, c, "linear: cublasDgemm");
-    if (!rc && op->n_in > 2) rc = cu(rcu_add_bias(c->stream, out->data, D(in[2]), M, N), err, c, "linear: bias");
-    return rc;
+    const int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = K ? x->numel / K : out->numel / (N ? N : 1);
+    return cu(rcu_gemm(c->stream, 1, D(x), K, D(w), K, out->data, N, M, N, K, RCU_EPI_BIAS,
+                       op->n_in > 2 ? D(in[2]) : NULL, 1.0, NULL),
+              err, c, "linear");
 }
 
 /* Strides (b, h, l) of a contiguous 4-d tensor in `layout` (ref_backend.c). */
@@ -166,8 +158,10 @@ static void attn_strides(const drift_tensor *t, int layout, int64_t *s) {
     s[2] = layout ? n2 * Dd : Dd;
 }
 
-/* Per (b, h) and query chunk: S^T = K Q^T * scale (DGEMM), rows of S -> exp(s - max)
- * and their sums l, O^T = V^T P^T (DGEMM), O /= l. */
+/* The CPU's attn_rows, per group of (b, h) pairs (one batched launch each)
+ * and query chunk: S = (Q K^T) * scale, rows of S -> exp(s - max) and their
+ * sums l (in key order), O = (P V) / l. The groups and chunks fill at most
+ * attn_budget bytes of scores; they change no sum. */
 static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
@@ -179,35 +173,43 @@ static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *cons
     attn_strides(k, ly, ks);
     attn_strides(v, ly, vs);
     attn_strides(out, ly, os);
-    const double scale = op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh), one = 1.0, zero = 0.0;
+    const double scale = op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh);
     if (B * H * Lq == 0 || Dv == 0) return DRIFT_OK;
-    int64_t qc = (int64_t)(c->attn_budget / ((size_t)(Lk ? Lk : 1) * sizeof(double)));
+    const int64_t lk1 = Lk ? Lk : 1;
+    int64_t qc = (int64_t)(c->attn_budget / ((size_t)lk1 * sizeof(double)));
     if (qc < 1) qc = 1;
     if (qc > Lq) qc = Lq;
+    /* pairs per launch: whole batches of H heads when they fit, else heads of one batch */
+    int64_t G = (int64_t)(c->attn_budget / ((size_t)(qc * lk1) * sizeof(double)));
+    if (G > 65535) G = 65535;
+    if (G < 1) G = 1;
+    const int whole = G >= H;
+    if (whole) G = (G / H < B ? G / H : B) * H;
     double *S = NULL, *l = NULL;
-    int rc = cu(cudaMallocAsync((void **)&S, (size_t)(qc * (Lk ? Lk : 1)) * sizeof(double), c->stream), err, c,
+    int rc = cu(cudaMallocAsync((void **)&S, (size_t)(G * qc * lk1) * sizeof(double), c->stream), err, c,
                 "attention: scratch");
-    if (!rc) rc = cu(cudaMallocAsync((void **)&l, (size_t)qc * sizeof(double), c->stream), err, c, "attention: scratch");
-    for (int64_t b = 0; !rc && b < B; b++)
-        for (int64_t h = 0; !rc && h < H; h++)
+    if (!rc) rc = cu(cudaMallocAsync((void **)&l, (size_t)(G * qc) * sizeof(double), c->stream), err, c, "attention: scratch");
+    for (int64_t b0 = 0; !rc && b0 < B; b0 += whole ? G / H : 1)
+        for (int64_t h0 = 0; !rc && h0 < H; h0 += whole ? H : G)
             for (int64_t q0 = 0; !rc && q0 < Lq; q0 += qc) {
                 const int64_t nq = Lq - q0 < qc ? Lq - q0 : qc;
-                const double *Qp = D(q) + b * qs[0] + h * qs[1] + q0 * qs[2];
-                const double *Kp = D(k) + b * ks[0] + h * ks[1], *Vp = D(v) + b * vs[0] + h * vs[1];
-                double *Op = (double *)out->data + b * os[0] + h * os[1] + q0 * os[2];
-                if (Lk == 0) { /* softmax over nothing: the ref gives 0/0 */
-                    rc = cu(rcu_unary(c->stream, RCU_UN_AFFINE, Op, Op, 0, 1.0, 0.0), err, c, "attention");
-                    continue;
-                }
-                rc = bl(cublasDgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Lk, (int)nq, (int)Dh, &scale, Kp, (int)ks[2],
-                                    Qp, (int)qs[2], &zero, S, (int)Lk),
+                rcu_batch bt;
+                bt.inner = whole ? H : (H - h0 < G ? H - h0 : G);
+                bt.count = whole ? (B - b0 < G / H ? B - b0 : G / H) * H : bt.inner;
+                const double *Qp = D(q) + b0 * qs[0] + h0 * qs[1] + q0 * qs[2];
+                const double *Kp = D(k) + b0 * ks[0] + h0 * ks[1], *Vp = D(v) + b0 * vs[0] + h0 * vs[1];
+                double *Op = (double *)out->data + b0 * os[0] + h0 * os[1] + q0 * os[2];
+                bt.c[0] = bt.inner * nq * Lk, bt.c[1] = nq * Lk; /* S: per pair nq x Lk, contiguous */
+                bt.v[0] = bt.inner * nq, bt.v[1] = nq;          /* l */
+                bt.a[0] = qs[0], bt.a[1] = qs[1], bt.b[0] = ks[0], bt.b[1] = ks[1];
+                /* Lk == 0: l = 0 and every output 0 / 0, as the CPU's */
+                rc = cu(rcu_gemm(c->stream, 1, Qp, qs[2], Kp, ks[2], S, Lk, nq, Lk, Dh, RCU_EPI_SCALE, NULL, scale, &bt),
                         err, c, "attention: scores");
-                if (!rc) rc = cu(rcu_softmax_rows(c->stream, S, nq, Lk, l), err, c, "attention: softmax");
+                if (!rc) rc = cu(rcu_softmax_rows(c->stream, S, bt.count * nq, Lk, l), err, c, "attention: softmax");
+                bt.a[0] = bt.c[0], bt.a[1] = bt.c[1], bt.b[0] = vs[0], bt.b[1] = vs[1], bt.c[0] = os[0], bt.c[1] = os[1];
                 if (!rc)
-                    rc = bl(cublasDgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)Dv, (int)nq, (int)Lk, &one, Vp, (int)vs[2],
-                                        S, (int)Lk, &zero, Op, (int)os[2]),
+                    rc = cu(rcu_gemm(c->stream, 0, S, Lk, Vp, vs[2], Op, os[2], nq, Dv, Lk, RCU_EPI_DIV_ROW, l, 1.0, &bt),
                             err, c, "attention: values");
-                if (!rc) rc = cu(rcu_div_rows(c->stream, Op, l, nq, Dv, os[2]), err, c, "attention: normalise");
             }
     if (S) cudaFreeAsync(S, c->stream);
     if (l) cudaFreeAsync(l, c->stream);
@@ -337,12 +339,18 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
     case DRIFT_OP_LINEAR: return run_linear(c, op, in, out, err);
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: {
-        int64_t Dd = x->shape[x->ndim - 1];
-        if (Dd <= 0) return DRIFT_OK;
-        return cu(rcu_norm(c->stream, op->kind == DRIFT_OP_LAYER_NORM ? RCU_LAYER_NORM : RCU_RMS_NORM, D(x),
-                           op->n_in > 1 ? D(in[1]) : NULL, op->n_in > 2 ? D(in[2]) : NULL, out->data, x->numel / Dd, Dd,
-                           op->eps),
-                  err, c, "norm");
+        const int64_t Dd = x->shape[x->ndim - 1], rows = Dd > 0 ? x->numel / Dd : 0;
+        if (rows <= 0) return DRIFT_OK;
+        double *scratch = NULL; /* per-row mean and rstd */
+        rc = cu(cudaMallocAsync((void **)&scratch, (size_t)(2 * rows) * sizeof(double), c->stream), err, c,
+                "norm: scratch");
+        if (!rc)
+            rc = cu(rcu_norm(c->stream, op->kind == DRIFT_OP_LAYER_NORM ? RCU_LAYER_NORM : RCU_RMS_NORM, D(x),
+                             op->n_in > 1 ? D(in[1]) : NULL, op->n_in > 2 ? D(in[2]) : NULL, out->data, rows, Dd,
+                             op->eps, scratch),
+                    err, c, "norm");
+        if (scratch) cudaFreeAsync(scratch, c->stream);
+        return rc;
     }
     case DRIFT_OP_ROPE:
         return cu(rcu_rope(c->stream, D(x), D(in[1]), D(in[2]), out->data, x->shape[0], x->shape[1], x->shape[2],
@@ -388,54 +396,54 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, c->name, "op %s not implemented", drift_op_name(op->kind));
 }
 
-/* Metrics with ref_backend.c's rules; the per-block partials are combined
- * here in block order. */
+/* Metrics with ref_backend.c's rules and order: per chunk of
+ * DRIFT_ORACLE_METRIC_CHUNK elements on the device, the chunks added here in
+ * order into acc, as ref_metrics does. */
 static int rc_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
                       drift_err *err) {
     rc_ctx *c = ctx_of(be);
     int rc = sel(c, err);
     if (rc) return rc;
-    rcu_metric_part host[RCU_METRIC_BLOCKS];
+    const size_t nch = (size_t)((t->numel + DRIFT_ORACLE_METRIC_CHUNK - 1) / DRIFT_ORACLE_METRIC_CHUNK);
+    if (nch == 0) return DRIFT_OK;
+    if (nch > c->part_cap) {
+        if ((rc = cu(cudaStreamSynchronize(c->stream), err, c, "metrics"))) return rc;
+        if (c->part) cudaFree(c->part);
+        c->part = NULL;
+        c->part_cap = 0;
+        if ((rc = cu(cudaMalloc((void **)&c->part, nch * sizeof *c->part), err, c, "metrics: partials"))) return rc;
+        c->part_cap = nch;
+    }
+    rcu_metric_part *host = drift_malloc(nch * sizeof *host);
+    if (!host) return drift_err_set(err, DRIFT_E_NOMEM, c->name, "metrics: out of host memory");
     rc = cu(rcu_metrics(c->stream, D(t), D(r), t->numel, c->part), err, c, "metrics");
-    if (!rc) rc = cu(cudaMemcpyAsync(host, c->part, sizeof host, cudaMemcpyDeviceToHost, c->stream), err, c, "metrics");
+    if (!rc) rc = cu(cudaMemcpyAsync(host, c->part, nch * sizeof *host, cudaMemcpyDeviceToHost, c->stream), err, c, "metrics");
     if (!rc) rc = cu(cudaStreamSynchronize(c->stream), err, c, "metrics");
-    if (rc) return rc;
+    if (rc) {
+        drift_free(host);
+        return rc;
+    }
     const int64_t base = acc->numel;
-    rcu_metric_part m = {0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
-    for (int i = 0; i < RCU_METRIC_BLOCKS; i++) {
+    for (size_t i = 0; i < nch; i++) {
         const rcu_metric_part *p = &host[i];
-        m.sum_abs += p->sum_abs;
-        m.sum_sq += p->sum_sq;
-        m.sum_tr += p->sum_tr;
-        m.sum_tt += p->sum_tt;
-        m.sum_rr += p->sum_rr;
-        if (p->arg >= 0 && (m.arg < 0 || p->max_d > m.max_d || (p->max_d == m.max_d && p->arg < m.arg))) {
-            m.max_d = p->max_d;
-            m.arg = p->arg;
+        acc->sum_abs_diff += p->sum_abs;
+        acc->sum_sq_diff += p->sum_sq;
+        acc->sum_tr += p->sum_tr;
+        acc->sum_tt += p->sum_tt;
+        acc->sum_rr += p->sum_rr;
+        if (p->arg >= 0 && (acc->argmax < 0 || p->max_d > acc->max_abs_diff)) {
+            acc->max_abs_diff = p->max_d;
+            acc->argmax = base + p->arg;
         }
-        if (p->max_ref > m.max_ref) m.max_ref = p->max_ref;
-        m.nan_t += p->nan_t;
-        m.inf_t += p->inf_t;
-        m.nan_r += p->nan_r;
-        m.inf_r += p->inf_r;
-        m.n_diff += p->n_diff;
+        if (p->max_ref > acc->max_abs_ref) acc->max_abs_ref = p->max_ref;
+        acc->nan_t += p->nan_t;
+        acc->inf_t += p->inf_t;
+        acc->nan_r += p->nan_r;
+        acc->inf_r += p->inf_r;
+        acc->n_diff += p->n_diff;
     }
-    acc->sum_abs_diff += m.sum_abs;
-    acc->sum_sq_diff += m.sum_sq;
-    acc->sum_tr += m.sum_tr;
-    acc->sum_tt += m.sum_tt;
-    acc->sum_rr += m.sum_rr;
-    if (m.arg >= 0 && (acc->argmax < 0 || m.max_d > acc->max_abs_diff)) {
-        acc->max_abs_diff = m.max_d;
-        acc->argmax = base + m.arg;
-    }
-    if (m.max_ref > acc->max_abs_ref) acc->max_abs_ref = m.max_ref;
-    acc->nan_t += m.nan_t;
-    acc->inf_t += m.inf_t;
-    acc->nan_r += m.nan_r;
-    acc->inf_r += m.inf_r;
-    acc->n_diff += m.n_diff;
     acc->numel = base + t->numel;
+    drift_free(host);
     return DRIFT_OK;
 }
 
@@ -452,7 +460,6 @@ static void rc_destroy(drift_backend *be) {
         if (cudaSetDevice(c->device) == cudaSuccess) {
             if (c->stream) cudaStreamSynchronize(c->stream);
             if (c->part) cudaFree(c->part);
-            if (c->blas) cublasDestroy(c->blas);
             if (c->stream) cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();
@@ -487,10 +494,6 @@ int drift_cuda_ref_backend_create(const drift_backend_opts *o, drift_backend **o
     be->destroy = rc_destroy;
     rc = sel(c, err);
     if (!rc) rc = cu(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err, c, "stream");
-    if (!rc) rc = bl(cublasCreate(&c->blas), err, c, "cublasCreate");
-    if (!rc) rc = bl(cublasSetStream(c->blas, c->stream), err, c, "cublasSetStream");
-    if (!rc) rc = bl(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST), err, c, "cublasSetPointerMode");
-    if (!rc) rc = cu(cudaMalloc((void **)&c->part, RCU_METRIC_BLOCKS * sizeof(rcu_metric_part)), err, c, "metrics buffer");
     if (rc) {
         rc_destroy(be);
         return rc;

@@ -1,6 +1,10 @@
 // The fp64 oracle's kernels on the GPU (ref_cuda_internal.h): the formulas
-// of kernels/ref/ref_backend.c in double, one thread per output element or
-// one block per row; reductions in a fixed tree (deterministic).
+// of kernels/ref/ref_backend.c in double, one thread per output element, or
+// one thread per row for every sum (in the CPU's index order; rows staged
+// through shared memory in 32 x 32 tiles so that loads stay coalesced).
+// Maxima (order-free) reduce in a tree. The elementwise math is
+// kernels/aten_math64.h's, shared with the CPU. Compiled with --fmad=false:
+// a * b + c stays a multiply and an add, as on the host.
 #include "kernels/aten_math64.h"
 #include "kernels/cuda/ref_cuda_internal.h"
 
@@ -19,13 +23,12 @@ static unsigned grid_for(int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 __global__ void k_unary(int op, const double *x, double *y, int64_t n, double al, double be) {
-    const double k_beta = sqrt(2.0 / 3.14159265358979323846), k_kappa = 0.044715;
     GRID_STRIDE(i, n) {
         const double v = x[i];
         double r = v;
         if (op == RCU_UN_AFFINE) r = v * al + be;
-        else if (op == RCU_UN_SILU) r = v / (1.0 + exp(-v));
-        else if (op == RCU_UN_GELU_TANH) r = 0.5 * v * (1.0 + tanh(k_beta * (v + k_kappa * v * v * v)));
+        else if (op == RCU_UN_SILU) r = drift_aten_silu64(v);
+        else if (op == RCU_UN_GELU_TANH) r = drift_aten_gelu_tanh64(v);
         y[i] = r;
     }
 }
@@ -71,21 +74,43 @@ __global__ void k_fill(double *y, int64_t n, int sub, double value, double step)
     }
 }
 
-__global__ void k_add_bias(double *y, const double *bias, int64_t M, int64_t N) {
-    GRID_STRIDE(e, M * N) y[e] += bias[e % N];
-}
+#define RS_T 32
+enum { RS_SUM = 0, RS_SQ, RS_DEV2 };         // terms: v, v * v, (v - mu[r]) * (v - mu[r])
+enum { RS_RAW = 0, RS_MEAN, RS_RSTD };      // out: s, s / cols, 1 / sqrt(s / cols + eps)
 
-// Block sum of v over the block (blockDim.x == RCU_THREADS), result to all threads.
-__device__ double block_sum(double v, double *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = RCU_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+// out[r] = post(sum over c < cols, from +0.0 in column order, of term(x[r*ld + c])):
+// one thread per row, 32 rows per block (one warp), 32 x 32 tiles of x through
+// shared memory. The CPU's norm_rows / attn_rows sums, bit for bit.
+__global__ void __launch_bounds__(RS_T) k_rowsum_seq(int term, int post, const double *x, int64_t ld, int64_t rows,
+                                                     int64_t cols, const double *mu, double eps, double *out) {
+    __shared__ double sh[RS_T][RS_T + 1];
+    const int t = threadIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.x * RS_T, my = r0 + t;
+    const double m = term == RS_DEV2 && my < rows ? mu[my] : 0.0;
+    double s = 0.0;
+    for (int64_t c0 = 0; c0 < cols; c0 += RS_T) {
+        const int n = cols - c0 < RS_T ? (int)(cols - c0) : RS_T;
+        for (int i = 0; i < RS_T; i++)
+            if (r0 + i < rows && t < n) sh[i][t] = x[(r0 + i) * ld + c0 + t];
+        __syncthreads();
+        if (my < rows)
+            for (int j = 0; j < n; j++) {
+                const double v = sh[t][j];
+                const double d = term == RS_DEV2 ? __dsub_rn(v, m) : v;
+                s = __dadd_rn(s, term == RS_SUM ? v : __dmul_rn(d, d));
+            }
         __syncthreads();
     }
-    double r = sh[0];
-    __syncthreads();
-    return r;
+    if (my < rows) out[my] = post == RS_RAW ? s : post == RS_MEAN ? s / (double)cols : 1.0 / sqrt(s / (double)cols + eps);
+}
+
+static cudaError_t rowsum(cudaStream_t s, int term, int post, const double *x, int64_t ld, int64_t rows, int64_t cols,
+                          const double *mu, double eps, double *out) {
+    if (rows <= 0) return cudaSuccess;
+    const int64_t blocks = (rows + RS_T - 1) / RS_T;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    k_rowsum_seq<<<(unsigned)blocks, RS_T, 0, s>>>(term, post, x, ld, rows, cols, mu, eps, out);
+    return cudaGetLastError();
 }
 
 __device__ double block_max(double v, double *sh) {
@@ -100,31 +125,21 @@ __device__ double block_max(double v, double *sh) {
     return r;
 }
 
-__global__ void k_norm(int kind, const double *x, const double *w, const double *b, double *y, int64_t rows, int64_t D,
-                       double eps) {
-    __shared__ double sh[RCU_THREADS];
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const double *xr = x + r * D;
-        double *yr = y + r * D;
+// y from the row statistics: LAYER_NORM ((x - mean) * rstd) [* w] [+ b], RMS_NORM (x * rstd) [* w].
+__global__ void k_norm_apply(int kind, const double *x, const double *w, const double *b, double *y, int64_t rows,
+                             int64_t D, const double *mean, const double *rstd) {
+    GRID_STRIDE(e, rows * D) {
+        const int64_t r = e / D, i = e % D;
+        double t;
         if (kind == RCU_LAYER_NORM) {
-            double s = 0.0;
-            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
-            const double mean = block_sum(s, sh) / (double)D;
-            double q = 0.0;
-            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) q += (xr[i] - mean) * (xr[i] - mean);
-            const double rstd = 1.0 / sqrt(block_sum(q, sh) / (double)D + eps);
-            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-                double t = (xr[i] - mean) * rstd;
-                if (w) t *= w[i];
-                if (b) t += b[i];
-                yr[i] = t;
-            }
+            t = (x[e] - mean[r]) * rstd[r];
+            if (w) t *= w[i];
+            if (b) t += b[i];
         } else {
-            double q = 0.0;
-            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) q += xr[i] * xr[i];
-            const double rr = 1.0 / sqrt(block_sum(q, sh) / (double)D + eps);
-            for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = xr[i] * rr * (w ? w[i] : 1.0);
+            t = x[e] * rstd[r];
+            if (w) t *= w[i];
         }
+        y[e] = t;
     }
 }
 
@@ -141,28 +156,15 @@ __global__ void k_rope(const double *x, const double *cs, const double *sn, doub
     }
 }
 
-__global__ void k_softmax_rows(double *sc, int64_t rows, int64_t cols, double *l) {
+// Per row: m = its max (the CPU's `if (s > m) m = s` from -inf: NaN never wins), s = exp(s - m).
+__global__ void k_softmax_exp(double *sc, int64_t rows, int64_t cols) {
     __shared__ double sh[RCU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         double *s = sc + r * cols;
         double m = -INFINITY;
         for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = s[c] > m ? s[c] : m;
         m = block_max(m, sh);
-        double sum = 0.0;
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-            const double p = exp(s[c] - m);
-            s[c] = p;
-            sum += p;
-        }
-        sum = block_sum(sum, sh);
-        if (threadIdx.x == 0) l[r] = sum;
-    }
-}
-
-__global__ void k_div_rows(double *o, const double *l, int64_t rows, int64_t D, int64_t ld) {
-    GRID_STRIDE(e, rows * D) {
-        const int64_t r = e / D, d = e % D;
-        o[r * ld + d] /= l[r];
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s[c] = drift_m64_exp(s[c] - m);
     }
 }
 
@@ -201,59 +203,48 @@ __global__ void k_timestep(const double *t, double *y, int64_t B, int64_t dim, d
     const int64_t half = dim / 2;
     GRID_STRIDE(e, B * half) {
         const int64_t b = e / half, j = e % half;
-        const double arg = t[b] * exp(-log(mp) * (double)j / (double)half);
-        y[b * dim + j] = flip ? cos(arg) : sin(arg);
-        y[b * dim + half + j] = flip ? sin(arg) : cos(arg);
+        const double arg = drift_aten_timestep_arg64(t[b], j, half, mp), sn = drift_m64_sin(arg), cs = drift_m64_cos(arg);
+        y[b * dim + j] = flip ? cs : sn;
+        y[b * dim + half + j] = flip ? sn : cs;
         if (j == 0 && dim % 2) y[b * dim + dim - 1] = 0.0;
     }
 }
 
-__device__ void part_merge(rcu_metric_part *a, const rcu_metric_part *b) {
-    a->sum_abs += b->sum_abs;
-    a->sum_sq += b->sum_sq;
-    a->sum_tr += b->sum_tr;
-    a->sum_tt += b->sum_tt;
-    a->sum_rr += b->sum_rr;
-    if (b->arg >= 0 && (a->arg < 0 || b->max_d > a->max_d || (b->max_d == a->max_d && b->arg < a->arg))) {
-        a->max_d = b->max_d;
-        a->arg = b->arg;
+// One thread per chunk of DRIFT_ORACLE_METRIC_CHUNK elements, in index order
+// from zero: the CPU's ref_metrics per chunk, bit for bit.
+__global__ void k_metrics(const double *t, const double *r, int64_t n, rcu_metric_part *out) {
+    GRID_STRIDE(ch, (n + DRIFT_ORACLE_METRIC_CHUNK - 1) / DRIFT_ORACLE_METRIC_CHUNK) {
+        rcu_metric_part p = {0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
+        const int64_t i0 = ch * DRIFT_ORACLE_METRIC_CHUNK;
+        const int64_t i1 = n - i0 < DRIFT_ORACLE_METRIC_CHUNK ? n : i0 + DRIFT_ORACLE_METRIC_CHUNK;
+        for (int64_t i = i0; i < i1; i++) {
+            const double a = t[i], b = r[i];
+            const int an = isnan(a), bn = isnan(b);
+            if (__double_as_longlong(a) != __double_as_longlong(b) && !(an && bn)) p.n_diff++;
+            if (an) p.nan_t++;
+            else if (isinf(a)) p.inf_t++;
+            if (bn) p.nan_r++;
+            else if (isinf(b)) p.inf_r++;
+            if (!isfinite(a) || !isfinite(b)) continue;
+            const double d = a - b, ad = fabs(d), ar = fabs(b);
+            p.sum_abs += ad;
+            p.sum_sq += d * d;
+            p.sum_tr += a * b;
+            p.sum_tt += a * a;
+            p.sum_rr += b * b;
+            if (p.arg < 0 || ad > p.max_d) { p.max_d = ad; p.arg = i; } // first occurrence
+            if (ar > p.max_ref) p.max_ref = ar;
+        }
+        out[ch] = p;
     }
-    if (b->max_ref > a->max_ref) a->max_ref = b->max_ref;
-    a->nan_t += b->nan_t;
-    a->inf_t += b->inf_t;
-    a->nan_r += b->nan_r;
-    a->inf_r += b->inf_r;
-    a->n_diff += b->n_diff;
 }
 
-__global__ void k_metrics(const double *t, const double *r, int64_t n, rcu_metric_part *out) {
-    __shared__ rcu_metric_part sh[RCU_THREADS];
-    rcu_metric_part p = {0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
-    GRID_STRIDE(i, n) {
-        const double a = t[i], b = r[i];
-        const int an = isnan(a), bn = isnan(b);
-        if (__double_as_longlong(a) != __double_as_longlong(b) && !(an && bn)) p.n_diff++;
-        if (an) p.nan_t++;
-        else if (isinf(a)) p.inf_t++;
-        if (bn) p.nan_r++;
-        else if (isinf(b)) p.inf_r++;
-        if (!isfinite(a) || !isfinite(b)) continue;
-        const double d = a - b, ad = fabs(d), ar = fabs(b);
-        p.sum_abs += ad;
-        p.sum_sq += d * d;
-        p.sum_tr += a * b;
-        p.sum_tt += a * a;
-        p.sum_rr += b * b;
-        if (p.arg < 0 || ad > p.max_d) { p.max_d = ad; p.arg = i; } // i grows: first occurrence per thread
-        if (ar > p.max_ref) p.max_ref = ar;
-    }
-    sh[threadIdx.x] = p;
-    __syncthreads();
-    for (int s = RCU_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) part_merge(&sh[threadIdx.x], &sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
+// fp64 <-> fp32 on the device (IEEE round to nearest even, as the host's casts).
+__global__ void k_to_f32(const double *x, float *y, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = (float)x[i];
+}
+__global__ void k_from_f32(const float *x, double *y, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = (double)x[i];
 }
 
 extern "C" {
@@ -291,15 +282,18 @@ cudaError_t rcu_fill(cudaStream_t s, double *y, int64_t n, int sub, double value
     return cudaGetLastError();
 }
 
-cudaError_t rcu_add_bias(cudaStream_t s, double *y, const double *bias, int64_t M, int64_t N) {
-    k_add_bias<<<grid_for(M * N), RCU_THREADS, 0, s>>>(y, bias, M, N);
-    return cudaGetLastError();
-}
-
 cudaError_t rcu_norm(cudaStream_t s, int kind, const double *x, const double *w, const double *b, double *y,
-                     int64_t rows, int64_t D, double eps) {
-    unsigned g = rows < 65535 * 16 ? (unsigned)(rows > 0 ? rows : 1) : 65535 * 16;
-    k_norm<<<g, RCU_THREADS, 0, s>>>(kind, x, w, b, y, rows, D, eps);
+                     int64_t rows, int64_t D, double eps, double *scratch) {
+    double *mean = scratch, *rstd = scratch + rows;
+    cudaError_t e = cudaSuccess;
+    if (kind == RCU_LAYER_NORM) {
+        e = rowsum(s, RS_SUM, RS_MEAN, x, D, rows, D, NULL, eps, mean);
+        if (e == cudaSuccess) e = rowsum(s, RS_DEV2, RS_RSTD, x, D, rows, D, mean, eps, rstd);
+    } else {
+        e = rowsum(s, RS_SQ, RS_RSTD, x, D, rows, D, NULL, eps, rstd);
+    }
+    if (e != cudaSuccess) return e;
+    k_norm_apply<<<grid_for(rows * D), RCU_THREADS, 0, s>>>(kind, x, w, b, y, rows, D, mean, rstd);
     return cudaGetLastError();
 }
 
@@ -311,13 +305,9 @@ cudaError_t rcu_rope(cudaStream_t s, const double *x, const double *cs, const do
 
 cudaError_t rcu_softmax_rows(cudaStream_t s, double *sc, int64_t rows, int64_t cols, double *l) {
     unsigned g = rows < 65535 * 16 ? (unsigned)(rows > 0 ? rows : 1) : 65535 * 16;
-    k_softmax_rows<<<g, RCU_THREADS, 0, s>>>(sc, rows, cols, l);
-    return cudaGetLastError();
-}
-
-cudaError_t rcu_div_rows(cudaStream_t s, double *o, const double *l, int64_t rows, int64_t D, int64_t ld) {
-    k_div_rows<<<grid_for(rows * D), RCU_THREADS, 0, s>>>(o, l, rows, D, ld);
-    return cudaGetLastError();
+    k_softmax_exp<<<g, RCU_THREADS, 0, s>>>(sc, rows, cols);
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : rowsum(s, RS_SUM, RS_RAW, sc, cols, rows, cols, NULL, 0.0, l);
 }
 
 cudaError_t rcu_copy_run(cudaStream_t s, const double *src, double *dst, const rcu_copy *c) {
@@ -337,8 +327,18 @@ cudaError_t rcu_timestep(cudaStream_t s, const double *t, double *y, int64_t B, 
     return cudaGetLastError();
 }
 
+cudaError_t rcu_to_f32(cudaStream_t s, const double *x, float *y, int64_t n) {
+    k_to_f32<<<grid_for(n), RCU_THREADS, 0, s>>>(x, y, n);
+    return cudaGetLastError();
+}
+
+cudaError_t rcu_from_f32(cudaStream_t s, const float *x, double *y, int64_t n) {
+    k_from_f32<<<grid_for(n), RCU_THREADS, 0, s>>>(x, y, n);
+    return cudaGetLastError();
+}
+
 cudaError_t rcu_metrics(cudaStream_t s, const double *t, const double *r, int64_t n, rcu_metric_part *part) {
-    k_metrics<<<RCU_METRIC_BLOCKS, RCU_THREADS, 0, s>>>(t, r, n, part);
+    k_metrics<<<grid_for((n + DRIFT_ORACLE_METRIC_CHUNK - 1) / DRIFT_ORACLE_METRIC_CHUNK), RCU_THREADS, 0, s>>>(t, r, n, part);
     return cudaGetLastError();
 }
 

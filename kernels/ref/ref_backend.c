@@ -3,15 +3,19 @@
  * Storage is double whatever the tensor's logical dtype; every op computes
  * in fp64 with the mathematical formula of backend.h and never rounds (no
  * bf16/fp16/fp32 rounding anywhere, op->compute and op->out are ignored
- * except for validation). Transcendentals are libm's double functions.
- * Sums are sequential in index order; loops are split across threads by
- * output row only, so results do not depend on the thread count. */
+ * except for validation). Transcendentals are drift's own
+ * (kernels/math64.h, through kernels/aten_math64.h), shared with the GPU
+ * oracle (kernels/cuda/ref_cuda*), which reproduces every sum below in the
+ * same order: the two agree bit for bit. Sums are sequential in index order;
+ * loops are split across threads by output row only, so results do not
+ * depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/alloc.h"
 #include "kernels/aten_internal.h"
+#include "kernels/aten_math64.h"
 #include "kernels/cpu/host_internal.h"
 
 #define GRAIN ((int64_t)1 << 14)
@@ -103,13 +107,12 @@ static void unary_range(void *p, int64_t i0, int64_t i1) {
     const double *x = j->a;
     double *y = j->y;
     const double al = j->op->alpha, be = j->op->beta;
-    const double k_beta = sqrt(2.0 / 3.14159265358979323846), k_kappa = 0.044715;
     for (int64_t i = i0; i < i1; i++) {
         const double v = x[i];
         switch (j->op->kind) {
         case DRIFT_OP_AFFINE: y[i] = v * al + be; break;
-        case DRIFT_OP_SILU: y[i] = v / (1.0 + exp(-v)); break;
-        case DRIFT_OP_GELU_TANH: y[i] = 0.5 * v * (1.0 + tanh(k_beta * (v + k_kappa * v * v * v))); break;
+        case DRIFT_OP_SILU: y[i] = drift_aten_silu64(v); break;
+        case DRIFT_OP_GELU_TANH: y[i] = drift_aten_gelu_tanh64(v); break;
         default: y[i] = v; break; /* CAST: the oracle never rounds */
         }
     }
@@ -261,7 +264,7 @@ static void attn_rows(void *p, int64_t r0, int64_t r1) {
         double l = 0.0;
         for (int64_t d = 0; d < j->Dv; d++) o[d] = 0.0;
         for (int64_t c = 0; c < j->Lk; c++) {
-            const double pr = exp(attn_score(j, q, k + c * kl) - m);
+            const double pr = drift_m64_exp(attn_score(j, q, k + c * kl) - m);
             l += pr;
             for (int64_t d = 0; d < j->Dv; d++) o[d] += pr * v[c * vl + d];
         }
@@ -360,9 +363,10 @@ static void run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor
     for (int64_t b = 0; b < B; b++) {
         double *y = dd(out) + b * dim;
         for (int64_t j = 0; j < half; j++) {
-            const double arg = dd(t)[b] * exp(-log(mp) * (double)j / (double)half);
-            y[j] = op->flip_sin_to_cos ? cos(arg) : sin(arg);
-            y[half + j] = op->flip_sin_to_cos ? sin(arg) : cos(arg);
+            const double arg = drift_aten_timestep_arg64(dd(t)[b], j, half, mp), sn = drift_m64_sin(arg),
+                         cs = drift_m64_cos(arg);
+            y[j] = op->flip_sin_to_cos ? cs : sn;
+            y[half + j] = op->flip_sin_to_cos ? sn : cs;
         }
         if (dim % 2) y[dim - 1] = 0.0;
     }
@@ -442,40 +446,51 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
 
 /* Metrics over fp64 values, with the rules of replay/analysis/metrics.h (pairs with a
  * non-finite side are counted, not summed; first-occurrence argmax; n_diff
- * over fp64 bit patterns, NaN == NaN). */
+ * over fp64 bit patterns, NaN == NaN). The sums run per chunk of
+ * DRIFT_ORACLE_METRIC_CHUNK elements from zero, the chunks added to acc in
+ * order: the GPU oracle's order (kernels/cuda/ref_cuda.c rc_metrics). */
 static int ref_metrics(const drift_backend *be, const drift_tensor *t, const drift_tensor *r, drift_metric_acc *acc,
                        drift_err *err) {
     (void)be;
     (void)err;
     const double *tv = t->data, *rv = r->data;
     const int64_t base = acc->numel;
-    for (int64_t i = 0; i < t->numel; i++) {
-        const double a = tv[i], b = rv[i];
-        const int a_nan = isnan(a), b_nan = isnan(b);
-        uint64_t ua, ub;
-        memcpy(&ua, &a, 8);
-        memcpy(&ub, &b, 8);
-        if (ua != ub && !(a_nan && b_nan)) acc->n_diff++;
-        if (a_nan)
-            acc->nan_t++;
-        else if (isinf(a))
-            acc->inf_t++;
-        if (b_nan)
-            acc->nan_r++;
-        else if (isinf(b))
-            acc->inf_r++;
-        if (!isfinite(a) || !isfinite(b)) continue;
-        const double d = a - b, ad = fabs(d), ar = fabs(b);
-        acc->sum_abs_diff += ad;
-        acc->sum_sq_diff += d * d;
-        acc->sum_tr += a * b;
-        acc->sum_tt += a * a;
-        acc->sum_rr += b * b;
-        if (acc->argmax < 0 || ad > acc->max_abs_diff) {
-            acc->max_abs_diff = ad;
-            acc->argmax = base + i;
+    for (int64_t i0 = 0; i0 < t->numel; i0 += DRIFT_ORACLE_METRIC_CHUNK) {
+        const int64_t i1 = t->numel - i0 < DRIFT_ORACLE_METRIC_CHUNK ? t->numel : i0 + DRIFT_ORACLE_METRIC_CHUNK;
+        double sad = 0, ssd = 0, str = 0, stt = 0, srr = 0;
+        for (int64_t i = i0; i < i1; i++) {
+            const double a = tv[i], b = rv[i];
+            const int a_nan = isnan(a), b_nan = isnan(b);
+            uint64_t ua, ub;
+            memcpy(&ua, &a, 8);
+            memcpy(&ub, &b, 8);
+            if (ua != ub && !(a_nan && b_nan)) acc->n_diff++;
+            if (a_nan)
+                acc->nan_t++;
+            else if (isinf(a))
+                acc->inf_t++;
+            if (b_nan)
+                acc->nan_r++;
+            else if (isinf(b))
+                acc->inf_r++;
+            if (!isfinite(a) || !isfinite(b)) continue;
+            const double d = a - b, ad = fabs(d), ar = fabs(b);
+            sad += ad;
+            ssd += d * d;
+            str += a * b;
+            stt += a * a;
+            srr += b * b;
+            if (acc->argmax < 0 || ad > acc->max_abs_diff) {
+                acc->max_abs_diff = ad;
+                acc->argmax = base + i;
+            }
+            if (ar > acc->max_abs_ref) acc->max_abs_ref = ar;
         }
-        if (ar > acc->max_abs_ref) acc->max_abs_ref = ar;
+        acc->sum_abs_diff += sad;
+        acc->sum_sq_diff += ssd;
+        acc->sum_tr += str;
+        acc->sum_tt += stt;
+        acc->sum_rr += srr;
     }
     acc->numel = base + t->numel;
     return DRIFT_OK;

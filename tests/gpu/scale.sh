@@ -9,8 +9,9 @@
 #          BUILD_FIRST=1): tests/gpu/run.sh STAGES=build with the targets
 #          this script needs (PREFIX / DEBS as run.sh takes them).
 #  tests   the GPU tests of issue 18: gpu_test_cuda_ref_oracle (every op of
-#          ref-cuda:0 against the CPU oracle to 1e-12, ATen-level ops
-#          included; metrics; a Wan oracle forward) and gpu_test_cuda_hash
+#          ref-cuda:0 bitwise against the CPU oracle, ATen-level ops
+#          included; metrics; a wan2.2 oracle forward bitwise at every site;
+#          the GPU oracle GEMM's TFLOP/s) and gpu_test_cuda_hash
 #          (the recorder's device drift-sum64 against the host's).
 #  seed    bench_seed: the 1.3 B parameters of Wan2.1-1.3B widths seeded on
 #          all cores (target < 3 s), bit for bit equal on half the threads.
@@ -23,7 +24,8 @@
 #          the ref backend on every core), DRIFT_REPLAY_PROFILE=1. Ratio: the
 #          CPU oracle's time per step over the GPU oracle's (target >= 50x),
 #          wall times beside; every oracle figure of the two JSON reports
-#          equal to 1e-12 relative. About 1.5 min (the CPU oracle).
+#          equal to 1e-12 relative (the target), and identical (the GPU
+#          oracle is bit for bit the CPU's). About 1.5 min (the CPU oracle).
 #  big     a Wan2.2-A14B-shaped model (dim 5120, 40 heads, ffn 13824, LAYERS
 #          blocks, default 40: 14 B parameters) at 32761 tokens (one 362x362
 #          latent frame, patch 1x2x2: the token count of 480p/81 frames,
@@ -128,6 +130,7 @@ if has tests && enough tests 30; then
   for t in gpu_test_cuda_ref_oracle gpu_test_cuda_hash; do
     (cd "$BUILD" && bounded "$t" 120 "$(exe "$t")"); rc=$?
     tail -n 3 "$L/$t.log"
+    grep -E '^BENCH|oracle forward:|compared bitwise' "$L/$t.log" | while IFS= read -r l; do say "tests: $l"; done
     check "tests: $t (exit $rc): $(grep -E '^test_[a-z0-9_]+: [0-9]+ passed' "$L/$t.log" | tail -n1)" "[ $rc -eq 0 ]"
   done
 fi
@@ -183,20 +186,25 @@ def walk(a, b, path):
     elif isinstance(a, (int, float)) and not isinstance(a, bool) and "oracle" in path:
         pairs.append((path, a, b))
 walk(g, c, "")
-worst = 0.0
+worst, exact = 0.0, 0
 for path, a, b in pairs:
     if b is None: print("missing in the CPU report:", path); sys.exit(1)
     # relative to the larger; figures both below 1e-200 (exact copies on both sides) count as equal
     r = 0.0 if a == b or max(abs(a), abs(b)) < 1e-200 else abs(a - b) / max(abs(a), abs(b))
     worst = max(worst, r)
+    exact += a == b
     if r > 1e-12: print(f"{path}: gpu {a!r} cpu {b!r} rel {r:.3g}")
-print(f"{len(pairs)} oracle figures compared, worst relative difference {worst:.3g}")
+    elif a != b: print(f"{path}: gpu {a!r} cpu {b!r} rel {r:.3g} (not identical)")
+print(f"{len(pairs)} oracle figures compared, worst relative difference {worst:.3g}, {exact} identical")
 sys.exit(0 if pairs and worst <= 1e-12 else 1)
 PY
   rcmp=$?
   cat "$L/oracle_cmp.log"
   say "oracle: $(tail -n1 "$L/oracle_cmp.log")"
   check "oracle: the GPU oracle's RMSE figures equal the CPU oracle's to 1e-12 relative" "[ $rcmp -eq 0 ]"
+  nfig=$(tail -n1 "$L/oracle_cmp.log" | awk '{print $1}'); nexact=$(tail -n1 "$L/oracle_cmp.log" | awk '{print $(NF-1)}')
+  check "oracle: every oracle figure identical (${nexact:-?} of ${nfig:-?}: the GPU oracle is bit for bit the CPU's)" \
+    "[ -n \"$nfig\" ] && [ \"$nfig\" = \"$nexact\" ] && [ \"$nfig\" -gt 0 ]"
 fi
 
 # ---------------------------------------------------------------- big

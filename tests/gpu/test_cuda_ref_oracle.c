@@ -1,12 +1,15 @@
-/* The fp64 oracle on the GPU ("ref-cuda:0") against the CPU oracle ("ref"):
- * every op of kernels/backend.h on fp64 inputs (broadcasts, bias / no bias,
- * both attention layouts, attention forced into query chunks, odd sizes,
- * NaN/inf in elementwise inputs), element by element within 1e-12 of the
- * reference's largest magnitude (the only difference allowed is fp64
- * summation order), NaN/inf positions identical, two GPU runs bit for bit
- * equal; the metric reduction against the CPU's (counts and argmax equal,
- * sums within 1e-12 relative); and a whole Wan oracle forward. Skips without
- * a GPU. */
+/* The fp64 oracle on the GPU ("ref-cuda:0") against the CPU oracle ("ref"),
+ * BITWISE: every op of kernels/backend.h on fp64 inputs (broadcasts, bias /
+ * no bias, both attention layouts, attention forced into query chunks, sizes
+ * that are not multiples of the GEMM's 64 x 64 x 16 tiles or the row sums'
+ * 32-row tiles, NaN/inf in elementwise inputs) with 0 elements whose bits
+ * differ (two NaNs count as equal: their payloads are not IEEE-defined), two
+ * GPU runs bit for bit equal; the metric reduction (every sum, count and
+ * argmax equal, over two accumulations into one acc); and a whole wan2.2
+ * oracle forward, every site and the output bitwise equal. Prints the GPU
+ * oracle GEMM's throughput. Skips without a GPU. */
+#include <time.h>
+
 #include "gpu_check.h"
 
 #include "replay/exec/forward.h"
@@ -91,6 +94,11 @@ static double *run_on(const drift_backend *be, const drift_op *op, hbuf *const *
     return out;
 }
 
+/* Bit for bit equal; two NaNs count as equal (payloads are not IEEE-defined). */
+static int same64(double a, double b) { return memcmp(&a, &b, 8) == 0 || (isnan(a) && isnan(b)); }
+
+static int64_t n_compared; /* elements compared bitwise, over all ops */
+
 static void compare_op(const char *label, const drift_op *op, hbuf *const *in, int n_in, int out_nd,
                        const int64_t *out_shape) {
     const drift_backend *gpus[2] = {GPU, GPU_CHUNKED};
@@ -104,24 +112,18 @@ static void compare_op(const char *label, const drift_op *op, hbuf *const *in, i
             GC_CHECK(0, "a run failed");
         } else {
             GC_CHECK(nc == ng && ng == ng2, "sizes %lld / %lld", (long long)nc, (long long)ng);
-            double mx = 0;
-            for (int64_t i = 0; i < nc; i++)
-                if (isfinite(c[i]) && fabs(c[i]) > mx) mx = fabs(c[i]);
-            int64_t bad = 0, nonfin = 0, nondet = 0;
+            int64_t bad = 0, nondet = 0;
             for (int64_t i = 0; i < nc && nc == ng; i++) {
-                if (memcmp(&g[i], &g2[i], 8) != 0) nondet++;
-                if (!isfinite(c[i]) || !isfinite(g[i])) {
-                    if (!(isnan(c[i]) && isnan(g[i])) && c[i] != g[i]) nonfin++;
-                    continue;
-                }
-                if (fabs(g[i] - c[i]) > 1e-12 * (mx + 1e-300)) {
-                    if (bad < 3) printf("  %s: [%lld] gpu %.17g cpu %.17g\n", gc_case, (long long)i, g[i], c[i]);
+                if (!same64(g[i], g2[i])) nondet++;
+                if (!same64(g[i], c[i])) {
+                    if (bad < 3) printf("  %s: [%lld] gpu %a cpu %a\n", gc_case, (long long)i, g[i], c[i]);
                     bad++;
                 }
             }
-            GC_CHECK(bad == 0, "%lld elements differ by more than 1e-12 of max|ref| = %g", (long long)bad, mx);
-            GC_CHECK(nonfin == 0, "%lld NaN/inf positions differ", (long long)nonfin);
+            GC_CHECK(bad == 0, "%lld of %lld elements not bitwise equal to the CPU oracle's", (long long)bad,
+                     (long long)nc);
             GC_CHECK(nondet == 0, "%lld elements differ between two GPU runs", (long long)nondet);
+            n_compared += nc;
         }
         free(g);
         free(g2);
@@ -168,6 +170,23 @@ static void test_ops(void) {
     compare_op("linear+bias", &op, lin3, 3, 0, NULL);
     op = mk(DRIFT_OP_LINEAR, 2);
     compare_op("linear", &op, lin3, 2, 0, NULL);
+    /* M, N, K not multiples of the GEMM tiles (64 x 64 x 16), several tiles each way */
+    const int64_t gm[][3] = {{130, 70, 129}, {300, 200, 777}, {1, 1, 1}, {65, 1, 17}, {64, 64, 16}};
+    for (size_t t = 0; t < sizeof gm / sizeof *gm; t++) {
+        int64_t gx[2] = {gm[t][0], gm[t][2]}, gw[2] = {gm[t][1], gm[t][2]}, gb[1] = {gm[t][1]};
+        hbuf a = hb(2, gx, 1.0, 0), w = hb(2, gw, 0.1, 0), bias = hb(1, gb, 0.1, 0);
+        hbuf *g3[3] = {&a, &w, &bias};
+        char l[80];
+        for (int n_in = 2; n_in <= 3; n_in++) {
+            snprintf(l, sizeof l, "linear M %lld N %lld K %lld%s", (long long)gm[t][0], (long long)gm[t][1],
+                     (long long)gm[t][2], n_in == 3 ? " +bias" : "");
+            op = mk(DRIFT_OP_LINEAR, n_in);
+            compare_op(l, &op, g3, n_in, 0, NULL);
+        }
+        free(a.v);
+        free(w.v);
+        free(bias.v);
+    }
     /* norms */
     int64_t ns[2] = {5, 300}, nw[1] = {300};
     hbuf nx = hb(2, ns, 3.0, 0), nwt = hb(1, nw, 1.0, 0), nbs = hb(1, nw, 0.5, 0);
@@ -181,6 +200,25 @@ static void test_ops(void) {
         op = mk(DRIFT_OP_RMS_NORM, n_in);
         op.eps = 1e-6f;
         compare_op("rms_norm", &op, nin, n_in, 0, NULL);
+    }
+    /* rows and D not multiples of the row sums' 32 x 32 tiles, D below one tile */
+    const int64_t nr[][2] = {{70, 1000}, {33, 7}, {1, 1}, {129, 1537}};
+    for (size_t t = 0; t < sizeof nr / sizeof *nr; t++) {
+        int64_t xs2[2] = {nr[t][0], nr[t][1]}, ws2[1] = {nr[t][1]};
+        hbuf a = hb(2, xs2, 2.0, 0), w = hb(1, ws2, 1.0, 0), bias = hb(1, ws2, 0.5, 0);
+        for (int64_t i = 0; i < a.n; i++) a.v[i] += 0.5; /* a mean away from 0 */
+        hbuf *g3[3] = {&a, &w, &bias};
+        char l[80];
+        for (int k = 0; k < 2; k++) {
+            op = mk(k ? DRIFT_OP_RMS_NORM : DRIFT_OP_LAYER_NORM, k ? 2 : 3);
+            op.eps = 1e-5f;
+            snprintf(l, sizeof l, "%s rows %lld D %lld", k ? "rms_norm" : "layer_norm", (long long)nr[t][0],
+                     (long long)nr[t][1]);
+            compare_op(l, &op, g3, k ? 2 : 3, 0, NULL);
+        }
+        free(a.v);
+        free(w.v);
+        free(bias.v);
     }
     /* rope */
     int64_t rs[4] = {2, 10, 3, 8}, rt[2] = {10, 8};
@@ -202,6 +240,25 @@ static void test_ops(void) {
         op.layout = ly;
         op.scale = 0.3f;
         compare_op(ly ? "attention layout 1" : "attention layout 0", &op, ain, 3, 0, NULL);
+        free(q.v);
+        free(k.v);
+        free(v.v);
+    }
+    /* attention with Lq, Lk, Dh, Dv off the tiles (several GEMM tiles and 32-row sum tiles) */
+    for (int ly = 0; ly < 2; ly++) {
+        const int64_t B = 1, H = 2, Lq = 100, Lk = 130, Dh = 72, Dv = 40;
+        int64_t qs[4] = {B, H, Lq, Dh}, ks[4] = {B, H, Lk, Dh}, vs[4] = {B, H, Lk, Dv};
+        if (ly) {
+            qs[1] = Lq, qs[2] = H;
+            ks[1] = Lk, ks[2] = H;
+            vs[1] = Lk, vs[2] = H;
+        }
+        hbuf q = hb(4, qs, 1.0, 0), k = hb(4, ks, 1.0, 0), v = hb(4, vs, 1.0, 0);
+        hbuf *ain[3] = {&q, &k, &v};
+        op = mk(DRIFT_OP_ATTENTION, 3);
+        op.layout = ly;
+        op.scale = 0.0f; /* 1 / sqrt(Dh) */
+        compare_op(ly ? "attention 100x130 d72/40 layout 1" : "attention 100x130 d72/40 layout 0", &op, ain, 3, 0, NULL);
         free(q.v);
         free(k.v);
         free(v.v);
@@ -371,8 +428,11 @@ static void test_metrics(void) {
     drift_metric_acc_init(&b);
     drift_err e;
     if (upload(CPU, &t, &tc) || upload(CPU, &r, &rcpu) || upload(GPU, &t, &tg) || upload(GPU, &r, &rg)) return;
-    GC_CHECK(drift_backend_metrics(CPU, &tc, &rcpu, &a, &e) == 0, "cpu metrics: %s", gc_errstr(&e));
-    GC_CHECK(drift_backend_metrics(GPU, &tg, &rg, &b, &e) == 0, "gpu metrics: %s", gc_errstr(&e));
+    /* twice into the same acc: the second call's chunks add onto the first's sums */
+    for (int k = 0; k < 2; k++) {
+        GC_CHECK(drift_backend_metrics(CPU, &tc, &rcpu, &a, &e) == 0, "cpu metrics: %s", gc_errstr(&e));
+        GC_CHECK(drift_backend_metrics(GPU, &tg, &rg, &b, &e) == 0, "gpu metrics: %s", gc_errstr(&e));
+    }
     GC_CHECK(a.numel == b.numel && a.n_diff == b.n_diff && a.nan_t == b.nan_t && a.inf_t == b.inf_t &&
                  a.nan_r == b.nan_r && a.inf_r == b.inf_r,
              "counts differ");
@@ -380,8 +440,7 @@ static void test_metrics(void) {
              "argmax %lld vs %lld", (long long)a.argmax, (long long)b.argmax);
     double pa[5] = {a.sum_abs_diff, a.sum_sq_diff, a.sum_tr, a.sum_tt, a.sum_rr},
            pb[5] = {b.sum_abs_diff, b.sum_sq_diff, b.sum_tr, b.sum_tt, b.sum_rr};
-    for (int i = 0; i < 5; i++)
-        GC_CHECK(fabs(pa[i] - pb[i]) <= 1e-12 * fabs(pa[i]) + 1e-300, "sum %d: cpu %.17g gpu %.17g", i, pa[i], pb[i]);
+    for (int i = 0; i < 5; i++) GC_CHECK(same64(pa[i], pb[i]), "sum %d: cpu %a gpu %a (not bitwise equal)", i, pa[i], pb[i]);
     drift_backend_release(CPU, &tc);
     drift_backend_release(CPU, &rcpu);
     drift_backend_release(GPU, &tg);
@@ -390,7 +449,68 @@ static void test_metrics(void) {
     free(r.v);
 }
 
-/* A whole Wan oracle forward: GPU output within 1e-12 relative of the CPU's. */
+/* fp32 transfers (rounded / widened on the device): the CPU oracle's casts bit
+ * for bit, ties, float subnormals, overflow to inf, NaN and inf included. */
+static void test_transfers(void) {
+    gc_case_set("fp32 transfers");
+    int64_t sh[1] = {100003};
+    hbuf x = hb(1, sh, 1.0, 0.01);
+    for (int64_t i = 0; i < x.n; i += 11) x.v[i] = (double)(float)x.v[i] * (1.0 + 0x1p-24); /* ties of the fp32 rounding */
+    for (int64_t i = 5; i < x.n; i += 13) x.v[i] *= 1e-40;                                    /* fp32 subnormals */
+    for (int64_t i = 7; i < x.n; i += 17) x.v[i] *= 1e39;                                     /* beyond FLT_MAX */
+    drift_tensor tc, tg;
+    drift_err e;
+    float *fc = malloc((size_t)x.n * sizeof *fc), *fg = malloc((size_t)x.n * sizeof *fg);
+    double *dc = malloc((size_t)x.n * sizeof *dc), *dg = malloc((size_t)x.n * sizeof *dg);
+    if (!upload(CPU, &x, &tc) && !upload(GPU, &x, &tg)) {
+        int ok = !drift_backend_download_f32(CPU, &tc, fc, &e) && !drift_backend_download_f32(GPU, &tg, fg, &e) &&
+                 !drift_backend_upload_f32(CPU, &tc, fc, &e) && !drift_backend_upload_f32(GPU, &tg, fc, &e) &&
+                 !drift_backend_download_f64(CPU, &tc, dc, &e) && !drift_backend_download_f64(GPU, &tg, dg, &e);
+        GC_CHECK(ok, "transfers: %s", gc_errstr(&e));
+        int64_t bad32 = 0, bad64 = 0;
+        for (int64_t i = 0; ok && i < x.n; i++) {
+            bad32 += !(memcmp(&fc[i], &fg[i], 4) == 0 || (isnan(fc[i]) && isnan(fg[i])));
+            bad64 += !same64(dc[i], dg[i]);
+        }
+        GC_CHECK(bad32 == 0, "download_f32: %lld of %lld elements differ from the host's rounding", (long long)bad32,
+                 (long long)x.n);
+        GC_CHECK(bad64 == 0, "upload_f32: %lld of %lld elements differ from the host's widening", (long long)bad64,
+                 (long long)x.n);
+        drift_backend_release(CPU, &tc);
+        drift_backend_release(GPU, &tg);
+    }
+    free(fc);
+    free(fg);
+    free(dc);
+    free(dg);
+    free(x.v);
+}
+
+/* Every site of one oracle forward, downloaded as fp64. */
+typedef struct site_vals {
+    int n;
+    char name[512][96];
+    int64_t numel[512];
+    double *v[512];
+} site_vals;
+
+static int collect_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
+    site_vals *sv = user;
+    if (sv->n >= 512) return drift_err_set(err, DRIFT_E_INTERNAL, site, "more than 512 sites");
+    double *v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *v);
+    if (!v) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
+    int rc = drift_backend_download_f64(t->be, t, v, err);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    snprintf(sv->name[sv->n], sizeof sv->name[0], "%s", site);
+    sv->numel[sv->n] = t->numel;
+    sv->v[sv->n++] = v;
+    return DRIFT_OK;
+}
+
+/* A whole wan2.2 oracle forward on both: every site and the output bitwise equal. */
 static void test_forward(void) {
     gc_case_set("wan2.2 oracle forward");
     drift_err e;
@@ -400,27 +520,86 @@ static void test_forward(void) {
     drift_exec_result rc_cpu, rc_gpu;
     memset(&rc_cpu, 0, sizeof rc_cpu);
     memset(&rc_gpu, 0, sizeof rc_gpu);
-    int ok = !drift_model_create("wan2.2:layers=2,dim=128,heads=4,ffn_dim=256,text_dim=64,text_len=16,frames=2,height=16,width=16",
+    static site_vals sc, sg;
+    memset(&sc, 0, sizeof sc);
+    memset(&sg, 0, sizeof sg);
+    /* dim 96 / 3 heads / ffn 200 / 45 tokens + 13 text tokens: off every tile size */
+    int ok = !drift_model_create("wan2.2:layers=2,dim=96,heads=3,ffn_dim=200,text_dim=40,text_len=13,frames=1,height=10,width=18",
                                  &m, &e) &&
              !drift_model_seed_params(m, 5, &e) && !drift_forward_prepare(m, NULL, DRIFT_SIDE_ORACLE, NULL, &f, &e) &&
              !drift_params_init_inputs(&m->cfg, 5, &in, &e) &&
-             !drift_forward_run(f, m, CPU, in, NULL, NULL, &rc_cpu, &e) && !drift_forward_run(f, m, GPU, in, NULL, NULL, &rc_gpu, &e);
+             !drift_forward_run(f, m, CPU, in, collect_site, &sc, &rc_cpu, &e) &&
+             !drift_forward_run(f, m, GPU, in, collect_site, &sg, &rc_gpu, &e);
     GC_CHECK(ok, "%s", gc_errstr(&e));
     if (ok) {
-        GC_CHECK(rc_cpu.numel == rc_gpu.numel && rc_cpu.numel > 0, "output sizes");
-        double mx = 0, md = 0;
-        for (int64_t i = 0; i < rc_cpu.numel; i++) {
-            mx = fabs(rc_cpu.f64[i]) > mx ? fabs(rc_cpu.f64[i]) : mx;
-            md = fabs(rc_cpu.f64[i] - rc_gpu.f64[i]) > md ? fabs(rc_cpu.f64[i] - rc_gpu.f64[i]) : md;
+        GC_CHECK(sc.n == sg.n && sc.n > 0, "sites: cpu %d, gpu %d", sc.n, sg.n);
+        int bad_sites = 0;
+        int64_t elems = 0;
+        for (int i = 0; i < sc.n && i < sg.n; i++) {
+            int64_t bad = 0;
+            if (strcmp(sc.name[i], sg.name[i]) != 0 || sc.numel[i] != sg.numel[i]) {
+                GC_CHECK(0, "site %d: cpu %s (%lld), gpu %s (%lld)", i, sc.name[i], (long long)sc.numel[i], sg.name[i],
+                         (long long)sg.numel[i]);
+                continue;
+            }
+            for (int64_t k = 0; k < sc.numel[i]; k++) bad += !same64(sc.v[i][k], sg.v[i][k]);
+            elems += sc.numel[i];
+            if (bad) {
+                if (bad_sites < 5) printf("  site %s: %lld of %lld elements differ\n", sc.name[i], (long long)bad, (long long)sc.numel[i]);
+                bad_sites++;
+            }
         }
-        printf("  oracle forward: max |gpu - cpu| = %.3g, max |cpu| = %.3g\n", md, mx);
-        GC_CHECK(md <= 1e-12 * mx, "max |gpu - cpu| %.3g > 1e-12 * %.3g", md, mx);
+        printf("  oracle forward: %d sites, %lld elements, %d sites not bitwise equal\n", sc.n, (long long)elems, bad_sites);
+        GC_CHECK(bad_sites == 0, "%d of %d sites not bitwise equal", bad_sites, sc.n);
+        int64_t bad = 0;
+        GC_CHECK(rc_cpu.numel == rc_gpu.numel && rc_cpu.numel > 0, "output sizes");
+        for (int64_t i = 0; i < rc_cpu.numel && rc_cpu.numel == rc_gpu.numel; i++) bad += !same64(rc_cpu.f64[i], rc_gpu.f64[i]);
+        GC_CHECK(bad == 0, "output: %lld of %lld elements not bitwise equal", (long long)bad, (long long)rc_cpu.numel);
     }
+    for (int i = 0; i < sc.n; i++) free(sc.v[i]);
+    for (int i = 0; i < sg.n; i++) free(sg.v[i]);
     drift_exec_result_free(&rc_cpu);
     drift_exec_result_free(&rc_gpu);
     drift_hostset_free(in);
     drift_forward_free(f);
     drift_model_free(m);
+}
+
+/* The GPU oracle's GEMM (the linear of a 1.3B-wide FFN): throughput, printed for
+ * bench/RESULTS.md; checked only to run. */
+static void test_gemm_speed(void) {
+    gc_case_set("gemm throughput");
+    const int64_t M = 4096, N = 8960, K = 1536;
+    int64_t xs[2] = {M, K}, ws[2] = {N, K};
+    hbuf x = hb(2, xs, 1.0, 0), w = hb(2, ws, 0.05, 0);
+    drift_tensor tx, tw, ty;
+    drift_err e;
+    memset(&ty, 0, sizeof ty);
+    ty.dtype = DRIFT_F64;
+    ty.ndim = 2;
+    ty.shape[0] = M;
+    ty.shape[1] = N;
+    if (!upload(GPU, &x, &tx) && !upload(GPU, &w, &tw) && drift_backend_alloc(GPU, &ty, &e) == 0) {
+        drift_op op = mk(DRIFT_OP_LINEAR, 2);
+        const drift_tensor *in[2] = {&tx, &tw};
+        int ok = drift_backend_run(GPU, &op, in, &ty, &e) == 0 && drift_backend_sync(GPU, &e) == 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        const int reps = 5;
+        for (int r = 0; ok && r < reps; r++) ok = drift_backend_run(GPU, &op, in, &ty, &e) == 0;
+        ok = ok && drift_backend_sync(GPU, &e) == 0;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        GC_CHECK(ok, "gemm: %s", gc_errstr(&e));
+        const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (ok)
+            printf("BENCH ref_cuda_gemm M %lld N %lld K %lld: %.3f ms, %.2f TFLOP/s (fp64, sequential k, no FMA)\n",
+                   (long long)M, (long long)N, (long long)K, 1e3 * sec / reps, 2.0 * M * N * K * reps / sec / 1e12);
+        drift_backend_release(GPU, &ty);
+        drift_backend_release(GPU, &tx);
+        drift_backend_release(GPU, &tw);
+    }
+    free(x.v);
+    free(w.v);
 }
 
 int main(void) {
@@ -439,7 +618,10 @@ int main(void) {
     test_ops();
     test_aten_ops();
     test_metrics();
+    test_transfers();
     test_forward();
+    test_gemm_speed();
+    printf("  %lld op output elements compared bitwise\n", (long long)n_compared);
     drift_backend_free(CPU);
     drift_backend_free(GPU);
     drift_backend_free(GPU_CHUNKED);
