@@ -168,5 +168,6 @@ drift_libraries_verdict drift_libraries_compare(const drift_libraries *rec, cons
 
 int drift_libraries_from_torch(const char *producer, const drift_libraries *l) {
     if (l && l->torch_version[0]) return 1;
-    return producer && strncmp(producer, "drift-recorder-python", 21) == 0;
+    /* the binding names torch when the job had it loaded (a numpy-only recording has no torch kernels) */
+    return producer && strncmp(producer, "drift-recorder-python ", 22) == 0 && strstr(producer, " torch ") != NULL;
 }

@@ -80,8 +80,9 @@ drift_libraries_verdict drift_libraries_compare(const drift_libraries *rec, cons
 const char *drift_libraries_verdict_name(drift_libraries_verdict v);
 
 /* 1 if a trace was recorded from PyTorch: its identity names a torch
- * version, or its producer attribute is the Python recorder's
- * ("drift-recorder-python ..."). producer and l may be NULL. */
+ * version, or its producer attribute is the Python recorder's with torch
+ * loaded ("drift-recorder-python 0.1.0 torch 2.11.0"). producer and l may
+ * be NULL. */
 int drift_libraries_from_torch(const char *producer, const drift_libraries *l);
 
 #endif
