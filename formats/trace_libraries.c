@@ -38,7 +38,7 @@ static int read_i64(hid_t g, const char *name, int64_t *dst, const char *file, d
 int drift_trace_read_libraries(drift_trace_reader *r, drift_libraries *out, int *present, drift_err *err) {
     tr_h5_quiet();
     if (!r || !out || !present) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "read_libraries: NULL argument");
-    drift_libraries_init(out);
+    memset(out, 0, sizeof *out); /* all unknown (no link to libraries.c: trace_*.c stand alone) */
     *present = 0;
     int ok = tr_guard_path(r->file, TR_LIBRARIES, r->path, TR_LIBRARIES, err);
     if (ok == DRIFT_E_INPUT) return ok;
@@ -65,7 +65,7 @@ int drift_trace_read_libraries(drift_trace_reader *r, drift_libraries *out, int 
     }
     H5Gclose(g);
     if (rc) {
-        drift_libraries_init(out);
+        memset(out, 0, sizeof *out);
         return rc;
     }
     out->cc_major = (int)cc[0];
