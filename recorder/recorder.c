@@ -627,8 +627,17 @@ int drift_recorder_set_params_ref(drift_recorder *r, const char *json, size_t le
     return finish(pre_start(r, "set_params_ref", do_set_params_ref, &a, &e), &e, err);
 }
 
+typedef struct libs_args {
+    drift_recorder *r;
+    drift_libraries l;
+} libs_args;
+
+/* Under h5mu, as the writer thread's start reads libs_set. */
 static int do_set_libraries(drift_trace_writer *w, const void *a, drift_err *err) {
-    return drift_trace_writer_set_libraries(w, a, err);
+    const libs_args *la = a;
+    int rc = drift_trace_writer_set_libraries(w, &la->l, err);
+    if (rc == DRIFT_OK) la->r->libs_set = 1; /* the start does not fill its own */
+    return rc;
 }
 
 /* s into dst (dsz bytes) or DRIFT_E_USAGE naming the field when it does not fit. */
@@ -669,7 +678,8 @@ int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc
     l.cublaslt_version = cublaslt_version;
     l.cublas_version = cublas_version;
     l.cudnn_version = cudnn_version;
-    return finish(pre_start(r, "set_libraries", do_set_libraries, &l, &e), &e, err);
+    libs_args la = {.r = r, .l = l};
+    return finish(pre_start(r, "set_libraries", do_set_libraries, &la, &e), &e, err);
 }
 
 int drift_recorder_start(drift_recorder *r, drift_err *err) {

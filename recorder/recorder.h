@@ -177,7 +177,12 @@ int drift_recorder_set_params_ref(drift_recorder *r, const char *json, size_t le
  * cudaRuntimeGetVersion, cublasLtGetVersion, cuBLAS 10000 x major + 100 x
  * minor + patch, cudnnGetVersion), 0 when unknown, each 0..2^31-1; strings
  * borrowed, NULL or "" when unknown (gpu_name and torch_version at most
- * 255 bytes, the paths 1023): DRIFT_E_USAGE naming the field otherwise. */
+ * 255 bytes, the paths 1023): DRIFT_E_USAGE naming the field otherwise.
+ * Without this call, a recorder that made device captures writes what it
+ * finds itself when the trace starts: the GPU of its captures, the CUDA
+ * driver, and cuBLASLt / cuBLAS / cuDNN when the process has them loaded
+ * (their own version calls, found by dlsym; paths by dladdr); the CUDA
+ * runtime stays unknown (the recorder's static copy is not the job's). */
 int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc_major, int cc_minor,
                                  int64_t driver_version, int64_t runtime_version, int64_t cublaslt_version,
                                  int64_t cublas_version, int64_t cudnn_version, const char *torch_version,
