@@ -47,8 +47,8 @@ static const drift_cli_cmd_spec SPEC = {
     "bisect",
     "TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
-    "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...] [--kernels exact|torch]\n"
-    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
+    "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
+    "                    [--kernels exact|torch] [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
     "input_dtype_policy key; each global flag; the RoPE provenance) form the\n"

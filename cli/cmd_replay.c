@@ -55,8 +55,9 @@ static const drift_cli_opt_spec OPTS[] = {
 static const drift_cli_cmd_spec SPEC = {
     "replay",
     "TRACE [--plan P | flags] [--side trainer|rollout]\n"
-    "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]] [--kernels exact|torch]\n"
-    "                    [--devices D1,D2,... [--fsdp]] [--mpi] [--steps A:B] [--output-only] [--weights-root DIR]\n"
+    "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]]\n"
+    "                    [--devices D1,D2,... [--fsdp]] [--kernels exact|torch] [--mpi] [--steps A:B]\n"
+    "                    [--output-only] [--weights-root DIR]\n"
     "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
     "                    [--format text|csv] [--json]\n",
     "Re-runs the forward recorded in TRACE under a dtype plan, from the trace's\n"
