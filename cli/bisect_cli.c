@@ -192,6 +192,8 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
     drift_json_buf_field_int(&b, "memo_hits", (int64_t)r->memo_hits);
     drift_json_buf_field_int(&b, "max_concurrent_probes", (int64_t)r->max_concurrent);
     drift_json_buf_field_int(&b, "steps", r->n_steps);
+    drift_json_buf_field_string(&b, "kernels", r->kernels[0] ? r->kernels : NULL);
+    drift_json_buf_field_string(&b, "kernels_why", r->kernels[0] && o->kernels_why && o->kernels_why[0] ? o->kernels_why : NULL);
     drift_json_buf_field_number(&b, "seconds", r->seconds);
     drift_json_buf_end_object(&b);
     char *s = drift_json_buf_take(&b);
@@ -242,6 +244,9 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     const char *mname = drift_bisect_metric_name(lo.metric);
     fprintf(out, "bisect %s: good plan '%s', bad plan '%s', %s granularity, %lld step%s\n", o->trace, o->good->name,
             o->bad->name, o->granularity_param ? "parameter" : "pattern", (long long)r.n_steps, r.n_steps == 1 ? "" : "s");
+    if (r.kernels[0])
+        fprintf(out, "  kernels %s%s%s%s\n", r.kernels, o->kernels_why && o->kernels_why[0] ? " (" : "",
+                o->kernels_why ? o->kernels_why : "", o->kernels_why && o->kernels_why[0] ? ")" : "");
     fprintf(out, "  reference: %s; %s: good %s, bad %s; noise floor %s; threshold %s\n",
             lo.ref == DRIFT_BISECT_REF_GOOD ? "the good plan's replay (bitwise question)" : "the recorded rollout output",
             mname, drift_report_num(r.good_metric, a, sizeof a), drift_report_num(r.bad_metric, b, sizeof b),

@@ -19,6 +19,7 @@ typedef struct drift_bisect_cli_opts {
     int stream;                  /* stderr: each probe's verdict and each culprit set as found (not with json) */
     const char *fix_out;         /* NULL, or where the fix plan (JSON) goes (--fix-out) */
     int force;                   /* --fix-out may replace an existing file */
+    const char *kernels_why;     /* why lib.kernels (cli/kernels_opt.h), shown beside the profile; NULL allowed */
     drift_bisect_opts lib;       /* the rest (metric, threshold, ref, steps, --all) */
 } drift_bisect_cli_opts;
 

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/bisect_cli.h"
 #include "cli/cli_util.h"
+#include "cli/kernels_opt.h"
 #include "cli/commands.h"
 #include "cli/trace_args.h"
 #include "replay/drive/replay_trace.h"
@@ -33,6 +34,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
     {"--devices", NULL, "LIST", "e.g. cuda:0,cuda:1: probe slot i runs on device i mod n; stderr logs\n"
                                 "each probe's start and finish with its device", NULL, 0},
+    DRIFT_CLI_KERNELS_SPEC,
     {"--parallel", NULL, "N", "probes run at once (threads, 1..16; default 2, or one per device)", NULL, 0},
     {"--fix-out", NULL, "PLAN.json", "write the fix: the bad plan with exactly the culprit differences\n"
                                      "taken from the good plan, verified by one more replay", NULL, 0},
@@ -46,7 +48,7 @@ static const drift_cli_cmd_spec SPEC = {
     "TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
     "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
-    "                    [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
+    "                    [--kernels exact|torch] [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
     "input_dtype_policy key; each global flag; the RoPE provenance) form the\n"
@@ -97,6 +99,7 @@ int drift_cmd_bisect(int argc, char **argv) {
     const char *thr = drift_cli_args_get(&a, "--threshold"), *thf = drift_cli_args_get(&a, "--threshold-floor");
     const char *par = drift_cli_args_get(&a, "--parallel"), *dev = drift_cli_args_get(&a, "--device");
     o.lib.devices = drift_cli_args_get(&a, "--devices");
+    const char *kernels = drift_cli_args_get(&a, "--kernels");
     drift_cli_args_free(&a);
 
     if (o.json && format && strcmp(format, "text") != 0)
@@ -117,6 +120,12 @@ int drift_cmd_bisect(int argc, char **argv) {
         o.lib.has_threshold_floor = 1;
     }
     if (dev && o.lib.devices) return drift_cli_usage_error_field("bisect", "--device", "give --device or --devices, not both");
+    if (drift_cli_check_input("bisect", "TRACE", o.trace)) return 2;
+    drift_cli_kernels kp;
+    if (drift_cli_kernels_pick("bisect", o.lib.devices ? o.lib.devices : dev, kernels, drift_cli_trace_from_torch(o.trace), &kp))
+        return 2;
+    o.lib.kernels = kp.profile;
+    o.kernels_why = kp.why;
     if (dev) {
         if (drift_cli_check_device("bisect", "--device", dev)) return 2;
         o.backend = dev;
@@ -132,7 +141,6 @@ int drift_cmd_bisect(int argc, char **argv) {
         for (const char *p = o.lib.devices; *p; p++) n += *p == ',';
         o.lib.parallel = n > 16 ? 16 : n;
     }
-    if (drift_cli_check_input("bisect", "TRACE", o.trace)) return 2;
     if (o.fix_out && drift_cli_check_output("bisect", "--fix-out", o.fix_out, o.force)) return 2;
     if (drift_cli_resolve_steps("bisect", steps, o.trace, &o.lib.step_first, &o.lib.step_last)) return 2;
     drift_err err;

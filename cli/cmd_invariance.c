@@ -7,13 +7,13 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "cli/kernels_opt.h"
 #include "cli/commands.h"
 #include "cli/invariance_out.h"
 #include "kernels/backend.h"
 #include "replay/drive/invariance.h"
 
 static const char *const CFG_CHOICES[] = {"split", "joined", NULL};
-static const char *const KERNEL_CHOICES[] = {"exact", "torch", NULL};
 static const char *const SIDE_CHOICES[] = {"trainer", "rollout", NULL};
 
 static const drift_cli_opt_spec OPTS[] = {
@@ -24,8 +24,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--step", NULL, "S", "trace step (default: the first committed)", NULL, 0},
     {"--sample", NULL, "I", "row of the recorded batch (default 0)", NULL, 0},
     {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
-    {"--kernels", NULL, "K", "exact (default: drift's order-defined kernels) or torch (CUDA: the\n"
-                             "kernels PyTorch runs, cuda:N:kernels=torch)", KERNEL_CHOICES, 0},
+    DRIFT_CLI_KERNELS_SPEC,
     {"--plan", NULL, "P", "the dtype plan (JSON); default: the trace's own", NULL, 0},
     DRIFT_CLI_PLAN_FLAG_SPECS,
     {"--side", NULL, "S", "which forward dtype of the plan applies (default: the trace's side,\n"
@@ -104,7 +103,6 @@ int drift_cmd_invariance(int argc, char **argv) {
     const char *seed = drift_cli_args_get(&a, "--seed"), *side = drift_cli_args_get(&a, "--side");
     drift_cli_args_free(&a); /* the values stay: they are argv's strings */
     if (!device) device = "cpu";
-    if (!kernels) kernels = "exact";
     long long n;
     if (batch && parse_batches(batch, &o)) return 2;
     if (cfg) o.cfg_joined = strcmp(cfg, "joined") == 0;
@@ -131,14 +129,13 @@ int drift_cmd_invariance(int argc, char **argv) {
     if (is_cuda && device[4] && strspn(device + 5, "0123456789") != strlen(device + 5)) is_cuda = 0;
     if (!is_cpu && !is_cuda)
         return drift_cli_usage_error_field("invariance", "--device", "--device: expected cpu or cuda[:N], got '%s'", device);
-    if (is_cpu && strcmp(kernels, "torch") == 0)
-        return drift_cli_usage_error_field("invariance", "--kernels", "--kernels torch is a CUDA kernel profile: give --device cuda[:N]");
+    drift_cli_kernels kp;
+    if (drift_cli_kernels_pick("invariance", device, kernels, drift_cli_trace_from_torch(o.trace), &kp)) return 2;
     char spec[96];
-    /* cuda: the profile always explicit (kernels/cuda/cuda_backend.h: kernels=exact|torch) */
-    snprintf(spec, sizeof spec, "%s%s%s", device, is_cuda ? ":kernels=" : "", is_cuda ? kernels : "");
-
     drift_err err;
     drift_err_clear(&err);
+    if (drift_backend_spec_with_kernels(device, kp.profile, spec, sizeof spec, &err)) return drift_cli_report("invariance", &err);
+
     drift_plan plan;
     drift_plan_init(&plan);
     int have_plan = pa.file || pa.n_flags;
@@ -150,6 +147,7 @@ int drift_cmd_invariance(int argc, char **argv) {
     if (!rc) {
         o.plan = have_plan ? &plan : NULL;
         rc = drift_invariance_run(&o, be, &rep, &err);
+        snprintf(rep.kernels_why, sizeof rep.kernels_why, "%s", kp.why);
     }
     if (rc) {
         code = drift_cli_report("invariance", &err);

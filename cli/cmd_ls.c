@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "cli/libraries_out.h"
 #include "cli/commands.h"
 #include "formats/alloc.h"
 #include "formats/census.h" /* intercept census */
@@ -108,6 +109,16 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     drift_json_buf_field_string(&b, "ended", drift_trace_reader_ended(r));
     if (drift_trace_reader_status(r)) drift_json_buf_field_string(&b, "status", drift_trace_reader_status(r));
     else drift_json_buf_field_null(&b, "status");
+    drift_libraries libs;
+    int has_libs = 0;
+    int lrc = drift_trace_read_libraries(r, &libs, &has_libs, err);
+    if (lrc) {
+        drift_json_buf_free(&b);
+        return lrc;
+    }
+    drift_json_buf_add_key(&b, "libraries");
+    drift_cli_json_libraries(&b, has_libs ? &libs : NULL);
+    drift_json_buf_field_bool(&b, "from_torch", drift_libraries_from_torch(m->producer, has_libs ? &libs : NULL));
 
     size_t ns = 0;
     const drift_trace_step *st = drift_trace_reader_steps(r, &ns);
@@ -242,6 +253,11 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     else printf("steps     0 committed\n");
     const char *status = drift_trace_reader_status(r); /* the writer's own last word (NULL: older trace) */
     if (status) printf("status    %s\n", P(status, e3));
+    drift_libraries libs;
+    int has_libs = 0, lrc = drift_trace_read_libraries(r, &libs, &has_libs, err);
+    if (lrc) return lrc;
+    if (has_libs) drift_cli_text_libraries(stdout, "", "libraries ", &libs);
+    else printf("libraries - (no GPU and library identity recorded)\n");
 
     size_t n = drift_trace_reader_n_sites(r);
     printf("\nsites (%zu)\n", n);

@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "cli/kernels_opt.h"
 #include "cli/commands.h"
 #include "cli/load_report.h"
 #include "cli/progress.h"
@@ -30,6 +31,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--ref", NULL, "REF", "trainer (default) | rollout | oracle | PATH of another trace", NULL, 0},
     {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
     {"--devices", NULL, "LIST", "e.g. cuda:0,cuda:1: steps dealt round-robin, one thread per device", NULL, 0},
+    DRIFT_CLI_KERNELS_SPEC,
     {"--fsdp", NULL, NULL, "with --devices (or MPI): shard the fp32 masters as FSDP2 does", NULL, 0},
     {"--mpi", NULL, NULL, "this process is one rank of an MPI job", NULL, 0},
     {"--steps", NULL, "A:B", "trace steps to replay, inclusive (A:B, A, A:, :B); out of range: exit 2", NULL, 0},
@@ -54,7 +56,8 @@ static const drift_cli_cmd_spec SPEC = {
     "replay",
     "TRACE [--plan P | flags] [--side trainer|rollout]\n"
     "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]]\n"
-    "                    [--devices D1,D2,... [--fsdp]] [--mpi] [--steps A:B] [--output-only] [--weights-root DIR]\n"
+    "                    [--devices D1,D2,... [--fsdp]] [--kernels exact|torch] [--mpi] [--steps A:B]\n"
+    "                    [--output-only] [--weights-root DIR]\n"
     "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
     "                    [--format text|csv] [--json]\n",
     "Re-runs the forward recorded in TRACE under a dtype plan, from the trace's\n"
@@ -70,7 +73,11 @@ static const drift_cli_cmd_spec SPEC = {
     "The first divergent site of each step (the first one not bitwise equal) is\n"
     "where a plan difference first touches the numbers. Without --plan (and\n"
     "without plan flags) the plan recorded in TRACE is used, and stderr says so.\n"
-    "TRACE may be a drift merge index: INDEX reads its lowest rank, INDEX#rank=N rank N.\n",
+    "TRACE may be a drift merge index: INDEX reads its lowest rank, INDEX#rank=N rank N.\n"
+    "On a GPU the report names the kernel profile (--kernels) and compares the\n"
+    "GPU and library builds (cuBLASLt, cuBLAS, cuDNN) with those the trace\n"
+    "recorded: when they differ, bitwise equality with the recording is not\n"
+    "expected, and the report says so.\n",
     OPTS,
     "TRACE",
     1,
@@ -183,6 +190,7 @@ int drift_cmd_replay(int argc, char **argv) {
     int allow_mismatch = drift_cli_args_count(&a, "--allow-mismatch") > 0;
     if (drift_cli_args_get(&a, "--weights-root")) o.weights_root = drift_cli_args_get(&a, "--weights-root");
     int device_given = drift_cli_args_get(&a, "--device") != NULL;
+    const char *kernels = drift_cli_args_get(&a, "--kernels");
     int bad = 0;
     double atol = parse_tol("--atol", drift_cli_args_get(&a, "--atol"), &bad);
     double rtol = bad ? -1 : parse_tol("--rtol", drift_cli_args_get(&a, "--rtol"), &bad);
@@ -198,6 +206,10 @@ int drift_cmd_replay(int argc, char **argv) {
     if (json && format && strcmp(format, "text") != 0)
         return drift_cli_usage_error_field("replay", "--format", "--format %s and --json: give one", format);
     if (drift_cli_check_input("replay", "TRACE", o.trace)) return 2;
+    drift_cli_kernels kp;
+    if (drift_cli_kernels_pick("replay", o.devices ? o.devices : o.backend, kernels, drift_cli_trace_from_torch(o.trace), &kp))
+        return 2;
+    o.kernels = kp.profile;
     if (o.backend && drift_cli_check_device("replay", "--device", o.backend)) return 2;
     if (o.devices && drift_cli_check_devices("replay", "--devices", o.devices)) return 2;
     if (side) o.side = strcmp(side, "rollout") == 0 ? DRIFT_SIDE_ROLLOUT : DRIFT_SIDE_TRAINER;
@@ -285,6 +297,7 @@ int drift_cmd_replay(int argc, char **argv) {
     }
     drift_replay_report rep;
     int rc = drift_replay_trace(&o, &rep, &err);
+    snprintf(rep.kernels_why, sizeof rep.kernels_why, "%s", kp.why);
     double floor = NAN;
     if (!rc && max_floor >= 0) {
         drift_cli_progress_phase(prog, "measuring the noise floor");

@@ -25,6 +25,9 @@ static void op_str(char *buf, size_t sz, const drift_inv_op *op) {
 void drift_invariance_print_text(const drift_invariance_report *rep, FILE *f) {
     fprintf(f, "model %s on %s, %s side, step %lld, sample %d of a recorded batch of %d\n", rep->model, rep->backend,
             rep->side, (long long)rep->step, rep->sample, rep->recorded_batch);
+    if (rep->kernels[0])
+        fprintf(f, "kernels %s%s%s%s\n", rep->kernels, rep->kernels_why[0] ? " (" : "", rep->kernels_why,
+                rep->kernels_why[0] ? ")" : "");
     if (rep->has_composition) {
         fprintf(f, "recorded batch composition: micro-batch %d, cfg %s, samples", (int)rep->composition.micro_batch,
                 drift_batch_cfg_name(rep->composition.cfg));
@@ -94,6 +97,8 @@ int drift_invariance_print_json(const drift_invariance_report *rep, FILE *f) {
     drift_json_buf_begin_object(&b);
     drift_json_buf_field_string(&b, "model", rep->model);
     drift_json_buf_field_string(&b, "backend", rep->backend);
+    drift_json_buf_field_string(&b, "kernels", rep->kernels[0] ? rep->kernels : NULL);
+    drift_json_buf_field_string(&b, "kernels_why", rep->kernels[0] && rep->kernels_why[0] ? rep->kernels_why : NULL);
     drift_json_buf_field_string(&b, "side", rep->side);
     drift_json_buf_field_int(&b, "step", rep->step);
     drift_json_buf_field_int(&b, "sample", rep->sample);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/libraries_out.h"
 #include "formats/json.h"
 #include "formats/trace.h"
 
@@ -94,6 +95,21 @@ static void worst_text(const drift_replay_opts *o, const drift_replay_report *re
     drift_trace_reader_close(r);
 }
 
+/* The kernel profile and the library comparison (a GPU replay, or a trace
+ * that recorded its libraries). */
+static void identity_text(const drift_replay_report *rep, FILE *f) {
+    if (rep->kernels[0])
+        fprintf(f, "  kernels %s%s%s%s\n", rep->kernels, rep->kernels_why[0] ? " (" : "", rep->kernels_why,
+                rep->kernels_why[0] ? ")" : "");
+    if (!rep->has_libs_here && !rep->has_libs_rec) return;
+    char msg[2048];
+    drift_libraries_compare(rep->has_libs_rec ? &rep->libs_rec : NULL, rep->has_libs_here ? &rep->libs_here : NULL, msg,
+                            sizeof msg);
+    fprintf(f, "  libraries: %s\n", msg);
+    if (rep->has_libs_rec) drift_cli_text_libraries(f, "    ", "recorded: ", &rep->libs_rec);
+    if (rep->has_libs_here) drift_cli_text_libraries(f, "    ", "here:     ", &rep->libs_here);
+}
+
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
     if (o->plan)
         fprintf(f, "replay of %s\n  model %s\n  plan %s (%s side), backend %s\n  reference: %s\n", o->trace, rep->model,
@@ -101,6 +117,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
                 o->backend ? o->backend : "cpu", rep->ref_desc);
     else
         fprintf(f, "compare %s (candidate)\n  against %s (reference)\n  model %s\n", o->trace, rep->ref_desc, rep->model);
+    identity_text(rep, f);
     fprintf(f, "  %lld step%s in %.2f s\n\n", (long long)rep->n_steps, rep->n_steps == 1 ? "" : "s", rep->seconds);
     fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s\n", "site (execution order)", "dtype", "equal", "mean|d|",
             "max|d|", "rel_max", "cosine", "max ulp");
@@ -278,6 +295,9 @@ int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_repl
     drift_json_buf_field_string(&b, "side", drift_assign_side_name(o->side));
     drift_json_buf_field_string(&b, "backend", o->backend ? o->backend : "cpu");
     drift_json_buf_field_string(&b, "reference", rep->ref_desc);
+    drift_json_buf_field_string(&b, "kernels", rep->kernels[0] ? rep->kernels : NULL);
+    drift_json_buf_field_string(&b, "kernels_why", rep->kernels_why[0] ? rep->kernels_why : NULL);
+    drift_cli_json_libraries_cmp(&b, rep->has_libs_rec ? &rep->libs_rec : NULL, rep->has_libs_here ? &rep->libs_here : NULL);
     drift_json_buf_field_number(&b, "seconds", rep->seconds);
     drift_json_buf_add_key(&b, "steps");
     drift_json_buf_begin_array(&b);

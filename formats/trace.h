@@ -28,6 +28,7 @@
 
 #include "formats/dtype.h"
 #include "formats/err.h"
+#include "formats/libraries.h"
 #include "formats/params.h" /* DRIFT_MAX_DIMS */
 
 #define DRIFT_TRACE_FORMAT_NAME "drift-trace"
@@ -195,6 +196,11 @@ int drift_trace_writer_set_graph(drift_trace_writer *w, const char *json, size_t
  * safetensors checkpoint instead of values (JSON of formats/params_ref.h,
  * len bytes, borrowed; opaque here). */
 int drift_trace_writer_set_params_ref(drift_trace_writer *w, const char *json, size_t len, drift_err *err);
+
+/* Before start. Stores /libraries: the GPU and library identity of the
+ * forward being recorded (formats/libraries.h; lib borrowed; unknown fields
+ * are written as 0 / ""). At most once. */
+int drift_trace_writer_set_libraries(drift_trace_writer *w, const drift_libraries *lib, drift_err *err);
 
 /* Creates the tables and enters SWMR-write mode. After this only the
  * per-step calls below and close are allowed. */
@@ -392,6 +398,12 @@ int drift_trace_read_buffer(drift_trace_reader *r, size_t i, void *dst, size_t d
 /* The /graph JSON: *json malloc'd and NUL-terminated, owned by the caller;
  * *json = NULL, *len = 0 if the trace has none. */
 int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drift_err *err);
+/* The recording's /libraries into *out (caller-owned); *present = 0 (and
+ * *out all unknown) when the trace has none. DRIFT_E_INPUT naming the
+ * attribute for a wrong type, a string longer than its field or a version
+ * out of range. Strings are returned as stored: escape them
+ * (drift_libraries_escape) before printing. */
+int drift_trace_read_libraries(drift_trace_reader *r, drift_libraries *out, int *present, drift_err *err);
 /* The /params_ref JSON, the same way (NULL, 0 when the trace stores its
  * parameters by value). */
 int drift_trace_read_params_ref(drift_trace_reader *r, char **json, size_t *len, drift_err *err);

@@ -21,6 +21,7 @@
 #define TR_BUFFERS "/buffers"
 #define TR_GRAPH "/graph"
 #define TR_PARAMS_REF "/params_ref" /* parameters by reference (formats/params_ref.h) */
+#define TR_LIBRARIES "/libraries"   /* the recording's GPU and library identity (formats/libraries.h) */
 
 #define TR_DTYPE_STR 8                 /* fixed string size of a dtype name */
 #define TR_DIM_MAX ((int64_t)1 << 40)  /* largest dimension accepted */

@@ -783,6 +783,28 @@ int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
     return rc;
 }
 
+/* /libraries: a group of attributes (docs/format.md section 2.1). */
+int drift_trace_writer_set_libraries(drift_trace_writer *w, const drift_libraries *lib, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "set_libraries", err);
+    if (rc) return rc;
+    if (!lib) return drift_err_set(err, DRIFT_E_USAGE, w->path, "set_libraries: NULL identity");
+    if (H5Lexists(w->file, TR_LIBRARIES, H5P_DEFAULT) > 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "libraries set twice");
+    hid_t g = H5Gcreate2(w->file, TR_LIBRARIES, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) return wfail(w, err, TR_LIBRARIES, "cannot create the group");
+    const int64_t cc[2] = {lib->cc_major, lib->cc_minor};
+    if (tr_write_attr_str(g, "gpu_name", lib->gpu_name) || tr_write_attr_i64v(g, "compute_capability", cc, 2) ||
+        tr_write_attr_i64(g, "cuda_driver", lib->driver_version) ||
+        tr_write_attr_i64(g, "cuda_runtime", lib->runtime_version) ||
+        tr_write_attr_i64(g, "cublaslt", lib->cublaslt_version) || tr_write_attr_i64(g, "cublas", lib->cublas_version) ||
+        tr_write_attr_i64(g, "cudnn", lib->cudnn_version) || tr_write_attr_str(g, "torch", lib->torch_version) ||
+        tr_write_attr_str(g, "cublaslt_path", lib->cublaslt_path) || tr_write_attr_str(g, "cudnn_path", lib->cudnn_path))
+        rc = wfail(w, err, TR_LIBRARIES, "cannot write the attributes");
+    H5Gclose(g);
+    return rc;
+}
+
 /* /params_ref: one fixed-length string like /graph. */
 int drift_trace_writer_set_params_ref(drift_trace_writer *w, const char *json, size_t len, drift_err *err) {
     tr_h5_quiet();

@@ -39,7 +39,7 @@ declare -A SRCS=(
   [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB $F_PLAN"
   # the trace module (writer, reader, tables, check/repair) is taken whole, as
   # the kernels module is for fuzz_graph; formats/trace_reader.c must exist.
-  [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/census.c formats/dtype.c formats/params_ref.c formats/hash64.c $F_JSON"
+  [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/libraries.c formats/census.c formats/dtype.c formats/params_ref.c formats/hash64.c $F_JSON"
 )
 # Harnesses that link HDF5 (shared, as the project does).
 declare -A NEEDS_HDF5=([fuzz_trace]=1)

@@ -179,6 +179,15 @@ static void trace_read_everything(drift_trace_reader *r) {
     rc = drift_trace_read_graph(r, &graph, &glen, &err);
     TRACE_OK(rc, "read_graph");
     free(graph);
+    drift_libraries libs;
+    int has_libs = 0;
+    rc = drift_trace_read_libraries(r, &libs, &has_libs, &err);
+    TRACE_OK(rc, "read_libraries");
+    if (rc == DRIFT_OK && has_libs) { /* the texts a report prints stay bounded and NUL-terminated */
+        char line[4096];
+        drift_libraries_describe(&libs, line, sizeof line);
+        FUZZ_CHECK(strlen(line) < sizeof line, "describe overran");
+    }
     int64_t fresh = 0;
     rc = drift_trace_reader_refresh(r, &fresh, &err);
     TRACE_OK(rc, "refresh");

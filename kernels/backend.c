@@ -10,6 +10,9 @@
 
 #include "kernels/aten_internal.h"
 #include "kernels/cpu/host_internal.h" /* DRIFT_HOST_MAX_THREADS */
+#ifdef DRIFT_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h" /* the profile and identity of a CUDA backend */
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Creation                                                                   */
@@ -134,6 +137,51 @@ int drift_backend_create(const char *spec, drift_backend **out, drift_err *err) 
     }
     return drift_err_set(err, DRIFT_E_INPUT, "backend",
                          "unknown backend '%s' (expected ref, cpu, cuda, cuda:N or ref-cuda:N)", spec);
+}
+
+const char *drift_backend_kernels(const drift_backend *be) {
+#ifdef DRIFT_HAVE_CUDA
+    int p = drift_cuda_backend_kernel_profile(be);
+    return p < 0 ? NULL : drift_cuda_kernel_profile_name(p);
+#else
+    (void)be;
+    return NULL;
+#endif
+}
+
+/* 1 if spec is "cuda", "cuda:..." (not ref-cuda). */
+static int spec_is_cuda(const char *spec) { return spec && strncmp(spec, "cuda", 4) == 0 && (!spec[4] || spec[4] == ':'); }
+
+int drift_backend_spec_with_kernels(const char *spec, const char *kernels, char *out, size_t sz, drift_err *err) {
+    if (!out || sz == 0) return drift_err_set(err, DRIFT_E_INTERNAL, "backend", "spec_with_kernels: no output buffer");
+    const char *s = spec ? spec : "cpu";
+    int add = kernels && spec_is_cuda(s) && !strstr(s, "kernels=");
+    int n = add ? snprintf(out, sz, "%s:kernels=%s", s, kernels) : snprintf(out, sz, "%s", s);
+    if (n < 0 || (size_t)n >= sz)
+        return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': spec too long (at most %zu bytes)", s, sz - 1);
+    return DRIFT_OK;
+}
+
+int drift_backend_libraries(const drift_backend *be, drift_libraries *out) {
+    drift_libraries_init(out);
+#ifdef DRIFT_HAVE_CUDA
+    drift_cuda_identity id;
+    if (!out || !drift_cuda_backend_is_cuda(be) || drift_cuda_backend_identity(be, &id, NULL)) return 0;
+    snprintf(out->gpu_name, sizeof out->gpu_name, "%s", id.gpu_name);
+    out->cc_major = id.cc_major;
+    out->cc_minor = id.cc_minor;
+    out->driver_version = id.driver_version;
+    out->runtime_version = id.runtime_version;
+    out->cublaslt_version = id.cublaslt_version;
+    out->cublas_version = id.cublas_version;
+    out->cudnn_version = id.cudnn_version;
+    snprintf(out->cublaslt_path, sizeof out->cublaslt_path, "%s", id.cublaslt_path);
+    snprintf(out->cudnn_path, sizeof out->cudnn_path, "%s", id.cudnn_path);
+    return 1;
+#else
+    (void)be;
+    return 0;
+#endif
 }
 
 void drift_backend_free(drift_backend *be) {

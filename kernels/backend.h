@@ -24,6 +24,7 @@
 
 #include "formats/dtype.h"
 #include "formats/err.h"
+#include "formats/libraries.h"
 #include "formats/params.h" /* DRIFT_MAX_DIMS */
 
 typedef enum drift_op_kind {
@@ -171,6 +172,20 @@ void drift_backend_free(drift_backend *be);
 /* The backend's canonical name ("ref", "cpu", "cuda:0", "ref-cuda:0"), without options.
  * Borrowed from be; "(none)" for NULL. */
 const char *drift_backend_name(const drift_backend *be);
+/* The kernel profile of be: "exact" or "torch" for a CUDA backend
+ * (kernels/cuda/cuda_backend.h, kernels=), NULL for any other. Static string. */
+const char *drift_backend_kernels(const drift_backend *be);
+/* spec with the kernel profile kernels ("exact"/"torch") appended as
+ * ":kernels=K" when spec is a CUDA backend ("cuda", "cuda:N", "cuda:N:...")
+ * that names no kernels= itself; any other spec, or kernels NULL, is copied
+ * unchanged. Into out (caller-owned, sz bytes); DRIFT_E_INPUT when it does
+ * not fit. */
+int drift_backend_spec_with_kernels(const char *spec, const char *kernels, char *out, size_t sz, drift_err *err);
+/* The GPU and library identity be runs on (formats/libraries.h, from the
+ * CUDA backend's drift_cuda_backend_identity) into *out: 1 for a CUDA
+ * backend, 0 (*out all unknown) for any other. */
+int drift_backend_libraries(const drift_backend *be, drift_libraries *out);
+
 /* Worker threads of host backends (ref, cpu) created after this call with no
  * threads= option: n in 1..256, or 0 for the default (online cores, at most
  * 8). Process-wide, as OpenBLAS's own count is; the CLI sets it from

@@ -627,6 +627,61 @@ int drift_recorder_set_params_ref(drift_recorder *r, const char *json, size_t le
     return finish(pre_start(r, "set_params_ref", do_set_params_ref, &a, &e), &e, err);
 }
 
+typedef struct libs_args {
+    drift_recorder *r;
+    drift_libraries l;
+} libs_args;
+
+/* Under h5mu, as the writer thread's start reads libs_set. */
+static int do_set_libraries(drift_trace_writer *w, const void *a, drift_err *err) {
+    const libs_args *la = a;
+    int rc = drift_trace_writer_set_libraries(w, &la->l, err);
+    if (rc == DRIFT_OK) la->r->libs_set = 1; /* the start does not fill its own */
+    return rc;
+}
+
+/* s into dst (dsz bytes) or DRIFT_E_USAGE naming the field when it does not fit. */
+static int lib_str(char *dst, size_t dsz, const char *s, const char *field, drift_err *err) {
+    if (!s) s = "";
+    if (strlen(s) >= dsz)
+        return drift_err_set(err, DRIFT_E_USAGE, "set_libraries", "%s: longer than %zu bytes", field, dsz - 1);
+    snprintf(dst, dsz, "%s", s);
+    return DRIFT_OK;
+}
+
+int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc_major, int cc_minor,
+                                 int64_t driver_version, int64_t runtime_version, int64_t cublaslt_version,
+                                 int64_t cublas_version, int64_t cudnn_version, const char *torch_version,
+                                 const char *cublaslt_path, const char *cudnn_path, drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_libraries l;
+    drift_libraries_init(&l);
+    const int64_t v[5] = {driver_version, runtime_version, cublaslt_version, cublas_version, cudnn_version};
+    int rc = DRIFT_OK;
+    for (int k = 0; k < 5 && !rc; k++)
+        if (v[k] < 0 || v[k] > INT32_MAX)
+            rc = drift_err_set(&e, DRIFT_E_USAGE, "set_libraries", "version %d: expected 0..%d (0: unknown), got %lld", k,
+                               INT32_MAX, (long long)v[k]);
+    if (!rc && (cc_major < 0 || cc_major > 1000 || cc_minor < 0 || cc_minor > 1000))
+        rc = drift_err_set(&e, DRIFT_E_USAGE, "set_libraries", "compute capability %d.%d: expected 0..1000 each", cc_major,
+                           cc_minor);
+    if (!rc) rc = lib_str(l.gpu_name, sizeof l.gpu_name, gpu_name, "gpu_name", &e);
+    if (!rc) rc = lib_str(l.torch_version, sizeof l.torch_version, torch_version, "torch_version", &e);
+    if (!rc) rc = lib_str(l.cublaslt_path, sizeof l.cublaslt_path, cublaslt_path, "cublaslt_path", &e);
+    if (!rc) rc = lib_str(l.cudnn_path, sizeof l.cudnn_path, cudnn_path, "cudnn_path", &e);
+    if (rc) return finish(rc, &e, err);
+    l.cc_major = cc_major;
+    l.cc_minor = cc_minor;
+    l.driver_version = driver_version;
+    l.runtime_version = runtime_version;
+    l.cublaslt_version = cublaslt_version;
+    l.cublas_version = cublas_version;
+    l.cudnn_version = cudnn_version;
+    libs_args la = {.r = r, .l = l};
+    return finish(pre_start(r, "set_libraries", do_set_libraries, &la, &e), &e, err);
+}
+
 int drift_recorder_start(drift_recorder *r, drift_err *err) {
     drift_err e;
     drift_err_clear(&e);

@@ -34,6 +34,7 @@
  *   drift_recorder_declare_site ...     optional: sites known up front
  *   drift_recorder_add_param ...        optional: /params, /param_dtypes,
  *   drift_recorder_add_buffer ...         /buffers, /graph (before start only)
+ *   drift_recorder_set_libraries        optional: GPU and library identity (before start)
  *   drift_recorder_prepare_device       optional, CUDA: pin staging now
  *   drift_recorder_start                optional (else: end of first step)
  *   per step:
@@ -169,6 +170,23 @@ int drift_recorder_set_graph(drift_recorder *r, const char *json, size_t len, dr
  * json (len bytes, borrowed) is the reference to the checkpoint the run
  * loaded, validated here (DRIFT_E_INPUT naming the field). Before the start. */
 int drift_recorder_set_params_ref(drift_recorder *r, const char *json, size_t len, drift_err *err);
+/* The GPU and library identity of the run (docs/format.md "/libraries",
+ * formats/libraries.h), so that a replay can say whether bitwise equality
+ * with the recording can be expected. Before the start, at most once.
+ * Versions as the libraries report them (cudaDriverGetVersion,
+ * cudaRuntimeGetVersion, cublasLtGetVersion, cuBLAS 10000 x major + 100 x
+ * minor + patch, cudnnGetVersion), 0 when unknown, each 0..2^31-1; strings
+ * borrowed, NULL or "" when unknown (gpu_name and torch_version at most
+ * 255 bytes, the paths 1023): DRIFT_E_USAGE naming the field otherwise.
+ * Without this call, a recorder that made device captures writes what it
+ * finds itself when the trace starts: the GPU of its captures, the CUDA
+ * driver, and cuBLASLt / cuBLAS / cuDNN when the process has them loaded
+ * (their own version calls, found by dlsym; paths by dladdr); the CUDA
+ * runtime stays unknown (the recorder's static copy is not the job's). */
+int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc_major, int cc_minor,
+                                 int64_t driver_version, int64_t runtime_version, int64_t cublaslt_version,
+                                 int64_t cublas_version, int64_t cudnn_version, const char *torch_version,
+                                 const char *cublaslt_path, const char *cudnn_path, drift_err *err);
 /* drift-sum64 (formats/hash64.h) of nbytes at data into *out: host memory
  * (on_device 0, several threads) or CUDA device memory (on_device 1, on
  * stream, a cudaStream_t or NULL; waits). The same bytes give the same hash

@@ -96,6 +96,17 @@ static int cuda_setup(drift_recorder *r, drift_err *err) {
     return rc;
 }
 
+int drift_rec_cuda_device(drift_recorder *r) {
+    pthread_mutex_lock(&r->mu);
+    struct rec_cuda *c = r->cuda;
+    pthread_mutex_unlock(&r->mu);
+    if (!c) return -1;
+    pthread_mutex_lock(&c->mu);
+    int dev = c->ready ? c->device : -1;
+    pthread_mutex_unlock(&c->mu);
+    return dev;
+}
+
 int drift_recorder_prepare_device(drift_recorder *r, drift_err *err) {
     drift_err e;
     drift_err_clear(&e);
@@ -328,6 +339,11 @@ void drift_rec_cuda_release_event(drift_recorder *r, rec_entry *e) {
 }
 
 void drift_rec_cuda_free(drift_recorder *r) { (void)r; }
+
+int drift_rec_cuda_device(drift_recorder *r) {
+    (void)r;
+    return -1;
+}
 
 int drift_recorder_prepare_device(drift_recorder *r, drift_err *err) {
     (void)r;

@@ -130,6 +130,8 @@ struct drift_recorder {
     size_t hash_cap;
 
     int start_requested, started, closing, exited, abandoned, thread_running;
+    int libs_set;               /* under h5mu: drift_recorder_set_libraries wrote /libraries (else the start
+                                   fills it) */
     int step_open;
     int64_t step, last_step;    /* open step; last begun (-1) */
     int step_store;             /* open step matches store_steps */
@@ -192,5 +194,13 @@ void drift_rec_cuda_release_event(drift_recorder *r, rec_entry *e);
 /* Before the staging arena is freed: unregisters it, destroys the stream
  * and events (after the writer thread is gone). */
 void drift_rec_cuda_free(drift_recorder *r);
+/* The device of r's device captures, -1 when none was prepared. */
+int drift_rec_cuda_device(drift_recorder *r);
+
+/* recorder_identity.c: the GPU and library identity of the process for
+ * /libraries when the caller set none: 1 with *out filled when r made device
+ * captures (the GPU of those, the driver, and cuBLASLt / cuBLAS / cuDNN when
+ * the process has them loaded, by dlsym), 0 otherwise. */
+int drift_rec_identity(drift_recorder *r, drift_libraries *out);
 
 #endif

@@ -31,6 +31,10 @@ int drift_rec_writer_start_trace(drift_recorder *r, drift_err *err) {
         if (rc == DRIFT_OK && id != (int)i)
             rc = drift_err_set(err, DRIFT_E_INTERNAL, s->name, "trace site id %d, expected %zu", id, i);
     }
+    /* no identity from the caller: what this process runs on, when it made device captures */
+    drift_libraries libs;
+    if (rc == DRIFT_OK && !r->libs_set && drift_rec_identity(r, &libs))
+        rc = drift_trace_writer_set_libraries(r->w, &libs, err);
     if (rc == DRIFT_OK) rc = drift_trace_writer_start(r->w, err);
     pthread_mutex_unlock(&r->h5mu);
     return rc;

@@ -11,6 +11,7 @@
 #include "formats/err.h"
 #include "formats/plan.h"
 #include "formats/checkpoint.h" /* drift_load_report */
+#include "formats/libraries.h"
 #include "replay/analysis/metrics.h"
 #include "replay/analysis/sitecmp.h"
 #include "replay/ir/assign.h" /* drift_side */
@@ -53,6 +54,9 @@ typedef struct drift_replay_opts {
     int oracle_on_host;          /* --ref oracle with a cuda backend: run the fp64 oracle on the host
                                     ("ref") instead of the replay's GPU ("ref-cuda:N"); the cli sets it
                                     from DRIFT_ORACLE_DEVICE=cpu */
+    const char *kernels;         /* "exact" or "torch": the CUDA kernel profile, appended to a cuda backend
+                                    spec that names none (drift_backend_spec_with_kernels); NULL: the
+                                    spec's own (default exact). The cli picks it (--kernels). */
     const char *weights_root;    /* NULL, or where the checkpoint of a trace's /params_ref lives now
                                     (overrides the root recorded in the trace) */
     drift_progress_fn progress;
@@ -87,6 +91,12 @@ typedef struct drift_replay_report {
     int64_t gpu_peak_used;       /* device memory in use at its highest sample (after setup, after each
                                     step; cudaMemGetInfo: every process on the device), -1 if not measured */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
+    char kernels[8];             /* the kernel profile the replay's backend ran ("exact", "torch"); "" off CUDA */
+    char kernels_why[96];        /* why that profile: filled by the caller that chose it (the cli), "" otherwise */
+    int has_libs_rec;            /* the trace has /libraries */
+    drift_libraries libs_rec;    /* the recording's GPU and library identity (has_libs_rec) */
+    int has_libs_here;           /* the replay ran on a CUDA backend */
+    drift_libraries libs_here;   /* its GPU and library identity, loaded library paths included */
     char *warnings;              /* owned, NULL or lines ending in '\n' (compare: mismatches allowed, unpaired sites) */
 } drift_replay_report;
 

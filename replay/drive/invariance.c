@@ -162,6 +162,8 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     if (o->side_from_trace) side = meta->side == DRIFT_TRACE_SIDE_ROLLOUT ? DRIFT_SIDE_ROLLOUT : DRIFT_SIDE_TRAINER;
     snprintf(rep->side, sizeof rep->side, "%s", drift_assign_side_name(side));
     snprintf(rep->backend, sizeof rep->backend, "%s", drift_backend_name(be));
+    const char *kern = drift_backend_kernels(be);
+    snprintf(rep->kernels, sizeof rep->kernels, "%s", kern ? kern : "");
     if ((rc = drift_inv_pick_step(rd, o->trace, o->step, &rep->step, err))) goto done;
     if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, &rec, err))) goto done;
     if ((rc = drift_inv_read_composition(rd, rep->step, rep, err))) goto done;

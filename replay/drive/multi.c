@@ -423,6 +423,7 @@ int drift_replay_multi(const drift_replay_opts *o, drift_replay_report *rep, dri
             drift_err_prefix(err, "worker %d (%s)", i, dev[i]);
         }
     if (rc) goto done;
+    drift_replay_worker_identity(jobs[0].w, rep); /* one kind of device: the first speaks for all */
     drift_comm *comms[MAX_DEVICES] = {0};
     const char *kind = "local";
     if (n_cuda && drift_comm_have_nccl()) {
@@ -491,6 +492,7 @@ int drift_replay_mpi(const drift_replay_opts *o, drift_replay_report *rep, drift
     j.device = dev;
     j.fsdp = o->fsdp;
     if (!j.rc) j.rc = drift_replay_worker_open(&s, dev, 1, &j.w, &j.err);
+    if (!j.rc) drift_replay_worker_identity(j.w, rep);
     int64_t total = 0;
     if (agree(&j, j.rc != 0, &total) || total) {
         peer_failed(&j);

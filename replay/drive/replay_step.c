@@ -116,6 +116,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     if (rc) goto done;
     const drift_trace_meta *meta = drift_trace_reader_meta(main_src.r);
     rep->cmp.guidance_scale = meta->guidance_scale;
+    if ((rc = drift_trace_read_libraries(main_src.r, &rep->libs_rec, &rep->has_libs_rec, err))) goto done;
     if ((rc = drift_capture_model_for_trace(main_src.r, meta->family, &s->m, err))) {
         drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
@@ -300,7 +301,9 @@ int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, 
         rc = src_open(&w->ref_src, s->ref_path, err);
     }
     if (!rc) rc = drift_forward_prepare(s->m, o->plan, o->side, s->handed, &w->f, err);
-    if (!rc) rc = drift_backend_create(backend ? backend : "cpu", &w->be, err);
+    char spec[512];
+    if (!rc) rc = drift_backend_spec_with_kernels(backend, o->kernels, spec, sizeof spec, err);
+    if (!rc) rc = drift_backend_create(spec, &w->be, err);
     if (!rc && use_cache) rc = drift_exec_cache_create(w->be, &w->cache, err);
     if (!rc && o->ref == DRIFT_REF_ORACLE) {
         rc = drift_forward_prepare(s->m, NULL, DRIFT_SIDE_ORACLE, s->handed, &w->fo, err);
@@ -318,6 +321,13 @@ int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, 
 }
 
 const drift_backend *drift_replay_worker_backend(const drift_replay_worker *w) { return w->be; }
+
+void drift_replay_worker_identity(const drift_replay_worker *w, drift_replay_report *rep) {
+    if (!w || !rep) return;
+    const char *k = drift_backend_kernels(w->be);
+    snprintf(rep->kernels, sizeof rep->kernels, "%s", k ? k : "");
+    rep->has_libs_here = drift_backend_libraries(w->be, &rep->libs_here);
+}
 const drift_forward *drift_replay_worker_forward(const drift_replay_worker *w) { return w->f; }
 drift_exec_cache *drift_replay_worker_cache(drift_replay_worker *w) { return w->cache; }
 

@@ -70,6 +70,9 @@ void drift_replay_worker_free(drift_replay_worker *w);
 const drift_backend *drift_replay_worker_backend(const drift_replay_worker *w);
 const drift_forward *drift_replay_worker_forward(const drift_replay_worker *w);
 drift_exec_cache *drift_replay_worker_cache(drift_replay_worker *w);
+/* rep's kernels and libs_here from w's backend (the profile it was created
+ * with, the GPU and library identity; nothing off CUDA). */
+void drift_replay_worker_identity(const drift_replay_worker *w, drift_replay_report *rep);
 /* Setup, before the first step: fills the worker's cache (no-op without
  * one) with the parameters and their casts, as the first step would, and
  * waits for the backend. After an FSDP gather, which puts the gathered

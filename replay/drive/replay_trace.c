@@ -53,6 +53,7 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
        the masters for the whole replay: no cache there. */
     const int resident = o->backend && strncmp(o->backend, "cuda", 4) == 0;
     if (!rc) rc = drift_replay_worker_open(&s, o->backend, resident, &w, err);
+    if (!rc) drift_replay_worker_identity(w, rep);
     struct timespec tw0, tw1;
     clock_gettime(CLOCK_MONOTONIC, &tw0);
     if (!rc) rc = drift_replay_worker_warm(&s, w, err);

@@ -396,6 +396,12 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
                  (rc = declare(ro.w, DRIFT_SITE_SDE_XNEXT, DRIFT_F32, lat_nd, lat_shape, &rid_xn, err)) ||
                  (rc = declare(ro.w, DRIFT_SITE_SDE_PARAMS, DRIFT_F32, 1, p_shape, &rid_sp, err))))
         goto done;
+    /* on a GPU both sides record what they ran on (docs/format.md /libraries) */
+    drift_libraries libs;
+    if (drift_backend_libraries(be, &libs) &&
+        ((rc = drift_trace_writer_set_libraries(tr.w, &libs, err)) ||
+         (ro.w && (rc = drift_trace_writer_set_libraries(ro.w, &libs, err)))))
+        goto done;
     if ((rc = drift_trace_writer_start(tr.w, err))) goto done;
     if (ro.w && (rc = drift_trace_writer_start(ro.w, err))) goto done;
 

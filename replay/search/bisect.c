@@ -557,7 +557,9 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     /* each slot its own backend; with --devices, slot i on device i % n */
     for (int i = 0; i < s.slots; i++) {
         const char *name = devs ? devs[i % n_dev] : (o->backend ? o->backend : "cpu");
-        if ((rc = drift_backend_create(name, &s.be[i], err))) {
+        char spec[512];
+        if ((rc = drift_backend_spec_with_kernels(name, o->kernels, spec, sizeof spec, err)) ||
+            (rc = drift_backend_create(spec, &s.be[i], err))) {
             drift_err_prefix(err, "probe slot %d", i);
             goto done;
         }
@@ -565,6 +567,8 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         if (strncmp(drift_backend_name(s.be[i]), "cuda", 4) != 0) /* host backends share a name: tell the slots apart */
             snprintf(s.slot_dev[i], sizeof s.slot_dev[i], "%.40s[slot %d]", drift_backend_name(s.be[i]), i);
     }
+    const char *kern = drift_backend_kernels(s.be[0]);
+    snprintf(res->kernels, sizeof res->kernels, "%s", kern ? kern : "");
     res->n_steps = s.n_steps;
     size_t nd = 0;
     if ((rc = drift_bisect_diff_plans(o->good, o->bad, &s.m->table, o->granularity_param, &diffs, &nd, err))) goto done;

@@ -80,6 +80,8 @@ typedef struct drift_bisect_opts {
     int all;                     /* repeat without the culprits found until nothing fails */
     int64_t step_first, step_last; /* -1: unbounded */
     const char *backend;
+    const char *kernels;         /* "exact"/"torch": the CUDA kernel profile of every slot's backend
+                                    (drift_backend_spec_with_kernels); NULL: the spec's own */
     int parallel;                /* concurrent probes (threads; default 2) */
     const char *devices;         /* "cuda:0,cuda:1": probe slot i runs on device i % n (its own
                                     backend); NULL: every slot on backend */
@@ -137,6 +139,7 @@ typedef struct drift_bisect_result {
     size_t probes, memo_hits, max_concurrent;
     int64_t n_steps;
     double seconds;
+    char kernels[8];             /* the kernel profile the probes ran ("exact", "torch"); "" off CUDA */
 } drift_bisect_result;
 
 /* The differences between good and bad (pattern or parameter granularity);

@@ -213,6 +213,16 @@ if has_stage test && [ $BUILD_OK = 1 ]; then
     summ "$(printf '%-29s %-9s %4d.%ds  %s' "$t" "$res" $((ms / 1000)) $(((ms % 1000) / 100)) "${line#*: }")"
     say "$t: $res"
   done
+  # the CLI's library identity and kernel profile on the GPU (a script, part of this stage)
+  s=$(date +%s)
+  (cd "$SRC" && PY_LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH BUILD=$BUILD OUT=$BUILD/testtmp/identity \
+     timeout "${TEST_TIMEOUT:-900}" bash tests/gpu/identity.sh) >"$BUILD/current-test.log" 2>&1
+  rc=$?
+  { echo "===== identity.sh"; cat "$BUILD/current-test.log"; echo "===== identity.sh: rc $rc"; } >>"$TEST_LOG"
+  case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res=TIMEOUT; ALL_OK=0 ;; *) res="FAIL($rc)"; ALL_OK=0 ;; esac
+  summ "$(printf '%-29s %-9s %4ds  %s' "identity.sh" "$res" $(($(date +%s) - s)) "$(grep -c '^PASS' "$BUILD/current-test.log") PASS, $(grep -c '^FAIL' "$BUILD/current-test.log") FAIL")"
+  grep -E '^(FAIL|RESULT)' "$BUILD/current-test.log" | head -n 20 | sed 's/^/  identity: /' >>"$SUMMARY"
+  say "identity.sh: $res"
 fi
 
 # ---------------------------------------------------------------- benchmarks
@@ -258,7 +268,7 @@ fi
 if has_stage scripts && [ $BUILD_OK = 1 ]; then
   for f in "$SRC"/tests/gpu/*.sh; do
     n=$(basename "$f" .sh)
-    case $n in run|probe) continue ;; esac
+    case $n in run|probe|identity) continue ;; esac # identity.sh runs in the test stage
     if [ -n "${SCRIPTS:-}" ] && [[ " $SCRIPTS " != *" $n "* ]]; then continue; fi
     say "script $n (log: $OUT/$n.log)"
     s=$(date +%s)

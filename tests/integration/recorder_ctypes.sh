@@ -125,6 +125,14 @@ if open(sys.argv[1] + ".dev").read() == "1":
     assert np.array_equal(dd[2].ravel(), np.arange(6, dtype=np.float32) * 3), dd[2]
     ds = f["sites/dev:out/stats"][...]
     assert ds["max"][1] == 5 * 2 and ds["min"][1] == 0, ds  # device-side stats of step 1
+    # no set_libraries call: the recorder filled /libraries from its device captures
+    a = f["libraries"].attrs
+    name = a["gpu_name"].decode() if isinstance(a["gpu_name"], bytes) else str(a["gpu_name"])
+    assert name and int(a["cuda_driver"]) > 0 and list(a["compute_capability"])[0] > 0, dict(a)
+    assert int(a["cuda_runtime"]) == 0, dict(a)  # the recorder's own runtime is not the job's: unknown
+    print("libraries (filled by the recorder):", name, int(a["cuda_driver"]), int(a["cublaslt"]))
+else:
+    assert "libraries" not in f, "host captures only: no identity"
 print("trace content OK (h5py)")
 PY
 elif command -v h5dump >/dev/null; then

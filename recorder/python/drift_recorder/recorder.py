@@ -10,11 +10,13 @@ call is a cheap no-op. strict=True raises RecorderError instead (tests).
 import ctypes as C
 import fnmatch
 import os
+import re
 import sys
 import threading
 from contextlib import contextmanager
 
 from . import _lib
+from .identity import FIELDS as _IDENTITY_FIELDS, library_identity
 from ._tensor import prepare, to_host_f32, dtype_code, buffer_host
 from .metrics import compare_metrics, logprob_metrics
 
@@ -137,6 +139,30 @@ def _options_str(options):
     return ";".join(f"{k}={v}" for k, v in options.items())
 
 
+def _producer():
+    """The producer attribute of this binding's traces: drift reads "drift-recorder-python" as
+    "recorded from PyTorch" (its default kernel profile for replay on a GPU is torch)."""
+    from . import __version__
+    torch = sys.modules.get("torch")
+    tv = getattr(torch, "__version__", None) if torch is not None else None
+    return f"drift-recorder-python {__version__}" + (f" torch {tv}" if tv else "")
+
+
+def _with_producer(options):
+    """options with producer= added unless the caller set one."""
+    if options is None:
+        return {"producer": _producer()}
+    if isinstance(options, str):
+        if re.search(r"(^|[;\n])\s*producer\s*=", options):
+            return options
+        return (options + ";" if options.strip() else "") + "producer=" + _producer()
+    if "producer" in options:
+        return options
+    out = dict(options)
+    out["producer"] = _producer()
+    return out
+
+
 def _checkpoint_map(path):
     """(root, {tensor: shard file}, index file name or None) of a diffusers
     checkpoint directory (one *.safetensors.index.json, else one
@@ -180,8 +206,13 @@ class Recorder:
     """
 
     def __init__(self, path, *, side="trainer", rank=None, world_size=None, run_id=None, family="",
-                 guidance_scale=1.0, plan=None, options=None, lib=None, strict=False, quiet=False):
+                 guidance_scale=1.0, plan=None, options=None, lib=None, strict=False, quiet=False,
+                 libraries="auto"):
         self.strict = strict
+        # "auto": the identity of torch's GPU and libraries (identity.py), written when the
+        # trace starts; a dict of identity.FIELDS: those values; None: none
+        self._libraries = libraries
+        self._libs_written = False
         self.quiet = quiet
         self._h = C.c_void_p()
         self._open = False
@@ -219,6 +250,7 @@ class Recorder:
             if isinstance(plan, dict):
                 import json
                 plan = json.dumps(plan)
+            options = _with_producer(options)
             sd = _lib.SIDES[side] if isinstance(side, str) else int(side)
             rc = self.lib.drift_recorder_open(C.byref(self._h), self.path.encode(), sd, self.rank, self.world_size,
                                               run_id.encode(), (family or "").encode(), float(guidance_scale),
@@ -305,10 +337,33 @@ class Recorder:
             return {}
         return {n: int(self.lib.drift_recorder_counter(self._h, i)) for i, n in enumerate(_lib.COUNTERS)}
 
+    def _write_libraries(self):
+        """/libraries, once, before the trace starts (after the first step torch has loaded
+        cuBLASLt and cuDNN, so their versions and paths are known)."""
+        if self._libs_written or self._libraries is None:
+            return
+        self._libs_written = True
+        try:
+            ident = library_identity() if self._libraries == "auto" else dict(self._libraries)
+            if not ident:
+                return
+            v = {k: ident.get(k, "" if k in ("gpu_name", "torch_version", "cublaslt_path", "cudnn_path") else 0)
+                 for k in _IDENTITY_FIELDS}
+            rc = self.lib.drift_recorder_set_libraries(
+                self._h, str(v["gpu_name"]).encode(), int(v["cc_major"]), int(v["cc_minor"]),
+                int(v["driver_version"]), int(v["runtime_version"]), int(v["cublaslt_version"]),
+                int(v["cublas_version"]), int(v["cudnn_version"]), str(v["torch_version"]).encode(),
+                str(v["cublaslt_path"]).encode(), str(v["cudnn_path"]).encode(), None)
+            if rc:
+                self._status_fail("set_libraries", rc)
+        except Exception as e:  # noqa: BLE001
+            self._fail("set_libraries", e)
+
     def start(self):
         """Starts the trace now (else: at the end of the first step)."""
         if self._open:
             self._flush_param_dtypes()
+            self._write_libraries()
             rc = self.lib.drift_recorder_start(self._h, None)
             if rc:
                 self._status_fail("start", rc)
@@ -358,6 +413,7 @@ class Recorder:
             with self._lock:
                 if self._started_steps == 0:
                     self._flush_param_dtypes()   # before the trace starts (end of the first step)
+                    self._write_libraries()
                 else:
                     self._note_dtype_changes()
                 self._in_step = False

@@ -1,0 +1,63 @@
+/* --kernels: the option-table entry's choices and the profile rule
+ * (cli/kernels_opt.h). */
+#include "cli/kernels_opt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+#include "formats/libraries.h"
+#include "formats/trace.h"
+
+const char *const drift_cli_kernel_choices[] = {"exact", "torch", NULL};
+
+/* 1 if some comma-separated item of list is a CUDA backend (cuda, cuda:...; not ref-cuda). */
+static int names_cuda(const char *list) {
+    for (const char *p = list; p && *p;) {
+        if (strncmp(p, "cuda", 4) == 0 && (p[4] == '\0' || p[4] == ':' || p[4] == ',')) return 1;
+        const char *c = strchr(p, ',');
+        p = c ? c + 1 : NULL;
+    }
+    return 0;
+}
+
+int drift_cli_kernels_pick(const char *cmd, const char *device, const char *kernels, int from_torch,
+                           drift_cli_kernels *out) {
+    memset(out, 0, sizeof *out);
+    const char *dev = device ? device : "cpu";
+    const char *in_spec = strstr(dev, "kernels=");
+    if (kernels && in_spec)
+        return drift_cli_usage_error_field(cmd, "--kernels", "--kernels %s and --device %s both choose the kernel profile: give one",
+                                           kernels, dev);
+    if (!names_cuda(dev)) {
+        if (kernels && strcmp(kernels, "torch") == 0)
+            return drift_cli_usage_error_field(cmd, "--kernels", "--kernels torch is a CUDA kernel profile: give --device cuda[:N]");
+        return 0; /* exact on the host is what the host backends are anyway */
+    }
+    if (in_spec) {
+        size_t n = strcspn(in_spec + 8, ":,");
+        snprintf(out->shown, sizeof out->shown, "%.*s", (int)(n < sizeof out->shown ? n : sizeof out->shown - 1), in_spec + 8);
+        snprintf(out->why, sizeof out->why, "--device ...:kernels=");
+        return 0;
+    }
+    if (kernels) {
+        out->profile = strcmp(kernels, "torch") == 0 ? "torch" : "exact";
+        snprintf(out->why, sizeof out->why, "--kernels");
+    } else {
+        out->profile = from_torch ? "torch" : "exact";
+        snprintf(out->why, sizeof out->why, "default: the trace was %srecorded from PyTorch", from_torch ? "" : "not ");
+    }
+    snprintf(out->shown, sizeof out->shown, "%s", out->profile);
+    return 0;
+}
+
+int drift_cli_trace_from_torch(const char *path) {
+    drift_trace_reader *r = NULL;
+    if (!path || drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, NULL)) return 0;
+    drift_libraries l;
+    int present = 0;
+    int ok = drift_trace_read_libraries(r, &l, &present, NULL) == DRIFT_OK;
+    int yes = drift_libraries_from_torch(drift_trace_reader_meta(r)->producer, ok && present ? &l : NULL);
+    drift_trace_reader_close(r);
+    return yes;
+}
