@@ -692,7 +692,10 @@ const char *drift_trace_reader_path(const drift_trace_reader *r) { return r ? r-
 const char *drift_trace_reader_ended(const drift_trace_reader *r) {
     if (!r) return "unknown";
     const char *st = r->meta_strs[5];
-    if (r->unclean) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
+    /* a follower opens every file through SWMR (unclean stays 0): until /status says how the writer
+     * ended, the lock tells a live writer from a killed one */
+    int open_writer = r->unclean || (r->follow && st && strcmp(st, "recording") == 0);
+    if (open_writer) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
     if (!st) return "unknown";
     if (strncmp(st, "failed", 6) == 0) return "failed";
     if (strcmp(st, "closed") == 0) return "closed";
