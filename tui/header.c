@@ -97,7 +97,7 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
         add(&t, DRIFT_TOP_SEG_NORMAL, "steps %lld", (long long)h->steps_committed);
     if (h->steps_per_s >= 10) add(&t, DRIFT_TOP_SEG_NORMAL, "  %.0f steps/s", h->steps_per_s);
     else if (h->steps_per_s > 0) add(&t, DRIFT_TOP_SEG_NORMAL, "  %.2g steps/s", h->steps_per_s);
-    int fixed = t.cells + (f->paths ? 2 + 1 + 2 + 3 + 1 : 2 + 7 + 2 + 10) + drift_top_cells(sa) + drift_top_cells(sb);
+    int fixed = t.cells + (f->paths ? 2 + 1 + 2 + 3 + 1 : 2 + 5) + drift_top_cells(sa) + drift_top_cells(sb);
     char pa[200] = "", pb[200] = "";
     if (f->paths) {
         int room = width - fixed;
@@ -120,9 +120,9 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
         add(o, DRIFT_TOP_SEG_BOLD, "  vs %s", pb);
         add(o, bad_state(h->against_writer) ? DRIFT_TOP_SEG_BAD : DRIFT_TOP_SEG_NORMAL, " %s", sb);
     } else {
-        add(o, DRIFT_TOP_SEG_NORMAL, "  writer ");
+        add(o, DRIFT_TOP_SEG_NORMAL, "  ");
         add(o, bad_state(h->writer) ? DRIFT_TOP_SEG_BAD : DRIFT_TOP_SEG_NORMAL, "%s", sa);
-        add(o, DRIFT_TOP_SEG_NORMAL, "  vs writer ");
+        add(o, DRIFT_TOP_SEG_NORMAL, "  vs ");
         add(o, bad_state(h->against_writer) ? DRIFT_TOP_SEG_BAD : DRIFT_TOP_SEG_NORMAL, "%s", sb);
     }
     return o->cells <= width;
@@ -140,5 +140,12 @@ void drift_top_header_against_segs(const drift_top_header *h, int width, int utf
     if (out->cells + drift_top_cells(buf) <= width) add(out, DRIFT_TOP_SEG_NORMAL, "%s", buf);
     snprintf(buf, sizeof buf, "  cfg s=%g", h->guidance_scale);
     if (out->cells + drift_top_cells(buf) <= width) add(out, DRIFT_TOP_SEG_NORMAL, "%s", buf);
-    if (out->cells + 10 <= width) add(out, DRIFT_TOP_SEG_NORMAL, "  %.180s", h->family && h->family[0] ? h->family : "?");
+    const char *fam = h->family && h->family[0] ? h->family : "?";
+    int left = width - out->cells - 2;
+    if (left >= 8) { /* its head, then an ellipsis when cut */
+        int n = drift_top_cells(fam);
+        if (n <= left) add(out, DRIFT_TOP_SEG_NORMAL, "  %.180s", fam);
+        else add(out, DRIFT_TOP_SEG_NORMAL, "  %.*s%s", (int)prefix_bytes(fam, left - (utf8 ? 1 : 3), NULL), fam,
+                 utf8 ? "\xe2\x80\xa6" : "...");
+    }
 }

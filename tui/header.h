@@ -4,8 +4,8 @@
  * and the steps per second; paths are what gives way: each is cut to its
  * tail behind an ellipsis ("…/run.rollout.h5"), then the step range, the
  * "drift top" title and the long state words go, then the paths. What is
- * left of the width after the chosen form takes the run id, side, CFG
- * scale and family (the view clips the last one at the edge).
+ * left of the width after the chosen form takes the run id, the CFG
+ * scale and family (its head, cut behind an ellipsis).
  * Unit-tested in tests/tui/test_header.c. */
 #ifndef DRIFT_TUI_HEADER_H
 #define DRIFT_TUI_HEADER_H
@@ -43,7 +43,7 @@ int drift_top_fit_path(const char *path, int cells, int utf8, char *out, size_t 
 
 /* The run line of h (with --against: h->against set) for width cells, into
  * out. Never more than width cells, except a width below the narrowest form
- * (about 40 cells), which the view clips. */
+ * (about 50 cells), which the view clips. */
 void drift_top_header_against_segs(const drift_top_header *h, int width, int utf8, drift_top_segs *out);
 
 #endif
