@@ -97,6 +97,7 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
         add(&t, DRIFT_TOP_SEG_NORMAL, "steps %lld", (long long)h->steps_committed);
     if (h->steps_per_s >= 10) add(&t, DRIFT_TOP_SEG_NORMAL, "  %.0f steps/s", h->steps_per_s);
     else if (h->steps_per_s > 0) add(&t, DRIFT_TOP_SEG_NORMAL, "  %.2g steps/s", h->steps_per_s);
+    if (h->world_size > 1) add(&t, DRIFT_TOP_SEG_NORMAL, "  rank %d/%d", (int)h->rank, (int)h->world_size);
     int fixed = t.cells + (f->paths ? 2 + 1 + 2 + 3 + 1 : 2 + 5) + drift_top_cells(sa) + drift_top_cells(sb);
     char pa[200] = "", pb[200] = "";
     if (f->paths) {

@@ -1,11 +1,11 @@
 /* The run line of `drift top`'s header with --against (pure: no curses, no
  * I/O, no allocation). It must show, at any width from 80 columns, both
  * writers' state (recording / finished / failed / stopped without closing)
- * and the steps per second; paths are what gives way: each is cut to its
- * tail behind an ellipsis ("…/run.rollout.h5"), then the step range, the
- * "drift top" title and the long state words go, then the paths. What is
- * left of the width after the chosen form takes the run id, the CFG
- * scale and family (its head, cut behind an ellipsis).
+ * and the steps per second (and the rank when W > 1); paths are what gives
+ * way: each is cut to its tail behind an ellipsis ("…/run.rollout.h5"),
+ * then the step range, the "drift top" title and the long state words go,
+ * then the paths. What is left of the width after the chosen form takes
+ * the run id, the CFG scale and the family (its head, behind an ellipsis).
  * Unit-tested in tests/tui/test_header.c. */
 #ifndef DRIFT_TUI_HEADER_H
 #define DRIFT_TUI_HEADER_H
