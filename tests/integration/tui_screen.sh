@@ -276,4 +276,20 @@ wait_check first
 grep -q 'sort order^' "$T/screen.txt" || fail "ASCII sort arrow missing"
 LC_ALL=C grep -q -P '[\x80-\xff]' "$T/screen.txt" && fail "non-ASCII output in the C locale"
 quit_ok
+# natural sort of names at 160x45 (defect 22.12): blocks.2 right after blocks.1, before blocks.10
+"$BENCH" --write-only "$T/many.h5" --steps 2 --sites 100 --run-id many-run
+rm -f "$T/exit" "$T/stderr"
+tm new-session -d -s top -x 160 -y 45 \
+    "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT_BIN' top '$T/many.h5' --sort name 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
+"$DRIFT_BIN" top "$T/many.h5" --batch --format csv >"$T/many.csv"
+grep -q "blocks\.10\." "$T/many.csv" || fail "test data: no blocks.10 layer"
+for _ in $(seq 300); do tm capture-pane -p -t top >"$T/screen.txt"; grep -q "sort name" "$T/screen.txt" && break; sleep 0.1; done
+keys g # the top of the table (the first divergent layer, selected at start, sorts after the blocks)
+for _ in $(seq 300); do tm capture-pane -p -t top >"$T/screen.txt"; grep -qE "^. blocks\.0\." "$T/screen.txt" && break; sleep 0.1; done
+order=$(grep -oE "^. blocks\.[0-9]+\." "$T/screen.txt" | grep -oE "[0-9]+" | uniq | tr '\n' ' ')
+case "$order" in
+"0 1 2 "*) ;;
+*) fail "sort by name is not natural: blocks in screen order: $order" ;;
+esac
+quit_ok
 echo "ok: tui_screen"
