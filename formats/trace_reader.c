@@ -71,10 +71,10 @@ int tr_reader_open_file(drift_trace_reader *r, drift_err *err) {
     int64_t size = 0, eof = 0;
     if (tr_short_file(r->path, &size, &eof))
         return drift_err_set(err, DRIFT_E_INPUT, r->path,
-                             "the file is cut short: %lld bytes, its superblock records %lld (its writer stopped while "
-                             "extending it, e.g. on a full disk; HDF5: %s); `drift check --repair` restores every "
-                             "committed step",
-                             (long long)size, (long long)eof, first[0] ? first : "no message");
+                             "the file is cut short: %lld bytes, its superblock records %lld (copied or downloaded "
+                             "in part, or its writer stopped while extending it, e.g. on a full disk); `drift check "
+                             "--repair` restores every committed step it still holds (into a copy)",
+                             (long long)size, (long long)eof);
     htri_t is5 = H5Fis_hdf5(r->path);
     if (is5 <= 0)
         return drift_err_set(err, DRIFT_E_INPUT, r->path, "not an HDF5 file (expected a drift trace, HDF5 schema v1)");
