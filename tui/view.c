@@ -425,12 +425,17 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
               DRIFT_TOP_SORT_COS);
     {
+        /* the longest title that fits whole: at 80 columns the column holds 8 of 20 steps, and says so */
         size_t ns_all = drift_top_data_n_steps(D(v));
-        char st[64];
-        if (f->shown[DRIFT_TOP_TCOL_SPARK] && ns_all > (size_t)f->w[DRIFT_TOP_TCOL_SPARK])
-            snprintf(st, sizeof st, "mean|d| last %d steps, log", f->w[DRIFT_TOP_TCOL_SPARK]);
-        else
-            snprintf(st, sizeof st, "mean|d| history, log");
+        int sw = f->w[DRIFT_TOP_TCOL_SPARK], part = f->shown[DRIFT_TOP_TCOL_SPARK] && ns_all > (size_t)sw;
+        static const char *const part_t[] = {"mean|d| last %d steps, log", "last %d steps, log", "last %d, log", "last %d"};
+        static const char *const all_t[] = {"mean|d| history, log", "history, log", "history"};
+        char st[64] = "";
+        for (int k = 0; k < (part ? 4 : 3); k++) {
+            if (part) snprintf(st, sizeof st, part_t[k], sw);
+            else snprintf(st, sizeof st, "%s", all_t[k]);
+            if ((int)strlen(st) <= sw) break;
+        }
         col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, st, -1);
     }
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REF, 1, "ref mean", -1);

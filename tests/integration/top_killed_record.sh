@@ -65,6 +65,8 @@ for size in "80 24" "120 40" "160 45"; do
     printf '%s' "$l" | grep -qE "stopped( without closing)?  vs .*stopped( without closing)?" ||
         fail "$1x$2: the run line lacks a writer's state: $l"
     printf '%s' "$l" | grep -qE "STOPPED *$" || fail "$1x$2: no STOPPED badge: $l"
+    # the history column says how many of the steps it holds (defect 22.12: 8 of 20 read as all of them)
+    if [ "$1" = 80 ]; then grep -qE "cosine last [0-9]+" "$T/screen.txt" || fail "80x24: the history column does not say 'last N'"; fi
 done
 # 160x45: two charts, two signals; the second follows the selection (the first divergent layer, then the next row)
 screen_has "log_prob |diff| █, |ratio-1| •" || fail "the PPO chart names its two series"
