@@ -1,4 +1,4 @@
-/* The run line of `drift top --against` (see header.h). */
+/* The run line of `drift top`'s header (see header.h). */
 #include "tui/header.h"
 
 #include <stdarg.h>
@@ -98,6 +98,8 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
     if (h->steps_per_s >= 10) add(&t, DRIFT_TOP_SEG_NORMAL, "  %.0f steps/s", h->steps_per_s);
     else if (h->steps_per_s > 0) add(&t, DRIFT_TOP_SEG_NORMAL, "  %.2g steps/s", h->steps_per_s);
     if (h->world_size > 1) add(&t, DRIFT_TOP_SEG_NORMAL, "  rank %d/%d", (int)h->rank, (int)h->world_size);
+    int single = !h->against || !h->against[0];
+    if (single && f->paths) return 0; /* the paths' forms are --against's */
     int fixed = t.cells + (f->paths ? 2 + 1 + 2 + 3 + 1 : 2 + 5) + drift_top_cells(sa) + drift_top_cells(sb);
     char pa[200] = "", pb[200] = "";
     if (f->paths) {
@@ -115,6 +117,11 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
         drift_top_fit_path(h->against, wb, utf8, pb, sizeof pb);
     }
     *o = t;
+    if (!h->against || !h->against[0]) { /* one trace: its writer alone */
+        add(o, DRIFT_TOP_SEG_NORMAL, "  writer ");
+        add(o, bad_state(h->writer) ? DRIFT_TOP_SEG_BAD : DRIFT_TOP_SEG_NORMAL, "%s", sa);
+        return o->cells <= width;
+    }
     if (f->paths) {
         add(o, DRIFT_TOP_SEG_BOLD, "  %s", pa);
         add(o, bad_state(h->writer) ? DRIFT_TOP_SEG_BAD : DRIFT_TOP_SEG_NORMAL, " %s", sa);
@@ -129,8 +136,10 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
     return o->cells <= width;
 }
 
-void drift_top_header_against_segs(const drift_top_header *h, int width, int utf8, drift_top_segs *out) {
-    static const form forms[] = {{1, 1, 0, 1}, {1, 0, 0, 1}, {0, 0, 0, 1}, {0, 0, 1, 1}, {0, 0, 0, 0}, {0, 0, 1, 0}};
+void drift_top_header_run_segs(const drift_top_header *h, int width, int utf8, drift_top_segs *out) {
+    static const form forms[] = {{1, 1, 0, 1}, {1, 0, 0, 1}, {0, 0, 0, 1}, {0, 0, 1, 1}, {1, 1, 0, 0},
+                                 {1, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 1, 0},
+                                 {1, 0, 1, 0}}; /* the last resort, clipped by the view: at least the name */
     size_t nf = sizeof forms / sizeof forms[0];
     size_t i = 0;
     while (i + 1 < nf && !build(h, &forms[i], width, utf8, out)) i++;
@@ -139,6 +148,8 @@ void drift_top_header_against_segs(const drift_top_header *h, int width, int utf
     char buf[200];
     snprintf(buf, sizeof buf, "  run %.80s", h->run_id && h->run_id[0] ? h->run_id : "?");
     if (out->cells + drift_top_cells(buf) <= width) add(out, DRIFT_TOP_SEG_NORMAL, "%s", buf);
+    snprintf(buf, sizeof buf, "  %.40s", h->side && h->side[0] ? h->side : "?");
+    if ((!h->against || !h->against[0]) && out->cells + drift_top_cells(buf) <= width) add(out, DRIFT_TOP_SEG_NORMAL, "%s", buf);
     snprintf(buf, sizeof buf, "  cfg s=%g", h->guidance_scale);
     if (out->cells + drift_top_cells(buf) <= width) add(out, DRIFT_TOP_SEG_NORMAL, "%s", buf);
     const char *fam = h->family && h->family[0] ? h->family : "?";

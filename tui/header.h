@@ -1,11 +1,12 @@
-/* The run line of `drift top`'s header with --against (pure: no curses, no
- * I/O, no allocation). It must show, at any width from 80 columns, both
- * writers' state (recording / finished / failed / stopped without closing)
- * and the steps per second (and the rank when W > 1); paths are what gives
- * way: each is cut to its tail behind an ellipsis ("…/run.rollout.h5"),
- * then the step range, the "drift top" title and the long state words go,
- * then the paths. What is left of the width after the chosen form takes
- * the run id, the CFG scale and the family (its head, behind an ellipsis).
+/* The run line of `drift top`'s header (pure: no curses, no I/O, no
+ * allocation). It must show, at any width from 80 columns, the writer's
+ * state (recording / finished / failed / stopped without closing; with
+ * --against both writers') and the steps per second (and the rank when
+ * W > 1). What gives way, in order: with --against the paths (each cut to
+ * its tail behind an ellipsis, "…/run.rollout.h5"), then the step range,
+ * the "drift top" title and the long state words, then the paths. What is
+ * left of the width after the chosen form takes the run id, the side (one
+ * trace), the CFG scale and the family (its head, behind an ellipsis).
  * Unit-tested in tests/tui/test_header.c. */
 #ifndef DRIFT_TUI_HEADER_H
 #define DRIFT_TUI_HEADER_H
@@ -41,9 +42,9 @@ int drift_top_cells(const char *s);
  * = "") when cells is too small for the ellipsis and one character. */
 int drift_top_fit_path(const char *path, int cells, int utf8, char *out, size_t sz);
 
-/* The run line of h (with --against: h->against set) for width cells, into
- * out. Never more than width cells, except a width below the narrowest form
- * (about 50 cells), which the view clips. */
-void drift_top_header_against_segs(const drift_top_header *h, int width, int utf8, drift_top_segs *out);
+/* The run line of h (with --against: h->against set; else one trace) for
+ * width cells, into out. Never more than width cells, except a width below the narrowest form
+ * (about 50 cells): then the title and the short form, which the view clips. */
+void drift_top_header_run_segs(const drift_top_header *h, int width, int utf8, drift_top_segs *out);
 
 #endif

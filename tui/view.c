@@ -302,33 +302,14 @@ static void draw_run_line(vs *v, int y, int compact) {
     int xend = v->L.header.w;
     draw_status(v, y, &xend);
     line l = {y, 0, xend};
-    if (h->against[0]) { /* both writers and the rate at any width: the paths give way (tui/header.c) */
-        drift_top_segs sg;
-        drift_top_header_against_segs(h, xend, v->utf8, &sg);
-        for (int i = 0; i < sg.n; i++)
-            seg(&l, sg.s[i].kind == DRIFT_TOP_SEG_BOLD ? A_BOLD
-                    : sg.s[i].kind == DRIFT_TOP_SEG_BAD ? pair(v, C_BAD) | A_BOLD
-                                                         : A_NORMAL,
-                "%s", sg.s[i].text);
-    } else {
-        seg(&l, A_BOLD, "drift top ");
-        seg(&l, A_NORMAL, " run %s", h->run_id[0] ? h->run_id : "?");
-        seg(&l, A_NORMAL, "  %s", h->side);
-        if (h->world_size > 1) seg(&l, A_NORMAL, " rank %d/%d", (int)h->rank, (int)h->world_size);
-        /* what changes first, the long family spec last (it is cut at the edge) */
-        if (h->steps_committed > 0)
-            seg(&l, A_NORMAL, "  steps %lld [%lld..%lld]", (long long)h->steps_committed, (long long)h->first_step,
-                (long long)h->last_step);
-        else
-            seg(&l, A_NORMAL, "  steps 0");
-        if (h->steps_per_s >= 10) seg(&l, A_NORMAL, "  %.0f steps/s", h->steps_per_s); /* no exponent: 110, not 1.1e+02 */
-        else if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
-        int bad = strncmp(h->writer, "failed", 6) == 0 || strcmp(h->writer, "stopped without closing") == 0;
-        seg(&l, A_NORMAL, "  writer ");
-        seg(&l, bad ? pair(v, C_BAD) | A_BOLD : A_NORMAL, "%s", h->writer);
-        seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
-        seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
-    }
+    /* the writers' state and the rate at any width: paths, range and title give way (tui/header.c) */
+    drift_top_segs sg;
+    drift_top_header_run_segs(h, xend, v->utf8, &sg);
+    for (int i = 0; i < sg.n; i++)
+        seg(&l, sg.s[i].kind == DRIFT_TOP_SEG_BOLD  ? A_BOLD
+                : sg.s[i].kind == DRIFT_TOP_SEG_BAD ? pair(v, C_BAD) | A_BOLD
+                                                    : A_NORMAL,
+            "%s", sg.s[i].text);
     if (compact) {
         if (!h->plan_ok) seg(&l, pair(v, C_BAD) | A_BOLD, "  !plan");
         if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  !fwd %s!=rollout %s", h->fwd, h->rollout);

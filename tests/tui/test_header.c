@@ -1,7 +1,8 @@
-/* The run line of `drift top --against` (tui/header.c): at 80, 120 and 160
- * columns (less the status badge) it holds both writers' state and the
- * steps per second whatever the paths' length, never more cells than it is
- * given, and paths are cut to their tail behind an ellipsis. */
+/* The run line of `drift top` (tui/header.c): at 80, 120 and 160 columns
+ * (less the status badge) it holds the writer's state (with --against both
+ * writers') and the steps per second whatever the paths' length, never more
+ * cells than it is given, and paths are cut to their tail behind an
+ * ellipsis. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,7 +67,7 @@ static void test_both_states_and_rate(void **state) {
                     drift_top_header h = header(pl ? longp : "run.h5", states[a], pl ? longq : "run.rollout.h5",
                                                 states[b]);
                     drift_top_segs s;
-                    drift_top_header_against_segs(&h, widths[wi], 1, &s);
+                    drift_top_header_run_segs(&h, widths[wi], 1, &s);
                     char line[4096];
                     joined(&s, line, sizeof line);
                     assert_true(drift_top_cells(line) == s.cells);
@@ -92,7 +93,7 @@ static void test_wide_keeps_words_and_names(void **state) {
                                 "stopped without closing",
                                 "/scratch/user/experiments/2026-12-01/wan22-grpo/run-0042/trace-rollout.h5", "recording");
     drift_top_segs s;
-    drift_top_header_against_segs(&h, 149, 1, &s);
+    drift_top_header_run_segs(&h, 149, 1, &s);
     char line[4096];
     joined(&s, line, sizeof line);
     assert_non_null(strstr(line, "stopped without closing"));
@@ -108,11 +109,35 @@ static void test_wide_keeps_words_and_names(void **state) {
     assert_int_equal(bad, 1); /* the stopped writer is marked, the recording one is not */
 }
 
+/* One trace (no --against): its writer's state and the rate at every width, no "vs". */
+static void test_single_trace(void **state) {
+    (void)state;
+    static const char *const states[] = {"recording", "finished", "failed: disk full after step 41",
+                                         "stopped without closing"};
+    static const char *const shrt[] = {"recording", "finished", "failed", "stopped"};
+    for (int a = 0; a < 4; a++)
+        for (int w = 69; w <= 149; w += 40) {
+            drift_top_header h = header("run.h5", states[a], "", "");
+            h.run_id = "synthetic-0000000000000000";
+            drift_top_segs s;
+            drift_top_header_run_segs(&h, w, 1, &s);
+            char line[4096];
+            joined(&s, line, sizeof line);
+            assert_true(s.cells <= w);
+            assert_non_null(strstr(line, "103 steps/s"));
+            assert_non_null(strstr(line, "writer "));
+            assert_non_null(strstr(line, shrt[a]));
+            assert_null(strstr(line, "vs "));
+            if (w >= 149) assert_non_null(strstr(line, "run synthetic-0000000000000000"));
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit_path),
         cmocka_unit_test(test_both_states_and_rate),
         cmocka_unit_test(test_wide_keeps_words_and_names),
+        cmocka_unit_test(test_single_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
