@@ -117,7 +117,7 @@ static int build(const drift_top_header *h, const form *f, int width, int utf8, 
         drift_top_fit_path(h->against, wb, utf8, pb, sizeof pb);
     }
     *o = t;
-    if (!h->against || !h->against[0]) { /* one trace: its writer alone */
+    if (single) { /* one trace: its writer alone */
         add(o, DRIFT_TOP_SEG_NORMAL, "  writer ");
         add(o, bad_state(h->writer) ? DRIFT_TOP_SEG_BAD : DRIFT_TOP_SEG_NORMAL, "%s", sa);
         return o->cells <= width;
@@ -144,7 +144,7 @@ void drift_top_header_run_segs(const drift_top_header *h, int width, int utf8, d
     size_t i = 0;
     while (i + 1 < nf && !build(h, &forms[i], width, utf8, out)) i++;
     if (i + 1 == nf) build(h, &forms[i], width, utf8, out); /* the narrowest: the view clips it */
-    /* the rest while it fits whole; the family last, cut by the view at the edge */
+    /* the rest while it fits whole; the family last, its head when cut */
     char buf[200];
     snprintf(buf, sizeof buf, "  run %.80s", h->run_id && h->run_id[0] ? h->run_id : "?");
     if (out->cells + drift_top_cells(buf) <= width) add(out, DRIFT_TOP_SEG_NORMAL, "%s", buf);
