@@ -252,7 +252,13 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     if (ns) printf("steps     %zu committed (step %lld .. %lld)\n", ns, (long long)st[0].step, (long long)st[ns - 1].step);
     else printf("steps     0 committed\n");
     const char *status = drift_trace_reader_status(r); /* the writer's own last word (NULL: older trace) */
-    if (status) printf("status    %s\n", P(status, e3));
+    /* a killed writer's last word is "recording": say what became of it (the lock is free) */
+    if (status && !strcmp(ended, "killed") && !strcmp(status, "recording"))
+        printf("status    stopped without closing (its writer was killed while recording)\n");
+    else if (status && !strcmp(ended, "writing"))
+        printf("status    %s (its writer holds the lock: still writing)\n", P(status, e3));
+    else if (status)
+        printf("status    %s\n", P(status, e3));
     drift_libraries libs;
     int has_libs = 0, lrc = drift_trace_read_libraries(r, &libs, &has_libs, err);
     if (lrc) return lrc;

@@ -234,10 +234,11 @@ int drift_cmd_replay(int argc, char **argv) {
     if (o.out_path) {
         char sib[4096];
         drift_synth_rollout_path(o.trace, sib, sizeof sib);
-        if (same_file(o.out_path, o.trace) || same_file(o.out_path, o.ref_path) ||
-            (o.ref == DRIFT_REF_ROLLOUT && same_file(o.out_path, sib)))
-            return drift_cli_usage_error_field("replay", "--out", "-o %s: is an input of this replay (TRACE or its reference); "
-                                               "write the result elsewhere", o.out_path);
+        /* TRACE's recorded rollout is refused whether or not this replay compares with it: a result
+         * written over the other side's recording destroys what every later comparison needs */
+        if (same_file(o.out_path, o.trace) || same_file(o.out_path, o.ref_path) || same_file(o.out_path, sib))
+            return drift_cli_usage_error_field("replay", "--out", "-o %s: is an input of this replay (TRACE, its reference "
+                                               "or TRACE's recorded rollout); write the result elsewhere", o.out_path);
         if (drift_cli_check_output("replay", "-o", o.out_path, force)) return 2;
     }
     /* --ref oracle on a GPU replay runs on that GPU (ref-cuda:N); DRIFT_ORACLE_DEVICE=cpu keeps it on the host */

@@ -71,10 +71,10 @@ int tr_reader_open_file(drift_trace_reader *r, drift_err *err) {
     int64_t size = 0, eof = 0;
     if (tr_short_file(r->path, &size, &eof))
         return drift_err_set(err, DRIFT_E_INPUT, r->path,
-                             "the file is cut short: %lld bytes, its superblock records %lld (its writer stopped while "
-                             "extending it, e.g. on a full disk; HDF5: %s); `drift check --repair` restores every "
-                             "committed step",
-                             (long long)size, (long long)eof, first[0] ? first : "no message");
+                             "the file is cut short: %lld bytes, its superblock records %lld (copied or downloaded "
+                             "in part, or its writer stopped while extending it, e.g. on a full disk); `drift check "
+                             "--repair` restores every committed step it still holds (into a copy)",
+                             (long long)size, (long long)eof);
     htri_t is5 = H5Fis_hdf5(r->path);
     if (is5 <= 0)
         return drift_err_set(err, DRIFT_E_INPUT, r->path, "not an HDF5 file (expected a drift trace, HDF5 schema v1)");
@@ -692,7 +692,10 @@ const char *drift_trace_reader_path(const drift_trace_reader *r) { return r ? r-
 const char *drift_trace_reader_ended(const drift_trace_reader *r) {
     if (!r) return "unknown";
     const char *st = r->meta_strs[5];
-    if (r->unclean) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
+    /* a follower opens every file through SWMR (unclean stays 0): until /status says how the writer
+     * ended, the lock tells a live writer from a killed one */
+    int open_writer = r->unclean || (r->follow && st && strcmp(st, "recording") == 0);
+    if (open_writer) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
     if (!st) return "unknown";
     if (strncmp(st, "failed", 6) == 0) return "failed";
     if (strcmp(st, "closed") == 0) return "closed";

@@ -8,7 +8,8 @@
  *
  *   header   1..3 lines: run, side, family, plan + warnings, steps, status
  *   table    column-header line + one line per layer
- *   chart    title line + the two per-step series (log_prob, ratio); side by
+ *   chart    title line + two per-step charts (the PPO signal: log_prob |diff|
+ *            with |ratio - 1|; the selected layer's mean |diff|); side by
  *            side when wide, stacked otherwise; hidden when short
  *   footer   1 line: key hints, or the filter prompt
  *
@@ -103,8 +104,8 @@ typedef struct drift_top_layout {
     drift_top_rect table;        /* first line = column headers */
     drift_top_colfit tcols;      /* columns of table (x relative to table.x) */
     drift_top_rect chart;        /* first line = title */
-    drift_top_rect chart_a;      /* log_prob_mean_abs_diff: label line + bars */
-    drift_top_rect chart_b;      /* ratio_abs_minus_1: label line + bars */
+    drift_top_rect chart_a;      /* log_prob_mean_abs_diff bars, ratio_abs_minus_1 markers: label line + bars */
+    drift_top_rect chart_b;      /* the selected layer's mean |diff|: label line + bars */
     drift_top_rect drill;        /* whole drill-down area */
     drift_top_rect drill_title;  /* 1 line */
     drift_top_rect drill_chart;  /* label line + bars; may be empty when short */

@@ -779,6 +779,7 @@ struct drift_top_model {
     char *against;
     char writer[600];
     char against_writer[600];    /* "" without --against */
+    int stop_seen_a, stop_seen_b; /* refreshes in a row that found the writer gone (writer_state) */
     drift_census *census;        /* intercept census, NULL if none (owned) */
 };
 
@@ -824,28 +825,43 @@ static int load_new(drift_trace_reader *r, drift_top_data *d, int64_t *after, in
     return DRIFT_OK;
 }
 
-/* The writer's state of r into out: its own word (/status), and what a
- * missing close means. Not closed: still writing, or killed; a file without
- * a commit for a minute is taken as stopped (a live writer commits more
- * often). A follower sees /status as refreshed: "recording" until the writer
- * closes ("closed") or records a failure. */
-static void writer_state(drift_trace_reader *r, int follow, char *out, size_t n) {
+/* The writer's state of r into out: "recording", "finished", "failed: ..."
+ * (its own /status) or "stopped without closing". /status says what the
+ * writer last wrote; whether a writer that has not closed is still alive is
+ * its lock (formats/trace_lock.c: an flock dies with its process, so a
+ * killed writer leaves the lock free). A follower reads /status before it
+ * tests the lock, and a writer writes "closed" before it frees the lock:
+ * a lock seen free next to "recording" may be a clean close not yet read,
+ * so a follower needs to see it at two refreshes in a row (*stop_seen
+ * counts them) before it calls the writer stopped. Traces without /status
+ * (not drift's writer, no lock) fall back to the age of the last commit. */
+static void writer_state(drift_trace_reader *r, int follow, int *stop_seen, char *out, size_t n) {
     size_t ns = 0;
     const drift_trace_step *steps = drift_trace_reader_steps(r, &ns);
-    int unclean = drift_trace_reader_unclean(r);
+    int unclean = drift_trace_reader_unclean(r) || follow; /* a follower's file is open until /status says not */
     const char *st = drift_trace_reader_status(r);
-    if (!st) st = unclean ? "recording" : "closed";
+    const char *ended = drift_trace_reader_ended(r); /* closed, failed, killed, writing, unknown */
     double age = ns ? (double)time(NULL) - steps[ns - 1].time : 1e9;
-    if (follow)
-        snprintf(out, n, "%.590s", drift_trace_reader_status(r) ? st : "recording");
-    else if (unclean && strncmp(st, "failed", 6) != 0 && age > 60.0)
-        snprintf(out, n, "stopped without closing");
-    else if (unclean && strncmp(st, "failed", 6) != 0)
-        snprintf(out, n, "recording");
-    else if (!unclean && strcmp(st, "recording") == 0)
-        snprintf(out, n, "closed");
-    else
+    int stopped = 0;
+    if (st && strncmp(st, "failed", 6) == 0) {
         snprintf(out, n, "%.590s", st);
+    } else if (st && strcmp(st, "closed") == 0) {
+        snprintf(out, n, "finished");
+    } else if (!unclean) {
+        snprintf(out, n, "%.590s", !st || strcmp(st, "recording") == 0 ? "finished" : st);
+    } else if (!st) { /* no /status, no lock: only the time since the last commit tells */
+        stopped = age > 60.0;
+        snprintf(out, n, stopped ? "stopped without closing" : "recording");
+    } else if (strcmp(ended, "writing") == 0) {
+        snprintf(out, n, "%.590s", st);
+    } else if (strcmp(st, "recording") != 0) { /* a custom last word, writer gone */
+        snprintf(out, n, "%.590s", st);
+    } else {
+        stopped = 1;
+        if (follow && stop_seen && *stop_seen < 1) snprintf(out, n, "recording"); /* see above: once more */
+        else snprintf(out, n, "stopped without closing");
+    }
+    if (stop_seen) *stop_seen = stopped ? *stop_seen + 1 : 0;
 }
 
 static void header_steps(drift_top_model *m) {
@@ -862,14 +878,14 @@ static void header_steps(drift_top_model *m) {
         double dt = steps[ns - 1].time - steps[k].time;
         if (dt > 0) m->h.steps_per_s = (double)(ns - 1 - k) / dt;
     }
-    writer_state(m->r, m->follow, m->writer, sizeof m->writer);
+    writer_state(m->r, m->follow, &m->stop_seen_a, m->writer, sizeof m->writer);
     m->h.writer = m->writer;
     /* the --against file has its own writer (the rollout engine): its state and last commit */
     drift_trace_reader *b = m->src.against_reader ? m->src.against_reader(m->src.ctx) : NULL;
     m->against_writer[0] = 0;
     m->h.against_last_commit_time = 0.0;
     if (b) {
-        writer_state(b, m->follow, m->against_writer, sizeof m->against_writer);
+        writer_state(b, m->follow, &m->stop_seen_b, m->against_writer, sizeof m->against_writer);
         const drift_trace_step *bs = drift_trace_reader_steps(b, &ns);
         m->h.against_last_commit_time = ns ? bs[ns - 1].time : 0.0;
     }
@@ -1027,21 +1043,26 @@ const drift_top_header *drift_top_model_header(const drift_top_model *m) { retur
 const drift_top_data *drift_top_model_data(const drift_top_model *m) { return m->d; }
 const drift_top_data *drift_top_model_ref(const drift_top_model *m) { return m->rd; }
 
+/* 1 if state (a writer_state word) is a writer still at work. */
+static int writer_working(const char *st) {
+    return st && st[0] && strcmp(st, "finished") != 0 && strncmp(st, "failed", 6) != 0 &&
+           strcmp(st, "stopped without closing") != 0;
+}
+
 drift_top_liveness drift_top_model_liveness(const drift_top_model *m, double now, double idle_after, double *age) {
-    /* with --against the pair is live while either writer is: the newer commit counts, and the pair
-     * is closed when both writers are */
+    /* with --against the pair is live while either writer is (the newer commit of the working ones
+     * counts), finished when both are, stopped when neither works and one did not finish */
+    const char *wa = m->h.writer, *wb = m->h.against_writer && m->h.against_writer[0] ? m->h.against_writer : NULL;
+    int a_work = writer_working(wa), b_work = wb && writer_working(wb);
     double last = m->h.last_commit_time;
-    int b_closed = 1;
-    if (m->h.against_writer && m->h.against_writer[0]) {
-        b_closed = strcmp(m->h.against_writer, "closed") == 0;
-        if (!b_closed && m->h.against_last_commit_time > last) last = m->h.against_last_commit_time;
-    }
+    if (b_work && (!a_work || m->h.against_last_commit_time > last)) last = m->h.against_last_commit_time;
     double a = m->h.steps_committed > 0 ? now - last : -1.0;
     if (age) *age = a;
-    int a_closed = m->h.writer && strcmp(m->h.writer, "closed") == 0 && (!m->h.unclean || m->follow);
-    if (a_closed && b_closed) return DRIFT_TOP_CLOSED; /* done, followed or not */
-    if (!m->follow && !m->h.unclean && b_closed) return DRIFT_TOP_CLOSED;
-    if (!m->follow) return DRIFT_TOP_IDLE; /* unclean: killed, or written without --follow */
+    if (!a_work && !b_work) {
+        int done = wa && strcmp(wa, "finished") == 0 && (!wb || strcmp(wb, "finished") == 0);
+        return done ? DRIFT_TOP_CLOSED : DRIFT_TOP_STOPPED;
+    }
+    if (!m->follow) return DRIFT_TOP_IDLE; /* being written, but not followed */
     if (m->h.steps_committed > 0 && a <= idle_after) return DRIFT_TOP_LIVE;
     return DRIFT_TOP_IDLE;
 }

@@ -313,20 +313,20 @@ typedef struct drift_top_header {
     const char *ref_path, *ref_run_id; /* owned; "" without a reference */
     int ref_has_metrics;         /* the reference holds /metrics rows (else --ref colours nothing) */
     const char *against;         /* owned; "" unless the cells come from a live comparison */
-    const char *writer;          /* owned: the writer's state: "closed", "failed: REASON" (its /status),
-                                    "recording" (not closed, a commit within the last minute) or
-                                    "stopped without closing" (not closed, no commit for a minute:
-                                    killed); with follow, /status as refreshed ("recording" until
-                                    the writer closes or fails) */
+    const char *writer;          /* owned: the writer's state: "recording" (not closed, its writer holds
+                                    the trace's lock), "finished", "failed: REASON" (its /status) or
+                                    "stopped without closing" (not closed, the lock free: killed); a
+                                    follower re-reads /status and the lock at every refresh */
     const char *against_writer;  /* owned; the --against file's writer state, as writer; "" without */
     double against_last_commit_time; /* epoch seconds of its last commit, 0 if none */
     double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
 } drift_top_header;
 
 typedef enum drift_top_liveness {
-    DRIFT_TOP_CLOSED = 0,        /* the writer closed the file (with --against: both writers) */
-    DRIFT_TOP_LIVE = 1,          /* being written, last commit recent */
-    DRIFT_TOP_IDLE = 2           /* being written (or killed), no commit for a while */
+    DRIFT_TOP_CLOSED = 0,        /* the writer finished (with --against: both writers) */
+    DRIFT_TOP_LIVE = 1,          /* being written (followed), last commit recent */
+    DRIFT_TOP_IDLE = 2,          /* being written, no commit for a while, or not followed */
+    DRIFT_TOP_STOPPED = 3        /* no writer at work, and one failed or stopped without closing */
 } drift_top_liveness;
 
 typedef struct drift_top_model drift_top_model;
@@ -345,7 +345,8 @@ const drift_top_data *drift_top_model_data(const drift_top_model *m);
 /* NULL without a reference. */
 const drift_top_data *drift_top_model_ref(const drift_top_model *m);
 /* LIVE if the file is being written and the last commit is at most
- * idle_after seconds before now; *age (NULL allowed) = now - last commit. */
+ * idle_after seconds before now; STOPPED / CLOSED once no writer works;
+ * *age (NULL allowed) = now - last commit. */
 drift_top_liveness drift_top_model_liveness(const drift_top_model *m, double now, double idle_after, double *age);
 /* Fills q's guidance scales from the traces. */
 void drift_top_model_query_init(const drift_top_model *m, drift_top_query *q);

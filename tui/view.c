@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "formats/census.h" /* intercept census */
+#include "tui/header.h"
 #include "tui/layout.h"
 
 enum { C_OK = 1, C_WARN, C_BAD, C_EQUAL, C_TITLE, C_BAR_A, C_BAR_B, C_DIM };
@@ -281,11 +282,14 @@ static void draw_status(vs *v, int y, int *xend) {
         else
             snprintf(buf, sizeof buf, " IDLE ");
         a = pair(v, C_WARN) | A_BOLD | A_REVERSE;
+    } else if (lv == DRIFT_TOP_STOPPED) { /* no writer at work, and one did not finish */
+        int failed = strncmp(h->writer, "failed", 6) == 0 ||
+                     (h->against_writer && strncmp(h->against_writer, "failed", 6) == 0);
+        snprintf(buf, sizeof buf, failed ? " FAILED " : " STOPPED ");
+        a = pair(v, C_BAD) | A_BOLD | A_REVERSE;
     } else {
-        snprintf(buf, sizeof buf, " %.40s ", h->writer);
-        for (char *p = buf; *p; p++)
-            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 'a' + 'A');
-        a = strcmp(h->writer, "closed") == 0 ? A_REVERSE : pair(v, C_BAD) | A_BOLD | A_REVERSE;
+        snprintf(buf, sizeof buf, " CLOSED ");
+        a = A_REVERSE;
     }
     int w = u8_cells(buf);
     if (w >= v->L.header.w) return;
@@ -298,30 +302,14 @@ static void draw_run_line(vs *v, int y, int compact) {
     int xend = v->L.header.w;
     draw_status(v, y, &xend);
     line l = {y, 0, xend};
-    seg(&l, A_BOLD, "drift top ");
-    seg(&l, A_NORMAL, " run %s", h->run_id[0] ? h->run_id : "?");
-    seg(&l, A_NORMAL, "  %s", h->side);
-    if (h->world_size > 1) seg(&l, A_NORMAL, " rank %d/%d", (int)h->rank, (int)h->world_size);
-    /* what changes first, the long family spec last (it is cut at the edge) */
-    if (h->steps_committed > 0)
-        seg(&l, A_NORMAL, "  steps %lld [%lld..%lld]", (long long)h->steps_committed, (long long)h->first_step,
-            (long long)h->last_step);
-    else
-        seg(&l, A_NORMAL, "  steps 0");
-    if (h->steps_per_s >= 10) seg(&l, A_NORMAL, "  %.0f steps/s", h->steps_per_s); /* no exponent: 110, not 1.1e+02 */
-    else if (h->steps_per_s > 0) seg(&l, A_NORMAL, "  %.2g steps/s", h->steps_per_s);
-    seg(&l, A_NORMAL, "  writer %s", h->writer);
-    if (h->against[0]) { /* the path's tail: the file name matters most */
-        size_t n = strlen(h->against);
-        if (n > 29) seg(&l, A_BOLD, "  vs %s%s", v->utf8 ? "\xe2\x80\xa6" : "...", h->against + n - 28);
-        else seg(&l, A_BOLD, "  vs %s", h->against);
-        if (h->against_writer && h->against_writer[0]) { /* the other process's writer: a rollout engine that died shows */
-            int ok = strcmp(h->against_writer, "closed") == 0 || strcmp(h->against_writer, "recording") == 0;
-            seg(&l, ok ? A_NORMAL : pair(v, C_BAD) | A_BOLD, " (%.60s)", h->against_writer);
-        }
-    }
-    seg(&l, A_NORMAL, "  cfg s=%g", h->guidance_scale);
-    seg(&l, A_NORMAL, "  %s", h->family[0] ? h->family : "?");
+    /* the writers' state and the rate at any width: paths, range and title give way (tui/header.c) */
+    drift_top_segs sg;
+    drift_top_header_run_segs(h, xend, v->utf8, &sg);
+    for (int i = 0; i < sg.n; i++)
+        seg(&l, sg.s[i].kind == DRIFT_TOP_SEG_BOLD  ? A_BOLD
+                : sg.s[i].kind == DRIFT_TOP_SEG_BAD ? pair(v, C_BAD) | A_BOLD
+                                                    : A_NORMAL,
+            "%s", sg.s[i].text);
     if (compact) {
         if (!h->plan_ok) seg(&l, pair(v, C_BAD) | A_BOLD, "  !plan");
         if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  !fwd %s!=rollout %s", h->fwd, h->rollout);
@@ -418,12 +406,17 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_COS, 1, v->q.agg == DRIFT_TOP_AGG_MAX ? "cos(min)" : "cosine",
               DRIFT_TOP_SORT_COS);
     {
+        /* the longest title that fits whole: at 80 columns the column holds 8 of 20 steps, and says so */
         size_t ns_all = drift_top_data_n_steps(D(v));
-        char st[64];
-        if (f->shown[DRIFT_TOP_TCOL_SPARK] && ns_all > (size_t)f->w[DRIFT_TOP_TCOL_SPARK])
-            snprintf(st, sizeof st, "mean|d| last %d steps, log", f->w[DRIFT_TOP_TCOL_SPARK]);
-        else
-            snprintf(st, sizeof st, "mean|d| history, log");
+        int sw = f->w[DRIFT_TOP_TCOL_SPARK], part = f->shown[DRIFT_TOP_TCOL_SPARK] && ns_all > (size_t)sw;
+        static const char *const part_t[] = {"mean|d| last %d steps, log", "last %d steps, log", "last %d, log", "last %d"};
+        static const char *const all_t[] = {"mean|d| history, log", "history, log", "history"};
+        char st[64] = "";
+        for (int k = 0; k < (part ? 4 : 3); k++) {
+            if (part) snprintf(st, sizeof st, part_t[k], sw);
+            else snprintf(st, sizeof st, "%s", all_t[k]);
+            if ((int)strlen(st) <= sw) break;
+        }
         col_title(v, R->y, f, DRIFT_TOP_TCOL_SPARK, 0, st, -1);
     }
     col_title(v, R->y, f, DRIFT_TOP_TCOL_REF, 1, "ref mean", -1);
@@ -549,10 +542,13 @@ static void draw_step_axis(const drift_top_rect *R, int y, const drift_top_data 
 
 /* A bar chart of vals[0..n) (one column per value, the newest at the right
  * edge) in R: label line on top, bars below, and with 4 rows or more a step
- * axis as the last line (d gives the step numbers; NULL: none). hl = column
- * to highlight (-1). */
-static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t n, long hl, int color,
-                      const char *label, double now_val, int64_t now_step, const drift_top_data *d) {
+ * axis as the last line (d gives the step numbers; NULL: none). vals2 (NULL:
+ * none) is a second series on the same y scale, a marker in each column at
+ * its height. hl = column to highlight (-1). now_val2 is vals2's value at
+ * now_step, shown after now_val. */
+static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, const double *vals2, size_t n, long hl,
+                      int color, const char *label, double now_val, double now_val2, int64_t now_step,
+                      const drift_top_data *d) {
     if (R->h <= 0 || R->w <= 0) return;
     int axis = d && R->h >= 4;
     int H = R->h - 1 - axis;
@@ -560,10 +556,13 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t
     size_t shown = n < W ? n : W;
     size_t c0 = n - shown;
     double vmax = 0.0;
-    for (size_t k = c0; k < n; k++)
+    for (size_t k = c0; k < n; k++) {
         if (isfinite(vals[k]) && vals[k] > vmax) vmax = vals[k];
-    char a[32], b[32], now[64], yr[48];
+        if (vals2 && isfinite(vals2[k]) && vals2[k] > vmax) vmax = vals2[k];
+    }
+    char a[32], b[32], c[32], now[96], yr[48];
     snprintf(now, sizeof now, "  now %s", drift_top_fmt_value(now_val, a, sizeof a));
+    if (vals2) snprintf(now + strlen(now), sizeof now - strlen(now), " / %s", drift_top_fmt_value(now_val2, c, sizeof c));
     if (now_step >= 0) snprintf(now + strlen(now), sizeof now - strlen(now), " @%lld", (long long)now_step);
     snprintf(yr, sizeof yr, "  y 0..%s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
     /* a part that does not fit whole is left out (a cut number would misread): the y range first */
@@ -586,9 +585,20 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, size_t
             int y = R->y + R->h - 1 - axis - r;
             if (k8 > 0) put(y, R->x + (int)k, 1, at, bar_glyph(v, k8));
         }
+        int e2 = vals2 ? drift_top_bar_eighths(vals2[c0 + k], vmax, H) : 0;
+        if (e2 > 0) { /* the cell that holds the second value's height */
+            int r2 = (e2 - 1) / 8;
+            put(R->y + R->h - 1 - axis - r2, R->x + (int)k, 1, pair(v, C_BAR_B) | A_BOLD,
+                v->utf8 ? "\xe2\x80\xa2" : "o");
+        }
     }
 }
 
+/* The two charts carry different signals: left (or top) the PPO update
+ * signal, log_prob |diff| as bars with |ratio - 1| as markers on the same
+ * scale (for small differences the two nearly coincide, which is why they
+ * share one chart); right (or below) the selected layer's mean |diff| per
+ * step, which follows the selection (the first divergent layer at first). */
 static void draw_chart(vs *v) {
     const drift_top_rect *R = &v->L.chart;
     if (R->h <= 0) return;
@@ -597,30 +607,49 @@ static void draw_chart(vs *v) {
     fill(R->y, R->x, R->w, A_REVERSE);
     line l = {R->y, R->x, R->x + R->w};
     if (n > 0)
-        seg(&l, A_REVERSE | A_BOLD, " per step: log_prob |diff| and |ratio - 1|, steps %lld..%lld ",
+        seg(&l, A_REVERSE | A_BOLD, " per step %lld..%lld: the PPO signal, and the selected layer ",
             (long long)drift_top_data_step(d, 0), (long long)drift_top_data_step(d, n - 1));
     else
         seg(&l, A_REVERSE | A_BOLD, " per step: no steps yet ");
     double *a = n ? drift_malloc(n * sizeof *a) : NULL;
     double *b = n ? drift_malloc(n * sizeof *b) : NULL;
-    if (n && (!a || !b)) {
-        free(a);
-        free(b);
+    double *c = n ? drift_malloc(n * sizeof *c) : NULL;
+    if (n && (!a || !b || !c)) {
+        drift_free(a);
+        drift_free(b);
+        drift_free(c);
         return;
     }
+    int have_layer = v->have_sel && v->sel_layer < drift_top_data_n_layers(d);
+    double s = norm_scale(v);
     for (size_t k = 0; k < n; k++) {
         a[k] = drift_top_data_series(d, DRIFT_TOP_S_LOGPROB, k);
         b[k] = drift_top_data_series(d, DRIFT_TOP_S_RATIO, k);
+        const drift_top_cell *cell = have_layer ? drift_top_data_cell(d, v->sel_layer, k) : NULL;
+        c[k] = cell && cell->present ? cell->v[DRIFT_TOP_M_MEAN] / s : NAN;
     }
     long sc = shown_col(v);
     long hl = (v->q.agg == DRIFT_TOP_AGG_STEP && v->q.step != INT64_MAX) ? sc : -1;
     int64_t st = sc >= 0 ? drift_top_data_step(d, (size_t)sc) : -1;
-    draw_bars(v, &v->L.chart_a, a ? a : (double[1]){0}, n, hl, C_BAR_A, "log_prob_mean_abs_diff",
-              sc >= 0 ? a[sc] : NAN, st, d);
-    draw_bars(v, &v->L.chart_b, b ? b : (double[1]){0}, n, hl, C_BAR_B, "ratio_abs_minus_1", sc >= 0 ? b[sc] : NAN,
-              st, d);
-    free(a);
-    free(b);
+    char la[96];
+    snprintf(la, sizeof la, "log_prob |diff| %s, |ratio-1| %s", v->utf8 ? "\xe2\x96\x88" : "#",
+             v->utf8 ? "\xe2\x80\xa2" : "o");
+    draw_bars(v, &v->L.chart_a, a ? a : (double[1]){0}, b ? b : (double[1]){0}, n, hl, C_BAR_A, la,
+              sc >= 0 ? a[sc] : NAN, sc >= 0 ? b[sc] : NAN, st, d);
+    /* the layer's name cut (with an ellipsis) so that the y range still fits beside it */
+    char lb[320], nm[256];
+    const char *name = have_layer ? drift_top_data_layer_name(d, v->sel_layer) : "-";
+    int name_room = v->L.chart_b.w - 8 - 17 - (v->q.cfg_normalise ? 2 : 0);
+    if (name_room < 8) name_room = 8;
+    if (u8_cells(name) > name_room) /* as in the table: the head, then an ellipsis */
+        snprintf(nm, sizeof nm, "%.*s%s", (int)u8_prefix(name, name_room - 1, NULL), name, v->utf8 ? "\xe2\x80\xa6" : "~");
+    else
+        snprintf(nm, sizeof nm, "%.250s", name);
+    snprintf(lb, sizeof lb, "mean|d|%s %s", v->q.cfg_normalise ? "/s" : "", nm);
+    draw_bars(v, &v->L.chart_b, c ? c : (double[1]){0}, NULL, n, hl, C_BAR_A, lb, sc >= 0 ? c[sc] : NAN, NAN, st, d);
+    drift_free(a);
+    drift_free(b);
+    drift_free(c);
 }
 
 /* ======================================================================= */
@@ -671,8 +700,9 @@ static void draw_drill(vs *v) {
                 vals[k] = c->present ? c->v[DRIFT_TOP_M_MEAN] / s : NAN;
             }
             long sel_col = v->dsel >= 0 && (size_t)v->dsel < n ? (long)(n - 1 - (size_t)v->dsel) : -1;
-            draw_bars(v, &v->L.drill_chart, vals ? vals : (double[1]){0}, n, sel_col, C_BAR_A, "mean |diff| per step",
-                      sel_col >= 0 ? vals[sel_col] : NAN, sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1, d);
+            draw_bars(v, &v->L.drill_chart, vals ? vals : (double[1]){0}, NULL, n, sel_col, C_BAR_A,
+                      "mean |diff| per step", sel_col >= 0 ? vals[sel_col] : NAN, NAN,
+                      sel_col >= 0 ? drift_top_data_step(d, (size_t)sel_col) : -1, d);
             free(vals);
         }
     }

@@ -43,6 +43,8 @@ expect 2 "only.rollout.h5 exists; give --force" rec --steps 1 -o "$W/only.h5"
 rec --steps 1 -o "$W/only.h5" --force 2>/dev/null || fail "record --force exited $?"
 expect 2 "is an input of this replay" "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout -o "$W/t.rollout.h5" --force
 expect 2 "is an input of this replay" "$D" replay "$W/t.h5" --plan "$BAD" -o "$W/t.h5" --force
+# issue 22.6: TRACE's recorded rollout, even when this replay does not compare with it
+expect 2 "is an input of this replay" "$D" replay "$W/t.h5" --plan "$BAD" -o "$W/t.rollout.h5" --force
 [ "$(md5sum "$W/t.h5" "$W/t.rollout.h5")" = "$sum0" ] || fail "replay -o changed its inputs"
 "$D" replay "$W/t.h5" --plan "$BAD" --output-only -o "$W/r.h5" >/dev/null 2>&1 || fail "replay -o exited $?"
 expect 2 "r.h5 exists; give --force" "$D" replay "$W/t.h5" --plan "$BAD" --output-only -o "$W/r.h5"

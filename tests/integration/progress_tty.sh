@@ -33,6 +33,20 @@ run_in_tty tty "$REPLAY >'$T/r.txt'; $COMPARE >'$T/c.txt'; $BISECT >'$T/b.txt'"
 RATE='([0-9.]+/s|[0-9.]+ s each)'
 grep -qE "^drift replay: step ([0-9]+)/\1, $RATE, ETA 0s \([0-9hms]+ elapsed\)" "$T/pane.txt" ||
     fail "no replay progress line with rate and time left"
+# the example of docs/cli.md ("Progress and size") is a line the terminal got, every number free
+DOC="$(cd "$(dirname "$0")/../.." && pwd)/docs/cli.md"
+"${PYTHON3:-/usr/bin/python3}" - "$DOC" "$T/pane.txt" <<'EOF' || fail "docs/cli.md's progress example is not what replay prints"
+import re, sys
+flat = re.sub(r"\s*\n\s*", " ", re.sub(r"```.*?```", "", open(sys.argv[1], encoding="utf-8").read(), flags=re.S))
+ex = [s for s in re.findall(r"`([^`]+)`", flat) if s.startswith("drift replay: ") and "ETA" in s]
+if len(ex) != 1: sys.exit("docs/cli.md: expected one progress example, found %r" % ex)
+NUM = r"[0-9][0-9.]*"
+pat = "^" + "".join(NUM if re.fullmatch(r"[0-9][0-9.]*", t) else re.escape(t) for t in re.split(r"([0-9][0-9.]*)", ex[0]))
+pat = pat.replace(NUM + re.escape(" s each"), "(?:%s s each|%s/s)" % (NUM, NUM))  # the rate's two forms
+pane = open(sys.argv[2], encoding="utf-8", errors="replace").read().split("\n")
+if not any(re.match(pat, l) for l in pane):
+    sys.exit("the page says %r; the terminal got e.g. %r" % (ex[0], [l for l in pane if l.startswith("drift replay:")][-1:]))
+EOF
 grep -qE "^drift compare: step ([0-9]+)/\1, $RATE, ETA 0s \([0-9hms]+ elapsed\)" "$T/pane.txt" || fail "no compare progress line"
 grep -qE "^drift bisect: probes [0-9]+ \([0-9hms]+ elapsed\)" "$T/pane.txt" || fail "no bisect progress line"
 # the probe count runs on over the --all rounds: the last shown count is the total the result reports

@@ -5,7 +5,7 @@
 # is recorded by another process, slowed so that its steps commit over
 # several seconds, while the dashboard follows it in tmux. At 160x45: new
 # steps appear while the rollout writer runs, the header says the --against
-# writer is recording and then closed, per-layer values equal `drift compare
+# writer is recording and then finished, per-layer values equal `drift compare
 # INDEX#rank=1 ROLLOUT`'s for the same step, the first divergent layer is
 # marked; the heatmap renders at 160x45 and 80x24; q quits with 0. Every
 # rank of the index (and the index itself, its lowest rank) gives compare's
@@ -50,11 +50,11 @@ screen_has "rank 1/2" || fail "the header names the index's rank 1 of 2"
 more() { local n; n=$(latest_shown); [ -n "$n" ] && [ "$n" -gt "$first" ]; }
 wait_for "more steps than $first while the rollout writer runs" more
 kill -0 "${PIDS[0]}" 2>/dev/null || fail "the rollout writer finished before a second step was seen (not live)"
-screen_re "vs .*B/run\.rollout\.h5 \(recording\)" || fail "the header says the --against writer is recording"
+screen_re "vs .*run\.rollout\.h5 recording" || fail "the header says the --against writer is recording"
 wait "${PIDS[0]}" || fail "the rollout writer failed: $(cat "$T/B/record.err")"
 PIDS=()
 wait_for "all $N steps" screen_has "step $((N - 1)) (latest)"
-wait_for "the --against writer closed" screen_re "vs .*B/run\.rollout\.h5 \(closed\)"
+wait_for "the --against writer finished" screen_re "vs .*run\.rollout\.h5 finished"
 screen_re "first divergent blocks\.0\.norm2:out" || fail "the header names the first divergent layer"
 screen_re "▶ ?blocks\.0\.norm2:out" || fail "the first divergent layer is marked"
 cp "$T/screen.txt" "$T/table160.txt"

@@ -78,8 +78,8 @@ tm send-keys -t top G Enter
 wait_for "drill-down of the late site" screen_has "layer late:appears_at_step_3"
 wait_for "its step 7 row" screen_re "^[[:space:]]+7[[:space:]]+$ml[[:space:]]+$xl"
 
-# defect 22.5: the writer closed while followed: CLOSED and 'writer closed', not IDLE
-wait_for "the closed writer seen as closed" screen_has "writer closed"
+# defect 22.5: the writer closed while followed: CLOSED and 'writer finished', not IDLE
+wait_for "the closed writer seen as finished" screen_has "writer finished"
 screen_re "CLOSED *$" || fail "a writer that closed while followed shows CLOSED"
 
 tm send-keys -t top q
@@ -88,7 +88,8 @@ wait_for "drift top to exit" test -s "$T/exit"
 [ ! -s "$T/stderr" ] || fail "drift top wrote to stderr"
 tm kill-session -t top
 
-# a killed writer never closes: followed, it stays 'recording' and turns IDLE, never CLOSED
+# a killed writer never closes, and its lock dies with it: followed, it reads 'stopped without
+# closing' with a STOPPED badge (issue 22.5), never 'recording' with an IDLE badge for ever, nor CLOSED
 rm -f "$T/ready" "$T/gate" "$T/exit"
 "$BENCH" --write-only "$T/killed.h5" --steps 8 --sites 10 --pause-after 2 --gate "$T/gate" --ready "$T/ready" \
     --run-id killed-run &
@@ -100,9 +101,11 @@ WRITER=""
 tm new-session -d -s top -x 120 -y 40 \
     "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT_BIN' top '$T/killed.h5' --follow --interval 100 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
 wait_for "the killed writer's 2 steps" screen_has "steps 2 [0..1]"
-wait_for "the killed writer turns IDLE" screen_re "IDLE [0-9]+s *$"
-screen_has "writer recording" || fail "a killed writer reads as 'recording' (its /status), not closed"
-screen_has "CLOSED" && fail "a killed writer shows CLOSED"
+wait_for "the killed writer seen as stopped" screen_has "writer stopped without closing"
+screen_re "STOPPED *$" || fail "a killed writer shows the STOPPED badge"
+sleep 1.5 # ten refreshes: it stays stopped
+screen_has "writer recording" && fail "a killed writer reads as 'recording'"
+screen_re "IDLE|LIVE|CLOSED" && fail "a killed writer shows IDLE, LIVE or CLOSED"
 tm send-keys -t top q
 wait_for "drift top to exit" test -s "$T/exit"
 echo "ok: tui_follow"

@@ -85,10 +85,16 @@ order = list(range(len(names)))
 E["first"] = {"contains": ["drift top", "run demo-run", "trainer", "wan2.2:layers=42", "cfg s=4.5",
                            "steps 12 [0..11]", "CLOSED", "plan demo_mixed: fwd bf16  rollout fp32",
                            "! forward bf16 != rollout fp32", "step 11 (latest)", "raw", "40 layers",
-                           "first divergent input:cond:post_cast", "log_prob_mean_abs_diff", "ratio_abs_minus_1",
+                           "first divergent input:cond:post_cast", "log_prob |diff| ", "|ratio-1| ",
                            # defect 22.12: labelled chart axes (y 0..max, the steps under their bars)
                            "y 0..", "0" + " " * 9 + "11 step"],
               "rows": [row(i, at(i, last)) for i in order[:12]]}
+# defect 22.12: the two charts carry two signals: the PPO signal (log_prob |diff| with |ratio-1|, one chart),
+# and the selected layer's mean |diff| (the first divergent layer at first; j moves the selection and the chart)
+fd = names.index("input:cond:post_cast")
+E["chart_sel"] = {"contains": ["log_prob |diff| \u2588, |ratio-1| \u2022", "mean|d| input:cond:post_cast  y 0.."],
+                  "absent": ["ratio_abs_minus_1"], "once": ["log_prob"]}
+E["chart_next"] = {"contains": ["mean|d| %s" % names[fd + 1][:24]], "absent": ["mean|d| input:cond:post_cast"]}
 desc_mean = by(lambda i: at(i, last)[0], True)
 E["sort_mean"] = {"contains": ["sort mean\u25bc"], "rows": [row(i, at(i, last)) for i in desc_mean[:10]]}
 asc_mean = by(lambda i: at(i, last)[0], False)
@@ -122,9 +128,9 @@ E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer", "input:
 E["small_20x6"] = {"size": [20, 6], "contains": ["drift top"]}
 E["tiny"] = {"size": [10, 4], "contains": ["terminal t"]}
 # at 100 columns a chart label drops what does not fit whole (defect 22.12: titles overlapped, numbers were cut)
-E["w100"] = {"size": [100, 40], "contains": ["log_prob_mean_abs_diff  y 0..", "ratio_abs_minus_1  y 0.."],
+E["w100"] = {"size": [100, 40], "contains": ["|ratio-1| \u2022  y 0..", "mean|d| input:latents:pre_cast  "],
              "y_ranges_whole": True}
-E["huge"] = {"size": [300, 100], "contains": ["log_prob_mean_abs_diff", "ratio_abs_minus_1"],
+E["huge"] = {"size": [300, 100], "contains": ["log_prob |diff| ", "mean|d| input:latents:pre_cast  "],
              "rows": [row(i, at(i, last)) for i in order[:40]]}
 json.dump(E, open(out, "w"))
 EOF
@@ -142,6 +148,8 @@ for s in E.get("contains", []):
     if s not in text: die("missing %r" % s)
 for s in E.get("absent", []):
     if s in text: die("unexpected %r" % s)
+for s in E.get("once", []):
+    if text.count(s) != 1: die("%r shown %d times, expected once" % (s, text.count(s)))
 if E.get("y_ranges_whole"):
     for m in re.finditer(r"y 0\.\.(\S*)", text):
         if not re.fullmatch(r"0|-|[0-9]\.[0-9]{3}e[-+][0-9]{2}", m.group(1)): die("cut y range %r" % m.group(0))
@@ -209,7 +217,9 @@ wait_check first
 colour_is "blocks.1.norm2:out" 33 || fail "blocks.1.norm2:out should be yellow (warn) without --ref"
 colour_is "blocks.1.attn1:out" 32 || fail "blocks.1.attn1:out should be green (ok)"
 colour_is "input:latents:pre_cast" 36 || fail "a bitwise-equal layer should be cyan"
-tm capture-pane -p -t top >"$T/first.txt"
+wait_check chart_sel
+keys j; wait_check chart_next
+keys k; wait_check first
 keys 3; wait_check sort_mean            # sort by mean |diff|, worst first
 keys r; wait_check sort_mean_asc        # reverse
 keys 2; wait_check sort_name            # by name
@@ -223,6 +233,11 @@ keys c; wait_check cfg                  # divide |diff| by the guidance scale
 keys '?'; wait_check help
 keys x; wait_check no_help
 keys c a a Escape 1; wait_check unfiltered  # raw, back to this step, no filter, execution order
+for _ in $(seq 300); do # the screen to come back to after resizing, once the footer message is gone
+    tm capture-pane -p -t top >"$T/first.txt"
+    tail -1 "$T/first.txt" | grep -q "^q quit" && break
+    sleep 0.1
+done
 
 # resizing: small, minimal, too small, huge, and back: same screen as before
 tm resize-window -t top -x 40 -y 12; wait_check small_40x12
@@ -260,5 +275,21 @@ start 120 30 LANG=C LC_ALL=C
 wait_check first
 grep -q 'sort order^' "$T/screen.txt" || fail "ASCII sort arrow missing"
 LC_ALL=C grep -q -P '[\x80-\xff]' "$T/screen.txt" && fail "non-ASCII output in the C locale"
+quit_ok
+# natural sort of names at 160x45 (defect 22.12): blocks.2 right after blocks.1, before blocks.10
+"$BENCH" --write-only "$T/many.h5" --steps 2 --sites 100 --run-id many-run
+rm -f "$T/exit" "$T/stderr"
+tm new-session -d -s top -x 160 -y 45 \
+    "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT_BIN' top '$T/many.h5' --sort name 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
+"$DRIFT_BIN" top "$T/many.h5" --batch --format csv >"$T/many.csv"
+grep -q "blocks\.10\." "$T/many.csv" || fail "test data: no blocks.10 layer"
+for _ in $(seq 300); do tm capture-pane -p -t top >"$T/screen.txt"; grep -q "sort name" "$T/screen.txt" && break; sleep 0.1; done
+keys g # the top of the table (the first divergent layer, selected at start, sorts after the blocks)
+for _ in $(seq 300); do tm capture-pane -p -t top >"$T/screen.txt"; grep -qE "^. blocks\.0\." "$T/screen.txt" && break; sleep 0.1; done
+order=$(grep -oE "^. blocks\.[0-9]+\." "$T/screen.txt" | grep -oE "[0-9]+" | uniq | tr '\n' ' ')
+case "$order" in
+"0 1 2 "*) ;;
+*) fail "sort by name is not natural: blocks in screen order: $order" ;;
+esac
 quit_ok
 echo "ok: tui_screen"
