@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU acceptance of issue 17 (live two-trace comparison), on a machine with 2
-# GPUs, torch and a CUDA build of drift:
+# GPU acceptance of issue 17 (live two-trace comparison), on a machine with a
+# GPU (two: two FSDP2 ranks), torch and a CUDA build of drift:
 #
 #   BUILD=/tmp/drift-gpu-build OUT=$OUT bash tests/gpu/top_against_fsdp.sh
 #
@@ -13,7 +13,8 @@
 # (--follow) runs too and must show the layers. After the run: every layer
 # the rollout recorded is a row, and the first divergent site of every step
 # equals drift compare's; the same for rank 1 and through a merged index.
-# One PASS/FAIL line per check; exit 1 on any failure, 77 without 2 GPUs.
+# With one GPU the trainer is one FSDP2 rank and the rollout shares the GPU.
+# One PASS/FAIL line per check; exit 1 on any failure, 77 without a GPU.
 set -u
 S="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:?set BUILD to the drift CUDA build directory}"
@@ -28,21 +29,30 @@ pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 [ -x "$DRIFT" ] || { echo "FAIL: $DRIFT not built"; exit 1; }
 ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
-if [ "${ngpu:-0}" -lt 2 ]; then echo "SKIP: needs 2 GPUs and torch (found ${ngpu:-0})"; exit 77; fi
+if [ "${ngpu:-0}" -lt 1 ]; then echo "SKIP: needs a GPU and torch (found ${ngpu:-0})"; exit 77; fi
+# two FSDP2 ranks on two GPUs and the rollout on the second; on one GPU one rank, the rollout beside it
+NP=$(( ngpu >= 2 ? 2 : 1 )); RGPU=$(( NP - 1 ))
+echo "INFO: $ngpu GPU(s): the trainer runs $NP FSDP2 rank(s), the rollout on GPU $RGPU"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 
 SOCK="drift-gpu-against-$$"
 TM=""
-command -v tmux >/dev/null && TM=1
-tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
+TMUX_BIN=$(command -v tmux || true)
+PREFIX="${PREFIX:-/tmp/drift-gpu-prefix}" # run.sh unpacks .debs (tmux among them) there
+if [ -z "$TMUX_BIN" ] && [ -x "$PREFIX/usr/bin/tmux" ]; then
+  TMUX_BIN="$PREFIX/usr/bin/tmux"
+  TMUX_LD="$(find "$PREFIX" -name 'libevent_core*.so*' -printf '%h:' -quit)"
+fi
+[ -n "$TMUX_BIN" ] && TM=1
+tm() { LD_LIBRARY_PATH="${TMUX_LD:-}${LD_LIBRARY_PATH:-}" "$TMUX_BIN" -L "$SOCK" -f /dev/null "$@"; }
 if [ -n "$TM" ]; then # the real dashboard, started before the files exist
   tm new-session -d -s top -x 160 -y 45 \
     "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT' top '$W/trace.rank0.h5' --against '$W/rollout.h5' --follow --interval 200 2>'$W/top.err'; echo \$? >'$W/top.exit'; sleep 600"
 fi
-timeout -s KILL 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 "$S/tests/gpu/fsdp_wan_debug.py" \
+timeout -s KILL 300 "$PY" -m torch.distributed.run --standalone --nproc_per_node=$NP "$S/tests/gpu/fsdp_wan_debug.py" \
   --out "$W" --steps $N --sleep 1.0 >"$W/trainer.log" 2>&1 &
 TR=$!
-DRIFT_ROLLOUT_GPU=1 timeout -s KILL 300 "$PY" "$S/tests/gpu/rollout_wan_debug.py" --out "$W" --steps $N --sleep 1.0 \
+DRIFT_ROLLOUT_GPU=$RGPU timeout -s KILL 300 "$PY" "$S/tests/gpu/rollout_wan_debug.py" --out "$W" --steps $N --sleep 1.0 \
   >"$W/rollout.log" 2>&1 &
 RO=$!
 # poll the live comparison while both write
@@ -55,7 +65,7 @@ while kill -0 $TR 2>/dev/null || kill -0 $RO 2>/dev/null; do
   sleep 0.5
 done
 wait $TR; rt=$?; wait $RO; rr=$?
-[ $rt = 0 ] && [ $rr = 0 ] && grep -q "recorder on" "$W/rollout.log" && pass "trainer (2 ranks) and rollout recorded in separate processes" ||
+[ $rt = 0 ] && [ $rr = 0 ] && grep -q "recorder on" "$W/rollout.log" && pass "trainer ($NP rank(s)) and rollout recorded in separate processes" ||
   { fail "the recording jobs (trainer $rt, rollout $rr; logs $W/trainer.log $W/rollout.log)"; tail -20 "$W/trainer.log" "$W/rollout.log"; }
 distinct=$(echo $seen | tr ' ' '\n' | awk '$1 < '$N | sort -un | wc -l)
 [ "$distinct" -ge 2 ] && pass "steps appeared live while both wrote (counts seen:$seen)" ||
@@ -74,9 +84,12 @@ if [ -n "$TM" ]; then
 else
   echo "SKIP: tmux not installed: the --follow screen was not checked (the batch polls were)"
 fi
-"$DRIFT" merge "$W/trace.rank0.h5" "$W/trace.rank1.h5" -o "$W/index.h5" >/dev/null 2>&1 || fail "drift merge"
-for src in "trace.rank0.h5" "trace.rank1.h5" "index.h5#rank=1"; do
-  own="${src%%#*}"; [ "$src" = "index.h5#rank=1" ] && own="trace.rank1.h5"
+last=$((NP - 1))
+ranks=""; for r in $(seq 0 $last); do ranks="$ranks $W/trace.rank$r.h5"; done
+"$DRIFT" merge $ranks -o "$W/index.h5" >/dev/null 2>&1 || fail "drift merge"
+srcs="trace.rank0.h5"; [ $NP = 2 ] && srcs="$srcs trace.rank1.h5"
+for src in $srcs "index.h5#rank=$last"; do
+  own="${src%%#*}"; [ "$src" = "index.h5#rank=$last" ] && own="trace.rank$last.h5"
   "$DRIFT" top "$W/$src" --against "$W/rollout.h5" --batch >"$W/top.json" 2>"$W/top_b.err" &&
   "$DRIFT" compare "$W/$own" "$W/rollout.h5" --json >"$W/cmp.json" 2>"$W/cmp.err" &&
   "$DRIFT" ls "$W/rollout.h5" --json >"$W/ls_rollout.json" 2>/dev/null &&
