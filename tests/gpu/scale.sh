@@ -77,7 +77,7 @@ ratio() { out "RATIO $*"; }
 check() { if eval "$2"; then out "PASS $1"; else out "FAIL $1"; FAILS=$((FAILS + 1)); fi; }
 has() { case " $SECTIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 now() { date +%s.%N; }
-sub() { echo "$1 - $2" | bc -l; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; } # no bc on the GPU machine
 f1() { printf %.1f "$1"; }
 f2() { printf %.2f "$1"; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "nan" }'; }
