@@ -486,6 +486,7 @@ static int trim(hid_t ds, int64_t keep, int64_t *trimmed) {
 
 static int trim_path(hid_t file, const char *path, int64_t keep, int64_t *trimmed) {
     if (tr_guard_path(file, path, "", path, NULL) != 1) return 0; /* absent, or not a hard link: untouched */
+    if (tr_guard_header(file, path, 0, "", path, NULL) != DRIFT_OK) return -1; /* never handed to H5Dopen2 */
     hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
     if (ds < 0) return -1;
     int rc = trim(ds, keep, trimmed);

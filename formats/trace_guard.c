@@ -168,6 +168,7 @@ int tr_open_dataset(hid_t loc, const char *name, int allow_virtual, const char *
         snprintf(w, sizeof w, "%s:%s", file ? file : "?", obj ? obj : name);
         return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset");
     }
+    if ((ok = tr_guard_header(loc, name, allow_virtual, file, obj ? obj : name, err))) return ok;
     hid_t ds = H5Dopen2(loc, name, H5P_DEFAULT); /* fails on a group: then "expected a dataset" */
     if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, file, obj ? obj : name, "expected a dataset");
     int rc = tr_guard_dataset(ds, allow_virtual, file, obj ? obj : name, err);

@@ -303,6 +303,8 @@ static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char
     hid_t dcpl = H5I_INVALID_HID, vs = H5I_INVALID_HID, ss = H5I_INVALID_HID, out = H5I_INVALID_HID;
     char where[IX_PATH_MAX];
     where2(where, sizeof where, w->src_label, path);
+    /* a rank file's datasets keep their bytes in it (tr_guard_header: never a virtual one) */
+    if ((rc = tr_guard_header(src_grp, name, 0, w->src_label, path, err))) return rc;
     if ((ds = H5Dopen2(src_grp, name, H5P_DEFAULT)) < 0 || (t = H5Dget_type(ds)) < 0 || (s = H5Dget_space(ds)) < 0 ||
         (sdcpl = H5Dget_create_plist(ds)) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, w->src_label, path, "unreadable dataset");
@@ -384,6 +386,8 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
     hid_t dcpl = H5I_INVALID_HID, out = H5I_INVALID_HID;
     char where[IX_PATH_MAX];
     where2(where, sizeof where, w->src_label, path);
+    /* the index's own virtual datasets: their mappings checked before HDF5 decodes them */
+    if ((rc = tr_guard_header(src_grp, name, 1, w->src_label, path, err))) return rc;
     if ((ds = H5Dopen2(src_grp, name, H5P_DEFAULT)) < 0 || (t = H5Dget_type(ds)) < 0 || (s = H5Dget_space(ds)) < 0 ||
         (sdcpl = H5Dget_create_plist(ds)) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, w->src_label, path, "unreadable dataset");
@@ -418,6 +422,9 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
         } else if (strcmp(fname, w->vds_expect) != 0) {
             rc = drift_err_set(err, DRIFT_E_INPUT, where, "maps file \"%s\", expected this rank's source \"%s\"", fname,
                                w->vds_expect);
+        } else if (pct_unescape(dname, plain, sizeof plain) == 0 && H5Lexists(w->src_file, plain, H5P_DEFAULT) > 0 &&
+                   (rc = tr_guard_header(w->src_file, plain, 0, w->src_path, plain, err))) {
+            /* a source that is itself virtual or has a malformed header: refused, never opened */
         } else if (pct_unescape(dname, plain, sizeof plain) != 0 ||
                    (src = H5Dopen2(w->src_file, plain, H5P_DEFAULT)) < 0) {
             rc = drift_err_set(err, DRIFT_E_INPUT, where,
