@@ -11,6 +11,14 @@
  * and an allowed one (a merge index) has its collection walked by the same
  * rules, bounded, before HDF5 sees it.
  *
+ * The header is found through its hard link's address, before HDF5 has
+ * decoded it. Version-1 headers (and files with version 0/1 superblocks,
+ * tr_guard_superblock) are refused: nothing in them is checksummed, and
+ * HDF5 1.10 crashes on corrupt ones (fuzz_trace: huge allocations in
+ * H5C_protect, overflows in H5O__msg_iterate_real and H5T__conv_struct_opt);
+ * drift writes version 2 only (docs/format.md section 1). The v1 layout is
+ * still parsed, so that what a refused header held is known to the tests.
+ *
  * Layouts (HDF5 file format specification, version 3): object headers v1
  * and v2 ("OHDR", continuation blocks "OCHK", Jenkins lookup3 checksums),
  * the data layout message (type 8, versions 1-4; class 3 = virtual, version
@@ -18,7 +26,7 @@
  *
  * A v2 chunk whose checksum does not match is left to HDF5 (it retries
  * such reads under SWMR and fails them otherwise); a header that checksums
- * but does not parse, or a v1 header that does not parse, is refused. */
+ * but does not parse is refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -115,6 +123,7 @@ typedef struct oh_scan {
     uint8_t *layout;
     size_t layout_len;
     int bad_sum;      /* a v2 chunk failed its checksum: left to HDF5 */
+    int v1;           /* a version-1 header (refused: nothing in it is checksummed) */
     const char *why;  /* the header does not parse */
     uint64_t cont[OH_CHUNKS_MAX][2];
     int n_cont;
@@ -182,6 +191,7 @@ static int oh_scan_header(const oh_file *f, uint64_t addr, oh_scan *s) {
             drift_free(b);
             return (s->why = "an object header of unknown version"), -1;
         }
+        s->v1 = 1;
         chunk = le(b + 8, 4);
         pre = 16;
     }
@@ -298,17 +308,16 @@ static int file_fd(hid_t fid, int *own_fd) {
 /* The last sec2 file's geometry, per thread: an open checks every dataset
  * of one file in a row, and copying its property lists for each of them
  * doubled the time of opening 8,000 sites. HDF5 never reuses an identifier
- * (and fileno tells two opens apart), so a stale entry never matches. */
+ * and gives an open file one identifier, so a stale entry never matches. */
 static _Thread_local struct {
     hid_t fid;
-    unsigned long fileno;
     oh_file f;
-} g_last = {H5I_INVALID_HID, 0, {-1, 0, 0, 8, 8}};
+} g_last = {H5I_INVALID_HID, {-1, 0, 0, 8, 8}};
 
 /* f (size not set) for file fid; 0, or -1 when it cannot be read here. */
-static int file_geometry(hid_t fid, unsigned long fileno, oh_file *f, int *own) {
+static int file_geometry(hid_t fid, oh_file *f, int *own) {
     *own = 0;
-    if (g_last.fid == fid && g_last.fileno == fileno && g_last.f.fd >= 0) {
+    if (g_last.fid == fid && g_last.f.fd >= 0) {
         *f = g_last.f;
         return 0;
     }
@@ -327,24 +336,24 @@ static int file_geometry(hid_t fid, unsigned long fileno, oh_file *f, int *own) 
     f->ss = (unsigned)ss;
     if (!*own) {
         g_last.fid = fid;
-        g_last.fileno = fileno;
         g_last.f = *f;
     }
     return 0;
 }
 
-int tr_guard_header(hid_t loc, const char *name, int allow_virtual, const char *file, const char *obj,
-                    drift_err *err) {
+/* The header of object name of loc, found through its hard link (so that
+ * HDF5 has not decoded it yet), checked; dataset: its layout too. */
+static int guard_object(hid_t loc, const char *name, int dataset, int allow_virtual, const char *file,
+                        const char *obj, drift_err *err) {
     char w[1500];
     snprintf(w, sizeof w, "%s:%s", file ? file : "?", obj ? obj : name);
-    H5O_info_t oi;
-    /* H5O_INFO_BASIC reads the header's messages without decoding the layout */
-    if (H5Oget_info_by_name2(loc, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_DATASET)
-        return DRIFT_OK; /* H5Dopen2 fails cleanly on it: the caller reports that */
+    H5L_info_t li;
+    /* the link alone: H5Oget_info would make HDF5 decode the header first */
+    if (H5Lget_info(loc, name, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD) return DRIFT_OK;
     hid_t fid = H5Iget_file_id(loc);
     if (fid < 0) return DRIFT_OK;
     oh_file f;
-    int own = 0, rc = file_geometry(fid, (unsigned long)oi.fileno, &f, &own);
+    int own = 0, rc = file_geometry(fid, &f, &own);
     H5Fclose(fid); /* the reference H5Iget_file_id added */
     struct stat st;
     if (rc != 0 || fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -354,18 +363,19 @@ int tr_guard_header(hid_t loc, const char *name, int allow_virtual, const char *
     f.size = (uint64_t)st.st_size;
     oh_scan s;
     memset(&s, 0, sizeof s);
-    rc = oh_scan_header(&f, (uint64_t)oi.addr, &s);
+    rc = oh_scan_header(&f, (uint64_t)li.u.address, &s);
     int out = DRIFT_OK;
     if (rc == -2) {
         out = drift_err_set(err, DRIFT_E_NOMEM, w, "out of memory reading the object header");
-    } else if (rc == -1 && !s.bad_sum) {
+    } else if (s.v1) {
         out = drift_err_set(err, DRIFT_E_INPUT, w,
-                            "damaged object header: %s (expected an HDF5 dataset header; not opened) " TR_POLICY,
-                            s.why ? s.why : "unreadable");
-    } else if (rc == 0 && !s.layout) {
-        out = drift_err_set(err, DRIFT_E_INPUT, w, "the dataset header has no layout message (expected one; not "
+                            "a version-1 object header (expected version 2, checksummed: docs/format.md section 1; "
+                            "HDF5 1.10 trusts every byte of a version-1 header and crashes on corrupt ones; not "
                             "opened) " TR_POLICY);
-    } else if (rc == 0 && layout_class(s.layout, s.layout_len) == 3) {
+    } else if (rc == -1 && !s.bad_sum) {
+        out = drift_err_set(err, DRIFT_E_INPUT, w, "damaged object header: %s (expected an HDF5 object header; not "
+                            "opened) " TR_POLICY, s.why ? s.why : "unreadable");
+    } else if (rc == 0 && dataset && s.layout && layout_class(s.layout, s.layout_len) == 3) {
         if (!allow_virtual) {
             out = drift_err_set(err, DRIFT_E_INPUT, w,
                                 "a virtual dataset (its elements come from other files): drift reads only the file it "
@@ -386,7 +396,43 @@ int tr_guard_header(hid_t loc, const char *name, int allow_virtual, const char *
                                     why);
         }
     }
+    /* no layout message: not a dataset, H5Dopen2 says so (the header parsed and checksummed) */
     drift_free(s.layout);
     if (own) close(f.fd);
     return out;
+}
+
+int tr_guard_header(hid_t loc, const char *name, int allow_virtual, const char *file, const char *obj,
+                    drift_err *err) {
+    return guard_object(loc, name, 1, allow_virtual, file, obj, err);
+}
+
+int tr_guard_group_header(hid_t loc, const char *name, const char *file, const char *obj, drift_err *err) {
+    return guard_object(loc, name, 0, 0, file, obj, err);
+}
+
+int tr_guard_superblock(const char *path, drift_err *err) {
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return DRIFT_OK; /* the open that follows says why */
+    struct stat st;
+    int version = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* HDF5 looks for the signature at 0, 512, 1024, 2048, ... */
+        for (uint64_t off = 0; off + 9 <= (uint64_t)st.st_size && off <= ((uint64_t)1 << 30) && version < 0;
+             off = off ? off * 2 : 512) {
+            unsigned char b[9];
+            if (pread(fd, b, sizeof b, (off_t)off) != (ssize_t)sizeof b) break;
+            if (memcmp(b, sig, 8) == 0) version = b[8];
+        }
+    }
+    close(fd);
+    if (version < 0 || version >= 2) return DRIFT_OK; /* not HDF5 (HDF5 says so), or checksummed */
+    char w[1100];
+    snprintf(w, sizeof w, "%s:superblock", path);
+    return drift_err_set(err, DRIFT_E_INPUT, w,
+                         "HDF5 superblock version %d, expected 2 or 3 (docs/format.md section 1: a trace's metadata "
+                         "is all checksummed; with version 0/1 superblocks and version-1 object headers nothing is, "
+                         "and HDF5 1.10 crashes on such metadata when it is corrupt) " TR_POLICY,
+                         version);
 }

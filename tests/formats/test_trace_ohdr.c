@@ -1,7 +1,8 @@
 /* formats/trace_ohdr.c: dataset object headers read by drift before
  * H5Dopen2 decodes them. Files are made here with the HDF5 C API (v2
- * headers, libver latest; v1 headers, libver earliest), then patched byte
- * by byte: a virtual dataset is found in its header (allowed or not), a
+ * headers, libver latest; v1 headers, libver earliest: refused, with their
+ * version 0 superblock), then patched byte by byte: a virtual dataset is
+ * found in its header (allowed or not), a
  * global heap collection whose free-space object has size 0 (on which
  * H5Dopen2 loops forever) or which lacks the mapping's object is refused,
  * and a header whose checksum no longer matches is left to HDF5. The
@@ -131,6 +132,23 @@ static void check_versions(int v1) {
     int has_ohdr = 0;
     for (size_t i = 0; i + 4 <= n; i++) has_ohdr |= memcmp(b + i, "OHDR", 4) == 0;
     assert_int_equal(has_ohdr, !v1); /* the headers really are of the version under test */
+    drift_err e;
+    drift_err_clear(&e);
+    if (v1) {
+        /* nothing of it is checksummed: refused, the superblock (version 0) and every header */
+        assert_int_equal(tr_guard_superblock(path, &e), DRIFT_E_INPUT);
+        assert_non_null(strstr(e.msg, "superblock version 0"));
+        assert_int_equal(guard(path, "plain", 0, msg, sizeof msg), DRIFT_E_INPUT);
+        assert_non_null(strstr(msg, "version-1 object header"));
+        assert_int_equal(guard(path, "v", 1, msg, sizeof msg), DRIFT_E_INPUT);
+        assert_non_null(strstr(msg, "version-1 object header"));
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        assert_int_equal(tr_guard_group_header(f, "/", path, "/", &e), DRIFT_OK); /* "/" is no link: not checked here */
+        H5Fclose(f);
+        free(b);
+        return;
+    }
+    assert_int_equal(tr_guard_superblock(path, &e), DRIFT_OK);
 
     assert_int_equal(guard(path, "plain", 0, msg, sizeof msg), DRIFT_OK);
     assert_int_equal(guard(path, "v", 1, msg, sizeof msg), DRIFT_OK);
