@@ -217,9 +217,10 @@ static int read_table(hid_t file, const char *name, hid_t mt, size_t rsz, void *
     *out = NULL;
     *n = 0;
     if (H5Lexists(file, name, H5P_DEFAULT) <= 0) return DRIFT_OK; /* an absent table is an empty one */
-    hid_t ds = H5Dopen2(file, name, H5P_DEFAULT), ft = H5I_INVALID_HID;
-    int rc = DRIFT_OK;
-    if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, path, name, "expected a dataset");
+    hid_t ds = H5I_INVALID_HID, ft = H5I_INVALID_HID;
+    /* the open policy, as for every other dataset (a virtual or external table reads other files) */
+    int rc = tr_open_dataset(file, name, 0, path, name, &ds, err);
+    if (rc) return rc;
     ft = H5Dget_type(ds);
     if (ft < 0 || H5Tget_class(ft) != H5T_COMPOUND) {
         rc = drift_err_set(err, DRIFT_E_INPUT, path, "%s: expected a compound table", name);

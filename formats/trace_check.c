@@ -484,8 +484,11 @@ static int trim(hid_t ds, int64_t keep, int64_t *trimmed) {
     return H5Dset_extent(ds, dims) < 0 ? -1 : 0;
 }
 
+/* 0, -1 (HDF5 failed, or the header check refused the dataset), -2 out of memory. */
 static int trim_path(hid_t file, const char *path, int64_t keep, int64_t *trimmed) {
     if (tr_guard_path(file, path, "", path, NULL) != 1) return 0; /* absent, or not a hard link: untouched */
+    int g = tr_guard_header(file, path, 0, "", path, NULL); /* never handed to H5Dopen2 when refused */
+    if (g) return g == DRIFT_E_NOMEM ? -2 : -1;
     hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
     if (ds < 0) return -1;
     int rc = trim(ds, keep, trimmed);
@@ -648,16 +651,20 @@ static int repair_file(const char *path, int64_t *trimmed, drift_err *err) {
             if (k.site_rows[i] < 0) continue; /* damaged site: not touched */
             hid_t g = H5Gopen2(f, TR_SITES, H5P_DEFAULT);
             hid_t sg = g >= 0 ? H5Gopen2(g, k.site_links[i], H5P_DEFAULT) : -1;
-            if (sg < 0 || trim_path(sg, "index", k.site_rows[i], &cut) || trim_path(sg, "stats", k.site_rows[i], &cut) ||
-                trim_path(sg, "data", k.site_rows[i], &cut))
-                rc = tr_h5_fail(err, DRIFT_E_IO, path, k.site_links[i], "cannot trim the site's uncommitted records");
+            int t = sg < 0 ? -1 : 0;
+            if (!t && !(t = trim_path(sg, "index", k.site_rows[i], &cut)) && !(t = trim_path(sg, "stats", k.site_rows[i], &cut)))
+                t = trim_path(sg, "data", k.site_rows[i], &cut);
+            if (t == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory trimming site %s", k.site_links[i]);
+            else if (t) rc = tr_h5_fail(err, DRIFT_E_IO, path, k.site_links[i], "cannot trim the site's uncommitted records");
             if (sg >= 0) H5Gclose(sg);
             if (g >= 0) H5Gclose(g);
         }
-        if (!rc && (trim_path(f, TR_STEPS, k.steps, &cut) || trim_path(f, TR_METRIC_ROWS, k.mrows, &cut) ||
-                    trim_path(f, TR_METRIC_STEPS, k.msteps, &cut) || trim_path(f, TR_NOTES, k.notes, &cut) ||
-                    trim_path(f, TR_METRIC_NAMES, k.names, &cut)))
-            rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
+        const char *tables[] = {TR_STEPS, TR_METRIC_ROWS, TR_METRIC_STEPS, TR_NOTES, TR_METRIC_NAMES};
+        const int64_t keep[] = {k.steps, k.mrows, k.msteps, k.notes, k.names};
+        int t = 0;
+        for (size_t j = 0; !rc && !t && j < sizeof tables / sizeof tables[0]; j++) t = trim_path(f, tables[j], keep[j], &cut);
+        if (t == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory trimming the tables");
+        else if (t) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
     }
     if (tr_h5_close_file(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
     f = H5I_INVALID_HID;

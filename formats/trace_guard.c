@@ -168,6 +168,7 @@ int tr_open_dataset(hid_t loc, const char *name, int allow_virtual, const char *
         snprintf(w, sizeof w, "%s:%s", file ? file : "?", obj ? obj : name);
         return drift_err_set(err, DRIFT_E_INPUT, w, "missing dataset");
     }
+    if ((ok = tr_guard_header(loc, name, allow_virtual, file, obj ? obj : name, err))) return ok;
     hid_t ds = H5Dopen2(loc, name, H5P_DEFAULT); /* fails on a group: then "expected a dataset" */
     if (ds < 0) return tr_h5_fail(err, DRIFT_E_INPUT, file, obj ? obj : name, "expected a dataset");
     int rc = tr_guard_dataset(ds, allow_virtual, file, obj ? obj : name, err);
@@ -186,6 +187,7 @@ int tr_open_group(hid_t loc, const char *name, const char *file, const char *obj
     int ok = tr_guard_path(loc, name, file, obj, err);
     if (ok == DRIFT_E_INPUT) return DRIFT_E_INPUT;
     if (ok != 1) return drift_err_set(err, DRIFT_E_INPUT, w, "missing group");
+    if ((ok = tr_guard_group_header(loc, name, file, obj ? obj : name, err))) return ok;
     H5O_info_t oi;
     if (H5Oget_info_by_name2(loc, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_GROUP)
         return drift_err_set(err, DRIFT_E_INPUT, w, "expected a group, found another kind of object");

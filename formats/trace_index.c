@@ -303,6 +303,8 @@ static int merge_dataset(ix_walk *w, hid_t src_grp, const char *name, const char
     hid_t dcpl = H5I_INVALID_HID, vs = H5I_INVALID_HID, ss = H5I_INVALID_HID, out = H5I_INVALID_HID;
     char where[IX_PATH_MAX];
     where2(where, sizeof where, w->src_label, path);
+    /* a rank file's datasets keep their bytes in it (tr_guard_header: never a virtual one) */
+    if ((rc = tr_guard_header(src_grp, name, 0, w->src_label, path, err))) return rc;
     if ((ds = H5Dopen2(src_grp, name, H5P_DEFAULT)) < 0 || (t = H5Dget_type(ds)) < 0 || (s = H5Dget_space(ds)) < 0 ||
         (sdcpl = H5Dget_create_plist(ds)) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, w->src_label, path, "unreadable dataset");
@@ -384,6 +386,8 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
     hid_t dcpl = H5I_INVALID_HID, out = H5I_INVALID_HID;
     char where[IX_PATH_MAX];
     where2(where, sizeof where, w->src_label, path);
+    /* the index's own virtual datasets: their mappings checked before HDF5 decodes them */
+    if ((rc = tr_guard_header(src_grp, name, 1, w->src_label, path, err))) return rc;
     if ((ds = H5Dopen2(src_grp, name, H5P_DEFAULT)) < 0 || (t = H5Dget_type(ds)) < 0 || (s = H5Dget_space(ds)) < 0 ||
         (sdcpl = H5Dget_create_plist(ds)) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, w->src_label, path, "unreadable dataset");
@@ -418,6 +422,9 @@ static int view_dataset(ix_walk *w, hid_t src_grp, const char *name, const char 
         } else if (strcmp(fname, w->vds_expect) != 0) {
             rc = drift_err_set(err, DRIFT_E_INPUT, where, "maps file \"%s\", expected this rank's source \"%s\"", fname,
                                w->vds_expect);
+        } else if (pct_unescape(dname, plain, sizeof plain) == 0 && H5Lexists(w->src_file, plain, H5P_DEFAULT) > 0 &&
+                   (rc = tr_guard_header(w->src_file, plain, 0, w->src_path, plain, err))) {
+            /* a source that is itself virtual or has a malformed header: refused, never opened */
         } else if (pct_unescape(dname, plain, sizeof plain) != 0 ||
                    (src = H5Dopen2(w->src_file, plain, H5P_DEFAULT)) < 0) {
             rc = drift_err_set(err, DRIFT_E_INPUT, where,
@@ -640,6 +647,7 @@ static int merge_rank(hid_t f, const char *out_dir, ix_input *in, drift_err *err
         rc = drift_err_set(err, DRIFT_E_INPUT, in->path, "path too long");
         goto done;
     }
+    if ((rc = tr_guard_superblock(in->path, err))) goto done;
     if ((src = H5Fopen(in->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_INPUT, in->path, "/", "cannot open");
         goto done;
@@ -894,7 +902,7 @@ static int is_index_file(hid_t f) {
 /* 1 if path is an index, 0 if not, -1 when memory ran out deciding. */
 static int index_probe(const char *path) {
     tr_h5_quiet();
-    if (!path || access(path, R_OK) != 0 || H5Fis_hdf5(path) <= 0) return 0;
+    if (!path || access(path, R_OK) != 0 || tr_guard_superblock(path, NULL) || H5Fis_hdf5(path) <= 0) return 0;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return 0;
     int is = is_index_file(f);
@@ -978,6 +986,7 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
     *view = H5I_INVALID_HID;
     char w[IX_PATH_MAX];
     where2(w, sizeof w, base, "/");
+    if ((rc = tr_guard_superblock(base, err))) goto done;
     if ((idx = H5Fopen(base, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
         rc = tr_h5_fail(err, access(base, R_OK) ? DRIFT_E_IO : DRIFT_E_INPUT, base, "/", "cannot open the index");
         goto done;
@@ -1041,6 +1050,7 @@ static int open_view(const char *base, long rank, const char *label, hid_t *view
                            gname, IX_SOURCE_ATTR, resolved, recorded);
         goto done;
     }
+    if ((rc = tr_guard_superblock(resolved, err))) goto done;
     if ((src = H5Fopen(resolved, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
         char h5[400];
         tr_h5_msg(h5, sizeof h5);
@@ -1188,6 +1198,7 @@ int drift_trace_index_info_read(const char *path, drift_trace_index_info *out, d
     char w[IX_PATH_MAX];
     where2(w, sizeof w, path, "/");
     int is_idx = 0;
+    if ((rc = tr_guard_superblock(path, err))) goto done;
     if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 || (is_idx = is_index_file(f)) <= 0) {
         rc = is_idx < 0 ? drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory")
                         : drift_err_set(err, DRIFT_E_INPUT, path, "not a drift index");

@@ -110,6 +110,24 @@ int tr_guard_link_info(hid_t loc, const char *name, const H5L_info_t *li, const 
  * layout unless allow_virtual, only the filters drift writes, chunks of at
  * most TR_CHUNK_MAX bytes. Turns filter plugins on when blosc/lz4 is used. */
 int tr_guard_dataset(hid_t ds, int allow_virtual, const char *file, const char *obj, drift_err *err);
+/* Reads dataset name's object header (and, for a virtual layout, its global
+ * heap collection) with drift's own bounded reads, before HDF5 decodes it
+ * (trace_ohdr.c): DRIFT_E_INPUT naming obj when it is virtual and
+ * !allow_virtual, or when the header or the collection is malformed (a
+ * collection HDF5 would loop on); DRIFT_OK otherwise, also when the header
+ * cannot be read here (a chunk failing its checksum, an in-memory file):
+ * HDF5 then judges it. */
+int tr_guard_header(hid_t loc, const char *name, int allow_virtual, const char *file, const char *obj,
+                    drift_err *err);
+/* Refuses a file whose HDF5 superblock is version 0 or 1 (unchecksummed
+ * metadata throughout) before HDF5 parses it; DRIFT_OK for v2/v3 and for
+ * what is not HDF5 at all (the open that follows reports that). */
+int tr_guard_superblock(const char *path, drift_err *err);
+/* The same reading for a group's header (version 1, or a checksummed
+ * header that does not parse, is refused); tr_open_group calls it. */
+int tr_guard_group_header(hid_t loc, const char *name, const char *file, const char *obj, drift_err *err);
+/* Jenkins lookup3 (hashlittle, initial value 0) of n bytes: HDF5's metadata checksum. */
+uint32_t tr_ohdr_lookup3(const uint8_t *k, size_t n);
 /* Opens dataset / group name of loc under the policy; *out owned by the
  * caller (H5Dclose / H5Gclose). DRIFT_E_INPUT naming obj (or name) when it
  * is missing, another kind of object, or refused. */

@@ -45,6 +45,8 @@ static hid_t open_swmr(const char *path, unsigned attempts) {
 
 int tr_reader_open_file(drift_trace_reader *r, drift_err *err) {
     char first[400] = "";
+    int rc = tr_guard_superblock(r->path, err);
+    if (rc) return rc;
     if (r->follow) {
         r->file = open_swmr(r->path, TR_SWMR_ATTEMPTS_FOLLOW);
         if (r->file >= 0) {

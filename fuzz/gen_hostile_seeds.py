@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Hostile trace seeds for fuzz_trace (issue 23): the small clean seed with
 one structural attack each (external links, soft/hard links, external raw
-storage, a virtual dataset, an unknown filter, an extended table), made with
-h5py. Each stays under fuzz_trace's 64 KiB input limit. The same attacks at
+storage, a virtual dataset, one whose global heap collection makes HDF5's
+H5Dopen2 loop, an unknown filter, an extended table), made with h5py, and
+the clean seed rebuilt with version-1 object headers (formats/trace_ohdr.c
+parses both versions). Each stays under fuzz_trace's 64 KiB input limit. The same attacks at
 full size are tests/integration/hostile_files.py.
 
 usage: gen_hostile_seeds.py CLEAN_SEED OUT_DIR
 """
 import os
 import shutil
+import struct
 import sys
 
 import h5py
@@ -54,6 +57,39 @@ def unknown_filter(f):
         ds.write_direct_chunk((i,) + (0,) * (len(shape) - 1), raw, 0)
 
 
+def zero_heap_free_space(p):
+    """The free-space object of p's first global heap collection gets size 0:
+    HDF5 1.10-1.14 then decodes the collection forever (H5Dopen2 hangs)."""
+    b = bytearray(open(p, "rb").read())
+    off = b.find(b"GCOL\x01")
+    size = struct.unpack_from("<Q", b, off + 8)[0]
+    q = 16
+    while off >= 0 and q + 16 <= size:
+        idx, n = struct.unpack_from("<H", b, off + q)[0], struct.unpack_from("<Q", b, off + q + 8)[0]
+        if idx == 0:
+            struct.pack_into("<Q", b, off + q + 8, 0)
+            open(p, "wb").write(b)
+            return
+        q += 16 + (n + 7) // 8 * 8
+    sys.exit("%s: no global heap free space to patch" % p)
+
+
+def rebuild_v1(s, d):
+    """Copies every group, dataset and attribute of s into d, created anew
+    (h5py's copy would keep the version-2 headers)."""
+    for k in s.attrs:
+        d.attrs.create(k, s.attrs[k], dtype=s.attrs.get_id(k).dtype)
+    for k in s:
+        o = s[k]
+        if isinstance(o, h5py.Group):
+            rebuild_v1(o, d.create_group(k))
+            continue
+        kw = dict(chunks=o.chunks, maxshape=o.maxshape) if o.chunks else {}
+        n = d.create_dataset(k, data=o[()], dtype=o.dtype, **kw)
+        for a in o.attrs:
+            n.attrs.create(a, o.attrs[a], dtype=o.attrs.get_id(a).dtype)
+
+
 attacks = {
     "elink-site": lambda f: replace(f, "sites/blocks.0.ffn:out", h5py.ExternalLink("other.h5", "/sites/x")),
     "elink-data": lambda f: replace(f, "sites/blocks.0.ffn:out/data", h5py.ExternalLink("/etc/passwd", "/x")),
@@ -64,6 +100,7 @@ attacks = {
     "hardlink-stats": lambda f: replace(f, "sites/blocks.0.ffn:out/stats", f["sites/output:noise_pred/stats"]),
     "external-status": ext_storage,
     "vds-data": vds,
+    "vds-heap-loop": vds,
     "unknown-filter": unknown_filter,
     "steps-extended": lambda f: f["steps"].resize((19_000_000,)),
 }
@@ -72,9 +109,16 @@ for name, fn in attacks.items():
     shutil.copy(src, p)
     with h5py.File(p, "r+") as f:
         fn(f)
+    if name == "vds-heap-loop":
+        zero_heap_free_space(p)
     size = os.path.getsize(p)
     if size > 65536:
         print("%s: %d bytes, above fuzz_trace's 64 KiB limit: dropped" % (p, size))
         os.unlink(p)
     else:
         print("%s: %d bytes" % (p, size))
+
+p = os.path.join(out, "v1-headers.h5")
+with h5py.File(src, "r") as s, h5py.File(p, "w", libver="earliest") as d:
+    rebuild_v1(s, d)
+print("%s: %d bytes" % (p, os.path.getsize(p)))
