@@ -35,7 +35,8 @@ line1() { sed -n 1p "$T/screen.txt"; }
 # paced (hidden --step-delay-ms): at most 10 steps a second, so a slow machine writes no gigabytes before the kill
 record "$T/run.h5" 100000 --step-delay-ms 100 >"$T/record.out" 2>"$T/record.err" &
 REC=$!
-committed() { "$DRIFT_BIN" ls "$T/run.rollout.h5" 2>/dev/null | grep -qE "^steps +[0-9]{2,} committed"; }
+# the listing is read whole first: under pipefail, grep -q closing the pipe early fails the pipeline (SIGPIPE)
+committed() { local l; l=$("$DRIFT_BIN" ls "$T/run.rollout.h5" 2>/dev/null) || return 1; grep -qE "^steps +[0-9]{2,} committed" <<<"$l"; }
 wait_for "the record to commit 10 steps on both sides" committed
 tm new-session -d -s top -x 120 -y 40 \
     "env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DRIFT_BIN' top '$T/run.h5' --against '$T/run.rollout.h5' --follow --interval 100 2>'$T/stderr'; echo \$? >'$T/exit'; sleep 600"
