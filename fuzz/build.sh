@@ -34,9 +34,9 @@ declare -A SRCS=(
   # graph.c infers shapes through kernels/backend.c, which links the CPU and
   # reference backends: the kernels module is taken whole (a glob), so that a
   # new kernels/cpu/*.c file needs no edit here.
-  [fuzz_graph]="replay/ir/graph.c replay/ir/graph_json.c kernels/backend.c KERNELS_GLOB $F_PLAN"
+  [fuzz_graph]="replay/ir/graph.c replay/ir/graph_json.c kernels/backend.c KERNELS_GLOB formats/libraries.c $F_PLAN"
   # the captured-graph importer lowers through the graph IR and the dtype pass
-  [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB $F_PLAN"
+  [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB formats/libraries.c $F_PLAN"
   # the trace module (writer, reader, tables, check/repair) is taken whole, as
   # the kernels module is for fuzz_graph; formats/trace_reader.c must exist.
   [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/libraries.c formats/census.c formats/dtype.c formats/params_ref.c formats/hash64.c $F_JSON"
