@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Bytes of the first `cells` code points of s; *used gets the cells. */
-static size_t prefix_bytes(const char *s, int cells, int *used) {
+size_t drift_top_prefix_bytes(const char *s, int cells, int *used) {
     size_t i = 0;
     int c = 0;
     while (s[i] && c < cells) {
@@ -26,7 +25,7 @@ static size_t prefix_bytes(const char *s, int cells, int *used) {
 
 int drift_top_cells(const char *s) {
     int c = 0;
-    if (s) prefix_bytes(s, 1 << 30, &c);
+    if (s) drift_top_prefix_bytes(s, 1 << 30, &c);
     return c;
 }
 
@@ -43,7 +42,7 @@ int drift_top_fit_path(const char *path, int cells, int utf8, char *out, size_t 
     int ell_w = utf8 ? 1 : 3;
     if (cells < ell_w + 1) return 0;
     /* the tail of cells - ell_w code points: skip the first n - (cells - ell_w) */
-    size_t skip = prefix_bytes(path, n - (cells - ell_w), NULL);
+    size_t skip = drift_top_prefix_bytes(path, n - (cells - ell_w), NULL);
     snprintf(out, sz, "%s%s", ell, path + skip);
     return drift_top_cells(out);
 }
@@ -71,7 +70,7 @@ static void state_text(const char *st, int shrt, char *out, size_t sz) {
     else if (shrt && strcmp(st, "stopped without closing") == 0) snprintf(out, sz, "stopped");
     else {
         int used = 0;
-        size_t b = prefix_bytes(st, 40, &used);
+        size_t b = drift_top_prefix_bytes(st, 40, &used);
         snprintf(out, sz, "%.*s", (int)b, st);
     }
 }
@@ -157,7 +156,7 @@ void drift_top_header_run_segs(const drift_top_header *h, int width, int utf8, d
     if (left >= 8) { /* its head, then an ellipsis when cut */
         int n = drift_top_cells(fam);
         if (n <= left) add(out, DRIFT_TOP_SEG_NORMAL, "  %.180s", fam);
-        else add(out, DRIFT_TOP_SEG_NORMAL, "  %.*s%s", (int)prefix_bytes(fam, left - (utf8 ? 1 : 3), NULL), fam,
+        else add(out, DRIFT_TOP_SEG_NORMAL, "  %.*s%s", (int)drift_top_prefix_bytes(fam, left - (utf8 ? 1 : 3), NULL), fam,
                  utf8 ? "\xe2\x80\xa6" : "...");
     }
 }

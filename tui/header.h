@@ -36,6 +36,8 @@ typedef struct drift_top_segs {
 
 /* Cells of the UTF-8 string s (every code point one cell). */
 int drift_top_cells(const char *s);
+/* Bytes of the first `cells` code points of s; *used (may be NULL) gets how many there were. */
+size_t drift_top_prefix_bytes(const char *s, int cells, int *used);
 
 /* path cut to at most cells cells into out: whole when it fits, else its
  * tail behind "…" (utf8) or "..." (ASCII). Returns the cells written; 0 (out

@@ -67,36 +67,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Bytes of the first `cells` code points of s (every code point one cell). */
-static size_t u8_prefix(const char *s, int cells, int *used) {
-    size_t i = 0;
-    int c = 0;
-    while (s[i] && c < cells) {
-        unsigned char b = (unsigned char)s[i];
-        size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
-        for (size_t k = 1; k < n; k++)
-            if (!s[i + k]) {
-                n = k;
-                break;
-            }
-        i += n;
-        c++;
-    }
-    if (used) *used = c;
-    return i;
-}
-
-static int u8_cells(const char *s) {
-    int c = 0;
-    u8_prefix(s, 1 << 30, &c);
-    return c;
-}
 
 /* Writes s at (y, x), clipped to w cells. Returns the cells written. */
 static int put(int y, int x, int w, attr_t a, const char *s) {
     if (w <= 0 || !s) return 0;
     int used = 0;
-    size_t n = u8_prefix(s, w, &used);
+    size_t n = drift_top_prefix_bytes(s, w, &used);
     attrset(a);
     mvaddnstr(y, x, s, (int)n);
     attrset(A_NORMAL);
@@ -107,7 +83,7 @@ static int put(int y, int x, int w, attr_t a, const char *s) {
  * passes for a whole one (condition_embedder.time_embe...). */
 static void put_name(const vs *v, int y, int x, int w, attr_t a, const char *s) {
     if (w <= 0 || !s) return;
-    if (u8_cells(s) <= w || w < 2) {
+    if (drift_top_cells(s) <= w || w < 2) {
         put(y, x, w, a, s);
         return;
     }
@@ -116,7 +92,7 @@ static void put_name(const vs *v, int y, int x, int w, attr_t a, const char *s) 
 }
 
 static void putr(int y, int x, int w, attr_t a, const char *s) {
-    int c = u8_cells(s);
+    int c = drift_top_cells(s);
     if (c >= w)
         put(y, x, w, a, s);
     else
@@ -291,7 +267,7 @@ static void draw_status(vs *v, int y, int *xend) {
         snprintf(buf, sizeof buf, " CLOSED ");
         a = A_REVERSE;
     }
-    int w = u8_cells(buf);
+    int w = drift_top_cells(buf);
     if (w >= v->L.header.w) return;
     put(y, v->L.header.w - w, w, a, buf);
     *xend = v->L.header.w - w - 1;
@@ -566,7 +542,7 @@ static void draw_bars(vs *v, const drift_top_rect *R, const double *vals, const 
     if (now_step >= 0) snprintf(now + strlen(now), sizeof now - strlen(now), " @%lld", (long long)now_step);
     snprintf(yr, sizeof yr, "  y 0..%s", drift_top_fmt_value(shown ? vmax : NAN, b, sizeof b));
     /* a part that does not fit whole is left out (a cut number would misread): the y range first */
-    int room = R->w - u8_cells(label);
+    int room = R->w - drift_top_cells(label);
     int show_y = room >= (int)strlen(yr), show_now = room >= (int)(strlen(yr) + strlen(now)) || (!show_y && room >= (int)strlen(now));
     line l = {R->y, R->x, R->x + R->w};
     seg(&l, A_BOLD, "%s", label);
@@ -641,8 +617,8 @@ static void draw_chart(vs *v) {
     const char *name = have_layer ? drift_top_data_layer_name(d, v->sel_layer) : "-";
     int name_room = v->L.chart_b.w - 8 - 17 - (v->q.cfg_normalise ? 2 : 0);
     if (name_room < 8) name_room = 8;
-    if (u8_cells(name) > name_room) /* as in the table: the head, then an ellipsis */
-        snprintf(nm, sizeof nm, "%.*s%s", (int)u8_prefix(name, name_room - 1, NULL), name, v->utf8 ? "\xe2\x80\xa6" : "~");
+    if (drift_top_cells(name) > name_room) /* as in the table: the head, then an ellipsis */
+        snprintf(nm, sizeof nm, "%.*s%s", (int)drift_top_prefix_bytes(name, name_room - 1, NULL), name, v->utf8 ? "\xe2\x80\xa6" : "~");
     else
         snprintf(nm, sizeof nm, "%.250s", name);
     snprintf(lb, sizeof lb, "mean|d|%s %s", v->q.cfg_normalise ? "/s" : "", nm);
