@@ -12,7 +12,7 @@
  * enqueue (host overhead counts); the four configurations are interleaved
  * rep by rep; medians after 3 warm-ups. The torch profile's attention
  * (backend spec cuda:kernels=torch: cuDNN's fused flash SDPA) is timed in
- * both layouts too. Also prints the mean relative
+ * both layouts, and with sdpa_graph=composite (layout 0). Also prints the mean relative
  * difference of the fused and unfused outputs and the number of elements
  * where layout 1 differs from layout 0 (permuted back; must be 0). Last line:
  *   BENCH attention fused_ms=X unfused_ms=Y fused_l1_ms=Z unfused_l1_ms=W
@@ -47,8 +47,8 @@
         }                                                                                                              \
     } while (0)
 
-#define NV 4 /* backends: fused, unfused, fused_mma, kernels=torch */
-#define NC 7 /* timed configurations */
+#define NV 5 /* backends: fused, unfused, fused_mma, kernels=torch, kernels=torch:sdpa_graph=composite */
+#define NC 8 /* timed configurations */
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float normalish(void) { /* sum of 4 uniforms, ~N(0,1) */
@@ -87,8 +87,8 @@ int main(int argc, char **argv) {
     /* kernel variants are fixed at creation: one backend (and one copy of
        the tensors) per path: 0 fused, 1 unfused, 2 the mma.sync fused kernel */
     static const char *specs[NV] = {"cuda:attention=fused", "cuda:attention=unfused", "cuda:attention=fused_mma",
-                                    "cuda:kernels=torch"};
-    drift_backend *bev[NV] = {NULL, NULL, NULL, NULL};
+                                    "cuda:kernels=torch", "cuda:kernels=torch:sdpa_graph=composite"};
+    drift_backend *bev[NV] = {NULL, NULL, NULL, NULL, NULL};
     cudaStream_t stv[NV];
     for (int v = 0; v < NV; v++) {
         DK(drift_backend_create(specs[v], &bev[v], &err));
@@ -145,10 +145,11 @@ int main(int argc, char **argv) {
     for (int r = -3; r < reps; r++)
         for (int ci = 0; ci < NC; ci++) {
             /* c = layout * 2 + mode for c < 4; c = 4: the mma.sync fused kernel, layout 0;
-               c = 5, 6: the torch profile (cuDNN fused SDPA), layout 0 and 1 */
+               c = 5, 6: the torch profile (cuDNN fused SDPA, auto graph: unified), layout 0 and 1;
+               c = 7: the torch profile with the composite cuDNN graph, layout 0 */
             const int c = ci == 0 ? 4 : ci < 5 ? ci - 1 : ci;
             const int m = c >= 4 ? 0 : c & 1, ly = c == 6 ? 1 : c >= 4 ? 0 : c >> 1,
-                      v = c == 4 ? 2 : c >= 5 ? 3 : m;
+                      v = c == 4 ? 2 : c == 7 ? 4 : c >= 5 ? 3 : m;
             op.layout = ly;
             CK(cudaEventRecord(e0, stv[v]));
             DK(drift_backend_run(bev[v], &op, ly ? in1[v] : in0[v], &tv[v][ly ? 8 + m : 3 + m], &err));
@@ -181,6 +182,11 @@ int main(int argc, char **argv) {
         swap12(h4, h, B, L, H, D); /* [B, L, H, D] -> [B, H, L, D] */
         for (int64_t j = 0; j < n; j++) l1_differ[m] += memcmp(&h[j], &h3[j], sizeof(float)) != 0;
     }
+    /* the two cuDNN graphs (unified, composite) on the same operands, bitwise */
+    int64_t graphs_differ = 0;
+    DK(drift_backend_download_f32(bev[3], &tv[3][3], h3, &err));
+    DK(drift_backend_download_f32(bev[4], &tv[4][3], h4, &err));
+    for (int64_t j = 0; j < n; j++) graphs_differ += memcmp(&h3[j], &h4[j], sizeof(float)) != 0;
     double med[NC];
     for (int c = 0; c < NC; c++) {
         qsort(ms[c], (size_t)reps, sizeof(float), cmp_f);
@@ -203,9 +209,12 @@ int main(int argc, char **argv) {
            sau > 0 ? sad / sau : sad, 100.0 * (double)differ / (double)n, (long long)nonfin);
     printf("  torch profile (cuDNN fused SDPA, kernels=torch) layout 0 %.3f ms  %.1f TFLOP/s; layout 1 %.3f ms\n", med[5],
            fl / (med[5] * 1e-3) / 1e12, med[6]);
+    printf("  torch profile, composite cuDNN graph (sdpa_graph=composite) layout 0 %.3f ms; %lld elements differ "
+           "from the auto graph's\n",
+           med[7], (long long)graphs_differ);
     printf("BENCH attention fused_ms=%.3f unfused_ms=%.3f fused_l1_ms=%.3f unfused_l1_ms=%.3f fused_mma_ms=%.3f "
-           "torch_ms=%.3f torch_l1_ms=%.3f\n",
-           fm, um, med[2], med[3], med[4], med[5], med[6]);
+           "torch_ms=%.3f torch_l1_ms=%.3f torch_composite_ms=%.3f\n",
+           fm, um, med[2], med[3], med[4], med[5], med[6], med[7]);
     for (int v = 0; v < NV; v++)
         for (int i = 0; i < 10; i++) drift_backend_release(bev[v], &tv[v][i]);
     CK(cudaEventDestroy(e0));

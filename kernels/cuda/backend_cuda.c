@@ -591,11 +591,13 @@ static int pick(const drift_backend_opts *o, const char *key, const char *const 
 
 static int read_torch_options(dcu_ctx *ctx, const drift_backend_opts *o, drift_err *err) {
     static const char *const profiles[] = {"exact", "torch"}, *const gemms[] = {"auto", "lt", "cublas"},
-                             *const sdpas[] = {"auto", "exact"}, *const heurs[] = {"instant", "a", "b"};
+                             *const sdpas[] = {"auto", "exact"}, *const heurs[] = {"instant", "a", "b"},
+                             *const sgraphs[] = {"auto", "unified", "composite"};
     int rc;
     if ((rc = pick(o, "kernels", profiles, 2, DRIFT_CUDA_KERNELS_EXACT, &ctx->kernel_profile, err)) ||
         (rc = pick(o, "torch_gemm", gemms, 3, 0, &ctx->torch_opts.gemm_mode, err)) ||
         (rc = pick(o, "sdpa", sdpas, 2, 0, &ctx->torch_opts.sdpa_off, err)) ||
+        (rc = pick(o, "sdpa_graph", sgraphs, 3, 0, &ctx->torch_opts.sdpa_graph, err)) ||
         (rc = pick(o, "conv_heur", heurs, 3, 0, &ctx->torch_opts.conv_heur, err)))
         return rc;
     long cws = 0, lt = 1024, th = 128, comb = 0, rms = 0, stats = 0, skip = 0;
@@ -625,7 +627,7 @@ static int read_variants(dcu_ctx *ctx, const drift_backend_opts *o, drift_err *e
     static const char *const keys[] = {"gemm",       "attention",  "i64",        "norm_smem",   "attn_scratch",
                                        "metrics_grid", "kernels",  "torch_gemm", "cublas_ws",   "lt_ws_kib",
                                        "ln_threads", "ln_combine", "rms_variant", "sdpa",       "sdpa_stats",
-                                       "conv_heur",  "conv_skip",  NULL};
+                                       "sdpa_graph", "conv_heur",  "conv_skip",  NULL};
     int rc = drift_backend_opts_check(o, keys, err);
     if (rc) return rc;
     if ((rc = read_torch_options(ctx, o, err))) return rc;

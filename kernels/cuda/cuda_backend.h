@@ -63,6 +63,9 @@
  *                         vectorization, bit 2: lane shuffles 16..1)
  *   sdpa=auto|exact       exact: ATTENTION on the exact kernels (recorded fallback)
  *   sdpa_stats=0|1        cuDNN graph of training mode (stats output too)
+ *   sdpa_graph=auto|unified|composite  cuDNN SDPA graph: one SDPA_FWD operation
+ *                         (cuDNN >= 9.13) or the matmul/softmax/matmul graph;
+ *                         auto: unified, composite where cuDNN declines it
  *   conv_heur=instant|a|b cuDNN heuristic mode of the patch convolution
  *   conv_skip=N           skip the first N engine configurations
  *

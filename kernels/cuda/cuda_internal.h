@@ -68,6 +68,7 @@ typedef struct dcu_ctx {
         long lt_ws_kib;         /* KiB */
         int ln_threads, ln_combine, rms_variant;
         int sdpa_off, sdpa_stats;
+        int sdpa_graph;         /* 0 auto, 1 unified, 2 composite */
         int conv_heur, conv_skip; /* conv_heur: 0 instant, 1 a, 2 b */
     } torch_opts;
     struct dct_state *torch;   /* the torch profile's handles (kernels/cuda/torch/), NULL for exact */

@@ -1,8 +1,17 @@
 /* ATTENTION under the torch profile: cuDNN's fused flash SDPA forward, the
  * kernel torch 2.11 runs for scaled_dot_product_attention on an H200
  * (cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_*), built through
- * cuDNN's C backend API (drift's own code; the graph is the one torch's
- * aten/src/ATen/native/cudnn/MHA.cpp asks cudnn-frontend's sdpa node for):
+ * cuDNN's C backend API (drift's own code). Two graphs, the spec's
+ * sdpa_graph=auto|unified|composite:
+ *
+ * unified (cuDNN >= 9.13; what cudnn-frontend 1.x builds for torch's sdpa
+ * node there: cuDNN's API log names torch's graph UNIFIED_SDPA_FWD): one
+ * OPERATION_SDPA_FWD descriptor with Q, K, V, O at their real strides, the
+ * attention scale as a by-value fp32 scalar and, in training mode, the
+ * softmax statistics [B, H, Sq, 1] fp32. cuDNN picks its fastest engine.
+ *
+ * composite (older cuDNN, or sdpa_graph=composite): the graph torch's
+ * aten/src/ATen/native/cudnn/MHA.cpp asked older cudnn-frontends for:
  *
  *   S  = Q K^T              matmul, fp32 (K^T: K's descriptor with the last
  *                           two dims and strides swapped)
@@ -13,11 +22,16 @@
  *   P  = E / Z              pointwise DIV
  *   (Stats = M + log Z      training mode only: the spec's sdpa_stats=1)
  *   O  = P V                matmul into the bf16/fp16 output
- * I/O tensors at the operands' real strides (layout 0 [B, H, L, D] or layout
- * 1 [B, L, H, D], which is what diffusers hands torch after its transpose),
- * intermediates virtual fp32; heuristics mode A, the first engine config
- * that finalizes (frontend's HEURISTICS_CHOICE). Plans are cached per shape,
- * strides, dtype and scale. */
+ * On cuDNN 9.14-9.19 this graph finalizes as SDPA_FWD with "No viable engine
+ * configs" among the heuristics and runs a slower engine (4-5x torch's time
+ * at B 1, H 24, L 4096, D 128), with the same numerics.
+ *
+ * Both: I/O tensors at the operands' real strides (layout 0 [B, H, L, D] or
+ * layout 1 [B, L, H, D], which is what diffusers hands torch after its
+ * transpose), heuristics mode A, the first engine config that finalizes
+ * (frontend's HEURISTICS_CHOICE). auto builds unified and falls back to
+ * composite when cuDNN declines it. Plans are cached per shape, strides,
+ * dtype, scale and graph. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,6 +61,7 @@ typedef struct sdpa_key {
     int64_t B, H, Sq, Sk, D;
     int64_t qs[4], ks[4], vs[4], os[4];
     int dtype, stats;
+    int unified; /* 1: the unified SDPA_FWD operation, 0: the composite graph */
     float scale;
 } sdpa_key;
 
@@ -112,12 +127,39 @@ static cudnnBackendDescriptor_t op_reduce(dct_cg *b, cudnnReduceTensorOp_t r, cu
 
 enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 };
 
-/* Builds the graph and plan for key into p; 0 on success, else the reason in why. */
-static int plan_build(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p, char *why, size_t why_size) {
-    memset(p, 0, sizeof *p);
+#if CUDNN_VERSION >= 91300
+/* The unified graph: one SDPA_FWD operation (cuDNN >= 9.13). */
+static int plan_build_unified(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p, char *why, size_t why_size) {
     dct_cg *b = &p->g;
-    dct_cg_init(b);
-    p->key = *k;
+    const cudnnDataType_t io = k->dtype == DRIFT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+    int64_t qd[4] = {k->B, k->H, k->Sq, k->D}, kd[4] = {k->B, k->H, k->Sk, k->D};
+    int64_t rd[4] = {k->B, k->H, k->Sq, 1}, rs[4] = {k->H * k->Sq, k->Sq, 1, 1}, one[4] = {1, 1, 1, 1};
+    cudnnBackendDescriptor_t Q = dct_cg_tensor(b, UID_Q, io, 4, qd, k->qs, 0, 0);
+    cudnnBackendDescriptor_t K = dct_cg_tensor(b, UID_K, io, 4, kd, k->ks, 0, 0);
+    cudnnBackendDescriptor_t V = dct_cg_tensor(b, UID_V, io, 4, kd, k->vs, 0, 0);
+    cudnnBackendDescriptor_t O = dct_cg_tensor(b, UID_O, io, 4, qd, k->os, 0, 0);
+    cudnnBackendDescriptor_t SC = dct_cg_tensor(b, UID_SCALE, CUDNN_DATA_FLOAT, 4, one, one, 0, 1);
+    cudnnBackendDescriptor_t op = dct_cg_create(b, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "SDPA operation");
+    dct_cg_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &Q, "SDPA Q");
+    dct_cg_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &K, "SDPA K");
+    dct_cg_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &V, "SDPA V");
+    dct_cg_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &O, "SDPA O");
+    dct_cg_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &SC, "SDPA scale");
+    if (k->stats) {
+        cudnnBackendDescriptor_t ST = dct_cg_tensor(b, UID_STATS, CUDNN_DATA_FLOAT, 4, rd, rs, 0, 0);
+        dct_cg_set(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ST,
+                   "SDPA statistics");
+    }
+    dct_cg_fin(b, op, "finalizing the SDPA operation");
+    int rc = b->st ? -1 : dct_cg_plan(b, h, &op, 1, CUDNN_HEUR_MODE_A);
+    if (rc) snprintf(why, why_size, "unified SDPA graph: %s", b->why);
+    return rc;
+}
+#endif
+
+/* Builds the graph and plan for key into p; 0 on success, else the reason in why. */
+static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p, char *why, size_t why_size) {
+    dct_cg *b = &p->g;
     const cudnnDataType_t io = k->dtype == DRIFT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
     int64_t qd[4] = {k->B, k->H, k->Sq, k->D}, kd[4] = {k->B, k->H, k->D, k->Sk}, vd[4] = {k->B, k->H, k->Sk, k->D};
@@ -154,8 +196,23 @@ static int plan_build(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p, char *wh
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_DIV, E, Z, P);
     ops[nops++] = op_matmul(b, P, V, O);
     int rc = b->st ? -1 : dct_cg_plan(b, h, ops, nops, CUDNN_HEUR_MODE_A);
-    if (rc) snprintf(why, why_size, "SDPA graph: %s", b->why);
-    else p->used = 1;
+    if (rc) snprintf(why, why_size, "composite SDPA graph: %s", b->why);
+    return rc;
+}
+
+/* The plan for key (graph per k->unified) into p: 0, or -1 with the reason in why. */
+static int plan_build(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p, char *why, size_t why_size) {
+    memset(p, 0, sizeof *p);
+    dct_cg_init(&p->g);
+    p->key = *k;
+    int rc = -1;
+#if CUDNN_VERSION >= 91300
+    if (k->unified) rc = plan_build_unified(h, k, p, why, why_size);
+#else
+    if (k->unified) snprintf(why, why_size, "unified SDPA graph: drift was built against cuDNN %d (< 9.13)", CUDNN_VERSION);
+#endif
+    if (!k->unified) rc = plan_build_composite(h, k, p, why, why_size);
+    if (!rc) p->used = 1;
     return rc;
 }
 
@@ -194,19 +251,37 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     key.dtype = (int)a->dtype;
     key.stats = st->sdpa_stats;
     key.scale = a->scale;
+    /* graph: 0 auto (unified, composite where cuDNN declines it), 1 unified, 2 composite */
+    const int graph = st->sdpa_graph;
     sdpa_plan *p = NULL;
-    for (int i = 0; i < SDPA_CACHE; i++)
-        if (c->plans[i].used && memcmp(&c->plans[i].key, &key, sizeof key) == 0) p = &c->plans[i];
-    if (!p) {
+    for (int u = 1; u >= 0 && !p; u--) {
+        if ((graph == 1 && !u) || (graph == 2 && u)) continue;
+        key.unified = u;
+        for (int i = 0; i < SDPA_CACHE; i++)
+            if (c->plans[i].used && memcmp(&c->plans[i].key, &key, sizeof key) == 0) p = &c->plans[i];
+    }
+    char first[256] = "";
+    for (int u = 1; u >= 0 && !p; u--) {
+        if ((graph == 1 && !u) || (graph == 2 && u)) continue;
+        key.unified = u;
         p = &c->plans[c->next];
-        c->next = (c->next + 1) % SDPA_CACHE;
         dct_cg_release(&p->g);
-        p->used = 0;
-        if (plan_build(h, &key, p, why, why_size)) {
+        if (plan_build(h, &key, p, u ? first : why, u ? sizeof first : why_size)) {
             dct_cg_release(&p->g);
             memset(p, 0, sizeof *p);
-            return DRIFT_E_UNSUPPORTED;
+            p = NULL;
+            continue;
         }
+        c->next = (c->next + 1) % SDPA_CACHE;
+    }
+    if (!p) {
+        if (graph == 1) snprintf(why, why_size, "%s", first);
+        else if (graph == 0) {
+            char both[256];
+            snprintf(both, sizeof both, "%.120s; %.120s", first, why);
+            snprintf(why, why_size, "%s", both);
+        }
+        return DRIFT_E_UNSUPPORTED;
     }
     void *ws = NULL, *stats = NULL;
     int rc = dcu_check(dcu_malloc(ctx, &ws, (size_t)p->g.workspace), err, ctx->name, "allocating the SDPA workspace");

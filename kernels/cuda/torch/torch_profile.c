@@ -28,6 +28,7 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
     st->rms_variant = ctx->torch_opts.rms_variant;
     st->sdpa_off = ctx->torch_opts.sdpa_off;
     st->sdpa_stats = ctx->torch_opts.sdpa_stats;
+    st->sdpa_graph = ctx->torch_opts.sdpa_graph;
     st->conv_heur = ctx->torch_opts.conv_heur;
     st->conv_skip = ctx->torch_opts.conv_skip;
     st->cublas_ws_size = cublas_workspace_size(ctx->torch_opts.cublas_ws, major, minor);

@@ -38,6 +38,7 @@ struct dct_state {
     int rms_variant;         /* rms_variant bits: 1 flip vectorize, 2 descending shuffles */
     int sdpa_off;            /* sdpa=exact: attention on the exact kernels */
     int sdpa_stats;          /* sdpa_stats=1: the training-mode graph (softmax stats out) */
+    int sdpa_graph;          /* sdpa_graph: 0 auto, 1 unified, 2 composite (sdpa_cudnn.c) */
     int conv_heur;           /* conv_heur: 0 instant (torch's Conv_v8), 1 mode A, 2 mode B */
     int conv_skip;           /* conv_skip: engine configurations skipped */
     void *cudnn;             /* cudnnHandle_t (cudnn_graph.c), made on first use */
