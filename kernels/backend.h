@@ -39,8 +39,9 @@ typedef enum drift_op_kind {
     DRIFT_OP_GELU_TANH,    /* y = 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) in fp32 */
     DRIFT_OP_LAYER_NORM,   /* over the last dim; optional in1 weight[D], in2 bias[D] (n_in says);
                               mean and biased variance in fp32, y = (x-mean)*rsqrt(var+eps)*w+b */
-    DRIFT_OP_RMS_NORM,     /* over the last dim; optional in1 weight[D];
-                              y = round_in(x*rsqrt(mean(x^2)+eps)) * w  (torch composite order) */
+    DRIFT_OP_RMS_NORM,     /* over the last dim; optional in1 weight[D]; in fp32:
+                              y = round_out((x*rsqrt(mean(x^2)+eps)) * w), one rounding (torch 2.11:
+                              the fused kernel and the composite alike; tests/gpu/rms_norm_probe.py) */
     DRIFT_OP_ROPE,         /* in0 x[B, L, H, Dh], in1 cos[L, Dh], in2 sin[L, Dh] (fp32 tables);
                               pairs (x[2i], x[2i+1]): out[2i] = x0*cos[2i] - x1*sin[2i+1],
                               out[2i+1] = x0*sin[2i+1] + x1*cos[2i]; fp32, one rounding */

@@ -281,9 +281,9 @@ static void layer_norm_rows(void *p, int64_t r0, int64_t r1) {
     }
 }
 
-/* torch composite rms_norm: ms = (sum_i x_i^2) / D (sequential fp32),
- * r = 1 / sqrtf(ms + eps), h = round_to(x * r, dtype of x) (".type_as(input)"),
- * y = h * w (fp32), rounded once to out. */
+/* rms_norm: ms = (sum_i x_i^2) / D (sequential fp32), r = 1 / sqrtf(ms + eps),
+ * y = (x * r) * w in fp32, rounded once to out (torch 2.11 rounds once, in its
+ * fused kernel and in its composite alike). */
 static void rms_norm_rows(void *p, int64_t r0, int64_t r1) {
     const norm_job *j = p;
     const int64_t D = j->D;
@@ -295,7 +295,6 @@ static void rms_norm_rows(void *p, int64_t r0, int64_t r1) {
         const float ms = ss / (float)D;
         const float rr = 1.0f / sqrtf(ms + j->eps);
         for (int64_t i = 0; i < D; i++) y[i] = x[i] * rr;
-        drift_dtype_round_n(y, (size_t)D, j->in_dt);
         if (j->w)
             for (int64_t i = 0; i < D; i++) y[i] = y[i] * j->w[i];
         drift_dtype_round_n(y, (size_t)D, j->out_dt);

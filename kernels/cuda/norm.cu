@@ -10,7 +10,7 @@
  * agree with it to within a few fp32 ULPs of the statistics, i.e. usually
  * bit-equal after rounding to bf16.
  *   layer_norm: y = ((x - mean) * rstd) * w + b
- *   rms_norm:   y = round_in(x * rstd) * w   (torch composite order)
+ *   rms_norm:   y = round_out((x * rstd) * w)   (one rounding, as torch 2.11)
  *
  * Launch configurations: block of 64 (D <= 256), 256 (D <= 2048) or 512
  * threads; rows cached in shared memory (each thread re-reads only the
@@ -89,7 +89,7 @@ __global__ void k_rms_norm(const void *__restrict__ x, int tx, I rows, I dim, co
         float rstd = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
         for (I j = (I)threadIdx.x; j < dim; j += (I)blockDim.x) {
             float v = SMEM ? srow[j] : dcu_ld<I>(x, tx, base + j);
-            float o = dcu_round(__fmul_rn(v, rstd), tx);
+            float o = __fmul_rn(v, rstd);
             if (w) o = __fmul_rn(o, dcu_ld<I>(w, tw, j));
             dcu_st<I>(y, ty, base + j, o);
         }

@@ -195,8 +195,8 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
         r->out = in_dt[0];
         r->compute = r->out == DRIFT_F64 ? DRIFT_F64 : DRIFT_F32;
         break;
-    case DRIFT_RULE_RMS_NORM:
-        r->out = p;
+    case DRIFT_RULE_RMS_NORM: /* torch 2.11: the result has x's dtype whatever the weight's */
+        r->out = in_dt[0];
         r->compute = opmath;
         break;
     case DRIFT_RULE_CAST_TO:

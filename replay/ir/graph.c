@@ -113,7 +113,7 @@ static const char *const rule_names[DRIFT_RULE_COUNT] = {
     [DRIFT_RULE_AUTOCAST_FP32] = "autocast_fp32",
     [DRIFT_RULE_PROMOTE] = "promote",
     [DRIFT_RULE_LIKE_INPUT0] = "like_input0",
-    [DRIFT_RULE_RMS_NORM] = "rms_norm_promote",
+    [DRIFT_RULE_RMS_NORM] = "rms_norm",
     [DRIFT_RULE_CAST_TO] = "cast_to",
     [DRIFT_RULE_TYPE_AS] = "type_as",
     [DRIFT_RULE_INPUT_POLICY] = "input_policy",
@@ -137,6 +137,7 @@ const char *drift_graph_rule_name(drift_dtype_rule r) {
     return ((int)r >= 0 && r < DRIFT_RULE_COUNT) ? rule_names[r] : "?";
 }
 drift_dtype_rule drift_graph_rule_parse(const char *s) {
+    if (s && strcmp(s, "rms_norm_promote") == 0) return DRIFT_RULE_RMS_NORM; /* its name before torch 2.11's rule */
     for (int r = 0; s && r < DRIFT_RULE_COUNT; r++)
         if (strcmp(s, rule_names[r]) == 0) return (drift_dtype_rule)r;
     return DRIFT_RULE_COUNT;

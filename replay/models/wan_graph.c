@@ -196,8 +196,8 @@ static int fp32_layer_norm(wb *b, int x, const char *prefix, int affine) {
     return type_as(b, ln, x);
 }
 
-/* torch.nn.RMSNorm(dim, eps, elementwise_affine=True) (torch composite
- * rms_norm: normalise in fp32, .type_as(input), * weight with promotion). */
+/* torch.nn.RMSNorm(dim, eps, elementwise_affine=True) (torch 2.11's rms_norm:
+ * normalise and weight in fp32, one rounding to x's dtype). */
 static int rms_norm(wb *b, int x, const char *prefix) {
     int w = param(b, prefix, "weight", 1, b->cfg->dim, 0, 0, 0, 0);
     drift_node_spec s;

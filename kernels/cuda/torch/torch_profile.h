@@ -117,8 +117,8 @@ typedef struct dct_reduce_cfg {
     int shfl_desc;   /* test variant: lane shuffles in descending offsets */
 } dct_reduce_cfg;
 int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg);
-/* torch's composite rms_norm: u = fp32(x); r = rsqrt(mean(u*u) + eps);
- * t = round_tx(u * r); y = round_ty(t * w) (w optional). */
+/* torch's rms_norm: u = fp32(x); r = rsqrt(mean(u*u) + eps); y = round_ty((u * r) * w)
+ * (w optional; one rounding, as torch 2.11's fused kernel and composite both do). */
 cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
                                 const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps,
                                 const dct_reduce_cfg *cfg);
