@@ -513,6 +513,23 @@ static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
                          drift_op_name(op->kind));
 }
 
+/* Ops whose fp64 results are the same bits whoever computes them (casts and
+ * data movement): not a torch-profile fallback. */
+static int f64_moves_only(drift_op_kind k) {
+    switch (k) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_PERMUTE:
+    case DRIFT_OP_NARROW:
+    case DRIFT_OP_CONCAT:
+    case DRIFT_OP_VIEW:
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY:
+    case DRIFT_OP_STRIDED:
+    case DRIFT_OP_SCATTER: return 1;
+    default: return 0;
+    }
+}
+
 static int cuda_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                     drift_err *err) {
     char where[64];
@@ -522,7 +539,11 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (rc) return rc;
     if (out->numel == 0) return DRIFT_OK;
     if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
-    if (dcu_op_is_f64(op, in)) return dcu_run_f64(ctx, op, in, out, where, err); /* both profiles */
+    if (dcu_op_is_f64(op, in)) { /* both profiles: the GPU oracle's bodies */
+        if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && !f64_moves_only(op->kind))
+            dct_torch_note_fallback(ctx, op->kind, "fp64: the GPU oracle's kernels (drift's own math), not torch's");
+        return dcu_run_f64(ctx, op, in, out, where, err);
+    }
     if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH) {
         int handled = 0;
         rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
