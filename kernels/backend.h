@@ -15,7 +15,11 @@
  *    round once to op->out (bias added in fp32 before that rounding when
  *    fused). Norms accumulate in fp32.
  *  - The ref backend ignores dtypes: it stores fp64, computes in fp64 and
- *    never rounds. It is the oracle and the reference in kernel tests. */
+ *    never rounds. It is the oracle and the reference in kernel tests.
+ *  - Every backend stores fp64 tensors. cpu and cuda run an op that touches
+ *    fp64 (op->out, op->compute or an input F64) with the oracle's own
+ *    bodies (inputs widened exactly; a non-fp64 out rounded to fp32, then
+ *    to its dtype): bit for bit the ref backend's values. */
 #ifndef DRIFT_KERNELS_BACKEND_H
 #define DRIFT_KERNELS_BACKEND_H
 
@@ -135,7 +139,7 @@ typedef struct drift_tensor {
     int ndim;
     int64_t shape[DRIFT_MAX_DIMS];
     int64_t numel;
-    void *data;            /* backend-owned storage (ref: double, cpu: float, cuda: native) */
+    void *data;            /* backend-owned storage (ref: double, cpu: float, or double for fp64, cuda: native) */
     const drift_backend *be; /* the backend that owns data (set by alloc/alias) */
 } drift_tensor;
 
@@ -204,7 +208,7 @@ void drift_backend_release(const drift_backend *be, drift_tensor *t);
 /* Host fp32 values in (t->numel of them, borrowed), rounded to t->dtype
  * (ref: widened, not rounded). */
 int drift_backend_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err);
-/* Host fp64 values in (ref: exact; others round via fp32 then t->dtype). */
+/* Host fp64 values in (ref and fp64 tensors: exact; others round via fp32 then t->dtype). */
 int drift_backend_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err);
 /* Values out into the caller's buffer of t->numel, widened (ref narrows
  * fp64 to fp32 in download_f32). Waits for queued work. */

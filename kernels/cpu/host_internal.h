@@ -56,4 +56,22 @@ int drift_host_backend_threads(const drift_backend *be);
 int drift_cpu_run_op(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                      drift_err *err);
 
+/* The ref backend's op bodies (kernels/ref/ref_backend.c): every tensor's
+ * data is doubles (whatever its logical dtype), computed in fp64, never
+ * rounded. The cpu backend runs its fp64 ops through them
+ * (kernels/cpu/cpu_f64.c). Arguments validated by the door; nthreads >= 1. */
+int drift_ref_run_op(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                     drift_err *err);
+
+/* 1 if op touches fp64 (op->out, op->compute or an input is F64): the cpu
+ * backend then runs it on its fp64 path. in: op->n_in tensors. */
+int drift_cpu_op_is_f64(const drift_op *op, const drift_tensor *const *in);
+/* The cpu backend's fp64 path (kernels/cpu/cpu_f64.c): inputs widened to
+ * fp64 (F64 ones used as they are), the ref backend's body
+ * (drift_ref_run_op), the result kept (out F64) or rounded once to fp32 and
+ * then to out's dtype (as torch's double -> bf16 conversion goes through
+ * float). Temporaries are its own; in and out borrowed. */
+int drift_cpu_run_f64(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                      drift_err *err);
+
 #endif

@@ -55,7 +55,8 @@ static int select_device(dcu_ctx *ctx, drift_err *err) {
     return dcu_check(cudaSetDevice(ctx->device), err, ctx->name, "cudaSetDevice");
 }
 
-static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16; }
+/* fp64 tensors too: ops that touch them run the GPU oracle's bodies (f64_cuda.c). */
+static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64; }
 
 /* ------------------------------------------------------------------------ */
 /* Capabilities, storage                                                      */
@@ -115,7 +116,9 @@ static int cuda_alias(const drift_backend *be, const drift_tensor *base, int64_t
 static size_t chunk_elems(const dcu_ctx *ctx, drift_dtype dt) { return ctx->pinned_size / drift_dtype_size(dt); }
 
 static void f64_to_dtype(const double *src, void *dst, drift_dtype dt, size_t n) {
-    if (dt == DRIFT_F32) {
+    if (dt == DRIFT_F64) {
+        memcpy(dst, src, n * sizeof(double));
+    } else if (dt == DRIFT_F32) {
         float *d = dst;
         for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
     } else if (dt == DRIFT_BF16) {
@@ -177,7 +180,7 @@ static int upload_any(const drift_backend *be, drift_tensor *t, const float *src
     int rc = select_device(ctx, err);
     if (rc) return rc;
     size_t n = (size_t)t->numel;
-    if (src32 && t->dtype != DRIFT_F32 && n >= DCU_DEVCAST_MIN) {
+    if (src32 && t->dtype != DRIFT_F32 && t->dtype != DRIFT_F64 && n >= DCU_DEVCAST_MIN) {
         void *tmp = NULL;
         if (dcu_malloc(ctx, &tmp, n * sizeof(float)) == cudaSuccess && tmp) {
             rc = staged_upload(ctx, tmp, DRIFT_F32, n, src32, NULL, err);
@@ -229,7 +232,9 @@ static int download_any(const drift_backend *be, const drift_tensor *t, float *d
                 drift_dtype_to_f32_n(ctx->pinned[b], t->dtype, dst32 + off, cnt);
             } else {
                 double *d = dst64 + off;
-                if (t->dtype == DRIFT_F32) {
+                if (t->dtype == DRIFT_F64) {
+                    memcpy(d, ctx->pinned[b], cnt * sizeof(double));
+                } else if (t->dtype == DRIFT_F32) {
                     const float *s = ctx->pinned[b];
                     for (size_t k = 0; k < cnt; k++) d[k] = s[k];
                 } else {
@@ -508,6 +513,23 @@ static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
                          drift_op_name(op->kind));
 }
 
+/* Ops whose fp64 results are the same bits whoever computes them (casts and
+ * data movement): not a torch-profile fallback. */
+static int f64_moves_only(drift_op_kind k) {
+    switch (k) {
+    case DRIFT_OP_CAST:
+    case DRIFT_OP_PERMUTE:
+    case DRIFT_OP_NARROW:
+    case DRIFT_OP_CONCAT:
+    case DRIFT_OP_VIEW:
+    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_UNPATCHIFY:
+    case DRIFT_OP_STRIDED:
+    case DRIFT_OP_SCATTER: return 1;
+    default: return 0;
+    }
+}
+
 static int cuda_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                     drift_err *err) {
     char where[64];
@@ -517,6 +539,11 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (rc) return rc;
     if (out->numel == 0) return DRIFT_OK;
     if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
+    if (dcu_op_is_f64(op, in)) { /* both profiles: the GPU oracle's bodies */
+        if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && !f64_moves_only(op->kind))
+            dct_torch_note_fallback(ctx, op->kind, "fp64: the GPU oracle's kernels (drift's own math), not torch's");
+        return dcu_run_f64(ctx, op, in, out, where, err);
+    }
     if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH) {
         int handled = 0;
         rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
@@ -538,7 +565,14 @@ static int cuda_metrics(const drift_backend *be, const drift_tensor *t, const dr
     int rc = select_device(ctx, err);
     if (rc) return rc;
     dcu_metric_res res;
-    rc = dcu_metrics_run(ctx, t->data, t->dtype, r->data, r->dtype, t->numel, &res, err);
+    void *n64[2] = {NULL, NULL}; /* an fp64 side narrowed to fp32 (metrics compare fp32 values, DESIGN.md s7) */
+    const void *tv = t->data, *rv = r->data;
+    drift_dtype tt = t->dtype, tr = r->dtype;
+    if (tt == DRIFT_F64 && !(rc = dcu_f64_narrow(ctx, t, &n64[0], err))) tv = n64[0], tt = DRIFT_F32;
+    if (!rc && tr == DRIFT_F64 && !(rc = dcu_f64_narrow(ctx, r, &n64[1], err))) rv = n64[1], tr = DRIFT_F32;
+    if (!rc) rc = dcu_metrics_run(ctx, tv, tt, rv, tr, t->numel, &res, err);
+    dcu_free(ctx, n64[0]);
+    dcu_free(ctx, n64[1]);
     if (rc) return rc;
     /* merge as one pass over acc's elements followed by these (replay/analysis/metrics.h) */
     const int64_t base = acc->numel;

@@ -91,6 +91,17 @@ int dcu_check(cudaError_t e, drift_err *err, const char *where, const char *what
 /* Fills ctx->identity (never fails: unknown fields stay 0 / ""). */
 void dcu_identity_fill(dcu_ctx *ctx);
 
+/* ---- f64_cuda.c: ops that touch fp64, through the GPU oracle's bodies ---- */
+/* 1 if op->out, op->compute or an input is F64. */
+int dcu_op_is_f64(const drift_op *op, const drift_tensor *const *in);
+/* Runs such an op (arguments validated by the door): inputs widened to
+ * fp64, drift_rcu_run_op on ctx's stream, the result kept (F64) or rounded
+ * to fp32 and then to out's dtype. Temporaries its own; in, out borrowed. */
+int dcu_run_f64(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, const char *where,
+                drift_err *err);
+/* t (F64) narrowed RNE to a device fp32 copy in *tmp (caller: dcu_free). */
+int dcu_f64_narrow(dcu_ctx *ctx, const drift_tensor *t, void **tmp, drift_err *err);
+
 /* ---- elementwise.cu ------------------------------------------------- */
 enum { DCU_UN_CAST = 0, DCU_UN_AFFINE, DCU_UN_SILU, DCU_UN_GELU_TANH };
 enum { DCU_BIN_ADD = 0, DCU_BIN_SUB, DCU_BIN_MUL };

@@ -138,14 +138,21 @@ static int rc_download_f64(const drift_backend *be, const drift_tensor *t, doubl
     return rc_download(be, t, NULL, dst, err);
 }
 
-/* ---- ops --------------------------------------------------------------------- */
+/* ---- ops (drift_rcu_run_op: this backend's run and the cuda backend's fp64 path) */
+
+static int cue(cudaError_t e, drift_err *err, const rcu_exec *c, const char *what) {
+    if (e == cudaSuccess) return DRIFT_OK;
+    (void)cudaGetLastError();
+    return drift_err_set(err, e == cudaErrorMemoryAllocation ? DRIFT_E_NOMEM : DRIFT_E_IO, c->name, "%s: %s", what,
+                         cudaGetErrorString(e));
+}
 static const double *D(const drift_tensor *t) { return (const double *)t->data; }
 
 /* y[m, n] = sum_k x[m, k] w[n, k] (+ b[n]), the CPU's linear_rows. */
-static int run_linear(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
+static int run_linear(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
     const drift_tensor *x = in[0], *w = in[1];
     const int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = K ? x->numel / K : out->numel / (N ? N : 1);
-    return cu(rcu_gemm(c->stream, 1, D(x), K, D(w), K, out->data, N, M, N, K, RCU_EPI_BIAS,
+    return cue(rcu_gemm(c->stream, 1, D(x), K, D(w), K, out->data, N, M, N, K, RCU_EPI_BIAS,
                        op->n_in > 2 ? D(in[2]) : NULL, 1.0, NULL),
               err, c, "linear");
 }
@@ -162,7 +169,7 @@ static void attn_strides(const drift_tensor *t, int layout, int64_t *s) {
  * and query chunk: S = (Q K^T) * scale, rows of S -> exp(s - max) and their
  * sums l (in key order), O = (P V) / l. The groups and chunks fill at most
  * attn_budget bytes of scores; they change no sum. */
-static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+static int run_attention(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
     const int ly = op->layout != 0, hd = ly ? 2 : 1, ld = ly ? 1 : 2;
@@ -186,9 +193,9 @@ static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *cons
     const int whole = G >= H;
     if (whole) G = (G / H < B ? G / H : B) * H;
     double *S = NULL, *l = NULL;
-    int rc = cu(cudaMallocAsync((void **)&S, (size_t)(G * qc * lk1) * sizeof(double), c->stream), err, c,
+    int rc = cue(cudaMallocAsync((void **)&S, (size_t)(G * qc * lk1) * sizeof(double), c->stream), err, c,
                 "attention: scratch");
-    if (!rc) rc = cu(cudaMallocAsync((void **)&l, (size_t)(G * qc) * sizeof(double), c->stream), err, c, "attention: scratch");
+    if (!rc) rc = cue(cudaMallocAsync((void **)&l, (size_t)(G * qc) * sizeof(double), c->stream), err, c, "attention: scratch");
     for (int64_t b0 = 0; !rc && b0 < B; b0 += whole ? G / H : 1)
         for (int64_t h0 = 0; !rc && h0 < H; h0 += whole ? H : G)
             for (int64_t q0 = 0; !rc && q0 < Lq; q0 += qc) {
@@ -203,12 +210,12 @@ static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *cons
                 bt.v[0] = bt.inner * nq, bt.v[1] = nq;          /* l */
                 bt.a[0] = qs[0], bt.a[1] = qs[1], bt.b[0] = ks[0], bt.b[1] = ks[1];
                 /* Lk == 0: l = 0 and every output 0 / 0, as the CPU's */
-                rc = cu(rcu_gemm(c->stream, 1, Qp, qs[2], Kp, ks[2], S, Lk, nq, Lk, Dh, RCU_EPI_SCALE, NULL, scale, &bt),
+                rc = cue(rcu_gemm(c->stream, 1, Qp, qs[2], Kp, ks[2], S, Lk, nq, Lk, Dh, RCU_EPI_SCALE, NULL, scale, &bt),
                         err, c, "attention: scores");
-                if (!rc) rc = cu(rcu_softmax_rows(c->stream, S, bt.count * nq, Lk, l), err, c, "attention: softmax");
+                if (!rc) rc = cue(rcu_softmax_rows(c->stream, S, bt.count * nq, Lk, l), err, c, "attention: softmax");
                 bt.a[0] = bt.c[0], bt.a[1] = bt.c[1], bt.b[0] = vs[0], bt.b[1] = vs[1], bt.c[0] = os[0], bt.c[1] = os[1];
                 if (!rc)
-                    rc = cu(rcu_gemm(c->stream, 0, S, Lk, Vp, vs[2], Op, os[2], nq, Dv, Lk, RCU_EPI_DIV_ROW, l, 1.0, &bt),
+                    rc = cue(rcu_gemm(c->stream, 0, S, Lk, Vp, vs[2], Op, os[2], nq, Dv, Lk, RCU_EPI_DIV_ROW, l, 1.0, &bt),
                             err, c, "attention: values");
             }
     if (S) cudaFreeAsync(S, c->stream);
@@ -216,7 +223,7 @@ static int run_attention(rc_ctx *c, const drift_op *op, const drift_tensor *cons
     return rc;
 }
 
-static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+static int run_movement(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                         drift_err *err) {
     const drift_tensor *x = in[0];
     rcu_copy cp;
@@ -235,7 +242,7 @@ static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const
             os *= out->shape[d];
         }
         cp.n = out->numel;
-        return cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "permute");
+        return cue(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "permute");
     }
     const int d = drift_op_norm_dim(op->dim, x->ndim);
     int64_t outer = 1, inner = 1;
@@ -251,7 +258,7 @@ static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const
         cp.ds[1] = 1;
         cp.soff = op->start * inner;
         cp.n = outer * op->length * inner;
-        return cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "narrow");
+        return cue(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "narrow");
     }
     /* CONCAT: two copies */
     const drift_tensor *bt = in[1];
@@ -263,12 +270,12 @@ static int run_movement(rc_ctx *c, const drift_op *op, const drift_tensor *const
     cp.ds[0] = na + nb;
     cp.ds[1] = 1;
     cp.n = outer * na;
-    int rc = cu(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "concat");
+    int rc = cue(rcu_copy_run(c->stream, D(x), out->data, &cp), err, c, "concat");
     cp.shape[1] = nb;
     cp.ss[0] = nb;
     cp.doff = na;
     cp.n = outer * nb;
-    if (!rc) rc = cu(rcu_copy_run(c->stream, D(bt), out->data, &cp), err, c, "concat");
+    if (!rc) rc = cue(rcu_copy_run(c->stream, D(bt), out->data, &cp), err, c, "concat");
     return rc;
 }
 
@@ -283,14 +290,14 @@ static void contig(int nd, const int64_t *shape, int64_t *st) {
 
 /* STRIDED: out[i..] = flat(in0)[start + sum i_k stride_k]; SCATTER: out = in0,
  * then flat(out)[start + sum i_k stride_k] = in1[i..]. A 0-d region is one element. */
-static int run_strided(rc_ctx *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+static int run_strided(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                        drift_err *err) {
     rcu_copy cp;
     memset(&cp, 0, sizeof cp);
     const drift_tensor *region = op->kind == DRIFT_OP_STRIDED ? out : in[1];
     int rc = DRIFT_OK;
     if (op->kind == DRIFT_OP_SCATTER) {
-        rc = cu(cudaMemcpyAsync(out->data, in[0]->data, (size_t)out->numel * sizeof(double), cudaMemcpyDeviceToDevice,
+        rc = cue(cudaMemcpyAsync(out->data, in[0]->data, (size_t)out->numel * sizeof(double), cudaMemcpyDeviceToDevice,
                                 c->stream),
                 err, c, "scatter: base");
         if (rc || region->numel == 0) return rc;
@@ -302,27 +309,25 @@ static int run_strided(rc_ctx *c, const drift_op *op, const drift_tensor *const 
         for (int d = 0; d < cp.nd; d++) cp.ss[d] = region->ndim > 0 ? op->stride[d] : 0;
         contig(cp.nd, cp.shape, cp.ds);
         cp.soff = op->start;
-        return cu(rcu_copy_run(c->stream, D(in[0]), out->data, &cp), err, c, "strided");
+        return cue(rcu_copy_run(c->stream, D(in[0]), out->data, &cp), err, c, "strided");
     }
     contig(cp.nd, cp.shape, cp.ss);
     for (int d = 0; d < cp.nd; d++) cp.ds[d] = region->ndim > 0 ? op->stride[d] : 0;
     cp.doff = op->start;
-    return cu(rcu_copy_run(c->stream, D(in[1]), out->data, &cp), err, c, "scatter");
+    return cue(rcu_copy_run(c->stream, D(in[1]), out->data, &cp), err, c, "scatter");
 }
 
-static int rc_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
-                  drift_err *err) {
-    rc_ctx *c = ctx_of(be);
-    int rc = sel(c, err);
-    if (rc) return rc;
+int drift_rcu_run_op(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                     drift_err *err) {
+    int rc = DRIFT_OK;
     const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
-    case DRIFT_OP_CAST: return cu(rcu_unary(c->stream, RCU_UN_COPY, D(x), out->data, out->numel, 1, 0), err, c, "cast");
+    case DRIFT_OP_CAST: return cue(rcu_unary(c->stream, RCU_UN_COPY, D(x), out->data, out->numel, 1, 0), err, c, "cast");
     case DRIFT_OP_AFFINE:
-        return cu(rcu_unary(c->stream, RCU_UN_AFFINE, D(x), out->data, out->numel, op->alpha, op->beta), err, c, "affine");
-    case DRIFT_OP_SILU: return cu(rcu_unary(c->stream, RCU_UN_SILU, D(x), out->data, out->numel, 0, 0), err, c, "silu");
+        return cue(rcu_unary(c->stream, RCU_UN_AFFINE, D(x), out->data, out->numel, op->alpha, op->beta), err, c, "affine");
+    case DRIFT_OP_SILU: return cue(rcu_unary(c->stream, RCU_UN_SILU, D(x), out->data, out->numel, 0, 0), err, c, "silu");
     case DRIFT_OP_GELU_TANH:
-        return cu(rcu_unary(c->stream, RCU_UN_GELU_TANH, D(x), out->data, out->numel, 0, 0), err, c, "gelu");
+        return cue(rcu_unary(c->stream, RCU_UN_GELU_TANH, D(x), out->data, out->numel, 0, 0), err, c, "gelu");
     case DRIFT_OP_ADD:
     case DRIFT_OP_SUB:
     case DRIFT_OP_MUL:
@@ -333,7 +338,7 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
                   : op->kind == DRIFT_OP_SUB ? RCU_BIN_SUB
                   : op->kind == DRIFT_OP_MUL ? RCU_BIN_MUL
                                              : RCU_BIN_DIV;
-        return cu(rcu_binary(c->stream, bop, D(x), D(in[1]), out->data, bc.nd, bc.shape, bc.sa, bc.sb, bc.numel), err,
+        return cue(rcu_binary(c->stream, bop, D(x), D(in[1]), out->data, bc.nd, bc.shape, bc.sa, bc.sb, bc.numel), err,
                   c, "binary");
     }
     case DRIFT_OP_LINEAR: return run_linear(c, op, in, out, err);
@@ -342,10 +347,10 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
         const int64_t Dd = x->shape[x->ndim - 1], rows = Dd > 0 ? x->numel / Dd : 0;
         if (rows <= 0) return DRIFT_OK;
         double *scratch = NULL; /* per-row mean and rstd */
-        rc = cu(cudaMallocAsync((void **)&scratch, (size_t)(2 * rows) * sizeof(double), c->stream), err, c,
+        rc = cue(cudaMallocAsync((void **)&scratch, (size_t)(2 * rows) * sizeof(double), c->stream), err, c,
                 "norm: scratch");
         if (!rc)
-            rc = cu(rcu_norm(c->stream, op->kind == DRIFT_OP_LAYER_NORM ? RCU_LAYER_NORM : RCU_RMS_NORM, D(x),
+            rc = cue(rcu_norm(c->stream, op->kind == DRIFT_OP_LAYER_NORM ? RCU_LAYER_NORM : RCU_RMS_NORM, D(x),
                              op->n_in > 1 ? D(in[1]) : NULL, op->n_in > 2 ? D(in[2]) : NULL, out->data, rows, Dd,
                              op->eps, scratch),
                     err, c, "norm");
@@ -353,7 +358,7 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
         return rc;
     }
     case DRIFT_OP_ROPE:
-        return cu(rcu_rope(c->stream, D(x), D(in[1]), D(in[2]), out->data, x->shape[0], x->shape[1], x->shape[2],
+        return cue(rcu_rope(c->stream, D(x), D(in[1]), D(in[2]), out->data, x->shape[0], x->shape[1], x->shape[2],
                            x->shape[3]),
                   err, c, "rope");
     case DRIFT_OP_ATTENTION: return run_attention(c, op, in, out, err);
@@ -361,39 +366,48 @@ static int rc_run(const drift_backend *be, const drift_op *op, const drift_tenso
     case DRIFT_OP_NARROW:
     case DRIFT_OP_CONCAT: return run_movement(c, op, in, out, err);
     case DRIFT_OP_VIEW:
-        return cu(cudaMemcpyAsync(out->data, x->data, (size_t)x->numel * sizeof(double), cudaMemcpyDeviceToDevice,
+        return cue(cudaMemcpyAsync(out->data, x->data, (size_t)x->numel * sizeof(double), cudaMemcpyDeviceToDevice,
                                   c->stream),
                   err, c, "view");
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: {
         const drift_tensor *img = op->kind == DRIFT_OP_UNPATCHIFY ? out : x;
-        return cu(rcu_patch(c->stream, op->kind == DRIFT_OP_UNPATCHIFY, D(x), out->data, img->shape[0], img->shape[1],
+        return cue(rcu_patch(c->stream, op->kind == DRIFT_OP_UNPATCHIFY, D(x), out->data, img->shape[0], img->shape[1],
                             img->shape[2], img->shape[3], img->shape[4], op->patch[0], op->patch[1], op->patch[2]),
                   err, c, "patchify");
     }
     case DRIFT_OP_TIMESTEP_SINUSOID:
-        return cu(rcu_timestep(c->stream, D(x), out->data, x->shape[0], op->dim,
+        return cue(rcu_timestep(c->stream, D(x), out->data, x->shape[0], op->dim,
                                op->max_period != 0.0f ? (double)op->max_period : 10000.0, op->flip_sin_to_cos),
                   err, c, "timestep");
     case DRIFT_OP_UNARY:
     case DRIFT_OP_SCALAR:
-        return cu(rcu_aten_ew(c->stream, op->kind == DRIFT_OP_SCALAR, op->sub, D(x), out->data, out->numel, op->scalar),
+        return cue(rcu_aten_ew(c->stream, op->kind == DRIFT_OP_SCALAR, op->sub, D(x), out->data, out->numel, op->scalar),
                   err, c, drift_op_name(op->kind));
     case DRIFT_OP_REDUCE: {
         const int d = drift_op_norm_dim(op->dim, x->ndim);
         int64_t outer = 1, inner = 1;
         for (int i = 0; i < d; i++) outer *= x->shape[i];
         for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
-        return cu(rcu_reduce(c->stream, D(x), out->data, outer, x->shape[d], inner, op->sub == DRIFT_REDUCE_MEAN), err,
+        return cue(rcu_reduce(c->stream, D(x), out->data, outer, x->shape[d], inner, op->sub == DRIFT_REDUCE_MEAN), err,
                   c, "reduce");
     }
     case DRIFT_OP_STRIDED:
     case DRIFT_OP_SCATTER: return run_strided(c, op, in, out, err);
     case DRIFT_OP_FILL:
-        return cu(rcu_fill(c->stream, out->data, out->numel, op->sub, op->scalar, op->step), err, c, "fill");
+        return cue(rcu_fill(c->stream, out->data, out->numel, op->sub, op->scalar, op->step), err, c, "fill");
     default: break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, c->name, "op %s not implemented", drift_op_name(op->kind));
+}
+
+static int rc_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                  drift_err *err) {
+    rc_ctx *c = ctx_of(be);
+    int rc = sel(c, err);
+    if (rc) return rc;
+    const rcu_exec x = {c->device, c->stream, c->attn_budget, c->name};
+    return drift_rcu_run_op(&x, op, in, out, err);
 }
 
 /* Metrics with ref_backend.c's rules and order: per chunk of

@@ -89,6 +89,23 @@ cudaError_t rcu_from_f32(cudaStream_t s, const float *x, double *y, int64_t n);
  * ceil(n / DRIFT_ORACLE_METRIC_CHUNK) entries). */
 cudaError_t rcu_metrics(cudaStream_t s, const double *t, const double *r, int64_t n, rcu_metric_part *part);
 
+/* Where drift_rcu_run_op runs: the device (already selected), the stream
+ * every launch and scratch allocation is queued on, the attention score
+ * budget in bytes, and a name for messages (borrowed). */
+typedef struct rcu_exec {
+    int device;
+    cudaStream_t stream;
+    size_t attn_budget;
+    const char *name;
+} rcu_exec;
+
+/* The fp64 oracle's op bodies (ref_cuda.c): every tensor's data is device
+ * doubles, whatever its logical dtype; arguments validated by the door.
+ * The ref-cuda backend's run, and the cuda backend's fp64 path
+ * (f64_cuda.c) on its own stream. */
+int drift_rcu_run_op(const rcu_exec *x, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                     drift_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -374,9 +374,7 @@ static void run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor
 
 /* ------------------------------------------------------------------------ */
 
-static int ref_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
-                   drift_err *err) {
-    const int nt = drift_host_backend_threads(be);
+int drift_ref_run_op(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
     const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {
     case DRIFT_OP_CAST:
@@ -442,6 +440,11 @@ static int ref_run(const drift_backend *be, const drift_op *op, const drift_tens
         break;
     }
     return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op", "ref backend: op %s not implemented", drift_op_name(op->kind));
+}
+
+static int ref_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                   drift_err *err) {
+    return drift_ref_run_op(drift_host_backend_threads(be), op, in, out, err);
 }
 
 /* Metrics over fp64 values, with the rules of replay/analysis/metrics.h (pairs with a

@@ -61,7 +61,7 @@ static int64_t host_available(void) {
 /* Storage bytes per element of dtype dt on the backend kind. */
 static int64_t elem_bytes(int kind, drift_dtype dt) {
     if (kind == 2) return 8;               /* ref: fp64 */
-    if (kind == 1) return 4;               /* cpu: fp32 */
+    if (kind == 1) return dt == DRIFT_F64 ? 8 : 4; /* cpu: fp32, fp64 as doubles */
     return (int64_t)drift_dtype_size(dt);  /* cuda: native */
 }
 

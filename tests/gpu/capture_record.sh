@@ -22,8 +22,8 @@
 #    |diff| <= 2x the noise floor, cosine >= 0.9999, every input site bitwise
 #    equal (PASS/FAIL on cuda; on cpu an INFO line with the same numbers:
 #    drift's host kernels are not torch's GPU kernels). A graph that computes
-#    in fp64 (Flux's RoPE) replays on ref instead of cpu and not on cuda
-#    (only ref stores fp64). The floor is drift's as drift bisect measures it
+#    in fp64 (Flux's RoPE) replays on every device too: cpu and cuda run its
+#    fp64 ops at fp64 (the oracle's bodies). The floor is drift's as drift bisect measures it
 #    (two replays, --output-only, whose latents differ in the middle element
 #    by one bf16 ULP; FLOOR_DEVICE, default cuda), else torch's (the same
 #    nudge in the recorded forward); both are printed.
@@ -165,21 +165,11 @@ with h5py.File(sys.argv[1], "r") as f:
             print(float(np.mean(f["sites"][k]["stats"]["mean_abs"][...])))
 PY
 )
-# Does the captured graph compute in fp64 (Flux's RoPE)? Only drift's ref backend stores
-# fp64 (cpu and cuda store bf16/fp16/fp32): such a graph replays on ref, never on cpu/cuda.
-NEEDS_F64=$(cat <<'PY'
-import h5py, json, sys
-with h5py.File(sys.argv[1], "r") as f:
-    g = f["graph"][()]
-g = json.loads((g.decode() if isinstance(g, bytes) else g).rstrip("\0"))
-sys.exit(0 if any((n.get("val") or {}).get("dtype") == "float64" for n in g["nodes"] if isinstance(n.get("val"), dict)) else 1)
-PY
-)
-host_dev() { if "$PY" -c "$NEEDS_F64" "$1" 2>/dev/null; then echo ref; else echo cpu; fi; }
+# every backend stores fp64 (Flux's RoPE table): the host replays run on cpu, the GPU ones on cuda
 # can this drift replay a captured graph? one trial per fixture until one replays
 can=0; why=""
 for first in $(ls "$W"/fix/*/fixture.h5 2>/dev/null); do
-  drift replay "$first" --plan "$(dirname "$first")/plan.json" --device "$(host_dev "$first")" --ref trainer --json \
+  drift replay "$first" --plan "$(dirname "$first")/plan.json" --device cpu --ref trainer --json \
     > "$W/logs/probe_replay.json" 2> "$W/logs/probe_replay.err"
   prc=$?
   if [ $prc -eq 0 ] || [ $prc -eq 1 ]; then can=1; why=""; break; fi
@@ -231,7 +221,6 @@ drift_floor() {  # trace plan tag: drift's floor as bisect measures it (two cuda
   [ $(left) -gt 150 ] || { echo "time budget" > "$e"; return; }
   [ "$t" = wan_1p3b ] && { echo "skipped for the 1.3B trace (copying it costs the time budget)" > "$e"; return; }
   local dev=${FLOOR_DEVICE:-cuda} rc=1
-  [ "$(host_dev "$tr")" = ref ] && dev=ref  # fp64 in the graph: only ref stores it
   if cp "$tr" "$W/floor_$t.h5" && "$PY" -c "$PERTURB" "$W/floor_$t.h5" > "$e" 2>&1 &&
      drift replay "$tr" --plan "$pl" --device $dev --output-only -o "$W/floor_ref_$t.h5" > /dev/null 2>> "$e"; then
     drift replay "$W/floor_$t.h5" --plan "$pl" --device $dev --output-only --ref "$W/floor_ref_$t.h5" --json \
@@ -249,9 +238,7 @@ for t in ${MODELS//,/ }; do
   if msg=$("$PY" -c "$GRAPHCHECK" "$tr" 2>&1); then pass "graph in fixture $t: $msg"; else fail "graph in fixture $t: $msg"; fi
   [ $can = 1 ] || continue
   scale=$("$PY" -c "$FIXSCALE" "$tr" 2>/dev/null || echo 0)
-  hd=$(host_dev "$tr")
-  [ $hd = ref ] && line "INFO: fixture $t computes in fp64 (RoPE), which only the ref backend stores: replayed on ref"
-  replay_one "$tr" "$W/fix/$t/plan.json" fixture "$scale" $hd "fixture_$t"
+  replay_one "$tr" "$W/fix/$t/plan.json" fixture "$scale" cpu "fixture_$t"
 done
 for t in ${ACC_MODELS//,/ }; do
   for side in trainer rollout; do
@@ -270,10 +257,7 @@ for t in ${ACC_MODELS//,/ }; do
   else
     line "INFO: noise floor $t: drift's not measured (see logs/floor_$t.err); torch's $floor is the bound"
   fi
-  hd=$(host_dev "$tr")
   for dev in ${ACC_DEVICES:-cuda:0:kernels=torch cuda cpu}; do
-    if [ $hd = ref ] && [ "${dev%%:*}" = cuda ]; then skip "replay trainer_$t --device $dev: the graph computes in fp64, which the cuda backend does not store"; continue; fi
-    [ $dev = cpu ] && dev=$hd
     replay_one "$tr" "$W/acc/$t/trainer_plan.json" acceptance "$floor" $dev "trainer_$t"
   done
   if [ -f "$W/acc/$t/rollout.h5" ] && [ $(left) -gt 30 ]; then

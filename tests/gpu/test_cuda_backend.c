@@ -38,15 +38,20 @@ static void test_supports(void) {
         drift_op op = gc_op((drift_op_kind)k, DRIFT_BF16);
         op.compute = DRIFT_BF16;
         GC_CHECK(drift_backend_supports(E.cuda, &op) == 1, "%s bf16 must be supported", drift_op_name((drift_op_kind)k));
-        op.out = DRIFT_F64;
-        GC_CHECK(drift_backend_supports(E.cuda, &op) == 0, "%s fp64 out must not be supported",
+        op.out = DRIFT_F64; /* through the GPU oracle's bodies (f64_cuda.c) */
+        GC_CHECK(drift_backend_supports(E.cuda, &op) == 1, "%s fp64 out must be supported",
+                 drift_op_name((drift_op_kind)k));
+        op.out = DRIFT_DTYPE_INVALID;
+        GC_CHECK(drift_backend_supports(E.cuda, &op) == 0, "%s invalid out dtype must not be supported",
                  drift_op_name((drift_op_kind)k));
     }
     drift_op bad = gc_op(DRIFT_OP_COUNT, DRIFT_F32);
     GC_CHECK(drift_backend_supports(E.cuda, &bad) == 0, "invalid kind");
     drift_op lin = gc_op(DRIFT_OP_LINEAR, DRIFT_F32);
     lin.compute = DRIFT_F64;
-    GC_CHECK(drift_backend_supports(E.cuda, &lin) == 0, "fp64 compute GEMM");
+    GC_CHECK(drift_backend_supports(E.cuda, &lin) == 1, "fp64 compute GEMM");
+    lin.compute = DRIFT_DTYPE_INVALID;
+    GC_CHECK(drift_backend_supports(E.cuda, &lin) == 0, "invalid compute GEMM");
 }
 
 static void test_alloc(void) {
@@ -58,7 +63,19 @@ static void test_alloc(void) {
     t.ndim = 1;
     t.shape[0] = 4;
     drift_err_clear(&err);
-    GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == DRIFT_E_UNSUPPORTED, "fp64 storage must be refused");
+    /* fp64 is stored (8 bytes, kernels/cuda/f64_cuda.c): a value off the fp32 grid round-trips */
+    const double d64[4] = {1.0 + 0x1p-40, -3.0 - 0x1p-35, 0.1, 7.0};
+    double b64[4] = {0, 0, 0, 0};
+    int ok64 = drift_backend_alloc(E.cuda, &t, &err) == DRIFT_OK;
+    GC_CHECK(ok64, "fp64 storage: %s", gc_errstr(&err));
+    if (ok64) {
+        GC_CHECK(drift_backend_upload_f64(E.cuda, &t, d64, &err) == DRIFT_OK &&
+                     drift_backend_download_f64(E.cuda, &t, b64, &err) == DRIFT_OK && memcmp(d64, b64, sizeof d64) == 0,
+                 "fp64 values must round-trip bit for bit");
+        drift_backend_release(E.cuda, &t);
+    }
+    t.dtype = DRIFT_DTYPE_INVALID;
+    GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == DRIFT_E_UNSUPPORTED, "an invalid dtype must be refused");
     t.dtype = DRIFT_BF16;
     t.shape[0] = -1;
     GC_CHECK(drift_backend_alloc(E.cuda, &t, &err) == DRIFT_E_INPUT, "negative dim must be DRIFT_E_INPUT");
@@ -193,10 +210,10 @@ static void test_run_errors(void) {
     GC_CHECK(drift_backend_run(E.cuda, &add32, in, &o.t, &err) == DRIFT_E_INPUT, "dtype mismatch");
     gc_case_set("run: in place");
     GC_CHECK(drift_backend_run(E.cuda, &add, in, &a.t, &err) == DRIFT_E_INPUT, "out == input must be refused");
-    gc_case_set("run: fp64 out");
+    gc_case_set("run: invalid out dtype");
     drift_op add64 = add;
-    add64.out = DRIFT_F64;
-    GC_CHECK(drift_backend_run(E.cuda, &add64, in, &o.t, &err) == DRIFT_E_UNSUPPORTED, "fp64 out");
+    add64.out = DRIFT_DTYPE_INVALID;
+    GC_CHECK(drift_backend_run(E.cuda, &add64, in, &o.t, &err) == DRIFT_E_UNSUPPORTED, "invalid out dtype");
     gc_case_set("run: wrong n_in");
     drift_op add1 = add;
     add1.n_in = 1;

@@ -33,7 +33,7 @@ PY
 )
 for m in wan ltx2 flux sd3 qwen; do
   [ $m = qwen ] && [ ! -f "$R/qwen.h5" ] && { echo "qwen: no committed fixture yet (capture_record.py fixtures), not replayed"; continue; }
-  dev=cpu; [ $m = flux ] && dev=ref  # Flux's RoPE is fp64: only ref stores it
+  dev=cpu  # Flux's fp64 RoPE part runs at fp64 on the cpu backend too
   "$D" replay "$R/$m.h5" --plan "$W/fp32.json" --device $dev --ref trainer --json > "$W/$m.json" 2> "$W/$m.err" ||
     fail "replay $m exited $?: $(head -c 300 "$W/$m.err")"
   "$PY" -c "$CHECK" "$W/$m.json" match || fail "$m does not match torch's output"
@@ -57,7 +57,7 @@ with h5py.File(sys.argv[1], "r+") as f:
         sys.exit("no input:pooled_projections:pre_cast")
 PY
 for st in 0 1; do
-  "$D" replay "$W/flux_moved.h5" --plan "$W/fp32.json" --device ref --ref trainer --steps $st:$st --json \
+  "$D" replay "$W/flux_moved.h5" --plan "$W/fp32.json" --device cpu --ref trainer --steps $st:$st --json \
     > "$W/moved$st.json" 2> "$W/moved$st.err" || fail "replay moved step $st exited $?: $(head -c 300 "$W/moved$st.err")"
 done
 "$PY" -c "$CHECK" "$W/moved0.json" match || fail "step 0 (unchanged) no longer matches"
@@ -75,7 +75,7 @@ with h5py.File(sys.argv[1], "r+") as f:
     else:
         sys.exit("no input:pooled_projections:pre_cast")
 PY
-"$D" replay "$W/flux_nosite.h5" --plan "$W/fp32.json" --device ref --ref trainer > /dev/null 2> "$W/nosite.err"
+"$D" replay "$W/flux_nosite.h5" --plan "$W/fp32.json" --device cpu --ref trainer > /dev/null 2> "$W/nosite.err"
 rc=$?
 [ $rc -eq 2 ] || fail "a missing per-step input site: exit $rc, expected 2"
 grep -q "user input 'pooled_projections' is missing.*input:pooled_projections:pre_cast" "$W/nosite.err" ||

@@ -299,16 +299,18 @@ static void test_shape_errors(void **state) {
         drift_tensor t64 = {.dtype = DRIFT_F64, .ndim = 1, .shape = {3}};
         drift_err_clear(&e);
         int rc = drift_backend_alloc(be, &t64, &e);
+        assert_int_equal(rc, DRIFT_OK); /* both store fp64 (cpu: its fp64 path, cpu_f64.c) */
+        rel(be, &t64);
+        drift_tensor tbad = {.dtype = DRIFT_DTYPE_INVALID, .ndim = 1, .shape = {3}};
+        assert_int_equal(drift_backend_alloc(be, &tbad, &e), DRIFT_E_UNSUPPORTED);
+        memset(&op, 0, sizeof op);
+        op.kind = DRIFT_OP_CAST, op.out = DRIFT_F64, op.n_in = 1;
+        assert_int_equal(drift_backend_supports(be, &op), 1);
+        op.out = DRIFT_DTYPE_INVALID;
+        assert_int_equal(drift_backend_supports(be, &op), 0);
         if (b) {
-            assert_int_equal(rc, DRIFT_E_UNSUPPORTED);
-            memset(&op, 0, sizeof op);
-            op.kind = DRIFT_OP_CAST, op.out = DRIFT_F64, op.n_in = 1;
-            assert_int_equal(drift_backend_supports(be, &op), 0);
             op.kind = DRIFT_OP_LINEAR, op.out = DRIFT_F32, op.compute = DRIFT_DTYPE_INVALID, op.n_in = 2;
             assert_int_equal(drift_backend_supports(be, &op), 0);
-        } else {
-            assert_int_equal(rc, DRIFT_OK);
-            rel(be, &t64);
         }
         drift_tensor bad = {.dtype = DRIFT_F32, .ndim = 2, .shape = {-1, 3}};
         assert_int_equal(drift_backend_alloc(be, &bad, &e), DRIFT_E_INPUT);
@@ -440,12 +442,10 @@ static void test_door_checks(void **state) {
         f64.ndim = 1;
         f64.shape[0] = 2;
         int rc = drift_backend_alloc(be[b], &f64, &e);
-        if (b == 0) {
-            assert_int_equal(rc, DRIFT_OK); /* the oracle stores fp64 */
-            drift_backend_release(be[b], &f64);
-        } else {
-            assert_int_equal(rc, DRIFT_E_UNSUPPORTED);
-        }
+        assert_int_equal(rc, DRIFT_OK); /* ref and cpu store fp64 */
+        drift_backend_release(be[b], &f64);
+        f64.dtype = DRIFT_DTYPE_INVALID;
+        assert_int_equal(drift_backend_alloc(be[b], &f64, &e), DRIFT_E_UNSUPPORTED);
         rel(be[b], &x);
         rel(be[b], &y);
         rel(be[1 - b], &other);
@@ -938,6 +938,48 @@ static void test_upload_download(void **state) {
     drift_backend_release(g_cpu, &c); /* already released: data NULL */
 }
 
+/* fp64 tensors on the cpu backend: stored as doubles (a value off the fp32
+ * grid survives the round trip), aliased at an element offset of 8 bytes,
+ * cast to fp32 and to bf16 through fp32 (the fp64 -> bf16 double rounding of
+ * test_upload_download, as torch's c10::BFloat16(float)), and metrics of an
+ * fp64 pair narrowed to fp32. */
+static void test_cpu_f64(void **state) {
+    (void)state;
+    drift_err e;
+    const double d[] = {1.0 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-30, -3.0 - 0x1p-35, 0.1};
+    drift_tensor x = {.dtype = DRIFT_F64, .ndim = 1, .shape = {4}};
+    assert_int_equal(drift_backend_alloc(g_cpu, &x, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_upload_f64(g_cpu, &x, d, &e), DRIFT_OK);
+    double back[4];
+    assert_int_equal(drift_backend_download_f64(g_cpu, &x, back, &e), DRIFT_OK);
+    assert_memory_equal(back, d, sizeof d);
+    drift_tensor v = {.dtype = DRIFT_F64, .ndim = 1, .shape = {2}};
+    assert_int_equal(drift_backend_alias(g_cpu, &x, 1, &v, &e), DRIFT_OK);
+    assert_int_equal(drift_backend_download_f64(g_cpu, &v, back, &e), DRIFT_OK);
+    assert_true(back[0] == d[1] && back[1] == d[2]);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = DRIFT_OP_CAST, op.n_in = 1, op.compute = DRIFT_F32;
+    const drift_tensor *in[1] = {&x};
+    const drift_dtype to[2] = {DRIFT_F32, DRIFT_BF16};
+    const float want[2][4] = {{1.0f, 1.00390625f, -3.0f, 0.1f}, {1.0f, 1.0f, -3.0f, 0.10009765625f}};
+    for (int k = 0; k < 2; k++) {
+        drift_tensor y = {.dtype = to[k], .ndim = 1, .shape = {4}};
+        op.out = to[k];
+        assert_int_equal(drift_backend_alloc(g_cpu, &y, &e), DRIFT_OK);
+        assert_int_equal(drift_backend_run(g_cpu, &op, in, &y, &e), DRIFT_OK);
+        float *f = dl32(g_cpu, &y);
+        for (int i = 0; i < 4; i++) assert_true(f[i] == want[k][i]);
+        free(f);
+        rel(g_cpu, &y);
+    }
+    drift_metric_acc acc;
+    drift_metric_acc_init(&acc);
+    assert_int_equal(drift_backend_metrics(g_cpu, &x, &x, &acc, &e), DRIFT_OK);
+    assert_true(acc.numel == 4 && acc.n_diff == 0 && acc.max_abs_diff == 0.0 && acc.max_abs_ref == 3.0);
+    rel(g_cpu, &x);
+}
+
 /* Metric accumulation (semantics of replay/analysis/metrics.h) on both backends. */
 static void test_metrics(void **state) {
     (void)state;
@@ -1015,6 +1057,7 @@ int main(void) {
         cmocka_unit_test(test_movement_exact),
         cmocka_unit_test(test_upload_download),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_cpu_f64),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -34,6 +34,10 @@ int main(int argc, char **argv) {
         n++;
     }
     parity_stats st = parity_run(bes, n, argc > 1 ? argv[1] : NULL);
+    if (argc <= 1) { /* the fp64 table: every backend bit for bit against ref */
+        parity_stats s64 = parity_run_f64(bes, n);
+        st.cases += s64.cases, st.checks += s64.checks, st.failed += s64.failed;
+    }
     for (int i = 0; i < n; i++) drift_backend_free(bes[i].be);
     printf("test_parity: %ld passed, %ld failed (%ld cases on %d backends, %ld skipped as unsupported)\n",
            st.checks - st.failed, st.failed, st.cases, n, st.skipped);

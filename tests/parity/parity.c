@@ -43,11 +43,11 @@ static double max_abs(const float *v, int64_t n) {
     return m;
 }
 
-/* Storage bytes per element (kernels/backend.h: ref double, cpu float, cuda native). */
+/* Storage bytes per element (kernels/backend.h: ref double, cpu float (fp64: double), cuda native). */
 static size_t elem_bytes(const drift_backend *be, drift_dtype dt) {
     const char *nm = drift_backend_name(be);
     if (strcmp(nm, "ref") == 0) return sizeof(double);
-    if (strcmp(nm, "cpu") == 0) return sizeof(float);
+    if (strncmp(nm, "cpu", 3) == 0) return dt == DRIFT_F64 ? sizeof(double) : sizeof(float);
     return drift_dtype_size(dt);
 }
 

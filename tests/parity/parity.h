@@ -120,4 +120,11 @@ typedef struct parity_stats {
  * starts with it. */
 parity_stats parity_run(const parity_backend *bes, int n, const char *only_family);
 
+/* The fp64 table (tests/parity/f64.c): every op kind with an fp64 output,
+ * and the casts into and out of fp64, on every backend of bes but ref (which
+ * is required), each bit for bit against ref (a non-fp64 output: ref's value
+ * rounded to fp32, then to its dtype). Prints one line; returns the totals
+ * (checks: one per case and backend). */
+parity_stats parity_run_f64(const parity_backend *bes, int n);
+
 #endif

@@ -149,8 +149,7 @@ static void result_free(result *r) {
 
 static int matches(const result *r) { return r->rel <= 1e-4 && r->cosine >= 0.99999; }
 
-/* be_name: cpu, or ref where the graph computes in fp64 (Flux's RoPE), which
- * the cpu backend does not store. */
+/* be_name: the backend spec ("cpu"). */
 static void check_model(const char *model, const char *be_name, const char *param, const char *step_input) {
     result a, b, p;
     replay(model, be_name, NULL, 1.0f, &a);
@@ -186,7 +185,7 @@ static void test_ltx2(void **s) {
 
 static void test_flux(void **s) {
     (void)s;
-    check_model("flux", "ref", "proj_out.weight", "input:pooled_projections");
+    check_model("flux", "cpu", "proj_out.weight", "input:pooled_projections"); /* its fp64 RoPE part runs at fp64 there */
 }
 
 /* Qwen-Image's first recording was 2.44 MB; capture_record.py now records it
