@@ -76,6 +76,11 @@ const drift_aten_input *drift_aten_graph_input(const drift_aten_graph *g, int i)
  * graph output and site output:noise_pred. Unknown ops, unsupported
  * arguments and shape mismatches are errors naming the node. */
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err);
+/* The same, and *notes (notes may be NULL; caller owns, drift_free; NULL when
+ * there is nothing to say) gets one line ending in '\n' per module site
+ * "<module>:out" left unmapped because the document cannot say which of the
+ * module's several output tensors the Recorder recorded. */
+int drift_aten_graph_lower_noted(const drift_aten_graph *g, drift_graph **out, char **notes, drift_err *err);
 
 /* Autocast class of an ATen op at the pre-dispatch level (the table of
  * docs/autocast.md): the op's base name ("linear" for

@@ -1820,44 +1820,103 @@ static int in_stack(const drift_json_value *stack, const char *m) {
     return 0;
 }
 
-/* Records for each module of node i's stack not in the user's stack that i escapes it. */
+/* Per module: the last node (in graph order) whose value is used outside it,
+ * and whether the values that escape it are several distinct ones once a
+ * use of a no-op cast is resolved as the lowering resolves it (a module that
+ * returns several tensors, rather than one output plus the aliases of its
+ * input that FP32LayerNorm's `x.float()` leaves behind). */
 typedef struct modlast {
     const char *module;
     int node;
+    int first_value; /* the first resolved escaping value seen */
+    int several;     /* another distinct resolved value escapes too */
 } modlast;
 
-static void mark_escape(const drift_aten_graph *g, int i, const drift_json_value *user_stack, modlast *ml, int *nml,
-                        int cap) {
-    const drift_json_value *s = g->nodes[i].stack;
+static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
+    for (int q = 0; q < *nml; q++)
+        if (!strcmp(ml[q].module, m)) return &ml[q];
+    if (*nml >= cap) return NULL;
+    modlast *e = &ml[(*nml)++];
+    e->module = m;
+    e->node = e->first_value = -1;
+    e->several = 0;
+    return e;
+}
+
+/* Node i, used by node u (c->cur), escapes each module of its stack that is not
+ * in u's stack (user_stack: NULL for the output node). */
+static void mark_escape(lctx *c, int i, const drift_json_value *user_stack, modlast *ml, int *nml, int cap) {
+    const drift_aten_graph *g = c->g;
+    int r = c->fx[i].kind == FX_TENSOR ? resolve_alias(c, i, 0) : i;
+    const drift_json_value *s = g->nodes[i].stack, *rs = g->nodes[r].stack;
     for (size_t k = 0; s && k < s->n_items; k++) {
         const char *m = s->items[k].str;
         if (!*m || in_stack(user_stack, m)) continue;
-        int f = -1;
-        for (int q = 0; q < *nml; q++)
-            if (!strcmp(ml[q].module, m)) f = q;
-        if (f < 0) {
-            if (*nml >= cap) continue;
-            f = (*nml)++;
-            ml[f].module = m;
-            ml[f].node = -1;
-        }
-        if (i > ml[f].node) ml[f].node = i;
+        modlast *e = modlast_get(ml, nml, cap, m);
+        if (!e) continue;
+        if (i > e->node) e->node = i;
+        if (!c->live[r] || c->fx[r].kind != FX_TENSOR || !in_stack(rs, m)) continue; /* an alias of a value from outside */
+        if (e->first_value < 0) e->first_value = r;
+        else if (e->first_value != r) e->several = 1;
     }
 }
 
-static void scan_refs(const drift_aten_graph *g, const drift_json_value *v, const drift_json_value *user_stack,
-                      modlast *ml, int *nml, int cap) {
+static void scan_refs(lctx *c, const drift_json_value *v, const drift_json_value *user_stack, modlast *ml, int *nml,
+                      int cap) {
     if (v->type == DRIFT_JSON_ARRAY) {
-        for (size_t k = 0; k < v->n_items; k++) scan_refs(g, &v->items[k], user_stack, ml, nml, cap);
+        for (size_t k = 0; k < v->n_items; k++) scan_refs(c, &v->items[k], user_stack, ml, nml, cap);
     } else if (node_ref(v)) {
-        int i = aten_find(g, v->members[0].value.str);
-        if (i >= 0) mark_escape(g, i, user_stack, ml, nml, cap);
+        int i = aten_find(c->g, v->members[0].value.str);
+        if (i >= 0) mark_escape(c, i, user_stack, ml, nml, cap);
     } else if (v->type == DRIFT_JSON_OBJECT) {
-        for (size_t k = 0; k < v->n_members; k++) scan_refs(g, &v->members[k].value, user_stack, ml, nml, cap);
+        for (size_t k = 0; k < v->n_members; k++) scan_refs(c, &v->members[k].value, user_stack, ml, nml, cap);
     }
 }
 
-static int add_sites(lctx *c) {
+/* Appends one line to *notes (NULL: not wanted); an allocation failure drops the note. */
+static void add_note(char **notes, const char *line) {
+    if (!notes) return;
+    size_t a = *notes ? strlen(*notes) : 0, b = strlen(line);
+    char *p = drift_realloc(*notes, a + b + 2);
+    if (!p) return;
+    memcpy(p + a, line, b);
+    p[a + b] = '\n';
+    p[a + b + 1] = 0;
+    *notes = p;
+}
+
+/* The node whose value M:out is, or -1 with a note: what the Recorder recorded
+ * is the first tensor of M's output. The capture's "module_outputs" names it
+ * for a module that returns several tensors; without that entry the last
+ * escaping node is the output when only one value escapes, and with several
+ * (an older capture) nothing says which one was first. */
+static int site_node(lctx *c, const modlast *e, char **notes) {
+    const drift_json_value *mo = c->g->module_outputs;
+    const drift_json_value *a = mo ? drift_json_object_get(mo, e->module) : NULL;
+    char line[DRIFT_MAX_FQN + 320];
+    if (a) {
+        const drift_json_value *f = &a->items[0];
+        int j = f->type == DRIFT_JSON_STRING ? aten_find(c->g, f->str) : -1;
+        if (j >= 0 && c->live[j] && c->fx[j].kind == FX_TENSOR) return j;
+        if (j < 0)
+            snprintf(line, sizeof line, "%s:out not mapped: module '%s' returns %zu tensors and the capture did not match "
+                     "the first one to a graph node", e->module, e->module, a->n_items);
+        else
+            snprintf(line, sizeof line, "%s:out not mapped: the capture names '%s' as the first output of module '%s', "
+                     "which is not a tensor the graph computes", e->module, f->str, e->module);
+        add_note(notes, line);
+        return -1;
+    }
+    if (!e->several || mo) return e->node; /* mo without an entry: the capture saw one tensor */
+    snprintf(line, sizeof line,
+             "%s:out not mapped: module '%s' returns several tensors and the graph does not say which one the "
+             "recorder recorded (captured before module_outputs; recapture to compare it)",
+             e->module, e->module);
+    add_note(notes, line);
+    return -1;
+}
+
+static int add_sites(lctx *c, char **notes) {
     const drift_aten_graph *g = c->g;
     int cap = g->n * 2 + 16, nml = 0, rc = DRIFT_OK;
     modlast *ml = drift_malloc((size_t)cap * sizeof *ml);
@@ -1865,12 +1924,14 @@ static int add_sites(lctx *c) {
     for (int j = 0; j < g->n; j++) {
         const aten_node *n = &g->nodes[j];
         const drift_json_value *us = n->op == ATEN_OUTPUT ? NULL : n->stack;
-        scan_refs(g, n->args, us, ml, &nml, cap);
-        if (n->kwargs) scan_refs(g, n->kwargs, us, ml, &nml, cap);
+        c->cur = j; /* the use, for resolve_alias */
+        scan_refs(c, n->args, us, ml, &nml, cap);
+        if (n->kwargs) scan_refs(c, n->kwargs, us, ml, &nml, cap);
     }
     for (int q = 0; q < nml && !rc; q++) {
-        int i = ml[q].node;
-        if (i < 0 || c->fx[i].kind != FX_TENSOR) continue;
+        if (ml[q].node < 0 || c->fx[ml[q].node].kind != FX_TENSOR) continue;
+        int i = site_node(c, &ml[q], notes);
+        if (i < 0) continue;
         c->cur = i;
         int id = c->fx[i].first_id;
         if (id < 0 && (rc = mat_fx(c, i, &id))) break;
@@ -1931,8 +1992,13 @@ static void compute_live(const drift_aten_graph *g, unsigned char *live) {
 /* ---- entry ---------------------------------------------------------------------- */
 
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err) {
+    return drift_aten_graph_lower_noted(g, out, NULL, err);
+}
+
+int drift_aten_graph_lower_noted(const drift_aten_graph *g, drift_graph **out, char **notes, drift_err *err) {
     if (!g || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "aten", "drift_aten_graph_lower: NULL argument");
     *out = NULL;
+    if (notes) *notes = NULL;
     lctx c;
     memset(&c, 0, sizeof c);
     c.g = g;
@@ -1971,7 +2037,7 @@ int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_e
         goto done;
     }
     if ((rc = mat_fx(&c, oj, &oid))) goto done;
-    if ((rc = add_sites(&c))) goto done;
+    if ((rc = add_sites(&c, notes))) goto done;
     c.cur = g->output;
     if (drift_graph_value(c.out, oid)->site || drift_graph_value(c.out, oid)->kind != DRIFT_VAL_NODE) {
         const drift_value *v = drift_graph_value(c.out, oid);
@@ -1997,6 +2063,10 @@ done:
     drift_free(c.roots);
     if (rc) {
         drift_graph_free(c.out);
+        if (notes) {
+            drift_free(*notes);
+            *notes = NULL;
+        }
         return rc;
     }
     *out = c.out;

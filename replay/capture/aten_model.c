@@ -78,7 +78,7 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
     m->captured = 1;
     drift_aten_graph *g = NULL;
     int rc = drift_aten_graph_parse(json, len, source, &g, err);
-    if (!rc) rc = drift_aten_graph_lower(g, &m->sem, err);
+    if (!rc) rc = drift_aten_graph_lower_noted(g, &m->sem, &m->captured_notes, err);
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
     snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");

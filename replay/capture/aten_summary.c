@@ -105,6 +105,12 @@ int drift_capture_summary_print(FILE *out, const char *json, size_t len, const c
     }
     fprintf(out, "\n");
     if (s.import_error[0]) fprintf(out, "  does not replay: %s\n", s.import_error);
+    for (const char *p = s.m && s.m->captured_notes ? s.m->captured_notes : ""; *p;) { /* sites left unmapped */
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(out, "  note: %.*s\n", n, p);
+        p += n + (nl ? 1 : 0);
+    }
     fprintf(out, "  %-46s %6s   %s\n", "OP", "NODES", s.import_error[0] ? "" : "RESULTS BY DTYPE UNDER THE RECORDED PLAN (trainer)");
     for (int i = 0; i < drift_aten_graph_op_count(s.g); i++) {
         int nodes = 0;
@@ -140,6 +146,15 @@ int drift_capture_summary_json(drift_json_buf *b, const char *json, size_t len, 
     drift_json_buf_field_int(b, "nodes", drift_aten_graph_node_count(s.g));
     if (s.import_error[0]) drift_json_buf_field_string(b, "import_error", s.import_error);
     else drift_json_buf_field_null(b, "import_error");
+    drift_json_buf_add_key(b, "notes"); /* module sites left unmapped */
+    drift_json_buf_begin_array(b);
+    for (const char *p = s.m && s.m->captured_notes ? s.m->captured_notes : ""; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        drift_json_buf_add_string_n(b, p, n);
+        p += n + (nl ? 1 : 0);
+    }
+    drift_json_buf_end_array(b);
     drift_json_buf_add_key(b, "inputs");
     drift_json_buf_begin_array(b);
     for (int i = 0; i < drift_aten_graph_input_count(s.g); i++) {
