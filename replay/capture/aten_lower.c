@@ -1821,15 +1821,16 @@ static int in_stack(const drift_json_value *stack, const char *m) {
 }
 
 /* Per module: the last node (in graph order) whose value is used outside it,
- * and whether the values that escape it are several distinct ones once a
- * use of a no-op cast is resolved as the lowering resolves it (a module that
+ * and the distinct values that escape it once a use of a no-op cast is
+ * resolved as the lowering resolves it: several of them mean a module that
  * returns several tensors, rather than one output plus the aliases of its
- * input that FP32LayerNorm's `x.float()` leaves behind). */
+ * input that FP32LayerNorm's `x.float()` leaves behind. */
+#define MODLAST_VALUES 8 /* SD3's AdaLayerNormZero returns 5 */
 typedef struct modlast {
     const char *module;
     int node;
-    int first_value; /* the first resolved escaping value seen */
-    int several;     /* another distinct resolved value escapes too */
+    int values[MODLAST_VALUES]; /* resolved escaping values, in first-use order */
+    int n_values;               /* > MODLAST_VALUES: more than were kept */
 } modlast;
 
 static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
@@ -1838,8 +1839,8 @@ static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
     if (*nml >= cap) return NULL;
     modlast *e = &ml[(*nml)++];
     e->module = m;
-    e->node = e->first_value = -1;
-    e->several = 0;
+    e->node = -1;
+    e->n_values = 0;
     return e;
 }
 
@@ -1856,8 +1857,11 @@ static void mark_escape(lctx *c, int i, const drift_json_value *user_stack, modl
         if (!e) continue;
         if (i > e->node) e->node = i;
         if (!c->live[r] || c->fx[r].kind != FX_TENSOR || !in_stack(rs, m)) continue; /* an alias of a value from outside */
-        if (e->first_value < 0) e->first_value = r;
-        else if (e->first_value != r) e->several = 1;
+        int seen = 0;
+        for (int q = 0; q < e->n_values && q < MODLAST_VALUES; q++) seen |= e->values[q] == r;
+        if (seen) continue;
+        if (e->n_values < MODLAST_VALUES) e->values[e->n_values] = r;
+        e->n_values++;
     }
 }
 
@@ -1885,38 +1889,65 @@ static void add_note(char **notes, const char *line) {
     *notes = p;
 }
 
-/* The node whose value M:out is, or -1 with a note: what the Recorder recorded
- * is the first tensor of M's output. The capture's "module_outputs" names it
- * for a module that returns several tensors; without that entry the last
- * escaping node is the output when only one value escapes, and with several
- * (an older capture) nothing says which one was first. */
-static int site_node(lctx *c, const modlast *e, char **notes) {
+/* 1 if FX node j's val has the shape (ndim, shape). */
+static int val_has_shape(const aten_node *n, int ndim, const int64_t *shape) {
+    const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+    if (!sh || sh->type != DRIFT_JSON_ARRAY || (int)sh->n_items != ndim) return 0;
+    for (int d = 0; d < ndim; d++)
+        if (sh->items[d].type != DRIFT_JSON_NUMBER || !sh->items[d].is_int || sh->items[d].integer != shape[d]) return 0;
+    return 1;
+}
+
+/* The node whose value M:out is, or -1 (with a note when the site matters):
+ * what the Recorder recorded is the first tensor of M's output.
+ *  1. The capture's "module_outputs" names it for a module that returned
+ *     several tensors.
+ *  2. Without an entry, when one value escapes M (or the capture wrote
+ *     module_outputs and M is not in it: it returned one tensor), the last
+ *     escaping node is M's output.
+ *  3. Otherwise (an older capture, or an entry whose first tensor the capture
+ *     could not match) the escaping value with the shape the trace recorded
+ *     for M:out, when exactly one has it.
+ * Else nothing says which value was recorded: the site is left unmapped. */
+static int site_node(lctx *c, const modlast *e, const drift_aten_lower_opts *o) {
     const drift_json_value *mo = c->g->module_outputs;
     const drift_json_value *a = mo ? drift_json_object_get(mo, e->module) : NULL;
-    char line[DRIFT_MAX_FQN + 320];
+    char line[DRIFT_MAX_FQN * 2 + 400], why[DRIFT_MAX_FQN + 200];
     if (a) {
         const drift_json_value *f = &a->items[0];
         int j = f->type == DRIFT_JSON_STRING ? aten_find(c->g, f->str) : -1;
         if (j >= 0 && c->live[j] && c->fx[j].kind == FX_TENSOR) return j;
         if (j < 0)
-            snprintf(line, sizeof line, "%s:out not mapped: module '%s' returns %zu tensors and the capture did not match "
-                     "the first one to a graph node", e->module, e->module, a->n_items);
+            snprintf(why, sizeof why, "returns %zu tensors and the capture did not match the first one to a graph node",
+                     a->n_items);
         else
-            snprintf(line, sizeof line, "%s:out not mapped: the capture names '%s' as the first output of module '%s', "
-                     "which is not a tensor the graph computes", e->module, f->str, e->module);
-        add_note(notes, line);
-        return -1;
+            snprintf(why, sizeof why, "returns %zu tensors and the capture names '%s' as the first, which is not a "
+                     "tensor the graph computes", a->n_items, f->str);
+    } else {
+        if (e->n_values <= 1 || mo) return e->node;
+        snprintf(why, sizeof why, "returns %d tensors and the graph does not say which one the recorder recorded "
+                 "(captured before module_outputs: recapture to compare it)", e->n_values);
     }
-    if (!e->several || mo) return e->node; /* mo without an entry: the capture saw one tensor */
-    snprintf(line, sizeof line,
-             "%s:out not mapped: module '%s' returns several tensors and the graph does not say which one the "
-             "recorder recorded (captured before module_outputs; recapture to compare it)",
-             e->module, e->module);
-    add_note(notes, line);
+    char site[DRIFT_MAX_FQN + 8];
+    snprintf(site, sizeof site, "%s:out", e->module);
+    int64_t shape[DRIFT_MAX_DIMS];
+    int ndim = 0;
+    if (o && o->recorded_shape) {
+        if (!o->recorded_shape(o->user, site, &ndim, shape)) return -1; /* not recorded: nothing to compare, no note */
+        int hit = -1, hits = 0;
+        for (int q = 0; q < e->n_values && e->n_values <= MODLAST_VALUES; q++)
+            if (val_has_shape(&c->g->nodes[e->values[q]], ndim, shape)) hit = e->values[q], hits++;
+        if (hits == 1) return hit; /* the only one of the recorded shape */
+        snprintf(line, sizeof line, "%s not mapped: module '%s' %s; %d of them have the recorded shape", site,
+                 e->module, why, hits);
+    } else {
+        snprintf(line, sizeof line, "%s not mapped: module '%s' %s", site, e->module, why);
+    }
+    if (o) add_note(o->notes, line);
     return -1;
 }
 
-static int add_sites(lctx *c, char **notes) {
+static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
     const drift_aten_graph *g = c->g;
     int cap = g->n * 2 + 16, nml = 0, rc = DRIFT_OK;
     modlast *ml = drift_malloc((size_t)cap * sizeof *ml);
@@ -1930,7 +1961,7 @@ static int add_sites(lctx *c, char **notes) {
     }
     for (int q = 0; q < nml && !rc; q++) {
         if (ml[q].node < 0 || c->fx[ml[q].node].kind != FX_TENSOR) continue;
-        int i = site_node(c, &ml[q], notes);
+        int i = site_node(c, &ml[q], o);
         if (i < 0) continue;
         c->cur = i;
         int id = c->fx[i].first_id;
@@ -1992,12 +2023,14 @@ static void compute_live(const drift_aten_graph *g, unsigned char *live) {
 /* ---- entry ---------------------------------------------------------------------- */
 
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err) {
-    return drift_aten_graph_lower_noted(g, out, NULL, err);
+    return drift_aten_graph_lower_ex(g, NULL, out, err);
 }
 
-int drift_aten_graph_lower_noted(const drift_aten_graph *g, drift_graph **out, char **notes, drift_err *err) {
+int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_opts *o, drift_graph **out,
+                              drift_err *err) {
     if (!g || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "aten", "drift_aten_graph_lower: NULL argument");
     *out = NULL;
+    char **notes = o ? o->notes : NULL;
     if (notes) *notes = NULL;
     lctx c;
     memset(&c, 0, sizeof c);
@@ -2037,7 +2070,7 @@ int drift_aten_graph_lower_noted(const drift_aten_graph *g, drift_graph **out, c
         goto done;
     }
     if ((rc = mat_fx(&c, oj, &oid))) goto done;
-    if ((rc = add_sites(&c, notes))) goto done;
+    if ((rc = add_sites(&c, o))) goto done;
     c.cur = g->output;
     if (drift_graph_value(c.out, oid)->site || drift_graph_value(c.out, oid)->kind != DRIFT_VAL_NODE) {
         const drift_value *v = drift_graph_value(c.out, oid);

@@ -35,7 +35,8 @@ static void summary_free(summary *s) {
 }
 
 /* Parse (errors returned), then import and assign under the plan (errors kept as text). */
-static int summarise(summary *s, const char *json, size_t len, const char *source, const char *plan_json, drift_err *err) {
+static int summarise(summary *s, const char *json, size_t len, const char *source, const char *plan_json,
+                     drift_trace_reader *r, drift_err *err) {
     memset(s, 0, sizeof *s);
     int rc = drift_aten_graph_parse(json, len, source, &s->g, err);
     if (rc) return rc;
@@ -52,7 +53,7 @@ static int summarise(summary *s, const char *json, size_t len, const char *sourc
         drift_plan_free(&plan);
         return DRIFT_OK;
     }
-    if (drift_capture_model_create(json, len, source, &s->m, &e2) ||
+    if (drift_capture_model_create_against(json, len, source, r, &s->m, &e2) ||
         drift_forward_prepare(s->m, &plan, DRIFT_SIDE_TRAINER, NULL, &s->f, &e2)) {
         snprintf(s->import_error, sizeof s->import_error, "%s%s%s", e2.where, e2.where[0] ? ": " : "", e2.msg);
         drift_plan_free(&plan);
@@ -81,9 +82,9 @@ static int summarise(summary *s, const char *json, size_t len, const char *sourc
 static const char *const k_kind[] = {"parameter", "buffer", "constant", "user_input"};
 
 int drift_capture_summary_print(FILE *out, const char *json, size_t len, const char *source, const char *plan_json,
-                                drift_err *err) {
+                                drift_trace_reader *r, drift_err *err) {
     summary s;
-    int rc = summarise(&s, json, len, source, plan_json, err);
+    int rc = summarise(&s, json, len, source, plan_json, r, err);
     if (rc) {
         summary_free(&s);
         return rc;
@@ -134,9 +135,9 @@ int drift_capture_summary_print(FILE *out, const char *json, size_t len, const c
 }
 
 int drift_capture_summary_json(drift_json_buf *b, const char *json, size_t len, const char *source,
-                               const char *plan_json, drift_err *err) {
+                               const char *plan_json, drift_trace_reader *r, drift_err *err) {
     summary s;
-    int rc = summarise(&s, json, len, source, plan_json, err);
+    int rc = summarise(&s, json, len, source, plan_json, r, err);
     if (rc) {
         summary_free(&s);
         return rc;

@@ -106,33 +106,6 @@ void drift_replay_shared_free(drift_replay_shared *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* The import's notes (sites it left unmapped, one per line, each starting with
- * the site's name) about sites trace r records: rep->warnings. */
-static int keep_recorded_notes(const char *notes, drift_trace_reader *r, drift_replay_report *rep, const char *trace,
-                               drift_err *err) {
-    if (!notes || !*notes || rep->warnings) return DRIFT_OK;
-    if (!(rep->warnings = drift_calloc(strlen(notes) + 1, 1)))
-        return drift_err_set(err, DRIFT_E_NOMEM, trace, "out of memory");
-    size_t o = 0;
-    for (const char *p = notes; *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
-        char site[DRIFT_MAX_FQN + 8];
-        size_t k = strcspn(p, " \n");
-        snprintf(site, sizeof site, "%.*s", (int)(k < sizeof site ? k : sizeof site - 1), p);
-        if (drift_trace_reader_find_site(r, site) >= 0) {
-            memcpy(rep->warnings + o, p, n);
-            o += n;
-        }
-        p += n;
-    }
-    if (!o) {
-        drift_free(rep->warnings);
-        rep->warnings = NULL;
-    }
-    return DRIFT_OK;
-}
-
 int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s, drift_replay_report *rep, drift_err *err) {
     memset(s, 0, sizeof *s);
     s->o = o;
@@ -150,7 +123,11 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     }
     snprintf(rep->model, sizeof rep->model, "%s", s->m->spec);
     s->batch = s->m->cfg.batch;
-    if ((rc = keep_recorded_notes(s->m->captured_notes, main_src.r, rep, o->trace, err))) goto done;
+    /* the import's notes: recorded module sites it left unmapped */
+    if (s->m->captured_notes && !rep->warnings && !(rep->warnings = drift_strdup(s->m->captured_notes))) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
+        goto done;
+    }
 
     /* The dtypes the boundary inputs were handed over in: the pre-cast sites'. */
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {

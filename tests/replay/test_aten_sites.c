@@ -2,8 +2,9 @@
  * tensors, pair(x) = (2x, x + 1) in tests/data/graphs/mini_pair.json, has its
  * site pair:out on the tensor the Recorder recorded (the first of the
  * capture's "module_outputs"), not on the last value that escapes it; without
- * that information the site is left unmapped with a note; a malformed entry
- * is an input error naming the field. */
+ * that information, the value of the shape the trace recorded when only one
+ * has it, else the site is left unmapped with a note; a malformed entry is an
+ * input error naming the field. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,19 +64,41 @@ static char *with_module_outputs(const char *mo) {
     return out;
 }
 
+/* Recorded site shapes, as a trace would answer drift_aten_lower_opts.recorded_shape. */
+typedef struct shapes {
+    const char *site[2];
+    int ndim[2];
+    int64_t shape[2][3];
+} shapes;
+
+static int recorded_shape(void *user, const char *site, int *ndim, int64_t *shape) {
+    const shapes *t = user;
+    for (int k = 0; k < 2; k++)
+        if (t->site[k] && !strcmp(t->site[k], site)) {
+            *ndim = t->ndim[k];
+            memcpy(shape, t->shape[k], (size_t)t->ndim[k] * sizeof *shape);
+            return 1;
+        }
+    return 0;
+}
+
 typedef struct lowered {
     drift_aten_graph *g;
     drift_graph *sem;
     char *notes;
 } lowered;
 
-static int lower(const char *doc, lowered *l, drift_err *e) {
+/* Parses and lowers doc; t: the recorded shapes (NULL: no trace). */
+static int lower_against(const char *doc, const shapes *t, lowered *l, drift_err *e) {
     memset(l, 0, sizeof *l);
     drift_err_clear(e);
     int rc = drift_aten_graph_parse(doc, strlen(doc), "mini_pair.json", &l->g, e);
-    if (!rc) rc = drift_aten_graph_lower_noted(l->g, &l->sem, &l->notes, e);
+    drift_aten_lower_opts o = {&l->notes, t ? recorded_shape : NULL, (void *)t};
+    if (!rc) rc = drift_aten_graph_lower_ex(l->g, &o, &l->sem, e);
     return rc;
 }
+
+static int lower(const char *doc, lowered *l, drift_err *e) { return lower_against(doc, NULL, l, e); }
 
 static void lowered_free(lowered *l) {
     drift_graph_free(l->sem);
@@ -98,8 +121,8 @@ static int grab_site(const char *site, const drift_tensor *t, void *user, drift_
 }
 
 /* Runs sem in fp32 on the cpu with x[i] = i / 4 - 3 and checks that `site`
- * holds want(x) elementwise. */
-static void expect_site_values(const drift_graph *sem, const char *site, float (*want)(float)) {
+ * holds n values, the i-th want(x[i * stride]). */
+static void expect_values(const drift_graph *sem, const char *site, float (*want)(float), int n, int stride) {
     drift_err e;
     drift_err_clear(&e);
     float x[32];
@@ -123,9 +146,10 @@ static void expect_site_values(const drift_graph *sem, const char *site, float (
     drift_exec_result r;
     memset(&r, 0, sizeof r);
     if (drift_exec_run(as, be, &in, &r, &e)) fail_msg("%s: %s", e.where, e.msg);
-    assert_int_equal(gr.n, 32);
-    for (int i = 0; i < 32; i++)
-        if (gr.v[i] != want(x[i])) fail_msg("%s[%d]: got %g, want %g (x = %g)", site, i, gr.v[i], want(x[i]), x[i]);
+    if (gr.n != n) fail_msg("%s: %lld values, want %d", site, (long long)gr.n, n);
+    for (int i = 0; i < n; i++)
+        if (gr.v[i] != want(x[i * stride]))
+            fail_msg("%s[%d]: got %g, want %g (x = %g)", site, i, gr.v[i], want(x[i * stride]), x[i * stride]);
     free(gr.v);
     drift_exec_result_free(&r);
     drift_backend_free(be);
@@ -136,6 +160,12 @@ static void expect_site_values(const drift_graph *sem, const char *site, float (
     drift_plan_free(&plan);
 }
 
+static void expect_site_values(const drift_graph *sem, const char *site, float (*want)(float)) {
+    expect_values(sem, site, want, 32, 1);
+}
+
+static float same(float x) { return x; }
+static float thrice(float x) { return 3.0f * x; }
 static float twice(float x) { return 2.0f * x; }
 static float plus_one(float x) { return x + 1.0f; }
 static float product(float x) { return (2.0f * x) * (x + 1.0f); }
@@ -155,6 +185,7 @@ static void test_first_output_named(void **s) {
     assert_true(drift_graph_find_site(l.sem, "head:out") >= 0); /* one tensor, no entry: the last escaping value */
     expect_site_values(l.sem, "pair:out", twice);
     expect_site_values(l.sem, "head:out", product);
+    expect_site_values(l.sem, "pair2:out", thrice);
     lowered_free(&l);
     free(doc);
 }
@@ -193,6 +224,43 @@ static void test_unknown_first_output_unmapped(void **s) {
     }
 }
 
+/* Without module_outputs (or with an unmatched first entry), against a trace:
+ * the escaping value of the recorded shape, when only one has it. pair2
+ * returns (3x [1,4,8], x[..., 0:1] [1,4,1]); pair's two values share a shape. */
+static void test_recorded_shape_tells_apart(void **s) {
+    (void)s;
+    const char *docs[] = {NULL, "{\"pair\": [null, null], \"pair2\": [null, \"slice_1\"]}"};
+    for (int k = 0; k < 2; k++) {
+        char *doc = with_module_outputs(docs[k]);
+        lowered l;
+        drift_err e;
+        shapes narrow = {{"pair2:out", NULL}, {3, 0}, {{1, 4, 1}}};
+        if (lower_against(doc, &narrow, &l, &e)) fail_msg("%s", e.msg);
+        assert_true(drift_graph_find_site(l.sem, "pair2:out") >= 0);
+        assert_true(drift_graph_find_site(l.sem, "pair:out") < 0);
+        if (l.notes) fail_msg("variant %d: a note about a site the trace does not record: %s", k, l.notes);
+        expect_values(l.sem, "pair2:out", same, 4, 8);
+        lowered_free(&l);
+
+        shapes wide = {{"pair2:out", "pair:out"}, {3, 3}, {{1, 4, 8}, {1, 4, 8}}};
+        if (lower_against(doc, &wide, &l, &e)) fail_msg("%s", e.msg);
+        expect_site_values(l.sem, "pair2:out", thrice);
+        assert_true(drift_graph_find_site(l.sem, "pair:out") < 0); /* both of pair's values are [1, 4, 8] */
+        if (!l.notes || !strstr(l.notes, "pair:out not mapped") || !strstr(l.notes, "2 of them have the recorded shape"))
+            fail_msg("variant %d: notes '%s'", k, l.notes ? l.notes : "");
+        assert_null(strstr(l.notes, "pair2"));
+        lowered_free(&l);
+
+        shapes odd = {{"pair2:out", NULL}, {2, 0}, {{4, 8}}}; /* no value has it */
+        if (lower_against(doc, &odd, &l, &e)) fail_msg("%s", e.msg);
+        assert_true(drift_graph_find_site(l.sem, "pair2:out") < 0);
+        if (!l.notes || !strstr(l.notes, "pair2:out not mapped") || !strstr(l.notes, "0 of them"))
+            fail_msg("variant %d: notes '%s'", k, l.notes ? l.notes : "");
+        lowered_free(&l);
+        free(doc);
+    }
+}
+
 static void expect_bad(const char *mo, const char *needle) {
     char *doc = with_module_outputs(mo);
     lowered l;
@@ -220,6 +288,7 @@ int main(void) {
         cmocka_unit_test(test_first_output_named),
         cmocka_unit_test(test_first_output_order),
         cmocka_unit_test(test_unknown_first_output_unmapped),
+        cmocka_unit_test(test_recorded_shape_tells_apart),
         cmocka_unit_test(test_bad_module_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
