@@ -14,9 +14,25 @@
 #include "cli/report.h"
 #include "replay/analysis/compare_traces.h"
 
-static const char *const HELP =
-    "usage: drift compare TRACE_A TRACE_B [options]\n"
-    "\n"
+static const char *const FORMAT_CHOICES[] = {"text", "json", "csv", NULL};
+
+static const drift_cli_opt_spec OPTS[] = {
+    {"--sitemap", NULL, "FILE", "pair differently named sites: renames by glob and\n"
+                                "concatenations (docs/compare.md)", NULL, 0},
+    {"--steps", NULL, "A:B", "compare steps A..B (inclusive; A:, :B, or N)", NULL, 0},
+    {"--allow-mismatch", NULL, NULL, "compare even when the model families, the committed\n"
+                                     "steps or a paired site's shape differ (warned on stderr)", NULL, 0},
+    {"--atol", NULL, "X", "exit 1 when a site's max |diff| exceeds X", NULL, 0},
+    {"--rtol", NULL, "X", "exit 1 when a site's rel max exceeds X (with --atol: a\n"
+                          "site fails only when it exceeds both)", NULL, 0},
+    {"--format", NULL, "F", "output (default text)", FORMAT_CHOICES, 0},
+    {"--json", NULL, NULL, "= --format json: one JSON document on stdout (errors too)", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "compare",
+    "TRACE_A TRACE_B [--sitemap FILE] [--steps A:B] [--allow-mismatch]\n"
+    "                     [--atol X] [--rtol X] [--format text|json|csv] [--json]",
     "Compares every site the two traces share, step by step over the steps both\n"
     "committed, TRACE_A as candidate and TRACE_B as reference: mean/max |diff|,\n"
     "rel max, cosine, max ULP (|diff| in ULPs of the reference value, in the\n"
@@ -25,24 +41,16 @@ static const char *const HELP =
     "B's logprob:old. Records pair by (step, micro-batch, denoising index, call\n"
     "index). For example the trainer and rollout traces of one run, or two\n"
     "replays. A TRACE may be INDEX#rank=N of a merged index. The same engine\n"
-    "serves drift top TRACE_A --against TRACE_B (live, while both are written).\n"
-    "\n"
-    "  --sitemap FILE       pair differently named sites: renames by glob and\n"
-    "                       concatenations (docs/compare.md)\n"
-    "  --steps A:B          compare steps A..B (inclusive; A:, :B, or N)\n"
-    "  --allow-mismatch     compare even when the model families, the committed\n"
-    "                       steps or a paired site's shape differ (warned on stderr)\n"
-    "  --atol X             exit 1 when a site's max |diff| exceeds X\n"
-    "  --rtol X             exit 1 when a site's rel max exceeds X (with --atol: a\n"
-    "                       site fails only when it exceeds both)\n"
-    "  --format text|json|csv   output (default text); --json = --format json\n"
-    "\n"
+    "serves drift top TRACE_A --against TRACE_B (live, while both are written).\n",
+    OPTS,
+    "TRACE_A TRACE_B",
+    2,
+    2,
     "CSV: kind,site,step,dtype,steps,steps_bitwise_equal,first_divergent_steps,\n"
     "mean_abs_diff,max_abs_diff,rel_max,cosine,max_ulp: kind \"site\" (one row per\n"
-    "site, over the steps) or \"step\" (site = the step's first divergent site).\n"
-    "\n"
-    "example: drift compare run.h5 run.rollout.h5 --atol 0\n"
-    "exit: 0 ok, 1 a tolerance exceeded, 2 bad usage, unreadable or mismatched traces\n";
+    "site, over the steps) or \"step\" (site = the step's first divergent site).\n",
+    "0 ok, 1 a tolerance exceeded, 2 bad usage, unreadable or mismatched traces",
+    "compare run.h5 run.rollout.h5 --atol 0"};
 
 static int parse_tol(const char *s, double *out) {
     char *e = NULL;
@@ -99,36 +107,29 @@ static void write_csv(const drift_replay_report *rep, FILE *f) {
     }
 }
 
+static int compare(const char *a, const char *b, const char *fmt, const char *map_path, const char *steps,
+                   const char *atol_s, const char *rtol_s, int allow);
+
 int drift_cmd_compare(int argc, char **argv) {
-    const char *a = NULL, *b = NULL, *fmt = "text", *map_path = NULL, *steps = NULL, *atol_s = NULL, *rtol_s = NULL;
-    int allow = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-#define OPT(name, var)                                                                   \
-    if ((r = drift_cli_opt(argc, argv, &i, name, &v)) != 0) {                            \
-        if (r < 0) return drift_cli_usage_error("compare", "%s needs a value", name);    \
-        var = v;                                                                         \
-        continue;                                                                        \
+    drift_cli_args args;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &args, &code)) return code;
+    const char *a = args.pos[0], *b = args.pos[1], *fmt = "text";
+    const char *map_path = drift_cli_args_get(&args, "--sitemap"), *steps = drift_cli_args_get(&args, "--steps");
+    const char *atol_s = drift_cli_args_get(&args, "--atol"), *rtol_s = drift_cli_args_get(&args, "--rtol");
+    int allow = drift_cli_args_count(&args, "--allow-mismatch") > 0;
+    for (size_t k = 0; k < args.n_occ; k++) { /* --json and --format: the last one given wins */
+        if (!strcmp(args.occ[k].opt->name, "--json")) fmt = "json";
+        else if (!strcmp(args.occ[k].opt->name, "--format")) fmt = args.occ[k].value;
     }
-        OPT("--format", fmt)
-        OPT("--sitemap", map_path)
-        OPT("--steps", steps)
-        OPT("--atol", atol_s)
-        OPT("--rtol", rtol_s)
-#undef OPT
-        if (strcmp(argv[i], "--json") == 0) fmt = "json";
-        else if (strcmp(argv[i], "--allow-mismatch") == 0) allow = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) return drift_cli_unknown_option_in_help("compare", argv[i], HELP);
-        else if (!a) a = argv[i];
-        else if (!b) b = argv[i];
-        else return drift_cli_usage_error("compare", "unexpected argument '%s' (two traces expected)", argv[i]);
-    }
-    if (!a || !b) return drift_cli_usage_error("compare", "two traces are required (TRACE_A TRACE_B)");
+    code = compare(a, b, fmt, map_path, steps, atol_s, rtol_s, allow);
+    drift_cli_args_free(&args); /* the strings above are argv's */
+    return code;
+}
+
+/* The command once its options are parsed (all strings borrowed from argv). */
+static int compare(const char *a, const char *b, const char *fmt, const char *map_path, const char *steps,
+                   const char *atol_s, const char *rtol_s, int allow) {
     int format = strcmp(fmt, "text") == 0 ? 0 : strcmp(fmt, "json") == 0 ? 1 : strcmp(fmt, "csv") == 0 ? 2 : -1;
     if (format < 0) return drift_cli_usage_error("compare", "--format: expected text, json or csv, got \"%s\"", fmt);
     double atol = NAN, rtol = NAN;

@@ -197,7 +197,7 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     if (c->graph && drift_aten_graph_sniff(c->graph, c->graph_bytes)) {
         drift_err ge; /* a graph that does not parse is listed as null (drift check names the problem) */
         drift_err_clear(&ge);
-        if (drift_capture_summary_json(&b, c->graph, c->graph_bytes, "/graph", drift_trace_reader_meta(r)->plan_json, &ge))
+        if (drift_capture_summary_json(&b, c->graph, c->graph_bytes, "/graph", drift_trace_reader_meta(r)->plan_json, r, &ge))
             drift_json_buf_add_null(&b);
     } else {
         drift_json_buf_add_null(&b);
@@ -320,7 +320,7 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     if (c->graph && drift_aten_graph_sniff(c->graph, c->graph_bytes)) { /* a captured torch.export graph */
         drift_err ge;
         drift_err_clear(&ge);
-        if (drift_capture_summary_print(stdout, c->graph, c->graph_bytes, "/graph", m->plan_json, &ge))
+        if (drift_capture_summary_print(stdout, c->graph, c->graph_bytes, "/graph", m->plan_json, r, &ge))
             printf("  captured graph does not parse: %s\n", ge.msg);
     }
     printf("metrics   %lld rows over %zu sites, %lld per-step rows\n", (long long)c->metric_rows,

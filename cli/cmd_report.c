@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "replay/analysis/report_html.h"
@@ -16,11 +17,22 @@
 #include "formats/json.h"
 #include "replay/analysis/compare_traces.h"
 
-static const char *const HELP =
-    "usage: drift report TRACE --against TRACE2 [--bisect BISECT.json] -o report.html\n"
+static const drift_cli_opt_spec OPTS[] = {
+    {"--against", NULL, "TRACE2", "compare TRACE with TRACE2 as drift compare does", NULL, 0},
+    {"--sitemap", NULL, "FILE", "with --against: pair differently named sites", NULL, 0},
+    {"--allow-mismatch", NULL, NULL, "with --against: compare different families or steps", NULL, 0},
+    {"--steps", NULL, "A:B", "only steps A..B (inclusive)", NULL, 0},
+    {"--bisect", NULL, "FILE", "add the JSON document of a bisect run", NULL, 0},
+    {"--out", "-o", "FILE", "the HTML file (required; an existing file is kept\n"
+                            "unless --force)", NULL, 0},
+    {"--force", NULL, NULL, "replace an existing -o file", NULL, 0},
+    {0}};
+
+static const drift_cli_cmd_spec SPEC = {
+    "report",
+    "TRACE --against TRACE2 [--bisect BISECT.json] -o report.html\n"
     "       drift report REPLAY_RESULT [--bisect BISECT.json] -o report.html\n"
-    "       drift report BISECT.json -o report.html\n"
-    "\n"
+    "       drift report BISECT.json -o report.html",
     "Writes one self-contained HTML file (inline SVG and CSS, no script, no\n"
     "network) to paste into an issue or a chat: the first divergent site of\n"
     "every step, a heatmap of sites (rows, execution order) x steps (columns)\n"
@@ -28,20 +40,14 @@ static const char *const HELP =
     "the log-prob, |ratio - 1| and approx KL curves per step, the per-site\n"
     "table, the two sides' plans side by side with their differences, and from\n"
     "a bisect --json document the culprits with their effect alone and the\n"
-    "suggested fix (bisect --fix-out).\n"
-    "\n"
-    "  --against TRACE2     compare TRACE with TRACE2 as drift compare does\n"
-    "  --sitemap FILE       with --against: pair differently named sites\n"
-    "  --allow-mismatch     with --against: compare different families or steps\n"
-    "  --steps A:B          only steps A..B (inclusive)\n"
-    "  --bisect FILE        add the JSON document of a bisect run\n"
-    "  -o FILE              the HTML file (required; an existing file is kept\n"
-    "                       unless --force)\n"
-    "  --force              replace an existing -o file\n"
-    "\n"
-    "A REPLAY_RESULT is the -o trace of drift replay (its /metrics rows).\n"
-    "example: drift report run.h5 --against run.rollout.h5 -o report.html\n"
-    "exit: 0 written, 2 bad usage, unreadable or mismatched inputs, existing -o\n";
+    "suggested fix (bisect --fix-out).\n",
+    OPTS,
+    "inputs (a trace or replay result, and a bisect JSON)",
+    0,
+    2,
+    "A REPLAY_RESULT is the -o trace of drift replay (its /metrics rows).\n",
+    "0 written, 2 bad usage, unreadable or mismatched inputs, existing -o",
+    "report run.h5 --against run.rollout.h5 -o report.html"};
 
 typedef struct grid {
     char **sites;
@@ -214,35 +220,24 @@ static int is_json(const char *path) {
     return c == '{';
 }
 
+static int report(const char *const *in, int n_in, const char *against, const char *bisect_path, const char *out,
+                  const char *map_path, const char *steps, int force, int allow);
+
 int drift_cmd_report(int argc, char **argv) {
-    const char *in[2] = {NULL, NULL}, *against = NULL, *bisect_path = NULL, *out = NULL, *map_path = NULL, *steps = NULL;
-    int n_in = 0, force = 0, allow = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-#define OPT(name, var)                                                                  \
-    if ((r = drift_cli_opt(argc, argv, &i, name, &v)) != 0) {                           \
-        if (r < 0) return drift_cli_usage_error("report", "%s needs a value", name);    \
-        var = v;                                                                        \
-        continue;                                                                       \
-    }
-        OPT("--against", against)
-        OPT("--bisect", bisect_path)
-        OPT("--sitemap", map_path)
-        OPT("--steps", steps)
-        OPT("-o", out)
-        OPT("--out", out)
-#undef OPT
-        if (strcmp(argv[i], "--force") == 0) force = 1;
-        else if (strcmp(argv[i], "--allow-mismatch") == 0) allow = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) return drift_cli_usage_error("report", "unknown option '%s'", argv[i]);
-        else if (n_in < 2) in[n_in++] = argv[i];
-        else return drift_cli_usage_error("report", "unexpected argument '%s'", argv[i]);
-    }
+    drift_cli_args a;
+    int code = 0;
+    if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    code = report(a.pos, (int)a.n_pos, drift_cli_args_get(&a, "--against"), drift_cli_args_get(&a, "--bisect"),
+                  drift_cli_args_get(&a, "--out"), drift_cli_args_get(&a, "--sitemap"), drift_cli_args_get(&a, "--steps"),
+                  drift_cli_args_count(&a, "--force") > 0, drift_cli_args_count(&a, "--allow-mismatch") > 0);
+    drift_cli_args_free(&a); /* the strings above are argv's */
+    return code;
+}
+
+/* The command once its options are parsed: in[0..n_in) the positional inputs
+ * (a trace or replay result, and/or a bisect JSON); strings borrowed. */
+static int report(const char *const *in, int n_in, const char *against, const char *bisect_path, const char *out,
+                  const char *map_path, const char *steps, int force, int allow) {
     const char *trace = NULL;
     for (int k = 0; k < n_in; k++) {
         if (is_json(in[k]) && !bisect_path) bisect_path = in[k];

@@ -141,6 +141,12 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
     }
     fprintf(f, "\n");
     if (!any) fprintf(f, "every compared site is bitwise equal to the reference\n");
+    for (const char *p = o->plan && rep->warnings ? rep->warnings : ""; *p;) { /* replay: sites the import left out */
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(f, "note: %.*s\n", n, p);
+        p += n + (nl ? 1 : 0);
+    }
     if (rep->has_logprob && !o->plan) {
         char a[32], b[32], c[32];
         fprintf(f, "log-prob, candidate logprob:new vs reference logprob:old: mean|d| %s, |ratio-1| %s, approx_kl %s\n",

@@ -8,6 +8,7 @@
 #include "fuzz/fuzz_common.h"
 #include "formats/plan.h"
 #include "replay/ir/assign.h"
+#include "formats/alloc.h"
 #include "replay/capture/aten_graph.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -24,9 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < drift_aten_graph_op_count(g); i++) FUZZ_CHECK(drift_aten_graph_op(g, i, NULL) != NULL, "op %d", i);
     drift_graph *sem = NULL;
     drift_err_clear(&err);
-    rc = drift_aten_graph_lower(g, &sem, &err);
+    char *notes = NULL; /* sites left unmapped (module_outputs) */
+    drift_aten_lower_opts lo = {&notes, NULL, NULL};
+    rc = drift_aten_graph_lower_ex(g, &lo, &sem, &err);
     FUZZ_CHECK(fuzz_status_ok(rc), "lower rc %d: %s: %s", rc, err.where, err.msg);
     FUZZ_CHECK(rc == DRIFT_OK ? sem != NULL : (sem == NULL && err.msg[0]), "lower result inconsistent (rc %d)", rc);
+    FUZZ_CHECK(rc == DRIFT_OK || notes == NULL, "notes left after a failed lowering");
+    drift_free(notes);
     if (rc == DRIFT_OK) {
         drift_assign_opts o;
         drift_assign_opts_init(&o);

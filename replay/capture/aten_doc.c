@@ -201,6 +201,33 @@ static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift
     return DRIFT_OK;
 }
 
+/* "module_outputs" (optional, the Recorder's capture extra): per module FQN the
+ * nodes of its tensor outputs in the order the Recorder walks them, each a
+ * node name or null (not matched at capture). */
+static int parse_module_outputs(drift_aten_graph *g, const drift_json_value *mo, drift_err *err) {
+    if (!mo) return DRIFT_OK;
+    if (mo->type != DRIFT_JSON_OBJECT)
+        return doc_fail(g, mo, err, "'module_outputs': expected an object (module FQN -> [node name or null, ...])");
+    for (size_t k = 0; k < mo->n_members; k++) {
+        const drift_json_value *a = &mo->members[k].value;
+        const char *m = mo->members[k].key;
+        if (a->type != DRIFT_JSON_ARRAY || a->n_items == 0)
+            return doc_fail(g, a, err, "'module_outputs' of '%s': expected a non-empty array of node names or null", m);
+        for (size_t i = 0; i < a->n_items; i++) {
+            const drift_json_value *x = &a->items[i];
+            if (x->type == DRIFT_JSON_NULL) continue;
+            if (x->type != DRIFT_JSON_STRING)
+                return doc_fail(g, x, err, "'module_outputs' of '%s', entry %zu: expected a node name or null", m, i);
+            int j = aten_find(g, x->str);
+            if (j < 0 || g->nodes[j].op == ATEN_OUTPUT)
+                return doc_fail(g, x, err, "'module_outputs' of '%s', entry %zu: '%s' names no node of the graph", m, i,
+                                x->str);
+        }
+    }
+    g->module_outputs = mo;
+    return DRIFT_OK;
+}
+
 static int parse_inputs(drift_aten_graph *g, const drift_json_value *in, drift_err *err) {
     if (!in || in->type != DRIFT_JSON_ARRAY) return doc_fail(g, in ? in : g->doc, err, "'inputs': expected an array");
     g->inputs = drift_calloc(in->n_items ? in->n_items : 1, sizeof *g->inputs);
@@ -288,6 +315,7 @@ int drift_aten_graph_parse(const char *text, size_t len, const char *source_name
     }
     if ((rc = parse_nodes(g, drift_json_object_get(d, "nodes"), err))) goto fail;
     if ((rc = parse_inputs(g, drift_json_object_get(d, "inputs"), err))) goto fail;
+    if ((rc = parse_module_outputs(g, drift_json_object_get(d, "module_outputs"), err))) goto fail;
     *out = g;
     return DRIFT_OK;
 fail:

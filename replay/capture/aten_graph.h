@@ -13,6 +13,7 @@
 #define DRIFT_REPLAY_CAPTURE_ATEN_GRAPH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "formats/err.h"
 #include "replay/ir/graph.h"
@@ -76,6 +77,23 @@ const drift_aten_input *drift_aten_graph_input(const drift_aten_graph *g, int i)
  * graph output and site output:noise_pred. Unknown ops, unsupported
  * arguments and shape mismatches are errors naming the node. */
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err);
+/* Options of drift_aten_graph_lower_ex (all may be NULL / zero). */
+typedef struct drift_aten_lower_opts {
+    /* Receives one line ending in '\n' per module site "<module>:out" left
+     * unmapped because nothing says which of the module's several output
+     * tensors the Recorder recorded; NULL when there is nothing to say.
+     * Caller owns *notes (drift_free). */
+    char **notes;
+    /* The trace the graph replays against: 1 and (*ndim, shape) the shape it
+     * recorded for site, or 0 when it does not record the site (such a site
+     * gets no note). Lets a module's outputs be told apart by shape when the
+     * document does not name the first one. NULL: no trace. */
+    int (*recorded_shape)(void *user, const char *site, int *ndim, int64_t *shape);
+    void *user;
+} drift_aten_lower_opts;
+/* drift_aten_graph_lower with options (o may be NULL). */
+int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_opts *o, drift_graph **out,
+                              drift_err *err);
 
 /* Autocast class of an ATen op at the pre-dispatch level (the table of
  * docs/autocast.md): the op's base name ("linear" for

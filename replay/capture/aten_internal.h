@@ -35,6 +35,7 @@ struct drift_aten_graph {
     int n_inputs;
     const char *model_class;
     const drift_json_value *constants;  /* object or NULL */
+    const drift_json_value *module_outputs; /* object (module -> [node name | null, ...]) or NULL (older captures) */
     int output;                         /* index of the output node */
 };
 

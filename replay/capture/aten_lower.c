@@ -1820,44 +1820,134 @@ static int in_stack(const drift_json_value *stack, const char *m) {
     return 0;
 }
 
-/* Records for each module of node i's stack not in the user's stack that i escapes it. */
+/* Per module: the last node (in graph order) whose value is used outside it,
+ * and the distinct values that escape it once a use of a no-op cast is
+ * resolved as the lowering resolves it: several of them mean a module that
+ * returns several tensors, rather than one output plus the aliases of its
+ * input that FP32LayerNorm's `x.float()` leaves behind. */
+#define MODLAST_VALUES 8 /* SD3's AdaLayerNormZero returns 5 */
 typedef struct modlast {
     const char *module;
     int node;
+    int values[MODLAST_VALUES]; /* resolved escaping values, in first-use order */
+    int n_values;               /* > MODLAST_VALUES: more than were kept */
 } modlast;
 
-static void mark_escape(const drift_aten_graph *g, int i, const drift_json_value *user_stack, modlast *ml, int *nml,
-                        int cap) {
-    const drift_json_value *s = g->nodes[i].stack;
+static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
+    for (int q = 0; q < *nml; q++)
+        if (!strcmp(ml[q].module, m)) return &ml[q];
+    if (*nml >= cap) return NULL;
+    modlast *e = &ml[(*nml)++];
+    e->module = m;
+    e->node = -1;
+    e->n_values = 0;
+    return e;
+}
+
+/* Node i, used by node u (c->cur), escapes each module of its stack that is not
+ * in u's stack (user_stack: NULL for the output node). */
+static void mark_escape(lctx *c, int i, const drift_json_value *user_stack, modlast *ml, int *nml, int cap) {
+    const drift_aten_graph *g = c->g;
+    int r = c->fx[i].kind == FX_TENSOR ? resolve_alias(c, i, 0) : i;
+    const drift_json_value *s = g->nodes[i].stack, *rs = g->nodes[r].stack;
     for (size_t k = 0; s && k < s->n_items; k++) {
         const char *m = s->items[k].str;
         if (!*m || in_stack(user_stack, m)) continue;
-        int f = -1;
-        for (int q = 0; q < *nml; q++)
-            if (!strcmp(ml[q].module, m)) f = q;
-        if (f < 0) {
-            if (*nml >= cap) continue;
-            f = (*nml)++;
-            ml[f].module = m;
-            ml[f].node = -1;
-        }
-        if (i > ml[f].node) ml[f].node = i;
+        modlast *e = modlast_get(ml, nml, cap, m);
+        if (!e) continue;
+        if (i > e->node) e->node = i;
+        if (!c->live[r] || c->fx[r].kind != FX_TENSOR || !in_stack(rs, m)) continue; /* an alias of a value from outside */
+        int seen = 0;
+        for (int q = 0; q < e->n_values && q < MODLAST_VALUES; q++) seen |= e->values[q] == r;
+        if (seen) continue;
+        if (e->n_values < MODLAST_VALUES) e->values[e->n_values] = r;
+        e->n_values++;
     }
 }
 
-static void scan_refs(const drift_aten_graph *g, const drift_json_value *v, const drift_json_value *user_stack,
-                      modlast *ml, int *nml, int cap) {
+static void scan_refs(lctx *c, const drift_json_value *v, const drift_json_value *user_stack, modlast *ml, int *nml,
+                      int cap) {
     if (v->type == DRIFT_JSON_ARRAY) {
-        for (size_t k = 0; k < v->n_items; k++) scan_refs(g, &v->items[k], user_stack, ml, nml, cap);
+        for (size_t k = 0; k < v->n_items; k++) scan_refs(c, &v->items[k], user_stack, ml, nml, cap);
     } else if (node_ref(v)) {
-        int i = aten_find(g, v->members[0].value.str);
-        if (i >= 0) mark_escape(g, i, user_stack, ml, nml, cap);
+        int i = aten_find(c->g, v->members[0].value.str);
+        if (i >= 0) mark_escape(c, i, user_stack, ml, nml, cap);
     } else if (v->type == DRIFT_JSON_OBJECT) {
-        for (size_t k = 0; k < v->n_members; k++) scan_refs(g, &v->members[k].value, user_stack, ml, nml, cap);
+        for (size_t k = 0; k < v->n_members; k++) scan_refs(c, &v->members[k].value, user_stack, ml, nml, cap);
     }
 }
 
-static int add_sites(lctx *c) {
+/* Appends one line to *notes (NULL: not wanted); an allocation failure drops the note. */
+static void add_note(char **notes, const char *line) {
+    if (!notes) return;
+    size_t a = *notes ? strlen(*notes) : 0, b = strlen(line);
+    char *p = drift_realloc(*notes, a + b + 2);
+    if (!p) return;
+    memcpy(p + a, line, b);
+    p[a + b] = '\n';
+    p[a + b + 1] = 0;
+    *notes = p;
+}
+
+/* 1 if FX node j's val has the shape (ndim, shape). */
+static int val_has_shape(const aten_node *n, int ndim, const int64_t *shape) {
+    const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+    if (!sh || sh->type != DRIFT_JSON_ARRAY || (int)sh->n_items != ndim) return 0;
+    for (int d = 0; d < ndim; d++)
+        if (sh->items[d].type != DRIFT_JSON_NUMBER || !sh->items[d].is_int || sh->items[d].integer != shape[d]) return 0;
+    return 1;
+}
+
+/* The node whose value M:out is, or -1 (with a note when the site matters):
+ * what the Recorder recorded is the first tensor of M's output.
+ *  1. The capture's "module_outputs" names it for a module that returned
+ *     several tensors.
+ *  2. Without an entry, when one value escapes M (or the capture wrote
+ *     module_outputs and M is not in it: it returned one tensor), the last
+ *     escaping node is M's output.
+ *  3. Otherwise (an older capture, or an entry whose first tensor the capture
+ *     could not match) the escaping value with the shape the trace recorded
+ *     for M:out, when exactly one has it.
+ * Else nothing says which value was recorded: the site is left unmapped. */
+static int site_node(lctx *c, const modlast *e, const drift_aten_lower_opts *o) {
+    const drift_json_value *mo = c->g->module_outputs;
+    const drift_json_value *a = mo ? drift_json_object_get(mo, e->module) : NULL;
+    char line[DRIFT_MAX_FQN * 2 + 400], why[DRIFT_MAX_FQN + 200];
+    if (a) {
+        const drift_json_value *f = &a->items[0];
+        int j = f->type == DRIFT_JSON_STRING ? aten_find(c->g, f->str) : -1;
+        if (j >= 0 && c->live[j] && c->fx[j].kind == FX_TENSOR) return j;
+        if (j < 0)
+            snprintf(why, sizeof why, "returns %zu tensors and the capture did not match the first one to a graph node",
+                     a->n_items);
+        else
+            snprintf(why, sizeof why, "returns %zu tensors and the capture names '%s' as the first, which is not a "
+                     "tensor the graph computes", a->n_items, f->str);
+    } else {
+        if (e->n_values <= 1 || mo) return e->node;
+        snprintf(why, sizeof why, "returns %d tensors and the graph does not say which one the recorder recorded "
+                 "(captured before module_outputs: recapture to compare it)", e->n_values);
+    }
+    char site[DRIFT_MAX_FQN + 8];
+    snprintf(site, sizeof site, "%s:out", e->module);
+    int64_t shape[DRIFT_MAX_DIMS];
+    int ndim = 0;
+    if (o && o->recorded_shape) {
+        if (!o->recorded_shape(o->user, site, &ndim, shape)) return -1; /* not recorded: nothing to compare, no note */
+        int hit = -1, hits = 0;
+        for (int q = 0; q < e->n_values && e->n_values <= MODLAST_VALUES; q++)
+            if (val_has_shape(&c->g->nodes[e->values[q]], ndim, shape)) hit = e->values[q], hits++;
+        if (hits == 1) return hit; /* the only one of the recorded shape */
+        snprintf(line, sizeof line, "%s not mapped: module '%s' %s; %d of them have the recorded shape", site,
+                 e->module, why, hits);
+    } else {
+        snprintf(line, sizeof line, "%s not mapped: module '%s' %s", site, e->module, why);
+    }
+    if (o) add_note(o->notes, line);
+    return -1;
+}
+
+static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
     const drift_aten_graph *g = c->g;
     int cap = g->n * 2 + 16, nml = 0, rc = DRIFT_OK;
     modlast *ml = drift_malloc((size_t)cap * sizeof *ml);
@@ -1865,12 +1955,14 @@ static int add_sites(lctx *c) {
     for (int j = 0; j < g->n; j++) {
         const aten_node *n = &g->nodes[j];
         const drift_json_value *us = n->op == ATEN_OUTPUT ? NULL : n->stack;
-        scan_refs(g, n->args, us, ml, &nml, cap);
-        if (n->kwargs) scan_refs(g, n->kwargs, us, ml, &nml, cap);
+        c->cur = j; /* the use, for resolve_alias */
+        scan_refs(c, n->args, us, ml, &nml, cap);
+        if (n->kwargs) scan_refs(c, n->kwargs, us, ml, &nml, cap);
     }
     for (int q = 0; q < nml && !rc; q++) {
-        int i = ml[q].node;
-        if (i < 0 || c->fx[i].kind != FX_TENSOR) continue;
+        if (ml[q].node < 0 || c->fx[ml[q].node].kind != FX_TENSOR) continue;
+        int i = site_node(c, &ml[q], o);
+        if (i < 0) continue;
         c->cur = i;
         int id = c->fx[i].first_id;
         if (id < 0 && (rc = mat_fx(c, i, &id))) break;
@@ -1931,8 +2023,15 @@ static void compute_live(const drift_aten_graph *g, unsigned char *live) {
 /* ---- entry ---------------------------------------------------------------------- */
 
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err) {
+    return drift_aten_graph_lower_ex(g, NULL, out, err);
+}
+
+int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_opts *o, drift_graph **out,
+                              drift_err *err) {
     if (!g || !out) return drift_err_set(err, DRIFT_E_INTERNAL, "aten", "drift_aten_graph_lower: NULL argument");
     *out = NULL;
+    char **notes = o ? o->notes : NULL;
+    if (notes) *notes = NULL;
     lctx c;
     memset(&c, 0, sizeof c);
     c.g = g;
@@ -1971,7 +2070,7 @@ int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_e
         goto done;
     }
     if ((rc = mat_fx(&c, oj, &oid))) goto done;
-    if ((rc = add_sites(&c))) goto done;
+    if ((rc = add_sites(&c, o))) goto done;
     c.cur = g->output;
     if (drift_graph_value(c.out, oid)->site || drift_graph_value(c.out, oid)->kind != DRIFT_VAL_NODE) {
         const drift_value *v = drift_graph_value(c.out, oid);
@@ -1997,6 +2096,10 @@ done:
     drift_free(c.roots);
     if (rc) {
         drift_graph_free(c.out);
+        if (notes) {
+            drift_free(*notes);
+            *notes = NULL;
+        }
         return rc;
     }
     *out = c.out;

@@ -70,7 +70,26 @@ static int inline_constants(drift_model *m, const drift_aten_graph *g, const cha
     return DRIFT_OK;
 }
 
+/* drift_aten_lower_opts.recorded_shape over a trace reader. */
+static int trace_site_shape(void *user, const char *site, int *ndim, int64_t *shape) {
+    drift_trace_reader *r = user;
+    long id = drift_trace_reader_find_site(r, site);
+    if (id < 0) return 0;
+    drift_trace_site_info si;
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_trace_reader_site(r, (size_t)id, &si, &e) || si.damaged) return 0;
+    *ndim = si.ndim;
+    memcpy(shape, si.shape, sizeof si.shape);
+    return 1;
+}
+
 int drift_capture_model_create(const char *json, size_t len, const char *source, drift_model **out, drift_err *err) {
+    return drift_capture_model_create_against(json, len, source, NULL, out, err);
+}
+
+int drift_capture_model_create_against(const char *json, size_t len, const char *source, drift_trace_reader *r,
+                                       drift_model **out, drift_err *err) {
     *out = NULL;
     drift_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
@@ -78,7 +97,8 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
     m->captured = 1;
     drift_aten_graph *g = NULL;
     int rc = drift_aten_graph_parse(json, len, source, &g, err);
-    if (!rc) rc = drift_aten_graph_lower(g, &m->sem, err);
+    drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r};
+    if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
     snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");
@@ -152,7 +172,7 @@ int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, dri
     }
     char src[4200];
     snprintf(src, sizeof src, "%s:/graph", path);
-    rc = drift_capture_model_create(json, len, src, out, err);
+    rc = drift_capture_model_create_against(json, len, src, r, out, err);
     free(json);
     return rc;
 }

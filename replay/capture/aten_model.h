@@ -20,6 +20,12 @@ int drift_capture_is_spec(const char *spec);
 /* A captured model from a drift-aten-graph document (source names it in
  * errors). Caller owns *out (drift_model_free). */
 int drift_capture_model_create(const char *json, size_t len, const char *source, drift_model **out, drift_err *err);
+/* The same against trace r (NULL: none): a module site the document cannot
+ * place is told apart by the shape r recorded for it, and m->captured_notes
+ * lists the sites r records that stay unmapped (drift_aten_lower_opts). r
+ * stays the caller's. */
+int drift_capture_model_create_against(const char *json, size_t len, const char *source, drift_trace_reader *r,
+                                       drift_model **out, drift_err *err);
 /* "graph:PATH.json": reads and imports the file. */
 int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err);
 /* The model of trace r: its captured /graph when family is a captured spec

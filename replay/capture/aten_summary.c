@@ -35,7 +35,8 @@ static void summary_free(summary *s) {
 }
 
 /* Parse (errors returned), then import and assign under the plan (errors kept as text). */
-static int summarise(summary *s, const char *json, size_t len, const char *source, const char *plan_json, drift_err *err) {
+static int summarise(summary *s, const char *json, size_t len, const char *source, const char *plan_json,
+                     drift_trace_reader *r, drift_err *err) {
     memset(s, 0, sizeof *s);
     int rc = drift_aten_graph_parse(json, len, source, &s->g, err);
     if (rc) return rc;
@@ -52,7 +53,7 @@ static int summarise(summary *s, const char *json, size_t len, const char *sourc
         drift_plan_free(&plan);
         return DRIFT_OK;
     }
-    if (drift_capture_model_create(json, len, source, &s->m, &e2) ||
+    if (drift_capture_model_create_against(json, len, source, r, &s->m, &e2) ||
         drift_forward_prepare(s->m, &plan, DRIFT_SIDE_TRAINER, NULL, &s->f, &e2)) {
         snprintf(s->import_error, sizeof s->import_error, "%s%s%s", e2.where, e2.where[0] ? ": " : "", e2.msg);
         drift_plan_free(&plan);
@@ -81,9 +82,9 @@ static int summarise(summary *s, const char *json, size_t len, const char *sourc
 static const char *const k_kind[] = {"parameter", "buffer", "constant", "user_input"};
 
 int drift_capture_summary_print(FILE *out, const char *json, size_t len, const char *source, const char *plan_json,
-                                drift_err *err) {
+                                drift_trace_reader *r, drift_err *err) {
     summary s;
-    int rc = summarise(&s, json, len, source, plan_json, err);
+    int rc = summarise(&s, json, len, source, plan_json, r, err);
     if (rc) {
         summary_free(&s);
         return rc;
@@ -105,6 +106,12 @@ int drift_capture_summary_print(FILE *out, const char *json, size_t len, const c
     }
     fprintf(out, "\n");
     if (s.import_error[0]) fprintf(out, "  does not replay: %s\n", s.import_error);
+    for (const char *p = s.m && s.m->captured_notes ? s.m->captured_notes : ""; *p;) { /* sites left unmapped */
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(out, "  note: %.*s\n", n, p);
+        p += n + (nl ? 1 : 0);
+    }
     fprintf(out, "  %-46s %6s   %s\n", "OP", "NODES", s.import_error[0] ? "" : "RESULTS BY DTYPE UNDER THE RECORDED PLAN (trainer)");
     for (int i = 0; i < drift_aten_graph_op_count(s.g); i++) {
         int nodes = 0;
@@ -128,9 +135,9 @@ int drift_capture_summary_print(FILE *out, const char *json, size_t len, const c
 }
 
 int drift_capture_summary_json(drift_json_buf *b, const char *json, size_t len, const char *source,
-                               const char *plan_json, drift_err *err) {
+                               const char *plan_json, drift_trace_reader *r, drift_err *err) {
     summary s;
-    int rc = summarise(&s, json, len, source, plan_json, err);
+    int rc = summarise(&s, json, len, source, plan_json, r, err);
     if (rc) {
         summary_free(&s);
         return rc;
@@ -140,6 +147,15 @@ int drift_capture_summary_json(drift_json_buf *b, const char *json, size_t len, 
     drift_json_buf_field_int(b, "nodes", drift_aten_graph_node_count(s.g));
     if (s.import_error[0]) drift_json_buf_field_string(b, "import_error", s.import_error);
     else drift_json_buf_field_null(b, "import_error");
+    drift_json_buf_add_key(b, "notes"); /* module sites left unmapped */
+    drift_json_buf_begin_array(b);
+    for (const char *p = s.m && s.m->captured_notes ? s.m->captured_notes : ""; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        drift_json_buf_add_string_n(b, p, n);
+        p += n + (nl ? 1 : 0);
+    }
+    drift_json_buf_end_array(b);
     drift_json_buf_add_key(b, "inputs");
     drift_json_buf_begin_array(b);
     for (int i = 0; i < drift_aten_graph_input_count(s.g); i++) {

@@ -123,6 +123,11 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     }
     snprintf(rep->model, sizeof rep->model, "%s", s->m->spec);
     s->batch = s->m->cfg.batch;
+    /* the import's notes: recorded module sites it left unmapped */
+    if (s->m->captured_notes && !rep->warnings && !(rep->warnings = drift_strdup(s->m->captured_notes))) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
+        goto done;
+    }
 
     /* The dtypes the boundary inputs were handed over in: the pre-cast sites'. */
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {

@@ -34,6 +34,7 @@ void drift_model_free(drift_model *m) {
     drift_param_table_free(&m->table);
     drift_graph_free(m->sem);
     free(m->captured_json);
+    drift_free(m->captured_notes);
     drift_hostset_free(m->params);
     for (int i = 0; i < 3; i++) drift_hostset_free(m->buffers[i]);
     free(m);

@@ -38,6 +38,8 @@ typedef struct drift_model {
                                     cfg then holds only family "graph" and batch; buffers are the recorded ones */
     char *captured_json;         /* owned: the drift-aten-graph document (written to a trace's /graph) */
     size_t captured_len;
+    char *captured_notes;        /* owned, NULL or lines ending in '\n': module sites the import left unmapped
+                                    (drift_aten_graph_lower_ex) */
 } drift_model;
 
 /* Parses spec, builds the parameter table and the semantic graph. The model

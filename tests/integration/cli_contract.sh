@@ -31,7 +31,7 @@ D = os.environ["DRIFT_BIN"]
 # commands still on their own parsers (owned elsewhere; docs/cli.md says so):
 # their help must still have the exit and example lines, and the options on
 # its option lines must be docs/cli.md's list
-PENDING = {"top", "compare", "report", "weights"}
+PENDING = {"top", "weights"}
 PLAN_FLAGS = ["--fsdp-master-dtype", "--fsdp-reduce-dtype", "--diffusion-forward-dtype", "--sglang-dit-precision",
               "--param-dtype", "--input-dtype", "--rope-provenance", "--plan-name"]
 doc = open(doc_path).read()

@@ -110,14 +110,17 @@ expect 2 "missing -o \(required\)" rec --steps 1
 out=$(rec --steps 1 2>&1); echo "$out" | grep -q -- "--trainer-plan" && fail "record names present options as missing: $out"
 expect 2 "is a directory" "$D" ls "$W"
 expect 2 "is a directory" "$D" replay "$W" --plan "$BAD"
-# top and compare are still on their own parsers: the same message, the did-you-mean from their --help
+# top is still on its own parser, compare on the option table: the same message, the same did-you-mean
 expect 2 "^drift top: unknown option '--folow' \(did you mean '--follow'\?\)$" "$D" top "$W/t.h5" --folow
 expect 2 "^drift compare: unknown option '--jsn' \(did you mean '--json'\?\)$" "$D" compare "$W/t.h5" "$W/t.rollout.h5" --jsn
+expect 2 "^drift report: unknown option '--agaisnt' \(did you mean '--against'\?\)$" "$D" report "$W/t.h5" --agaisnt "$W/t.h5" -o "$W/r.html"
+expect 2 "^drift compare: --format: expected one of text, json, csv, got 'jsn' \(did you mean 'json'\?\)$" \
+  "$D" compare "$W/t.h5" "$W/t.rollout.h5" --format jsn
 expect 2 "^drift top: --sort: expected order, name, mean, max, rel or cos, got 'nme' \(did you mean 'name'\?\)$" \
   "$D" top "$W/t.h5" --batch --sort nme
 expect 2 "got 'jsn' \(did you mean 'json'\?\)$" "$D" top "$W/t.h5" --batch --format jsn
 for c in "record" "ls $W/t.h5" "check $W/t.h5" "replay $W/t.h5" "bisect $W/t.h5" "merge $W/t.h5" "demo" "plan compile" \
-         "top $W/t.h5" "compare $W/t.h5 $W/t.h5"; do
+         "top $W/t.h5" "compare $W/t.h5 $W/t.h5" "report $W/t.h5"; do
   expect 2 "^drift ${c%% /*}: unknown option '--bogus'$" "$D" $c --bogus
 done
 # not a regular file: refused at once (an HDF5 open of a FIFO blocks forever)

@@ -286,4 +286,102 @@ finally:
     else:
         sys.modules["torch"] = real_torch
 
+# ---- 6. module_outputs: which node a multi-tensor module output is (capture_outputs.py) ----------
+from drift_recorder import capture_outputs as co  # noqa: E402
+
+
+class _A:  # a tensor stand-in: has data_ptr, a shape and (for the tap) the node that made it
+    def __init__(self, tag, shape=(2, 3), node=None):
+        self.tag, self.shape, self.node = tag, shape, node
+
+    def data_ptr(self):
+        return 0
+
+
+class _Sample(dict):  # diffusers' BaseOutput is a dict with attributes
+    pass
+
+
+a, b, c = _A("a"), _A("b"), _A("c")
+check([t.tag for t in co.output_tensors((a, b))] == ["a", "b"], "tuple order")
+check([t.tag for t in co.output_tensors([None, (b, a), {"k": c}, 3])] == ["b", "a", "c"], "nested, non-tensors skipped")
+check([t.tag for t in co.output_tensors(_Sample(sample=a, other=b))] == ["a", "b"], "dict values in order")
+check(co.first_tensor((None, (b, a))) is b and co.first_tensor((1, "x")) is None, "first_tensor")
+import drift_recorder.recorder as recmod  # noqa: E402
+check(recmod.first_tensor is co.first_tensor, "the Recorder's out hook records capture_outputs.first_tensor")
+
+
+class _Node:
+    def __init__(self, name, shape):
+        self.name, self.meta = name, {"val": _A(name, shape)}
+
+
+class _Graph:
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+
+class _Handle:
+    def __init__(self, hooks, h):
+        self.hooks, self.h = hooks, h
+
+    def remove(self):
+        self.hooks.remove(self.h)
+
+
+class _Mod:  # register_forward_hook / named_modules / __call__ as nn.Module has them
+    def __init__(self, fn, children=()):
+        self.fn, self.children, self.hooks = fn, list(children), []
+
+    def register_forward_hook(self, h):
+        self.hooks.append(h)
+        return _Handle(self.hooks, h)
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for n, m in self.children:
+            yield from m.named_modules(prefix + ("." if prefix else "") + n)
+
+    def __call__(self, *args):
+        out = self.fn(*args)
+        for h in list(self.hooks):
+            h(self, args, out)
+        return out
+
+
+n_cos, n_sin, n_x = _Node("reshape", (4, 8)), _Node("reshape_1", (4, 8)), _Node("add_3", (1, 4))
+copied = _Node("mul_7", (1, 2))  # the graph torch returned holds a copy of this node: matched by name and shape
+rope = _Mod(lambda: (_A("cos", (4, 8), n_cos), _A("sin", (4, 8), n_sin)))
+norm = _Mod(lambda: (_A("x", (1, 4), n_x), _A("g", (1, 2), _Node("mul_7", (1, 2))), _A("h", (9,), _Node("gone", (9,)))))
+lin = _Mod(lambda: _A("y", (1, 4), n_x))
+model = _Mod(lambda: (rope(), norm(), lin()), [("rope", rope), ("blocks", _Mod(None, [("0", _Mod(None, [("norm1", norm)]))])),
+                                                ("proj", lin)])
+tap = co.OutputTap(model, fqn_of=cap._module_path, node_of=lambda t: t.node)
+with tap:
+    check(len(rope.hooks) == 1 and len(lin.hooks) == 1 and not model.hooks, "a hook on every submodule, none on the root")
+    model()
+check(not rope.hooks and not norm.hooks, "hooks removed after the export")
+mo = tap.module_outputs(_Graph([n_cos, n_sin, n_x, copied]))
+check(mo == {"rope": ["reshape", "reshape_1"], "blocks.0.norm1": ["add_3", "mul_7", None]},
+      f"module_outputs: identity, then name and shape, else null; one-tensor modules absent: {mo}")
+rope.fn = lambda: (_A("sin", (4, 8), n_sin), _A("cos", (4, 8), n_cos))  # called again, returning (sin, cos)
+with tap:
+    model()
+check(tap.module_outputs(_Graph([n_cos, n_sin, n_x, copied]))["rope"] == ["reshape_1", "reshape"], "the last call counts")
+wrong_shape = _Node("mul_7", (3, 3))
+check(tap.module_outputs(_Graph([n_cos, n_sin, n_x, wrong_shape]))["blocks.0.norm1"][1] is None,
+      "a node of that name with another shape: not matched")
+
+
+class _NoHooks:
+    def named_modules(self):
+        raise RuntimeError("not a module")
+
+
+t2 = co.OutputTap(_NoHooks())
+with t2:
+    pass
+check(t2.module_outputs(_Graph([])) is None, "no tap: no module_outputs member (the importer stays cautious)")
+check(co.proxy_node(a) is None, "proxy_node outside a trace (or without torch): None")
+
 print(f"recorder_capture: {checks} checks passed")

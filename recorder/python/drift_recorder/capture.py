@@ -10,10 +10,13 @@ model code's casts as aten.to / _to_copy / type_as). This module only
 *describes* that graph (nodes, arguments, fake-tensor metadata, module
 paths, the signature); drift's importer (replay/capture/) interprets it.
 """
+import contextlib
 import math
 import re
 import os
 import time
+
+from .capture_outputs import OutputTap
 
 FORMAT = "drift-aten-graph"
 VERSION = 1
@@ -209,14 +212,16 @@ def flatten_inputs(kwargs):
 
 
 def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONSTANT_INLINE_LIMIT,
-             device_alias=None, constant_value=None):
+             device_alias=None, constant_value=None, module_outputs=None):
     """ExportedProgram -> drift-aten-graph dict (docs/aten-graph.md).
 
     inline_limit: lifted constants of at most this many elements are written
     into the document, larger ones are left to the caller (/buffers under
     constant:NAME). device_alias: {"meta": "cuda:0"} when ep was exported
     from a meta-device copy. constant_value(target, tensor) -> tensor or None:
-    the real value of a constant whose exported one has no data (meta)."""
+    the real value of a constant whose exported one has no data (meta).
+    module_outputs: OutputTap.module_outputs(ep.graph) (capture_outputs.py),
+    written as the document's "module_outputs" unless None."""
     import torch
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -289,6 +294,8 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
            "constants": constants, "non_tensor_inputs": non_tensor}
     if export_seconds is not None:
         doc["export_seconds"] = round(export_seconds, 3)
+    if module_outputs is not None:
+        doc["module_outputs"] = module_outputs
     return doc
 
 
@@ -297,10 +304,17 @@ def dataless(t):
     return t.device.type == "meta" or type(t).__name__ == "FakeTensor"
 
 
-def export_program(model, kwargs, autocast=None):
+def output_tap(model):
+    """An OutputTap over model's modules, keyed by the module paths the
+    graph's nodes carry (capture_outputs.py)."""
+    return OutputTap(model, fqn_of=_module_path)
+
+
+def export_program(model, kwargs, autocast=None, tap=None):
     """(ExportedProgram, seconds) of model(**kwargs), no grad, under CUDA
     autocast to the dtype autocast (torch.bfloat16 / torch.float16) or, for
-    None, with autocast off (fp32 semantics). Raises CaptureError with
+    None, with autocast off (fp32 semantics); tap (an OutputTap, optional)
+    watches the module outputs during the trace. Raises CaptureError with
     torch's message on failure."""
 
     import torch
@@ -309,7 +323,7 @@ def export_program(model, kwargs, autocast=None):
     amp = (torch.autocast("cuda", dtype=autocast) if autocast is not None
            else torch.autocast("cuda", enabled=False))
     try:
-        with amp, torch.autocast("cpu", enabled=False), torch.no_grad():
+        with amp, torch.autocast("cpu", enabled=False), torch.no_grad(), (tap or contextlib.nullcontext()):
             ep = torch.export.export(model, args=(), kwargs=kwargs, strict=False)
     except Exception as e:  # the recorder never raises into the job
         import traceback
@@ -324,5 +338,7 @@ def export_graph(model, kwargs, **describe_kw):
     """Exports model(**kwargs) (fp32, autocast off) and describes the graph:
     (doc, ExportedProgram). Raises CaptureError when the model cannot be
     exported; the Recorder turns that into a note in the trace."""
-    ep, dt = export_program(model, kwargs)
+    tap = output_tap(model)
+    ep, dt = export_program(model, kwargs, tap=tap)
+    describe_kw.setdefault("module_outputs", tap.module_outputs(ep.graph))
     return describe(ep, kwargs, model_class=type(model).__name__, export_seconds=dt, **describe_kw), ep

@@ -25,7 +25,7 @@ capture says which and why ("fallback").
 
 Every failure is a CaptureError with a one-line message.
 """
-from .capture import CaptureError, dataless, describe, export_program
+from .capture import CaptureError, dataless, describe, export_program, output_tap
 
 # lifted constants above this many elements go to /buffers as constant:NAME,
 # not into the JSON (keeps /graph small: Qwen-Image's RoPE table is 32768)
@@ -406,17 +406,18 @@ def _capture(real, kwargs, factory, mode, autocast):
     else:
         raise CaptureError("capture mode %r: expected auto, model, fake, device or meta" % (mode,))
     tap = ConstantTap()
+    outs = output_tap(src)  # which node each multi-tensor module output is (capture_outputs.py)
     if mode in ("meta", "fake", "device"):
         with tap:
             try:
-                ep, seconds = export_program(src, ekw, autocast)
+                ep, seconds = export_program(src, ekw, autocast, tap=outs)
             except CaptureError as e:
                 if mode != "fake" or "doesn't match mode" not in str(e):
                     raise
                 with fm:  # a fake tensor of a second mode among the inputs: trace inside the copy's mode
-                    ep, seconds = export_program(src, ekw, autocast)
+                    ep, seconds = export_program(src, ekw, autocast, tap=outs)
     else:
-        ep, seconds = export_program(src, ekw, autocast)
+        ep, seconds = export_program(src, ekw, autocast, tap=outs)
 
     def real_value(target, c):
         """A meta export's constant: the real model's attribute of that name,
@@ -428,7 +429,8 @@ def _capture(real, kwargs, factory, mode, autocast):
 
     doc = describe(ep, kwargs, model_class=base_class(real).__name__, export_seconds=seconds,
                    inline_limit=RECORDER_INLINE_LIMIT, device_alias=alias,
-                   constant_value=real_value if mode in ("meta", "fake", "device") else None)
+                   constant_value=real_value if mode in ("meta", "fake", "device") else None,
+                   module_outputs=outs.module_outputs(ep.graph))
     doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
                       "autocast": str(autocast).replace("torch.", "") if autocast is not None else None}
     tensors, missing = [], []

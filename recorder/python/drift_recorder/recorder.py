@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from . import _lib
 from .identity import FIELDS as _IDENTITY_FIELDS, library_identity
 from ._tensor import prepare, to_host_f32, dtype_code, buffer_host
+from .capture_outputs import first_tensor
 from .metrics import compare_metrics, logprob_metrics
 
 # Wrapper components that never belong to a diffusers FQN (FSDP1, activation
@@ -111,24 +112,6 @@ def _is_fsdp_module(m):
         except Exception:  # noqa: BLE001
             pass
     return type(m).__name__.startswith("FSDP")
-
-
-def _first_tensor(out):
-    if hasattr(out, "data_ptr") or hasattr(out, "__array_interface__"):
-        return out
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    if isinstance(out, dict):
-        for o in out.values():
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    if hasattr(out, "sample"):  # diffusers' Transformer2DModelOutput
-        return _first_tensor(out.sample)
-    return None
 
 
 def _options_str(options):
@@ -896,7 +879,7 @@ class Recorder:
     def _make_out_hook(self, site):
         def hook(module, args, output):
             if self._ok() and self._in_step:
-                t = _first_tensor(output)
+                t = first_tensor(output)  # the tensor module_outputs' first entry names
                 if t is not None:
                     self.record(site, t)
         return hook
