@@ -36,6 +36,8 @@ void drift_model_free(drift_model *m) {
     free(m->captured_json);
     drift_hostset_free(m->params);
     for (int i = 0; i < 3; i++) drift_hostset_free(m->buffers[i]);
+    drift_params_ref_free(m->pending_ref);
+    drift_free(m->pending_ref);
     free(m);
 }
 
@@ -229,7 +231,20 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
         snprintf(src, sizeof src, "%s:/params_ref", path);
         rc = drift_params_ref_parse(&ref, ref_json, ref_len, src, err);
         free(ref_json);
-        if (!rc) rc = drift_model_load_params_ref(m, &ref, NULL, err);
+        if (!rc && m->defer_ref_load) { /* read later, overlapped with the upload (params_pipeline.h) */
+            drift_params_ref_free(m->pending_ref);
+            drift_free(m->pending_ref);
+            if (!(m->pending_ref = drift_malloc(sizeof *m->pending_ref)))
+                rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+            else {
+                *m->pending_ref = ref; /* moved */
+                drift_params_ref_init(&ref);
+                memset(&m->load, 0, sizeof m->load);
+                m->load.by_reference = 1;
+            }
+        } else if (!rc) {
+            rc = drift_model_load_params_ref(m, &ref, NULL, err);
+        }
         drift_params_ref_free(&ref);
         if (rc) goto done;
     } else {
