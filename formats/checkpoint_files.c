@@ -56,8 +56,8 @@ int drift_ckpt_file_open(drift_ckpt_file *f, const char *root, const char *tenso
                              f->rel, root ? root : ".");
     drift_err e;
     drift_err_clear(&e);
-    if (drift_safetensors_open(&f->st, f->path, 0, &e))
-        return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': its checkpoint file %s: %s", tensor, f->path, e.msg);
+    if (drift_safetensors_open(&f->st, f->path, 0, &e)) /* out of memory stays that, the rest is the file's fault */
+        return drift_err_set(err, e.code == DRIFT_E_NOMEM ? DRIFT_E_NOMEM : DRIFT_E_INPUT, f->path, "tensor '%s': its checkpoint file %s: %s", tensor, f->path, e.msg);
     struct stat sb;
     f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0 || fstat(f->fd, &sb) != 0)
