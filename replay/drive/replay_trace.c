@@ -9,6 +9,8 @@
 
 #include "replay/drive/multi.h"
 #include "replay/drive/replay_step.h"
+#include "replay/exec/params_load.h"
+#include "replay/exec/params_pipeline.h"
 #if defined(DRIFT_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -56,6 +58,10 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
                                                                       : o->backend && strncmp(o->backend, "cuda", 4) == 0;
     if (!rc) rc = drift_replay_worker_open(&s, o->backend, resident, &w, err);
     if (!rc) drift_replay_worker_identity(w, rep);
+    /* nothing resident (or DRIFT_LOAD_OVERLAP=0): a deferred /params_ref is read plainly, before the
+       cast+upload is timed; else the warm-up reads it overlapped */
+    if (!rc && s.m->pending_ref && (!drift_replay_worker_cache(w) || !drift_params_overlap_enabled()))
+        rc = drift_model_load_pending(s.m, err);
     struct timespec tw0, tw1;
     clock_gettime(CLOCK_MONOTONIC, &tw0);
     if (!rc) rc = drift_replay_worker_warm(&s, w, err);

@@ -1,6 +1,7 @@
 /* Read, cast and upload overlapped (params_pipeline.h). */
 #include "replay/exec/params_pipeline.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -122,4 +123,9 @@ int drift_model_warm_load(drift_model *m, const drift_forward *f, const drift_ba
     drift_free(sdst);
     drift_free(seen);
     return rc;
+}
+
+int drift_params_overlap_enabled(void) {
+    const char *e = getenv("DRIFT_LOAD_OVERLAP");
+    return !(e && e[0] == '0' && e[1] == '\0');
 }

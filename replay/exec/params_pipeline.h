@@ -26,4 +26,9 @@
 int drift_model_warm_load(drift_model *m, const drift_forward *f, const drift_backend *be, drift_exec_cache *cache,
                           drift_exec_site_fn on_site, drift_err *err);
 
+/* 0 when DRIFT_LOAD_OVERLAP=0 asks a resident replay to read first and cast
+ * and upload afterwards (the comparison the overlap is measured against);
+ * 1 otherwise. */
+int drift_params_overlap_enabled(void);
+
 #endif
