@@ -195,7 +195,12 @@ int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, co
         }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, path, "cannot open %s: %s", path, strerror(errno));
+            int e = errno;
+            const char *tensor = "?"; /* name one tensor of the file, as the load's errors do */
+            for (size_t k = 0; k < n && tensor[0] == '?'; k++)
+                if (which[k] < ref->n && strcmp(ref->t[which[k]].file, ft.f[i].rel) == 0) tensor = ref->t[which[k]].name;
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "tensor '%s': cannot open its checkpoint file %s: %s", tensor, path,
+                               strerror(e));
             break;
         }
         for (off_t off = 0;;) {

@@ -146,6 +146,9 @@ rm "$W/bad/$SHARD"
 DRIFT_REPLAY_RESIDENT=1 "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" > /dev/null 2> "$W/misso.err"; rc=$?
 [ $rc -eq 2 ] || fail "missing shard, overlapped: exit $rc, expected 2"
 grep -q "tensor '.*$SHARD" "$W/misso.err" || fail "missing shard, overlapped: $(cat "$W/misso.err")"
+# and with the sequential-read baseline first (DRIFT_REPLAY_PROFILE=1), which meets the missing file first
+DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" > /dev/null 2> "$W/missp.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "tensor '.*$SHARD" "$W/missp.err" || fail "missing shard, profiled: exit $rc: $(cat "$W/missp.err")"
 "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" > /dev/null 2> "$W/miss.err"; rc=$?
 [ $rc -eq 2 ] || fail "missing shard: exit $rc, expected 2"
 grep -q "$SHARD" "$W/miss.err" || fail "missing shard not named: $(cat "$W/miss.err")"
