@@ -24,6 +24,11 @@ void drift_cli_print_load(const char *cmd, const drift_replay_report *rep) {
                     (double)l->baseline_bytes / 1e9, l->baseline_seconds,
                     (double)l->baseline_bytes / 1e9 / l->baseline_seconds);
         fprintf(stderr, "; ");
+    } else if (l->overlapped) { /* by value: one HDF5 reader thread */
+        double gb = (double)l->bytes / 1e9, ps = l->pipeline_seconds;
+        fprintf(stderr, "read+cast+upload %zu tensors, %.4g GB (fp32) from the trace's /params in %.3f s (%.2f GB/s "
+                "overlapped, 1 reader thread; the reads ended after %.3f s); ", l->tensors, gb, ps, ps > 0 ? gb / ps : 0.0,
+                l->seconds);
     } else if (l->by_reference) {
         double gb = (double)l->bytes / 1e9;
         fprintf(stderr, "read %zu tensors, %.4g GB by reference from %zu file%s in %.3f s (%.2f GB/s, %d thread%s, hashes checked",

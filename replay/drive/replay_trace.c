@@ -60,7 +60,7 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
     if (!rc) drift_replay_worker_identity(w, rep);
     /* nothing resident (or DRIFT_LOAD_OVERLAP=0): a deferred /params_ref is read plainly, before the
        cast+upload is timed; else the warm-up reads it overlapped */
-    if (!rc && s.m->pending_ref && (!drift_replay_worker_cache(w) || !drift_params_overlap_enabled()))
+    if (!rc && (s.m->pending_ref || s.m->pending_trace) && (!drift_replay_worker_cache(w) || !drift_params_overlap_enabled()))
         rc = drift_model_load_pending(s.m, err);
     struct timespec tw0, tw1;
     clock_gettime(CLOCK_MONOTONIC, &tw0);

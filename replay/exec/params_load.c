@@ -6,6 +6,7 @@
 
 #include "formats/alloc.h"
 #include "formats/checkpoint.h"
+#include "replay/exec/params_pipeline.h"
 
 int drift_model_alloc_params(const drift_model *m, drift_hostset **set, float ***dst, drift_err *err) {
     *set = NULL;
@@ -86,6 +87,7 @@ int drift_model_load_params_ref(drift_model *m, const drift_params_ref *ref, con
 }
 
 int drift_model_load_pending(drift_model *m, drift_err *err) {
+    if (!m->pending_ref && m->pending_trace) return drift_model_load_pending_values(m, err); /* by value */
     if (!m->pending_ref) return drift_err_set(err, DRIFT_E_INTERNAL, "params", "no deferred /params_ref to read");
     int rc = drift_model_load_params_ref(m, m->pending_ref, NULL, err);
     drift_params_ref_free(m->pending_ref);

@@ -18,7 +18,8 @@
 int drift_model_load_params_ref(drift_model *m, const drift_params_ref *ref, const char *root, drift_err *err);
 
 /* Reads m->pending_ref (a reference drift_model_load_trace kept, with
- * m->defer_ref_load) as drift_model_load_params_ref does, then frees it. A
+ * m->defer_params) as drift_model_load_params_ref does, then frees it (or
+ * m->pending_trace's /params: drift_model_load_pending_values). A
  * replay that keeps nothing resident reads its deferred reference so; one
  * that does reads it overlapped with the upload (params_pipeline.h). */
 int drift_model_load_pending(drift_model *m, drift_err *err);

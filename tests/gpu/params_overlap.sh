@@ -10,7 +10,9 @@
 #     threads, as with the reads done first and the cast+upload after
 #     (DRIFT_LOAD_OVERLAP=0), and as without residency (DRIFT_REPLAY_RESIDENT=0);
 #   * a changed byte in one shard and a missing shard exit 2 naming the
-#     tensor and the file through the pipeline.
+#     tensor and the file through the pipeline;
+#   * a by-value trace of the same model streams its /params the same way
+#     (one reader thread): the same output bits.
 #
 #   BUILD=/tmp/drift-gpu-build OUT=DIR bash tests/gpu/params_overlap.sh
 #
@@ -64,6 +66,17 @@ run cold DRIFT_REPLAY_RESIDENT=0 || { cat "$W/cold.err"; fail "replay without re
 if same ovl1 ovl8; then pass "1 and 8 reader threads: the same output bits"; else fail "1 vs 8 reader threads differ"; fi
 if same ovl1 seq; then pass "overlapped and read-then-upload: the same output bits"; else fail "overlapped vs DRIFT_LOAD_OVERLAP=0 differ"; fi
 if same ovl1 cold; then pass "resident (overlapped) and not resident: the same output bits"; else fail "resident vs DRIFT_REPLAY_RESIDENT=0 differ"; fi
+
+# By value: the trace's /params read on one thread while the warm-up casts and uploads.
+"$DRIFT" record --synthetic "$M" --seed 3 --steps 2 --trainer-plan "$P" --rollout-plan "$R" -o "$W/val.h5" > "$W/recval.log" 2>&1 \
+  || fail "drift record by value: $(cat "$W/recval.log")"
+runv() { local n=$1; shift; env "$@" "$DRIFT" replay "$W/val.h5" --plan "$P" --device "$DEVICE" -o "$W/$n.h5" > "$W/$n.out" 2> "$W/$n.err"; }
+runv vovl DRIFT_REPLAY_PROFILE=1 || { cat "$W/vovl.err"; fail "overlapped by-value replay"; }
+runv vseq DRIFT_LOAD_OVERLAP=0 || { cat "$W/vseq.err"; fail "by-value replay, reads first"; }
+grep setup "$W/vovl.err"
+if grep -q "from the trace's /params in .* GB/s overlapped" "$W/vovl.err" && same vovl vseq; then
+  pass "by value: overlapped, the same output bits as read-then-upload"
+else fail "by value: $(grep setup "$W/vovl.err")"; fi
 
 # One byte of the second shard changed: exit 2 naming the tensor and the file.
 cp -r "$W/ck" "$W/bad"

@@ -108,6 +108,18 @@ assert n > 0, "no replayed values compared"
 PY
 done
 
+# By value too: the trace's /params read on one thread while the warm-up casts and uploads.
+"$D" replay "$W/val.h5" --plan "$P" -o "$W/vplain.h5" > /dev/null 2>&1 || fail "plain by-value replay -o"
+DRIFT_REPLAY_RESIDENT=1 DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/val.h5" --plan "$P" --json -o "$W/vovl.h5" \
+  > "$W/vovl.json" 2> "$W/vovl.err" || { cat "$W/vovl.err"; fail "overlapped by-value replay exited $?"; }
+grep -q "read+cast+upload [0-9]* tensors, .* from the trace's /params in .* GB/s overlapped" "$W/vovl.err" \
+  || fail "overlapped by-value setup line: $(cat "$W/vovl.err")"
+"$D" compare "$W/vplain.h5" "$W/vovl.h5" --format json | "$PY" -c "
+import json, sys; d = json.load(sys.stdin)
+assert d['sites'] and all(s['bitwise_equal'] for s in d['sites']), d['sites']
+d = json.load(open('$W/vovl.json'))
+assert d['sites'] and all(s['bitwise_equal'] for s in d['sites'])" || fail "overlapped by-value replay differs"
+
 # Moved: the recorded root is gone; --weights-root finds it.
 mv "$W/ck" "$W/moved"
 "$D" replay "$W/ref.h5" --plan "$P" --output-only > /dev/null 2> "$W/gone.err"; rc=$?

@@ -25,6 +25,8 @@
 #include "replay/exec/params_init.h"
 #include "replay/exec/params_load.h"
 #include "replay/exec/params_pipeline.h"
+#include "replay/drive/synth.h"
+#include "formats/trace.h"
 
 #define SPEC "wan2.2:layers=2,dim=64,heads=4,ffn_dim=128,text_dim=32,text_len=8,frames=2,height=8,width=8"
 
@@ -326,12 +328,100 @@ static void test_out_of_memory_anywhere(void **state) {
     unsetenv("DRIFT_LOAD_THREADS");
 }
 
+/* By value: a trace's whole /params, deferred by drift_model_load_trace and streamed on one thread
+ * while the warm-up uploads: the plain load's masters and forward, bit for bit; with no consumer
+ * too; every allocation failing in turn is DRIFT_E_NOMEM with nothing adopted or leaked. */
+static void test_by_value_trace(void **state) {
+    (void)state;
+    drift_err e;
+    drift_err_clear(&e);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/val.h5", g_dir);
+    drift_plan plan;
+    load_plan(&plan);
+    drift_synth_opts so;
+    drift_synth_opts_init(&so);
+    so.model = SPEC;
+    so.seed = 5;
+    so.steps = 1;
+    so.trainer_plan = so.rollout_plan = &plan;
+    so.trainer_path = path;
+    OK(drift_synth_record(&so, &e), &e);
+    drift_trace_reader *r = NULL;
+    OK(drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, &e), &e);
+    drift_model *plain = NULL;
+    OK(drift_model_create(SPEC, &plain, &e), &e);
+    OK(drift_model_load_trace(plain, r, &e), &e);
+    drift_hostset *inputs = NULL;
+    OK(drift_params_init_inputs(&plain->cfg, 3, &inputs, &e), &e);
+    drift_forward *pf = NULL;
+    OK(drift_forward_prepare(plain, &plan, DRIFT_SIDE_TRAINER, NULL, &pf, &e), &e);
+    drift_backend *cpu = NULL;
+    OK(drift_backend_create("cpu", &cpu, &e), &e);
+    drift_exec_result want;
+    memset(&want, 0, sizeof want);
+    OK(drift_forward_run(pf, plain, cpu, inputs, NULL, NULL, &want, &e), &e);
+    for (long n = -2;; n++) { /* -2: overlapped; -1: no consumer; 0...: the n-th allocation fails */
+        rig g;
+        memset(&g, 0, sizeof g);
+        OK(drift_model_create(SPEC, &g.m, &e), &e);
+        g.m->defer_params = 1;
+        OK(drift_model_load_trace(g.m, r, &e), &e);
+        assert_null(g.m->params);
+        assert_non_null(g.m->pending_trace);
+        OK(drift_forward_prepare(g.m, &plan, DRIFT_SIDE_TRAINER, NULL, &g.f, &e), &e);
+        OK(drift_backend_create("cpu", &g.be, &e), &e);
+        if (n == -1) {
+            OK(drift_model_load_pending(g.m, &e), &e);
+            assert_null(g.m->pending_trace);
+            assert_sets_equal(g.m->params, plain->params);
+            rig_close(&g);
+            continue;
+        }
+        int rc;
+        for (;; n++) { /* a failed attempt leaves the model as it was: the next one reuses it */
+            OK(drift_exec_cache_create(g.be, &g.cache, &e), &e);
+            if (n >= 0) drift_alloc_fail_after(n);
+            rc = drift_model_warm_load(g.m, g.f, g.be, g.cache, NULL, &e);
+            long hit = n >= 0 ? drift_alloc_injected() : 0;
+            drift_alloc_fail_after(-1);
+            if (!hit) break;
+            if (rc != DRIFT_E_NOMEM) fail_msg("allocation %ld failed: rc %d: %s", n, rc, e.msg);
+            assert_null(g.m->params);
+            assert_non_null(g.m->pending_trace);
+            drift_exec_cache_free(g.cache);
+            g.cache = NULL;
+        }
+        if (rc) fail_msg("by value, n %ld: %s", n, e.msg);
+        assert_null(g.m->pending_trace);
+        assert_int_equal(g.m->load.overlapped, 1);
+        assert_int_equal(g.m->load.by_reference, 0);
+        assert_int_equal(g.m->load.tensors, g.m->table.n);
+        assert_sets_equal(g.m->params, plain->params);
+        drift_exec_result got;
+        memset(&got, 0, sizeof got);
+        OK(drift_forward_run_cached(g.f, g.m, g.be, inputs, g.cache, NULL, NULL, &got, &e), &e);
+        assert_memory_equal(got.f32, want.f32, (size_t)want.numel * sizeof(float));
+        drift_exec_result_free(&got);
+        rig_close(&g);
+        if (n >= 0) break; /* ran past every allocation */
+    }
+    drift_exec_result_free(&want);
+    drift_backend_free(cpu);
+    drift_forward_free(pf);
+    drift_hostset_free(inputs);
+    drift_model_free(plain);
+    drift_trace_reader_close(r);
+    drift_plan_free(&plan);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlapped_equals_plain),
         cmocka_unit_test(test_errors_through_the_pipeline),
         cmocka_unit_test(test_consumer_failure_cancels),
         cmocka_unit_test(test_out_of_memory_anywhere),
+        cmocka_unit_test(test_by_value_trace),
     };
     return cmocka_run_group_tests(tests, setup_ck, teardown_ck);
 }
