@@ -1,6 +1,7 @@
 /* Safetensors checkpoints: write, describe, load (checkpoint.h). */
 #define _GNU_SOURCE /* realpath, posix_fadvise */
 #include "formats/checkpoint.h"
+#include "formats/checkpoint_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,23 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "formats/alloc.h"
 #include "formats/hash64.h"
 #include "formats/json.h"
 #include "formats/safetensors.h"
-
-#define CKPT_MAX_THREADS 256
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int drift_ckpt_default_threads(void) {
     const char *e = getenv("DRIFT_LOAD_THREADS");
@@ -40,199 +31,17 @@ int drift_ckpt_default_threads(void) {
     return n < 1 ? 1 : n > 32 ? 32 : (int)n;
 }
 
-static int join_path(char *out, size_t outsz, const char *root, const char *rel) {
-    int k = snprintf(out, outsz, "%s/%s", root && *root ? root : ".", rel);
-    return k < 0 || (size_t)k >= outsz ? -1 : 0;
-}
-
-/* ---- mapped shard files -------------------------------------------------- */
-typedef struct cfile {
-    const char *rel;             /* borrowed */
-    char path[PATH_MAX];
-    drift_safetensors *st;       /* validated header */
-    int fd;
-    const unsigned char *map;
-    size_t size;
-} cfile;
-
-typedef struct ctable {
-    cfile *f;
-    size_t n, cap;
-} ctable;
-
-static void ctable_free(ctable *t) {
-    for (size_t i = 0; i < t->n; i++) {
-        if (t->f[i].map) munmap((void *)t->f[i].map, t->f[i].size);
-        if (t->f[i].fd >= 0) close(t->f[i].fd);
-        drift_safetensors_close(t->f[i].st);
-    }
-    drift_free(t->f);
-    memset(t, 0, sizeof *t);
-}
-
-/* Index of rel in t, added (unopened) if new; -1 on out of memory. */
-static long ctable_slot(ctable *t, const char *rel) {
-    for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->f[i].rel, rel) == 0) return (long)i;
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? t->cap * 2 : 16;
-        cfile *nf = drift_reallocarray(t->f, nc, sizeof *nf);
-        if (!nf) return -1;
-        t->f = nf;
-        t->cap = nc;
-    }
-    memset(&t->f[t->n], 0, sizeof t->f[t->n]);
-    t->f[t->n].rel = rel;
-    t->f[t->n].fd = -1;
-    return (long)t->n++;
-}
-
-/* Opens and maps file i; `tensor` names the tensor that needs it in errors. */
-static int cfile_open(cfile *f, const char *root, const char *tensor, drift_err *err) {
-    if (f->st) return DRIFT_OK;
-    if (join_path(f->path, sizeof f->path, root, f->rel))
-        return drift_err_set(err, DRIFT_E_INPUT, f->rel, "tensor '%s': path of file '%s' under '%s' is too long", tensor,
-                             f->rel, root ? root : ".");
-    drift_err e;
-    drift_err_clear(&e);
-    if (drift_safetensors_open(&f->st, f->path, 0, &e))
-        return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': its checkpoint file %s: %s", tensor, f->path, e.msg);
-    struct stat sb;
-    f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0 || fstat(f->fd, &sb) != 0)
-        return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': cannot open its checkpoint file %s: %s", tensor,
-                             f->path, strerror(errno));
-    f->size = (size_t)sb.st_size;
-    if (f->size) {
-        void *m = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
-        if (m == MAP_FAILED)
-            return drift_err_set(err, DRIFT_E_IO, f->path, "tensor '%s': cannot map %s: %s", tensor, f->path,
-                                 strerror(errno));
-        f->map = m;
-    }
-    return DRIFT_OK;
-}
-
-/* ---- the job pool: hash (and check) a tensor's bytes, widen them --------- */
-typedef struct job {
-    const char *name;            /* borrowed */
-    cfile *file;
-    uint64_t offset, nbytes;
-    drift_dtype dtype;
-    int64_t numel;
-    int verify;                  /* compare with expect */
-    uint64_t expect;
-    uint64_t *hash_out;          /* may be NULL */
-    float *dst;                  /* may be NULL */
-} job;
-
-typedef struct pool {
-    job *jobs;
-    size_t n;
-    atomic_size_t next;
-    atomic_int failed;
-    pthread_mutex_t mu;
-    size_t err_job;              /* lowest failing job: its error is reported (deterministic) */
-    drift_err err;
-} pool;
-
-static void pool_fail(pool *p, size_t k, int code, const char *where, const char *fmt, const char *a, const char *b,
-                      const char *c) {
-    pthread_mutex_lock(&p->mu);
-    if (!atomic_load(&p->failed) || k < p->err_job) {
-        p->err_job = k;
-        drift_err_set(&p->err, code, where, fmt, a, b, c);
-    }
-    atomic_store(&p->failed, 1);
-    pthread_mutex_unlock(&p->mu);
-}
-
-#define BOUNCE 65536
-
-static void run_job(pool *p, size_t k) {
-    job *j = &p->jobs[k];
-    const unsigned char *src = j->file->map + j->offset;
-    madvise((void *)((uintptr_t)src & ~(uintptr_t)4095), (size_t)j->nbytes + ((uintptr_t)src & 4095), MADV_WILLNEED);
-    uint64_t h = drift_hash64_finish(drift_hash64_partial(src, (size_t)j->nbytes, 0), j->nbytes);
-    if (j->hash_out) *j->hash_out = h;
-    if (j->verify && h != j->expect) {
-        char got[17], want[17], msg[64];
-        drift_hash64_hex(h, got);
-        drift_hash64_hex(j->expect, want);
-        snprintf(msg, sizeof msg, "%s, the trace recorded %s", got, want);
-        pool_fail(p, k, DRIFT_E_INPUT, j->file->path,
-                  "tensor '%s' in %s: content hash (drift-sum64) %s: the checkpoint changed since the recording",
-                  j->name, j->file->path, msg);
-        return;
-    }
-    if (!j->dst) return;
-    size_t es = drift_dtype_size(j->dtype);
-    if (((uintptr_t)src % es) == 0) {
-        drift_dtype_to_f32_n(src, j->dtype, j->dst, (size_t)j->numel);
-        return;
-    }
-    /* a misaligned tensor (legal in a file whose header length is odd) goes through a bounce buffer */
-    _Alignas(8) unsigned char bounce[BOUNCE];
-    size_t per = BOUNCE / es;
-    for (size_t i = 0; i < (size_t)j->numel; i += per) {
-        size_t m = (size_t)j->numel - i < per ? (size_t)j->numel - i : per;
-        memcpy(bounce, src + i * es, m * es);
-        drift_dtype_to_f32_n(bounce, j->dtype, j->dst + i, m);
-    }
-}
-
-static void *pool_thread(void *arg) {
-    pool *p = arg;
-    for (;;) {
-        if (atomic_load(&p->failed)) break;
-        size_t k = atomic_fetch_add(&p->next, 1);
-        if (k >= p->n) break;
-        run_job(p, k);
-    }
-    return NULL;
-}
-
 static int cmp_job_size(const void *a, const void *b) {
-    const job *x = a, *y = b;
+    const drift_ckpt_job *x = a, *y = b;
     return x->nbytes < y->nbytes ? 1 : x->nbytes > y->nbytes ? -1 : 0;
 }
 
 /* Runs the jobs (largest first, for balance) on up to threads threads. */
-static int pool_run(job *jobs, size_t n, int threads, drift_ckpt_stats *st, drift_err *err) {
-    double t0 = now_s();
+static int pool_run(drift_ckpt_job *jobs, size_t n, int threads, drift_ckpt_stats *st, drift_err *err) {
     qsort(jobs, n, sizeof *jobs, cmp_job_size);
-    pool p;
-    memset(&p, 0, sizeof p);
-    p.jobs = jobs;
-    p.n = n;
-    atomic_init(&p.next, 0);
-    atomic_init(&p.failed, 0);
-    pthread_mutex_init(&p.mu, NULL);
-    if (threads < 1) threads = 1;
-    if (threads > CKPT_MAX_THREADS) threads = CKPT_MAX_THREADS;
-    if ((size_t)threads > n) threads = n ? (int)n : 1;
-    pthread_t tid[CKPT_MAX_THREADS];
-    int started = 0;
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&tid[started], NULL, pool_thread, &p) != 0) break; /* fewer threads, same result */
-        started++;
-    }
-    pool_thread(&p);
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-    pthread_mutex_destroy(&p.mu);
-    uint64_t bytes = 0;
-    for (size_t k = 0; k < n; k++) bytes += jobs[k].nbytes;
-    if (st) {
-        st->bytes = bytes;
-        st->tensors = n;
-        st->threads = started + 1;
-        st->seconds = now_s() - t0;
-    }
-    if (atomic_load(&p.failed)) {
-        if (err) *err = p.err;
-        return p.err.code ? p.err.code : DRIFT_E_INTERNAL;
-    }
-    return DRIFT_OK;
+    drift_ckpt_pool p;
+    int rc = drift_ckpt_pool_start(&p, jobs, n, threads, 0, err);
+    return rc ? rc : drift_ckpt_pool_join(&p, 0, st, err);
 }
 
 /* ---- load ------------------------------------------------------------------ */
@@ -243,75 +52,126 @@ static int same_shape(const drift_params_ref_tensor *t, const drift_safetensors_
     return 1;
 }
 
+/* Opens the shards of tensors which[0..n) under root, checks each header
+ * against the reference and fills jobs[k] (verify, dst[k]). ft's slots are
+ * all made before any job points into it (a slot may move the array). */
+static int prepare_load(const drift_params_ref *ref, const char *root, const size_t *which, float *const *dst, size_t n,
+                        drift_ckpt_files *ft, drift_ckpt_job *jobs, drift_err *err) {
+    for (size_t k = 0; k < n; k++) {
+        if (which[k] >= ref->n)
+            return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_load: index %zu out of range", which[k]);
+        if (drift_ckpt_files_slot(ft, ref->t[which[k]].file) < 0)
+            return drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
+    }
+    for (size_t k = 0; k < n; k++) {
+        const drift_params_ref_tensor *t = &ref->t[which[k]];
+        drift_ckpt_file *f = &ft->f[drift_ckpt_files_slot(ft, t->file)];
+        int rc = drift_ckpt_file_open(f, root, t->name, err);
+        if (rc) return rc;
+        long i = drift_safetensors_find(f->st, t->name);
+        drift_safetensors_info info;
+        if (i < 0)
+            return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': not in its checkpoint file %s", t->name, f->path);
+        if ((rc = drift_safetensors_tensor(f->st, (size_t)i, &info, err))) return rc;
+        if (info.dtype != t->dtype || !same_shape(t, &info))
+            return drift_err_set(err, DRIFT_E_INPUT, f->path,
+                                 "tensor '%s' in %s: dtype %s, %d dims, %lld elements; the trace recorded %s, %d dims, %lld elements",
+                                 t->name, f->path, info.dtype_name, info.ndim, (long long)info.numel,
+                                 drift_params_ref_dtype_name(t->dtype), t->ndim, (long long)t->numel);
+        if (info.offset + info.nbytes > f->size) /* the header was validated against the size: a race */
+            return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': %s changed size while opening", t->name, f->path);
+        jobs[k] = (drift_ckpt_job){.name = t->name, .file = f, .offset = info.offset, .nbytes = info.nbytes,
+                                   .dtype = info.dtype, .numel = info.numel, .verify = 1, .expect = t->hash, .dst = dst[k]};
+    }
+    return DRIFT_OK;
+}
+
 int drift_ckpt_load(const drift_params_ref *ref, const char *root, const size_t *which, float *const *dst, size_t n,
                     int threads, drift_ckpt_stats *st, drift_err *err) {
     if (!ref || (n && (!which || !dst)))
         return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_load: NULL argument");
     if (!root) root = ref->weights_root;
     if (st) memset(st, 0, sizeof *st);
-    ctable ft;
+    drift_ckpt_files ft;
     memset(&ft, 0, sizeof ft);
-    job *jobs = drift_calloc(n ? n : 1, sizeof *jobs);
+    drift_ckpt_job *jobs = drift_calloc(n ? n : 1, sizeof *jobs);
     int rc = jobs ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
-    for (size_t k = 0; !rc && k < n; k++) {
-        if (which[k] >= ref->n) {
-            rc = drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_load: index %zu out of range", which[k]);
-            break;
-        }
-        const drift_params_ref_tensor *t = &ref->t[which[k]];
-        long fi = ctable_slot(&ft, t->file);
-        if (fi < 0) { rc = drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory"); break; }
-        cfile *f = &ft.f[fi];
-        if ((rc = cfile_open(f, root, t->name, err))) break;
-        long i = drift_safetensors_find(f->st, t->name);
-        drift_safetensors_info info;
-        if (i < 0) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': not in its checkpoint file %s", t->name, f->path);
-            break;
-        }
-        if ((rc = drift_safetensors_tensor(f->st, (size_t)i, &info, err))) break;
-        if (info.dtype != t->dtype || !same_shape(t, &info)) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, f->path,
-                               "tensor '%s' in %s: dtype %s, %d dims, %lld elements; the trace recorded %s, %d dims, %lld elements",
-                               t->name, f->path, info.dtype_name, info.ndim, (long long)info.numel,
-                               drift_params_ref_dtype_name(t->dtype), t->ndim, (long long)t->numel);
-            break;
-        }
-        if (info.offset + info.nbytes > f->size) { /* the header was validated against the size: a race */
-            rc = drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': %s changed size while opening", t->name, f->path);
-            break;
-        }
-        jobs[k] = (job){.name = t->name, .file = f, .offset = info.offset, .nbytes = info.nbytes, .dtype = info.dtype,
-                        .numel = info.numel, .verify = 1, .expect = t->hash, .dst = dst[k]};
-    }
+    if (!rc) rc = prepare_load(ref, root, which, dst, n, &ft, jobs, err);
     if (!rc) rc = pool_run(jobs, n, threads, st, err);
     if (st) st->files = ft.n;
     drift_free(jobs);
-    ctable_free(&ft);
+    drift_ckpt_files_free(&ft);
+    return rc;
+}
+
+/* ---- the same load in the background ---------------------------------------- */
+struct drift_ckpt_stream {
+    drift_ckpt_files ft;
+    drift_ckpt_job *jobs;
+    drift_ckpt_pool pool;
+};
+
+static void stream_free(drift_ckpt_stream *s) {
+    drift_free(s->jobs);
+    drift_ckpt_files_free(&s->ft);
+    drift_free(s);
+}
+
+int drift_ckpt_stream_start(const drift_params_ref *ref, const char *root, const size_t *which, float *const *dst,
+                            size_t n, int threads, drift_ckpt_stream **out, drift_err *err) {
+    *out = NULL;
+    if (!ref || (n && (!which || !dst)))
+        return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_stream_start: NULL argument");
+    if (!root) root = ref->weights_root;
+    drift_ckpt_stream *s = drift_calloc(1, sizeof *s);
+    if (!s) return drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
+    s->jobs = drift_calloc(n ? n : 1, sizeof *s->jobs);
+    int rc = s->jobs ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
+    if (!rc) rc = prepare_load(ref, root, which, dst, n, &s->ft, s->jobs, err);
+    /* in the caller's order, not largest first: the consumer waits for them in this order */
+    if (!rc) rc = drift_ckpt_pool_start(&s->pool, s->jobs, n, threads, 1, err);
+    if (rc) {
+        stream_free(s);
+        return rc;
+    }
+    *out = s;
+    return DRIFT_OK;
+}
+
+int drift_ckpt_stream_wait(drift_ckpt_stream *s, size_t k, drift_err *err) {
+    return drift_ckpt_pool_wait(&s->pool, k, err);
+}
+
+int drift_ckpt_stream_finish(drift_ckpt_stream *s, int cancel, drift_ckpt_stats *st, drift_err *err) {
+    if (st) memset(st, 0, sizeof *st);
+    if (!s) return DRIFT_OK;
+    int rc = drift_ckpt_pool_join(&s->pool, cancel, st, err);
+    if (st) st->files = s->ft.n;
+    stream_free(s);
     return rc;
 }
 
 /* ---- sequential baseline ----------------------------------------------------- */
-static int unique_files(const drift_params_ref *ref, const size_t *which, size_t n, ctable *ft) {
+static int unique_files(const drift_params_ref *ref, const size_t *which, size_t n, drift_ckpt_files *ft) {
     for (size_t k = 0; k < n; k++)
-        if (which[k] < ref->n && ctable_slot(ft, ref->t[which[k]].file) < 0) return -1;
+        if (which[k] < ref->n && drift_ckpt_files_slot(ft, ref->t[which[k]].file) < 0) return -1;
     return 0;
 }
 
 void drift_ckpt_drop_cache(const drift_params_ref *ref, const char *root, const size_t *which, size_t n) {
-    ctable ft;
+    drift_ckpt_files ft;
     memset(&ft, 0, sizeof ft);
     if (!root) root = ref->weights_root;
     if (unique_files(ref, which, n, &ft) == 0)
         for (size_t i = 0; i < ft.n; i++) {
             char path[PATH_MAX];
-            if (join_path(path, sizeof path, root, ft.f[i].rel)) continue;
+            if (drift_ckpt_join_path(path, sizeof path, root, ft.f[i].rel)) continue;
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) continue;
             posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
             close(fd);
         }
-    ctable_free(&ft);
+    drift_ckpt_files_free(&ft);
 }
 
 int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, const size_t *which, size_t n,
@@ -319,23 +179,28 @@ int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, co
     *bytes = 0;
     *seconds = 0;
     if (!root) root = ref->weights_root;
-    ctable ft;
+    drift_ckpt_files ft;
     memset(&ft, 0, sizeof ft);
     const size_t chunk = (size_t)16 << 20;
     unsigned char *buf = drift_malloc(chunk);
     int rc = buf && unique_files(ref, which, n, &ft) == 0 ? DRIFT_OK
                                                            : drift_err_set(err, DRIFT_E_NOMEM, "checkpoint", "out of memory");
     if (!rc && drop_cache) drift_ckpt_drop_cache(ref, root, which, n);
-    double t0 = now_s();
+    double t0 = drift_ckpt_now_s();
     for (size_t i = 0; !rc && i < ft.n; i++) {
         char path[PATH_MAX];
-        if (join_path(path, sizeof path, root, ft.f[i].rel)) {
+        if (drift_ckpt_join_path(path, sizeof path, root, ft.f[i].rel)) {
             rc = drift_err_set(err, DRIFT_E_INPUT, ft.f[i].rel, "path too long");
             break;
         }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, path, "cannot open %s: %s", path, strerror(errno));
+            int e = errno;
+            const char *tensor = "?"; /* name one tensor of the file, as the load's errors do */
+            for (size_t k = 0; k < n && tensor[0] == '?'; k++)
+                if (which[k] < ref->n && strcmp(ref->t[which[k]].file, ft.f[i].rel) == 0) tensor = ref->t[which[k]].name;
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "tensor '%s': cannot open its checkpoint file %s: %s", tensor, path,
+                               strerror(e));
             break;
         }
         for (off_t off = 0;;) {
@@ -348,9 +213,9 @@ int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, co
         }
         close(fd);
     }
-    *seconds = now_s() - t0;
+    *seconds = drift_ckpt_now_s() - t0;
     drift_free(buf);
-    ctable_free(&ft);
+    drift_ckpt_files_free(&ft);
     return rc;
 }
 
@@ -417,16 +282,16 @@ int drift_ckpt_describe(const char *path, const char *const *want, const int64_t
     drift_params_ref out;
     drift_params_ref_init(&out);
     drift_json_value *idx = NULL;
-    ctable ft;
+    drift_ckpt_files ft;
     memset(&ft, 0, sizeof ft);
-    job *jobs = NULL;
+    drift_ckpt_job *jobs = NULL;
     char *absroot = realpath(root, NULL);
     if (!absroot) return drift_err_set(err, DRIFT_E_INPUT, root, "checkpoint root %s: %s", root, strerror(errno));
     out.weights_root = drift_strdup(absroot);
     free(absroot);
     if (!out.weights_root) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
     if (is_index) {
-        if (join_path(ipath, sizeof ipath, root, name)) { rc = drift_err_set(err, DRIFT_E_INPUT, name, "path too long"); goto done; }
+        if (drift_ckpt_join_path(ipath, sizeof ipath, root, name)) { rc = drift_err_set(err, DRIFT_E_INPUT, name, "path too long"); goto done; }
         if (!(out.index = drift_strdup(name))) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
         if ((rc = drift_json_parse_file(ipath, &idx, err))) goto done;
         const drift_json_value *wm = idx->type == DRIFT_JSON_OBJECT ? drift_json_object_get(idx, "weight_map") : NULL;
@@ -443,16 +308,16 @@ int drift_ckpt_describe(const char *path, const char *const *want, const int64_t
                 rc = drift_err_set(err, DRIFT_E_INPUT, ipath, "'weight_map' entry '%s': %s", m->key, fp);
                 goto done;
             }
-            if (ctable_slot(&ft, m->value.str) < 0) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
+            if (drift_ckpt_files_slot(&ft, m->value.str) < 0) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
         }
-    } else if (ctable_slot(&ft, name) < 0) {
+    } else if (drift_ckpt_files_slot(&ft, name) < 0) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
         goto done;
     }
     /* Every tensor: from the index's weight_map in its order, or the single file's header order. */
     size_t n_all = 0;
     for (size_t fi = 0; fi < ft.n; fi++) {
-        if ((rc = cfile_open(&ft.f[fi], root, is_index ? "(listed in the index)" : "(any)", err))) goto done;
+        if ((rc = drift_ckpt_file_open(&ft.f[fi], root, is_index ? "(listed in the index)" : "(any)", err))) goto done;
         n_all += drift_safetensors_n_tensors(ft.f[fi].st);
     }
     jobs = drift_calloc(n_all ? n_all : 1, sizeof *jobs);
@@ -460,12 +325,12 @@ int drift_ckpt_describe(const char *path, const char *const *want, const int64_t
     size_t n_idx = is_index ? drift_json_object_get(idx, "weight_map")->n_members : drift_safetensors_n_tensors(ft.f[0].st);
     for (size_t i = 0; i < n_idx; i++) {
         const char *tname;
-        cfile *f;
+        drift_ckpt_file *f;
         long ti;
         if (is_index) {
             const drift_json_member *m = &drift_json_object_get(idx, "weight_map")->members[i];
             tname = m->key;
-            f = &ft.f[ctable_slot(&ft, m->value.str)];
+            f = &ft.f[drift_ckpt_files_slot(&ft, m->value.str)];
             if ((ti = drift_safetensors_find(f->st, tname)) < 0) {
                 rc = drift_err_set(err, DRIFT_E_INPUT, ipath, "'weight_map' maps '%s' to %s, which has no such tensor", tname,
                                    f->path);
@@ -482,7 +347,7 @@ int drift_ckpt_describe(const char *path, const char *const *want, const int64_t
             if (rc == DRIFT_E_USAGE) { rc = DRIFT_E_INPUT; if (err) err->code = rc; }
             goto done;
         }
-        jobs[i] = (job){.name = out.t[i].name, .file = f, .offset = info.offset, .nbytes = info.nbytes,
+        jobs[i] = (drift_ckpt_job){.name = out.t[i].name, .file = f, .offset = info.offset, .nbytes = info.nbytes,
                         .dtype = info.dtype, .numel = info.numel};
         (void)tname;
     }
@@ -506,7 +371,7 @@ int drift_ckpt_describe(const char *path, const char *const *want, const int64_t
     drift_params_ref_init(&out);
 done:
     drift_free(jobs);
-    ctable_free(&ft);
+    drift_ckpt_files_free(&ft);
     drift_json_free(idx);
     drift_params_ref_free(&out);
     return rc;
@@ -669,7 +534,7 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
         if (!rc) rc = wpool_run(jobs, m, fill, user, threads, err);
         snprintf(fname, sizeof fname, "%s-%05zu-of-%05zu.safetensors", DRIFT_CKPT_BASENAME, s + 1, n_shards);
         char path[PATH_MAX];
-        if (!rc && join_path(path, sizeof path, dir, fname)) rc = drift_err_set(err, DRIFT_E_USAGE, dir, "path too long");
+        if (!rc && drift_ckpt_join_path(path, sizeof path, dir, fname)) rc = drift_err_set(err, DRIFT_E_USAGE, dir, "path too long");
         for (size_t k = 0; !rc && k < m; k++)
             ents[k] = (drift_safetensors_entry){.name = jobs[k].spec->name, .dtype = jobs[k].spec->dtype,
                                                 .ndim = jobs[k].spec->ndim, .shape = jobs[k].spec->shape, .raw = jobs[k].raw};
@@ -700,7 +565,7 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
         char *text = drift_json_buf_take(&b);
         char ipath[PATH_MAX];
         if (!text) rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory writing the index");
-        else if (join_path(ipath, sizeof ipath, dir, out.index)) rc = drift_err_set(err, DRIFT_E_USAGE, dir, "path too long");
+        else if (drift_ckpt_join_path(ipath, sizeof ipath, dir, out.index)) rc = drift_err_set(err, DRIFT_E_USAGE, dir, "path too long");
         else rc = write_text(ipath, text, err);
         drift_free(text);
     }

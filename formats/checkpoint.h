@@ -65,7 +65,10 @@ typedef struct drift_load_report {
     uint64_t bytes;              /* tensor bytes read */
     size_t tensors, files;
     int threads;
-    double seconds;              /* parallel read + hash check + widen to fp32 */
+    double seconds;              /* parallel read + hash check + widen to fp32 (overlapped: until the last
+                                    tensor was read) */
+    int overlapped;              /* 1: cast and upload ran while the tensors were read (replay/exec/params_pipeline.h) */
+    double pipeline_seconds;     /* overlapped: wall time of the whole read + cast + upload, to the device's sync */
     uint64_t baseline_bytes;     /* DRIFT_REPLAY_PROFILE=1: a plain sequential read of the same files, */
     double baseline_seconds;     /* page cache dropped before each measurement (0: not measured) */
 } drift_load_report;
@@ -90,6 +93,29 @@ int drift_ckpt_describe(const char *path, const char *const *want, const int64_t
  * file. st may be NULL. */
 int drift_ckpt_load(const drift_params_ref *ref, const char *root, const size_t *which, float *const *dst, size_t n,
                     int threads, drift_ckpt_stats *st, drift_err *err);
+
+/* The same load in the background, for a consumer that uses each tensor
+ * as soon as it is there (casts and uploads it while the rest are read):
+ * the shards are opened and every header is checked before this returns
+ * (a missing shard or a header that disagrees is returned here, nothing
+ * started), then `threads` threads read, check and widen tensors in k order.
+ * Tensor k's dst[k] is valid once drift_ckpt_stream_wait(s, k) returned
+ * DRIFT_OK. The values are those of drift_ckpt_load, bit for bit. ref, which
+ * and dst are borrowed until the finish; caller owns *out and finishes it
+ * exactly once. */
+typedef struct drift_ckpt_stream drift_ckpt_stream;
+int drift_ckpt_stream_start(const drift_params_ref *ref, const char *root, const size_t *which, float *const *dst,
+                            size_t n, int threads, drift_ckpt_stream **out, drift_err *err);
+/* Blocks until tensor k is read, its hash checked and widened (DRIFT_OK),
+ * or the load failed (its code; err then says only that the read failed:
+ * drift_ckpt_stream_finish reports the load's error). */
+int drift_ckpt_stream_wait(drift_ckpt_stream *s, size_t k, drift_err *err);
+/* Ends the load: cancel != 0 stops it (the consumer failed); waits for the
+ * threads and frees s (NULL allowed). st (may be NULL) as drift_ckpt_load's,
+ * seconds until the last tensor was read. Returns the load's error (a hash
+ * mismatch: DRIFT_E_INPUT naming the tensor and the file, the same as
+ * drift_ckpt_load's) or DRIFT_OK (also when cancelled without one). */
+int drift_ckpt_stream_finish(drift_ckpt_stream *s, int cancel, drift_ckpt_stats *st, drift_err *err);
 
 /* The baseline for the load's GB/s: reads every shard file holding one of
  * tensors which[0..n) start to end, sequentially, on one thread, with

@@ -13,6 +13,8 @@
 #include "replay/capture/aten_model.h"
 #include "replay/drive/synth.h" /* drift_synth_rollout_path */
 #include "replay/exec/memplan.h"
+#include "replay/exec/params_load.h"
+#include "replay/exec/params_pipeline.h"
 
 static const char *const INPUT_SITE[DRIFT_INPUT_COUNT] = {"input:latents:pre_cast", "input:cond:pre_cast",
                                                            "input:timestep:pre_cast"};
@@ -161,6 +163,9 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     s->m->weights_root = o->weights_root;
     const char *prof = getenv("DRIFT_REPLAY_PROFILE");
     s->m->load_baseline = prof && prof[0] == '1';
+    /* one device: parameters (by reference, or whole by value) are read in the worker's warm-up,
+       overlapped with their upload */
+    s->m->defer_params = !o->devices && !o->mpi;
     if ((rc = drift_model_load_trace(s->m, main_src.r, err))) goto done;
     rep->load = s->m->load;
     /* Build the buffers every worker will use now: the model is read-only after this. */
@@ -408,6 +413,9 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
 }
 
 int drift_replay_worker_warm(const drift_replay_shared *s, drift_replay_worker *w, drift_err *err) {
+    if (s->m->pending_ref || s->m->pending_trace) /* not read yet: read now, cast and uploaded as they arrive */
+        return w->cache ? drift_model_warm_load(s->m, w->f, w->be, w->cache, on_site, err)
+                        : drift_model_load_pending(s->m, err);
     if (!w->cache) return DRIFT_OK;
     int rc = drift_forward_warm(w->f, s->m, w->be, w->cache, on_site, err);
     if (!rc) rc = drift_backend_sync(w->be, err);

@@ -76,7 +76,10 @@ void drift_replay_worker_identity(const drift_replay_worker *w, drift_replay_rep
 /* Setup, before the first step: fills the worker's cache (no-op without
  * one) with the parameters and their casts, as the first step would, and
  * waits for the backend. After an FSDP gather, which puts the gathered
- * parameters there first. */
+ * parameters there first. Parameters by reference that shared_open left
+ * unread (one-device replays: s->m->pending_ref) are read here: overlapped
+ * with the cast and upload into the cache (replay/exec/params_pipeline.h),
+ * or plainly without a cache; s->m->load then says how. */
 int drift_replay_worker_warm(const drift_replay_shared *s, drift_replay_worker *w, drift_err *err);
 
 typedef struct drift_replay_site_partial {

@@ -211,6 +211,10 @@ static int run_leaf(ectx *c, int id, const drift_value *v, ebuf **out) {
         return drift_err_set(c->err, DRIFT_E_INPUT, v->name,
                              "%s '%s': host values are %s, the graph was assigned for %s (assign with the dtype it is handed over in)",
                              what, v->name, drift_dtype_name(h->dtype), drift_dtype_name(v->dtype));
+    if (v->kind == DRIFT_VAL_PARAM && c->in->await_param) {
+        int rc = c->in->await_param(v->name, c->in->await_user, c->err);
+        if (rc) return rc;
+    }
     int rc = new_buf(c, id, v->dtype, v, out);
     if (rc) return rc;
     if (v->dtype == DRIFT_F64 && h->f64) rc = drift_backend_upload_f64(c->be, &(*out)->t, h->f64, c->err);

@@ -87,6 +87,9 @@ const drift_host_tensor *drift_hostset_at(const drift_hostset *s, size_t i);
  * too, or the executor reports a generic DRIFT_E_CHECK message). */
 typedef int (*drift_exec_site_fn)(const char *site, const drift_tensor *t, void *user, drift_err *err);
 
+/* A parameter's host values are about to be read (drift_exec_inputs.await_param). */
+typedef int (*drift_exec_param_fn)(const char *fqn, void *user, drift_err *err);
+
 typedef struct drift_exec_inputs {
     const drift_hostset *params;   /* fp32 masters by root FQN */
     const drift_hostset *buffers;  /* buffers by name (e.g. the RoPE tables) */
@@ -96,6 +99,10 @@ typedef struct drift_exec_inputs {
     drift_exec_site_fn on_site;    /* may be NULL */
     void *user;
     struct drift_exec_cache *cache; /* may be NULL: see drift_exec_cache below */
+    drift_exec_param_fn await_param; /* may be NULL: called with a parameter's name before its host
+                                        values are read (an overlapped load blocks there until they
+                                        are filled, replay/exec/params_pipeline.h); non-zero stops the run */
+    void *await_user;
 } drift_exec_inputs;
 
 /* Device residency across runs. Values that depend only on parameters and

@@ -10,6 +10,7 @@
 #include "replay/models/wan_graph.h"
 #include "replay/exec/params_init.h"
 #include "replay/exec/params_load.h"
+#include "replay/exec/params_trace_stream.h"
 
 int drift_model_create(const char *spec, drift_model **out, drift_err *err) {
     *out = NULL;
@@ -37,6 +38,9 @@ void drift_model_free(drift_model *m) {
     drift_free(m->captured_notes);
     drift_hostset_free(m->params);
     for (int i = 0; i < 3; i++) drift_hostset_free(m->buffers[i]);
+    drift_params_ref_free(m->pending_ref);
+    drift_free(m->pending_ref);
+    drift_free(m->pending_trace);
     free(m);
 }
 
@@ -230,13 +234,33 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
         snprintf(src, sizeof src, "%s:/params_ref", path);
         rc = drift_params_ref_parse(&ref, ref_json, ref_len, src, err);
         free(ref_json);
-        if (!rc) rc = drift_model_load_params_ref(m, &ref, NULL, err);
+        if (!rc && m->defer_params) { /* read later, overlapped with the upload (params_pipeline.h) */
+            drift_params_ref_free(m->pending_ref);
+            drift_free(m->pending_ref);
+            if (!(m->pending_ref = drift_malloc(sizeof *m->pending_ref)))
+                rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+            else {
+                *m->pending_ref = ref; /* moved */
+                drift_params_ref_init(&ref);
+                memset(&m->load, 0, sizeof m->load);
+                m->load.by_reference = 1;
+            }
+        } else if (!rc) {
+            rc = drift_model_load_params_ref(m, &ref, NULL, err);
+        }
         drift_params_ref_free(&ref);
         if (rc) goto done;
     } else {
         memset(&m->load, 0, sizeof m->load);
     }
-    for (size_t i = 0; !by_ref && i < m->table.n; i++) {
+    /* By value, whole tensors: read later, overlapped with the upload (params_pipeline.h). */
+    const int later = !by_ref && m->defer_params && drift_trace_reader_meta(r)->world_size <= 1 &&
+                      drift_params_trace_streamable(path, &m->table);
+    if (later) {
+        drift_free(m->pending_trace);
+        if (!(m->pending_trace = drift_strdup(path))) { rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory"); goto done; }
+    }
+    for (size_t i = 0; !by_ref && !later && i < m->table.n; i++) {
         const drift_param_info *pi = &m->table.params[i];
         long k = drift_trace_reader_find_param(r, pi->fqn);
         drift_trace_param_info info;
@@ -274,7 +298,7 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
         if ((rc = drift_trace_read_param(r, (size_t)k, buf, (size_t)pi->numel, err))) goto done;
         if ((rc = drift_hostset_add(set, pi->fqn, DRIFT_F32, pi->ndim, pi->shape, buf, NULL, NULL, err))) goto done;
     }
-    if (!by_ref) {
+    if (!by_ref && !later) {
         drift_hostset_free(m->params);
         m->params = set;
         set = NULL;

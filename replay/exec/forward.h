@@ -34,6 +34,13 @@ typedef struct drift_model {
     const char *weights_root;    /* borrowed; overrides the weights root a trace's /params_ref recorded */
     int load_baseline;           /* 1: also time a sequential read of the referenced files (load) */
     drift_load_report load;      /* filled by drift_model_load_trace */
+    int defer_params;            /* 1: drift_model_load_trace keeps a trace's /params_ref in pending_ref, or
+                                    the path of a trace whose whole by-value /params it could read, in
+                                    pending_trace, instead of reading the values (params stays NULL): the
+                                    replay reads them while it uploads (params_pipeline.h) or later
+                                    (drift_model_load_pending) */
+    drift_params_ref *pending_ref; /* owned: that reference, not read yet; NULL otherwise */
+    char *pending_trace;         /* owned: that trace's path, its /params not read yet; NULL otherwise */
     int captured;                /* 1: sem is an imported torch.export graph (replay/capture/aten_model.h);
                                     cfg then holds only family "graph" and batch; buffers are the recorded ones */
     char *captured_json;         /* owned: the drift-aten-graph document (written to a trace's /graph) */
@@ -59,7 +66,10 @@ int drift_model_seed_params(drift_model *m, uint64_t seed, drift_err *err);
 int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err);
 /* (A trace with /params_ref instead of values: the parameters are read from
  * the referenced checkpoint under m->weights_root or the recorded root, every
- * hash checked: replay/exec/params_load.h.) */
+ * hash checked: replay/exec/params_load.h; with m->defer_params the
+ * reference is only parsed and kept in m->pending_ref, and a by-value /params
+ * of whole tensors (no FSDP shards) is only checked, its path kept in
+ * m->pending_trace.) */
 /* Fills m->params from a .safetensors file (untrusted: parsed with
  * formats/safetensors checks): every parameter of the table must be there
  * under its diffusers name with the model's shape (any of F32/BF16/F16/F64,

@@ -6,10 +6,9 @@
 
 #include "formats/alloc.h"
 #include "formats/checkpoint.h"
+#include "replay/exec/params_pipeline.h"
 
-/* A new set with uninitialised fp32 storage for every parameter of m; *dst
- * gets the storage pointers in table order (caller frees the array). */
-static int alloc_params(const drift_model *m, drift_hostset **set, float ***dst, drift_err *err) {
+int drift_model_alloc_params(const drift_model *m, drift_hostset **set, float ***dst, drift_err *err) {
     *set = NULL;
     *dst = drift_calloc(m->table.n ? m->table.n : 1, sizeof **dst);
     if (!*dst) return drift_err_set(err, DRIFT_E_NOMEM, "params", "out of memory");
@@ -44,33 +43,33 @@ static void finish_load(drift_model *m, const drift_ckpt_stats *st, int rc, drif
     drift_hostset_free(set);
 }
 
+int drift_model_match_params_ref(const drift_model *m, const drift_params_ref *ref, size_t *which, drift_err *err) {
+    for (size_t i = 0; i < m->table.n; i++) {
+        const drift_param_info *pi = &m->table.params[i];
+        long k = drift_params_ref_find(ref, pi->fqn);
+        if (k < 0)
+            return drift_err_set(err, DRIFT_E_INPUT, "/params_ref",
+                                 "/params_ref has no tensor '%s' (model %s needs it)", pi->fqn, m->spec);
+        const drift_params_ref_tensor *t = &ref->t[k];
+        int same = t->ndim == pi->ndim;
+        for (int d = 0; same && d < pi->ndim; d++) same = t->shape[d] == pi->shape[d];
+        if (!same)
+            return drift_err_set(err, DRIFT_E_INPUT, "/params_ref",
+                                 "/params_ref tensor '%s': %d dims / %lld elements, the model needs %d dims / %lld",
+                                 pi->fqn, t->ndim, (long long)t->numel, pi->ndim, (long long)pi->numel);
+        which[i] = (size_t)k;
+    }
+    return DRIFT_OK;
+}
+
 int drift_model_load_params_ref(drift_model *m, const drift_params_ref *ref, const char *root, drift_err *err) {
     if (!root) root = m->weights_root ? m->weights_root : ref->weights_root;
     size_t *which = drift_calloc(m->table.n ? m->table.n : 1, sizeof *which);
     if (!which) return drift_err_set(err, DRIFT_E_NOMEM, "params", "out of memory");
-    int rc = DRIFT_OK;
-    for (size_t i = 0; i < m->table.n && !rc; i++) {
-        const drift_param_info *pi = &m->table.params[i];
-        long k = drift_params_ref_find(ref, pi->fqn);
-        if (k < 0) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, "/params_ref",
-                               "/params_ref has no tensor '%s' (model %s needs it)", pi->fqn, m->spec);
-            break;
-        }
-        const drift_params_ref_tensor *t = &ref->t[k];
-        int same = t->ndim == pi->ndim;
-        for (int d = 0; same && d < pi->ndim; d++) same = t->shape[d] == pi->shape[d];
-        if (!same) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, "/params_ref",
-                               "/params_ref tensor '%s': %d dims / %lld elements, the model needs %d dims / %lld",
-                               pi->fqn, t->ndim, (long long)t->numel, pi->ndim, (long long)pi->numel);
-            break;
-        }
-        which[i] = (size_t)k;
-    }
+    int rc = drift_model_match_params_ref(m, ref, which, err);
     drift_hostset *set = NULL;
     float **dst = NULL;
-    if (!rc) rc = alloc_params(m, &set, &dst, err);
+    if (!rc) rc = drift_model_alloc_params(m, &set, &dst, err);
     memset(&m->load, 0, sizeof m->load);
     m->load.by_reference = 1;
     int threads = drift_ckpt_default_threads();
@@ -87,6 +86,16 @@ int drift_model_load_params_ref(drift_model *m, const drift_params_ref *ref, con
     return rc;
 }
 
+int drift_model_load_pending(drift_model *m, drift_err *err) {
+    if (!m->pending_ref && m->pending_trace) return drift_model_load_pending_values(m, err); /* by value */
+    if (!m->pending_ref) return drift_err_set(err, DRIFT_E_INTERNAL, "params", "no deferred /params_ref to read");
+    int rc = drift_model_load_params_ref(m, m->pending_ref, NULL, err);
+    drift_params_ref_free(m->pending_ref);
+    drift_free(m->pending_ref);
+    m->pending_ref = NULL;
+    return rc;
+}
+
 int drift_model_load_checkpoint(drift_model *m, const char *path, drift_params_ref *ref, drift_err *err) {
     drift_hostset *set = NULL;
     float **dst = NULL;
@@ -97,7 +106,7 @@ int drift_model_load_checkpoint(drift_model *m, const char *path, drift_params_r
         drift_free(numel);
         return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     }
-    int rc = alloc_params(m, &set, &dst, err);
+    int rc = drift_model_alloc_params(m, &set, &dst, err);
     for (size_t i = 0; !rc && i < m->table.n; i++) {
         names[i] = m->table.params[i].fqn;
         numel[i] = m->table.params[i].numel;

@@ -4,8 +4,10 @@
 # /params_ref (file, dtype, shape, drift-sum64 hash per tensor) and no values;
 # the hash recorded is the one an independent numpy implementation of the
 # spec in docs/format.md computes from the shard; `drift replay` reads the
-# checkpoint and reproduces every recorded site bit for bit; a changed byte
-# and a missing shard exit 2 naming the tensor and the file; the checkpoint
+# checkpoint and reproduces every recorded site bit for bit, also with
+# reading, casting and uploading overlapped (DRIFT_REPLAY_RESIDENT=1, the GPU
+# replay's path, on 1 and 3 reader threads); a changed byte and a missing
+# shard exit 2 naming the tensor and the file on both paths; the checkpoint
 # moved elsewhere replays with --weights-root.
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
@@ -80,6 +82,44 @@ assert d['sites'] and all(s['bitwise_equal'] for s in d['sites']), [s['site'] fo
 DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/ref.h5" --plan "$P" --output-only > /dev/null 2> "$W/prof.err" || fail "profiled replay"
 grep -q "a plain sequential read of the same files" "$W/prof.err" || fail "no baseline: $(cat "$W/prof.err")"
 
+# Overlapped (what a GPU replay does; DRIFT_REPLAY_RESIDENT=1 takes the CPU through it): reading, casting
+# and uploading in one pipeline, on 1 and 3 reader threads: the same sites bit for bit, the result trace
+# identical to the plain load's, the setup line the pipeline's figures and the baseline.
+"$D" replay "$W/ref.h5" --plan "$P" -o "$W/plain.h5" > /dev/null 2>&1 || fail "plain replay -o"
+for t in 1 3; do
+  DRIFT_REPLAY_RESIDENT=1 DRIFT_LOAD_THREADS=$t DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/ref.h5" --plan "$P" --json \
+    -o "$W/ovl$t.h5" > "$W/ovl$t.json" 2> "$W/ovl$t.err" || { cat "$W/ovl$t.err"; fail "overlapped replay ($t threads) exited $?"; }
+  grep -q "read+cast+upload [0-9]* tensors, .* by reference from .* GB/s overlapped, $t reader thread" "$W/ovl$t.err" \
+    || fail "overlapped setup line ($t threads): $(cat "$W/ovl$t.err")"
+  grep -q "a plain sequential read of the same files: .* GB/s" "$W/ovl$t.err" || fail "no baseline: $(cat "$W/ovl$t.err")"
+  "$PY" - "$W/ovl$t.json" "$W/plain.h5" "$W/ovl$t.h5" <<'PY' || fail "overlapped replay ($t threads) differs"
+import json, sys, h5py, numpy as np
+d = json.load(open(sys.argv[1]))
+assert d['sites'] and all(s['bitwise_equal'] for s in d['sites']), [s['site'] for s in d['sites'] if not s['bitwise_equal']]
+a, b = h5py.File(sys.argv[2], "r"), h5py.File(sys.argv[3], "r")
+n = 0
+def same(name, obj):
+    global n
+    if isinstance(obj, h5py.Dataset) and name.startswith("sites/") and obj.dtype.kind == "f":
+        assert np.array_equal(obj[()].view(np.uint8), b[name][()].view(np.uint8)), name
+        n += 1
+a.visititems(same)
+assert n > 0, "no replayed values compared"
+PY
+done
+
+# By value too: the trace's /params read on one thread while the warm-up casts and uploads.
+"$D" replay "$W/val.h5" --plan "$P" -o "$W/vplain.h5" > /dev/null 2>&1 || fail "plain by-value replay -o"
+DRIFT_REPLAY_RESIDENT=1 DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/val.h5" --plan "$P" --json -o "$W/vovl.h5" \
+  > "$W/vovl.json" 2> "$W/vovl.err" || { cat "$W/vovl.err"; fail "overlapped by-value replay exited $?"; }
+grep -q "read+cast+upload [0-9]* tensors, .* from the trace's /params in .* GB/s overlapped" "$W/vovl.err" \
+  || fail "overlapped by-value setup line: $(cat "$W/vovl.err")"
+"$D" compare "$W/vplain.h5" "$W/vovl.h5" --format json | "$PY" -c "
+import json, sys; d = json.load(sys.stdin)
+assert d['sites'] and all(s['bitwise_equal'] for s in d['sites']), d['sites']
+d = json.load(open('$W/vovl.json'))
+assert d['sites'] and all(s['bitwise_equal'] for s in d['sites'])" || fail "overlapped by-value replay differs"
+
 # Moved: the recorded root is gone; --weights-root finds it.
 mv "$W/ck" "$W/moved"
 "$D" replay "$W/ref.h5" --plan "$P" --output-only > /dev/null 2> "$W/gone.err"; rc=$?
@@ -104,8 +144,23 @@ grep -q "tensor '$(cat "$W/victim")'" "$W/bad.err" || fail "mismatch does not na
 grep -q "$SHARD" "$W/bad.err" || fail "mismatch does not name the file: $(cat "$W/bad.err")"
 grep -q "content hash" "$W/bad.err" || fail "mismatch does not say hash: $(cat "$W/bad.err")"
 
+# The same through the overlapped pipeline, on 1 and 4 reader threads.
+for t in 1 4; do
+  DRIFT_REPLAY_RESIDENT=1 DRIFT_LOAD_THREADS=$t "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" \
+    > /dev/null 2> "$W/bado.err"; rc=$?
+  [ $rc -eq 2 ] || fail "hash mismatch, overlapped ($t threads): exit $rc, expected 2"
+  grep -q "tensor '$(cat "$W/victim")' in .*$SHARD: content hash" "$W/bado.err" \
+    || fail "overlapped mismatch ($t threads) does not name the tensor and the file: $(cat "$W/bado.err")"
+done
+
 # A missing shard: exit 2 naming a tensor of it and the file.
 rm "$W/bad/$SHARD"
+DRIFT_REPLAY_RESIDENT=1 "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" > /dev/null 2> "$W/misso.err"; rc=$?
+[ $rc -eq 2 ] || fail "missing shard, overlapped: exit $rc, expected 2"
+grep -q "tensor '.*$SHARD" "$W/misso.err" || fail "missing shard, overlapped: $(cat "$W/misso.err")"
+# and with the sequential-read baseline first (DRIFT_REPLAY_PROFILE=1), which meets the missing file first
+DRIFT_REPLAY_PROFILE=1 "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" > /dev/null 2> "$W/missp.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "tensor '.*$SHARD" "$W/missp.err" || fail "missing shard, profiled: exit $rc: $(cat "$W/missp.err")"
 "$D" replay "$W/ref.h5" --plan "$P" --output-only --weights-root "$W/bad" > /dev/null 2> "$W/miss.err"; rc=$?
 [ $rc -eq 2 ] || fail "missing shard: exit $rc, expected 2"
 grep -q "$SHARD" "$W/miss.err" || fail "missing shard not named: $(cat "$W/miss.err")"

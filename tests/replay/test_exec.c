@@ -136,7 +136,7 @@ static void run(fixture *f, const drift_graph *g, const drift_backend *be, const
                 drift_exec_result *res) {
     drift_err err;
     drift_err_clear(&err);
-    drift_exec_inputs in = {f->params, bufs, f->inputs, rec ? record_cb : NULL, rec, NULL};
+    drift_exec_inputs in = {f->params, bufs, f->inputs, rec ? record_cb : NULL, rec, NULL, NULL, NULL};
     OK(drift_exec_run(g, be, &in, res, &err), &err);
 }
 
@@ -480,7 +480,7 @@ static void test_refcount_release(void **state) {
     drift_exec_result r0, r1;
     drift_err err;
     drift_err_clear(&err);
-    drift_exec_inputs in = {f->params, f->buf_cpu, f->inputs, NULL, NULL, NULL};
+    drift_exec_inputs in = {f->params, f->buf_cpu, f->inputs, NULL, NULL, NULL, NULL, NULL};
     OK(drift_exec_run(g, &c.be, &in, &r1, &err), &err);
     assert_int_equal(c.live, 0);
     print_message("allocations %ld, peak live %ld, graph values %d\n", c.allocs, c.peak, drift_graph_count(g));
@@ -517,7 +517,7 @@ static void test_exec_errors(void **state) {
     fixture *f = fx_new("tiny-dit:layers=1");
     drift_err err;
     drift_exec_result r;
-    drift_exec_inputs in = {f->params, f->buf_cpu, f->inputs, NULL, NULL, NULL};
+    drift_exec_inputs in = {f->params, f->buf_cpu, f->inputs, NULL, NULL, NULL, NULL, NULL};
 
     /* a semantic graph is refused */
     drift_err_clear(&err);
@@ -682,7 +682,7 @@ static void test_oom(void **state) {
         int rc = drift_assign_dtypes(f->sem, &plan, &cp, &f->table, &o, &g, &err);
         if (!rc) rc = drift_params_init_buffers(&f->cfg, DRIFT_BUF_CPU_FP64, &bufs, &err);
         if (!rc) {
-            drift_exec_inputs in = {f->params, bufs, f->inputs, NULL, NULL, NULL};
+            drift_exec_inputs in = {f->params, bufs, f->inputs, NULL, NULL, NULL, NULL, NULL};
             rc = drift_exec_run(g, &c.be, &in, &r, &err);
         }
         long hit = drift_alloc_injected();

@@ -1,0 +1,75 @@
+/* Mapped shard files of a checkpoint (checkpoint_internal.h). */
+#include "formats/checkpoint_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "formats/alloc.h"
+
+double drift_ckpt_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int drift_ckpt_join_path(char *out, size_t outsz, const char *root, const char *rel) {
+    int k = snprintf(out, outsz, "%s/%s", root && *root ? root : ".", rel);
+    return k < 0 || (size_t)k >= outsz ? -1 : 0;
+}
+
+void drift_ckpt_files_free(drift_ckpt_files *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->f[i].map) munmap((void *)t->f[i].map, t->f[i].size);
+        if (t->f[i].fd >= 0) close(t->f[i].fd);
+        drift_safetensors_close(t->f[i].st);
+    }
+    drift_free(t->f);
+    memset(t, 0, sizeof *t);
+}
+
+long drift_ckpt_files_slot(drift_ckpt_files *t, const char *rel) {
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->f[i].rel, rel) == 0) return (long)i;
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 16;
+        drift_ckpt_file *nf = drift_reallocarray(t->f, nc, sizeof *nf);
+        if (!nf) return -1;
+        t->f = nf;
+        t->cap = nc;
+    }
+    memset(&t->f[t->n], 0, sizeof t->f[t->n]);
+    t->f[t->n].rel = rel;
+    t->f[t->n].fd = -1;
+    return (long)t->n++;
+}
+
+int drift_ckpt_file_open(drift_ckpt_file *f, const char *root, const char *tensor, drift_err *err) {
+    if (f->st) return DRIFT_OK;
+    if (drift_ckpt_join_path(f->path, sizeof f->path, root, f->rel))
+        return drift_err_set(err, DRIFT_E_INPUT, f->rel, "tensor '%s': path of file '%s' under '%s' is too long", tensor,
+                             f->rel, root ? root : ".");
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_safetensors_open(&f->st, f->path, 0, &e)) /* out of memory stays that, the rest is the file's fault */
+        return drift_err_set(err, e.code == DRIFT_E_NOMEM ? DRIFT_E_NOMEM : DRIFT_E_INPUT, f->path, "tensor '%s': its checkpoint file %s: %s", tensor, f->path, e.msg);
+    struct stat sb;
+    f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0 || fstat(f->fd, &sb) != 0)
+        return drift_err_set(err, DRIFT_E_INPUT, f->path, "tensor '%s': cannot open its checkpoint file %s: %s", tensor,
+                             f->path, strerror(errno));
+    f->size = (size_t)sb.st_size;
+    if (f->size) {
+        void *m = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+        if (m == MAP_FAILED)
+            return drift_err_set(err, DRIFT_E_IO, f->path, "tensor '%s': cannot map %s: %s", tensor, f->path,
+                                 strerror(errno));
+        f->map = m;
+    }
+    return DRIFT_OK;
+}
