@@ -97,7 +97,7 @@ int drift_model_warm_load(drift_model *m, const drift_forward *f, const drift_ba
     }
     const double t0 = pl_now();
     if (!rc && ref) rc = drift_ckpt_stream_start(ref, root, swhich, sdst, n, drift_ckpt_default_threads(), &g.ck, err);
-    if (!rc && !ref) rc = drift_params_trace_stream_start(m->pending_trace, &m->table, order, dst, &g.tr, err);
+    if (!rc && !ref) rc = drift_params_trace_stream_start(m->pending_trace, &m->table, order, dst, 1, &g.tr, err);
     if (!rc) {
         drift_exec_inputs in = {.params = set, .buffers = bufs, .on_site = on_site, .cache = cache,
                                 .await_param = await_param, .await_user = &g};
@@ -152,7 +152,7 @@ int drift_model_load_pending_values(drift_model *m, drift_err *err) {
     int rc = order ? DRIFT_OK : drift_err_set(err, DRIFT_E_NOMEM, "params", "out of memory");
     for (size_t i = 0; order && i < m->table.n; i++) order[i] = i;
     if (!rc) rc = drift_model_alloc_params(m, &set, &dst, err);
-    if (!rc) rc = drift_params_trace_stream_start(m->pending_trace, &m->table, order, dst, &s, err);
+    if (!rc) rc = drift_params_trace_stream_start(m->pending_trace, &m->table, order, dst, 0, &s, err);
     if (!rc) rc = drift_params_trace_stream_finish(s, 0, NULL, NULL, err); /* no consumer: read all, then use */
     memset(&m->load, 0, sizeof m->load);
     if (!rc) {

@@ -97,7 +97,7 @@ static void stream_free(drift_params_trace_stream *s) {
 }
 
 int drift_params_trace_stream_start(const char *path, const drift_param_table *t, const size_t *order, float *const *dst,
-                                    drift_params_trace_stream **out, drift_err *err) {
+                                    int background, drift_params_trace_stream **out, drift_err *err) {
     *out = NULL;
     drift_params_trace_stream *s = drift_calloc(1, sizeof *s);
     if (!s) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
@@ -118,7 +118,7 @@ int drift_params_trace_stream_start(const char *path, const drift_param_table *t
     pthread_cond_init(&s->cv, NULL);
     s->t0 = s->t_end = ts_now();
     s->running = 1;
-    if (pthread_create(&s->tid, NULL, reader, s) == 0) s->started = 1;
+    if (background && pthread_create(&s->tid, NULL, reader, s) == 0) s->started = 1;
     else reader(s); /* no thread: read everything now, the same values */
     *out = s;
     return DRIFT_OK;

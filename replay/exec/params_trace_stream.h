@@ -23,9 +23,12 @@ int drift_params_trace_streamable(const char *path, const drift_param_table *t);
  * (k = 0..t->n-1, a permutation) into dst[order[k]] (caller-owned,
  * numel floats each, borrowed with t and order until the finish). Every
  * parameter is checked before anything is read (absent or another shape:
- * DRIFT_E_INPUT naming it and the file). Caller owns *out: finish it once. */
+ * DRIFT_E_INPUT naming it and the file). background = 0 reads everything
+ * in the calling thread before returning (no thread: a thread's stack and
+ * malloc arena cost ~72 MiB of address space, which a CPU replay under
+ * ulimit -v needs for OpenBLAS's buffers). Caller owns *out: finish it once. */
 int drift_params_trace_stream_start(const char *path, const drift_param_table *t, const size_t *order, float *const *dst,
-                                    drift_params_trace_stream **out, drift_err *err);
+                                    int background, drift_params_trace_stream **out, drift_err *err);
 /* Blocks until parameter i (table index) is read (DRIFT_OK) or the read
  * failed (its code; the finish reports the error). */
 int drift_params_trace_stream_wait(drift_params_trace_stream *s, size_t i, drift_err *err);
