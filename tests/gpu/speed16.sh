@@ -25,7 +25,7 @@ LIBD=$(find "$PREFIX" -name '*.so*' -printf '%h\n' 2>/dev/null | sort -u | paste
 DLD="$TL${TL:+:}$LIBD${LIBD:+:}${LD_LIBRARY_PATH:-}"
 echo "INFO: drift's LD_LIBRARY_PATH starts with torch's libraries: ${TL:-none found}"
 
-ms_of() { grep -o "$2[=:] *[0-9.]*" "$1" | tail -n1 | grep -o '[0-9.]*$'; }
+ms_of() { grep '^BENCH' "$1" | grep -o " $2=[0-9.]*" | tail -n1 | cut -d= -f2; } # " fused_ms=", not "unfused_ms="
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "nan" }'; }
 
 (cd "$BUILD" && LD_LIBRARY_PATH=$DLD timeout 120 ./bench_cuda_attention 10) >"$OUT/attention.log" 2>&1
