@@ -95,9 +95,14 @@ def block_names(m):
 
 def watched(m, tag):
     """The modules whose outputs a trainer records: the blocks, or with
-    WATCH=all every named module (not for the 1.3B-wide model: its trace would be GBs)."""
+    WATCH=all every named module (not for the 1.3B-wide model: its trace would be GBs),
+    or with WATCH_1P3B=REGEX (the 1.3B-wide model only) the blocks and the modules
+    whose names match REGEX (e.g. 'blocks\\.0\\..*': locates the first divergent op there)."""
     if os.environ.get("WATCH") == "all" and not tag.endswith("_1p3b"):
         return [n for n, _ in m.named_modules() if n]
+    rx = os.environ.get("WATCH_1P3B")
+    if rx and tag.endswith("_1p3b"):
+        return block_names(m) + [n for n, _ in m.named_modules() if n and re.fullmatch(rx, n)]
     return block_names(m)
 
 
