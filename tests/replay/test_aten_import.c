@@ -22,19 +22,8 @@
 #include "replay/capture/aten_graph.h"
 #include "replay/exec/exec.h"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    fclose(f);
-    b[n] = 0;
-    *len = (size_t)n;
-    return b;
-}
+#include "tests/slurp.h"
+
 
 static const char *testdata(void) {
     const char *d = getenv("DRIFT_TESTDATA");
@@ -57,7 +46,7 @@ static int load_fixture(const char *model, fixture *fx) {
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/graphs/%s.json", testdata(), model);
-    char *text = slurp(path, &len);
+    char *text = test_slurp(path, &len);
     if (!text) return 0;
     drift_err e;
     drift_err_clear(&e);
@@ -208,7 +197,7 @@ static void replay_model_tol(const char *model, double tol_oracle) {
 static char *mini_doc(size_t *len) {
     char path[1024];
     snprintf(path, sizeof path, "%s/graphs/mini_rope.json", testdata());
-    char *t = slurp(path, len);
+    char *t = test_slurp(path, len);
     if (!t) fail_msg("%s missing", path);
     return t;
 }
@@ -416,7 +405,7 @@ static drift_dtype rmsnorm_out_dtype(const char *name, int *n_half_as) {
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/graphs/%s", testdata(), name);
-    char *doc = slurp(path, &len);
+    char *doc = test_slurp(path, &len);
     if (!doc) fail_msg("%s missing", path);
     drift_err e;
     drift_err_clear(&e);
@@ -481,7 +470,7 @@ static void test_autocast_table_documented(void **s) {
     const char *src = getenv("DRIFT_SRC");
     snprintf(path, sizeof path, "%s/docs/autocast.md", src ? src : ".");
     size_t len;
-    char *doc = slurp(path, &len);
+    char *doc = test_slurp(path, &len);
     if (!doc) fail_msg("%s missing", path);
     static const char *const cls_name[] = {"none", "lower", "fp32", "promote"};
     int n = 0;

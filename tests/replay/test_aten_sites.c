@@ -21,26 +21,15 @@
 #include "replay/ir/assign.h"
 #include "replay/exec/exec.h"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    fclose(f);
-    b[n] = 0;
-    *len = (size_t)n;
-    return b;
-}
+#include "tests/slurp.h"
+
 
 static char *pair_doc(void) {
     const char *d = getenv("DRIFT_TESTDATA");
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/graphs/mini_pair.json", d ? d : "tests/data");
-    char *t = slurp(path, &len);
+    char *t = test_slurp(path, &len);
     if (!t) fail_msg("%s missing", path);
     return t;
 }

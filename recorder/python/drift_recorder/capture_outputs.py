@@ -31,6 +31,17 @@ def output_tensors(out):
     return found
 
 
+def remove_hooks(hooks):
+    """Removes every hook handle in hooks (a list, emptied); a handle that
+    fails to remove is skipped: removal never raises into the training job."""
+    for h in hooks:
+        try:
+            h.remove()
+        except Exception:  # noqa: BLE001
+            pass
+    del hooks[:]
+
+
 def first_tensor(out):
     """The tensor the Recorder records as a module's output, or None."""
     ts = output_tensors(out)
@@ -91,12 +102,7 @@ class OutputTap:
         return self
 
     def __exit__(self, *exc):
-        for h in self._hooks:
-            try:
-                h.remove()
-            except Exception:  # noqa: BLE001
-                pass
-        self._hooks = []
+        remove_hooks(self._hooks)
         return False
 
     def _hook(self, fqn):

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from . import _lib
 from .identity import FIELDS as _IDENTITY_FIELDS, library_identity
 from ._tensor import prepare, to_host_f32, dtype_code, buffer_host
-from .capture_outputs import first_tensor
+from .capture_outputs import first_tensor, remove_hooks
 from .metrics import compare_metrics, logprob_metrics
 
 # Wrapper components that never belong to a diffusers FQN (FSDP1, activation
@@ -869,12 +869,7 @@ class Recorder:
             self._fail("watch", e)
 
     def unwatch(self):
-        for h in self._hooks:
-            try:
-                h.remove()
-            except Exception:  # noqa: BLE001
-                pass
-        self._hooks = []
+        remove_hooks(self._hooks)
 
     def _make_out_hook(self, site):
         def hook(module, args, output):
