@@ -68,4 +68,21 @@ static inline const rec_site *find_rec(const recording *r, const char *name) {
     return NULL;
 }
 
+/* One site's values: a site callback for drift_exec_inputs (user: a grab
+ * with .site set) that downloads the site named g->site into g->v (fp32,
+ * g->n elements; the caller frees g->v). */
+typedef struct grab {
+    const char *site;
+    float *v;
+    int64_t n;
+} grab;
+
+static inline int grab_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
+    grab *g = user;
+    if (strcmp(site, g->site)) return 0;
+    g->n = t->numel;
+    g->v = malloc((size_t)t->numel * sizeof(float));
+    return drift_backend_download_f32(t->be, t, g->v, err);
+}
+
 #endif

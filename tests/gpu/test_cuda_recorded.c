@@ -18,30 +18,10 @@
 #include "replay/capture/aten_model.h"
 #include "replay/exec/forward.h"
 #include "tests/gpu/gpu_check.h"
+#include "tests/trace_records.h"
 
 static const char *const IN_SITE[3] = {"input:latents:pre_cast", "input:cond:pre_cast", "input:timestep:pre_cast"};
 static const char *const IN_NAME[3] = {"latents", "cond", "timestep"};
-
-/* The record of site at step, widened to fp32 (caller frees); NULL if none. */
-static float *read_at(drift_trace_reader *r, const char *site, int64_t step, drift_trace_site_info *info) {
-    drift_err e;
-    drift_err_clear(&e);
-    long id = drift_trace_reader_find_site(r, site);
-    if (id < 0 || drift_trace_reader_site(r, (size_t)id, info, &e)) return NULL;
-    drift_trace_index *rows = calloc((size_t)info->n_records + 1, sizeof *rows);
-    int64_t rec = -1;
-    if (rows && !drift_trace_read_index(r, (size_t)id, 0, info->n_records, rows, &e))
-        for (int64_t i = 0; i < info->n_records && rec < 0; i++)
-            if (rows[i].stored && rows[i].step == step) rec = i;
-    free(rows);
-    if (rec < 0) return NULL;
-    float *v = malloc((size_t)info->numel * sizeof *v);
-    if (v && drift_trace_read_record_f32(r, (size_t)id, rec, v, (size_t)info->numel, &e)) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
 
 typedef struct result {
     int ok;           /* the replay ran */
@@ -89,7 +69,7 @@ static void replay(const char *path, const char *spec, const char *param, float 
         rc = drift_hostset_create(&in, &e);
         for (int i = 0; i < 3 && !rc; i++) {
             drift_trace_site_info info;
-            float *v = read_at(r, IN_SITE[i], st[k].step, &info);
+            float *v = test_read_at(r, IN_SITE[i], st[k].step, &info);
             if (!v) {
                 GC_CHECK(0, "step %lld has no %s", (long long)st[k].step, IN_SITE[i]);
                 rc = 1;
@@ -103,7 +83,7 @@ static void replay(const char *path, const char *spec, const char *param, float 
         memset(&out, 0, sizeof out);
         if (!rc) rc = drift_forward_run(f, m, be, in, NULL, NULL, &out, &e);
         drift_trace_site_info oi;
-        float *torch = rc ? NULL : read_at(r, "output:noise_pred", st[k].step, &oi);
+        float *torch = rc ? NULL : test_read_at(r, "output:noise_pred", st[k].step, &oi);
         if (!rc && (!torch || oi.numel != out.numel)) {
             GC_CHECK(0, "no output:noise_pred of %lld elements at step %lld", (long long)out.numel, (long long)st[k].step);
             rc = 1;

@@ -23,6 +23,7 @@
 #include "replay/exec/exec.h"
 
 #include "tests/slurp.h"
+#include "tests/site_recording.h"
 
 
 static const char *testdata(void) {
@@ -312,19 +313,6 @@ static void test_hostile_graphs(void **s) {
 
 /* ---- copy_ into strided views (diffusers' RoPE) ---------------------------------------- */
 
-typedef struct grab {
-    const char *site;
-    float *v;
-    int64_t n;
-} grab;
-
-static int grab_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
-    grab *g = user;
-    if (strcmp(site, g->site)) return 0;
-    g->n = t->numel;
-    g->v = malloc((size_t)t->numel * sizeof(float));
-    return drift_backend_download_f32(t->be, t, g->v, err);
-}
 
 static void test_copy_into_views(void **s) {
     (void)s;

@@ -22,6 +22,7 @@
 #include "replay/exec/exec.h"
 
 #include "tests/slurp.h"
+#include "tests/site_recording.h"
 
 
 static char *pair_doc(void) {
@@ -95,19 +96,6 @@ static void lowered_free(lowered *l) {
     free(l->notes);
 }
 
-typedef struct grab {
-    const char *site;
-    float *v;
-    int64_t n;
-} grab;
-
-static int grab_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
-    grab *g = user;
-    if (strcmp(site, g->site)) return 0;
-    g->n = t->numel;
-    g->v = malloc((size_t)t->numel * sizeof(float));
-    return drift_backend_download_f32(t->be, t, g->v, err);
-}
 
 /* Runs sem in fp32 on the cpu with x[i] = i / 4 - 3 and checks that `site`
  * holds n values, the i-th want(x[i * stride]). */

@@ -25,6 +25,7 @@
 #include "kernels/backend.h"
 #include "replay/capture/aten_model.h"
 #include "replay/exec/forward.h"
+#include "tests/trace_records.h"
 
 static const char *const IN_SITE[3] = {"input:latents:pre_cast", "input:cond:pre_cast", "input:timestep:pre_cast"};
 static const char *const IN_NAME[3] = {"latents", "cond", "timestep"};
@@ -32,24 +33,6 @@ static const char *const IN_NAME[3] = {"latents", "cond", "timestep"};
 static const char *testdata(void) {
     const char *d = getenv("DRIFT_TESTDATA");
     return d ? d : "tests/data";
-}
-
-/* The record of site at step, widened to fp32 (caller frees); NULL if none. */
-static float *read_at(drift_trace_reader *r, const char *site, int64_t step, drift_trace_site_info *info) {
-    drift_err e;
-    drift_err_clear(&e);
-    long id = drift_trace_reader_find_site(r, site);
-    if (id < 0 || drift_trace_reader_site(r, (size_t)id, info, &e)) return NULL;
-    drift_trace_index *rows = calloc((size_t)info->n_records + 1, sizeof *rows);
-    int64_t rec = -1;
-    if (!drift_trace_read_index(r, (size_t)id, 0, info->n_records, rows, &e))
-        for (int64_t i = 0; i < info->n_records && rec < 0; i++)
-            if (rows[i].stored && rows[i].step == step) rec = i;
-    free(rows);
-    if (rec < 0) return NULL;
-    float *v = malloc((size_t)info->numel * sizeof *v);
-    if (drift_trace_read_record_f32(r, (size_t)id, rec, v, (size_t)info->numel, &e)) fail_msg("%s: %s", site, e.msg);
-    return v;
 }
 
 typedef struct result {
@@ -98,7 +81,7 @@ static void replay(const char *model, const char *be_name, const char *param, fl
         assert_int_equal(drift_hostset_create(&in, &e), DRIFT_OK);
         for (int i = 0; i < 3; i++) {
             drift_trace_site_info info;
-            float *v = read_at(r, IN_SITE[i], st[k].step, &info);
+            float *v = test_read_at(r, IN_SITE[i], st[k].step, &info);
             if (!v) fail_msg("%s: step %lld has no %s", model, (long long)st[k].step, IN_SITE[i]);
             assert_int_equal(drift_hostset_add(in, IN_NAME[i], info.dtype, info.ndim, info.shape, v, NULL, NULL, &e),
                              DRIFT_OK);
@@ -114,7 +97,7 @@ static void replay(const char *model, const char *be_name, const char *param, fl
         memset(&out, 0, sizeof out);
         if (drift_forward_run(f, m, be, in, NULL, NULL, &out, &e)) fail_msg("%s on %s: %s: %s", model, be_name, e.where, e.msg);
         drift_trace_site_info oi;
-        float *torch = read_at(r, "output:noise_pred", st[k].step, &oi);
+        float *torch = test_read_at(r, "output:noise_pred", st[k].step, &oi);
         assert_non_null(torch);
         assert_int_equal(oi.numel, out.numel);
         for (int64_t i = 0; i < out.numel; i++) {
