@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     drift_graph *sem = NULL;
     drift_err_clear(&err);
     char *notes = NULL; /* sites left unmapped (module_outputs) */
-    drift_aten_lower_opts lo = {&notes, NULL, NULL};
+    drift_aten_lower_opts lo = {&notes, NULL, NULL, 0};
     rc = drift_aten_graph_lower_ex(g, &lo, &sem, &err);
     FUZZ_CHECK(fuzz_status_ok(rc), "lower rc %d: %s: %s", rc, err.where, err.msg);
     FUZZ_CHECK(rc == DRIFT_OK ? sem != NULL : (sem == NULL && err.msg[0]), "lower result inconsistent (rc %d)", rc);

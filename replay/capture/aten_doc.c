@@ -228,6 +228,31 @@ static int parse_module_outputs(drift_aten_graph *g, const drift_json_value *mo,
     return DRIFT_OK;
 }
 
+/* "device_values": {NODE: "device:NODE", ...}: call nodes whose value the
+ * recording's GPU computed from constants alone (docs/aten-graph.md "Device
+ * values"); the importer reads each as a buffer leaf instead of its subgraph. */
+static int parse_device_values(drift_aten_graph *g, const drift_json_value *dv, drift_err *err) {
+    if (!dv) return DRIFT_OK;
+    if (dv->type != DRIFT_JSON_OBJECT)
+        return doc_fail(g, dv, err, "'device_values': expected an object (node name -> \"device:NAME\")");
+    if (!dv->n_members) return DRIFT_OK;
+    g->device_value = drift_calloc((size_t)g->n, sizeof *g->device_value);
+    if (!g->device_value) return drift_err_set(err, DRIFT_E_NOMEM, g->source, "out of memory");
+    for (size_t k = 0; k < dv->n_members; k++) {
+        const char *node = dv->members[k].key;
+        const drift_json_value *b = &dv->members[k].value;
+        int j = aten_find(g, node);
+        if (j < 0 || g->nodes[j].op != ATEN_CALL)
+            return doc_fail(g, b, err, "'device_values': '%s' names no call node of the graph", node);
+        if (b->type != DRIFT_JSON_STRING || strncmp(b->str, "device:", 7) || !b->str[7] ||
+            strlen(b->str) >= DRIFT_MAX_FQN)
+            return doc_fail(g, b, err, "'device_values' of '%s': expected a /buffers name \"device:NAME\" shorter than %d bytes",
+                            node, DRIFT_MAX_FQN);
+        g->device_value[j] = b->str;
+    }
+    return DRIFT_OK;
+}
+
 static int parse_inputs(drift_aten_graph *g, const drift_json_value *in, drift_err *err) {
     if (!in || in->type != DRIFT_JSON_ARRAY) return doc_fail(g, in ? in : g->doc, err, "'inputs': expected an array");
     g->inputs = drift_calloc(in->n_items ? in->n_items : 1, sizeof *g->inputs);
@@ -316,6 +341,7 @@ int drift_aten_graph_parse(const char *text, size_t len, const char *source_name
     if ((rc = parse_nodes(g, drift_json_object_get(d, "nodes"), err))) goto fail;
     if ((rc = parse_inputs(g, drift_json_object_get(d, "inputs"), err))) goto fail;
     if ((rc = parse_module_outputs(g, drift_json_object_get(d, "module_outputs"), err))) goto fail;
+    if ((rc = parse_device_values(g, drift_json_object_get(d, "device_values"), err))) goto fail;
     *out = g;
     return DRIFT_OK;
 fail:
@@ -330,6 +356,7 @@ void drift_aten_graph_free(drift_aten_graph *g) {
     drift_free(g->slots);
     drift_free(g->ops);
     drift_free(g->inputs);
+    drift_free(g->device_value);
     drift_free(g);
 }
 
@@ -342,6 +369,11 @@ const char *drift_aten_graph_op(const drift_aten_graph *g, int i, int *nodes) {
     if (!g || i < 0 || i >= g->n_ops) return NULL;
     if (nodes) *nodes = g->ops[i].count;
     return g->ops[i].target;
+}
+int drift_aten_graph_device_value_count(const drift_aten_graph *g) {
+    int k = 0;
+    for (int i = 0; g && g->device_value && i < g->n; i++) k += g->device_value[i] != NULL;
+    return k;
 }
 int drift_aten_graph_input_count(const drift_aten_graph *g) { return g ? g->n_inputs : 0; }
 const drift_aten_input *drift_aten_graph_input(const drift_aten_graph *g, int i) {

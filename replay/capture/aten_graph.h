@@ -90,7 +90,13 @@ typedef struct drift_aten_lower_opts {
      * document does not name the first one. NULL: no trace. */
     int (*recorded_shape)(void *user, const char *site, int *ndim, int64_t *shape);
     void *user;
+    /* 1: lower the subgraphs of the document's "device_values" nodes as ops
+     * (DRIFT_DEVICE_VALUES=0) instead of reading each node's recorded value
+     * as a buffer leaf (the default, also with o == NULL). */
+    int compute_device_values;
 } drift_aten_lower_opts;
+/* Number of nodes whose device value the document records ("device_values"). */
+int drift_aten_graph_device_value_count(const drift_aten_graph *g);
 /* drift_aten_graph_lower with options (o may be NULL). */
 int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_opts *o, drift_graph **out,
                               drift_err *err);

@@ -37,6 +37,8 @@ struct drift_aten_graph {
     const drift_json_value *constants;  /* object or NULL */
     const drift_json_value *module_outputs; /* object (module -> [node name | null, ...]) or NULL (older captures) */
     int output;                         /* index of the output node */
+    const char **device_value;          /* per node: the /buffers name of its recorded device value
+                                           ("device_values"), or NULL; NULL array when none */
 };
 
 /* Index of the node named name, or -1. */

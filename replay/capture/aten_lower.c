@@ -501,6 +501,25 @@ static int lower_placeholder(lctx *c) {
     return cplx ? set_result_cplx(c, id) : set_result(c, id);
 }
 
+/* A node whose value the recording's device computed from constants alone
+ * (docs/aten-graph.md "Device values"): an fp32 buffer leaf `buffer` of the
+ * node's shape, read from /buffers like a recorded RoPE table. */
+static int lower_device_value(lctx *c, const char *buffer) {
+    const aten_node *n = cur_node(c);
+    const drift_json_value *vdt = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "dtype") : NULL;
+    if (!vdt || vdt->type != DRIFT_JSON_STRING || strcmp(vdt->str, "float32"))
+        return FAIL(c, "a device value must be a float32 tensor (val.dtype %s)",
+                    vdt && vdt->type == DRIFT_JSON_STRING ? vdt->str : "missing");
+    int nd = 0, rc, id = -1;
+    int64_t shape[DRIFT_MAX_DIMS];
+    if ((rc = val_shape(c, n->val, &nd, shape))) return rc;
+    drift_err inner;
+    drift_err_clear(&inner);
+    if (drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, buffer, DRIFT_F32, nd, shape, &id, &inner))
+        return FAIL(c, "%s", inner.msg);
+    return set_result(c, id);
+}
+
 /* ---- view ops ------------------------------------------------------------------- */
 
 /* Reshape of view v (complex flag cplx) to (nd, size): a view when strides
@@ -2007,14 +2026,16 @@ static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsi
  * their destination's storage, which the output may read) with their inputs:
  * dead code (a mask's sequence length computed but unused, a last block's
  * context stream) is not lowered. */
-static void compute_live(const drift_aten_graph *g, unsigned char *live) {
+/* Live nodes: those the output or an in-place op needs; a node read from its
+ * recorded device value (dv) needs nothing upstream. */
+static void compute_live(const drift_aten_graph *g, int dv, unsigned char *live) {
     for (int i = g->n - 1; i >= 0; i--) {
         const aten_node *n = &g->nodes[i];
         size_t tl = strlen(n->target);
         int inplace = n->op == ATEN_CALL && tl > 9 && !strcmp(n->target + tl - 9, "_.default") &&
                       strcmp(n->target, "aten.detach_.default");
         if (n->op == ATEN_OUTPUT || n->op == ATEN_PLACEHOLDER || inplace) live[i] = 1;
-        if (!live[i]) continue;
+        if (!live[i] || (dv && g->device_value && g->device_value[i])) continue;
         mark_refs(g, n->args, live);
         if (n->kwargs) mark_refs(g, n->kwargs, live);
     }
@@ -2046,7 +2067,8 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         rc = drift_err_set(err, DRIFT_E_NOMEM, "aten", "out of memory");
         goto done;
     }
-    compute_live(g, c.live);
+    const int dv = !(o && o->compute_device_values);
+    compute_live(g, dv, c.live);
     find_children(&c);
     char model[256];
     snprintf(model, sizeof model, "captured:%s", drift_aten_graph_model_class(g));
@@ -2057,7 +2079,8 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         const aten_node *n = &g->nodes[i];
         if (n->op == ATEN_OUTPUT) break;
         if (!c.live[i]) continue; /* FX_NONE */
-        rc = n->op == ATEN_PLACEHOLDER ? lower_placeholder(&c) : lower_call(&c);
+        if (dv && g->device_value && g->device_value[i]) rc = lower_device_value(&c, g->device_value[i]);
+        else rc = n->op == ATEN_PLACEHOLDER ? lower_placeholder(&c) : lower_call(&c);
         if (!rc && n->op == ATEN_CALL) rc = check_val(&c);
     }
     if (rc) goto done;

@@ -97,7 +97,8 @@ int drift_capture_model_create_against(const char *json, size_t len, const char 
     m->captured = 1;
     drift_aten_graph *g = NULL;
     int rc = drift_aten_graph_parse(json, len, source, &g, err);
-    drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r};
+    const char *dv = getenv("DRIFT_DEVICE_VALUES"); /* "0": compute them (docs/aten-graph.md "Device values") */
+    drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r, dv && !strcmp(dv, "0")};
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
@@ -298,7 +299,8 @@ int drift_capture_step_inputs(const drift_model *m, drift_trace_reader *r, int64
 static int get_st_buffer(void *ctx, const char *name, drift_hostset *dst, drift_err *err) {
     drift_safetensors *f = ctx;
     char key[DRIFT_MAX_FQN + 16];
-    if (!strncmp(name, "constant:", 9) || !strncmp(name, "input:", 6)) snprintf(key, sizeof key, "%s", name);
+    if (!strncmp(name, "constant:", 9) || !strncmp(name, "input:", 6) || !strncmp(name, "device:", 7))
+        snprintf(key, sizeof key, "%s", name);
     else snprintf(key, sizeof key, "buffer:%s", name);
     long k = drift_safetensors_find(f, key);
     if (k < 0)

@@ -95,9 +95,12 @@ int drift_capture_summary_print(FILE *out, const char *json, size_t len, const c
         np += in->kind == DRIFT_ATEN_IN_PARAMETER;
         nb += in->kind == DRIFT_ATEN_IN_BUFFER || in->kind == DRIFT_ATEN_IN_CONSTANT;
     }
-    fprintf(out, "captured  %s (torch.export): %d nodes, %d distinct ops, %d parameters, %d buffers/constants\n",
+    const int ndv = drift_aten_graph_device_value_count(s.g);
+    fprintf(out, "captured  %s (torch.export): %d nodes, %d distinct ops, %d parameters, %d buffers/constants",
             drift_aten_graph_model_class(s.g)[0] ? drift_aten_graph_model_class(s.g) : "?", drift_aten_graph_node_count(s.g),
             drift_aten_graph_op_count(s.g), np, nb);
+    if (ndv) fprintf(out, ", %d device values (tables the recording's GPU built from constants)", ndv);
+    fprintf(out, "\n");
     fprintf(out, "  inputs:");
     for (int i = 0; i < drift_aten_graph_input_count(s.g); i++) {
         const drift_aten_input *in = drift_aten_graph_input(s.g, i);

@@ -199,6 +199,57 @@ def noise_floor(m, k):
     return float((a - b).abs().mean()), float(a.abs().mean())
 
 
+class ConvProbe:
+    """PROBE_CONV=1: does the patch embedding's Conv3d inside the FSDP2 forward
+    give the bits a standalone conv of the same operands gives (issue 16: the
+    1.3B replay's first divergent site)? Keeps step 0's operands and output."""
+
+    def __init__(self, m):
+        self.got = None
+        self.h = m.patch_embedding.register_forward_hook(self.hook)
+
+    def hook(self, mod, args, out):
+        if self.got is None:
+            w, b = mod.weight, mod.bias
+            self.got = (args[0].detach().clone(), w.detach().clone(), b.detach().clone(), out.detach().clone(),
+                        {"x": (str(args[0].dtype), list(args[0].stride()), args[0].data_ptr() % 256),
+                         "w": (str(w.dtype), list(w.stride()), w.data_ptr() % 256, type(w).__name__),
+                         "b": (str(b.dtype), b.data_ptr() % 256), "stride": list(mod.stride),
+                         "autocast": torch.is_autocast_enabled(), "benchmark": torch.backends.cudnn.benchmark,
+                         "deterministic": torch.backends.cudnn.deterministic})
+            self.ptrs = (args[0].data_ptr(), w.data_ptr())
+
+    def report(self, tag):
+        self.h.remove()
+        if self.got is None:
+            print("PROBE conv %s: the hook never ran" % tag, flush=True)
+            return
+        x, w, b, out, meta = self.got
+        print("PROBE conv %s: operands %s out %s %s" % (tag, meta, str(out.dtype), list(out.shape)), flush=True)
+        import torch.nn.functional as F
+        xb = x.to(torch.bfloat16)
+        wb = w.to(torch.bfloat16)
+
+        def one(xv, wv, label):
+            y = F.conv3d(xv, wv, None, stride=tuple(meta["stride"]))
+            y.add_(b.to(y.dtype).reshape(1, -1, 1, 1, 1))
+            n = int((y != out).sum())
+            print("PROBE conv %s: standalone %s: %d of %d elements differ from the in-model output" % (
+                tag, label, n, out.numel()), flush=True)
+
+        with torch.no_grad():
+            one(xb, wb, "fresh operands")
+            for k in (1, 2, 4, 8):  # the weight at a byte offset of 2k (pointer alignment 2k)
+                buf = torch.empty(wb.numel() + 64, dtype=wb.dtype, device=wb.device)
+                wv = buf[k:k + wb.numel()].view_as(wb)
+                wv.copy_(wb)
+                one(xb, wv, "weight at alignment %d bytes" % (2 * k))
+            for bi in range(xb.shape[0]):  # per sample, batch 1
+                y = F.conv3d(xb[bi:bi + 1], wb, None, stride=tuple(meta["stride"]))
+                y.add_(b.to(y.dtype).reshape(1, -1, 1, 1, 1))
+                print("PROBE conv %s: sample %d alone: %d differ" % (tag, bi, int((y != out[bi:bi + 1]).sum())), flush=True)
+
+
 def trainer(tag, out, dev):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     d = os.path.join(out, tag)
@@ -224,6 +275,7 @@ def trainer(tag, out, dev):
         g = rec.capture_graph(m, step_inputs(kw, 0, dev))  # sharded: a meta copy is exported
         # WATCH=all: every module's output (small models: locates the first divergent op)
         rec.watch(m, outputs=watched(m, tag))
+        probe = ConvProbe(m) if os.environ.get("PROBE_CONV") == "1" and hasattr(m, "patch_embedding") else None
         for s in range(STEPS):
             k = step_inputs(kw, s, dev)
             with rec.step(s), torch.no_grad():
@@ -235,6 +287,8 @@ def trainer(tag, out, dev):
                 floors.append(noise_floor(m, k))
         rec.flush(60000)  # counters of the committed steps
         cnt = rec.counters()
+    if probe is not None:
+        probe.report(tag)
     info = {"tag": tag, "island": pat, "island_modules": island, "steps": STEPS,
             "torch_floor_mean_abs_diff": [f[0] for f in floors], "noise_pred_mean_abs": [f[1] for f in floors],
             "capture": g.get("capture") if g else None, "nodes": len(g["nodes"]) if g else 0,

@@ -207,15 +207,18 @@ def torch_gen(outdir):
             return [q, k, v], (lambda: F.scaled_dot_product_attention(q, k, v)), ""
         CASES.append((nm, "sdpa", f))
 
-    # Conv3d patch embedding 16 -> 1536, patch (1, 2, 2), 5x32x32 latents -> 1280 tokens
-    def f_conv():
-        conv = torch.nn.Conv3d(16, 1536, kernel_size=(1, 2, 2), stride=(1, 2, 2)).to(dev)
-        x = rb(1, 16, 5, 32, 32)
-        w = conv.weight.detach().to(bf16).reshape(1536, 64)
-        b = conv.bias.detach().to(bf16)
-        return [x, w, b], (lambda: conv(x).flatten(2).transpose(1, 2).contiguous()), "patch=1,2,2"
-    CASES.append(("conv3d_patch_16x5x32x32_to_1536", "conv_patch", f_conv))
-    CASES.append(("conv3d_cudnn_16x5x32x32_to_1536", "conv_cudnn", f_conv))
+    # Conv3d patch embedding 16 -> 1536, patch (1, 2, 2), 5x32x32 latents -> 1280 tokens;
+    # batch 2 as in the Wan 1.3B FSDP2 recording (its first divergent site)
+    for B in (1, 2):
+        def f_conv(B=B):
+            conv = torch.nn.Conv3d(16, 1536, kernel_size=(1, 2, 2), stride=(1, 2, 2)).to(dev)
+            x = rb(B, 16, 5, 32, 32)
+            w = conv.weight.detach().to(bf16).reshape(1536, 64)
+            b = conv.bias.detach().to(bf16)
+            return [x, w, b], (lambda: conv(x).flatten(2).transpose(1, 2).contiguous()), "patch=1,2,2"
+        bt = "" if B == 1 else "b%d_" % B
+        CASES.append(("conv3d_patch_%s16x5x32x32_to_1536" % bt, "conv_patch", f_conv))
+        CASES.append(("conv3d_cudnn_%s16x5x32x32_to_1536" % bt, "conv_cudnn", f_conv))
 
     import ctypes
     print("TORCH version=%s cuda=%s cudnn=%s gpu=\"%s\" cc=%s" % (

@@ -99,6 +99,8 @@ drift_run rmsv2 torch:rms_variant=2 rms_norm "$TORCHLIBS"
 drift_run convheura torch:conv_heur=a conv_cudnn "$TORCHLIBS"
 drift_run convheurb torch:conv_heur=b conv_cudnn "$TORCHLIBS"
 drift_run convskip1 torch:conv_skip=1 conv_cudnn "$TORCHLIBS"
+drift_run convskip2 torch:conv_skip=2 conv_cudnn "$TORCHLIBS"
+drift_run convskip3 torch:conv_skip=3 conv_cudnn "$TORCHLIBS"
 drift_run sdpastats torch:sdpa_stats=1 sdpa "$TORCHLIBS"
 drift_run sdpacomp torch:sdpa_graph=composite sdpa "$TORCHLIBS"
 drift_run sdpauni torch:sdpa_graph=unified sdpa "$TORCHLIBS"
@@ -106,7 +108,7 @@ drift_run syslibs torch linear,sdpa,conv_patch,conv_cudnn ""
 
 # ------------------------------------------------------------ table
 say "compare"
-(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 convheura convheurb convskip1 sdpastats sdpacomp sdpauni syslibs) ||
+(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 convheura convheurb convskip1 convskip2 convskip3 sdpastats sdpacomp sdpauni syslibs) ||
   OK=0
 say "done (log: $LOG)"
 [ $OK = 1 ]

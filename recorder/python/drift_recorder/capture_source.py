@@ -26,6 +26,7 @@ capture says which and why ("fallback").
 Every failure is a CaptureError with a one-line message.
 """
 from .capture import CaptureError, dataless, describe, export_program, output_tap
+from .capture_device_values import device_values
 
 # lifted constants above this many elements go to /buffers as constant:NAME,
 # not into the JSON (keeps /graph small: Qwen-Image's RoPE table is 32768)
@@ -377,6 +378,19 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
     return doc, tensors
 
 
+def _add_device_values(doc, tensors, ep, device, autocast):
+    """doc["device_values"] and their tensors (capture_device_values.py)."""
+    import time as _time
+
+    t0 = _time.perf_counter()
+    vals = device_values(ep, device, autocast)
+    if vals:
+        doc["device_values"] = {name: "device:" + name for name, _ in vals}
+        tensors.extend(("device:" + name, v) for name, v in vals)
+    doc["capture"]["device_values"] = {"count": len(vals), "device": device,
+                                       "seconds": round(_time.perf_counter() - t0, 3)}
+
+
 def _capture(real, kwargs, factory, mode, autocast):
     import torch
 
@@ -434,6 +448,7 @@ def _capture(real, kwargs, factory, mode, autocast):
     doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
                       "autocast": str(autocast).replace("torch.", "") if autocast is not None else None}
     tensors, missing = [], []
+    _add_device_values(doc, tensors, ep, _first_device(kwargs, real), autocast)
     named_bufs = {_strip(n): b for n, b in real.named_buffers()}
     for inp in doc["inputs"]:
         if inp["kind"] == "buffer":
