@@ -62,6 +62,9 @@ __attribute__((constructor)) static void kt_start(void) {
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    /* the CUDA runtime may tear its context down before our destructor runs:
+       deliver buffers every 20 ms, and flush again at exit */
+    cuptiActivityFlushPeriod(20);
 }
 
 static int by_start(const void *a, const void *b) {

@@ -80,6 +80,41 @@ DCU_DEV void dcu_st(void *p, int dt, I i, float x) {
         ((float *)p)[i] = x;
 }
 
+/* 4 consecutive elements [i, i+4) of a buffer of dtype DT (a template
+ * constant; -1: the runtime dt, element by element), widened exactly; the
+ * vector forms need i*size 8- (16-bit) or 16-byte (fp32) aligned. */
+template <int DT>
+DCU_DEV void dcu_ld4(const void *p, int dt, int64_t i, float *o) {
+    if (DT == DRIFT_BF16 || DT == DRIFT_F16) {
+        const uint2 v = *(const uint2 *)((const uint16_t *)p + i);
+        const uint32_t h[4] = {v.x & 0xffffu, v.x >> 16, v.y & 0xffffu, v.y >> 16};
+#pragma unroll
+        for (int k = 0; k < 4; k++) o[k] = DT == DRIFT_BF16 ? dcu_bf16_to_f32(h[k]) : dcu_f16_to_f32(h[k]);
+    } else if (DT == DRIFT_F32) {
+        const float4 v = *(const float4 *)((const float *)p + i);
+        o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++) o[k] = dcu_ld<int64_t>(p, dt, i + k);
+    }
+}
+
+/* Stores 4 values rounded once to DT (as dcu_st) at [i, i+4). */
+template <int DT>
+DCU_DEV void dcu_st4(void *p, int dt, int64_t i, const float *v) {
+    if (DT == DRIFT_BF16 || DT == DRIFT_F16) {
+        uint32_t h[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) h[k] = DT == DRIFT_BF16 ? dcu_f32_to_bf16(v[k]) : dcu_f32_to_f16(v[k]);
+        *(uint2 *)((uint16_t *)p + i) = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+    } else if (DT == DRIFT_F32) {
+        *(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++) dcu_st<int64_t>(p, dt, i + k, v[k]);
+    }
+}
+
 /* Launch geometry: grid-stride kernels use at most this many blocks. */
 #define DCU_THREADS 256
 static inline unsigned dcu_blocks_for(int64_t n, int threads, const dcu_ctx *ctx) {

@@ -13,7 +13,10 @@
  * threads per block, at most 32 blocks per SM; 32-bit indices when the
  * largest index fits (dcu_use_i32), else 64-bit. Binary ops pick FLAT (one
  * collapsed dim: same shapes, or a scalar operand) or GENERAL (per-element
- * index decomposition over up to 8 collapsed dims). */
+ * index decomposition over up to 8 collapsed dims); before them, fp32/bf16
+ * operands of a rows x D shape (D % 4 == 0, unit or zero innermost strides:
+ * same shapes, a row or column broadcast) take ROWS4, four elements per
+ * thread with 8/16-byte loads (the same values). */
 #include "kernels/cuda/dev_common.cuh"
 
 namespace {
@@ -85,6 +88,62 @@ __global__ void k_binary(const void *__restrict__ a, int ta, const void *__restr
     }
 }
 
+/* The common broadcast shapes, 4 output elements per thread: the collapsed
+ * output is rows x D (D % 4 == 0), each operand's innermost stride is 1 (4
+ * consecutive values) or 0 (one value for the 4), its row stride a multiple
+ * of 4 (or 0). Dtypes are template constants (DRIFT_F32 / DRIFT_BF16): the
+ * per-element values and their rounding are k_binary's, only the memory
+ * access is wider. */
+template <int OP, int TA, int TB, int TY>
+__global__ void k_binary_rows4(const void *__restrict__ a, const void *__restrict__ b, void *__restrict__ y,
+                               int64_t rows, int64_t D, int64_t sa0, int sa1, int64_t sb0, int sb1) {
+    const int64_t n4 = rows * D / 4;
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n4; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = q * 4, r = e / D, c = e - r * D;
+        float va[4], vb[4], o[4];
+        if (sa1) dcu_ld4<TA>(a, TA, r * sa0 + c, va);
+        else va[0] = va[1] = va[2] = va[3] = dcu_ld<int64_t>(a, TA, r * sa0);
+        if (sb1) dcu_ld4<TB>(b, TB, r * sb0 + c, vb);
+        else vb[0] = vb[1] = vb[2] = vb[3] = dcu_ld<int64_t>(b, TB, r * sb0);
+#pragma unroll
+        for (int k = 0; k < 4; k++) o[k] = binary_op<OP>(va[k], vb[k]);
+        dcu_st4<TY>(y, TY, e, o);
+    }
+}
+
+template <int OP, int TA, int TB>
+void rows4_ty(const dcu_ctx *ctx, unsigned blocks, const void *a, const void *b, void *y, drift_dtype ty, int64_t rows,
+              int64_t D, int64_t sa0, int sa1, int64_t sb0, int sb1) {
+    if (ty == DRIFT_F32)
+        k_binary_rows4<OP, TA, TB, DRIFT_F32><<<blocks, DCU_THREADS, 0, ctx->stream>>>(a, b, y, rows, D, sa0, sa1, sb0, sb1);
+    else
+        k_binary_rows4<OP, TA, TB, DRIFT_BF16><<<blocks, DCU_THREADS, 0, ctx->stream>>>(a, b, y, rows, D, sa0, sa1, sb0, sb1);
+}
+
+/* 1 and the launch done when bc has the rows x D form of k_binary_rows4 with
+ * fp32/bf16 operands and output, aligned; 0: the general kernels run. */
+template <int OP>
+int try_binary_rows4(const dcu_ctx *ctx, const void *a, drift_dtype ta, const void *b, drift_dtype tb, void *y,
+                     drift_dtype ty, const drift_bcast *bc) {
+    const auto ok_dt = [](drift_dtype t) { return t == DRIFT_F32 || t == DRIFT_BF16; };
+    if (!ok_dt(ta) || !ok_dt(tb) || !ok_dt(ty) || bc->nd > 2) return 0;
+    const int L = bc->nd - 1;
+    const int64_t D = bc->shape[L], rows = bc->nd == 2 ? bc->shape[0] : 1;
+    const int64_t sa1 = bc->sa[L], sb1 = bc->sb[L], sa0 = bc->nd == 2 ? bc->sa[0] : 0, sb0 = bc->nd == 2 ? bc->sb[0] : 0;
+    if (D % 4 || (sa1 != 0 && sa1 != 1) || (sb1 != 0 && sb1 != 1) || (sa1 == 1 && sa0 % 4) || (sb1 == 1 && sb0 % 4))
+        return 0;
+    const auto aligned = [](const void *p, drift_dtype t, int64_t unit) {
+        return unit == 0 || !((uintptr_t)p & (uintptr_t)(t == DRIFT_F32 ? 15 : 7));
+    };
+    if (!aligned(a, ta, sa1) || !aligned(b, tb, sb1) || !aligned(y, ty, 1)) return 0;
+    const unsigned blocks = dcu_blocks_for(rows * D / 4, DCU_THREADS, ctx);
+    if (ta == DRIFT_F32 && tb == DRIFT_F32) rows4_ty<OP, DRIFT_F32, DRIFT_F32>(ctx, blocks, a, b, y, ty, rows, D, sa0, (int)sa1, sb0, (int)sb1);
+    else if (ta == DRIFT_F32) rows4_ty<OP, DRIFT_F32, DRIFT_BF16>(ctx, blocks, a, b, y, ty, rows, D, sa0, (int)sa1, sb0, (int)sb1);
+    else if (tb == DRIFT_F32) rows4_ty<OP, DRIFT_BF16, DRIFT_F32>(ctx, blocks, a, b, y, ty, rows, D, sa0, (int)sa1, sb0, (int)sb1);
+    else rows4_ty<OP, DRIFT_BF16, DRIFT_BF16>(ctx, blocks, a, b, y, ty, rows, D, sa0, (int)sa1, sb0, (int)sb1);
+    return 1;
+}
+
 template <typename I>
 __global__ void k_sinusoid(const void *__restrict__ t, int tt, void *__restrict__ y, int ty, I nb, I dim,
                            float neg_log_period, int flip) {
@@ -137,6 +196,7 @@ cudaError_t launch_unary_t(const dcu_ctx *ctx, const void *x, drift_dtype tx, vo
 template <int OP>
 cudaError_t launch_binary_t(const dcu_ctx *ctx, const void *a, drift_dtype ta, const void *b, drift_dtype tb,
                             void *y, drift_dtype ty, const drift_bcast *bc) {
+    if (try_binary_rows4<OP>(ctx, a, ta, b, tb, y, ty, bc)) return cudaGetLastError();
     BcastArgs args;
     args.nd = bc->nd;
     int64_t maxa = 0, maxb = 0;

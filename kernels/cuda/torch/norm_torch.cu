@@ -166,7 +166,12 @@ __global__ void k_layer_norm_torch(const void *__restrict__ x, int tx, int N, co
     }
 }
 
-/* One row per blockDim.x-wide row of the block; see the file comment. */
+/* One row per blockDim.x-wide row of the block; see the file comment.
+ * TX/TW/TY: the dtypes as template constants (-1: the runtime tx/tw/ty);
+ * vec: torch's 4-wide reduction layout, which the loads and the output pass
+ * then also use (the per-element values and the reduction order are the
+ * same either way: only the memory access is wider). */
+template <int TX, int TW, int TY>
 __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t rows, int N, const void *__restrict__ w,
                                  int tw, void *__restrict__ y, int ty, float eps, int vec, float factor,
                                  int shfl_desc) {
@@ -180,12 +185,12 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
     if (active) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
         if (vec) {
-            for (int idx = lane; idx * 4 + 3 < N; idx += bw)
+            for (int idx = lane; idx * 4 + 3 < N; idx += bw) {
+                float u[4];
+                dcu_ld4<TX>(x, tx, base + idx * 4, u);
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float u = dcu_ld<int64_t>(x, tx, base + idx * 4 + i);
-                    acc[i] = __fadd_rn(acc[i], __fmul_rn(u, u));
-                }
+                for (int i = 0; i < 4; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(u[i], u[i]));
+            }
         } else {
             int k = 0;
             for (int idx = lane; idx < N; idx += bw, k++) {
@@ -220,6 +225,20 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
     __syncthreads();
     if (row >= rows) return;
     const float r = rs[threadIdx.y];
+    if (vec && N % 4 == 0) {
+        for (int idx = lane; idx * 4 < N; idx += bw) {
+            float u[4], o[4], g[4];
+            dcu_ld4<TX>(x, tx, base + idx * 4, u);
+            if (w) dcu_ld4<TW>(w, tw, (int64_t)idx * 4, g);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float t = __fmul_rn(u[i], r);
+                o[i] = w ? __fmul_rn(t, g[i]) : t;
+            }
+            dcu_st4<TY>(y, ty, base + idx * 4, o);
+        }
+        return;
+    }
     for (int j = lane; j < N; j += bw) {
         const float t = __fmul_rn(dcu_ld<int64_t>(x, tx, base + j), r);
         const float o = w ? __fmul_rn(t, dcu_ld<int>(w, tw, j)) : t;
@@ -292,7 +311,19 @@ extern "C" cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, dr
     const int64_t g = (rows + cfg->bh - 1) / cfg->bh;
     if (g > INT32_MAX) return cudaErrorInvalidValue;
     const size_t smem = cfg->bw > 32 ? (size_t)cfg->bw * cfg->bh * sizeof(float) : 0;
-    k_rms_norm_torch<<<(unsigned)g, blk, smem, ctx->stream>>>(x, tx, rows, (int)N, w, tw, y, ty, eps,
-                                                              cfg->vectorize, cfg->factor, cfg->shfl_desc);
+    /* the wide loads need 16-byte aligned rows of whole 4-element groups */
+    const int wide = cfg->vectorize && N % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) &&
+                     (!w || !((uintptr_t)w & 15));
+#define RMS_LAUNCH(TX, TW, TY)                                                                                   \
+    k_rms_norm_torch<TX, TW, TY><<<(unsigned)g, blk, smem, ctx->stream>>>(x, tx, rows, (int)N, w, tw, y, ty, eps, \
+                                                                          cfg->vectorize, cfg->factor, cfg->shfl_desc)
+    const int tw_ = w ? (int)tw : (int)tx; /* no weight: any TW */
+    if (wide && tx == DRIFT_BF16 && ty == DRIFT_BF16 && tw_ == DRIFT_BF16) RMS_LAUNCH(DRIFT_BF16, DRIFT_BF16, DRIFT_BF16);
+    else if (wide && tx == DRIFT_BF16 && ty == DRIFT_BF16 && tw_ == DRIFT_F32) RMS_LAUNCH(DRIFT_BF16, DRIFT_F32, DRIFT_BF16);
+    else if (wide && tx == DRIFT_F16 && ty == DRIFT_F16 && tw_ == DRIFT_F16) RMS_LAUNCH(DRIFT_F16, DRIFT_F16, DRIFT_F16);
+    else if (wide && tx == DRIFT_F32 && ty == DRIFT_F32 && tw_ == DRIFT_F32) RMS_LAUNCH(DRIFT_F32, DRIFT_F32, DRIFT_F32);
+    else if (wide && tx == DRIFT_F32 && ty == DRIFT_F32 && tw_ == DRIFT_BF16) RMS_LAUNCH(DRIFT_F32, DRIFT_BF16, DRIFT_F32);
+    else RMS_LAUNCH(-1, -1, -1);
+#undef RMS_LAUNCH
     return cudaGetLastError();
 }
