@@ -384,4 +384,44 @@ with t2:
 check(t2.module_outputs(_Graph([])) is None, "no tap: no module_outputs member (the importer stays cautious)")
 check(co.proxy_node(a) is None, "proxy_node outside a trace (or without torch): None")
 
+# ---- device values: which nodes are constant-only (capture_device_values.py, no torch needed)
+from drift_recorder import capture_device_values as dv
+
+
+class _FxNode:
+    def __init__(self, name, op, target, args=(), kwargs=None):
+        self.name, self.op, self.target, self.args, self.kwargs = name, op, target, tuple(args), kwargs or {}
+        self.users = {}
+        for r in dv._refs(list(self.args) + list(self.kwargs.values()), []):
+            r.users[self] = None
+
+
+class _FxGraph:
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+
+px = _FxNode("x", "placeholder", "x")
+ar = _FxNode("arange", "call_function", "aten.arange.start", [0, 4])
+ex = _FxNode("exp", "call_function", "aten.exp.default", [ar])
+vw = _FxNode("unsqueeze", "call_function", "aten.unsqueeze.default", [ex, 0])
+ml = _FxNode("mul", "call_function", "aten.mul.Tensor", [px, vw])
+ar2 = _FxNode("arange_1", "call_function", "aten.arange.start", [0, 4])
+neg = _FxNode("neg", "call_function", "aten.neg.default", [ar2])           # constant, no transcendental
+em = _FxNode("empty_like", "call_function", "aten.empty_like.default", [ar2])
+cp = _FxNode("copy_", "call_function", "aten.copy_.default", [em, neg])      # in place: never constant
+ar3 = _FxNode("arange_2", "call_function", "aten.arange.start", [0, 4])
+sl = _FxNode("slice", "call_function", "aten.slice.Tensor", [ar3, 0, 0, 2])
+mu_ = _FxNode("mul_", "call_function", "aten.mul_.Tensor", [sl, px])         # writes ar3 through a view
+cs3 = _FxNode("cos", "call_function", "aten.cos.default", [ar3])
+lin = _FxNode("linear", "call_function", "aten.linear.default", [vw, vw])    # plan-dependent: never constant
+const = dv.constant_only(_FxGraph([px, ar, ex, vw, ml, ar2, neg, em, cp, ar3, sl, mu_, cs3, lin]))
+check(set(const) == {ar, ex, vw, ar2, neg}, "constant-only: arange -> exp -> unsqueeze and arange -> neg; "
+      "not the placeholder's users, empty_like, an in-place op, a tensor written through a view, a linear: %s"
+      % sorted(n.name for n in const))
+check(const[vw] and const[ex] and not const[ar] and not const[neg], "transcendental ancestry flags: %s" % const)
+check(dv._base("aten.pow.Scalar") == "pow" and dv._inplace(cp) and not dv._inplace(ex), "op base names")
+if importlib.util.find_spec("torch") is None:
+    check(dv.device_values(None, "cuda:0") == [], "no torch: no device values, no exception")
+
 print(f"recorder_capture: {checks} checks passed")

@@ -49,10 +49,13 @@ def _base(target):
     return parts[1] if len(parts) >= 2 and parts[0] == "aten" else parts[0]
 
 
-def _refs(a, out):
-    import torch.fx
+def _is_node(a):
+    """An fx Node (duck-typed: the logic below is tested without torch)."""
+    return hasattr(a, "op") and hasattr(a, "users") and hasattr(a, "target") and hasattr(a, "args")
 
-    if isinstance(a, torch.fx.Node):
+
+def _refs(a, out):
+    if _is_node(a):
         out.append(a)
     elif isinstance(a, (list, tuple)):
         for x in a:
@@ -109,9 +112,7 @@ def _on_device(a, device):
 
 
 def _subst(a, env):
-    import torch.fx
-
-    if isinstance(a, torch.fx.Node):
+    if _is_node(a):
         return env[a]
     if isinstance(a, (list, tuple)):
         return type(a)(_subst(x, env) for x in a)
