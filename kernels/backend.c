@@ -469,6 +469,9 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
     case DRIFT_OP_PATCHIFY: {
         const int *p = op->patch;
         if (a->ndim != 5) return drift_op_shape_err(err, op, "latents must be [B, C, F, H, W], got %s", s0);
+        if (op->layout != 0 && op->layout != 1)
+            return drift_op_shape_err(err, op, "layout must be 0 (features c, pf, ph, pw) or 1 (pf, ph, pw, c), got %d",
+                                      op->layout);
         if (!patch_ok(p) || a->shape[2] % p[0] || a->shape[3] % p[1] || a->shape[4] % p[2])
             return drift_op_shape_err(err, op, "patch (%d, %d, %d) does not tile %s", p[0], p[1], p[2], s0);
         int64_t P = (int64_t)p[0] * p[1] * p[2];

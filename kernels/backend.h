@@ -62,7 +62,9 @@ typedef enum drift_op_kind {
     DRIFT_OP_CONCAT,       /* in0 ++ in1 along dim (same dtype) */
     DRIFT_OP_VIEW,         /* same data, new shape (out's shape), numel equal */
     DRIFT_OP_PATCHIFY,     /* in0 latents[B, C, F, H, W] -> [B, (F/pf)(H/ph)(W/pw), C*pf*ph*pw],
-                              token order (f, h, w), feature order (c, pf, ph, pw) as Conv3d weights */
+                              token order (f, h, w); feature order per op->layout: 0 = (c, pf, ph, pw)
+                              as Conv3d weights flatten, 1 = channels-last (pf, ph, pw, c), the K order
+                              of cuDNN's NHWC implicit GEMM (a conv lowered with its weight permuted) */
     DRIFT_OP_UNPATCHIFY,   /* inverse of PATCHIFY for in0 [B, L, C*pf*ph*pw] into out's [B, C, F, H, W]
                               (feature order (pf, ph, pw, c) as diffusers Wan's proj_out reshape) */
     DRIFT_OP_TIMESTEP_SINUSOID, /* in0 t[B] -> [B, dim]: half = dim/2,
@@ -97,7 +99,8 @@ typedef struct drift_op {
     float eps;             /* LAYER_NORM, RMS_NORM */
     float alpha, beta;     /* AFFINE */
     float scale;           /* ATTENTION softmax scale */
-    int layout;            /* ATTENTION: 0 = q, k, v, out [B, H, L, D]; 1 = [B, L, H, D] */
+    int layout;            /* ATTENTION: 0 = q, k, v, out [B, H, L, D]; 1 = [B, L, H, D];
+                              PATCHIFY: 0 = features (c, pf, ph, pw), 1 = (pf, ph, pw, c) */
     float max_period;      /* TIMESTEP_SINUSOID (10000) */
     int flip_sin_to_cos;   /* TIMESTEP_SINUSOID */
     int dim;               /* NARROW, CONCAT */

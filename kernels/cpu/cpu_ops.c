@@ -617,6 +617,7 @@ typedef struct patch_job {
     const float *src;
     float *dst;
     int64_t C, F, H, W, pf, ph, pw, Hp, Wp, L, P;
+    int cl; /* PATCHIFY layout 1: features (pf, ph, pw, c) */
     drift_dtype srcdt, dt;
 } patch_job;
 
@@ -628,13 +629,24 @@ static void patchify_units(void *p, int64_t u0, int64_t u1) {
         const int64_t f0 = (t / (j->Hp * j->Wp)) * j->pf, h0 = ((t / j->Wp) % j->Hp) * j->ph, w0 = (t % j->Wp) * j->pw;
         float *y = j->dst + u * j->P;
         int64_t n = 0;
-        /* feature order (c, pf, ph, pw), as a Conv3d weight [out, C, pf, ph, pw] flattens */
-        for (int64_t c = 0; c < j->C; c++)
+        if (j->cl) {
+            /* channels-last (pf, ph, pw, c): the K order of cuDNN's NHWC implicit GEMM */
+            const int64_t cs = j->F * j->H * j->W;
             for (int64_t i = 0; i < j->pf; i++)
-                for (int64_t jj = 0; jj < j->ph; jj++) {
-                    const float *x = j->src + (((b * j->C + c) * j->F + f0 + i) * j->H + h0 + jj) * j->W + w0;
-                    for (int64_t k = 0; k < j->pw; k++) y[n++] = x[k];
-                }
+                for (int64_t jj = 0; jj < j->ph; jj++)
+                    for (int64_t k = 0; k < j->pw; k++) {
+                        const float *x = j->src + ((b * j->C * j->F + f0 + i) * j->H + h0 + jj) * j->W + w0 + k;
+                        for (int64_t c = 0; c < j->C; c++) y[n++] = x[c * cs];
+                    }
+        } else {
+            /* feature order (c, pf, ph, pw), as a Conv3d weight [out, C, pf, ph, pw] flattens */
+            for (int64_t c = 0; c < j->C; c++)
+                for (int64_t i = 0; i < j->pf; i++)
+                    for (int64_t jj = 0; jj < j->ph; jj++) {
+                        const float *x = j->src + (((b * j->C + c) * j->F + f0 + i) * j->H + h0 + jj) * j->W + w0;
+                        for (int64_t k = 0; k < j->pw; k++) y[n++] = x[k];
+                    }
+        }
         round_moved(y, j->P, j->srcdt, j->dt);
     }
 }
@@ -674,6 +686,7 @@ static int run_patch(int nt, const drift_op *op, const drift_tensor *x, drift_te
     j.Wp = j.W / j.pw;
     j.L = tok->shape[1];
     j.P = tok->shape[2];
+    j.cl = op->kind == DRIFT_OP_PATCHIFY && op->layout == 1;
     j.srcdt = x->dtype;
     j.dt = op->out;
     int64_t units = img->shape[0] * j.L;

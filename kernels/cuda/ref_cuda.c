@@ -372,8 +372,9 @@ int drift_rcu_run_op(const rcu_exec *c, const drift_op *op, const drift_tensor *
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY: {
         const drift_tensor *img = op->kind == DRIFT_OP_UNPATCHIFY ? out : x;
-        return cue(rcu_patch(c->stream, op->kind == DRIFT_OP_UNPATCHIFY, D(x), out->data, img->shape[0], img->shape[1],
-                            img->shape[2], img->shape[3], img->shape[4], op->patch[0], op->patch[1], op->patch[2]),
+        return cue(rcu_patch(c->stream, op->kind == DRIFT_OP_UNPATCHIFY, op->layout == 1, D(x), out->data,
+                            img->shape[0], img->shape[1], img->shape[2], img->shape[3], img->shape[4], op->patch[0],
+                            op->patch[1], op->patch[2]),
                   err, c, "patchify");
     }
     case DRIFT_OP_TIMESTEP_SINUSOID:

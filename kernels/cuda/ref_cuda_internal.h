@@ -78,8 +78,8 @@ cudaError_t rcu_rope(cudaStream_t s, const double *x, const double *cs, const do
  * l[row] = their sum in column order. */
 cudaError_t rcu_softmax_rows(cudaStream_t s, double *sc, int64_t rows, int64_t cols, double *l);
 cudaError_t rcu_copy_run(cudaStream_t s, const double *src, double *dst, const rcu_copy *c);
-cudaError_t rcu_patch(cudaStream_t s, int unpatchify, const double *x, double *y, int64_t B, int64_t C, int64_t F,
-                      int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw);
+cudaError_t rcu_patch(cudaStream_t s, int unpatchify, int channels_last, const double *x, double *y, int64_t B,
+                      int64_t C, int64_t F, int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw);
 cudaError_t rcu_timestep(cudaStream_t s, const double *t, double *y, int64_t B, int64_t dim, double max_period,
                          int flip);
 /* y = (float)x / (double)x, n elements (transfers as fp32 halve the bytes). */

@@ -181,7 +181,7 @@ __global__ void k_copy(const double *src, double *dst, rcu_copy c) {
     }
 }
 
-__global__ void k_patch(int unp, const double *x, double *y, int64_t B, int64_t C, int64_t F, int64_t H, int64_t W,
+__global__ void k_patch(int unp, int cl, const double *x, double *y, int64_t B, int64_t C, int64_t F, int64_t H, int64_t W,
                         int64_t pf, int64_t ph, int64_t pw) {
     const int64_t Fp = F / pf, Hp = H / ph, Wp = W / pw, L = Fp * Hp * Wp, P = C * pf * ph * pw;
     const int64_t n = B * C * Fp * pf * Hp * ph * Wp * pw;
@@ -195,6 +195,7 @@ __global__ void k_patch(int unp, const double *x, double *y, int64_t B, int64_t 
         const int64_t t = ((f / pf) * Hp + h / ph) * Wp + w / pw, i = f % pf, j = h % ph, k = w % pw;
         const int64_t img = (((b * C + c) * F + f) * H + h) * W + w;
         if (unp) y[img] = x[(b * L + t) * P + ((i * ph + j) * pw + k) * C + c];
+        else if (cl) y[(b * L + t) * P + ((i * ph + j) * pw + k) * C + c] = x[img];  // PATCHIFY layout 1
         else y[(b * L + t) * P + ((c * pf + i) * ph + j) * pw + k] = x[img];
     }
 }
@@ -315,9 +316,10 @@ cudaError_t rcu_copy_run(cudaStream_t s, const double *src, double *dst, const r
     return cudaGetLastError();
 }
 
-cudaError_t rcu_patch(cudaStream_t s, int unpatchify, const double *x, double *y, int64_t B, int64_t C, int64_t F,
-                      int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw) {
-    k_patch<<<grid_for(B * C * F * H * W), RCU_THREADS, 0, s>>>(unpatchify, x, y, B, C, F, H, W, pf, ph, pw);
+cudaError_t rcu_patch(cudaStream_t s, int unpatchify, int channels_last, const double *x, double *y, int64_t B,
+                      int64_t C, int64_t F, int64_t H, int64_t W, int64_t pf, int64_t ph, int64_t pw) {
+    k_patch<<<grid_for(B * C * F * H * W), RCU_THREADS, 0, s>>>(unpatchify, channels_last, x, y, B, C, F, H, W, pf,
+                                                                ph, pw);
     return cudaGetLastError();
 }
 

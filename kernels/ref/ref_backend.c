@@ -328,11 +328,12 @@ static void run_concat(const drift_op *op, const drift_tensor *a, const drift_te
     }
 }
 
-/* PATCHIFY: out[b, t, ((c*pf + i)*ph + j)*pw + k] = x[b, c, f'pf+i, h'ph+j, w'pw+k];
+/* PATCHIFY: out[b, t, ((c*pf + i)*ph + j)*pw + k] = x[b, c, f'pf+i, h'ph+j, w'pw+k]
+ * (layout 1: out[b, t, ((i*ph + j)*pw + k)*C + c]);
  * UNPATCHIFY: out[b, c, f'pf+i, h'ph+j, w'pw+k] = x[b, t, ((i*ph + j)*pw + k)*C + c];
  * token t = (f'*Hp + h')*Wp + w'. */
 static void run_patch(const drift_op *op, const drift_tensor *x, drift_tensor *out) {
-    const int unp = op->kind == DRIFT_OP_UNPATCHIFY;
+    const int unp = op->kind == DRIFT_OP_UNPATCHIFY, cl = !unp && op->layout == 1;
     const drift_tensor *img = unp ? out : x;
     const int64_t B = img->shape[0], C = img->shape[1], F = img->shape[2], H = img->shape[3], W = img->shape[4];
     const int64_t pf = op->patch[0], ph = op->patch[1], pw = op->patch[2];
@@ -350,6 +351,8 @@ static void run_patch(const drift_op *op, const drift_tensor *x, drift_tensor *o
                                         (((b * C + c) * F + f * pf + i) * H + h * ph + jj) * W + w * pw + k;
                                     if (unp)
                                         dd(out)[img_i] = dd(x)[(b * L + t) * P + ((i * ph + jj) * pw + k) * C + c];
+                                    else if (cl)
+                                        dd(out)[(b * L + t) * P + ((i * ph + jj) * pw + k) * C + c] = dd(x)[img_i];
                                     else
                                         dd(out)[(b * L + t) * P + ((c * pf + i) * ph + jj) * pw + k] = dd(x)[img_i];
                                 }

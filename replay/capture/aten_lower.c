@@ -1484,7 +1484,11 @@ static int lower_sdpa(lctx *c) {
 }
 
 /* conv with stride == kernel, no padding: patchify + linear; the result is the
- * [B, O, spatial...] view of the [B, L, O] linear output (no copy). */
+ * [B, O, spatial...] view of the [B, L, O] linear output (no copy). The patch
+ * vectors are channels-last (kd, kh, kw, C) and the weight is permuted to
+ * match: cuDNN runs torch's bf16 patch conv as an NHWC implicit GEMM whose
+ * K order is that one (measured on an H200, issue 16), so the GEMM's fp32
+ * sum runs in the same order. */
 static int lower_conv(lctx *c, const char *base) {
     const int sp = !strcmp(base, "conv3d") ? 3 : 2;
     int x, w, b = -1, rc;
@@ -1517,9 +1521,17 @@ static int lower_conv(lctx *c, const char *base) {
     drift_op op;
     memset(&op, 0, sizeof op);
     memcpy(op.patch, p, sizeof p);
+    op.layout = 1;
     if ((rc = emit(c, DRIFT_OP_PATCHIFY, &op, 1, &x5, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
     const int64_t K = wv->numel / O;
-    if ((rc = emit_view_to(c, w, 2, (int64_t[]){O, K}, &wk))) return rc;
+    /* [O, C, k...] -> [O, k..., C] -> [O, K] */
+    drift_op pm;
+    memset(&pm, 0, sizeof pm);
+    pm.perm[0] = 0;
+    for (int i = 0; i < sp; i++) pm.perm[1 + i] = 2 + i;
+    pm.perm[1 + sp] = 1;
+    if ((rc = emit(c, DRIFT_OP_PERMUTE, &pm, 1, &w, DRIFT_RULE_LIKE_INPUT0, &wk))) return rc;
+    if ((rc = emit_view_to(c, wk, 2, (int64_t[]){O, K}, &wk))) return rc;
     int in[2] = {id, wk};
     if ((rc = emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
     if (b >= 0) { /* cuDNN adds a convolution's bias in a separate op: two roundings */

@@ -255,7 +255,7 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_NARROW: o->dim = in->dim; o->start = in->start; o->length = in->length; break;
     case DRIFT_OP_CONCAT: o->dim = in->dim; break;
     case DRIFT_OP_PERMUTE: memcpy(o->perm, in->perm, sizeof o->perm); break;
-    case DRIFT_OP_PATCHIFY:
+    case DRIFT_OP_PATCHIFY: memcpy(o->patch, in->patch, sizeof o->patch); o->layout = in->layout; break;
     case DRIFT_OP_UNPATCHIFY: memcpy(o->patch, in->patch, sizeof o->patch); break;
     case DRIFT_OP_UNARY: o->sub = in->sub; break;
     case DRIFT_OP_SCALAR: o->sub = in->sub; o->scalar = in->scalar; break;
@@ -305,6 +305,9 @@ static int check_attrs(int id, const drift_op *op, drift_err *err) {
         for (int i = 0; i < 3; i++)
             if (op->patch[i] < 1 || op->patch[i] > 4096)
                 return fail_node(id, op, err, "patch sizes must be in 1..4096");
+        if (op->kind == DRIFT_OP_PATCHIFY && op->layout != 0 && op->layout != 1)
+            return fail_node(id, op, err, "layout must be 0 (features c, pf, ph, pw) or 1 (pf, ph, pw, c), got %d",
+                             op->layout);
         break;
     default: break;
     }

@@ -71,6 +71,8 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int v
         drift_json_buf_begin_array(b);
         for (int i = 0; i < (perm ? in0_ndim : 3); i++) drift_json_buf_add_int(b, perm ? op->perm[i] : op->patch[i]);
         drift_json_buf_end_array(b);
+        /* PATCHIFY's feature order; omitted when 0 (c, pf, ph, pw) */
+        if (op->kind == DRIFT_OP_PATCHIFY && op->layout) drift_json_buf_field_int(b, "layout", op->layout);
         drift_json_buf_end_object(b);
         break;
     }
@@ -280,7 +282,8 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_NARROW: req[0] = "dim"; req[1] = "start"; req[2] = "length"; break;
     case DRIFT_OP_CONCAT: req[0] = "dim"; break;
     case DRIFT_OP_PERMUTE: req[0] = "perm"; break;
-    case DRIFT_OP_PATCHIFY: case DRIFT_OP_UNPATCHIFY: req[0] = "patch"; break;
+    case DRIFT_OP_PATCHIFY: req[0] = "patch"; opt = "layout"; break;
+    case DRIFT_OP_UNPATCHIFY: req[0] = "patch"; break;
     case DRIFT_OP_UNARY: req[0] = "sub"; break;
     case DRIFT_OP_SCALAR: req[0] = "sub"; req[1] = "scalar"; break;
     case DRIFT_OP_REDUCE: req[0] = "sub"; req[1] = "dim"; break;

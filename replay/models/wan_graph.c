@@ -370,9 +370,13 @@ static void build(wb *b) {
 
     /* hidden_states = self.patch_embedding(hidden_states): Conv3d(kernel = stride = patch).
      * cuDNN runs the convolution and then output.add_(bias): two roundings,
-     * both operands of each under autocast's lower-precision policy. */
+     * both operands of each under autocast's lower-precision policy. Its
+     * convolution is an NHWC implicit GEMM summing K in (pf, ph, pw, c)
+     * order (measured, issue 16): channels-last patches, the weight permuted
+     * to [dim, pf, ph, pw, C], as the captured graph's lowering does. */
     int w = param(b, "patch_embedding", "weight", 5, dim, C, pf, ph, pw);
-    int w2 = view(b, w, 2, dim, C * P, 0, 0, 0);
+    static const int wcl[5] = {0, 2, 3, 4, 1};
+    int w2 = view(b, permute(b, w, 5, wcl), 2, dim, C * P, 0, 0, 0);
     int bias = param(b, "patch_embedding", "bias", 1, dim, 0, 0, 0, 0);
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_PATCHIFY);
@@ -381,6 +385,7 @@ static void build(wb *b) {
     s.op.patch[0] = pf;
     s.op.patch[1] = ph;
     s.op.patch[2] = pw;
+    s.op.layout = 1; /* features (pf, ph, pw, c) */
     s.rule = DRIFT_RULE_LIKE_INPUT0;
     int x = add(b, &s);
     int conv = linear_p(b, x, w2, -1, "patch_embedding");

@@ -291,6 +291,9 @@ static void test_ops(void) {
     op = mk(DRIFT_OP_PATCHIFY, 1);
     op.patch[0] = 1, op.patch[1] = 2, op.patch[2] = 2;
     compare_op("patchify", &op, iin, 1, 0, NULL);
+    op.layout = 1; /* channels-last features (pf, ph, pw, c) */
+    compare_op("patchify layout 1", &op, iin, 1, 0, NULL);
+    op.layout = 0;
     op.kind = DRIFT_OP_UNPATCHIFY;
     compare_op("unpatchify", &op, tin, 1, 5, img);
     int64_t ts[1] = {3};

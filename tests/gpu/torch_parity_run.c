@@ -16,7 +16,9 @@
  * OP: linear (x, w[, b]), layer_norm (x[, w, b]), rms_norm (x[, w]),
  * gelu_tanh, silu (x), modulation (x, scale, shift: fp32(x) * (1 + scale) +
  * shift), sdpa (q, k, v [B, H, L, D], bf16 compute), conv_patch (latents
- * [B, C, F, H, W], w [N, C*pf*ph*pw], b [N]: PATCHIFY, LINEAR, ADD b),
+ * [B, C, F, H, W], w [N, C*pf*ph*pw] in Conv3d order, b [N]: the weight
+ * PERMUTEd to [N, pf, ph, pw, C], PATCHIFY layout 1 (channels-last), LINEAR,
+ * ADD b: the replay graph's lowering of the conv),
  * conv_cudnn (the same inputs: drift_cuda_torch_conv3d_patch, ADD b,
  * PERMUTE to [B, L, N]).
  * Prints IDENTITY (GPU, driver, library versions and paths) and, per case,
@@ -205,15 +207,33 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         const int64_t *s = in[0]->shape;
         int64_t L = (s[2] / hc->patch[0]) * (s[3] / hc->patch[1]) * (s[4] / hc->patch[2]);
         int64_t pshape[3] = {s[0], L, s[1] * hc->patch[0] * hc->patch[1] * hc->patch[2]};
+        /* as the replay graph lowers a conv (replay/capture/aten_lower.c lower_conv):
+           channels-last patches (pf, ph, pw, c) and the weight permuted to
+           [N, pf, ph, pw, C], so the GEMM sums K in cuDNN's NHWC order */
+        const int64_t N = in[1]->shape[0], w5[5] = {N, s[1], hc->patch[0], hc->patch[1], hc->patch[2]};
+        const int64_t wcl[5] = {N, hc->patch[0], hc->patch[1], hc->patch[2], s[1]};
         drift_tensor *p = new_tensor(r, in[0]->dtype, 3, pshape);
         drift_tensor *y = new_tensor(r, hc->out_dt, hc->out_nd, hc->out_shape);
-        if (!p || !y) return -1;
+        drift_tensor *wp = new_tensor(r, in[1]->dtype, 5, wcl);
+        if (!p || !y || !wp) return -1;
+        if (in[1]->numel != w5[0] * w5[1] * w5[2] * w5[3] * w5[4])
+            return drift_err_set(r->err, DRIFT_E_INPUT, hc->name, "conv_patch weight must have N*C*pf*ph*pw elements");
+        drift_tensor wv = *in[1], wk = *wp; /* the same data viewed [N, C, pf, ph, pw] / [N, K] */
+        wv.ndim = 5;
+        memcpy(wv.shape, w5, sizeof w5);
+        wk.ndim = 2;
+        wk.shape[0] = N;
+        wk.shape[1] = pshape[2];
+        drift_op perm = mkop(DRIFT_OP_PERMUTE, in[1]->dtype, in[1]->dtype, 1);
+        perm.perm[0] = 0, perm.perm[1] = 2, perm.perm[2] = 3, perm.perm[3] = 4, perm.perm[4] = 1;
         drift_op pat = mkop(DRIFT_OP_PATCHIFY, in[0]->dtype, in[0]->dtype, 1);
         memcpy(pat.patch, hc->patch, sizeof pat.patch);
+        pat.layout = 1;
         drift_op lin = mkop(DRIFT_OP_LINEAR, in[0]->dtype, hc->out_dt, 2);
         drift_op add = mkop(DRIFT_OP_ADD, DRIFT_F32, hc->out_dt, 2);
-        rc = run1(r, &pat, in[0], NULL, NULL, p);
-        if (!rc) rc = run1(r, &lin, p, in[1], NULL, y);
+        rc = run1(r, &perm, &wv, NULL, NULL, wp);
+        if (!rc) rc = run1(r, &pat, in[0], NULL, NULL, p);
+        if (!rc) rc = run1(r, &lin, p, &wk, NULL, y);
         if (!rc) rc = run1(r, &add, y, in[2], NULL, out);
     } else if (!strcmp(o, "conv_cudnn") && hc->n_in == 3 && in[0]->ndim == 5) {
         /* torch's order: cuDNN convolution [N, K, D', H', W'], bias added in

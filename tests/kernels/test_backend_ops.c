@@ -840,6 +840,82 @@ static void test_patchify_roundtrip(void **state) {
     free(x);
 }
 
+/* PATCHIFY layout 1 (channels-last features (pf, ph, pw, c)) on ref and cpu, fp32 and fp64
+ * (cpu runs fp64 with the oracle's body): x[c, 0, h, w] = 100c + 10h + w over C = 2, F = 1,
+ * H = 2, W = 4, patch (1, 2, 2): two tokens, each (h, w) pair's two channels adjacent. */
+static void test_patchify_channels_last(void **state) {
+    (void)state;
+    const float x[16] = {0, 1, 2, 3, 10, 11, 12, 13, 100, 101, 102, 103, 110, 111, 112, 113};
+    /* token 0 = w 0..1, token 1 = w 2..3; features (j, k, c) */
+    const float want[16] = {0, 100, 1, 101, 10, 110, 11, 111, 2, 102, 3, 103, 12, 112, 13, 113};
+    for (int b = 0; b < 4; b++) {
+        drift_backend *be = b % 2 ? g_cpu : g_ref;
+        const drift_dtype dt = b < 2 ? DRIFT_F32 : DRIFT_F64;
+        drift_err e;
+        drift_tensor tx = mk(be, dt, 5, SH(1, 2, 1, 2, 4), x), tok = mk(be, dt, 3, SH(1, 2, 8), NULL);
+        drift_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = DRIFT_OP_PATCHIFY, op.out = op.compute = dt, op.n_in = 1, op.layout = 1;
+        op.patch[0] = 1, op.patch[1] = 2, op.patch[2] = 2;
+        const drift_tensor *in[1] = {&tx};
+        if (drift_backend_run(be, &op, in, &tok, &e)) fail_msg("%s: %s", drift_backend_name(be), e.msg);
+        float *y = dl32(be, &tok);
+        for (int i = 0; i < 16; i++)
+            if (y[i] != want[i])
+                fail_msg("%s %s patchify layout 1 [%d]: %g, want %g", drift_backend_name(be), drift_dtype_name(dt), i,
+                         y[i], want[i]);
+        /* layout 0 keeps the Conv3d weight order (c, ph, pw) */
+        op.layout = 0;
+        assert_int_equal(drift_backend_run(be, &op, in, &tok, &e), DRIFT_OK);
+        free(y);
+        y = dl32(be, &tok);
+        const float want0[16] = {0, 1, 10, 11, 100, 101, 110, 111, 2, 3, 12, 13, 102, 103, 112, 113};
+        assert_memory_equal(y, want0, sizeof want0);
+        free(y);
+        op.layout = 2;
+        assert_int_equal(drift_backend_run(be, &op, in, &tok, &e), DRIFT_E_INPUT);
+        assert_non_null(strstr(e.msg, "layout"));
+        rel(be, &tx);
+        rel(be, &tok);
+    }
+    /* a wider case against the definition: out[b, t, ((i*ph + j)*pw + k)*C + c] = x[b, c, f'pf+i, ...] */
+    const int64_t B = 2, C = 3, F = 4, H = 4, W = 6;
+    const int pf = 2, ph = 2, pw = 3;
+    const int64_t n = B * C * F * H * W, Fp = F / pf, Hp = H / ph, Wp = W / pw, L = Fp * Hp * Wp, P = C * pf * ph * pw;
+    float *xv = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) xv[i] = (float)(i + 1);
+    for (int b = 0; b < 2; b++) {
+        drift_backend *be = b ? g_cpu : g_ref;
+        drift_err e;
+        drift_tensor tx = mk(be, DRIFT_F32, 5, SH(B, C, F, H, W), xv), tok = mk(be, DRIFT_F32, 3, SH(B, L, P), NULL);
+        drift_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = DRIFT_OP_PATCHIFY, op.out = op.compute = DRIFT_F32, op.n_in = 1, op.layout = 1;
+        op.patch[0] = pf, op.patch[1] = ph, op.patch[2] = pw;
+        const drift_tensor *in[1] = {&tx};
+        assert_int_equal(drift_backend_run(be, &op, in, &tok, &e), DRIFT_OK);
+        float *y = dl32(be, &tok);
+        for (int64_t bb = 0; bb < B; bb++)
+            for (int64_t f = 0; f < Fp; f++)
+                for (int64_t h = 0; h < Hp; h++)
+                    for (int64_t w = 0; w < Wp; w++)
+                        for (int64_t c = 0; c < C; c++)
+                            for (int i = 0; i < pf; i++)
+                                for (int j = 0; j < ph; j++)
+                                    for (int k = 0; k < pw; k++) {
+                                        const int64_t t = (f * Hp + h) * Wp + w;
+                                        const float wv = xv[(((bb * C + c) * F + f * pf + i) * H + h * ph + j) * W + w * pw + k];
+                                        const float got = y[(bb * L + t) * P + ((i * ph + j) * pw + k) * C + c];
+                                        if (got != wv) fail_msg("%s: b%lld t%lld c%lld", drift_backend_name(be),
+                                                                (long long)bb, (long long)t, (long long)c);
+                                    }
+        free(y);
+        rel(be, &tx);
+        rel(be, &tok);
+    }
+    free(xv);
+}
+
 static void test_movement_exact(void **state) {
     (void)state;
     float x[2 * 3 * 4];
@@ -1054,6 +1130,7 @@ int main(void) {
         cmocka_unit_test(test_attention_tiny),
         cmocka_unit_test(test_timestep_hand),
         cmocka_unit_test(test_patchify_roundtrip),
+        cmocka_unit_test(test_patchify_channels_last),
         cmocka_unit_test(test_movement_exact),
         cmocka_unit_test(test_upload_download),
         cmocka_unit_test(test_metrics),

@@ -394,12 +394,16 @@ const parity_row parity_rows[] = {
     {{.family = "view", .op = {.kind = DRIFT_OP_VIEW, .n_in = 1, .out = F32, .compute = F32}, .in = {IN(F32, -4, 4, UNIF, 3, 3, 7, 5)}, .out_nd = 2, .out_sh = {21, 5}, .tol = EXACT}, SW_IO, adj_move},
     {{.family = "view", .op = {.kind = DRIFT_OP_VIEW, .n_in = 1, .out = F32, .compute = F32}, .in = {IN(F32, -4, 4, UNIF, 2, 33, 130)}, .out_nd = 3, .out_sh = {11, 3, 130}, .tol = EXACT}, SW_IO, adj_move},
 #define PATCH(B, C, F, Hh, W, pf, ph, pw) {{.family = "patchify", .op = {.kind = DRIFT_OP_PATCHIFY, .n_in = 1, .out = F32, .compute = F32, .patch = {pf, ph, pw}}, .in = {IN(F32, -4, 4, UNIF, 5, B, C, F, Hh, W)}, .tol = EXACT}, SW_IO, adj_move}
+/* layout 1: channels-last features (pf, ph, pw, c), the patch embedding's (issue 16) */
+#define PATCHCL(B, C, F, Hh, W, pf, ph, pw) {{.family = "patchify", .op = {.kind = DRIFT_OP_PATCHIFY, .n_in = 1, .out = F32, .compute = F32, .patch = {pf, ph, pw}, .layout = 1}, .in = {IN(F32, -4, 4, UNIF, 5, B, C, F, Hh, W)}, .tol = EXACT}, SW_IO, adj_move}
 #define UNPATCH(B, C, F, Hh, W, pf, ph, pw) {{.family = "unpatchify", .op = {.kind = DRIFT_OP_UNPATCHIFY, .n_in = 1, .out = F32, .compute = F32, .patch = {pf, ph, pw}}, .in = {IN(F32, -4, 4, UNIF, 3, B, (F / pf) * (Hh / ph) * (W / pw), C * pf * ph * pw)}, .out_nd = 5, .out_sh = {B, C, F, Hh, W}, .tol = EXACT}, SW_IO, adj_move}
     PATCH(2, 5, 3, 6, 9, 3, 2, 3), PATCH(1, 16, 3, 8, 6, 1, 2, 2), PATCH(2, 3, 4, 4, 6, 2, 2, 2), PATCH(1, 5, 2, 3, 3, 1, 1, 1),
     PATCH(1, 2, 6, 5, 4, 3, 1, 2),
+    PATCHCL(2, 5, 3, 6, 9, 3, 2, 3), PATCHCL(1, 16, 3, 8, 6, 1, 2, 2), PATCHCL(1, 2, 6, 5, 4, 3, 1, 2),
     UNPATCH(2, 5, 3, 6, 9, 3, 2, 3), UNPATCH(1, 16, 3, 8, 6, 1, 2, 2), UNPATCH(2, 3, 4, 4, 6, 2, 2, 2), UNPATCH(1, 5, 2, 3, 3, 1, 1, 1),
     UNPATCH(1, 2, 6, 5, 4, 3, 1, 2),
 #undef PATCH
+#undef PATCHCL
 #undef UNPATCH
 
     /* TIMESTEP_SINUSOID t[B] -> [B, dim]; max_period 0 means the default 10000 */

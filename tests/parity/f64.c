@@ -243,6 +243,9 @@ parity_stats parity_run_f64(const parity_backend *bes, int nb) {
     c = ADD_CASE("patchify", DRIFT_OP_PATCHIFY, F64, 1, -1.0, 1.0);
     c->op.patch[0] = 1, c->op.patch[1] = 2, c->op.patch[2] = 2;
     c->in[0] = (f64_in)IN1(F64, 5, 1, 2, 1, 4, 4);
+    c = ADD_CASE("patchify", DRIFT_OP_PATCHIFY, F64, 1, -1.0, 1.0);
+    c->op.patch[0] = 1, c->op.patch[1] = 2, c->op.patch[2] = 2, c->op.layout = 1; /* channels-last */
+    c->in[0] = (f64_in)IN1(F64, 5, 1, 3, 2, 4, 4);
     c = ADD_CASE("unpatchify", DRIFT_OP_UNPATCHIFY, F64, 1, -1.0, 1.0);
     c->op.patch[0] = 1, c->op.patch[1] = 2, c->op.patch[2] = 2;
     c->in[0] = (f64_in)IN1(F64, 3, 1, 4, 8);

@@ -384,6 +384,168 @@ static void test_copy_into_views(void **s) {
     free(doc);
 }
 
+/* ---- the patch convolution sums K channels-last (issue 16) ----------------------------- */
+
+enum { CV_C = 4, CV_F = 2, CV_H = 4, CV_W = 4, CV_O = 3, CV_KH = 2, CV_KW = 2, CV_K = CV_C * CV_KH * CV_KW,
+       CV_HP = CV_H / CV_KH, CV_WP = CV_W / CV_KW, CV_L = CV_F * CV_HP * CV_WP, CV_NX = CV_C * CV_F * CV_H * CV_W };
+
+/* s * m * 2^(e - mbits), m in 1..2^mbits - 1, e in [-emax, emax]: exact in fp32 for mbits
+ * <= 24. Products of two are exact in fp64 (mbits 24) or, for mbits 4 and emax <= 12, in
+ * fp32 (FMA or not), so that only the summation order rounds. */
+static float wide_val(uint64_t *st, int emax, int mbits) {
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t r = *st >> 33, span = 2 * (uint64_t)emax + 1, mm = ((uint64_t)1 << mbits) - 1;
+    const int64_t m = (int64_t)(r % mm) + 1;
+    const int ex = (int)((r / mm) % span) - emax;
+    return (float)ldexp((double)((r / (mm * span)) % 2 ? -m : m), ex - mbits);
+}
+
+/* Patch vector element kk of token t as the lowering must order it (cl: (kh, kw, c), the
+ * K order of cuDNN's NHWC implicit GEMM) or as the Conv3d weight flattens (c, kh, kw). */
+static int cv_x_index(int t, int kk, int cl) {
+    const int f = t / (CV_HP * CV_WP), h0 = (t / CV_WP) % CV_HP * CV_KH, w0 = t % CV_WP * CV_KW;
+    const int c = cl ? kk % CV_C : kk / (CV_KH * CV_KW), jk = cl ? kk / CV_C : kk % (CV_KH * CV_KW);
+    return ((c * CV_F + f) * CV_H + h0 + jk / CV_KW) * CV_W + w0 + jk % CV_KW;
+}
+static int cv_w_index(int oc, int kk, int cl) {
+    const int c = cl ? kk % CV_C : kk / (CV_KH * CV_KW), jk = cl ? kk / CV_C : kk % (CV_KH * CV_KW);
+    return (oc * CV_C + c) * CV_KH * CV_KW + jk;
+}
+
+/* tests/data/graphs/mini_conv3d.json (aten.conv3d, x [1, 4, 2, 4, 4], w [3, 4, 1, 2, 2],
+ * stride = kernel, no bias) lowered, assigned (fp32 forward) and run on be_name. */
+static void run_mini_conv(const char *be_name, drift_side side, const float *x, const float *w, drift_exec_result *r) {
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/graphs/mini_conv3d.json", testdata());
+    char *doc = test_slurp(path, &len);
+    if (!doc) fail_msg("%s missing", path);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *g = NULL;
+    drift_graph *sem = NULL, *as = NULL;
+    if (drift_aten_graph_parse(doc, len, "mini_conv3d.json", &g, &e) || drift_aten_graph_lower(g, &sem, &e))
+        fail_msg("%s", e.msg);
+    int n_patch = 0;
+    for (int i = 0; i < drift_graph_count(sem); i++) {
+        const drift_value *v = drift_graph_value(sem, i);
+        if (v->kind == DRIFT_VAL_NODE && v->op.kind == DRIFT_OP_PATCHIFY) n_patch++, assert_int_equal(v->op.layout, 1);
+    }
+    assert_int_equal(n_patch, 1);
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(ps, "proj.weight", DRIFT_F32, 5, (int64_t[]){CV_O, CV_C, 1, CV_KH, CV_KW}, w,
+                                       NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 5, (int64_t[]){1, CV_C, CV_F, CV_H, CV_W}, x, NULL,
+                                       NULL, &e), 0);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_F32;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    o.side = side;
+    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("%s", e.msg);
+    drift_backend *be;
+    assert_int_equal(drift_backend_create(be_name, &be, &e), 0);
+    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
+    memset(r, 0, sizeof *r);
+    if (drift_exec_run(as, be, &in, r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    assert_int_equal(r->numel, CV_O * CV_L); /* [1, O, F', H', W'] */
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_aten_graph_free(g);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+    drift_plan_free(&plan);
+    free(doc);
+}
+
+/* y[t, oc] = sum_kk P[t, kk] Wk[oc, kk] as the cpu backend's LINEAR computes it, with the
+ * patch matrix and weight gathered here in the channels-last (cl 1) or channels-first order. */
+static void cpu_gemm_in_order(const float *x, const float *w, int cl, float *y) {
+    float pm[CV_L * CV_K], wk[CV_O * CV_K];
+    for (int t = 0; t < CV_L; t++)
+        for (int kk = 0; kk < CV_K; kk++) pm[t * CV_K + kk] = x[cv_x_index(t, kk, cl)];
+    for (int oc = 0; oc < CV_O; oc++)
+        for (int kk = 0; kk < CV_K; kk++) wk[oc * CV_K + kk] = w[cv_w_index(oc, kk, cl)];
+    drift_err e;
+    drift_backend *be;
+    assert_int_equal(drift_backend_create("cpu", &be, &e), 0);
+    drift_tensor tp = {.dtype = DRIFT_F32, .ndim = 2, .shape = {CV_L, CV_K}};
+    drift_tensor tw = {.dtype = DRIFT_F32, .ndim = 2, .shape = {CV_O, CV_K}};
+    drift_tensor ty = {.dtype = DRIFT_F32, .ndim = 2, .shape = {CV_L, CV_O}};
+    assert_int_equal(drift_backend_alloc(be, &tp, &e), 0);
+    assert_int_equal(drift_backend_alloc(be, &tw, &e), 0);
+    assert_int_equal(drift_backend_alloc(be, &ty, &e), 0);
+    assert_int_equal(drift_backend_upload_f32(be, &tp, pm, &e), 0);
+    assert_int_equal(drift_backend_upload_f32(be, &tw, wk, &e), 0);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = DRIFT_OP_LINEAR, op.compute = op.out = DRIFT_F32, op.n_in = 2;
+    const drift_tensor *in[2] = {&tp, &tw};
+    if (drift_backend_run(be, &op, in, &ty, &e)) fail_msg("linear: %s", e.msg);
+    assert_int_equal(drift_backend_download_f32(be, &ty, y, &e), 0);
+    drift_backend_release(be, &tp);
+    drift_backend_release(be, &tw);
+    drift_backend_release(be, &ty);
+    drift_backend_free(be);
+}
+
+/* The lowered conv's GEMM reads K in (kd, kh, kw, c) order. ref (fp64, a sequential sum
+ * in K order): bitwise the sequential fp64 sum in that order, with 24-bit mantissas over
+ * 2^16 of range so that fp64 rounds. cpu (fp32; its GEMM's internal order is OpenBLAS's, not
+ * sequential): bitwise its LINEAR of a patch matrix gathered here channels-last. The
+ * inputs are asserted to discriminate: the (c, kd, kh, kw) order gives different values. */
+static void test_conv_channels_last(void **s) {
+    (void)s;
+    float x[CV_NX], w[CV_O * CV_K];
+    uint64_t st = 16;
+    for (int i = 0; i < CV_NX; i++) x[i] = wide_val(&st, 8, 24);
+    for (int i = 0; i < CV_O * CV_K; i++) w[i] = wide_val(&st, 8, 24);
+    drift_exec_result r;
+    run_mini_conv("ref", DRIFT_SIDE_ORACLE, x, w, &r);
+    int differs = 0;
+    for (int oc = 0; oc < CV_O; oc++)
+        for (int t = 0; t < CV_L; t++) {
+            double cl = 0.0, cf = 0.0;
+            for (int kk = 0; kk < CV_K; kk++) {
+                cl += (double)x[cv_x_index(t, kk, 1)] * w[cv_w_index(oc, kk, 1)];
+                cf += (double)x[cv_x_index(t, kk, 0)] * w[cv_w_index(oc, kk, 0)];
+            }
+            differs += memcmp(&cl, &cf, sizeof cl) != 0;
+            const double got = r.f64[oc * CV_L + t];
+            if (memcmp(&got, &cl, sizeof got))
+                fail_msg("ref conv out[%d, %d]: got %a, want the channels-last sum %a (channels-first %a)", oc, t,
+                         got, cl, cf);
+        }
+    print_message("  ref: the two K orders differ at %d of %d outputs\n", differs, CV_O * CV_L);
+    assert_true(differs > 0);
+    drift_exec_result_free(&r);
+
+    for (int i = 0; i < CV_NX; i++) x[i] = wide_val(&st, 12, 4);
+    for (int i = 0; i < CV_O * CV_K; i++) w[i] = wide_val(&st, 12, 4);
+    run_mini_conv("cpu", DRIFT_SIDE_TRAINER, x, w, &r);
+    float ycl[CV_L * CV_O], ycf[CV_L * CV_O];
+    cpu_gemm_in_order(x, w, 1, ycl);
+    cpu_gemm_in_order(x, w, 0, ycf);
+    differs = 0;
+    for (int oc = 0; oc < CV_O; oc++)
+        for (int t = 0; t < CV_L; t++) {
+            const float got = r.f32[oc * CV_L + t], cl = ycl[t * CV_O + oc], cf = ycf[t * CV_O + oc];
+            differs += memcmp(&cl, &cf, sizeof cl) != 0;
+            if (memcmp(&got, &cl, sizeof got))
+                fail_msg("cpu conv out[%d, %d]: got %a, want the channels-last GEMM's %a (channels-first %a)", oc, t,
+                         got, cl, cf);
+        }
+    print_message("  cpu: the two K orders differ at %d of %d outputs\n", differs, CV_O * CV_L);
+    assert_true(differs > 0);
+    drift_exec_result_free(&r);
+}
+
 /* ---- dtype branches of diffusers' RMSNorm (docs/aten-graph.md) ------------------------------- */
 
 /* Lowers tests/data/graphs/<name> and assigns it under a bf16 forward (the
@@ -528,6 +690,7 @@ int main(void) {
         cmocka_unit_test(test_ltx2_replays),
         cmocka_unit_test(test_hostile_graphs),
         cmocka_unit_test(test_copy_into_views),
+        cmocka_unit_test(test_conv_channels_last),
         cmocka_unit_test(test_rmsnorm_dtype_branches),
         cmocka_unit_test(test_autocast_table_documented),
     };

@@ -164,9 +164,10 @@ static void check_model(const char *spec, int with_oracle) {
     const int layers = m1->cfg.layers;
     assert_int_equal(count_op(m1->sem, DRIFT_OP_ATTENTION, 1), 2 * layers);
     assert_int_equal(count_op(m1->sem, DRIFT_OP_ATTENTION, 0), 0);
-    assert_int_equal(count_op(m1->sem, DRIFT_OP_PERMUTE, -1), 1); /* patch_embedding:out */
+    /* patch_embedding:out, and the patch weight to [dim, pf, ph, pw, C] (channels-last K) */
+    assert_int_equal(count_op(m1->sem, DRIFT_OP_PERMUTE, -1), 2);
     assert_int_equal(count_op(m0->sem, DRIFT_OP_ATTENTION, 0), 2 * layers);
-    assert_int_equal(count_op(m0->sem, DRIFT_OP_PERMUTE, -1), 1 + 8 * layers);
+    assert_int_equal(count_op(m0->sem, DRIFT_OP_PERMUTE, -1), 2 + 8 * layers);
     /* the same recorded sites, in the same order */
     int ids1[4096], ids0[4096];
     int n1 = drift_graph_sites(m1->sem, ids1, 4096), n0 = drift_graph_sites(m0->sem, ids0, 4096);
@@ -299,7 +300,11 @@ static void test_json(void **state) {
     OK(lower_layout1(m->sem, &low, &err));
     js = drift_graph_to_json(low, 0, &err);
     assert_non_null(js);
-    assert_null(strstr(js, "layout")); /* layout 0 is not written: old documents unchanged */
+    /* layout 0 is not written: the one "layout" left is the patch embedding's PATCHIFY (1) */
+    const char *lay = strstr(js, "\"layout\"");
+    assert_non_null(lay);
+    assert_null(strstr(lay + 1, "\"layout\""));
+    assert_int_equal(count_op(low, DRIFT_OP_PATCHIFY, 1), 1);
     OK(drift_graph_from_json(js, strlen(js), "t.json", &back, &err));
     assert_true(drift_graph_equal(low, back, why, sizeof why));
     drift_graph_free(back);

@@ -253,6 +253,48 @@ static void test_json_base_valid(void **state) {
     drift_graph_free(g);
 }
 
+/* PATCHIFY's optional "layout" (feature order): 1 reads back as 1 and survives the writer;
+ * absent means 0 (documents written before it); 2, or a layout on UNPATCHIFY, is rejected. */
+static void test_json_patchify_layout(void **state) {
+    (void)state;
+    static const char *const doc =
+        "{\"format\": \"drift-graph\", \"version\": 1, \"assigned\": false, \"model\": \"test\", \"output\": 1,\n"
+        " \"values\": [\n"
+        "  {\"id\": 0, \"kind\": \"input\", \"name\": \"latents\", \"shape\": [1, 4, 2, 4, 4]},\n"
+        "  {\"id\": 1, \"kind\": \"node\", \"op\": \"patchify\", \"in\": [0], \"shape\": [1, 8, 16], \"rule\": \"like_input0\", "
+        "\"attrs\": {\"patch\": [1, 2, 2], \"layout\": 1}}\n"
+        " ]}";
+    drift_err err;
+    drift_err_clear(&err);
+    drift_graph *g = NULL;
+    OK(drift_graph_from_json(doc, strlen(doc), "patchify.json", &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, 1)->op.layout, 1);
+    char *js = drift_graph_to_json(g, 0, &err);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"layout\""));
+    free(js);
+    roundtrip(g, 0);
+    drift_graph_free(g);
+    char *old = replace(doc, ", \"layout\": 1", "");
+    OK(drift_graph_from_json(old, strlen(old), "patchify.json", &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, 1)->op.layout, 0);
+    js = drift_graph_to_json(g, 0, &err);
+    assert_non_null(js);
+    assert_null(strstr(js, "layout")); /* the default is not written: older readers still read it */
+    free(js);
+    drift_graph_free(g);
+    free(old);
+    char *bad = replace(doc, "\"layout\": 1", "\"layout\": 2");
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "patchify.json", &g, &err), DRIFT_E_INPUT);
+    assert_non_null(strstr(err.msg, "layout"));
+    free(bad);
+    bad = replace(doc, "\"op\": \"patchify\", \"in\": [0], \"shape\": [1, 8, 16]",
+                  "\"op\": \"unpatchify\", \"in\": [0], \"shape\": [1, 4, 2, 4, 4]");
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "patchify.json", &g, &err), DRIFT_E_INPUT);
+    assert_non_null(strstr(err.msg, "layout"));
+    free(bad);
+}
+
 typedef struct hostile {
     const char *from, *to; /* replacement in base_doc; from NULL: to is the whole document */
     const char *expect;    /* substring of the error message */
@@ -462,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_wan_rules),
         cmocka_unit_test(test_json_roundtrip),
         cmocka_unit_test(test_json_base_valid),
+        cmocka_unit_test(test_json_patchify_layout),
         cmocka_unit_test(test_json_hostile),
         cmocka_unit_test(test_api_validation),
         cmocka_unit_test(test_oom),
