@@ -351,23 +351,14 @@ static int run_layout(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
         const int64_t im_b = C * F * H * W, im_f = pf * H * W, im_h = ph * W, im_w = pw, im_c = F * H * W,
                       im_i = H * W, im_j = W, im_k = 1;
         c.nd = 8;
-        if (op->kind == DRIFT_OP_PATCHIFY && op->layout == 1) {
-            /* index space (b, f', h', w', i, j, k, c): features channels-last
-               (pf, ph, pw, c), cuDNN's NHWC implicit-GEMM K order */
-            const int64_t shp[8] = {B, Fp, Hp, Wp, pf, ph, pw, C};
-            const int64_t ss[8] = {im_b, im_f, im_h, im_w, im_i, im_j, im_k, im_c};
-            int64_t ds[8];
-            contiguous_strides(8, shp, ds);
-            for (int i = 0; i < 8; i++) {
-                c.shape[i] = shp[i];
-                c.ss[i] = ss[i];
-                c.ds[i] = ds[i];
-            }
-        } else if (op->kind == DRIFT_OP_PATCHIFY) {
-            /* index space (b, f', h', w', c, i, j, k): tokens row-major in that
-               order, features (c, pf, ph, pw) */
-            const int64_t shp[8] = {B, Fp, Hp, Wp, C, pf, ph, pw};
-            const int64_t ss[8] = {im_b, im_f, im_h, im_w, im_c, im_i, im_j, im_k};
+        if (op->kind == DRIFT_OP_PATCHIFY) {
+            /* index space (b, f', h', w', features): tokens row-major, features
+               (c, pf, ph, pw), or with layout 1 channels-last (pf, ph, pw, c),
+               cuDNN's NHWC implicit-GEMM K order */
+            const int cl = op->layout == 1;
+            const int64_t shp[8] = {B, Fp, Hp, Wp, cl ? pf : C, cl ? ph : pf, cl ? pw : ph, cl ? C : pw};
+            const int64_t ss[8] = {im_b, im_f, im_h, im_w, cl ? im_i : im_c, cl ? im_j : im_i, cl ? im_k : im_j,
+                                   cl ? im_c : im_k};
             int64_t ds[8];
             contiguous_strides(8, shp, ds);
             for (int i = 0; i < 8; i++) {

@@ -20,6 +20,8 @@
 #include "replay/exec/exec.h"
 #include "replay/ir/assign.h"
 
+#include "tests/fp32_run.h"
+
 /* y = x * exp(arange(4)): the exp of a constant is a device value. */
 #define NODE(name, target, args, shape) \
     "{\"name\":\"" name "\",\"op\":\"call_function\",\"target\":\"" target "\",\"args\":" args \
@@ -82,30 +84,16 @@ static void run_doc(const char *doc, int compute, const float *dev, float *y, in
     drift_hostset_create(&is, &e);
     assert_int_equal(drift_hostset_add(bs, "device:exp", DRIFT_F32, 1, (int64_t[]){4}, dev, NULL, NULL, &e), 0);
     assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 1, (int64_t[]){4}, x, NULL, NULL, &e), 0);
-    drift_plan plan;
-    drift_plan_init(&plan);
-    plan.diffusion_forward_dtype = DRIFT_F32;
-    drift_assign_opts ao;
-    drift_assign_opts_init(&ao);
-    drift_graph *as = NULL;
-    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &ao, &as, &e)) fail_msg("%s", e.msg);
-    drift_backend *be;
-    assert_int_equal(drift_backend_create("cpu", &be, &e), 0);
-    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
     drift_exec_result r;
-    memset(&r, 0, sizeof r);
-    if (drift_exec_run(as, be, &in, &r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    test_run_fp32(sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, &r);
     assert_int_equal(r.numel, 4);
     memcpy(y, r.f32, 4 * sizeof *y);
     drift_exec_result_free(&r);
-    drift_backend_free(be);
-    drift_graph_free(as);
     drift_graph_free(sem);
     drift_aten_graph_free(g);
     drift_hostset_free(ps);
     drift_hostset_free(bs);
     drift_hostset_free(is);
-    drift_plan_free(&plan);
 }
 
 static void test_device_value_is_read(void **s) {

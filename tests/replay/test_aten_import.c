@@ -22,6 +22,7 @@
 #include "replay/capture/aten_graph.h"
 #include "replay/exec/exec.h"
 
+#include "tests/fp32_run.h"
 #include "tests/slurp.h"
 #include "tests/site_recording.h"
 
@@ -338,20 +339,9 @@ static void test_copy_into_views(void **s) {
     assert_int_equal(drift_hostset_add(ps, "proj.weight", DRIFT_F32, 2, (int64_t[]){8, 8}, w, NULL, NULL, &e), 0);
     assert_int_equal(drift_hostset_add(bs, "rope.cos", DRIFT_F32, 2, (int64_t[]){4, 8}, cosb, NULL, NULL, &e), 0);
     assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, (int64_t[]){1, 4, 8}, x, NULL, NULL, &e), 0);
-    drift_plan plan;
-    drift_plan_init(&plan);
-    plan.diffusion_forward_dtype = DRIFT_F32;
-    drift_assign_opts o;
-    drift_assign_opts_init(&o);
-    drift_graph *as = NULL;
-    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("%s", e.msg);
-    drift_backend *be;
-    assert_int_equal(drift_backend_create("cpu", &be, &e), 0);
     grab gr = {"rope:out", NULL, 0};
-    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is, .on_site = grab_site, .user = &gr};
     drift_exec_result r;
-    memset(&r, 0, sizeof r);
-    if (drift_exec_run(as, be, &in, &r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    test_run_fp32(sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, grab_site, &gr, &r);
     assert_int_equal(gr.n, 32);
     /* expected: lin = x W^T; out[..., 0::2] = lin[..., 0::2] * cos[:, 0::2] - lin[..., 1::2] * 0.5;
      * out[..., 1::2] = lin[..., 0::2] (the second copy_ writes the odd slots) */
@@ -373,14 +363,11 @@ static void test_copy_into_views(void **s) {
     }
     free(gr.v);
     drift_exec_result_free(&r);
-    drift_backend_free(be);
-    drift_graph_free(as);
     drift_graph_free(sem);
     drift_aten_graph_free(g);
     drift_hostset_free(ps);
     drift_hostset_free(bs);
     drift_hostset_free(is);
-    drift_plan_free(&plan);
     free(doc);
 }
 
@@ -423,7 +410,7 @@ static void run_mini_conv(const char *be_name, drift_side side, const float *x, 
     drift_err e;
     drift_err_clear(&e);
     drift_aten_graph *g = NULL;
-    drift_graph *sem = NULL, *as = NULL;
+    drift_graph *sem = NULL;
     if (drift_aten_graph_parse(doc, len, "mini_conv3d.json", &g, &e) || drift_aten_graph_lower(g, &sem, &e))
         fail_msg("%s", e.msg);
     int n_patch = 0;
@@ -440,27 +427,13 @@ static void run_mini_conv(const char *be_name, drift_side side, const float *x, 
                                        NULL, NULL, &e), 0);
     assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 5, (int64_t[]){1, CV_C, CV_F, CV_H, CV_W}, x, NULL,
                                        NULL, &e), 0);
-    drift_plan plan;
-    drift_plan_init(&plan);
-    plan.diffusion_forward_dtype = DRIFT_F32;
-    drift_assign_opts o;
-    drift_assign_opts_init(&o);
-    o.side = side;
-    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("%s", e.msg);
-    drift_backend *be;
-    assert_int_equal(drift_backend_create(be_name, &be, &e), 0);
-    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
-    memset(r, 0, sizeof *r);
-    if (drift_exec_run(as, be, &in, r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    test_run_fp32(sem, side, be_name, ps, bs, is, NULL, NULL, r);
     assert_int_equal(r->numel, CV_O * CV_L); /* [1, O, F', H', W'] */
-    drift_backend_free(be);
-    drift_graph_free(as);
     drift_graph_free(sem);
     drift_aten_graph_free(g);
     drift_hostset_free(ps);
     drift_hostset_free(bs);
     drift_hostset_free(is);
-    drift_plan_free(&plan);
     free(doc);
 }
 

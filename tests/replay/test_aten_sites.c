@@ -21,6 +21,7 @@
 #include "replay/ir/assign.h"
 #include "replay/exec/exec.h"
 
+#include "tests/fp32_run.h"
 #include "tests/slurp.h"
 #include "tests/site_recording.h"
 
@@ -109,32 +110,18 @@ static void expect_values(const drift_graph *sem, const char *site, float (*want
     drift_hostset_create(&bs, &e);
     drift_hostset_create(&is, &e);
     assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, (int64_t[]){1, 4, 8}, x, NULL, NULL, &e), 0);
-    drift_plan plan;
-    drift_plan_init(&plan);
-    plan.diffusion_forward_dtype = DRIFT_F32;
-    drift_assign_opts o;
-    drift_assign_opts_init(&o);
-    drift_graph *as = NULL;
-    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("%s", e.msg);
-    drift_backend *be;
-    assert_int_equal(drift_backend_create("cpu", &be, &e), 0);
     grab gr = {site, NULL, 0};
-    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is, .on_site = grab_site, .user = &gr};
     drift_exec_result r;
-    memset(&r, 0, sizeof r);
-    if (drift_exec_run(as, be, &in, &r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    test_run_fp32(sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, grab_site, &gr, &r);
     if (gr.n != n) fail_msg("%s: %lld values, want %d", site, (long long)gr.n, n);
     for (int i = 0; i < n; i++)
         if (gr.v[i] != want(x[i * stride]))
             fail_msg("%s[%d]: got %g, want %g (x = %g)", site, i, gr.v[i], want(x[i * stride]), x[i * stride]);
     free(gr.v);
     drift_exec_result_free(&r);
-    drift_backend_free(be);
-    drift_graph_free(as);
     drift_hostset_free(ps);
     drift_hostset_free(bs);
     drift_hostset_free(is);
-    drift_plan_free(&plan);
 }
 
 static void expect_site_values(const drift_graph *sem, const char *site, float (*want)(float)) {
