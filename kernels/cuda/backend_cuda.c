@@ -642,7 +642,7 @@ static int read_torch_options(dcu_ctx *ctx, const drift_backend_opts *o, drift_e
         (rc = drift_backend_opt_int(o, "lt_ws_kib", 0, 1L << 22, &lt, err)) ||
         (rc = drift_backend_opt_int(o, "ln_threads", 32, 1024, &th, err)) ||
         (rc = drift_backend_opt_int(o, "ln_combine", 0, 2, &comb, err)) ||
-        (rc = drift_backend_opt_int(o, "rms_variant", 0, 3, &rms, err)) ||
+        (rc = drift_backend_opt_int(o, "rms_variant", 0, 15, &rms, err)) ||
         (rc = drift_backend_opt_int(o, "sdpa_stats", 0, 1, &stats, err)) ||
         (rc = drift_backend_opt_int(o, "conv_skip", 0, 1000, &skip, err)))
         return rc;

@@ -59,8 +59,10 @@
  *   ln_combine=0|1|2      how the Welford combine's mean is contracted (0: as
  *                         nvcc contracts the plain expression, 1/2: the two
  *                         explicit fmaf orders)
- *   rms_variant=0..3      rms_norm reduction variants (bit 1: flip the 4-wide
- *                         vectorization, bit 2: lane shuffles 16..1)
+ *   rms_variant=0..15     rms_norm variants (composite reduction: bit 1 flips
+ *                         the 4-wide vectorization, bit 2 lane shuffles 16..1;
+ *                         bit 4: the composite, not the fused kernel, when
+ *                         there is no weight; bit 8: the composite always)
  *   sdpa=auto|exact       exact: ATTENTION on the exact kernels (recorded fallback)
  *   sdpa_stats=0|1        cuDNN graph of training mode (stats output too)
  *   sdpa_graph=auto|unified|composite  cuDNN SDPA graph: one SDPA_FWD operation

@@ -22,6 +22,7 @@
 #            "scripts" runs every other tests/gpu/*.sh (multi-GPU, recorder,
 #            intercept acceptance jobs) with BUILD and OUT set, one log each
 #   SCRIPTS  which of those scripts (default: all of them, by name order)
+#   TESTS    which GPU tests the test stage runs (default: every tests/gpu/test_*.c)
 #   JOBS     build parallelism (default: nproc)
 #   BUILD_TARGETS  what the build stage builds (default: drift, every GPU test and
 #            benchmark; libdrift_recorder.so and the interposer are always built)
@@ -145,6 +146,7 @@ GPU_TESTS=()
 for f in "$BUILD_SRC"/tests/gpu/test_*.c; do
   GPU_TESTS+=("gpu_$(basename "$f" .c)")
 done
+[ -n "${TESTS:-}" ] && read -r -a GPU_TESTS <<<"$TESTS"  # a subset, e.g. TESTS="gpu_test_parity"
 BENCHES=(bench_cuda_metrics bench_cuda_gemm bench_cuda_attention bench_cuda_forward bench_seed)
 
 # TORCH_LIBS=1: tests and benches run with torch's own cuBLASLt / cuDNN

@@ -190,6 +190,40 @@ static void test_norms(void) {
             gc_host_free(&x);
             gc_host_free(&w);
         }
+    /* the fused kernel (x and w of one dtype, or no weight): fp32 rows of a
+       wide dynamic range, bf16 without a weight, and misaligned rows (torch's
+       non-vectorized fallback is not emulated: a recorded fallback) */
+    for (int k = 0; k < 3; k++) {
+        const drift_dtype dt = k == 0 ? DRIFT_F32 : DRIFT_BF16;
+        int64_t xs[2] = {k == 1 ? 700 : 600, k == 1 ? 128 : 1536}, ws[1] = {xs[1]};
+        gc_host x = gc_host_make(dt, 2, xs, 3.0), w = gc_host_make(dt, 1, ws, 0.1);
+        for (int64_t r = 0; r < xs[0]; r++)
+            for (int64_t i = 0; i < xs[1]; i++)
+                x.v[r * xs[1] + i] = drift_round_to(x.v[r * xs[1] + i] * (float)(1 + r % 7), dt);
+        for (int64_t i = 0; i < w.n; i++) w.v[i] = drift_round_to(1.0f + w.v[i], dt);
+        drift_op op = gc_op(DRIFT_OP_RMS_NORM, dt);
+        op.eps = 1e-6f;
+        gc_case_spec c;
+        spec_init(&c, op, k == 1 ? 1 : 2, k == 2 ? 1 : 64);
+        c.in[0] = &x;
+        c.in[1] = &w;
+        c.ulp_dt = dt;
+        c.ulps = dt == DRIFT_F32 ? 4.0 : 2.0;
+        c.atol = 2e-4 * 2.0 * (max_abs(&x) + 1.0);
+        c.nmse_ref = dt == DRIFT_F32 ? 1e-9 : 2.0 * gc_nmse_bound(DRIFT_BF16);
+        gc_case_set("RMS_NORM torch fused %lldx%lld %s%s", (long long)xs[0], (long long)xs[1], gc_dt(dt),
+                    k == 1 ? " no weight" : k == 2 ? " misaligned" : "");
+        const uint32_t m = fallbacks_after(&c);
+        if (k < 2) {
+            GC_CHECK(m == 0, "an aligned fused rms_norm must not fall back (mask %x)", m);
+        } else {
+            GC_CHECK(m & (1u << DRIFT_OP_RMS_NORM), "a misaligned fused rms_norm is a recorded fallback (mask %x)", m);
+            GC_CHECK(strstr(drift_cuda_backend_torch_fallback_reason(T), "rms_norm") != NULL, "reason: %s",
+                     drift_cuda_backend_torch_fallback_reason(T));
+        }
+        gc_host_free(&x);
+        gc_host_free(&w);
+    }
 }
 
 static void test_elementwise(void) {

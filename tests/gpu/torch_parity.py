@@ -174,6 +174,32 @@ def torch_gen(outdir):
             return [x, w], (lambda: F.rms_norm(x, (D,), w, 1e-6)), "eps=1e-06"
         CASES.append((nm, "rms_norm", f))
 
+    # rms_norm cases whose sum of squares rounds in most rows, so that a
+    # different summation order shows (bf16 inputs of N(0, 9) rarely do):
+    # fp32 x and w (every element carries rstd's last bits), bf16 x over a
+    # wide dynamic range, and no weight (which kernel torch takes then)
+    def f_rms_f32(rows=1280, D=1536):
+        x = torch.randn(1, rows, D, device=dev) * torch.exp(torch.randn(1, rows, 1, device=dev))
+        w = 1 + 0.1 * torch.randn(D, device=dev)
+        return [x, w], (lambda: F.rms_norm(x, (D,), w, 1e-6)), "eps=1e-06"
+    CASES.append(("rms_norm_xf32_wf32_1280x1536", "rms_norm", f_rms_f32))
+
+    def f_rms_wide(rows=1280, D=1536):
+        x = (torch.randn(1, rows, D, device=dev) * torch.exp(2 * torch.randn(1, rows, D, device=dev))).to(bf16)
+        w = (1 + 0.1 * torch.randn(D, device=dev)).to(bf16)
+        return [x, w], (lambda: F.rms_norm(x, (D,), w, 1e-6)), "eps=1e-06"
+    CASES.append(("rms_norm_wide_wbf16_1280x1536", "rms_norm", f_rms_wide))
+
+    def f_rms_now(rows=1280, D=1536):
+        x = (torch.randn(1, rows, D, device=dev) * torch.exp(2 * torch.randn(1, rows, D, device=dev))).to(bf16)
+        return [x], (lambda: F.rms_norm(x, (D,), None, 1e-6)), "eps=1e-06"
+    CASES.append(("rms_norm_wide_noweight_1280x1536", "rms_norm", f_rms_now))
+
+    def f_rms_now32(rows=1280, D=1536):
+        x = torch.randn(1, rows, D, device=dev) * torch.exp(torch.randn(1, rows, 1, device=dev))
+        return [x], (lambda: F.rms_norm(x, (D,), None, 1e-6)), "eps=1e-06"
+    CASES.append(("rms_norm_xf32_noweight_1280x1536", "rms_norm", f_rms_now32))
+
     # activations on bf16 linear outputs (and an fp32 SiLU, the time embedder's)
     def f_gelu():
         x = rb(1, 1280, 8960, scale=3.0)

@@ -96,6 +96,8 @@ drift_run lnc2 torch:ln_combine=2 layer_norm "$TORCHLIBS"
 drift_run lnt256 torch:ln_threads=256 layer_norm "$TORCHLIBS"
 drift_run rmsv1 torch:rms_variant=1 rms_norm "$TORCHLIBS"
 drift_run rmsv2 torch:rms_variant=2 rms_norm "$TORCHLIBS"
+drift_run rmsnw torch:rms_variant=4 rms_norm "$TORCHLIBS"
+drift_run rmscomp torch:rms_variant=8 rms_norm "$TORCHLIBS"
 drift_run convheura torch:conv_heur=a conv_cudnn "$TORCHLIBS"
 drift_run convheurb torch:conv_heur=b conv_cudnn "$TORCHLIBS"
 drift_run convskip1 torch:conv_skip=1 conv_cudnn "$TORCHLIBS"
@@ -108,7 +110,7 @@ drift_run syslibs torch linear,sdpa,conv_patch,conv_cudnn ""
 
 # ------------------------------------------------------------ table
 say "compare"
-(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 convheura convheurb convskip1 convskip2 convskip3 sdpastats sdpacomp sdpauni syslibs) ||
+(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 rmsnw rmscomp convheura convheurb convskip1 convskip2 convskip3 sdpastats sdpacomp sdpauni syslibs) ||
   OK=0
 say "done (log: $LOG)"
 [ $OK = 1 ]

@@ -421,6 +421,36 @@ check(set(const) == {ar, ex, vw, ar2, neg}, "constant-only: arange -> exp -> uns
       % sorted(n.name for n in const))
 check(const[vw] and const[ex] and not const[ar] and not const[neg], "transcendental ancestry flags: %s" % const)
 check(dv._base("aten.pow.Scalar") == "pow" and dv._inplace(cp) and not dv._inplace(ex), "op base names")
+# a constant written in place by a constant (coords[:, 0] = coords[:, 0] / fps) stays constant;
+# the frontier skips in-place ops and written tensors
+ar5 = _FxNode("arange_4", "call_function", "aten.arange.start", [0, 4])
+se5 = _FxNode("select", "call_function", "aten.select.int", [ar5, 0, 0])
+dv5 = _FxNode("div", "call_function", "aten.div.Tensor", [se5, 25.0])
+cp5 = _FxNode("copy__1", "call_function", "aten.copy_.default", [se5, dv5])
+ex5 = _FxNode("exp_1", "call_function", "aten.exp.default", [ar5])
+ex6 = _FxNode("exp_2", "call_function", "aten.exp.default", [ar5])
+cp6 = _FxNode("copy__2", "call_function", "aten.copy_.default", [ex6, ex5])  # exp_2 written after it is made
+m5 = _FxNode("mul_3", "call_function", "aten.mul.Tensor", [px, ex5])
+m6 = _FxNode("mul_4", "call_function", "aten.mul.Tensor", [px, ex6])
+m7 = _FxNode("mul_5", "call_function", "aten.mul.Tensor", [px, cp5])
+c5 = dv.constant_only(_FxGraph([px, ar5, se5, dv5, cp5, ex5, ex6, cp6, m5, m6, m7]))
+check(set(c5) == {ar5, se5, dv5, cp5, ex5, ex6, cp6}, "a constant written in place by constants is constant: %s"
+      % sorted(n.name for n in c5))
+check(dv.frontier(c5) == [ex5], "the frontier: exp_1, not the written exp_2 nor an in-place op: %s"
+      % [n.name for n in dv.frontier(c5)])
+# a lifted torch.tensor(...) constant (a placeholder) is a constant leaf only when named
+pc = _FxNode("c_lifted_tensor_0", "placeholder", "c_lifted_tensor_0")
+pv = _FxNode("view", "call_function", "aten.view.default", [pc, [2, 1]])
+ar4 = _FxNode("arange_3", "call_function", "aten.arange.start", [0, 4])
+gm = _FxNode("mul_1", "call_function", "aten.mul.Tensor", [pv, ar4])
+cs4 = _FxNode("cos_1", "call_function", "aten.cos.default", [gm])
+us = _FxNode("mul_2", "call_function", "aten.mul.Tensor", [px, cs4])
+g2 = _FxGraph([px, pc, pv, ar4, gm, cs4, us])
+check(set(dv.constant_only(g2)) == {ar4}, "without leaves a lifted constant's users are not constant-only")
+c2 = dv.constant_only(g2, {"c_lifted_tensor_0"})
+check(set(c2) == {pc, pv, ar4, gm, cs4} and c2[cs4] and not c2[gm] and not c2[pc],
+      "with the lifted constant as a leaf its RoPE-like chain is constant-only, cos flagged: %s"
+      % sorted(n.name for n in c2))
 if importlib.util.find_spec("torch") is None:
     check(dv.device_values(None, "cuda:0") == [], "no torch: no device values, no exception")
 

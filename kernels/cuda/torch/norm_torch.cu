@@ -23,10 +23,13 @@
  *
  * rms_norm (aten/src/ATen/native/layer_norm.cpp): torch 2.11 runs the fused
  * vectorized_layer_norm_kernel<T, float, true> when x and w share a dtype
- * and the composite otherwise; both compute y = (u * r) * w in fp32 and round
- * once to x's dtype (tests/gpu/rms_norm_probe.py: 0 of 6144..393216 elements
- * differ from that, ~25% from rounding u * r first). The composite's
- * statistics: u = x.to(fp32); s = pow(u, 2) (torch computes u*u); m =
+ * (k_rms_norm_fused_torch: layer_norm's thread layout, a sum of squares,
+ * sigma2 / N) and the composite otherwise; both compute y = (u * r) * w in
+ * fp32 and round once to x's dtype (tests/gpu/rms_norm_probe.py: 0 of
+ * 6144..393216 elements differ from that, ~25% from rounding u * r first).
+ * The two sum in different orders: at Wan 1.3B widths (1536) the composite's
+ * order put 19 of 3.9M norm_q outputs one bf16 ULP off torch's fused kernel.
+ * The composite's statistics: u = x.to(fp32); s = pow(u, 2) (torch computes u*u); m =
  * s.mean(-1), a reduce_kernel with MeanOps (sum, then * factor, factor =
  * float(rows) / numel); r = rsqrt(m + eps). The sum
  * follows reduce_kernel's order for a contiguous last-dim reduction
@@ -246,6 +249,57 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
     }
 }
 
+/* torch 2.11's fused rms_norm: vectorized_layer_norm_kernel<T, float, true>,
+ * taken when x and w share a dtype (or there is no weight). Thread layout and
+ * combine order are layer_norm's (k_layer_norm_torch); the statistic is a
+ * plain sum of squares (cuWelfordOnlineSum<., true>: sigma2 + val * val,
+ * which nvcc contracts into an FMA; combine: own + other), then
+ * sigma2 / float(N) and rsqrt(sigma2 + eps); y = w * (rstd * x). */
+template <int TX, int TW, int TY>
+__global__ void k_rms_norm_fused_torch(const void *__restrict__ x, int tx, int N, const void *__restrict__ w, int tw,
+                                       void *__restrict__ y, int ty, float eps) {
+    __shared__ float buf[3 * 32];
+    const int64_t base = (int64_t)blockIdx.x * N;
+    const int numx = blockDim.x * blockDim.y;
+    const int thrx = threadIdx.x + threadIdx.y * blockDim.x;
+    const int nvec = N / 4;
+    float s2 = 0.f;
+    for (int i = thrx; i < nvec; i += numx) {
+        float u[4];
+        dcu_ld4<TX>(x, tx, base + 4 * i, u);
+#pragma unroll
+        for (int ii = 0; ii < 4; ii++) s2 = fmaf(u[ii], u[ii], s2);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) s2 = __fadd_rn(s2, __shfl_down_sync(0xffffffffu, s2, offset));
+    float ms;
+    if (blockDim.y > 1) {
+        for (int offset = blockDim.y / 2; offset > 0; offset /= 2) {
+            if (threadIdx.x == 0 && (int)threadIdx.y >= offset && (int)threadIdx.y < 2 * offset)
+                buf[2 * (threadIdx.y - offset) + 1] = s2;
+            __syncthreads();
+            if (threadIdx.x == 0 && (int)threadIdx.y < offset) s2 = __fadd_rn(s2, buf[2 * threadIdx.y + 1]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0 && threadIdx.y == 0) buf[1] = __fdiv_rn(s2, float(N));
+        __syncthreads();
+        ms = buf[1];
+    } else {
+        ms = __fdiv_rn(__shfl_sync(0xffffffffu, s2, 0), float(N));
+    }
+    const float rstd = rsqrtf(__fadd_rn(ms, eps));
+    for (int i = thrx; i < nvec; i += numx) {
+        float u[4], o[4], g[4];
+        dcu_ld4<TX>(x, tx, base + 4 * i, u);
+        if (w) dcu_ld4<TW>(w, tw, (int64_t)4 * i, g);
+#pragma unroll
+        for (int ii = 0; ii < 4; ii++) {
+            const float t = __fmul_rn(rstd, u[ii]);
+            o[ii] = w ? __fmul_rn(g[ii], t) : t;
+        }
+        dcu_st4<TY>(y, ty, base + 4 * i, o);
+    }
+}
+
 int last_pow2(int64_t n) {
     int64_t p = 1;
     while (p * 2 <= n) p *= 2;
@@ -325,5 +379,25 @@ extern "C" cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, dr
     else if (wide && tx == DRIFT_F32 && ty == DRIFT_F32 && tw_ == DRIFT_BF16) RMS_LAUNCH(DRIFT_F32, DRIFT_BF16, DRIFT_F32);
     else RMS_LAUNCH(-1, -1, -1);
 #undef RMS_LAUNCH
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dct_launch_rms_norm_fused(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows,
+                                                 int64_t N, const void *w, drift_dtype tw, void *y, drift_dtype ty,
+                                                 float eps, int threads) {
+    if (rows <= 0) return cudaSuccess;
+    if (rows > INT32_MAX || N > (1LL << 24) || N % 4 || threads < 32 || threads > 1024 || threads % 32)
+        return cudaErrorInvalidValue;
+    dim3 blk(32, threads / 32), grd((unsigned)rows);
+    /* the typed loads need rows of 16-bit elements 8-byte, fp32 16-byte aligned */
+    const int wide = !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && (!w || !((uintptr_t)w & 15));
+#define RMSF_LAUNCH(TX, TW, TY) \
+    k_rms_norm_fused_torch<TX, TW, TY><<<grd, blk, 0, ctx->stream>>>(x, tx, (int)N, w, tw, y, ty, eps)
+    const int tw_ = w ? (int)tw : (int)tx; /* no weight: any TW */
+    if (wide && tx == DRIFT_BF16 && ty == DRIFT_BF16 && tw_ == DRIFT_BF16) RMSF_LAUNCH(DRIFT_BF16, DRIFT_BF16, DRIFT_BF16);
+    else if (wide && tx == DRIFT_F16 && ty == DRIFT_F16 && tw_ == DRIFT_F16) RMSF_LAUNCH(DRIFT_F16, DRIFT_F16, DRIFT_F16);
+    else if (wide && tx == DRIFT_F32 && ty == DRIFT_F32 && tw_ == DRIFT_F32) RMSF_LAUNCH(DRIFT_F32, DRIFT_F32, DRIFT_F32);
+    else RMSF_LAUNCH(-1, -1, -1);
+#undef RMSF_LAUNCH
     return cudaGetLastError();
 }

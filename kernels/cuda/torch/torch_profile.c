@@ -220,6 +220,19 @@ static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const
     case DRIFT_OP_RMS_NORM: {
         const int64_t D = x->shape[x->ndim - 1];
         const drift_tensor *w = op->n_in > 1 ? in[1] : NULL;
+        /* torch 2.11 (layer_norm.cpp): the fused kernel unless x and w are of
+           mixed dtypes; vectorized only for N % 4 == 0 and aligned buffers
+           (else its two-kernel fallback, not emulated: exact kernels) */
+        const int fused = !(st->rms_variant & 8) && (w ? w->dtype == x->dtype : !(st->rms_variant & 4));
+        if (fused) {
+            if (D == 0 || !dct_layer_norm_vectorizable(x->data, out->data, w ? w->data : NULL, NULL, D))
+                return DRIFT_OK;
+            *handled = 1;
+            return dcu_check(dct_launch_rms_norm_fused(ctx, x->data, x->dtype, x->numel / D, D, w ? w->data : NULL,
+                                                       w ? w->dtype : DRIFT_F32, out->data, out->dtype, op->eps,
+                                                       st->ln_threads),
+                             err, where, "torch-profile fused rms_norm kernel");
+        }
         dct_reduce_cfg cfg;
         if (D == 0 || !dct_reduce_config(x->numel / D, D, &cfg)) return DRIFT_OK;
         if (st->rms_variant & 1) cfg.vectorize = !cfg.vectorize;

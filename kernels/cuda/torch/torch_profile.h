@@ -6,7 +6,8 @@
  *   gemm_torch.c       LINEAR as aten::linear -> addmm/mm: cuBLASLt with the
  *                      bias epilogue (torch's gemm_and_bias) or cublasGemmEx
  *   norm_torch.cu      LAYER_NORM as vectorized_layer_norm_kernel, RMS_NORM as
- *                      the composite (pow, reduce_kernel mean, add, rsqrt, mul)
+ *                      its fused rms variant (x and w of one dtype) or the
+ *                      composite (pow, reduce_kernel mean, add, rsqrt, mul)
  *   elementwise_torch.cu  GELU_TANH, SILU with torch's expressions
  *   sdpa_cudnn.c       ATTENTION through cuDNN's fused flash SDPA (backend API)
  *   torch_profile.c    state, dispatch, library identity
@@ -35,7 +36,8 @@ struct dct_state {
     size_t lt_ws_size;
     int gemm_mode;           /* DCT_GEMM_* */
     int ln_threads, ln_combine;
-    int rms_variant;         /* rms_variant bits: 1 flip vectorize, 2 descending shuffles */
+    int rms_variant;         /* rms_variant bits: 1 flip vectorize, 2 descending shuffles,
+                                4 composite when there is no weight, 8 composite always */
     int sdpa_off;            /* sdpa=exact: attention on the exact kernels */
     int sdpa_stats;          /* sdpa_stats=1: the training-mode graph (softmax stats out) */
     int sdpa_graph;          /* sdpa_graph: 0 auto, 1 unified, 2 composite (sdpa_cudnn.c) */
@@ -122,6 +124,12 @@ int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg);
 cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
                                 const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps,
                                 const dct_reduce_cfg *cfg);
+
+/* torch's fused rms_norm (vectorized_layer_norm_kernel<T, float, true>, one
+ * row per block of `threads`): r = rsqrt(sum(u*u) / N + eps) summed in
+ * layer_norm's thread order; y = round_ty(w * (r * u)). N % 4 == 0. */
+cudaError_t dct_launch_rms_norm_fused(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
+                                      const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps, int threads);
 
 /* ---- elementwise_torch.cu ------------------------------------------- */
 enum { DCT_UN_SILU = 0, DCT_UN_GELU_TANH = 1 };

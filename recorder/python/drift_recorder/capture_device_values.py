@@ -10,14 +10,15 @@ replay that rebuilds them with libm starts from other tables, the same
 drift DESIGN.md s1 describes for a RoPE table built on the CPU on one side
 and on the GPU on the other.
 
-So the recorder evaluates the graph's constant-only nodes once, on the
-recording device under the run's autocast, and stores the float32 values at
+So the recorder evaluates the graph's constant-only nodes (those computed
+from literals and the model code's lifted torch.tensor constants) once, on
+the recording device under the run's autocast, and stores the float32 values at
 the frontier (constant-only nodes read by a node that is not) whose
 subgraph contains a transcendental op, as /buffers "device:NODE"; the
 document lists them in "device_values" (docs/aten-graph.md). The importer
 reads those nodes as buffer leaves (DRIFT_DEVICE_VALUES=0 computes them).
 
-    values = device_values(ep, device, autocast)   # [(node name, tensor)]
+    values = device_values(ep, device, autocast, leaves)   # [(node name, tensor)]
 
 Never raises: a node that cannot be evaluated is left to be computed.
 """
@@ -71,32 +72,75 @@ def _inplace(n):
     return b.endswith("_") and b != "detach_"
 
 
-def constant_only(graph):
-    """{node: has_transcendental} for the call nodes of graph computed from
-    constants alone: no placeholder upstream, no op of NOT_CONSTANT, not
-    in place, never written by an in-place op."""
+def _view_bases(n):
+    """n and every tensor n is a view of (through VIEWS ops)."""
+    out, todo = set(), [n]
+    while todo:
+        r = todo.pop()
+        if r in out:
+            continue
+        out.add(r)
+        if r.op == "call_function" and _base(r.target) in VIEWS and r.args:
+            todo += _refs(r.args[0], [])
+    return out
+
+
+def _written_by(op):
+    """The nodes an in-place op writes: its first argument and its view bases."""
+    out = set()
+    for r in _refs(op.args[0], []):
+        out |= _view_bases(r)
+    return out
+
+
+def constant_only(graph, leaves=()):
+    """{node: has_transcendental} for the nodes of graph computed from
+    constants alone: call nodes with no placeholder upstream other than the
+    lifted tensor constants named in leaves (constant leaves themselves), no
+    op of NOT_CONSTANT. In-place ops count when all their inputs do (the
+    model code's `coords[:, 0] = coords[:, 0] / fps` on a constant grid,
+    evaluated in graph order as eager does); a tensor written by a
+    non-constant in-place op is not constant, nor is anything read from it."""
+    inplace = [n for n in graph.nodes if n.op == "call_function" and _inplace(n) and n.args]
+    tainted = set()
+    while True:
+        const = {}
+        for n in graph.nodes:
+            if n in tainted:
+                continue
+            if n.op == "placeholder":
+                if n.name in leaves:
+                    const[n] = False  # a lifted torch.tensor(...) constant (LTX-2's RoPE grid)
+                continue
+            if n.op != "call_function" or _base(n.target) in NOT_CONSTANT:
+                continue
+            ins = _refs(list(n.args), []) + _refs(dict(n.kwargs), [])
+            if all(i in const for i in ins):
+                const[n] = _base(n.target) in TRANSCENDENTAL or any(const[i] for i in ins)
+        more = set()
+        for op in inplace:
+            if op not in const:
+                more |= _written_by(op)
+        if more <= tainted:
+            return const
+        tainted |= more
+
+
+def frontier(const):
+    """The constant-only nodes with transcendental ancestry that a
+    non-constant node reads, except in-place ops and tensors an in-place op
+    writes (their value depends on when they are read)."""
     written = set()
-    for n in graph.nodes:
-        if n.op == "call_function" and _inplace(n) and n.args:
-            todo = _refs(n.args[0], [])
-            while todo:  # the written tensor and every tensor it is a view of
-                r = todo.pop()
-                if r in written:
-                    continue
-                written.add(r)
-                if r.op == "call_function" and _base(r.target) in VIEWS and r.args:
-                    todo += _refs(r.args[0], [])
-    const = {}
-    for n in graph.nodes:
-        if n.op != "call_function" or n in written or _inplace(n):
+    for n in const:
+        if _inplace(n):
+            written |= _written_by(n)
+    out = []
+    for n, trans in const.items():
+        if not trans or _inplace(n) or _view_bases(n) & written:
             continue
-        b = _base(n.target)
-        if b in NOT_CONSTANT:
-            continue
-        ins = _refs(list(n.args), []) + _refs(dict(n.kwargs), [])
-        if all(i in const for i in ins):
-            const[n] = b in TRANSCENDENTAL or any(const[i] for i in ins)
-    return const
+        if any(u not in const for u in n.users):
+            out.append(n)
+    return out
 
 
 def _on_device(a, device):
@@ -121,36 +165,40 @@ def _subst(a, env):
     return a
 
 
-def device_values(ep, device, autocast=None):
+def device_values(ep, device, autocast=None, leaves=None):
     """[(node name, fp32 tensor on the CPU)] of the frontier constant-only
     nodes of ep's graph whose subgraph holds a transcendental op, evaluated
-    on device (str) under CUDA autocast to autocast (None: off)."""
+    on device (str) under CUDA autocast to autocast (None: off). leaves:
+    {placeholder name: tensor with data} of the lifted tensor constants."""
     try:
         import torch
     except Exception:  # noqa: BLE001
         return []
     try:
         graph = ep.graph
-        const = constant_only(graph)
+        leaves = {k: v for k, v in (leaves or {}).items() if isinstance(v, torch.Tensor)}
+        const = constant_only(graph, set(leaves))
         if not const:
             return []
-        frontier = []
-        for n, trans in const.items():
-            if not trans:
-                continue
-            if any(u not in const for u in n.users):
-                val = n.meta.get("val")
-                if isinstance(val, torch.Tensor) and val.dtype == torch.float32 and 0 < val.numel() <= MAX_ELEMENTS:
-                    frontier.append(n)
-        if not frontier:
+        want = set()
+        for n in frontier(const):
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.dtype == torch.float32 and 0 < val.numel() <= MAX_ELEMENTS:
+                want.add(n)
+        if not want:
             return []
-        want = set(frontier)
         env, out = {}, []
         amp = (torch.autocast("cuda", dtype=autocast) if autocast is not None and str(device).startswith("cuda")
                else torch.autocast("cuda", enabled=False))
         with torch.no_grad(), amp:
             for n in graph.nodes:
                 if n not in const:
+                    continue
+                if n.op == "placeholder":
+                    try:
+                        env[n] = leaves[n.name].detach().to(device)
+                    except Exception:  # noqa: BLE001 - its users are left to the replay
+                        pass
                     continue
                 try:
                     ins = _refs(list(n.args), []) + _refs(dict(n.kwargs), [])
@@ -160,6 +208,9 @@ def device_values(ep, device, autocast=None):
                     kwargs = _on_device(_subst(dict(n.kwargs), env), device)
                     env[n] = n.target(*args, **kwargs)
                 except Exception:  # noqa: BLE001 - left to the replay
+                    if _inplace(n):  # what it should have written is unknown: nothing reads it
+                        for r in _written_by(n):
+                            env.pop(r, None)
                     continue
                 if n in want:
                     v = env[n]

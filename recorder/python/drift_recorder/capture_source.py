@@ -378,12 +378,34 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
     return doc, tensors
 
 
-def _add_device_values(doc, tensors, ep, device, autocast):
+def _constant_leaves(ep, real_value):
+    """{placeholder name: tensor} of ep's lifted tensor constants that have
+    data (a fake or meta export's through real_value)."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    out = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind != InputKind.CONSTANT_TENSOR:
+            continue
+        v = ep.constants.get(spec.target)
+        if (not isinstance(v, torch.Tensor) or dataless(v)) and real_value is not None:
+            v = real_value(spec.target, v)
+        if isinstance(v, torch.Tensor) and not dataless(v):
+            out[spec.arg.name] = v
+    return out
+
+
+def _add_device_values(doc, tensors, ep, device, autocast, real_value=None):
     """doc["device_values"] and their tensors (capture_device_values.py)."""
     import time as _time
 
     t0 = _time.perf_counter()
-    vals = device_values(ep, device, autocast)
+    try:
+        leaves = _constant_leaves(ep, real_value)
+    except Exception:  # noqa: BLE001 - the recorder never raises into the job
+        leaves = {}
+    vals = device_values(ep, device, autocast, leaves)
     if vals:
         doc["device_values"] = {name: "device:" + name for name, _ in vals}
         tensors.extend(("device:" + name, v) for name, v in vals)
@@ -448,7 +470,8 @@ def _capture(real, kwargs, factory, mode, autocast):
     doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
                       "autocast": str(autocast).replace("torch.", "") if autocast is not None else None}
     tensors, missing = [], []
-    _add_device_values(doc, tensors, ep, _first_device(kwargs, real), autocast)
+    _add_device_values(doc, tensors, ep, _first_device(kwargs, real), autocast,
+                       real_value if mode in ("meta", "fake", "device") else None)
     named_bufs = {_strip(n): b for n, b in real.named_buffers()}
     for inp in doc["inputs"]:
         if inp["kind"] == "buffer":
