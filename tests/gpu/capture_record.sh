@@ -216,6 +216,21 @@ with h5py.File(sys.argv[1], "r+") as f:
         sys.exit("no input:latents:pre_cast site")
 PY
 )
+BISECTCHECK='
+import json, sys
+d, info = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+pat, mods = info["island"], info["island_modules"]
+sets = d.get("culprit_sets") or []
+found = [c for cs in sets for c in cs if pat in c["name"]]
+if not found:
+    sys.exit("culprits %s do not name the island %s" % ([[c["name"] for c in cs] for cs in sets], pat))
+c = found[0]
+site = c.get("first_divergent") or ""
+inside = any(site.startswith(m + ".") or site.startswith(m + ":") for m in mods)
+print("culprit %s (%s -> %s), %.3g floor units, first divergent %s (%s the island modules %s); %d probes, %.1f s" % (
+    c["name"], c["good"], c["bad"], c.get("floor_units") or 0, site, "inside" if inside else "outside",
+    ",".join(mods[:4]), d.get("probes", 0), d.get("seconds", 0)))
+'
 drift_floor() {  # trace plan tag: drift's floor as bisect measures it (two cuda replays, one latent one bf16 ULP apart)
   local tr=$1 pl=$2 t=$3 e="$W/logs/floor_$3.err"
   [ $(left) -gt 150 ] || { echo "time budget" > "$e"; return; }
@@ -260,6 +275,17 @@ for t in ${ACC_MODELS//,/ }; do
   for dev in ${ACC_DEVICES:-cuda:0:kernels=torch cuda cpu}; do
     replay_one "$tr" "$W/acc/$t/trainer_plan.json" acceptance "$floor" $dev "trainer_$t"
   done
+  # plan to plan (issue 16): bisect between the recorded plan (fp32 island) and the all-bf16
+  # rollout plan on one backend; each probe is a bitwise question, so the culprit's first
+  # divergent site is where the two plans' replays stop being bitwise equal
+  if [[ " ${BISECT_MODELS:-qwen wan_1p3b} " == *" $t "* ]] && [ $(left) -gt 60 ]; then
+    drift bisect "$tr" --good "$W/acc/$t/trainer_plan.json" --bad "$W/acc/$t/rollout_plan.json" \
+      --device cuda:0 --kernels torch --json > "$W/logs/bisect_$t.json" 2> "$W/logs/bisect_$t.err"
+    brc=$?
+    if msg=$("$PY" -c "$BISECTCHECK" "$W/logs/bisect_$t.json" "$W/acc/$t/info.json" 2>&1); then
+      pass "bisect $t (cuda:0 torch, exit $brc): $msg"
+    else fail "bisect $t (exit $brc): $msg $(head -c 200 "$W/logs/bisect_$t.err" | tr '\n' ' ')"; fi
+  fi
   if [ -f "$W/acc/$t/rollout.h5" ] && [ $(left) -gt 30 ]; then
     drift compare "$tr" "$W/acc/$t/rollout.h5" --json > "$W/logs/compare_$t.json" 2> "$W/logs/compare_$t.err"
     line "INFO: drift compare trainer rollout $t: exit $? (logs/compare_$t.json) $(head -c 200 "$W/logs/compare_$t.err" | tr '\n' ' ')"
