@@ -105,7 +105,7 @@ static int cpu_download_f64(const drift_backend *be, const drift_tensor *t, doub
 static int cpu_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                    drift_err *err) {
     if (drift_cpu_op_is_f64(op, in)) return drift_cpu_run_f64(cpu_threads(be), op, in, out, err);
-    return drift_cpu_run_op(cpu_threads(be), op, in, out, err);
+    return drift_cpu_run_op(cpu_threads(be), drift_host_backend_attn_tile(be), op, in, out, err);
 }
 
 /* The one host pass (kernels/metric_acc.c); single-threaded, so the order
@@ -149,7 +149,7 @@ static const drift_backend cpu_iface = {
 
 int drift_cpu_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     drift_backend *be = NULL;
-    int rc = drift_host_backend_new(o, "cpu", &cpu_iface, &be, err);
+    int rc = drift_host_backend_new(o, "cpu", &cpu_iface, 1, &be, err);
     if (rc) return rc;
     if ((rc = drift_cpu_blas_space_check(drift_host_backend_threads(be), err))) { /* an error under ulimit -v, not a hang */
         drift_backend_free(be);

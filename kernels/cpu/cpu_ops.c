@@ -396,6 +396,55 @@ static void softmax_rows(void *p, int64_t r0, int64_t r1) {
     }
 }
 
+typedef struct flash_job {
+    float *s;       /* [rows, Lk] scores in, rounded probabilities out */
+    float *l;       /* [rows] row sums */
+    float *alpha;   /* [rows, nt] per key tile: the factor the accumulator is rescaled by */
+    int64_t Lk, N, nt;
+    float scale;
+    drift_dtype compute;
+} flash_job;
+
+/* Online softmax over key tiles of N columns, as a flash kernel runs it
+ * (torch's fused SDPA on sm90 is cuDNN's flash kernel, key tiles of 128; with
+ * this order a cpu replay of LTX-2's 512-key attention matches it at the
+ * block output where one softmax over all keys differs in 2,297 of 16,384
+ * elements). Per
+ * tile, m' = max(m, max_j s_j); alpha = exp(m - m'); l = l alpha + sum_j p_j
+ * (p_j = exp(s_j - m'), unrounded); p_j rounded to compute relative to the
+ * running maximum (m' = -inf counts as 0, as flash kernels do). */
+static void flash_rows(void *p, int64_t r0, int64_t r1) {
+    const flash_job *j = p;
+    const int64_t Lk = j->Lk, N = j->N;
+    for (int64_t r = r0; r < r1; r++) {
+        float *s = j->s + r * Lk, *al = j->alpha + r * j->nt;
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t t = 0; t * N < Lk; t++) {
+            const int64_t c0 = t * N, c1 = min64(Lk, c0 + N);
+            float mt = m;
+            for (int64_t c = c0; c < c1; c++) {
+                float v = s[c] * j->scale;
+                s[c] = v;
+                if (v > mt) mt = v;
+            }
+            /* no finite score yet: exponents relative to 0, so -inf scores give 0, not NaN */
+            const float ms = mt == -INFINITY ? 0.0f : mt;
+            const float a = m == -INFINITY ? 0.0f : expf(m - ms);
+            float sum = 0.0f;
+            for (int64_t c = c0; c < c1; c++) {
+                float e = expf(s[c] - ms);
+                s[c] = e;
+                sum += e;
+            }
+            l = l * a + sum;
+            al[t] = a;
+            m = mt;
+            drift_dtype_round_n(s + c0, (size_t)(c1 - c0), j->compute);
+        }
+        j->l[r] = l;
+    }
+}
+
 typedef struct attn_out_job {
     float *o;       /* [rows, Dv] */
     const float *l;
@@ -428,13 +477,17 @@ static void head_scatter(float *t, const float *c, int64_t L, int64_t D, int64_t
     for (int64_t i = 0; i < L; i++) memcpy(t + i * ld, c + i * D, (size_t)D * sizeof(float));
 }
 
-/* Layout 0: heads are contiguous [L, D] blocks of q, k, v, out and the GEMMs
+/* FN: key tile of the flash order (cpu:attn_tile=, default 128): a 16-bit
+ * compute with more than FN keys runs flash_rows and accumulates O over the
+ * tiles, O = O alpha_t + P_t V_t, then O / l; else one softmax over all keys
+ * (softmax_rows), O = (P V) / l.
+ * Layout 0: heads are contiguous [L, D] blocks of q, k, v, out and the GEMMs
  * read and write them in place. Layout 1 ([B, L, H, D]): each head's rows
  * are gathered into contiguous buffers first and its output scattered back,
  * so OpenBLAS sees exactly the operands (values, shapes, leading dims) of
  * layout 0 and the results are bitwise equal (the copies are O(L D) per
  * head against the O(Lq Lk D) products). */
-static int run_attention(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+static int run_attention(int nt, int64_t FN, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
     const int ly = op->layout != 0, hd = ly ? 2 : 1, ld = ly ? 1 : 2;
@@ -482,11 +535,36 @@ static int run_attention(int nt, const drift_op *op, const drift_tensor *const *
             /* S[nr, Lk] = q[nr, Dh] k[Lk, Dh]^T */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)Lk, (int)Dh, 1.0f, qh + r0 * Dh,
                         (int)Dh, kh, (int)Dh, 0.0f, S, (int)Lk);
-            softmax_job sj = {S, l, Lk, scale, op->compute};
-            drift_host_parallel_for(nt, nr, row_grain(Lk * 8), softmax_rows, &sj);
-            /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)Lk, 1.0f, S, (int)Lk, vh,
-                        (int)Dv, 0.0f, oh + r0 * Dv, (int)Dv);
+            if (FN > 0 && Lk > FN && op->compute != DRIFT_F32) {
+                const int64_t ntl = (Lk + FN - 1) / FN;
+                float *al = drift_malloc((size_t)(nr * ntl) * sizeof(float));
+                float *tmp = drift_malloc((size_t)(nr * Dv) * sizeof(float));
+                if (!al || !tmp) {
+                    free(al);
+                    free(tmp);
+                    rc = nomem(err, op);
+                    goto done;
+                }
+                flash_job fj = {S, l, al, Lk, FN, ntl, scale, op->compute};
+                drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
+                float *acc = oh + r0 * Dv;
+                for (int64_t t = 0; t < ntl; t++) {
+                    const int64_t c0 = t * FN, nc = min64(Lk, c0 + FN) - c0;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)nc, 1.0f, S + c0,
+                                (int)Lk, vh + c0 * Dv, (int)Dv, 0.0f, tmp, (int)Dv);
+                    for (int64_t i = 0; i < nr; i++)
+                        for (int64_t d = 0; d < Dv; d++)
+                            acc[i * Dv + d] = t == 0 ? tmp[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + tmp[i * Dv + d];
+                }
+                free(al);
+                free(tmp);
+            } else {
+                softmax_job sj = {S, l, Lk, scale, op->compute};
+                drift_host_parallel_for(nt, nr, row_grain(Lk * 8), softmax_rows, &sj);
+                /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)Lk, 1.0f, S, (int)Lk,
+                            vh, (int)Dv, 0.0f, oh + r0 * Dv, (int)Dv);
+            }
             attn_out_job oj = {oh + r0 * Dv, l, Dv, op->out};
             drift_host_parallel_for(nt, nr, row_grain(Dv), attn_out_rows, &oj);
         }
@@ -728,7 +806,8 @@ static int run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor 
 
 /* ------------------------------------------------------------------------ */
 
-int drift_cpu_run_op(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
+int drift_cpu_run_op(int nt, int attn_tile, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                     drift_err *err) {
     switch (op->kind) {
     case DRIFT_OP_CAST:
     case DRIFT_OP_AFFINE:
@@ -741,7 +820,7 @@ int drift_cpu_run_op(int nt, const drift_op *op, const drift_tensor *const *in, 
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: return run_norm(nt, op, in, out);
     case DRIFT_OP_ROPE: return run_rope(nt, op, in, out);
-    case DRIFT_OP_ATTENTION: return run_attention(nt, op, in, out, err);
+    case DRIFT_OP_ATTENTION: return run_attention(nt, attn_tile, op, in, out, err);
     case DRIFT_OP_PERMUTE: return run_permute(nt, op, in[0], out);
     case DRIFT_OP_NARROW: return run_narrow(op, in[0], out);
     case DRIFT_OP_CONCAT: return run_concat(op, in[0], in[1], out);

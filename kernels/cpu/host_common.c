@@ -59,9 +59,11 @@ void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_
 
 typedef struct host_ctx {
     int nthreads;
+    int attn_tile;
 } host_ctx;
 
 int drift_host_backend_threads(const drift_backend *be) { return ((const host_ctx *)be->ctx)->nthreads; }
+int drift_host_backend_attn_tile(const drift_backend *be) { return ((const host_ctx *)be->ctx)->attn_tile; }
 
 static int host_sync(const drift_backend *be, drift_err *err) {
     (void)be;
@@ -75,12 +77,14 @@ static void host_destroy(drift_backend *be) {
     drift_free(be);
 }
 
-int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, drift_backend **out,
-                           drift_err *err) {
-    static const char *const keys[] = {"threads", NULL};
+int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, int cpu_options,
+                           drift_backend **out, drift_err *err) {
+    static const char *const keys[] = {"threads", NULL}, *const cpu_keys[] = {"threads", "attn_tile", NULL};
     int nthreads = 1;
-    int rc = drift_backend_opts_check(o, keys, err);
+    long tile = DRIFT_CPU_ATTN_TILE;
+    int rc = drift_backend_opts_check(o, cpu_options ? cpu_keys : keys, err);
     if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
+    if (!rc && cpu_options) rc = drift_backend_opt_int(o, "attn_tile", 0, 1 << 20, &tile, err);
     if (rc) return rc;
     drift_backend *be = drift_calloc(1, sizeof *be);
     host_ctx *ctx = drift_calloc(1, sizeof *ctx);
@@ -91,6 +95,7 @@ int drift_host_backend_new(const drift_backend_opts *o, const char *name, const 
     }
     *be = *iface;
     ctx->nthreads = nthreads;
+    ctx->attn_tile = (int)tile;
     be->name = name;
     be->ctx = ctx;
     be->sync = host_sync;

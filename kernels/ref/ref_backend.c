@@ -520,7 +520,7 @@ static const drift_backend ref_iface = {
 
 int drift_ref_backend_create(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     drift_backend *be = NULL;
-    int rc = drift_host_backend_new(o, "ref", &ref_iface, &be, err);
+    int rc = drift_host_backend_new(o, "ref", &ref_iface, 0, &be, err);
     if (rc) return rc;
     *out = be;
     return DRIFT_OK;

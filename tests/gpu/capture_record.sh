@@ -222,6 +222,9 @@ d, info = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 pat, mods = info["island"], info["island_modules"]
 sets = d.get("culprit_sets") or []
 found = [c for cs in sets for c in cs if pat in c["name"]]
+if not sets and d.get("bad_metric") == 0:
+    print("the two plans replay bitwise equal (the island changes nothing under autocast): no culprit")
+    sys.exit(3)
 if not found:
     sys.exit("culprits %s do not name the island %s" % ([[c["name"] for c in cs] for cs in sets], pat))
 c = found[0]
@@ -278,12 +281,15 @@ for t in ${ACC_MODELS//,/ }; do
   # plan to plan (issue 16): bisect between the recorded plan (fp32 island) and the all-bf16
   # rollout plan on one backend; each probe is a bitwise question, so the culprit's first
   # divergent site is where the two plans' replays stop being bitwise equal
-  if [[ " ${BISECT_MODELS:-qwen wan_1p3b} " == *" $t "* ]] && [ $(left) -gt 60 ]; then
+  # (wan_1p3b: norm2 is a layer_norm, its fp32 weights matter; an island of linears only,
+  # as qwen's time_text_embed.*, makes no difference under autocast: INFO, not FAIL)
+  if [[ " ${BISECT_MODELS:-wan_1p3b} " == *" $t "* ]] && [ $(left) -gt 60 ]; then
     drift bisect "$tr" --good "$W/acc/$t/trainer_plan.json" --bad "$W/acc/$t/rollout_plan.json" \
       --device cuda:0 --kernels torch --json > "$W/logs/bisect_$t.json" 2> "$W/logs/bisect_$t.err"
     brc=$?
-    if msg=$("$PY" -c "$BISECTCHECK" "$W/logs/bisect_$t.json" "$W/acc/$t/info.json" 2>&1); then
-      pass "bisect $t (cuda:0 torch, exit $brc): $msg"
+    msg=$("$PY" -c "$BISECTCHECK" "$W/logs/bisect_$t.json" "$W/acc/$t/info.json" 2>&1); bc=$?
+    if [ $bc = 0 ]; then pass "bisect $t (cuda:0 torch, exit $brc): $msg"
+    elif [ $bc = 3 ]; then line "INFO: bisect $t (cuda:0 torch, exit $brc): $msg"
     else fail "bisect $t (exit $brc): $msg $(head -c 200 "$W/logs/bisect_$t.err" | tr '\n' ' ')"; fi
   fi
   if [ -f "$W/acc/$t/rollout.h5" ] && [ $(left) -gt 30 ]; then

@@ -241,7 +241,9 @@ static inline void gc_env_open(gc_env *E) {
     GC_CHECK(E->cuda != NULL, "the cuda backend must be creatable on a machine with a GPU");
     if (!E->cuda) return;
     drift_err_clear(&err);
-    if (drift_backend_create("cpu", &E->cpu, &err)) {
+    /* attn_tile=0: the exact CUDA attention is one softmax over all keys, not the
+       cpu default (a flash order of 128-key tiles, what torch's cuDNN SDPA runs) */
+    if (drift_backend_create("cpu:attn_tile=0", &E->cpu, &err)) {
         fprintf(stderr, "NOTE: no cpu backend (%s): cpu comparisons fail\n", gc_errstr(&err));
         E->cpu = NULL;
     }
