@@ -409,8 +409,7 @@ typedef struct flash_job {
  * (torch's fused SDPA on sm90 is cuDNN's flash kernel, key tiles of 128; with
  * this order a cpu replay of LTX-2's 512-key attention matches it at the
  * block output where one softmax over all keys differs in 2,297 of 16,384
- * elements). Per
- * tile, m' = max(m, max_j s_j); alpha = exp(m - m'); l = l alpha + sum_j p_j
+ * elements). Per tile, m' = max(m, max_j s_j); alpha = exp(m - m'); l = l alpha + sum_j p_j
  * (p_j = exp(s_j - m'), unrounded); p_j rounded to compute relative to the
  * running maximum (m' = -inf counts as 0, as flash kernels do). */
 static void flash_rows(void *p, int64_t r0, int64_t r1) {
@@ -477,8 +476,8 @@ static void head_scatter(float *t, const float *c, int64_t L, int64_t D, int64_t
     for (int64_t i = 0; i < L; i++) memcpy(t + i * ld, c + i * D, (size_t)D * sizeof(float));
 }
 
-/* FN: key tile of the flash order (cpu:attn_tile=, default 128): a 16-bit
- * compute with more than FN keys runs flash_rows and accumulates O over the
+/* tile: key tile of the flash order (cpu:attn_tile=, default 128): a 16-bit
+ * compute with more than tile keys runs flash_rows and accumulates O over the
  * tiles, O = O alpha_t + P_t V_t, then O / l; else one softmax over all keys
  * (softmax_rows), O = (P V) / l.
  * Layout 0: heads are contiguous [L, D] blocks of q, k, v, out and the GEMMs
@@ -487,7 +486,7 @@ static void head_scatter(float *t, const float *c, int64_t L, int64_t D, int64_t
  * so OpenBLAS sees exactly the operands (values, shapes, leading dims) of
  * layout 0 and the results are bitwise equal (the copies are O(L D) per
  * head against the O(Lq Lk D) products). */
-static int run_attention(int nt, int64_t FN, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
     const int ly = op->layout != 0, hd = ly ? 2 : 1, ld = ly ? 1 : 2;
@@ -501,15 +500,21 @@ static int run_attention(int nt, int64_t FN, const drift_op *op, const drift_ten
     int64_t T = ((int64_t)1 << 20) / Lk;
     if (T < 64) T = 64;
     if (T > Lq) T = Lq;
-    float *tq = NULL, *tk = NULL, *tv = NULL, *hb = NULL;
+    const int flash = tile > 0 && Lk > tile && op->compute != DRIFT_F32;
+    const int64_t ntl = flash ? (Lk + tile - 1) / tile : 0;
+    float *tq = NULL, *tk = NULL, *tv = NULL, *hb = NULL, *al = NULL, *pv = NULL;
     float *S = drift_malloc((size_t)(T * Lk) * sizeof(float));
     float *l = drift_malloc((size_t)T * sizeof(float));
+    if (flash) {
+        al = drift_malloc((size_t)(T * ntl) * sizeof(float)); /* per row and key tile: the rescale factor */
+        pv = drift_malloc((size_t)(T * Dv) * sizeof(float));  /* one tile's P V */
+    }
     if (ly) hb = drift_malloc((size_t)(Lq * Dh + Lk * Dh + Lk * Dv + Lq * Dv) * sizeof(float));
     const float *qa = gemm_operand(q, op->compute, &tq);
     const float *ka = qa ? gemm_operand(k, op->compute, &tk) : NULL;
     const float *va = ka ? gemm_operand(v, op->compute, &tv) : NULL;
     int rc = DRIFT_OK;
-    if (!S || !l || !va || (ly && !hb)) {
+    if (!S || !l || !va || (ly && !hb) || (flash && (!al || !pv))) {
         rc = nomem(err, op);
         goto done;
     }
@@ -535,29 +540,19 @@ static int run_attention(int nt, int64_t FN, const drift_op *op, const drift_ten
             /* S[nr, Lk] = q[nr, Dh] k[Lk, Dh]^T */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)Lk, (int)Dh, 1.0f, qh + r0 * Dh,
                         (int)Dh, kh, (int)Dh, 0.0f, S, (int)Lk);
-            if (FN > 0 && Lk > FN && op->compute != DRIFT_F32) {
-                const int64_t ntl = (Lk + FN - 1) / FN;
-                float *al = drift_malloc((size_t)(nr * ntl) * sizeof(float));
-                float *tmp = drift_malloc((size_t)(nr * Dv) * sizeof(float));
-                if (!al || !tmp) {
-                    free(al);
-                    free(tmp);
-                    rc = nomem(err, op);
-                    goto done;
-                }
-                flash_job fj = {S, l, al, Lk, FN, ntl, scale, op->compute};
+            if (flash) {
+                flash_job fj = {S, l, al, Lk, tile, ntl, scale, op->compute};
                 drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
+                /* O = O alpha_t + P_t V_t over the key tiles */
                 float *acc = oh + r0 * Dv;
                 for (int64_t t = 0; t < ntl; t++) {
-                    const int64_t c0 = t * FN, nc = min64(Lk, c0 + FN) - c0;
+                    const int64_t c0 = t * tile, nc = min64(Lk, c0 + tile) - c0;
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)nc, 1.0f, S + c0,
-                                (int)Lk, vh + c0 * Dv, (int)Dv, 0.0f, tmp, (int)Dv);
+                                (int)Lk, vh + c0 * Dv, (int)Dv, 0.0f, pv, (int)Dv);
                     for (int64_t i = 0; i < nr; i++)
                         for (int64_t d = 0; d < Dv; d++)
-                            acc[i * Dv + d] = t == 0 ? tmp[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + tmp[i * Dv + d];
+                            acc[i * Dv + d] = t == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
                 }
-                free(al);
-                free(tmp);
             } else {
                 softmax_job sj = {S, l, Lk, scale, op->compute};
                 drift_host_parallel_for(nt, nr, row_grain(Lk * 8), softmax_rows, &sj);
@@ -576,6 +571,8 @@ static int run_attention(int nt, int64_t FN, const drift_op *op, const drift_ten
 done:
     free(S);
     free(l);
+    free(al);
+    free(pv);
     free(hb);
     free(tq);
     free(tk);
