@@ -363,39 +363,6 @@ static int run_rope(int nt, const drift_op *op, const drift_tensor *const *in, d
 /* ------------------------------------------------------------------------ */
 /* ATTENTION                                                                  */
 
-typedef struct softmax_job {
-    float *s;       /* [rows, Lk] scores in, rounded probabilities out */
-    float *l;       /* [rows] row sums */
-    int64_t Lk;
-    float scale;
-    drift_dtype compute;
-} softmax_job;
-
-/* Per row: s_j = s_j * scale; m = max_j s_j (NaN never wins the max; it
- * propagates through exp and l instead); p_j = expf(s_j - m);
- * l = sum_j p_j (sequential fp32, unrounded p); p_j rounded to compute. */
-static void softmax_rows(void *p, int64_t r0, int64_t r1) {
-    const softmax_job *j = p;
-    const int64_t Lk = j->Lk;
-    for (int64_t r = r0; r < r1; r++) {
-        float *s = j->s + r * Lk;
-        float m = -INFINITY;
-        for (int64_t c = 0; c < Lk; c++) {
-            float v = s[c] * j->scale;
-            s[c] = v;
-            if (v > m) m = v;
-        }
-        float sum = 0.0f;
-        for (int64_t c = 0; c < Lk; c++) {
-            float e = expf(s[c] - m);
-            s[c] = e;
-            sum += e;
-        }
-        j->l[r] = sum;
-        drift_dtype_round_n(s, (size_t)Lk, j->compute);
-    }
-}
-
 typedef struct flash_job {
     float *s;       /* [rows, Lk] scores in, rounded probabilities out */
     float *l;       /* [rows] row sums */
@@ -479,7 +446,7 @@ static void head_scatter(float *t, const float *c, int64_t L, int64_t D, int64_t
 /* tile: key tile of the flash order (cpu:attn_tile=, default 128): a 16-bit
  * compute with more than tile keys runs flash_rows and accumulates O over the
  * tiles, O = O alpha_t + P_t V_t, then O / l; else one softmax over all keys
- * (softmax_rows), O = (P V) / l.
+ * (flash_rows with one tile), O = (P V) / l.
  * Layout 0: heads are contiguous [L, D] blocks of q, k, v, out and the GEMMs
  * read and write them in place. Layout 1 ([B, L, H, D]): each head's rows
  * are gathered into contiguous buffers first and its output scattered back,
@@ -500,21 +467,20 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
     int64_t T = ((int64_t)1 << 20) / Lk;
     if (T < 64) T = 64;
     if (T > Lq) T = Lq;
+    /* one softmax over all keys is the flash order with a single tile */
     const int flash = tile > 0 && Lk > tile && op->compute != DRIFT_F32;
-    const int64_t ntl = flash ? (Lk + tile - 1) / tile : 0;
+    const int64_t kt = flash ? tile : Lk, ntl = (Lk + kt - 1) / kt;
     float *tq = NULL, *tk = NULL, *tv = NULL, *hb = NULL, *al = NULL, *pv = NULL;
     float *S = drift_malloc((size_t)(T * Lk) * sizeof(float));
     float *l = drift_malloc((size_t)T * sizeof(float));
-    if (flash) {
-        al = drift_malloc((size_t)(T * ntl) * sizeof(float)); /* per row and key tile: the rescale factor */
-        pv = drift_malloc((size_t)(T * Dv) * sizeof(float));  /* one tile's P V */
-    }
+    al = drift_malloc((size_t)(T * ntl) * sizeof(float));      /* per row and key tile: the rescale factor */
+    if (flash) pv = drift_malloc((size_t)(T * Dv) * sizeof(float)); /* one tile's P V */
     if (ly) hb = drift_malloc((size_t)(Lq * Dh + Lk * Dh + Lk * Dv + Lq * Dv) * sizeof(float));
     const float *qa = gemm_operand(q, op->compute, &tq);
     const float *ka = qa ? gemm_operand(k, op->compute, &tk) : NULL;
     const float *va = ka ? gemm_operand(v, op->compute, &tv) : NULL;
     int rc = DRIFT_OK;
-    if (!S || !l || !va || (ly && !hb) || (flash && (!al || !pv))) {
+    if (!S || !l || !al || !va || (ly && !hb) || (flash && !pv)) {
         rc = nomem(err, op);
         goto done;
     }
@@ -540,13 +506,13 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
             /* S[nr, Lk] = q[nr, Dh] k[Lk, Dh]^T */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)Lk, (int)Dh, 1.0f, qh + r0 * Dh,
                         (int)Dh, kh, (int)Dh, 0.0f, S, (int)Lk);
+            flash_job fj = {S, l, al, Lk, kt, ntl, scale, op->compute};
+            drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
             if (flash) {
-                flash_job fj = {S, l, al, Lk, tile, ntl, scale, op->compute};
-                drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
                 /* O = O alpha_t + P_t V_t over the key tiles */
                 float *acc = oh + r0 * Dv;
                 for (int64_t t = 0; t < ntl; t++) {
-                    const int64_t c0 = t * tile, nc = min64(Lk, c0 + tile) - c0;
+                    const int64_t c0 = t * kt, nc = min64(Lk, c0 + kt) - c0;
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)nc, 1.0f, S + c0,
                                 (int)Lk, vh + c0 * Dv, (int)Dv, 0.0f, pv, (int)Dv);
                     for (int64_t i = 0; i < nr; i++)
@@ -554,8 +520,6 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                             acc[i * Dv + d] = t == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
                 }
             } else {
-                softmax_job sj = {S, l, Lk, scale, op->compute};
-                drift_host_parallel_for(nt, nr, row_grain(Lk * 8), softmax_rows, &sj);
                 /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)Lk, 1.0f, S, (int)Lk,
                             vh, (int)Dv, 0.0f, oh + r0 * Dv, (int)Dv);
