@@ -24,11 +24,15 @@ CONSTANT_INLINE_LIMIT = 65536  # elements; larger lifted constants go to /buffer
 
 # Boundary inputs whose dtype the plan's input_dtype_policy sets (DESIGN.md s1),
 # by the keyword names diffusers' transformers use.
+# and by the names research code gives them (DiT, SiT, Latte: forward(x, t, ...)).
 ROLE_OF_KWARG = {
     "hidden_states": "latents",
     "sample": "latents",
     "encoder_hidden_states": "cond",
     "timestep": "timestep",
+    "x": "latents",
+    "t": "timestep",
+    "context": "cond",
 }
 
 
@@ -212,7 +216,8 @@ def flatten_inputs(kwargs):
 
 
 def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONSTANT_INLINE_LIMIT,
-             device_alias=None, constant_value=None, module_outputs=None):
+             device_alias=None, constant_value=None, module_outputs=None, autocast=None, decompose=True,
+             user_leaves=None):
     """ExportedProgram -> drift-aten-graph dict (docs/aten-graph.md).
 
     inline_limit: lifted constants of at most this many elements are written
@@ -221,7 +226,10 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
     from a meta-device copy. constant_value(target, tensor) -> tensor or None:
     the real value of a constant whose exported one has no data (meta).
     module_outputs: OutputTap.module_outputs(ep.graph) (capture_outputs.py),
-    written as the document's "module_outputs" unless None."""
+    written as the document's "module_outputs" unless None. autocast: the
+    dtype the export ran under (torch.bfloat16 / float16) or None: the
+    boundary casts of decomposed composites (capture_decompose.py).
+    decompose: replace composites outside drift's opset by what they call."""
     import torch
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -229,7 +237,7 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
     graph = ep.graph
     # torch.export makes one user-input placeholder per pytree leaf of the
     # kwargs (tensors and Python scalars alike), in flattening order.
-    flat = [(p, v) for p, v in _flat_user_inputs(kwargs)]
+    flat = list(user_leaves) if user_leaves is not None else [(p, v) for p, v in _flat_user_inputs(kwargs)]
     inputs, constants = [], {}
     user_i = 0
     for spec in sig.input_specs:
@@ -266,14 +274,9 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
         else:
             inputs.append({"node": name, "kind": str(spec.kind).split(".")[-1].lower(), "target": spec.target})
 
-    nodes = []
-    for n in graph.nodes:
-        module, stack, classes = _module_info(n)
-        d = {"name": n.name, "op": n.op, "target": _target_name(n.target) if n.op != "placeholder" else n.name,
-             "args": [_arg(a, device_alias) for a in n.args],
-             "kwargs": {k: _arg(v, device_alias) for k, v in n.kwargs.items()},
-             "val": _val(n.meta.get("val")), "module": module, "module_stack": stack, "module_classes": classes}
-        nodes.append(d)
+    from .capture_nodes import NodeEmitter
+    em = NodeEmitter(ep.graph_module, device_alias, autocast=autocast, decompose=decompose)
+    nodes = em.emit(graph)
 
     outputs = []
     for i, spec in enumerate(sig.output_specs):
@@ -281,7 +284,7 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
             nm = "output:noise_pred" if not outputs else "output:%d" % i
             outputs.append({"node": getattr(spec.arg, "name", None), "name": nm})
 
-    non_tensor = {p: _arg(v) for p, v in flat if not isinstance(v, torch.Tensor)}
+    non_tensor = {p: _arg(v) for p, v in flatten_inputs(kwargs) if not isinstance(v, torch.Tensor)}
     try:
         import diffusers
         dver = diffusers.__version__
@@ -296,6 +299,7 @@ def describe(ep, kwargs, model_class="", export_seconds=None, inline_limit=CONST
         doc["export_seconds"] = round(export_seconds, 3)
     if module_outputs is not None:
         doc["module_outputs"] = module_outputs
+    doc["opset"] = em.summary()
     return doc
 
 
@@ -341,4 +345,5 @@ def export_graph(model, kwargs, **describe_kw):
     tap = output_tap(model)
     ep, dt = export_program(model, kwargs, tap=tap)
     describe_kw.setdefault("module_outputs", tap.module_outputs(ep.graph))
+    describe_kw.setdefault("autocast", None)
     return describe(ep, kwargs, model_class=type(model).__name__, export_seconds=dt, **describe_kw), ep

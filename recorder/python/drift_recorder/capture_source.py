@@ -194,15 +194,61 @@ def device_copy(model, factory, dtypes, device):
 
 
 def _build(model, factory):
-    """factory(), else the model's class from its diffusers config (under the caller's device context)."""
+    """factory(), else the model's class from its diffusers config, else a
+    copy of its own module structure (structural_copy), under the caller's
+    device context."""
     if factory is not None:
         return factory()
     cfg = getattr(model, "config", None)
-    if cfg is None:
-        raise CaptureError("the model is sharded (FSDP2) and has no .config to rebuild it from: "
-                           "pass capture_graph(..., factory=) building an unsharded copy")
     cls = base_class(model)
-    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(**dict(cfg))
+    if cfg is not None and hasattr(cls, "from_config"):
+        return cls.from_config(cfg)
+    return structural_copy(model)
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+               "_load_state_dict_post_hooks")
+
+
+def structural_copy(model):
+    """An unsharded copy of model built from its own module tree, for a model
+    without a diffusers config (plain PyTorch research code): every module
+    re-instantiated without __init__ as its own class (FSDP2's generated
+    subclass undone), its attributes shared, its hooks and FSDP2 state left
+    behind, every parameter and buffer a new empty tensor of the global shape
+    and dtype (a DTensor's shape is the global one) made under the caller's
+    device context (fake, a GPU or meta). Values are not copied: the export
+    needs shapes and dtypes; buffer values come from the real model."""
+    import torch
+
+    def cp(mod):
+        cls = base_class(mod)
+        new = cls.__new__(cls)
+        d = {k: v for k, v in mod.__dict__.items() if "composable" not in k and not k.startswith("_fsdp")}
+        for k in _HOOK_DICTS:
+            if k in d:
+                d[k] = type(d[k])()
+        params = type(mod._parameters)()
+        for n, p in mod._parameters.items():
+            params[n] = None if p is None else torch.nn.Parameter(torch.empty(tuple(p.shape), dtype=p.dtype),
+                                                                  requires_grad=False)
+        bufs = type(mod._buffers)()
+        for n, b in mod._buffers.items():
+            bufs[n] = None if b is None else torch.empty(tuple(b.shape), dtype=b.dtype)
+        kids = type(mod._modules)()
+        for n, c in mod._modules.items():
+            kids[n] = None if c is None else cp(c)
+        d["_parameters"], d["_buffers"], d["_modules"] = params, bufs, kids
+        new.__dict__.update(d)
+        return new
+
+    try:
+        return cp(model)
+    except Exception as e:  # noqa: BLE001
+        raise CaptureError("the model has no .config and its module tree could not be copied (%s: %s): "
+                           "pass capture_graph(..., factory=)" % (type(e).__name__, str(e)[:200]))
 
 
 def to_fake(v, fm):
@@ -367,11 +413,21 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
                     return doc, tensors
                 except CaptureError as e:
                     fallback += "; device copy: " + str(e)[:300]
+                try:  # torch.export failed: trace the forward as it runs (capture_dispatch.py)
+                    doc, tensors = _capture(real, kwargs, factory, "dispatch", autocast)
+                    doc["capture"]["fallback"] = fallback
+                    return doc, tensors
+                except CaptureError as e:
+                    fallback += "; dispatch trace: " + str(e)[:300]
             else:
                 fallback = "fake copy: the inputs are not on a GPU (%s)" % dev
             mode = "meta"
         else:
-            mode = "model"
+            try:
+                return _capture(real, kwargs, factory, "model", autocast)
+            except CaptureError as e:
+                fallback = "export: " + str(e)[:600]
+            mode = "dispatch"
     doc, tensors = _capture(real, kwargs, factory, mode, autocast)
     if fallback:
         doc["capture"]["fallback"] = fallback
@@ -439,11 +495,19 @@ def _capture(real, kwargs, factory, mode, autocast):
         if is_sharded(real):
             raise CaptureError("mode='model' on a sharded model would gather it: use mode='auto' or 'meta'")
         src, ekw = real, kwargs
+    elif mode == "dispatch":
+        src = device_copy(real, factory, forward_param_dtypes(real), _first_device(kwargs, real)) \
+            if is_sharded(real) else real
+        ekw = kwargs
     else:
-        raise CaptureError("capture mode %r: expected auto, model, fake, device or meta" % (mode,))
+        raise CaptureError("capture mode %r: expected auto, model, fake, device, meta or dispatch" % (mode,))
     tap = ConstantTap()
     outs = output_tap(src)  # which node each multi-tensor module output is (capture_outputs.py)
-    if mode in ("meta", "fake", "device"):
+    user_leaves = None
+    if mode == "dispatch":
+        from .capture_dispatch import trace_forward
+        ep, user_leaves, seconds = trace_forward(src, ekw, autocast, fqn_of=_strip, tap=outs)
+    elif mode in ("meta", "fake", "device"):
         with tap:
             try:
                 ep, seconds = export_program(src, ekw, autocast, tap=outs)
@@ -466,12 +530,16 @@ def _capture(real, kwargs, factory, mode, autocast):
     doc = describe(ep, kwargs, model_class=base_class(real).__name__, export_seconds=seconds,
                    inline_limit=RECORDER_INLINE_LIMIT, device_alias=alias,
                    constant_value=real_value if mode in ("meta", "fake", "device") else None,
-                   module_outputs=outs.module_outputs(ep.graph))
+                   module_outputs=outs.module_outputs(ep.graph), autocast=autocast, user_leaves=user_leaves)
     doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
                       "autocast": str(autocast).replace("torch.", "") if autocast is not None else None}
+    if mode == "dispatch":
+        # specialised to this step's shapes: the replay checks every step's inputs against them
+        doc["capture"]["specialized"] = True
     tensors, missing = [], []
-    _add_device_values(doc, tensors, ep, _first_device(kwargs, real), autocast,
-                       real_value if mode in ("meta", "fake", "device") else None)
+    if mode != "dispatch":
+        _add_device_values(doc, tensors, ep, _first_device(kwargs, real), autocast,
+                           real_value if mode in ("meta", "fake", "device") else None)
     named_bufs = {_strip(n): b for n, b in real.named_buffers()}
     for inp in doc["inputs"]:
         if inp["kind"] == "buffer":

@@ -719,14 +719,17 @@ class Recorder:
         capture"). Call it before step 0 ends (the trace starts then), with
         the kwargs of the forward; record_params/watch as usual. A sharded
         (FSDP2) model is never gathered: a meta-device copy is exported
-        (factory: a callable building an unsharded copy, for models without a
-        diffusers .config), as a fake-tensor copy in the forward's parameter
-        dtypes (FSDP2 param_dtype) on the GPU, or a meta copy in fp32 where
-        that fails; so is a model whose parameters are not fp32. The export
+        (factory: a callable building an unsharded copy, rarely needed: a
+        model without a diffusers .config is copied from its own module
+        tree), as a fake-tensor copy in the forward's parameter dtypes (FSDP2
+        param_dtype) on the GPU; where torch.export fails (data-dependent
+        shapes), the forward is traced as it runs with this step's tensors
+        ("dispatch": specialised to their shapes), and a meta copy in fp32 is
+        the last resort; so is a model whose parameters are not fp32. The export
         runs under autocast: "plan" (the default: the plan's forward dtype for
         this side), None (off: fp32 semantics) or a torch dtype, so that the
         model code's run-time dtype decisions are the run's (docs/aten-graph.md
-        "Dtype decisions"). mode: auto | model | fake | meta. exporter(model,
+        "Dtype decisions"). mode: auto | model | fake | device | meta | dispatch. exporter(model,
         kwargs, factory=, mode=) -> (doc, [(name, tensor)]) replaces the
         torch.export path (tests). A model that cannot be exported gets a
         warning note in the trace and one stderr line; the recording goes
@@ -764,7 +767,9 @@ class Recorder:
                       f"{secs if secs is not None else '?'} s ({cap.get('mode', 'model')}"
                       f"{', autocast ' + cap['autocast'] if cap.get('autocast') else ''})", 0)
             if cap.get("fallback"):
-                self.note(("graph capture fell back to a meta copy in fp32: " + cap["fallback"])[:255], 1)
+                how = {"meta": "a meta copy in fp32", "dispatch": "a trace of the forward as it ran",
+                       "device": "a device copy"}.get(cap.get("mode"), cap.get("mode", "?"))
+                self.note(("graph capture fell back to %s: %s" % (how, cap["fallback"]))[:255], 1)
             if cap.get("missing_values"):
                 self.note("graph capture: no values for " + ", ".join(cap["missing_values"])[:200], 1)
             return doc
