@@ -9,6 +9,9 @@ const char *drift_dtype_name(drift_dtype dt) {
     case DRIFT_BF16: return "bf16";
     case DRIFT_F16: return "fp16";
     case DRIFT_F64: return "fp64";
+    case DRIFT_I64: return "int64";
+    case DRIFT_I32: return "int32";
+    case DRIFT_BOOL: return "bool";
     default: return "invalid";
     }
 }
@@ -29,11 +32,26 @@ drift_dtype drift_dtype_parse(const char *s) {
     return DRIFT_DTYPE_INVALID;
 }
 
+drift_dtype drift_dtype_parse_any(const char *s) {
+    static const struct { const char *name; drift_dtype dt; } names[] = {
+        {"int64", DRIFT_I64}, {"long", DRIFT_I64}, {"torch.int64", DRIFT_I64}, {"torch.long", DRIFT_I64},
+        {"int32", DRIFT_I32}, {"torch.int32", DRIFT_I32}, {"torch.int", DRIFT_I32},
+        {"bool", DRIFT_BOOL}, {"torch.bool", DRIFT_BOOL},
+    };
+    drift_dtype dt = drift_dtype_parse(s);
+    if (dt != DRIFT_DTYPE_INVALID || !s) return dt;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(s, names[i].name) == 0) return names[i].dt;
+    return DRIFT_DTYPE_INVALID;
+}
+
 size_t drift_dtype_size(drift_dtype dt) {
     switch (dt) {
     case DRIFT_F32: return 4;
     case DRIFT_BF16: case DRIFT_F16: return 2;
-    case DRIFT_F64: return 8;
+    case DRIFT_F64: case DRIFT_I64: return 8;
+    case DRIFT_I32: return 4;
+    case DRIFT_BOOL: return 1;
     default: return 0;
     }
 }

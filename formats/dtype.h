@@ -14,14 +14,48 @@ typedef enum drift_dtype {
     DRIFT_F32 = 1,
     DRIFT_BF16 = 2,
     DRIFT_F16 = 3,
-    DRIFT_F64 = 4
+    DRIFT_F64 = 4,
+    /* Integer and boolean tensors of captured graphs (ids, indices, masks,
+     * lengths, routing). Their values are exact integers (bool: 0 or 1) of
+     * magnitude at most 2^53; every backend stores them as doubles, like
+     * fp64 (drift_dtype_wide), and runs the ops that touch them through the
+     * fp64 oracle's bodies, where integer arithmetic is exact. int32
+     * overflow is not emulated (a value outside int32 is an error where an
+     * op produces one). */
+    DRIFT_I64 = 5,
+    DRIFT_I32 = 6,
+    DRIFT_BOOL = 7,
+    DRIFT_DTYPE_COUNT = 8
 } drift_dtype;
+
+/* fp32, bf16, fp16 or fp64. */
+static inline int drift_dtype_is_float(drift_dtype dt) { return dt >= DRIFT_F32 && dt <= DRIFT_F64; }
+/* int64, int32 or bool. */
+static inline int drift_dtype_is_int(drift_dtype dt) { return dt >= DRIFT_I64 && dt <= DRIFT_BOOL; }
+/* Stored as doubles by every backend (fp64 and the integer dtypes); the
+ * others are stored as floats (host) or natively (cuda). */
+static inline int drift_dtype_wide(drift_dtype dt) { return dt == DRIFT_F64 || drift_dtype_is_int(dt); }
+/* Rounds an exact double to the integer dtype dt the way a cast does in
+ * PyTorch: toward zero for int64/int32, != 0 for bool. Identity otherwise. */
+static inline double drift_dtype_round_int(double v, drift_dtype dt) {
+    if (dt == DRIFT_BOOL) return v != 0.0 ? 1.0 : 0.0;
+    if (dt == DRIFT_I64 || dt == DRIFT_I32) {
+        if (v != v) return 0.0; /* NaN: undefined in torch; drift gives 0 */
+        double t = v < 0.0 ? -(double)(int64_t)(-v < 9.2e18 ? -v : 9.2e18) : (double)(int64_t)(v < 9.2e18 ? v : 9.2e18);
+        return t;
+    }
+    return v;
+}
 
 /* "fp32", "bf16", "fp16", "fp64"; "invalid" otherwise. Static string. */
 const char *drift_dtype_name(drift_dtype dt);
 /* Parses fp32/float32/f32, bf16/bfloat16, fp16/float16/f16/half, fp64/float64/f64
  * (also the torch.* spellings). Returns DRIFT_DTYPE_INVALID if unknown. */
 drift_dtype drift_dtype_parse(const char *s);
+/* drift_dtype_parse, plus the integer dtypes of captured graphs: int64/long,
+ * int32, bool (also as torch.*). Only the graph IR and the ATen importer
+ * accept them; plans, traces and checkpoints hold floating dtypes. */
+drift_dtype drift_dtype_parse_any(const char *s);
 /* Bytes per element (0 for invalid). */
 size_t drift_dtype_size(drift_dtype dt);
 

@@ -238,6 +238,16 @@ static const char *const op_names[DRIFT_OP_COUNT] = {
     [DRIFT_OP_STRIDED] = "strided",
     [DRIFT_OP_SCATTER] = "scatter",
     [DRIFT_OP_FILL] = "fill",
+    [DRIFT_OP_BINARY] = "binary",
+    [DRIFT_OP_WHERE] = "where",
+    [DRIFT_OP_TAKE] = "take",
+    [DRIFT_OP_PUT] = "put",
+    [DRIFT_OP_ARGSORT] = "argsort",
+    [DRIFT_OP_CUMSUM] = "cumsum",
+    [DRIFT_OP_SOFTMAX] = "softmax",
+    [DRIFT_OP_BMM] = "bmm",
+    [DRIFT_OP_GROUP_NORM] = "group_norm",
+    [DRIFT_OP_NONZERO] = "nonzero",
 };
 
 const char *drift_op_name(drift_op_kind k) {

@@ -87,6 +87,36 @@ typedef enum drift_op_kind {
                               op->sub 0 = constant op->scalar, 1 = iota: scalar + i * step (flat i),
                               computed in fp64, rounded once to op->out; 2 = linspace from scalar to
                               step over numel points, torch's formula in opmath (ref: exact) */
+    /* The closed opset's kernels (docs/aten-graph.md "The opset"; kernels/aten_ops2 files).
+     * Integer and bool operands are exact (formats/dtype.h); "exact" ops move or select values
+     * and are bitwise equal on every backend. */
+    DRIFT_OP_BINARY,       /* in0 (op->sub: drift_binary_kind) in1, broadcasting both ways (numpy);
+                              comparisons and logical ops give bool (0/1) and are exact, min/max
+                              exact (NaN propagates), bitwise ops on integers; the rest in opmath
+                              (fp32; fp64 for fp64; exact for integers), one rounding */
+    DRIFT_OP_WHERE,        /* in0 cond (bool), in1, in2, all broadcast together: cond ? in1 : in2 (exact) */
+    DRIFT_OP_TAKE,         /* out (in1's shape) = flat(in0)[in1]; in1 int64 in [0, numel(in0)): an
+                              index outside is an error (exact) */
+    DRIFT_OP_PUT,          /* out = in0 with flat(out)[in1[j]] = in2[j] in j order (op->sub 0: the last
+                              write wins) or += in2[j] (sub 1: accumulated in opmath in j order, each
+                              touched element rounded once); in1 int64, numel(in1) == numel(in2) */
+    DRIFT_OP_ARGSORT,      /* int64 indices sorting in0 along op->dim, stable; op->sub 1: descending;
+                              NaN sorts above every number (exact) */
+    DRIFT_OP_CUMSUM,       /* running sum (sub 0) or product (sub 1) along op->dim, opmath
+                              accumulator in index order, each output rounded once */
+    DRIFT_OP_SOFTMAX,      /* along op->dim: m = max, e_i = exp(x_i - m), s = sum e (index order),
+                              sub 0: y = e / s; sub 1 (log_softmax): y = (x - m) - log(s); fp32
+                              (fp64 for fp64), one rounding */
+    DRIFT_OP_BMM,          /* in0 A [..., M, K] @ in1 B [..., K, N] (equal batch dims) -> [..., M, N],
+                              products exact, fp32 accumulation over k in index order; optional in2 C
+                              broadcast to the output: out = beta C + alpha (A B) (op->beta, op->alpha;
+                              addmm / baddbmm), one rounding */
+    DRIFT_OP_GROUP_NORM,   /* in0 x [N, C, *], optional in1 weight [C], in2 bias [C]; op->length
+                              groups: per (n, group) mean and biased variance in fp32 (two passes,
+                              index order), y = (x - mean) * rsqrt(var + eps) * w + b, one rounding */
+    DRIFT_OP_NONZERO,      /* int64 [n, ndim(in0)]: the indices of in0's non-zero elements in row-major
+                              order; n is out's requested dim 0 (the recorded count): another count
+                              is an error (exact) */
     DRIFT_OP_COUNT
 } drift_op_kind;
 
@@ -111,6 +141,8 @@ typedef struct drift_op {
     double scalar, step;   /* SCALAR: s; FILL: value (and iota step) */
     int64_t stride[DRIFT_MAX_DIMS]; /* STRIDED, SCATTER: element strides into in0 (offset: start) */
 } drift_op;
+/* Also: REDUCE reduces the op->length (0 means 1) consecutive dims from op->dim as one
+ * flattened dim (index order over them); GROUP_NORM's groups are op->length. */
 
 /* DRIFT_OP_UNARY variants. */
 typedef enum drift_unary_kind {
@@ -118,8 +150,40 @@ typedef enum drift_unary_kind {
     DRIFT_UNARY_SQRT, DRIFT_UNARY_TANH, DRIFT_UNARY_SIGMOID, DRIFT_UNARY_GELU_ERF, DRIFT_UNARY_RECIP,
     DRIFT_UNARY_ABS, DRIFT_UNARY_RELU,
     DRIFT_UNARY_MASK_BIAS, /* x != 0 ? 0 : -inf: a boolean attention mask as an additive bias */
+    DRIFT_UNARY_LOG, DRIFT_UNARY_LOG1P, DRIFT_UNARY_EXPM1, DRIFT_UNARY_LOG2, DRIFT_UNARY_LOG10,
+    DRIFT_UNARY_ERF, DRIFT_UNARY_FLOOR, DRIFT_UNARY_CEIL, DRIFT_UNARY_ROUND, /* half to even */
+    DRIFT_UNARY_TRUNC, DRIFT_UNARY_SIGN, DRIFT_UNARY_TAN, DRIFT_UNARY_ASIN, DRIFT_UNARY_ACOS,
+    DRIFT_UNARY_ATAN, DRIFT_UNARY_SINH, DRIFT_UNARY_COSH, DRIFT_UNARY_EXP2,
+    DRIFT_UNARY_ISNAN, DRIFT_UNARY_ISINF, DRIFT_UNARY_ISFINITE, /* -> bool */
+    DRIFT_UNARY_LOGICAL_NOT,  /* -> bool: x == 0 */
+    DRIFT_UNARY_BITWISE_NOT,  /* integers: -x - 1; bool: !x */
+    DRIFT_UNARY_SOFTPLUS,     /* op->scalar beta, op->step threshold: x*beta > threshold ? x :
+                                 log1p(exp(x*beta)) / beta */
+    DRIFT_UNARY_HARDSIGMOID,  /* min(max(x + 3, 0), 6) / 6 */
+    DRIFT_UNARY_HARDSWISH,    /* x * min(max(x + 3, 0), 6) / 6 */
+    DRIFT_UNARY_MISH,         /* x * tanh(softplus(x)) */
+    DRIFT_UNARY_ELU,          /* op->scalar alpha: x > 0 ? x : alpha * expm1(x) */
+    DRIFT_UNARY_LEAKY_RELU,   /* op->scalar slope: x > 0 ? x : x * slope */
+    DRIFT_UNARY_SQUARE,       /* x * x */
+    DRIFT_UNARY_FRAC,         /* x - trunc(x) */
     DRIFT_UNARY_COUNT
 } drift_unary_kind;
+/* DRIFT_OP_BINARY variants (a op b). */
+typedef enum drift_binary_kind {
+    DRIFT_BINARY_MAX = 0, DRIFT_BINARY_MIN, DRIFT_BINARY_POW, DRIFT_BINARY_ATAN2,
+    DRIFT_BINARY_REM,      /* Python's remainder: a - floor(a / b) * b (sign of b) */
+    DRIFT_BINARY_FMOD,     /* C's fmod (sign of a) */
+    DRIFT_BINARY_FLOORDIV, /* floor(a / b) as torch's div(rounding_mode="floor") */
+    DRIFT_BINARY_TRUNCDIV, /* trunc(a / b) */
+    DRIFT_BINARY_BITAND, DRIFT_BINARY_BITOR, DRIFT_BINARY_BITXOR,
+    DRIFT_BINARY_LOGAND, DRIFT_BINARY_LOGOR, DRIFT_BINARY_LOGXOR,
+    DRIFT_BINARY_EQ, DRIFT_BINARY_NE, DRIFT_BINARY_LT, DRIFT_BINARY_LE, DRIFT_BINARY_GT, DRIFT_BINARY_GE,
+    DRIFT_BINARY_COUNT
+} drift_binary_kind;
+/* 1 if a BINARY variant gives bool. */
+static inline int drift_binary_is_bool(int sub) { return sub >= DRIFT_BINARY_LOGAND && sub <= DRIFT_BINARY_GE; }
+/* 1 if a UNARY variant gives bool. */
+static inline int drift_unary_is_bool(int sub) { return sub >= DRIFT_UNARY_ISNAN && sub <= DRIFT_UNARY_LOGICAL_NOT; }
 /* DRIFT_OP_SCALAR variants: x + s, x - s, s - x, x * s, x * (1/s) (CUDA's division by a
  * host scalar: the reciprocal rounded to opmath, then a multiply), x ^ s (2: x*x,
  * 3: x*x*x, 0.5: sqrt, -0.5: rsqrt, -1: 1/x, -2: 1/(x*x), as torch's CUDA pow), s ^ x,
@@ -128,7 +192,14 @@ typedef enum drift_scalar_kind {
     DRIFT_SCALAR_ADD = 0, DRIFT_SCALAR_SUB, DRIFT_SCALAR_RSUB, DRIFT_SCALAR_MUL, DRIFT_SCALAR_DIV,
     DRIFT_SCALAR_POW, DRIFT_SCALAR_RPOW, DRIFT_SCALAR_MAX, DRIFT_SCALAR_MIN, DRIFT_SCALAR_COUNT
 } drift_scalar_kind;
-typedef enum drift_reduce_kind { DRIFT_REDUCE_SUM = 0, DRIFT_REDUCE_MEAN, DRIFT_REDUCE_COUNT } drift_reduce_kind;
+/* DRIFT_OP_REDUCE variants: sum and mean and prod (opmath accumulator in index order), amax/amin
+ * (NaN propagates), any/all (-> bool), argmax/argmin (-> int64, first occurrence, NaN counts as the
+ * maximum), var (two passes in index order, divisor n - op->scalar: the correction). */
+typedef enum drift_reduce_kind {
+    DRIFT_REDUCE_SUM = 0, DRIFT_REDUCE_MEAN, DRIFT_REDUCE_PROD, DRIFT_REDUCE_AMAX, DRIFT_REDUCE_AMIN,
+    DRIFT_REDUCE_ANY, DRIFT_REDUCE_ALL, DRIFT_REDUCE_ARGMAX, DRIFT_REDUCE_ARGMIN, DRIFT_REDUCE_VAR,
+    DRIFT_REDUCE_COUNT
+} drift_reduce_kind;
 /* Names of the variants ("exp", "pow", "mean", ...); "?" when out of range. */
 const char *drift_op_sub_name(drift_op_kind k, int sub);
 /* The variant named s for op kind k, or -1. */

@@ -11,6 +11,7 @@
 
 #include "kernels/aten_internal.h"
 #include "kernels/backend_impl.h"
+#include "kernels/cpu/cpu_opset.h"
 #include "kernels/cpu/host_internal.h"
 
 static inline float *fd(const drift_tensor *t) { return (float *)t->data; }
@@ -35,6 +36,11 @@ static float unary(int sub, float x) {
     case DRIFT_UNARY_MASK_BIAS: return x != 0.0f ? 0.0f : -INFINITY;
     default: return x;
     }
+}
+
+static float unary_any(const drift_op *op, float x) {
+    return op->sub >= DRIFT_UNARY_LOG ? drift_cpu_unary_ext(op->sub, x, (float)op->scalar, (float)op->step)
+                                      : unary(op->sub, x);
 }
 
 static float pow_scalar(float x, double e) {
@@ -75,7 +81,7 @@ static void ew_range(void *p, int64_t b, int64_t e) {
     const ew_job *j = p;
     const float s = (float)j->op->scalar;
     if (j->op->kind == DRIFT_OP_UNARY)
-        for (int64_t i = b; i < e; i++) j->y[i] = unary(j->op->sub, j->x[i]);
+        for (int64_t i = b; i < e; i++) j->y[i] = unary_any(j->op, j->x[i]);
     else
         for (int64_t i = b; i < e; i++) j->y[i] = scalar(j->op->sub, j->x[i], s, j->op->scalar);
     drift_dtype_round_n(j->y + b, (size_t)(e - b), j->op->out);
@@ -102,22 +108,12 @@ int drift_cpu_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         drift_dtype_round_n(y, (size_t)out->numel, op->out);
         return DRIFT_OK;
     }
-    case DRIFT_OP_REDUCE: {
-        const drift_tensor *x = in[0];
-        const int d = drift_op_norm_dim(op->dim, x->ndim);
-        int64_t outer = 1, inner = 1, n = x->shape[d];
-        for (int i = 0; i < d; i++) outer *= x->shape[i];
-        for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
-        const float factor = 1.0f / (float)n;
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t k = 0; k < inner; k++) {
-                float s = 0.0f;
-                for (int64_t i = 0; i < n; i++) s += fd(x)[(o * n + i) * inner + k];
-                y[o * inner + k] = op->sub == DRIFT_REDUCE_MEAN ? s * factor : s;
-            }
-        drift_dtype_round_n(y, (size_t)out->numel, op->out);
-        return DRIFT_OK;
-    }
+    case DRIFT_OP_REDUCE:
+    case DRIFT_OP_BINARY:
+    case DRIFT_OP_CUMSUM:
+    case DRIFT_OP_SOFTMAX:
+    case DRIFT_OP_BMM:
+    case DRIFT_OP_GROUP_NORM: return drift_cpu_run_opset(nthreads, op, in, out, err);
     case DRIFT_OP_STRIDED:
         for (int64_t e = 0; e < out->numel; e++) y[e] = fd(in[0])[drift_aten_strided_index(op, out->ndim, out->shape, e)];
         if (in[0]->dtype != op->out) drift_dtype_round_n(y, (size_t)out->numel, op->out);

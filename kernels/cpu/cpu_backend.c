@@ -16,9 +16,10 @@ void openblas_set_num_threads(int num_threads);
 
 static int cpu_threads(const drift_backend *be) { return drift_host_backend_threads(be); }
 
-static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64; }
+static int dtype_ok(drift_dtype dt) { return drift_dtype_is_float(dt) || drift_dtype_is_int(dt); }
 
-static size_t cpu_elem_bytes(drift_dtype dt) { return dt == DRIFT_F64 ? sizeof(double) : sizeof(float); }
+/* fp64 and the integer dtypes are stored as doubles (formats/dtype.h drift_dtype_wide). */
+static size_t cpu_elem_bytes(drift_dtype dt) { return drift_dtype_wide(dt) ? sizeof(double) : sizeof(float); }
 
 /* Every op at every stored dtype: fp64 ones through the oracle's bodies. */
 static int cpu_supports_op(const drift_backend *be, const drift_op *op) {
@@ -54,7 +55,7 @@ static int cpu_alias(const drift_backend *be, const drift_tensor *base, int64_t 
 static int cpu_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
     (void)be;
     (void)err;
-    if (t->dtype == DRIFT_F64) { /* widened exactly */
+    if (drift_dtype_wide(t->dtype)) { /* widened exactly */
         double *w = t->data;
         for (int64_t i = 0; i < t->numel; i++) w[i] = src[i];
         return DRIFT_OK;
@@ -68,7 +69,7 @@ static int cpu_upload_f32(const drift_backend *be, drift_tensor *t, const float 
 static int cpu_upload_f64(const drift_backend *be, drift_tensor *t, const double *src, drift_err *err) {
     (void)be;
     (void)err;
-    if (t->dtype == DRIFT_F64) {
+    if (drift_dtype_wide(t->dtype)) {
         memcpy(t->data, src, (size_t)t->numel * sizeof(double));
         return DRIFT_OK;
     }
@@ -81,7 +82,7 @@ static int cpu_upload_f64(const drift_backend *be, drift_tensor *t, const double
 static int cpu_download_f32(const drift_backend *be, const drift_tensor *t, float *dst, drift_err *err) {
     (void)be;
     (void)err;
-    if (t->dtype == DRIFT_F64) { /* narrowed RNE, as the ref backend does */
+    if (drift_dtype_wide(t->dtype)) { /* narrowed RNE, as the ref backend does */
         const double *w = t->data;
         for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)w[i];
         return DRIFT_OK;
@@ -93,7 +94,7 @@ static int cpu_download_f32(const drift_backend *be, const drift_tensor *t, floa
 static int cpu_download_f64(const drift_backend *be, const drift_tensor *t, double *dst, drift_err *err) {
     (void)be;
     (void)err;
-    if (t->dtype == DRIFT_F64) {
+    if (drift_dtype_wide(t->dtype)) {
         memcpy(dst, t->data, (size_t)t->numel * sizeof(double));
         return DRIFT_OK;
     }
@@ -118,7 +119,7 @@ static int cpu_metrics(const drift_backend *be, const drift_tensor *t, const dri
     const drift_tensor *side[2] = {t, r};
     int rc = DRIFT_OK;
     for (int k = 0; k < 2 && !rc; k++) {
-        if (side[k]->dtype != DRIFT_F64) continue;
+        if (!drift_dtype_wide(side[k]->dtype)) continue;
         if (!(tmp[k] = drift_malloc((size_t)(t->numel > 0 ? t->numel : 1) * sizeof(float))))
             rc = drift_err_set(err, DRIFT_E_NOMEM, "cpu", "metrics: cannot allocate %lld elements", (long long)t->numel);
         else

@@ -10,9 +10,9 @@
 #include "kernels/cpu/host_internal.h"
 
 int drift_cpu_op_is_f64(const drift_op *op, const drift_tensor *const *in) {
-    if (op->out == DRIFT_F64 || op->compute == DRIFT_F64) return 1;
+    if (drift_dtype_wide(op->out) || drift_dtype_wide(op->compute)) return 1;
     for (int i = 0; i < op->n_in; i++)
-        if (in[i]->dtype == DRIFT_F64) return 1;
+        if (drift_dtype_wide(in[i]->dtype)) return 1;
     return 0;
 }
 
@@ -36,16 +36,16 @@ int drift_cpu_run_f64(int nthreads, const drift_op *op, const drift_tensor *cons
     int rc = DRIFT_OK;
     for (int i = 0; i < op->n_in && !rc; i++) {
         win[i] = in[i];
-        if (in[i]->dtype != DRIFT_F64 && !(rc = widen(in[i], &wide[i], &tmp[i], err))) win[i] = &wide[i];
+        if (!drift_dtype_wide(in[i]->dtype) && !(rc = widen(in[i], &wide[i], &tmp[i], err))) win[i] = &wide[i];
     }
-    if (!rc && out->dtype != DRIFT_F64) {
+    if (!rc && !drift_dtype_wide(out->dtype)) {
         tmp[3] = drift_malloc((size_t)(out->numel > 0 ? out->numel : 1) * sizeof(double));
         if (!tmp[3])
             rc = drift_err_set(err, DRIFT_E_NOMEM, "cpu", "fp64 op: cannot allocate %lld elements", (long long)out->numel);
         wout.data = tmp[3];
     }
     if (!rc) rc = drift_ref_run_op(nthreads, op, win, &wout, err);
-    if (!rc && out->dtype != DRIFT_F64) {
+    if (!rc && !drift_dtype_wide(out->dtype)) {
         float *y = out->data;
         for (int64_t i = 0; i < out->numel; i++) y[i] = drift_round_to((float)tmp[3][i], out->dtype);
     }

@@ -55,13 +55,14 @@ static int select_device(dcu_ctx *ctx, drift_err *err) {
     return dcu_check(cudaSetDevice(ctx->device), err, ctx->name, "cudaSetDevice");
 }
 
-/* fp64 tensors too: ops that touch them run the GPU oracle's bodies (f64_cuda.c). */
-static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64; }
+/* fp64 and the integer dtypes too: stored as doubles (dcu_storage_dtype), ops
+ * that touch them run the GPU oracle's bodies (f64_cuda.c). */
+static int dtype_ok(drift_dtype dt) { return drift_dtype_is_float(dt) || drift_dtype_is_int(dt); }
 
 /* ------------------------------------------------------------------------ */
 /* Capabilities, storage                                                      */
 
-static size_t cuda_elem_bytes(drift_dtype dt) { return drift_dtype_size(dt); }
+static size_t cuda_elem_bytes(drift_dtype dt) { return drift_dtype_size(dcu_storage_dtype(dt)); }
 
 static int cuda_supports_op(const drift_backend *be, const drift_op *op) {
     (void)be;
@@ -76,7 +77,7 @@ static int cuda_alloc(const drift_backend *be, drift_tensor *t, drift_err *err) 
     int rc = select_device(ctx, err);
     if (rc) return rc;
     const int64_t n = t->numel;
-    size_t bytes = (size_t)(n > 0 ? n : 1) * drift_dtype_size(t->dtype);
+    size_t bytes = (size_t)(n > 0 ? n : 1) * cuda_elem_bytes(t->dtype);
     void *p = NULL;
     cudaError_t e = dcu_malloc(ctx, &p, bytes);
     if (e != cudaSuccess) {
@@ -102,7 +103,7 @@ static void cuda_release(const drift_backend *be, drift_tensor *t) {
 static int cuda_alias(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
                       drift_err *err) {
     const char *nm = ctx_of(be)->name;
-    size_t bytes = (size_t)elem_offset * drift_dtype_size(base->dtype);
+    size_t bytes = (size_t)elem_offset * cuda_elem_bytes(base->dtype);
     if (((uintptr_t)base->data + bytes) % 16 != 0)
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, nm, "alias: offset of %zu bytes is not 16-byte aligned", bytes);
     out->data = (char *)base->data + bytes;
@@ -180,7 +181,8 @@ static int upload_any(const drift_backend *be, drift_tensor *t, const float *src
     int rc = select_device(ctx, err);
     if (rc) return rc;
     size_t n = (size_t)t->numel;
-    if (src32 && t->dtype != DRIFT_F32 && t->dtype != DRIFT_F64 && n >= DCU_DEVCAST_MIN) {
+    const drift_dtype sdt = dcu_storage_dtype(t->dtype);
+    if (src32 && sdt != DRIFT_F32 && sdt != DRIFT_F64 && n >= DCU_DEVCAST_MIN) {
         void *tmp = NULL;
         if (dcu_malloc(ctx, &tmp, n * sizeof(float)) == cudaSuccess && tmp) {
             rc = staged_upload(ctx, tmp, DRIFT_F32, n, src32, NULL, err);
@@ -193,7 +195,7 @@ static int upload_any(const drift_backend *be, drift_tensor *t, const float *src
         }
         (void)cudaGetLastError(); /* no scratch: round on the host instead */
     }
-    return staged_upload(ctx, t->data, t->dtype, n, src32, src64, err);
+    return staged_upload(ctx, t->data, sdt, n, src32, src64, err);
 }
 
 static int cuda_upload_f32(const drift_backend *be, drift_tensor *t, const float *src, drift_err *err) {
@@ -208,7 +210,8 @@ static int download_any(const drift_backend *be, const drift_tensor *t, float *d
     dcu_ctx *ctx = ctx_of(be);
     int rc = select_device(ctx, err);
     if (rc) return rc;
-    size_t n = (size_t)t->numel, es = drift_dtype_size(t->dtype), chunk = chunk_elems(ctx, t->dtype);
+    const drift_dtype sdt = dcu_storage_dtype(t->dtype);
+    size_t n = (size_t)t->numel, es = drift_dtype_size(sdt), chunk = chunk_elems(ctx, sdt);
     size_t nchunks = (n + chunk - 1) / chunk;
     if (nchunks == 0) /* still surface errors of queued work */
         return dcu_check(cudaStreamSynchronize(ctx->stream), err, ctx->name, "download: queued work failed");
@@ -229,18 +232,18 @@ static int download_any(const drift_backend *be, const drift_tensor *t, float *d
                            "download: copy or earlier queued work failed");
             if (rc) return rc;
             if (dst32) {
-                drift_dtype_to_f32_n(ctx->pinned[b], t->dtype, dst32 + off, cnt);
+                drift_dtype_to_f32_n(ctx->pinned[b], sdt, dst32 + off, cnt);
             } else {
                 double *d = dst64 + off;
-                if (t->dtype == DRIFT_F64) {
+                if (sdt == DRIFT_F64) {
                     memcpy(d, ctx->pinned[b], cnt * sizeof(double));
-                } else if (t->dtype == DRIFT_F32) {
+                } else if (sdt == DRIFT_F32) {
                     const float *s = ctx->pinned[b];
                     for (size_t k = 0; k < cnt; k++) d[k] = s[k];
                 } else {
                     const uint16_t *s = ctx->pinned[b];
                     for (size_t k = 0; k < cnt; k++)
-                        d[k] = t->dtype == DRIFT_BF16 ? drift_bf16_to_f32(s[k]) : drift_f16_to_f32(s[k]);
+                        d[k] = sdt == DRIFT_BF16 ? drift_bf16_to_f32(s[k]) : drift_f16_to_f32(s[k]);
                 }
             }
         }
@@ -542,6 +545,7 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (rc) return rc;
     if (out->numel == 0) return DRIFT_OK;
     if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
+    if (dcu_op_needs_host(op, in)) return dcu_run_on_host(ctx, be, op, in, out, err);
     if (dcu_op_is_f64(op, in)) { /* both profiles: the GPU oracle's bodies */
         if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && !f64_moves_only(op->kind))
             dct_torch_note_fallback(ctx, op->kind, "fp64: the GPU oracle's kernels (drift's own math), not torch's");
@@ -571,8 +575,8 @@ static int cuda_metrics(const drift_backend *be, const drift_tensor *t, const dr
     void *n64[2] = {NULL, NULL}; /* an fp64 side narrowed to fp32 (metrics compare fp32 values, DESIGN.md s7) */
     const void *tv = t->data, *rv = r->data;
     drift_dtype tt = t->dtype, tr = r->dtype;
-    if (tt == DRIFT_F64 && !(rc = dcu_f64_narrow(ctx, t, &n64[0], err))) tv = n64[0], tt = DRIFT_F32;
-    if (!rc && tr == DRIFT_F64 && !(rc = dcu_f64_narrow(ctx, r, &n64[1], err))) rv = n64[1], tr = DRIFT_F32;
+    if (drift_dtype_wide(tt) && !(rc = dcu_f64_narrow(ctx, t, &n64[0], err))) tv = n64[0], tt = DRIFT_F32;
+    if (!rc && drift_dtype_wide(tr) && !(rc = dcu_f64_narrow(ctx, r, &n64[1], err))) rv = n64[1], tr = DRIFT_F32;
     if (!rc) rc = dcu_metrics_run(ctx, tv, tt, rv, tr, t->numel, &res, err);
     dcu_free(ctx, n64[0]);
     dcu_free(ctx, n64[1]);
@@ -727,6 +731,7 @@ static void cuda_destroy(drift_backend *be) {
         if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
         dcu_gemm_cache_destroy(ctx);
         dct_torch_destroy(ctx);
+        drift_backend_free(ctx->host);
         if (ctx->lt) cublasLtDestroy(ctx->lt);
         if (ctx->lt_ws) (void)cudaFree(ctx->lt_ws);
         for (int i = 0; i < 2; i++) {
@@ -757,7 +762,7 @@ int drift_cuda_backend_kernel_profile(const drift_backend *be) {
     return drift_cuda_backend_is_cuda(be) ? ctx_of(be)->kernel_profile : -1;
 }
 
-uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count) {
+uint64_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count) {
     if (count) *count = 0;
     if (!drift_cuda_backend_is_cuda(be)) return 0;
     const dcu_ctx *ctx = ctx_of(be);

@@ -107,7 +107,7 @@ int drift_cuda_backend_kernel_profile(const drift_backend *be);
 /* Ops that ran on the exact kernels although be uses the torch profile:
  * returns a mask with bit k set for drift_op_kind k; *count (NULL allowed)
  * gets the number of such runs. 0 for an exact-profile or non-CUDA backend. */
-uint32_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count);
+uint64_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *count);
 /* The reason of the last such fallback ("" if none; borrowed, valid until
  * the next run on be). */
 const char *drift_cuda_backend_torch_fallback_reason(const drift_backend *be);

@@ -72,7 +72,8 @@ typedef struct dcu_ctx {
         int conv_heur, conv_skip; /* conv_heur: 0 instant, 1 a, 2 b */
     } torch_opts;
     struct dct_state *torch;   /* the torch profile's handles (kernels/cuda/torch/), NULL for exact */
-    uint32_t torch_fallback_mask; /* bit k: an op of kind k ran on the exact kernels under the torch profile */
+    drift_backend *host;       /* the cpu backend for ops without a GPU kernel (host_ops_cuda.c), lazily; owned */
+    uint64_t torch_fallback_mask; /* bit k: an op of kind k ran on the exact kernels under the torch profile */
     int64_t torch_fallbacks;      /* how many such runs */
     char torch_fallback_why[256]; /* the last fallback's reason ("" if none given) */
     drift_cuda_identity identity; /* GPU, driver and library versions, filled at creation */
@@ -91,9 +92,22 @@ int dcu_check(cudaError_t e, drift_err *err, const char *where, const char *what
 /* Fills ctx->identity (never fails: unknown fields stay 0 / ""). */
 void dcu_identity_fill(dcu_ctx *ctx);
 
+/* ---- host_ops_cuda.c: ops without a GPU kernel yet, on the host ---- */
+/* 1 if op has no GPU kernel: the closed opset's newer kinds and variants, and
+ * roundings to an integer dtype. */
+int dcu_op_needs_host(const drift_op *op, const drift_tensor *const *in);
+/* Runs op through the cpu backend (ctx->host, created on first use): inputs
+ * copied down exactly, the result copied back into out. dev is ctx's backend;
+ * in and out borrowed. */
+int dcu_run_on_host(dcu_ctx *ctx, const drift_backend *dev, const drift_op *op, const drift_tensor *const *in,
+                    drift_tensor *out, drift_err *err);
+
 /* ---- f64_cuda.c: ops that touch fp64, through the GPU oracle's bodies ---- */
 /* 1 if op->out, op->compute or an input is F64. */
 int dcu_op_is_f64(const drift_op *op, const drift_tensor *const *in);
+/* The dtype a tensor of dt is stored in on the device: fp64 for fp64 and the
+ * integer dtypes (formats/dtype.h drift_dtype_wide), else dt itself. */
+static inline drift_dtype dcu_storage_dtype(drift_dtype dt) { return drift_dtype_wide(dt) ? DRIFT_F64 : dt; }
 /* Runs such an op (arguments validated by the door): inputs widened to
  * fp64, drift_rcu_run_op on ctx's stream, the result kept (F64) or rounded
  * to fp32 and then to out's dtype. Temporaries its own; in, out borrowed. */

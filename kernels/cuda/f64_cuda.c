@@ -10,9 +10,9 @@
 #include "kernels/cuda/ref_cuda_internal.h"
 
 int dcu_op_is_f64(const drift_op *op, const drift_tensor *const *in) {
-    if (op->out == DRIFT_F64 || op->compute == DRIFT_F64) return 1;
+    if (drift_dtype_wide(op->out) || drift_dtype_wide(op->compute)) return 1;
     for (int i = 0; i < op->n_in; i++)
-        if (in[i]->dtype == DRIFT_F64) return 1;
+        if (drift_dtype_wide(in[i]->dtype)) return 1;
     return 0;
 }
 
@@ -46,15 +46,15 @@ int dcu_run_f64(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in,
     int rc = DRIFT_OK;
     for (int i = 0; i < op->n_in && !rc; i++) {
         win[i] = in[i];
-        if (in[i]->dtype != DRIFT_F64 && !(rc = widen(ctx, in[i], &wide[i], &tmp[i], &tmp32[i], where, err)))
+        if (!drift_dtype_wide(in[i]->dtype) && !(rc = widen(ctx, in[i], &wide[i], &tmp[i], &tmp32[i], where, err)))
             win[i] = &wide[i];
     }
-    if (!rc && out->dtype != DRIFT_F64) {
+    if (!rc && !drift_dtype_wide(out->dtype)) {
         rc = dcu_check(dcu_malloc(ctx, &tmp[3], bytes_of(out->numel, sizeof(double))), err, where, "fp64 op: scratch");
         wout.data = tmp[3];
     }
     if (!rc) rc = drift_rcu_run_op(&x, op, win, &wout, err);
-    if (!rc && out->dtype != DRIFT_F64) {
+    if (!rc && !drift_dtype_wide(out->dtype)) {
         float *f = out->data;
         if (out->dtype != DRIFT_F32) {
             rc = dcu_check(dcu_malloc(ctx, &tmp32[3], bytes_of(out->numel, sizeof(float))), err, where, "fp64 op: scratch");

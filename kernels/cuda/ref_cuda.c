@@ -41,7 +41,7 @@ static int cu(cudaError_t e, drift_err *err, const rc_ctx *c, const char *what) 
 
 static int sel(const rc_ctx *c, drift_err *err) { return cu(cudaSetDevice(c->device), err, c, "cudaSetDevice"); }
 
-static int dtype_ok(drift_dtype dt) { return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64; }
+static int dtype_ok(drift_dtype dt) { return drift_dtype_is_float(dt) || drift_dtype_is_int(dt); }
 
 static size_t rc_elem_bytes(drift_dtype dt) {
     (void)dt;
@@ -319,6 +319,7 @@ static int run_strided(const rcu_exec *c, const drift_op *op, const drift_tensor
 
 int drift_rcu_run_op(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                      drift_err *err) {
+    if (drift_rcu_op_needs_host(op, in)) return drift_rcu_run_on_host(c, op, in, out, err);
     int rc = DRIFT_OK;
     const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {

@@ -106,6 +106,14 @@ typedef struct rcu_exec {
 int drift_rcu_run_op(const rcu_exec *x, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                      drift_err *err);
 
+/* ref_cuda_host.c: ops with no device body yet run on the host through the
+ * ref backend (the same bits as --device ref). 1 if op is one of them. */
+int drift_rcu_op_needs_host(const drift_op *op, const drift_tensor *const *in);
+/* Runs such an op: device doubles copied down, the ref body, the result copied
+ * into out (synchronous on x->stream). in and out borrowed. */
+int drift_rcu_run_on_host(const rcu_exec *x, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                          drift_err *err);
+
 #ifdef __cplusplus
 }
 #endif

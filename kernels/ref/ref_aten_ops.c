@@ -8,6 +8,7 @@
 #include "kernels/aten_math64.h"
 #include "kernels/backend_impl.h"
 #include "kernels/cpu/host_internal.h"
+#include "kernels/ref/ref_opset.h"
 
 static inline double *dd(const drift_tensor *t) { return (double *)t->data; }
 
@@ -18,8 +19,17 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
     double *y = dd(out);
     switch (op->kind) {
     case DRIFT_OP_UNARY:
-        for (int64_t i = 0; i < out->numel; i++) y[i] = drift_aten_unary64(op->sub, dd(in[0])[i]);
-        return DRIFT_OK;
+    case DRIFT_OP_REDUCE:
+    case DRIFT_OP_BINARY:
+    case DRIFT_OP_WHERE:
+    case DRIFT_OP_TAKE:
+    case DRIFT_OP_PUT:
+    case DRIFT_OP_ARGSORT:
+    case DRIFT_OP_CUMSUM:
+    case DRIFT_OP_SOFTMAX:
+    case DRIFT_OP_BMM:
+    case DRIFT_OP_GROUP_NORM:
+    case DRIFT_OP_NONZERO: return drift_ref_run_opset(op, in, out, err);
     case DRIFT_OP_SCALAR:
         for (int64_t i = 0; i < out->numel; i++) y[i] = drift_aten_scalar64(op->sub, dd(in[0])[i], op->scalar);
         return DRIFT_OK;
@@ -33,20 +43,6 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         }
         return DRIFT_OK;
     }
-    case DRIFT_OP_REDUCE: {
-        const drift_tensor *x = in[0];
-        const int d = drift_op_norm_dim(op->dim, x->ndim);
-        int64_t outer = 1, inner = 1, n = x->shape[d];
-        for (int i = 0; i < d; i++) outer *= x->shape[i];
-        for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t k = 0; k < inner; k++) {
-                double s = 0.0;
-                for (int64_t i = 0; i < n; i++) s += dd(x)[(o * n + i) * inner + k];
-                y[o * inner + k] = op->sub == DRIFT_REDUCE_MEAN ? s / (double)n : s;
-            }
-        return DRIFT_OK;
-    }
     case DRIFT_OP_STRIDED:
         for (int64_t e = 0; e < out->numel; e++) y[e] = dd(in[0])[drift_aten_strided_index(op, out->ndim, out->shape, e)];
         return DRIFT_OK;
@@ -56,10 +52,12 @@ int drift_ref_run_aten(int nthreads, const drift_op *op, const drift_tensor *con
         return DRIFT_OK;
     case DRIFT_OP_FILL:
         for (int64_t i = 0; i < out->numel; i++)
-            y[i] = op->sub == 2 ? (out->numel > 1 ? op->scalar + (op->step - op->scalar) * (double)i / (double)(out->numel - 1)
-                                                  : op->scalar)
-                   : op->sub ? op->scalar + (double)i * op->step
-                             : op->scalar;
+            y[i] = drift_dtype_round_int(op->sub == 2 ? (out->numel > 1 ? op->scalar + (op->step - op->scalar) * (double)i /
+                                                                              (double)(out->numel - 1)
+                                                                        : op->scalar)
+                                         : op->sub ? op->scalar + (double)i * op->step
+                                                   : op->scalar,
+                                         op->out); /* an integer fill truncates, as torch's does */
         return DRIFT_OK;
     default: break;
     }

@@ -28,9 +28,7 @@ static int64_t row_grain(int64_t row_cost) {
     return g < 1 ? 1 : g;
 }
 
-static int dtype_ok(drift_dtype dt) {
-    return dt == DRIFT_F32 || dt == DRIFT_BF16 || dt == DRIFT_F16 || dt == DRIFT_F64;
-}
+static int dtype_ok(drift_dtype dt) { return drift_dtype_is_float(dt) || drift_dtype_is_int(dt); }
 
 static size_t ref_elem_bytes(drift_dtype dt) {
     (void)dt;
@@ -113,7 +111,7 @@ static void unary_range(void *p, int64_t i0, int64_t i1) {
         case DRIFT_OP_AFFINE: y[i] = v * al + be; break;
         case DRIFT_OP_SILU: y[i] = drift_aten_silu64(v); break;
         case DRIFT_OP_GELU_TANH: y[i] = drift_aten_gelu_tanh64(v); break;
-        default: y[i] = v; break; /* CAST: the oracle never rounds */
+        default: y[i] = drift_dtype_round_int(v, j->op->out); break; /* CAST: never rounds, but to an integer */
         }
     }
 }

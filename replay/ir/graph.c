@@ -105,6 +105,11 @@ static const char *const op_names[DRIFT_OP_COUNT] = {
     [DRIFT_OP_DIV] = "div",             [DRIFT_OP_REDUCE] = "reduce",
     [DRIFT_OP_STRIDED] = "strided",     [DRIFT_OP_SCATTER] = "scatter",
     [DRIFT_OP_FILL] = "fill",
+    [DRIFT_OP_BINARY] = "binary",       [DRIFT_OP_WHERE] = "where",
+    [DRIFT_OP_TAKE] = "take",           [DRIFT_OP_PUT] = "put",
+    [DRIFT_OP_ARGSORT] = "argsort",     [DRIFT_OP_CUMSUM] = "cumsum",
+    [DRIFT_OP_SOFTMAX] = "softmax",     [DRIFT_OP_BMM] = "bmm",
+    [DRIFT_OP_GROUP_NORM] = "group_norm", [DRIFT_OP_NONZERO] = "nonzero",
 };
 
 static const char *const rule_names[DRIFT_RULE_COUNT] = {
@@ -191,7 +196,7 @@ void drift_graph_free(drift_graph *g) {
 
 /* ---- validation helpers ------------------------------------------------------ */
 
-static int valid_dtype(drift_dtype d) { return d == DRIFT_F32 || d == DRIFT_BF16 || d == DRIFT_F16 || d == DRIFT_F64; }
+static int valid_dtype(drift_dtype d) { return drift_dtype_is_float(d) || drift_dtype_is_int(d); }
 
 static int check_name(const char *what, const char *s, drift_err *err) {
     if (!s || !*s) return drift_err_set(err, DRIFT_E_INPUT, "graph", "%s: expected a non-empty name", what);
@@ -259,8 +264,12 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_UNPATCHIFY: memcpy(o->patch, in->patch, sizeof o->patch); break;
     case DRIFT_OP_UNARY: o->sub = in->sub; break;
     case DRIFT_OP_SCALAR: o->sub = in->sub; o->scalar = in->scalar; break;
-    case DRIFT_OP_REDUCE: o->sub = in->sub; o->dim = in->dim; break;
+    case DRIFT_OP_REDUCE: o->sub = in->sub; o->dim = in->dim; o->length = in->length; o->scalar = in->scalar; break;
     case DRIFT_OP_FILL: o->sub = in->sub; o->scalar = in->scalar; o->step = in->step; break;
+    case DRIFT_OP_BINARY: case DRIFT_OP_PUT: o->sub = in->sub; break;
+    case DRIFT_OP_ARGSORT: case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: o->sub = in->sub; o->dim = in->dim; break;
+    case DRIFT_OP_BMM: o->alpha = in->alpha; o->beta = in->beta; break;
+    case DRIFT_OP_GROUP_NORM: o->eps = in->eps; o->length = in->length; break;
     case DRIFT_OP_STRIDED:
     case DRIFT_OP_SCATTER: o->start = in->start; memcpy(o->stride, in->stride, sizeof o->stride); break;
     default: break;
@@ -300,6 +309,18 @@ static int check_attrs(int id, const drift_op *op, drift_err *err) {
         if (op->dim < 2 || op->dim % 2 || op->dim > (1 << 20))
             return fail_node(id, op, err, "dim (embedding width) must be even and in 2..2^20, got %d", op->dim);
         break;
+    case DRIFT_OP_GROUP_NORM:
+        if (!isfinite(op->eps) || op->eps < 0) return fail_node(id, op, err, "eps must be finite and >= 0");
+        if (op->length < 1 || op->length > (1 << 20)) return fail_node(id, op, err, "groups must be in 1..2^20");
+        break;
+    case DRIFT_OP_BMM:
+        if (!isfinite(op->alpha) || !isfinite(op->beta)) return fail_node(id, op, err, "alpha and beta must be finite");
+        break;
+    case DRIFT_OP_REDUCE:
+        if (op->length < 0 || op->length > DRIFT_MAX_DIMS) return fail_node(id, op, err, "reduced span must be in 0..%d",
+                                                                            DRIFT_MAX_DIMS);
+        if (!isfinite(op->scalar)) return fail_node(id, op, err, "the correction must be finite");
+        break;
     case DRIFT_OP_PATCHIFY:
     case DRIFT_OP_UNPATCHIFY:
         for (int i = 0; i < 3; i++)
@@ -321,8 +342,11 @@ static int n_in_ok(drift_op_kind k, int n) {
     case DRIFT_OP_LAYER_NORM: return n >= 1 && n <= 3;
     case DRIFT_OP_RMS_NORM: return n == 1 || n == 2;
     case DRIFT_OP_ROPE: case DRIFT_OP_ATTENTION: return n == 3;
-    case DRIFT_OP_DIV: case DRIFT_OP_SCATTER: return n == 2;
+    case DRIFT_OP_DIV: case DRIFT_OP_SCATTER: case DRIFT_OP_BINARY: case DRIFT_OP_TAKE: return n == 2;
     case DRIFT_OP_FILL: return n == 0 || n == 1;
+    case DRIFT_OP_WHERE: case DRIFT_OP_PUT: return n == 3;
+    case DRIFT_OP_BMM: return n == 2 || n == 3;
+    case DRIFT_OP_GROUP_NORM: return n >= 1 && n <= 3;
     default: return n == 1;
     }
 }
@@ -342,7 +366,8 @@ static int check_rule(const drift_graph *g, int id, const drift_node_spec *s, dr
                          op->kind == DRIFT_OP_CAST ? "is not a cast rule (expected cast_to, type_as or input_policy)"
                                                    : "applies to cast nodes only");
     if ((r == DRIFT_RULE_CAST_TO || r == DRIFT_RULE_FIXED) && !valid_dtype(s->rule_dtype))
-        return fail_node(id, op, err, "rule %s needs a dtype (fp32, bf16, fp16 or fp64)", drift_graph_rule_name(r));
+        return fail_node(id, op, err, "rule %s needs a dtype (fp32, bf16, fp16, fp64, int64, int32 or bool)",
+                         drift_graph_rule_name(r));
     if ((r == DRIFT_RULE_TYPE_AS || r == DRIFT_RULE_HALF_AS) && (s->rule_ref < 0 || s->rule_ref >= id))
         return fail_node(id, op, err, "%s reference %d must be an earlier value id (0..%d)", drift_graph_rule_name(r),
                          s->rule_ref, id - 1);

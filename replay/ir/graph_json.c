@@ -80,12 +80,35 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int v
     case DRIFT_OP_SCALAR:
     case DRIFT_OP_REDUCE:
     case DRIFT_OP_FILL:
+    case DRIFT_OP_BINARY:
+    case DRIFT_OP_PUT:
+    case DRIFT_OP_ARGSORT:
+    case DRIFT_OP_CUMSUM:
+    case DRIFT_OP_SOFTMAX:
         drift_json_buf_add_key(b, "attrs");
         drift_json_buf_begin_object(b);
         drift_json_buf_field_string(b, "sub", drift_op_sub_name(op->kind, op->sub));
         if (op->kind == DRIFT_OP_SCALAR || op->kind == DRIFT_OP_FILL) drift_json_buf_field_number(b, "scalar", op->scalar);
         if (op->kind == DRIFT_OP_FILL) drift_json_buf_field_number(b, "step", op->step);
-        if (op->kind == DRIFT_OP_REDUCE) drift_json_buf_field_int(b, "dim", op->dim);
+        if (op->kind == DRIFT_OP_REDUCE || op->kind == DRIFT_OP_ARGSORT || op->kind == DRIFT_OP_CUMSUM ||
+            op->kind == DRIFT_OP_SOFTMAX)
+            drift_json_buf_field_int(b, "dim", op->dim);
+        if (op->kind == DRIFT_OP_REDUCE && op->length > 1) drift_json_buf_field_int(b, "length", op->length);
+        if (op->kind == DRIFT_OP_REDUCE && op->scalar != 0.0) drift_json_buf_field_number(b, "scalar", op->scalar);
+        drift_json_buf_end_object(b);
+        break;
+    case DRIFT_OP_BMM:
+        drift_json_buf_add_key(b, "attrs");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_number(b, "alpha", op->alpha);
+        drift_json_buf_field_number(b, "beta", op->beta);
+        drift_json_buf_end_object(b);
+        break;
+    case DRIFT_OP_GROUP_NORM:
+        drift_json_buf_add_key(b, "attrs");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_number(b, "eps", op->eps);
+        drift_json_buf_field_int(b, "length", op->length);
         drift_json_buf_end_object(b);
         break;
     case DRIFT_OP_STRIDED:
@@ -221,9 +244,9 @@ static int get_float(jctx *c, const char *field, const drift_json_value *v, floa
 static int get_dtype(jctx *c, const char *field, const drift_json_value *v, drift_dtype *out) {
     int rc = expect_type(c, field, v, DRIFT_JSON_STRING);
     if (rc) return rc;
-    drift_dtype d = drift_dtype_parse(v->str);
+    drift_dtype d = drift_dtype_parse_any(v->str);
     if (d == DRIFT_DTYPE_INVALID || strcmp(v->str, drift_dtype_name(d)) != 0)
-        return jfail(c, v, "'%s': expected fp32, bf16, fp16 or fp64, got \"%s\"", field, v->str);
+        return jfail(c, v, "'%s': expected fp32, bf16, fp16, fp64, int64, int32 or bool, got \"%s\"", field, v->str);
     *out = d;
     return DRIFT_OK;
 }
@@ -273,7 +296,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
      * documents written before they existed stay valid); others are
      * rejected by name. */
     const char *req[4] = {NULL, NULL, NULL, NULL};
-    const char *opt = NULL;
+    const char *opt = NULL, *opt2 = NULL;
     switch (op->kind) {
     case DRIFT_OP_LAYER_NORM: case DRIFT_OP_RMS_NORM: req[0] = "eps"; break;
     case DRIFT_OP_AFFINE: req[0] = "alpha"; req[1] = "beta"; break;
@@ -286,8 +309,12 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_UNPATCHIFY: req[0] = "patch"; break;
     case DRIFT_OP_UNARY: req[0] = "sub"; break;
     case DRIFT_OP_SCALAR: req[0] = "sub"; req[1] = "scalar"; break;
-    case DRIFT_OP_REDUCE: req[0] = "sub"; req[1] = "dim"; break;
+    case DRIFT_OP_REDUCE: req[0] = "sub"; req[1] = "dim"; opt = "length"; opt2 = "scalar"; break;
     case DRIFT_OP_FILL: req[0] = "sub"; req[1] = "scalar"; req[2] = "step"; break;
+    case DRIFT_OP_BINARY: case DRIFT_OP_PUT: req[0] = "sub"; break;
+    case DRIFT_OP_ARGSORT: case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: req[0] = "sub"; req[1] = "dim"; break;
+    case DRIFT_OP_BMM: req[0] = "alpha"; req[1] = "beta"; break;
+    case DRIFT_OP_GROUP_NORM: req[0] = "eps"; req[1] = "length"; break;
     case DRIFT_OP_STRIDED: case DRIFT_OP_SCATTER: req[0] = "start"; req[1] = "stride"; break;
     default: break;
     }
@@ -295,6 +322,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
         int ok = 0;
         for (int k = 0; k < 4 && req[k]; k++) ok |= strcmp(a->members[i].key, req[k]) == 0;
         if (opt) ok |= strcmp(a->members[i].key, opt) == 0;
+        if (opt2) ok |= strcmp(a->members[i].key, opt2) == 0;
         if (!ok) return jfail(c, &a->members[i].value, "attribute '%s' does not apply to op %s", a->members[i].key,
                               drift_graph_op_name(op->kind));
     }
@@ -324,7 +352,8 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             if ((rc = expect_type(c, key, v, DRIFT_JSON_NUMBER)) == DRIFT_OK) *(!strcmp(key, "step") ? &op->step : &op->scalar) = v->number;
         } else if (!strcmp(key, "stride")) {
             size_t n = 0;
-            rc = get_int_array(c, key, v, (size_t)view_ndim, (size_t)view_ndim, 0, DRIFT_GRAPH_MAX_NUMEL, op->stride, &n);
+            rc = get_int_array(c, key, v, (size_t)view_ndim, (size_t)view_ndim, -DRIFT_GRAPH_MAX_NUMEL,
+                               DRIFT_GRAPH_MAX_NUMEL, op->stride, &n);
         } else if (!strcmp(key, "perm") || !strcmp(key, "patch")) {
             int64_t arr[DRIFT_MAX_DIMS];
             size_t n = 0;
@@ -341,6 +370,15 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             if ((rc = get_int(c, opt, v, 0, 1, &t))) return rc;
             op->layout = (int)t;
         }
+        if (v && !strcmp(opt, "length")) {
+            if ((rc = get_int(c, opt, v, 0, DRIFT_MAX_DIMS, &t))) return rc;
+            op->length = t;
+        }
+    }
+    if (opt2) { /* REDUCE's correction */
+        const drift_json_value *v = drift_json_object_get(a, opt2);
+        if (v && (rc = expect_type(c, opt2, v, DRIFT_JSON_NUMBER))) return rc;
+        if (v) op->scalar = v->number;
     }
     return DRIFT_OK;
 }

@@ -348,8 +348,13 @@ static void test_aten_ops(void) {
     for (int sub = 0; sub < DRIFT_UNARY_COUNT; sub++) {
         drift_op op = mk(DRIFT_OP_UNARY, 1);
         op.sub = sub;
+        if (sub == DRIFT_UNARY_BITWISE_NOT) continue; /* integers only */
+        if (drift_unary_is_bool(sub)) op.out = DRIFT_BOOL;
+        if (sub == DRIFT_UNARY_SOFTPLUS) op.scalar = 1.0, op.step = 20.0;
         snprintf(l, sizeof l, "unary %s", drift_op_sub_name(DRIFT_OP_UNARY, sub));
-        compare_op(l, &op, in_x, 1, 0, NULL);
+        const int log_like = sub == DRIFT_UNARY_LOG || sub == DRIFT_UNARY_LOG2 || sub == DRIFT_UNARY_LOG10;
+        compare_op(l, &op, log_like ? in_pos : (sub == DRIFT_UNARY_ASIN || sub == DRIFT_UNARY_ACOS) ? in_small : in_x,
+                   1, 0, NULL);
         if (sub == DRIFT_UNARY_RSQRT || sub == DRIFT_UNARY_SQRT) {
             snprintf(l, sizeof l, "unary %s (positive)", drift_op_sub_name(DRIFT_OP_UNARY, sub));
             compare_op(l, &op, in_pos, 1, 0, NULL);
@@ -385,6 +390,8 @@ static void test_aten_ops(void) {
             drift_op op = mk(DRIFT_OP_REDUCE, 1);
             op.sub = sub;
             op.dim = dims[k];
+            if (sub == DRIFT_REDUCE_ANY || sub == DRIFT_REDUCE_ALL) op.out = DRIFT_BOOL;
+            if (sub == DRIFT_REDUCE_ARGMAX || sub == DRIFT_REDUCE_ARGMIN) op.out = DRIFT_I64;
             snprintf(l, sizeof l, "reduce %s dim %d", drift_op_sub_name(DRIFT_OP_REDUCE, sub), dims[k]);
             compare_op(l, &op, in_ax, 1, 0, NULL);
         }

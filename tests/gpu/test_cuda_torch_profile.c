@@ -47,7 +47,7 @@ static uint32_t fallbacks_after(gc_case_spec *c) {
     GC_CHECK(gc_run_case(&E, T, c) == 0, "the case must run");
     free(c->out_cuda);
     c->out_cuda = NULL;
-    uint32_t m = drift_cuda_backend_torch_fallbacks(T, &after);
+    uint64_t m = drift_cuda_backend_torch_fallbacks(T, &after);
     return after > before ? m : 0;
 }
 
@@ -156,7 +156,7 @@ static void test_norms(void) {
             c.nmse_ref = -1;
             gc_case_set("LAYER_NORM torch misaligned affine=%d out=%s", affine, gc_dt(odt));
             uint32_t m = fallbacks_after(&c);
-            GC_CHECK(m & (1u << DRIFT_OP_LAYER_NORM), "a misaligned layer_norm is a recorded fallback (mask %x)", m);
+            GC_CHECK(m & (1ull << DRIFT_OP_LAYER_NORM), "a misaligned layer_norm is a recorded fallback (mask %llx)", (unsigned long long)m);
             GC_CHECK(strstr(drift_cuda_backend_torch_fallback_reason(T), "layer_norm") != NULL, "reason: %s",
                      drift_cuda_backend_torch_fallback_reason(T));
             gc_host_free(&x);
@@ -215,9 +215,9 @@ static void test_norms(void) {
                     k == 1 ? " no weight" : k == 2 ? " misaligned" : "");
         const uint32_t m = fallbacks_after(&c);
         if (k < 2) {
-            GC_CHECK(m == 0, "an aligned fused rms_norm must not fall back (mask %x)", m);
+            GC_CHECK(m == 0, "an aligned fused rms_norm must not fall back (mask %llx)", (unsigned long long)m);
         } else {
-            GC_CHECK(m & (1u << DRIFT_OP_RMS_NORM), "a misaligned fused rms_norm is a recorded fallback (mask %x)", m);
+            GC_CHECK(m & (1ull << DRIFT_OP_RMS_NORM), "a misaligned fused rms_norm is a recorded fallback (mask %llx)", (unsigned long long)m);
             GC_CHECK(strstr(drift_cuda_backend_torch_fallback_reason(T), "rms_norm") != NULL, "reason: %s",
                      drift_cuda_backend_torch_fallback_reason(T));
         }
@@ -288,7 +288,7 @@ static void test_attention(void) {
         c.nmse_ref = 4.0 * gc_nmse_bound(DRIFT_BF16);
         gc_case_set("ATTENTION torch layout %d", layout);
         uint32_t m = fallbacks_after(&c);
-        if (m & (1u << DRIFT_OP_ATTENTION))
+        if (m & (1ull << DRIFT_OP_ATTENTION))
             printf("NOTE: ATTENTION layout %d fell back to the exact kernels: %s\n", layout,
                    drift_cuda_backend_torch_fallback_reason(T));
         else
@@ -394,7 +394,7 @@ static void test_fallback_bookkeeping(void) {
     c.nmse_ref = -1;
     gc_case_set("TIMESTEP_SINUSOID torch (fallback)");
     uint32_t m = fallbacks_after(&c);
-    GC_CHECK(m & (1u << DRIFT_OP_TIMESTEP_SINUSOID), "the sinusoid is a recorded fallback (mask %x)", m);
+    GC_CHECK(m & (1ull << DRIFT_OP_TIMESTEP_SINUSOID), "the sinusoid is a recorded fallback (mask %llx)", (unsigned long long)m);
     gc_host cx = gc_host_make(DRIFT_F32, 1, ts, 1.0);
     drift_op cast = gc_op(DRIFT_OP_CAST, DRIFT_BF16);
     spec_init(&c, cast, 1, 0);

@@ -387,11 +387,11 @@ int main(int argc, char **argv) {
                 rc = drift_backend_sync(be, &e2);
                 if (rc) err = e2;
             }
-            uint32_t mask = drift_cuda_backend_torch_fallbacks(be, &after);
+            uint64_t mask = drift_cuda_backend_torch_fallbacks(be, &after);
             if (after > before) {
                 printf("FALLBACK %s:", hc.name);
-                for (int k = 0; k < DRIFT_OP_COUNT && k < 32; k++)
-                    if (mask & (1u << k)) printf(" %s", drift_op_name((drift_op_kind)k));
+                for (int k = 0; k < DRIFT_OP_COUNT && k < 64; k++)
+                    if (mask & (1ull << k)) printf(" %s", drift_op_name((drift_op_kind)k));
                 printf(" (ran on the exact kernels; last reason: %s)\n", drift_cuda_backend_torch_fallback_reason(be));
             }
             if (!rc && write_bits(hc.name, argv[3], outv, hc.out_dt, drift_shape_numel(hc.out_nd, hc.out_shape))) {

@@ -253,14 +253,19 @@ parity_stats parity_run_f64(const parity_backend *bes, int nb) {
     c = ADD_CASE("timestep_sinusoid", DRIFT_OP_TIMESTEP_SINUSOID, F64, 1, 0.0, 1000.0);
     c->op.dim = 8, c->op.max_period = 10000.0f;
     c->in[0] = (f64_in)IN1(F64, 1, 3);
-    static const char *const un_nm[DRIFT_UNARY_COUNT] = {"unary neg", "unary exp", "unary sin", "unary cos",
-                                                         "unary rsqrt", "unary sqrt", "unary tanh", "unary sigmoid",
-                                                         "unary gelu_erf", "unary reciprocal", "unary abs",
-                                                         "unary relu", "unary mask_bias"};
+    static char un_nm[DRIFT_UNARY_COUNT][40];
     for (int s = 0; s < DRIFT_UNARY_COUNT; s++) {
-        const int pos = s == DRIFT_UNARY_RSQRT || s == DRIFT_UNARY_SQRT;
-        c = ADD_CASE(un_nm[s], DRIFT_OP_UNARY, F64, 1, pos ? 0.01 : -6.0, 6.0);
+        /* bool results and integer-only ops have no fp64 output to compare */
+        if (drift_unary_is_bool(s) || s == DRIFT_UNARY_BITWISE_NOT) continue;
+        const int pos = s == DRIFT_UNARY_RSQRT || s == DRIFT_UNARY_SQRT || s == DRIFT_UNARY_LOG ||
+                        s == DRIFT_UNARY_LOG2 || s == DRIFT_UNARY_LOG10;
+        const int unit = s == DRIFT_UNARY_ASIN || s == DRIFT_UNARY_ACOS || s == DRIFT_UNARY_LOG1P;
+        snprintf(un_nm[s], sizeof un_nm[s], "unary %s", drift_op_sub_name(DRIFT_OP_UNARY, s));
+        c = ADD_CASE(un_nm[s], DRIFT_OP_UNARY, F64, 1, pos ? 0.01 : unit ? -0.9 : -6.0, unit ? 0.9 : 6.0);
         c->op.sub = s;
+        if (s == DRIFT_UNARY_SOFTPLUS) c->op.scalar = 1.0, c->op.step = 20.0;
+        if (s == DRIFT_UNARY_ELU) c->op.scalar = 1.0;
+        if (s == DRIFT_UNARY_LEAKY_RELU) c->op.scalar = 0.01;
         c->in[0] = (f64_in)IN1(F64, 1, 33);
     }
     static const char *const sc_nm[DRIFT_SCALAR_COUNT] = {"scalar add", "scalar sub", "scalar rsub", "scalar mul",
