@@ -127,7 +127,7 @@ static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift
     if (!g->nodes || !g->slots || !g->ops) return drift_err_set(err, DRIFT_E_NOMEM, g->source, "out of memory");
     for (size_t i = 0; i < g->cap; i++) g->slots[i] = -1;
     static const char *const keys[] = {"name", "op", "target", "args", "kwargs", "val", "module", "module_stack",
-                                       "module_classes", NULL};
+                                       "module_classes", "decomposed_from", "autocast", NULL};
     /* pass 1: fields and the name index (references are checked in pass 2, so
      * that a forward reference is told apart from a dangling one) */
     for (int i = 0; i < g->n; i++) {

@@ -15,64 +15,28 @@
 
 #include "formats/alloc.h"
 #include "formats/plan.h" /* DRIFT_INPUT_* */
-#include "replay/capture/aten_internal.h"
-#include "replay/capture/aten_views.h"
-
-typedef enum fx_kind { FX_NONE = 0, FX_TENSOR, FX_MULTI, FX_OTHER } fx_kind;
-
-typedef struct fxv {
-    fx_kind kind;
-    aten_view t;
-    aten_view *multi; /* FX_MULTI: n_multi views (split, chunk, unbind) */
-    int n_multi;
-    int mat_id, mat_version; /* cached materialisation, valid while the root's version is mat_version */
-    int first_id;            /* drift id of the first materialisation (sites), -1 if none */
-    int cplx;                /* a complex tensor: t is its logical view over (real, imag) float pairs,
-                                the pair being a trailing dim of size 2 and stride 1 */
-} fxv;
-
-typedef struct root {
-    int cur;                 /* drift id of the contents */
-    int version;
-} root;
-
-typedef struct lctx {
-    const drift_aten_graph *g;
-    drift_graph *out;
-    drift_err *err;
-    fxv *fx;
-    root *roots;
-    int n_roots, cap_roots;
-    int cur;                 /* FX node being lowered */
-    int seen_input[DRIFT_INPUT_COUNT];
-    unsigned char *live;     /* FX nodes that reach the output (or write in place) */
-    int last_cplx;           /* the complex flag of the last tensor_arg */
-    const char **child;      /* per FX node: the child module (one level below the node's module) of
-                                its first consumer inside a child module call, or NULL */
-    int *child_at;           /* that consumer's index */
-} lctx;
+#include "replay/capture/aten_lower_internal.h"
 
 /* ---- errors and argument access ------------------------------------------------ */
 
-#define FAIL(c, ...) aten_node_fail((c)->g, (c)->cur, (c)->err, __VA_ARGS__)
 
-static const aten_node *cur_node(const lctx *c) { return &c->g->nodes[c->cur]; }
+const aten_node *al_cur_node(const lctx *c) { return &c->g->nodes[c->cur]; }
 
 /* Positional argument i, else keyword kw, else NULL (absent). */
-static const drift_json_value *arg(const lctx *c, int i, const char *kw) {
-    const aten_node *n = cur_node(c);
+const drift_json_value *al_arg(const lctx *c, int i, const char *kw) {
+    const aten_node *n = al_cur_node(c);
     if (i >= 0 && (size_t)i < n->args->n_items) return &n->args->items[i];
     return kw && n->kwargs ? drift_json_object_get(n->kwargs, kw) : NULL;
 }
 
-static int is_none(const drift_json_value *v) { return !v || v->type == DRIFT_JSON_NULL; }
+int al_is_none(const drift_json_value *v) { return !v || v->type == DRIFT_JSON_NULL; }
 
-static int node_ref(const drift_json_value *v) {
+int al_node_ref(const drift_json_value *v) {
     return v && v->type == DRIFT_JSON_OBJECT && v->n_members == 1 && !strcmp(v->members[0].key, "node");
 }
 
-static int get_int(lctx *c, const drift_json_value *v, const char *what, int64_t dflt, int64_t *out) {
-    if (is_none(v)) {
+int al_get_int(lctx *c, const drift_json_value *v, const char *what, int64_t dflt, int64_t *out) {
+    if (al_is_none(v)) {
         *out = dflt;
         return DRIFT_OK;
     }
@@ -85,8 +49,8 @@ static int get_int(lctx *c, const drift_json_value *v, const char *what, int64_t
     return DRIFT_OK;
 }
 
-static int get_num(lctx *c, const drift_json_value *v, const char *what, double dflt, double *out) {
-    if (is_none(v)) {
+int al_get_num(lctx *c, const drift_json_value *v, const char *what, double dflt, double *out) {
+    if (al_is_none(v)) {
         *out = dflt;
         return DRIFT_OK;
     }
@@ -110,7 +74,7 @@ static int get_num(lctx *c, const drift_json_value *v, const char *what, double 
     return FAIL(c, "%s: expected a number", what);
 }
 
-static int get_ints(lctx *c, const drift_json_value *v, const char *what, int64_t *out, int *n) {
+int al_get_ints(lctx *c, const drift_json_value *v, const char *what, int64_t *out, int *n) {
     if (v && v->type == DRIFT_JSON_NUMBER && v->is_int) { /* a single int where a list is allowed */
         out[0] = v->integer;
         *n = 1;
@@ -127,8 +91,8 @@ static int get_ints(lctx *c, const drift_json_value *v, const char *what, int64_
     return DRIFT_OK;
 }
 
-static int get_str(lctx *c, const drift_json_value *v, const char *what, const char *dflt, const char **out) {
-    if (is_none(v)) {
+int al_get_str(lctx *c, const drift_json_value *v, const char *what, const char *dflt, const char **out) {
+    if (al_is_none(v)) {
         *out = dflt;
         return DRIFT_OK;
     }
@@ -137,43 +101,42 @@ static int get_str(lctx *c, const drift_json_value *v, const char *what, const c
     return DRIFT_OK;
 }
 
-/* torch dtype name -> drift float dtype; *is_int for integer and bool dtypes
- * (carried as exact fp32 values); -1 for what drift cannot represent. */
-static int parse_dtype(const char *s, drift_dtype *dt, int *is_int) {
+/* torch dtype name -> drift dtype; *is_int for integer and bool dtypes (int64,
+ * int32 (narrower integers carried as int32), bool); -1 for what drift cannot represent. */
+int al_parse_dtype(const char *s, drift_dtype *dt, int *is_int) {
     *is_int = 0;
     if (!strcmp(s, "float32")) *dt = DRIFT_F32;
     else if (!strcmp(s, "bfloat16")) *dt = DRIFT_BF16;
     else if (!strcmp(s, "float16")) *dt = DRIFT_F16;
     else if (!strcmp(s, "float64")) *dt = DRIFT_F64;
-    else if (!strcmp(s, "int64") || !strcmp(s, "int32") || !strcmp(s, "int16") || !strcmp(s, "int8") ||
-             !strcmp(s, "uint8") || !strcmp(s, "bool")) {
-        *dt = DRIFT_F32;
-        *is_int = 1;
-    } else
+    else if (!strcmp(s, "int64")) *dt = DRIFT_I64, *is_int = 1;
+    else if (!strcmp(s, "int32") || !strcmp(s, "int16") || !strcmp(s, "int8") || !strcmp(s, "uint8"))
+        *dt = DRIFT_I32, *is_int = 1;
+    else if (!strcmp(s, "bool")) *dt = DRIFT_BOOL, *is_int = 1;
+    else
         return -1;
     return 0;
 }
 
-/* dtype argument ({"dtype": NAME}); *given 0 when absent. */
-static int get_dtype(lctx *c, const drift_json_value *v, const char *what, int *given, drift_dtype *dt, int *is_int) {
+int al_get_dtype(lctx *c, const drift_json_value *v, const char *what, int *given, drift_dtype *dt, int *is_int) {
     *given = 0;
     *is_int = 0;
-    if (is_none(v)) return DRIFT_OK;
+    if (al_is_none(v)) return DRIFT_OK;
     if (v->type != DRIFT_JSON_OBJECT || v->n_members != 1 || strcmp(v->members[0].key, "dtype") ||
         v->members[0].value.type != DRIFT_JSON_STRING)
         return FAIL(c, "%s: expected {\"dtype\": NAME}", what);
-    if (parse_dtype(v->members[0].value.str, dt, is_int))
-        return FAIL(c, "%s: dtype %s is not supported (drift replays float32, bfloat16, float16, float64)", what,
+    if (al_parse_dtype(v->members[0].value.str, dt, is_int))
+        return FAIL(c, "%s: dtype %s is not supported (drift replays float32, bfloat16, float16, float64, int64, int32, bool)", what,
                     v->members[0].value.str);
     *given = 1;
     return DRIFT_OK;
 }
 
-static int val_dtype(lctx *c, drift_dtype *dt);
+int al_val_dtype(lctx *c, drift_dtype *dt);
 
 /* ---- values ------------------------------------------------------------------- */
 
-static int new_root(lctx *c, int id, aten_view *v) {
+int al_new_root(lctx *c, int id, aten_view *v) {
     if (c->n_roots == c->cap_roots) {
         int nc = c->cap_roots ? c->cap_roots * 2 : 256;
         root *nr = drift_realloc(c->roots, (size_t)nc * sizeof *nr);
@@ -189,8 +152,8 @@ static int new_root(lctx *c, int id, aten_view *v) {
     return DRIFT_OK;
 }
 
-static int add_node(lctx *c, drift_node_spec *s, int *id) {
-    if (!s->name) s->name = cur_node(c)->name;
+int al_add_node(lctx *c, drift_node_spec *s, int *id) {
+    if (!s->name) s->name = al_cur_node(c)->name;
     drift_err inner;
     drift_err_clear(&inner);
     int rc = drift_graph_add_node(c->out, s, id, &inner);
@@ -199,7 +162,7 @@ static int add_node(lctx *c, drift_node_spec *s, int *id) {
 }
 
 /* The drift id holding view v's values, contiguous. */
-static int mat_view(lctx *c, const aten_view *v, int *id) {
+int al_mat_view(lctx *c, const aten_view *v, int *id) {
     const root *r = &c->roots[v->root];
     const drift_value *rv = drift_graph_value(c->out, r->cur);
     int same = v->nd == rv->ndim;
@@ -219,7 +182,7 @@ static int mat_view(lctx *c, const aten_view *v, int *id) {
         if (v->nd == 0) { /* a 0-d view: VIEW needs a shape, so a one-element strided gather */
             s.op.kind = DRIFT_OP_STRIDED;
         }
-        return add_node(c, &s, id);
+        return al_add_node(c, &s, id);
     }
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_STRIDED);
@@ -230,11 +193,11 @@ static int mat_view(lctx *c, const aten_view *v, int *id) {
     s.rule = DRIFT_RULE_LIKE_INPUT0;
     s.ndim = v->nd;
     memcpy(s.shape, v->size, sizeof(int64_t) * (size_t)v->nd);
-    return add_node(c, &s, id);
+    return al_add_node(c, &s, id);
 }
 
 /* FX node j's tensor value materialised (cached per root version). */
-static int mat_fx(lctx *c, int j, int *id) {
+int al_mat_fx(lctx *c, int j, int *id) {
     fxv *f = &c->fx[j];
     if (f->kind != FX_TENSOR) return FAIL(c, "input '%s' is not a tensor", c->g->nodes[j].name);
     const root *r = &c->roots[f->t.root];
@@ -248,7 +211,7 @@ static int mat_fx(lctx *c, int j, int *id) {
         full.stride[full.nd] = 1;
         full.nd++;
     }
-    int rc = mat_view(c, &full, id);
+    int rc = al_mat_view(c, &full, id);
     if (rc) return rc;
     f->mat_id = *id;
     f->mat_version = r->version;
@@ -257,8 +220,8 @@ static int mat_fx(lctx *c, int j, int *id) {
 }
 
 /* The FX node a {"node": X} argument names, or -1 (not a node). */
-static int ref_of(const lctx *c, const drift_json_value *v) {
-    return node_ref(v) ? aten_find(c->g, v->members[0].value.str) : -1;
+int al_ref_of(const lctx *c, const drift_json_value *v) {
+    return al_node_ref(v) ? aten_find(c->g, v->members[0].value.str) : -1;
 }
 
 static int stack_has(const drift_json_value *stack, const char *m) {
@@ -268,7 +231,7 @@ static int stack_has(const drift_json_value *stack, const char *m) {
     return 0;
 }
 
-static const char *val_dtype_str(const aten_node *n) {
+const char *al_val_dtype_str(const aten_node *n) {
     const drift_json_value *v = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "dtype") : NULL;
     return v && v->type == DRIFT_JSON_STRING ? v->str : NULL;
 }
@@ -280,9 +243,9 @@ static int noop_cast_source(const lctx *c, int j) {
     if (n->op != ATEN_CALL || (strcmp(n->target, "aten.to.dtype") && strcmp(n->target, "aten.to.dtype_layout") &&
                                strcmp(n->target, "aten._to_copy.default")))
         return -1;
-    int k = ref_of(c, n->args->n_items > 0 ? &n->args->items[0] : NULL);
+    int k = al_ref_of(c, n->args->n_items > 0 ? &n->args->items[0] : NULL);
     if (k < 0 || c->fx[k].kind != FX_TENSOR) return -1;
-    const char *a = val_dtype_str(n), *b = val_dtype_str(&c->g->nodes[k]);
+    const char *a = al_val_dtype_str(n), *b = al_val_dtype_str(&c->g->nodes[k]);
     return a && b && !strcmp(a, b) ? k : -1;
 }
 
@@ -298,7 +261,7 @@ static int noop_cast_source(const lctx *c, int j) {
  *  (b) the cast was handed to a child module call (`self.norm2(h.float())`)
  *      and the use comes after, outside that child, or
  *  (c) the use is a type_as reference (nobody writes `.type_as(x.float())`). */
-static int resolve_alias(const lctx *c, int j, int for_type_as) {
+int al_resolve_alias(const lctx *c, int j, int for_type_as) {
     const aten_node *u = &c->g->nodes[c->cur];
     for (int guard = 0; guard < 64; guard++) {
         int k = noop_cast_source(c, j);
@@ -319,7 +282,7 @@ static void find_children(lctx *c) {
         const aten_node *u = &g->nodes[j];
         if (u->op != ATEN_CALL || !u->stack) continue;
         for (size_t a = 0; a < u->args->n_items; a++) {
-            int i = ref_of(c, &u->args->items[a]);
+            int i = al_ref_of(c, &u->args->items[a]);
             if (i < 0 || c->child[i]) continue;
             const aten_node *n = &g->nodes[i];
             size_t depth = n->stack ? n->stack->n_items : 0;
@@ -332,26 +295,26 @@ static void find_children(lctx *c) {
 }
 
 /* Tensor argument: its FX index and view. */
-static int tensor_arg(lctx *c, const drift_json_value *v, const char *what, int *fxi) {
-    int j = ref_of(c, v);
+int al_tensor_arg(lctx *c, const drift_json_value *v, const char *what, int *fxi) {
+    int j = al_ref_of(c, v);
     if (j < 0) return FAIL(c, "%s: expected a tensor (a node reference)", what);
-    if (c->fx[j].kind == FX_TENSOR) j = resolve_alias(c, j, 0);
+    if (c->fx[j].kind == FX_TENSOR) j = al_resolve_alias(c, j, 0);
     if (c->fx[j].kind != FX_TENSOR) return FAIL(c, "%s: node '%s' is not a tensor", what, c->g->nodes[j].name);
     *fxi = j;
     c->last_cplx = c->fx[j].cplx;
     return DRIFT_OK;
 }
 
-static int mat_arg(lctx *c, const drift_json_value *v, const char *what, int *id) {
-    int j, rc = tensor_arg(c, v, what, &j);
-    return rc ? rc : mat_fx(c, j, id);
+int al_mat_arg(lctx *c, const drift_json_value *v, const char *what, int *id) {
+    int j, rc = al_tensor_arg(c, v, what, &j);
+    return rc ? rc : al_mat_fx(c, j, id);
 }
 
 /* Result: a new root from drift value id. */
-static int set_result(lctx *c, int id) {
+int al_set_result(lctx *c, int id) {
     fxv *f = &c->fx[c->cur];
     f->kind = FX_TENSOR;
-    int rc = new_root(c, id, &f->t);
+    int rc = al_new_root(c, id, &f->t);
     if (rc) return rc;
     f->mat_id = id;
     f->mat_version = 0;
@@ -361,8 +324,8 @@ static int set_result(lctx *c, int id) {
 }
 
 /* Result: a new root from drift value id holding complex pairs [..., 2]. */
-static int set_result_cplx(lctx *c, int id) {
-    int rc = set_result(c, id);
+int al_set_result_cplx(lctx *c, int id) {
+    int rc = al_set_result(c, id);
     if (rc) return rc;
     fxv *f = &c->fx[c->cur];
     f->t.nd--;
@@ -370,7 +333,7 @@ static int set_result_cplx(lctx *c, int id) {
     return DRIFT_OK;
 }
 
-static int set_view(lctx *c, const aten_view *v) {
+int al_set_view(lctx *c, const aten_view *v) {
     fxv *f = &c->fx[c->cur];
     f->kind = FX_TENSOR;
     f->t = *v;
@@ -378,7 +341,7 @@ static int set_view(lctx *c, const aten_view *v) {
     return DRIFT_OK;
 }
 
-static drift_dtype_rule rule_of(const char *target) {
+drift_dtype_rule al_rule_of(const char *target) {
     char base[96];
     switch (drift_aten_autocast_class(drift_aten_op_base(target, base, sizeof base))) {
     case DRIFT_ATEN_CAST_LOWER: return DRIFT_RULE_AUTOCAST_LOWER;
@@ -387,7 +350,7 @@ static drift_dtype_rule rule_of(const char *target) {
     }
 }
 
-static int emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int *in, drift_dtype_rule rule,
+int al_emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int *in, drift_dtype_rule rule,
                 int *id) {
     drift_node_spec s;
     drift_node_spec_init(&s, k);
@@ -397,10 +360,10 @@ static int emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const
     s.op.compute = s.op.out = DRIFT_DTYPE_INVALID;
     for (int i = 0; i < n_in; i++) s.in[i] = in[i];
     s.rule = rule;
-    return add_node(c, &s, id);
+    return al_add_node(c, &s, id);
 }
 
-static int emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref, int *id) {
+int al_emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref, int *id) {
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_CAST);
     s.op.n_in = 1;
@@ -408,10 +371,10 @@ static int emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int 
     s.rule = rule;
     s.rule_dtype = to;
     s.rule_ref = ref;
-    return add_node(c, &s, id);
+    return al_add_node(c, &s, id);
 }
 
-static int emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id) {
+int al_emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id) {
     const drift_value *v = drift_graph_value(c->out, x);
     int same = v->ndim == nd;
     for (int i = 0; same && i < nd; i++) same = v->shape[i] == shape[i];
@@ -428,15 +391,15 @@ static int emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id) {
     s.rule = DRIFT_RULE_LIKE_INPUT0;
     s.ndim = nd;
     memcpy(s.shape, shape, sizeof(int64_t) * (size_t)nd);
-    return add_node(c, &s, id);
+    return al_add_node(c, &s, id);
 }
 
 /* ---- leaves ------------------------------------------------------------------- */
 
-static int val_shape(lctx *c, const drift_json_value *val, int *nd, int64_t *shape) {
+int al_val_shape(lctx *c, const drift_json_value *val, int *nd, int64_t *shape) {
     const drift_json_value *sh = val && val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(val, "shape") : NULL;
     if (!sh) return FAIL(c, "'val' has no tensor shape");
-    int rc = get_ints(c, sh, "val.shape", shape, nd);
+    int rc = al_get_ints(c, sh, "val.shape", shape, nd);
     if (rc) return rc;
     for (int i = 0; i < *nd; i++)
         if (shape[i] < 1 || shape[i] > DRIFT_GRAPH_MAX_DIM)
@@ -445,7 +408,7 @@ static int val_shape(lctx *c, const drift_json_value *val, int *nd, int64_t *sha
 }
 
 static int lower_placeholder(lctx *c) {
-    const aten_node *n = cur_node(c);
+    const aten_node *n = al_cur_node(c);
     const drift_aten_input *in = &c->g->inputs[n->input];
     fxv *f = &c->fx[c->cur];
     if (!in->is_tensor) {
@@ -455,7 +418,7 @@ static int lower_placeholder(lctx *c) {
     }
     int nd = 0, rc, id = -1;
     int64_t shape[DRIFT_MAX_DIMS];
-    if ((rc = val_shape(c, n->val, &nd, shape))) return rc;
+    if ((rc = al_val_shape(c, n->val, &nd, shape))) return rc;
     const drift_json_value *vdt = drift_json_object_get(n->val, "dtype");
     int cplx = vdt && vdt->type == DRIFT_JSON_STRING && !strcmp(vdt->str, "complex64");
     if (cplx) { /* stored as (real, imag) pairs: a trailing dim of 2 */
@@ -490,7 +453,7 @@ static int lower_placeholder(lctx *c) {
         snprintf(name, sizeof name, "input:%s:pre_cast", in->role);
         if ((rc = drift_graph_set_site(c->out, id, name, &inner))) break;
         int cast;
-        if ((rc = emit_cast(c, id, DRIFT_RULE_INPUT_POLICY, DRIFT_DTYPE_INVALID, k, &cast))) return rc;
+        if ((rc = al_emit_cast(c, id, DRIFT_RULE_INPUT_POLICY, DRIFT_DTYPE_INVALID, k, &cast))) return rc;
         snprintf(name, sizeof name, "input:%s:post_cast", in->role);
         if ((rc = drift_graph_set_site(c->out, cast, name, &inner))) break;
         id = cast;
@@ -498,26 +461,26 @@ static int lower_placeholder(lctx *c) {
     }
     }
     if (rc) return FAIL(c, "%s", inner.msg);
-    return cplx ? set_result_cplx(c, id) : set_result(c, id);
+    return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
 /* A node whose value the recording's device computed from constants alone
  * (docs/aten-graph.md "Device values"): an fp32 buffer leaf `buffer` of the
  * node's shape, read from /buffers like a recorded RoPE table. */
 static int lower_device_value(lctx *c, const char *buffer) {
-    const aten_node *n = cur_node(c);
+    const aten_node *n = al_cur_node(c);
     const drift_json_value *vdt = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "dtype") : NULL;
     if (!vdt || vdt->type != DRIFT_JSON_STRING || strcmp(vdt->str, "float32"))
         return FAIL(c, "a device value must be a float32 tensor (val.dtype %s)",
                     vdt && vdt->type == DRIFT_JSON_STRING ? vdt->str : "missing");
     int nd = 0, rc, id = -1;
     int64_t shape[DRIFT_MAX_DIMS];
-    if ((rc = val_shape(c, n->val, &nd, shape))) return rc;
+    if ((rc = al_val_shape(c, n->val, &nd, shape))) return rc;
     drift_err inner;
     drift_err_clear(&inner);
     if (drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, buffer, DRIFT_F32, nd, shape, &id, &inner))
         return FAIL(c, "%s", inner.msg);
-    return set_result(c, id);
+    return al_set_result(c, id);
 }
 
 /* ---- view ops ------------------------------------------------------------------- */
@@ -529,7 +492,7 @@ static int do_reshape_view(lctx *c, const aten_view *v, int cplx, int nd, int64_
         return FAIL(c, "cannot reshape %lld elements to the requested size", (long long)aten_view_numel(v));
     aten_view o;
     c->last_cplx = cplx;
-    if (aten_view_reshape(v, nd, size, &o)) return set_view(c, &o);
+    if (aten_view_reshape(v, nd, size, &o)) return al_set_view(c, &o);
     /* not expressible as a view of this root: torch's reshape copies (and our view of a
      * conv output may be strided where torch's is not: the values are the same) */
     aten_view full = *v;
@@ -538,12 +501,12 @@ static int do_reshape_view(lctx *c, const aten_view *v, int cplx, int nd, int64_
         full.stride[full.nd] = 1;
         full.nd++;
     }
-    int id, rc = mat_view(c, &full, &id);
+    int id, rc = al_mat_view(c, &full, &id);
     if (rc) return rc;
     int vid;
     if (cplx) size[nd++] = 2;
-    if ((rc = emit_view_to(c, id, nd, size, &vid))) return rc;
-    return cplx ? set_result_cplx(c, vid) : set_result(c, vid);
+    if ((rc = al_emit_view_to(c, id, nd, size, &vid))) return rc;
+    return cplx ? al_set_result_cplx(c, vid) : al_set_result(c, vid);
 }
 
 static int do_reshape(lctx *c, int j, int nd, int64_t *size, int allow_copy) {
@@ -552,13 +515,16 @@ static int do_reshape(lctx *c, int j, int nd, int64_t *size, int allow_copy) {
 }
 
 /* repeat_interleave(x, r, dim): x with a stride-0 dim of r after dim, merged (a copy). */
-static int lower_repeat_interleave(lctx *c) {
+int al_lower_repeat_interleave(lctx *c, const char *base, const char *target) {
+    (void)base;
+    if (strcmp(target, "aten.repeat_interleave.self_int"))
+        return FAIL(c, "%s: only repeat_interleave by an integer count (self_int) is supported", target);
     int j, rc;
     int64_t r, dim;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j))) return rc;
-    const drift_json_value *rv = arg(c, 1, "repeats");
-    if (node_ref(rv)) return FAIL(c, "repeat_interleave with a tensor of repeats is not supported");
-    if ((rc = get_int(c, rv, "repeats", 1, &r)) || (rc = get_int(c, arg(c, 2, "dim"), "dim", INT64_MIN, &dim))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
+    const drift_json_value *rv = al_arg(c, 1, "repeats");
+    if (al_node_ref(rv)) return FAIL(c, "repeat_interleave with a tensor of repeats is not supported");
+    if ((rc = al_get_int(c, rv, "repeats", 1, &r)) || (rc = al_get_int(c, al_arg(c, 2, "dim"), "dim", INT64_MIN, &dim))) return rc;
     aten_view v = c->fx[j].t;
     if (dim == INT64_MIN) { /* flattened first */
         int64_t n = aten_view_numel(&v);
@@ -579,10 +545,12 @@ static int lower_repeat_interleave(lctx *c) {
 }
 
 /* repeat(x, reps): per dim a stride-0 outer copy, merged (a copy). */
-static int lower_repeat(lctx *c) {
+int al_lower_repeat(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     int j, rc, nr;
     int64_t reps[DRIFT_MAX_DIMS];
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j)) || (rc = get_ints(c, arg(c, 1, "repeats"), "repeats", reps, &nr)))
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_get_ints(c, al_arg(c, 1, "repeats"), "repeats", reps, &nr)))
         return rc;
     const aten_view v = c->fx[j].t;
     if (nr < v.nd || 2 * nr > DRIFT_MAX_DIMS) return FAIL(c, "repeat of a %d-d tensor by %d factors is not supported", v.nd, nr);
@@ -601,10 +569,12 @@ static int lower_repeat(lctx *c) {
 }
 
 /* meshgrid(tensors, indexing): each output a stride-0 view of one 1-d input. */
-static int lower_meshgrid(lctx *c) {
-    const drift_json_value *list = arg(c, 0, "tensors");
+int al_lower_meshgrid(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    const drift_json_value *list = al_arg(c, 0, "tensors");
     const char *ix = NULL;
-    int rc = get_str(c, arg(c, 1, "indexing"), "indexing", "ij", &ix);
+    int rc = al_get_str(c, al_arg(c, 1, "indexing"), "indexing", "ij", &ix);
     if (rc) return rc;
     if (!list || list->type != DRIFT_JSON_ARRAY || list->n_items == 0 || list->n_items > DRIFT_MAX_DIMS)
         return FAIL(c, "tensors: expected 1..%d tensors", DRIFT_MAX_DIMS);
@@ -613,7 +583,7 @@ static int lower_meshgrid(lctx *c) {
     int js[DRIFT_MAX_DIMS];
     int64_t sz[DRIFT_MAX_DIMS];
     for (int k = 0; k < n; k++) {
-        if ((rc = tensor_arg(c, &list->items[k], "tensors[]", &js[k]))) return rc;
+        if ((rc = al_tensor_arg(c, &list->items[k], "tensors[]", &js[k]))) return rc;
         const aten_view *v = &c->fx[js[k]].t;
         if (v->nd > 1) return FAIL(c, "meshgrid inputs must be 0-d or 1-d");
         sz[k] = v->nd ? v->size[0] : 1;
@@ -639,54 +609,57 @@ static int lower_meshgrid(lctx *c) {
 }
 
 /* outer(a, b) = a[:, None] * b[None, :] */
-static int lower_outer(lctx *c, const char *target) {
+int al_lower_outer(lctx *c, const char *base, const char *target) {
+    (void)base;
     int ja, jb, rc;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &ja)) || (rc = tensor_arg(c, arg(c, 1, "vec2"), "vec2", &jb))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &ja)) || (rc = al_tensor_arg(c, al_arg(c, 1, "vec2"), "vec2", &jb))) return rc;
     aten_view a = c->fx[ja].t, b = c->fx[jb].t;
     if (a.nd != 1 || b.nd != 1) return FAIL(c, "outer needs two 1-d tensors");
     a.nd = 2, a.size[1] = 1, a.stride[1] = 1;
     b.nd = 2, b.size[1] = b.size[0], b.stride[1] = b.stride[0], b.size[0] = 1, b.stride[0] = 1;
     int x, y, id;
-    if ((rc = mat_view(c, &a, &x)) || (rc = mat_view(c, &b, &y))) return rc;
+    if ((rc = al_mat_view(c, &a, &x)) || (rc = al_mat_view(c, &b, &y))) return rc;
     int in[2] = {x, y};
-    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, rule_of(target), &id))) return rc;
-    return set_result(c, id);
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, al_rule_of(target), &id))) return rc;
+    return al_set_result(c, id);
 }
 
-static int lower_clamp(lctx *c, const char *base, const char *target) {
+int al_lower_clamp(lctx *c, const char *base, const char *target) {
     int x, rc;
-    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x))) return rc;
-    const drift_json_value *lo = arg(c, 1, "min"), *hi = arg(c, 2, "max");
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const drift_json_value *lo = al_arg(c, 1, "min"), *hi = al_arg(c, 2, "max");
     if (!strcmp(base, "clamp_max")) hi = lo, lo = NULL;
-    if (node_ref(lo) || node_ref(hi)) return FAIL(c, "clamp with tensor bounds is not supported");
-    if (is_none(lo) && is_none(hi)) return FAIL(c, "clamp needs a bound");
+    if (al_node_ref(lo) || al_node_ref(hi)) return FAIL(c, "clamp with tensor bounds is not supported");
+    if (al_is_none(lo) && al_is_none(hi)) return FAIL(c, "clamp needs a bound");
     double a, b;
     int id = x;
     drift_op op;
     memset(&op, 0, sizeof op);
-    if (!is_none(lo)) {
-        if ((rc = get_num(c, lo, "min", 0, &a))) return rc;
+    if (!al_is_none(lo)) {
+        if ((rc = al_get_num(c, lo, "min", 0, &a))) return rc;
         op.sub = DRIFT_SCALAR_MAX, op.scalar = a;
-        if ((rc = emit(c, DRIFT_OP_SCALAR, &op, 1, &id, rule_of(target), &id))) return rc;
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &id, al_rule_of(target), &id))) return rc;
     }
-    if (!is_none(hi)) {
-        if ((rc = get_num(c, hi, "max", 0, &b))) return rc;
+    if (!al_is_none(hi)) {
+        if ((rc = al_get_num(c, hi, "max", 0, &b))) return rc;
         op.sub = DRIFT_SCALAR_MIN, op.scalar = b;
-        if ((rc = emit(c, DRIFT_OP_SCALAR, &op, 1, &id, rule_of(target), &id))) return rc;
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &id, al_rule_of(target), &id))) return rc;
     }
-    return set_result(c, id);
+    return al_set_result(c, id);
 }
 
-static int lower_linspace(lctx *c) {
+int al_lower_linspace(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     double a, b;
     int64_t n;
     int rc;
-    if ((rc = get_num(c, arg(c, 0, "start"), "start", 0, &a)) || (rc = get_num(c, arg(c, 1, "end"), "end", 0, &b)) ||
-        (rc = get_int(c, arg(c, 2, "steps"), "steps", 0, &n)))
+    if ((rc = al_get_num(c, al_arg(c, 0, "start"), "start", 0, &a)) || (rc = al_get_num(c, al_arg(c, 1, "end"), "end", 0, &b)) ||
+        (rc = al_get_int(c, al_arg(c, 2, "steps"), "steps", 0, &n)))
         return rc;
     if (n < 1 || n > DRIFT_GRAPH_MAX_DIM || !isfinite(a) || !isfinite(b)) return FAIL(c, "linspace arguments out of range");
     drift_dtype dt;
-    if ((rc = val_dtype(c, &dt))) return rc;
+    if ((rc = al_val_dtype(c, &dt))) return rc;
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
     s.op.sub = 2;
@@ -697,24 +670,25 @@ static int lower_linspace(lctx *c) {
     s.ndim = 1;
     s.shape[0] = n;
     int id;
-    if ((rc = add_node(c, &s, &id))) return rc;
-    return set_result(c, id);
+    if ((rc = al_add_node(c, &s, &id))) return rc;
+    return al_set_result(c, id);
 }
 
-static int lower_view_like(lctx *c, const char *base) {
+int al_lower_view_like(lctx *c, const char *base, const char *target) {
+    (void)target;
     int j, rc;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
     const aten_view *v = &c->fx[j].t;
     int64_t size[DRIFT_MAX_DIMS];
     int nd = 0;
     int64_t a = 0, b = 0;
     if (!strcmp(base, "view") || !strcmp(base, "reshape") || !strcmp(base, "_unsafe_view")) {
-        if ((rc = get_ints(c, arg(c, 1, "size"), "size", size, &nd))) return rc;
+        if ((rc = al_get_ints(c, al_arg(c, 1, "size"), "size", size, &nd))) return rc;
         return do_reshape(c, j, nd, size, 1);
     }
     if (!strcmp(base, "flatten")) {
-        if ((rc = get_int(c, arg(c, 1, "start_dim"), "start_dim", 0, &a)) ||
-            (rc = get_int(c, arg(c, 2, "end_dim"), "end_dim", -1, &b)))
+        if ((rc = al_get_int(c, al_arg(c, 1, "start_dim"), "start_dim", 0, &a)) ||
+            (rc = al_get_int(c, al_arg(c, 2, "end_dim"), "end_dim", -1, &b)))
             return rc;
         if (v->nd == 0) return do_reshape(c, j, 1, (int64_t[]){1}, 1);
         int s = aten_view_dim(a, v->nd), e = aten_view_dim(b, v->nd);
@@ -729,7 +703,7 @@ static int lower_view_like(lctx *c, const char *base) {
     if (!strcmp(base, "unflatten")) {
         int64_t parts[DRIFT_MAX_DIMS];
         int np = 0;
-        if ((rc = get_int(c, arg(c, 1, "dim"), "dim", 0, &a)) || (rc = get_ints(c, arg(c, 2, "sizes"), "sizes", parts, &np)))
+        if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &a)) || (rc = al_get_ints(c, al_arg(c, 2, "sizes"), "sizes", parts, &np)))
             return rc;
         int d = aten_view_dim(a, v->nd);
         if (d < 0 || v->nd - 1 + np > DRIFT_MAX_DIMS) return FAIL(c, "unflatten dim %lld out of range", (long long)a);
@@ -741,7 +715,7 @@ static int lower_view_like(lctx *c, const char *base) {
     }
     aten_view o = *v;
     if (!strcmp(base, "unsqueeze")) {
-        if ((rc = get_int(c, arg(c, 1, "dim"), "dim", 0, &a))) return rc;
+        if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &a))) return rc;
         int d = aten_view_dim(a, v->nd + 1);
         if (d < 0 || v->nd >= DRIFT_MAX_DIMS) return FAIL(c, "unsqueeze dim %lld out of range", (long long)a);
         for (int i = v->nd; i > d; i--) {
@@ -751,15 +725,15 @@ static int lower_view_like(lctx *c, const char *base) {
         o.size[d] = 1;
         o.stride[d] = d < v->nd ? v->size[d] * v->stride[d] : 1;
         o.nd = v->nd + 1;
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     if (!strcmp(base, "squeeze")) {
         int64_t dims[DRIFT_MAX_DIMS];
         int ndims = 0;
-        const drift_json_value *dv = arg(c, 1, "dim");
-        if (is_none(dv)) {
+        const drift_json_value *dv = al_arg(c, 1, "dim");
+        if (al_is_none(dv)) {
             for (int i = 0; i < v->nd; i++) dims[ndims++] = i;
-        } else if ((rc = get_ints(c, dv, "dim", dims, &ndims))) {
+        } else if ((rc = al_get_ints(c, dv, "dim", dims, &ndims))) {
             return rc;
         }
         int drop[DRIFT_MAX_DIMS] = {0};
@@ -775,12 +749,12 @@ static int lower_view_like(lctx *c, const char *base) {
                 o.stride[o.nd] = v->stride[i];
                 o.nd++;
             }
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     if (!strcmp(base, "permute")) {
         int64_t p[DRIFT_MAX_DIMS];
         int np = 0;
-        if ((rc = get_ints(c, arg(c, 1, "dims"), "dims", p, &np))) return rc;
+        if ((rc = al_get_ints(c, al_arg(c, 1, "dims"), "dims", p, &np))) return rc;
         if (np != v->nd) return FAIL(c, "permute of a %d-d tensor needs %d dims, got %d", v->nd, v->nd, np);
         int seen[DRIFT_MAX_DIMS] = {0};
         for (int i = 0; i < np; i++) {
@@ -790,20 +764,20 @@ static int lower_view_like(lctx *c, const char *base) {
             o.size[i] = v->size[d];
             o.stride[i] = v->stride[d];
         }
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     if (!strcmp(base, "transpose") || !strcmp(base, "swapaxes")) {
-        if ((rc = get_int(c, arg(c, 1, "dim0"), "dim0", 0, &a)) || (rc = get_int(c, arg(c, 2, "dim1"), "dim1", 0, &b)))
+        if ((rc = al_get_int(c, al_arg(c, 1, "dim0"), "dim0", 0, &a)) || (rc = al_get_int(c, al_arg(c, 2, "dim1"), "dim1", 0, &b)))
             return rc;
         int d0 = aten_view_dim(a, v->nd), d1 = aten_view_dim(b, v->nd);
         if (d0 < 0 || d1 < 0) return FAIL(c, "transpose dims out of range");
-        if (v->nd == 0) return set_view(c, &o);
+        if (v->nd == 0) return al_set_view(c, &o);
         o.size[d0] = v->size[d1], o.size[d1] = v->size[d0];
         o.stride[d0] = v->stride[d1], o.stride[d1] = v->stride[d0];
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     if (!strcmp(base, "expand")) {
-        if ((rc = get_ints(c, arg(c, 1, "size"), "size", size, &nd))) return rc;
+        if ((rc = al_get_ints(c, al_arg(c, 1, "size"), "size", size, &nd))) return rc;
         if (nd < v->nd) return FAIL(c, "expand to %d dims from %d", nd, v->nd);
         o.nd = nd;
         for (int i = nd - 1; i >= 0; i--) {
@@ -823,14 +797,14 @@ static int lower_view_like(lctx *c, const char *base) {
                 return FAIL(c, "expand: dim %d of size %lld cannot become %lld", k, (long long)v->size[k], (long long)s);
             }
         }
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     if (!strcmp(base, "slice")) {
         int64_t dim, start, end, step;
-        if ((rc = get_int(c, arg(c, 1, "dim"), "dim", 0, &dim)) ||
-            (rc = get_int(c, arg(c, 2, "start"), "start", 0, &start)) ||
-            (rc = get_int(c, arg(c, 3, "end"), "end", INT64_MAX, &end)) ||
-            (rc = get_int(c, arg(c, 4, "step"), "step", 1, &step)))
+        if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
+            (rc = al_get_int(c, al_arg(c, 2, "start"), "start", 0, &start)) ||
+            (rc = al_get_int(c, al_arg(c, 3, "end"), "end", INT64_MAX, &end)) ||
+            (rc = al_get_int(c, al_arg(c, 4, "step"), "step", 1, &step)))
             return rc;
         int d = aten_view_dim(dim, v->nd);
         if (d < 0 || v->nd == 0) return FAIL(c, "slice dim %lld out of range", (long long)dim);
@@ -844,11 +818,11 @@ static int lower_view_like(lctx *c, const char *base) {
         o.off += start * v->stride[d];
         o.size[d] = (end - start + step - 1) / step;
         o.stride[d] *= step;
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     if (!strcmp(base, "select")) {
         int64_t dim, idx;
-        if ((rc = get_int(c, arg(c, 1, "dim"), "dim", 0, &dim)) || (rc = get_int(c, arg(c, 2, "index"), "index", 0, &idx)))
+        if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) || (rc = al_get_int(c, al_arg(c, 2, "index"), "index", 0, &idx)))
             return rc;
         int d = aten_view_dim(dim, v->nd);
         if (d < 0 || v->nd == 0) return FAIL(c, "select dim %lld out of range", (long long)dim);
@@ -860,19 +834,20 @@ static int lower_view_like(lctx *c, const char *base) {
             o.stride[i] = v->stride[i + 1];
         }
         o.nd = v->nd - 1;
-        return set_view(c, &o);
+        return al_set_view(c, &o);
     }
     return FAIL(c, "internal: view op %s", base);
 }
 
 /* split_with_sizes, split, chunk, unbind: a tuple of views. */
-static int lower_multi(lctx *c, const char *base) {
+int al_lower_multi(lctx *c, const char *base, const char *target) {
+    (void)target;
     int j, rc;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
     const aten_view *v = &c->fx[j].t;
     int64_t dim = 0;
     int unbind = !strcmp(base, "unbind");
-    if ((rc = get_int(c, arg(c, unbind ? 1 : 2, "dim"), "dim", 0, &dim))) return rc;
+    if ((rc = al_get_int(c, al_arg(c, unbind ? 1 : 2, "dim"), "dim", 0, &dim))) return rc;
     int d = aten_view_dim(dim, v->nd);
     if (d < 0 || v->nd == 0) return FAIL(c, "dim %lld out of range", (long long)dim);
     const int64_t n = v->size[d];
@@ -883,7 +858,7 @@ static int lower_multi(lctx *c, const char *base) {
     if (unbind) {
         for (int64_t i = 0; i < n; i++) len[np++] = 1;
     } else if (!strcmp(base, "split_with_sizes")) {
-        const drift_json_value *sv = arg(c, 1, "split_sizes");
+        const drift_json_value *sv = al_arg(c, 1, "split_sizes");
         if (!sv || sv->type != DRIFT_JSON_ARRAY || sv->n_items == 0 || (int64_t)sv->n_items > n) {
             drift_free(len);
             return FAIL(c, "split_sizes: expected 1..%lld integers", (long long)n);
@@ -904,7 +879,7 @@ static int lower_multi(lctx *c, const char *base) {
         }
     } else {
         int64_t k = 0;
-        if ((rc = get_int(c, arg(c, 1, !strcmp(base, "chunk") ? "chunks" : "split_size"), "size", 1, &k))) {
+        if ((rc = al_get_int(c, al_arg(c, 1, !strcmp(base, "chunk") ? "chunks" : "split_size"), "size", 1, &k))) {
             drift_free(len);
             return rc;
         }
@@ -944,35 +919,45 @@ static int lower_multi(lctx *c, const char *base) {
     return DRIFT_OK;
 }
 
-static int lower_getitem(lctx *c) {
-    int j = ref_of(c, arg(c, 0, NULL));
+int al_lower_getitem(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int j = al_ref_of(c, al_arg(c, 0, NULL));
     if (j < 0 || c->fx[j].kind != FX_MULTI) return FAIL(c, "getitem of something that is not a tuple of tensors");
     int64_t i;
-    int rc = get_int(c, arg(c, 1, NULL), "index", 0, &i);
+    int rc = al_get_int(c, al_arg(c, 1, NULL), "index", 0, &i);
     if (rc) return rc;
     if (i < 0) i += c->fx[j].n_multi;
     if (i < 0 || i >= c->fx[j].n_multi) return FAIL(c, "getitem index %lld out of range", (long long)i);
     c->last_cplx = c->fx[j].cplx;
-    return set_view(c, &c->fx[j].multi[i]);
+    if (c->fx[j].multi[i].root < 0) { /* a drift.tuple entry that is not a tensor */
+        c->fx[c->cur].kind = FX_OTHER;
+        return DRIFT_OK;
+    }
+    return al_set_view(c, &c->fx[j].multi[i]);
 }
 
 /* alias-like: the same view */
-static int lower_alias(lctx *c) {
-    int j, rc = tensor_arg(c, arg(c, 0, "self"), "self", &j);
+int al_lower_alias(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int j, rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j);
     if (rc) return rc;
-    return set_view(c, &c->fx[j].t);
+    return al_set_view(c, &c->fx[j].t);
 }
 
 /* clone/contiguous: a copy (later writes to it must not reach the source) */
-static int lower_copy_of(lctx *c) {
-    int id, rc = mat_arg(c, arg(c, 0, "self"), "self", &id);
+int al_lower_copy_of(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int id, rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &id);
     if (rc) return rc;
-    return c->last_cplx ? set_result_cplx(c, id) : set_result(c, id);
+    return c->last_cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
 /* view_as_complex / view_as_real: the same storage, the pair dim hidden or shown. */
 static int lower_complex_view(lctx *c, int to_complex) {
-    int j, rc = tensor_arg(c, arg(c, 0, "self"), "self", &j);
+    int j, rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j);
     if (rc) return rc;
     aten_view v = c->fx[j].t;
     if (to_complex) {
@@ -988,20 +973,22 @@ static int lower_complex_view(lctx *c, int to_complex) {
         v.nd++;
         c->last_cplx = 0;
     }
-    return set_view(c, &v);
+    return al_set_view(c, &v);
 }
 
 /* einsum with one operand whose output is a permutation of its input: a view. */
-static int lower_einsum(lctx *c) {
+int al_lower_einsum(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     const char *eq = NULL;
-    int rc = get_str(c, arg(c, 0, "equation"), "equation", NULL, &eq);
+    int rc = al_get_str(c, al_arg(c, 0, "equation"), "equation", NULL, &eq);
     if (rc) return rc;
-    const drift_json_value *ops = arg(c, 1, "tensors");
+    const drift_json_value *ops = al_arg(c, 1, "tensors");
     if (!eq || !ops || ops->type != DRIFT_JSON_ARRAY || ops->n_items != 1)
         return FAIL(c, "einsum with %zu operands is not supported yet (one-operand permutations only)",
                     ops && ops->type == DRIFT_JSON_ARRAY ? ops->n_items : 0);
     int j;
-    if ((rc = tensor_arg(c, &ops->items[0], "tensors[0]", &j))) return rc;
+    if ((rc = al_tensor_arg(c, &ops->items[0], "tensors[0]", &j))) return rc;
     const aten_view *v = &c->fx[j].t;
     const char *arrow = strstr(eq, "->");
     if (!arrow) return FAIL(c, "einsum '%s': an explicit output (->) is needed", eq);
@@ -1014,17 +1001,17 @@ static int lower_einsum(lctx *c) {
         o.size[k] = v->size[p - eq];
         o.stride[k] = v->stride[p - eq];
     }
-    return set_view(c, &o);
+    return al_set_view(c, &o);
 }
 
 /* (a + bi)(c + di) = (ac - bd) + (ad + bc)i in opmath, as c10::complex's operator*. */
 static int lower_complex_mul(lctx *c) {
     int ja, jb, rc;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &ja)) || (rc = tensor_arg(c, arg(c, 1, "other"), "other", &jb)))
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &ja)) || (rc = al_tensor_arg(c, al_arg(c, 1, "other"), "other", &jb)))
         return rc;
     if (!c->fx[ja].cplx || !c->fx[jb].cplx) return FAIL(c, "complex times real is not supported yet");
     int A, B;
-    if ((rc = mat_fx(c, ja, &A)) || (rc = mat_fx(c, jb, &B))) return rc;
+    if ((rc = al_mat_fx(c, ja, &A)) || (rc = al_mat_fx(c, jb, &B))) return rc;
     int part[2][2]; /* [operand][re, im] */
     for (int o = 0; o < 2; o++) {
         const drift_value *x = drift_graph_value(c->out, o ? B : A);
@@ -1041,23 +1028,23 @@ static int lower_complex_mul(lctx *c) {
             s.ndim = x->ndim - 1;
             memcpy(s.shape, x->shape, sizeof(int64_t) * (size_t)s.ndim);
             if (s.ndim == 0) return FAIL(c, "a 0-d complex product");
-            if ((rc = add_node(c, &s, &part[o][k]))) return rc;
+            if ((rc = al_add_node(c, &s, &part[o][k]))) return rc;
         }
     }
     int ac, bd, ad, bc, re, im;
     int in[2];
     in[0] = part[0][0], in[1] = part[1][0];
-    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &ac))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &ac))) return rc;
     in[0] = part[0][1], in[1] = part[1][1];
-    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &bd))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &bd))) return rc;
     in[0] = part[0][0], in[1] = part[1][1];
-    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &ad))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &ad))) return rc;
     in[0] = part[0][1], in[1] = part[1][0];
-    if ((rc = emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &bc))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &bc))) return rc;
     in[0] = ac, in[1] = bd;
-    if ((rc = emit(c, DRIFT_OP_SUB, NULL, 2, in, DRIFT_RULE_PROMOTE, &re))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_SUB, NULL, 2, in, DRIFT_RULE_PROMOTE, &re))) return rc;
     in[0] = ad, in[1] = bc;
-    if ((rc = emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_PROMOTE, &im))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_PROMOTE, &im))) return rc;
     const drift_value *rv = drift_graph_value(c->out, re);
     int64_t sh[DRIFT_MAX_DIMS];
     memcpy(sh, rv->shape, sizeof sh);
@@ -1065,13 +1052,13 @@ static int lower_complex_mul(lctx *c) {
     if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "complex product of %d dims", nd);
     sh[nd] = 1;
     int r1, i1, out;
-    if ((rc = emit_view_to(c, re, nd + 1, sh, &r1)) || (rc = emit_view_to(c, im, nd + 1, sh, &i1))) return rc;
+    if ((rc = al_emit_view_to(c, re, nd + 1, sh, &r1)) || (rc = al_emit_view_to(c, im, nd + 1, sh, &i1))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
     op.dim = nd;
     in[0] = r1, in[1] = i1;
-    if ((rc = emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &out))) return rc;
-    return set_result_cplx(c, out);
+    if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &out))) return rc;
+    return al_set_result_cplx(c, out);
 }
 
 /* ---- dtype branches of known modules ----------------------------------------------
@@ -1110,9 +1097,9 @@ static int rmsnorm_noweight_input(const lctx *c, const char *m) {
     for (int j = lo; j <= hi; j++) {
         const aten_node *n = &g->nodes[j];
         for (size_t k = 0; k < n->args->n_items; k++)
-            if (is_module_weight(c, ref_of(c, &n->args->items[k]), m)) return -1;
+            if (is_module_weight(c, al_ref_of(c, &n->args->items[k]), m)) return -1;
         if (src < 0 && j < c->cur && !strcmp(n->target, "aten.to.dtype") && n->args->n_items > 0) {
-            int s = ref_of(c, &n->args->items[0]);
+            int s = al_ref_of(c, &n->args->items[0]);
             if (s >= 0 && strcmp(g->nodes[s].module, m)) src = s;
         }
     }
@@ -1121,65 +1108,59 @@ static int rmsnorm_noweight_input(const lctx *c, const char *m) {
 
 /* ---- casts ---------------------------------------------------------------------- */
 
-static int lower_to(lctx *c, const char *target) {
+int al_lower_to(lctx *c, const char *base, const char *target) {
+    (void)base;
     int j, rc;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
     const drift_json_value *dv = NULL;
-    if (!strcmp(target, "aten.to.dtype")) dv = arg(c, 1, "dtype");
-    else if (!strcmp(target, "aten.to.device")) dv = arg(c, 2, "dtype");
-    else dv = arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
+    if (!strcmp(target, "aten.to.dtype")) dv = al_arg(c, 1, "dtype");
+    else if (!strcmp(target, "aten.to.device")) dv = al_arg(c, 2, "dtype");
+    else dv = al_arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
     int given, is_int;
     drift_dtype dt;
     if (c->fx[j].cplx) { /* complex64 -> complex64 (a device move) is the only complex cast drift carries */
         const drift_json_value *nm = dv && dv->type == DRIFT_JSON_OBJECT ? drift_json_object_get(dv, "dtype") : NULL;
-        if (!is_none(dv) && !(nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64")))
+        if (!al_is_none(dv) && !(nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64")))
             return FAIL(c, "casting a complex tensor is not supported");
-        return set_view(c, &c->fx[j].t);
+        return al_set_view(c, &c->fx[j].t);
     }
-    if ((rc = get_dtype(c, dv, "dtype", &given, &dt, &is_int))) return rc;
-    if (!given || is_int) {
-        /* no dtype change (a device move), or an integer target: the importer carries
-         * integers as exact fp32 values, so a cast to an integer type is a no-op only
-         * when the source already holds integers (checked by the caller's val) */
-        if (given && is_int) {
-            const drift_json_value *sv = c->g->nodes[j].val;
-            const char *sd = sv && sv->type == DRIFT_JSON_OBJECT ? drift_json_object_get(sv, "dtype") ?
-                             drift_json_object_get(sv, "dtype")->str : NULL : NULL;
-            drift_dtype x;
-            int src_int = 0;
-            if (!sd || parse_dtype(sd, &x, &src_int) || !src_int)
-                return FAIL(c, "cast of a floating tensor to an integer dtype is not supported");
-        }
-        return set_view(c, &c->fx[j].t);
+    if ((rc = al_get_dtype(c, dv, "dtype", &given, &dt, &is_int))) return rc;
+    if (!given) return al_set_view(c, &c->fx[j].t); /* no dtype change: a device move */
+    if (is_int) { /* to an integer or bool dtype: exact (truncation toward zero, as torch) */
+        int x, out;
+        if ((rc = al_mat_fx(c, j, &x)) || (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, dt, -1, &out))) return rc;
+        return al_set_result(c, out);
     }
     int id, out;
-    if ((rc = mat_fx(c, j, &id))) return rc;
-    const aten_node *n = cur_node(c);
+    if ((rc = al_mat_fx(c, j, &id))) return rc;
+    const aten_node *n = al_cur_node(c);
     int src = is_rmsnorm(n) && !strcmp(target, "aten.to.dtype") ? rmsnorm_noweight_input(c, n->module) : -1;
-    const char *sd = src >= 0 ? val_dtype_str(&c->g->nodes[src]) : NULL, *td = val_dtype_str(n);
+    const char *sd = src >= 0 ? al_val_dtype_str(&c->g->nodes[src]) : NULL, *td = al_val_dtype_str(n);
     if (src >= 0 && src != j && sd && td && !strcmp(sd, td) && !strcmp(c->g->nodes[j].module, n->module)) {
         /* `h.to(input_dtype)`: the dtype the norm's input has under the plan */
         int ref;
-        if ((rc = mat_fx(c, src, &ref))) return rc;
-        if ((rc = emit_cast(c, id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, ref, &out))) return rc;
-        return set_result(c, out);
+        if ((rc = al_mat_fx(c, src, &ref))) return rc;
+        if ((rc = al_emit_cast(c, id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, ref, &out))) return rc;
+        return al_set_result(c, out);
     }
-    if ((rc = emit_cast(c, id, DRIFT_RULE_CAST_TO, dt, -1, &out))) return rc;
-    return set_result(c, out);
+    if ((rc = al_emit_cast(c, id, DRIFT_RULE_CAST_TO, dt, -1, &out))) return rc;
+    return al_set_result(c, out);
 }
 
-static int lower_type_as(lctx *c) {
+int al_lower_type_as(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     int x, ref, out, rc, rj;
-    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x)) || (rc = tensor_arg(c, arg(c, 1, "other"), "other", &rj)))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_tensor_arg(c, al_arg(c, 1, "other"), "other", &rj)))
         return rc;
-    if ((rc = mat_fx(c, resolve_alias(c, rj, 1), &ref))) return rc;
-    if ((rc = emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, ref, &out))) return rc;
-    return set_result(c, out);
+    if ((rc = al_mat_fx(c, al_resolve_alias(c, rj, 1), &ref))) return rc;
+    if ((rc = al_emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, ref, &out))) return rc;
+    return al_set_result(c, out);
 }
 
 /* ---- elementwise ------------------------------------------------------------------ */
 
-static int lower_unary(lctx *c, const char *base, const char *target) {
+int al_lower_unary(lctx *c, const char *base, const char *target) {
     static const struct {
         const char *op;
         int sub;
@@ -1188,145 +1169,151 @@ static int lower_unary(lctx *c, const char *base, const char *target) {
                {"sigmoid", DRIFT_UNARY_SIGMOID}, {"reciprocal", DRIFT_UNARY_RECIP}, {"abs", DRIFT_UNARY_ABS},
                {"relu", DRIFT_UNARY_RELU}};
     int x, id, rc;
-    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x))) return rc;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
-    if (!strcmp(base, "silu")) return (rc = emit(c, DRIFT_OP_SILU, NULL, 1, &x, DRIFT_RULE_PROMOTE, &id)) ? rc : set_result(c, id);
+    if (!strcmp(base, "silu")) return (rc = al_emit(c, DRIFT_OP_SILU, NULL, 1, &x, DRIFT_RULE_PROMOTE, &id)) ? rc : al_set_result(c, id);
     if (!strcmp(base, "gelu")) {
         const char *approx = NULL;
-        if ((rc = get_str(c, arg(c, 1, "approximate"), "approximate", "none", &approx))) return rc;
-        if (!strcmp(approx, "tanh")) rc = emit(c, DRIFT_OP_GELU_TANH, NULL, 1, &x, DRIFT_RULE_PROMOTE, &id);
+        if ((rc = al_get_str(c, al_arg(c, 1, "approximate"), "approximate", "none", &approx))) return rc;
+        if (!strcmp(approx, "tanh")) rc = al_emit(c, DRIFT_OP_GELU_TANH, NULL, 1, &x, DRIFT_RULE_PROMOTE, &id);
         else if (!strcmp(approx, "none")) {
             op.sub = DRIFT_UNARY_GELU_ERF;
-            rc = emit(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_RULE_PROMOTE, &id);
+            rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_RULE_PROMOTE, &id);
         } else
             return FAIL(c, "approximate='%s': expected 'none' or 'tanh'", approx);
-        return rc ? rc : set_result(c, id);
+        return rc ? rc : al_set_result(c, id);
     }
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(base, map[i].op)) {
             op.sub = map[i].sub;
-            if ((rc = emit(c, DRIFT_OP_UNARY, &op, 1, &x, rule_of(target), &id))) return rc;
-            return set_result(c, id);
+            if ((rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, al_rule_of(target), &id))) return rc;
+            return al_set_result(c, id);
         }
     return FAIL(c, "internal: unary %s", base);
 }
 
-/* Two operands of a binary op: materialised ids, or a number. */
-typedef struct operand {
-    int is_num;
-    double num;
-    int id, fx;
-} operand;
 
-static int get_operand(lctx *c, const drift_json_value *v, const char *what, operand *o) {
+int al_get_operand(lctx *c, const drift_json_value *v, const char *what, operand *o) {
     memset(o, 0, sizeof *o);
     o->fx = -1;
-    if (node_ref(v)) {
-        int rc = tensor_arg(c, v, what, &o->fx);
-        return rc ? rc : mat_fx(c, o->fx, &o->id);
+    if (al_node_ref(v)) {
+        int rc = al_tensor_arg(c, v, what, &o->fx);
+        return rc ? rc : al_mat_fx(c, o->fx, &o->id);
     }
     o->is_num = 1;
-    return get_num(c, v, what, 0.0, &o->num);
+    return al_get_num(c, v, what, 0.0, &o->num);
 }
 
-static int emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule) {
+int al_emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule) {
     drift_op op;
     memset(&op, 0, sizeof op);
     op.sub = sub;
     op.scalar = s;
-    int id, rc = emit(c, DRIFT_OP_SCALAR, &op, 1, &x, rule, &id);
-    return rc ? rc : set_result(c, id);
+    int id, rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, rule, &id);
+    return rc ? rc : al_set_result(c, id);
 }
 
-static int lower_binary(lctx *c, const char *base, const char *target) {
+int al_lower_binary(lctx *c, const char *base, const char *target) {
     operand a, b;
     int rc;
-    if ((rc = get_operand(c, arg(c, 0, "self"), "self", &a)) || (rc = get_operand(c, arg(c, 1, "other"), "other", &b)))
+    if ((rc = al_get_operand(c, al_arg(c, 0, "self"), "self", &a)) || (rc = al_get_operand(c, al_arg(c, 1, "other"), "other", &b)))
         return rc;
     double alpha = 1.0;
-    if ((rc = get_num(c, arg(c, 2, "alpha"), "alpha", 1.0, &alpha))) return rc;
+    if ((rc = al_get_num(c, al_arg(c, 2, "alpha"), "alpha", 1.0, &alpha))) return rc;
     if (alpha != 1.0) return FAIL(c, "alpha = %g is not supported (only 1)", alpha);
+    if (!strcmp(base, "div") && !a.is_num && !b.is_num) { /* true division of integers gives float32 */
+        const char *ad = al_val_dtype_str(&c->g->nodes[a.fx]), *bd = al_val_dtype_str(&c->g->nodes[b.fx]);
+        if (ad && (!strncmp(ad, "int", 3) || !strcmp(ad, "bool")) &&
+            (rc = al_emit_cast(c, a.id, DRIFT_RULE_CAST_TO, DRIFT_F32, -1, &a.id)))
+            return rc;
+        if (bd && (!strncmp(bd, "int", 3) || !strcmp(bd, "bool")) &&
+            (rc = al_emit_cast(c, b.id, DRIFT_RULE_CAST_TO, DRIFT_F32, -1, &b.id)))
+            return rc;
+    }
     if (!strcmp(base, "div")) {
         const char *mode = NULL;
-        if ((rc = get_str(c, arg(c, -1, "rounding_mode"), "rounding_mode", NULL, &mode))) return rc;
-        if (mode) return FAIL(c, "rounding_mode='%s' is not supported", mode);
+        if ((rc = al_get_str(c, al_arg(c, -1, "rounding_mode"), "rounding_mode", NULL, &mode))) return rc;
+        if (mode) return al_lower_binary_ext(c, base, target);
     }
-    drift_dtype_rule rule = rule_of(target);
+    drift_dtype_rule rule = al_rule_of(target);
     if (a.is_num && b.is_num) return FAIL(c, "both operands are numbers");
     if (b.is_num) {
         int sub = !strcmp(base, "add") ? DRIFT_SCALAR_ADD : !strcmp(base, "sub") ? DRIFT_SCALAR_SUB
                   : !strcmp(base, "mul") ? DRIFT_SCALAR_MUL : DRIFT_SCALAR_DIV;
-        return emit_scalar(c, a.id, sub, b.num, rule);
+        return al_emit_scalar(c, a.id, sub, b.num, rule);
     }
     if (a.is_num) {
-        if (!strcmp(base, "add")) return emit_scalar(c, b.id, DRIFT_SCALAR_ADD, a.num, rule);
-        if (!strcmp(base, "mul")) return emit_scalar(c, b.id, DRIFT_SCALAR_MUL, a.num, rule);
-        if (!strcmp(base, "sub")) return emit_scalar(c, b.id, DRIFT_SCALAR_RSUB, a.num, rule);
+        if (!strcmp(base, "add")) return al_emit_scalar(c, b.id, DRIFT_SCALAR_ADD, a.num, rule);
+        if (!strcmp(base, "mul")) return al_emit_scalar(c, b.id, DRIFT_SCALAR_MUL, a.num, rule);
+        if (!strcmp(base, "sub")) return al_emit_scalar(c, b.id, DRIFT_SCALAR_RSUB, a.num, rule);
         return FAIL(c, "a number divided by a tensor is not supported");
     }
     /* A 0-d tensor next to a dimensioned one does not take part in type promotion:
      * it is cast to the other operand's dtype (TensorIterator's common dtype). */
     const drift_value *va = drift_graph_value(c->out, a.id), *vb = drift_graph_value(c->out, b.id);
-    if (va->ndim == 0 && vb->ndim > 0 && (rc = emit_cast(c, a.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, b.id, &a.id)))
+    if (va->ndim == 0 && vb->ndim > 0 && (rc = al_emit_cast(c, a.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, b.id, &a.id)))
         return rc;
-    if (vb->ndim == 0 && va->ndim > 0 && (rc = emit_cast(c, b.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
+    if (vb->ndim == 0 && va->ndim > 0 && (rc = al_emit_cast(c, b.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
         return rc;
-    const aten_node *n = cur_node(c);
+    const aten_node *n = al_cur_node(c);
     if (!strcmp(base, "mul") && is_rmsnorm(n)) { /* diffusers' RMSNorm: h.to(weight.dtype) if half, then h * weight */
         if (is_module_weight(c, b.fx, n->module) &&
-            (rc = emit_cast(c, a.id, DRIFT_RULE_HALF_AS, DRIFT_DTYPE_INVALID, b.id, &a.id)))
+            (rc = al_emit_cast(c, a.id, DRIFT_RULE_HALF_AS, DRIFT_DTYPE_INVALID, b.id, &a.id)))
             return rc;
         if (is_module_weight(c, a.fx, n->module) &&
-            (rc = emit_cast(c, b.id, DRIFT_RULE_HALF_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
+            (rc = al_emit_cast(c, b.id, DRIFT_RULE_HALF_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
             return rc;
     }
     drift_op_kind k = !strcmp(base, "add") ? DRIFT_OP_ADD : !strcmp(base, "sub") ? DRIFT_OP_SUB
                       : !strcmp(base, "mul") ? DRIFT_OP_MUL : DRIFT_OP_DIV;
     int in[2] = {a.id, b.id}, id;
-    if ((rc = emit(c, k, NULL, 2, in, rule, &id))) return rc;
-    return set_result(c, id);
+    if ((rc = al_emit(c, k, NULL, 2, in, rule, &id))) return rc;
+    return al_set_result(c, id);
 }
 
-static int lower_rsub(lctx *c, const char *target) {
+int al_lower_rsub(lctx *c, const char *base, const char *target) {
+    (void)base;
     int x, rc;
     double s, alpha;
-    if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x)) || (rc = get_num(c, arg(c, 1, "other"), "other", 0, &s)) ||
-        (rc = get_num(c, arg(c, 2, "alpha"), "alpha", 1.0, &alpha)))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_num(c, al_arg(c, 1, "other"), "other", 0, &s)) ||
+        (rc = al_get_num(c, al_arg(c, 2, "alpha"), "alpha", 1.0, &alpha)))
         return rc;
     if (alpha != 1.0) return FAIL(c, "alpha = %g is not supported (only 1)", alpha);
-    return emit_scalar(c, x, DRIFT_SCALAR_RSUB, s, rule_of(target));
+    return al_emit_scalar(c, x, DRIFT_SCALAR_RSUB, s, al_rule_of(target));
 }
 
-static int lower_pow(lctx *c, const char *target) {
+int al_lower_pow(lctx *c, const char *base, const char *target) {
+    (void)base;
     int x, rc;
     double e;
     if (!strcmp(target, "aten.pow.Tensor_Scalar")) {
-        if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x)) || (rc = get_num(c, arg(c, 1, "exponent"), "exponent", 1, &e)))
+        if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_num(c, al_arg(c, 1, "exponent"), "exponent", 1, &e)))
             return rc;
-        return emit_scalar(c, x, DRIFT_SCALAR_POW, e, DRIFT_RULE_AUTOCAST_FP32);
+        return al_emit_scalar(c, x, DRIFT_SCALAR_POW, e, DRIFT_RULE_AUTOCAST_FP32);
     }
     if (!strcmp(target, "aten.pow.Scalar")) { /* s ** x */
         double b;
-        if ((rc = get_num(c, arg(c, 0, "self"), "self", 1, &b)) || (rc = mat_arg(c, arg(c, 1, "exponent"), "exponent", &x)))
+        if ((rc = al_get_num(c, al_arg(c, 0, "self"), "self", 1, &b)) || (rc = al_mat_arg(c, al_arg(c, 1, "exponent"), "exponent", &x)))
             return rc;
-        return emit_scalar(c, x, DRIFT_SCALAR_RPOW, b, DRIFT_RULE_AUTOCAST_FP32);
+        return al_emit_scalar(c, x, DRIFT_SCALAR_RPOW, b, DRIFT_RULE_AUTOCAST_FP32);
     }
-    return FAIL(c, "pow of two tensors is not supported yet");
+    return al_lower_binary_ext(c, "pow", target); /* two tensors */
 }
 
 /* ---- reductions, norms, matmuls --------------------------------------------------- */
 
-static int lower_reduce(lctx *c, const char *base, const char *target) {
+int al_lower_reduce(lctx *c, const char *base, const char *target) {
+    if (strcmp(target, "aten.mean.dim") && strcmp(target, "aten.sum.dim_IntList")) return al_lower_reduce_ext(c, base, target);
     int j, rc;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &j))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
     int64_t dims[DRIFT_MAX_DIMS], keep;
     int nd = 0;
-    if ((rc = get_ints(c, arg(c, 1, "dim"), "dim", dims, &nd)) || (rc = get_int(c, arg(c, 2, "keepdim"), "keepdim", 0, &keep)))
+    if ((rc = al_get_ints(c, al_arg(c, 1, "dim"), "dim", dims, &nd)) || (rc = al_get_int(c, al_arg(c, 2, "keepdim"), "keepdim", 0, &keep)))
         return rc;
     int given, is_int;
     drift_dtype dt;
-    if ((rc = get_dtype(c, arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
+    if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
     if (given) return FAIL(c, "a reduction with an explicit dtype is not supported yet");
     const aten_view *v = &c->fx[j].t;
     int d = -1, real = 0;
@@ -1338,12 +1325,12 @@ static int lower_reduce(lctx *c, const char *base, const char *target) {
     if (nd == 0 || real > 1) return FAIL(c, "a reduction over several dims at once is not supported yet");
     if (d < 0) d = aten_view_dim(dims[0], v->nd);
     int x, id;
-    if ((rc = mat_fx(c, j, &x))) return rc;
+    if ((rc = al_mat_fx(c, j, &x))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
     op.sub = !strcmp(base, "mean") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
     op.dim = d;
-    if ((rc = emit(c, DRIFT_OP_REDUCE, &op, 1, &x, rule_of(target), &id))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_REDUCE, &op, 1, &x, al_rule_of(target), &id))) return rc;
     if (!keep) {
         int64_t sh[DRIFT_MAX_DIMS];
         int m = 0;
@@ -1352,14 +1339,14 @@ static int lower_reduce(lctx *c, const char *base, const char *target) {
             for (int k = 0; k < nd; k++) drop |= aten_view_dim(dims[k], v->nd) == i;
             if (!drop) sh[m++] = v->size[i];
         }
-        if ((rc = emit_view_to(c, id, m, sh, &id))) return rc;
+        if ((rc = al_emit_view_to(c, id, m, sh, &id))) return rc;
     }
-    return set_result(c, id);
+    return al_set_result(c, id);
 }
 
 static int last_dim_only(lctx *c, int x, const drift_json_value *ns) {
     int64_t s[DRIFT_MAX_DIMS];
-    int n = 0, rc = get_ints(c, ns, "normalized_shape", s, &n);
+    int n = 0, rc = al_get_ints(c, ns, "normalized_shape", s, &n);
     if (rc) return rc;
     const drift_value *v = drift_graph_value(c->out, x);
     if (n != 1 || v->ndim < 1 || s[0] != v->shape[v->ndim - 1])
@@ -1367,40 +1354,43 @@ static int last_dim_only(lctx *c, int x, const drift_json_value *ns) {
     return DRIFT_OK;
 }
 
-static int lower_norm(lctx *c, const char *base) {
+int al_lower_norm(lctx *c, const char *base, const char *target) {
+    (void)target;
     int in[3], n = 1, rc;
-    if ((rc = mat_arg(c, arg(c, 0, "input"), "input", &in[0]))) return rc;
-    if ((rc = last_dim_only(c, in[0], arg(c, 1, "normalized_shape")))) return rc;
-    const drift_json_value *w = arg(c, 2, "weight");
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0]))) return rc;
+    if ((rc = last_dim_only(c, in[0], al_arg(c, 1, "normalized_shape")))) return rc;
+    const drift_json_value *w = al_arg(c, 2, "weight");
     int layer = !strcmp(base, "layer_norm");
-    const drift_json_value *bias = layer ? arg(c, 3, "bias") : NULL;
+    const drift_json_value *bias = layer ? al_arg(c, 3, "bias") : NULL;
     double eps;
-    const drift_json_value *ev = arg(c, layer ? 4 : 3, "eps");
-    if (!layer && is_none(ev)) return FAIL(c, "rms_norm with eps=None (the dtype's epsilon) is not supported yet");
-    if ((rc = get_num(c, ev, "eps", 1e-5, &eps))) return rc;
-    if (!is_none(w) && (rc = mat_arg(c, w, "weight", &in[n++]))) return rc;
-    if (!is_none(bias)) {
+    const drift_json_value *ev = al_arg(c, layer ? 4 : 3, "eps");
+    if (!layer && al_is_none(ev)) return FAIL(c, "rms_norm with eps=None (the dtype's epsilon) is not supported yet");
+    if ((rc = al_get_num(c, ev, "eps", 1e-5, &eps))) return rc;
+    if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
+    if (!al_is_none(bias)) {
         if (n == 1) return FAIL(c, "layer_norm with a bias but no weight is not supported");
-        if ((rc = mat_arg(c, bias, "bias", &in[n++]))) return rc;
+        if ((rc = al_mat_arg(c, bias, "bias", &in[n++]))) return rc;
     }
     drift_op op;
     memset(&op, 0, sizeof op);
     op.eps = (float)eps;
     int id;
-    if ((rc = emit(c, layer ? DRIFT_OP_LAYER_NORM : DRIFT_OP_RMS_NORM, &op, n, in,
+    if ((rc = al_emit(c, layer ? DRIFT_OP_LAYER_NORM : DRIFT_OP_RMS_NORM, &op, n, in,
                    layer ? DRIFT_RULE_AUTOCAST_FP32 : DRIFT_RULE_RMS_NORM, &id)))
         return rc;
-    return set_result(c, id);
+    return al_set_result(c, id);
 }
 
-static int lower_linear(lctx *c) {
+int al_lower_linear(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     int in[3], n = 2, rc, id;
-    if ((rc = mat_arg(c, arg(c, 0, "input"), "input", &in[0])) || (rc = mat_arg(c, arg(c, 1, "weight"), "weight", &in[1])))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0])) || (rc = al_mat_arg(c, al_arg(c, 1, "weight"), "weight", &in[1])))
         return rc;
-    const drift_json_value *b = arg(c, 2, "bias");
-    if (!is_none(b) && (rc = mat_arg(c, b, "bias", &in[n++]))) return rc;
-    if ((rc = emit(c, DRIFT_OP_LINEAR, NULL, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
-    return set_result(c, id);
+    const drift_json_value *b = al_arg(c, 2, "bias");
+    if (!al_is_none(b) && (rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_LINEAR, NULL, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    return al_set_result(c, id);
 }
 
 /* A key mask (broadcastable to [B, H, Lq, Lk] with size 1 along Lq: padding
@@ -1411,7 +1401,7 @@ static int lower_linear(lctx *c) {
  * scale stays that of the original head dim. */
 static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     int jm, rc;
-    if ((rc = tensor_arg(c, mask, "attn_mask", &jm))) return rc;
+    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
     const aten_view *m = &c->fx[jm].t;
     const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
     const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
@@ -1434,13 +1424,13 @@ static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     kv.size[2] = Lk, kv.stride[2] = ms[3] == 1 ? 0 : mt[3];
     kv.size[3] = 1, kv.stride[3] = 1;
     int bias;
-    if ((rc = mat_view(c, &kv, &bias))) return rc;
-    const char *mdt = val_dtype_str(&c->g->nodes[jm]);
+    if ((rc = al_mat_view(c, &kv, &bias))) return rc;
+    const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
     if (mdt && !strcmp(mdt, "bool")) {
         drift_op u;
         memset(&u, 0, sizeof u);
         u.sub = DRIFT_UNARY_MASK_BIAS;
-        if ((rc = emit(c, DRIFT_OP_UNARY, &u, 1, &bias, DRIFT_RULE_PROMOTE, &bias))) return rc;
+        if ((rc = al_emit(c, DRIFT_OP_UNARY, &u, 1, &bias, DRIFT_RULE_PROMOTE, &bias))) return rc;
     }
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
@@ -1450,27 +1440,29 @@ static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     s.ndim = 4;
     s.shape[0] = B, s.shape[1] = H, s.shape[2] = Lq, s.shape[3] = 1;
     int ones;
-    if ((rc = add_node(c, &s, &ones))) return rc;
+    if ((rc = al_add_node(c, &s, &ones))) return rc;
     drift_op cat;
     memset(&cat, 0, sizeof cat);
     cat.dim = 3;
     int qi[2] = {in[0], ones}, ki[2] = {in[1], bias};
-    if ((rc = emit(c, DRIFT_OP_CONCAT, &cat, 2, qi, DRIFT_RULE_PROMOTE, &in[0]))) return rc;
-    return emit(c, DRIFT_OP_CONCAT, &cat, 2, ki, DRIFT_RULE_PROMOTE, &in[1]);
+    if ((rc = al_emit(c, DRIFT_OP_CONCAT, &cat, 2, qi, DRIFT_RULE_PROMOTE, &in[0]))) return rc;
+    return al_emit(c, DRIFT_OP_CONCAT, &cat, 2, ki, DRIFT_RULE_PROMOTE, &in[1]);
 }
 
-static int lower_sdpa(lctx *c) {
+int al_lower_sdpa(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     int in[3], rc, id;
-    if ((rc = mat_arg(c, arg(c, 0, "query"), "query", &in[0])) || (rc = mat_arg(c, arg(c, 1, "key"), "key", &in[1])) ||
-        (rc = mat_arg(c, arg(c, 2, "value"), "value", &in[2])))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "query"), "query", &in[0])) || (rc = al_mat_arg(c, al_arg(c, 1, "key"), "key", &in[1])) ||
+        (rc = al_mat_arg(c, al_arg(c, 2, "value"), "value", &in[2])))
         return rc;
-    const drift_json_value *mask = arg(c, 3, "attn_mask");
+    const drift_json_value *mask = al_arg(c, 3, "attn_mask");
     double p, scale;
     int64_t causal, gqa;
-    if ((rc = get_num(c, arg(c, 4, "dropout_p"), "dropout_p", 0, &p)) ||
-        (rc = get_int(c, arg(c, 5, "is_causal"), "is_causal", 0, &causal)) ||
-        (rc = get_num(c, arg(c, 6, "scale"), "scale", 0, &scale)) ||
-        (rc = get_int(c, arg(c, 7, "enable_gqa"), "enable_gqa", 0, &gqa)))
+    if ((rc = al_get_num(c, al_arg(c, 4, "dropout_p"), "dropout_p", 0, &p)) ||
+        (rc = al_get_int(c, al_arg(c, 5, "is_causal"), "is_causal", 0, &causal)) ||
+        (rc = al_get_num(c, al_arg(c, 6, "scale"), "scale", 0, &scale)) ||
+        (rc = al_get_int(c, al_arg(c, 7, "enable_gqa"), "enable_gqa", 0, &gqa)))
         return rc;
     if (p != 0.0 || causal || gqa) return FAIL(c, "dropout_p, is_causal and enable_gqa must be off");
     const drift_value *q = drift_graph_value(c->out, in[0]);
@@ -1478,9 +1470,9 @@ static int lower_sdpa(lctx *c) {
     drift_op op;
     memset(&op, 0, sizeof op);
     op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)q->shape[3]));
-    if (!is_none(mask) && (rc = masked_qk(c, mask, in))) return rc;
-    if ((rc = emit(c, DRIFT_OP_ATTENTION, &op, 3, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
-    return set_result(c, id);
+    if (!al_is_none(mask) && (rc = masked_qk(c, mask, in))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, 3, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    return al_set_result(c, id);
 }
 
 /* conv with stride == kernel, no padding: patchify + linear; the result is the
@@ -1489,23 +1481,24 @@ static int lower_sdpa(lctx *c) {
  * match: cuDNN runs torch's bf16 patch conv as an NHWC implicit GEMM whose
  * K order is that one (measured on an H200, issue 16), so the GEMM's fp32
  * sum runs in the same order. */
-static int lower_conv(lctx *c, const char *base) {
+int al_lower_conv(lctx *c, const char *base, const char *target) {
+    (void)target;
     const int sp = !strcmp(base, "conv3d") ? 3 : 2;
     int x, w, b = -1, rc;
-    if ((rc = mat_arg(c, arg(c, 0, "input"), "input", &x)) || (rc = mat_arg(c, arg(c, 1, "weight"), "weight", &w)))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &x)) || (rc = al_mat_arg(c, al_arg(c, 1, "weight"), "weight", &w)))
         return rc;
-    if (!is_none(arg(c, 2, "bias")) && (rc = mat_arg(c, arg(c, 2, "bias"), "bias", &b))) return rc;
+    if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
     const drift_value *xv = drift_graph_value(c->out, x), *wv = drift_graph_value(c->out, w);
     if (xv->ndim != sp + 2 || wv->ndim != sp + 2) return FAIL(c, "input and weight must be %d-d", sp + 2);
     int64_t st[3], pad[3], dil[3], groups;
     int ns = 0, np = 0, nd = 0;
-    if (is_none(arg(c, 3, "stride"))) st[0] = 1, ns = 1;
-    else if ((rc = get_ints(c, arg(c, 3, "stride"), "stride", st, &ns))) return rc;
-    if (is_none(arg(c, 4, "padding"))) pad[0] = 0, np = 1;
-    else if ((rc = get_ints(c, arg(c, 4, "padding"), "padding", pad, &np))) return rc;
-    if (is_none(arg(c, 5, "dilation"))) dil[0] = 1, nd = 1;
-    else if ((rc = get_ints(c, arg(c, 5, "dilation"), "dilation", dil, &nd))) return rc;
-    if ((rc = get_int(c, arg(c, 6, "groups"), "groups", 1, &groups))) return rc;
+    if (al_is_none(al_arg(c, 3, "stride"))) st[0] = 1, ns = 1;
+    else if ((rc = al_get_ints(c, al_arg(c, 3, "stride"), "stride", st, &ns))) return rc;
+    if (al_is_none(al_arg(c, 4, "padding"))) pad[0] = 0, np = 1;
+    else if ((rc = al_get_ints(c, al_arg(c, 4, "padding"), "padding", pad, &np))) return rc;
+    if (al_is_none(al_arg(c, 5, "dilation"))) dil[0] = 1, nd = 1;
+    else if ((rc = al_get_ints(c, al_arg(c, 5, "dilation"), "dilation", dil, &nd))) return rc;
+    if ((rc = al_get_int(c, al_arg(c, 6, "groups"), "groups", 1, &groups))) return rc;
     int p[3] = {1, 1, 1};
     for (int i = 0; i < sp; i++) {
         int64_t k = wv->shape[2 + i], s = ns == 1 ? st[0] : ns == sp ? st[i] : -1;
@@ -1517,12 +1510,12 @@ static int lower_conv(lctx *c, const char *base) {
     const int64_t B = xv->shape[0], C = xv->shape[1], O = wv->shape[0];
     if (wv->shape[1] != C) return FAIL(c, "weight in-channels %lld differ from the input's %lld", (long long)wv->shape[1], (long long)C);
     int x5 = x, id, wk, lin;
-    if (sp == 2 && (rc = emit_view_to(c, x, 5, (int64_t[]){B, C, 1, xv->shape[2], xv->shape[3]}, &x5))) return rc;
+    if (sp == 2 && (rc = al_emit_view_to(c, x, 5, (int64_t[]){B, C, 1, xv->shape[2], xv->shape[3]}, &x5))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
     memcpy(op.patch, p, sizeof p);
     op.layout = 1;
-    if ((rc = emit(c, DRIFT_OP_PATCHIFY, &op, 1, &x5, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_PATCHIFY, &op, 1, &x5, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
     const int64_t K = wv->numel / O;
     /* [O, C, k...] -> [O, k..., C] -> [O, K] */
     drift_op pm;
@@ -1530,16 +1523,16 @@ static int lower_conv(lctx *c, const char *base) {
     pm.perm[0] = 0;
     for (int i = 0; i < sp; i++) pm.perm[1 + i] = 2 + i;
     pm.perm[1 + sp] = 1;
-    if ((rc = emit(c, DRIFT_OP_PERMUTE, &pm, 1, &w, DRIFT_RULE_LIKE_INPUT0, &wk))) return rc;
-    if ((rc = emit_view_to(c, wk, 2, (int64_t[]){O, K}, &wk))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &pm, 1, &w, DRIFT_RULE_LIKE_INPUT0, &wk))) return rc;
+    if ((rc = al_emit_view_to(c, wk, 2, (int64_t[]){O, K}, &wk))) return rc;
     int in[2] = {id, wk};
-    if ((rc = emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
     if (b >= 0) { /* cuDNN adds a convolution's bias in a separate op: two roundings */
         in[0] = lin, in[1] = b;
-        if ((rc = emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
+        if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
     }
     aten_view lv;
-    if ((rc = new_root(c, lin, &lv))) return rc;
+    if ((rc = al_new_root(c, lin, &lv))) return rc;
     /* [B, L, O] -> [B, O, s0, s1(, s2)] */
     int64_t L = 1, sz[3];
     for (int i = 0; i < sp; i++) sz[i] = xv->shape[2 + i] / wv->shape[2 + i], L *= sz[i];
@@ -1563,29 +1556,30 @@ static int lower_conv(lctx *c, const char *base) {
 
 /* ---- creation, concatenation, in-place copy ---------------------------------------- */
 
-static int val_dtype(lctx *c, drift_dtype *dt) {
-    const drift_json_value *v = cur_node(c)->val;
+int al_val_dtype(lctx *c, drift_dtype *dt) {
+    const drift_json_value *v = al_cur_node(c)->val;
     const drift_json_value *d = v && v->type == DRIFT_JSON_OBJECT ? drift_json_object_get(v, "dtype") : NULL;
     int is_int;
-    if (!d || d->type != DRIFT_JSON_STRING || parse_dtype(d->str, dt, &is_int))
+    if (!d || d->type != DRIFT_JSON_STRING || al_parse_dtype(d->str, dt, &is_int))
         return FAIL(c, "'val' needs a supported dtype");
     return DRIFT_OK;
 }
 
-static int lower_fill(lctx *c, const char *base) {
+int al_lower_fill(lctx *c, const char *base, const char *target) {
+    (void)target;
     int rc, id;
     drift_op op;
     memset(&op, 0, sizeof op);
     drift_dtype dt;
-    if ((rc = val_dtype(c, &dt))) return rc;
+    if ((rc = al_val_dtype(c, &dt))) return rc;
     if (!strcmp(base, "arange")) {
         double a = 0, b = 0, st = 1;
-        const char *t = cur_node(c)->target;
-        if (!strcmp(t, "aten.arange.default")) rc = get_num(c, arg(c, 0, "end"), "end", 0, &b);
+        const char *t = al_cur_node(c)->target;
+        if (!strcmp(t, "aten.arange.default")) rc = al_get_num(c, al_arg(c, 0, "end"), "end", 0, &b);
         else {
-            rc = get_num(c, arg(c, 0, "start"), "start", 0, &a);
-            if (!rc) rc = get_num(c, arg(c, 1, "end"), "end", 0, &b);
-            if (!rc && !strcmp(t, "aten.arange.start_step")) rc = get_num(c, arg(c, 2, "step"), "step", 1, &st);
+            rc = al_get_num(c, al_arg(c, 0, "start"), "start", 0, &a);
+            if (!rc) rc = al_get_num(c, al_arg(c, 1, "end"), "end", 0, &b);
+            if (!rc && !strcmp(t, "aten.arange.start_step")) rc = al_get_num(c, al_arg(c, 2, "step"), "step", 1, &st);
         }
         if (rc) return rc;
         if (!(st != 0) || !isfinite(a) || !isfinite(b)) return FAIL(c, "arange needs finite bounds and a non-zero step");
@@ -1602,25 +1596,26 @@ static int lower_fill(lctx *c, const char *base) {
         s.rule_dtype = dt;
         s.ndim = 1;
         s.shape[0] = (int64_t)n;
-        if ((rc = add_node(c, &s, &id))) return rc;
-        return set_result(c, id);
+        if ((rc = al_add_node(c, &s, &id))) return rc;
+        return al_set_result(c, id);
     }
     double value = !strncmp(base, "ones", 4) ? 1.0 : 0.0;
     int like = !strcmp(base, "empty_like") || !strcmp(base, "zeros_like") || !strcmp(base, "ones_like") ||
                !strcmp(base, "full_like");
-    if (!strcmp(base, "full") || !strcmp(base, "full_like")) {
-        if ((rc = get_num(c, arg(c, 1, "fill_value"), "fill_value", 0, &value))) return rc;
+    if (!strcmp(base, "full") || !strcmp(base, "full_like") || !strcmp(base, "new_full") || !strcmp(base, "scalar_tensor")) {
+        const int at = !strcmp(base, "new_full") ? 2 : !strcmp(base, "scalar_tensor") ? 0 : 1;
+        if ((rc = al_get_num(c, al_arg(c, at, at ? "fill_value" : "s"), "fill_value", 0, &value))) return rc;
         if (value != value) return FAIL(c, "fill_value NaN is not supported");
     }
     int given, is_int;
     drift_dtype kdt;
-    if ((rc = get_dtype(c, arg(c, -1, "dtype"), "dtype", &given, &kdt, &is_int))) return rc;
+    if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &kdt, &is_int))) return rc;
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
     s.op.scalar = value;
     if (like && !given) {
         int x;
-        if ((rc = mat_arg(c, arg(c, 0, "self"), "self", &x))) return rc;
+        if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
         s.op.n_in = 1;
         s.in[0] = x;
         s.rule = DRIFT_RULE_LIKE_INPUT0;
@@ -1628,28 +1623,31 @@ static int lower_fill(lctx *c, const char *base) {
         /* the value's shape from 'val'; its dtype as captured (an explicit or default dtype) */
         int nd;
         int64_t sh[DRIFT_MAX_DIMS];
-        if ((rc = val_shape(c, cur_node(c)->val, &nd, sh))) return rc;
+        if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) return rc;
         s.op.n_in = 0;
         s.rule = DRIFT_RULE_FIXED;
         s.rule_dtype = dt;
-        s.ndim = nd;
+        s.ndim = nd ? nd : 1; /* a 0-d fill: one element, viewed as 0-d */
         memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
-        if (nd == 0) return FAIL(c, "a 0-d %s is not supported", base);
+        if (nd == 0) s.shape[0] = 1;
+        if ((rc = al_add_node(c, &s, &id))) return rc;
+        if (nd == 0 && (rc = al_emit_view_to(c, id, 0, sh, &id))) return rc;
+        return al_set_result(c, id);
     }
-    if ((rc = add_node(c, &s, &id))) return rc;
-    return set_result(c, id);
+    if ((rc = al_add_node(c, &s, &id))) return rc;
+    return al_set_result(c, id);
 }
 
 static int lower_cat(lctx *c, int stack) {
-    const drift_json_value *list = arg(c, 0, "tensors");
+    const drift_json_value *list = al_arg(c, 0, "tensors");
     if (!list || list->type != DRIFT_JSON_ARRAY || list->n_items == 0) return FAIL(c, "tensors: expected a non-empty list");
     int64_t dim;
-    int rc = get_int(c, arg(c, 1, "dim"), "dim", 0, &dim);
+    int rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim);
     if (rc) return rc;
     int acc = -1, cplx = -1;
     for (size_t i = 0; i < list->n_items; i++) {
         int x;
-        if ((rc = mat_arg(c, &list->items[i], "tensors[]", &x))) return rc;
+        if ((rc = al_mat_arg(c, &list->items[i], "tensors[]", &x))) return rc;
         if (cplx >= 0 && cplx != c->last_cplx) return FAIL(c, "cat of complex and real tensors");
         cplx = c->last_cplx;
         if (cplx && stack) return FAIL(c, "stack of complex tensors is not supported yet");
@@ -1661,7 +1659,7 @@ static int lower_cat(lctx *c, int stack) {
             int m = 0;
             for (int k = 0; k < v->ndim + 1; k++) sh[k] = k < d ? v->shape[k] : k == d ? 1 : v->shape[k - 1];
             m = v->ndim + 1;
-            if ((rc = emit_view_to(c, x, m, sh, &x))) return rc;
+            if ((rc = al_emit_view_to(c, x, m, sh, &x))) return rc;
         }
         if (acc < 0) {
             acc = x;
@@ -1674,14 +1672,16 @@ static int lower_cat(lctx *c, int stack) {
         if (d < 0) return FAIL(c, "cat dim %lld out of range", (long long)dim);
         op.dim = d;
         int in[2] = {acc, x};
-        if ((rc = emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &acc))) return rc;
+        if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &acc))) return rc;
     }
-    return cplx ? set_result_cplx(c, acc) : set_result(c, acc);
+    return cplx ? al_set_result_cplx(c, acc) : al_set_result(c, acc);
 }
 
-static int lower_copy_(lctx *c) {
+int al_lower_copy_(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
     int dj, rc, src;
-    if ((rc = tensor_arg(c, arg(c, 0, "self"), "self", &dj)) || (rc = mat_arg(c, arg(c, 1, "src"), "src", &src))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &dj)) || (rc = al_mat_arg(c, al_arg(c, 1, "src"), "src", &src))) return rc;
     const aten_view dst = c->fx[dj].t;
     root *r = &c->roots[dst.root];
     const drift_value *sv = drift_graph_value(c->out, src);
@@ -1690,7 +1690,7 @@ static int lower_copy_(lctx *c) {
     for (int i = 0; same && i < dst.nd; i++) same = sv->shape[i] == dst.size[i];
     if (!same) {
         aten_view sview, ex;
-        if ((rc = new_root(c, src, &sview))) return rc;
+        if ((rc = al_new_root(c, src, &sview))) return rc;
         if (sview.nd > dst.nd) return FAIL(c, "src has more dims than the destination");
         ex = sview;
         ex.nd = dst.nd;
@@ -1701,14 +1701,14 @@ static int lower_copy_(lctx *c) {
             else if (sview.size[k] == 1) ex.size[i] = dst.size[i], ex.stride[i] = 0;
             else return FAIL(c, "src does not broadcast to the destination's shape");
         }
-        if ((rc = mat_view(c, &ex, &src))) return rc;
+        if ((rc = al_mat_view(c, &ex, &src))) return rc;
     }
     int cast;
-    if ((rc = emit_cast(c, src, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, r->cur, &cast))) return rc;
+    if ((rc = al_emit_cast(c, src, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, r->cur, &cast))) return rc;
     int id;
     const drift_value *rv = drift_graph_value(c->out, r->cur);
     if (dst.off == 0 && aten_view_is_contig(&dst) && aten_view_numel(&dst) == rv->numel) {
-        if ((rc = emit_view_to(c, cast, rv->ndim, rv->shape, &id))) return rc; /* the whole root is overwritten */
+        if ((rc = al_emit_view_to(c, cast, rv->ndim, rv->shape, &id))) return rc; /* the whole root is overwritten */
     } else {
         drift_node_spec s;
         drift_node_spec_init(&s, DRIFT_OP_SCATTER);
@@ -1718,104 +1718,95 @@ static int lower_copy_(lctx *c) {
         s.op.start = dst.off;
         memcpy(s.op.stride, dst.stride, sizeof(int64_t) * (size_t)dst.nd);
         s.rule = DRIFT_RULE_LIKE_INPUT0;
-        if ((rc = add_node(c, &s, &id))) return rc;
+        if ((rc = al_add_node(c, &s, &id))) return rc;
     }
     r->cur = id;
     r->version++;
-    return set_view(c, &dst); /* copy_ returns its destination */
+    return al_set_view(c, &dst); /* copy_ returns its destination */
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
 
-static int in_list(const char *s, const char *const *list) {
-    for (int i = 0; list[i]; i++)
-        if (!strcmp(s, list[i])) return 1;
+/* ---- small lowerings named by the registry --------------------------------------- */
+
+int al_lower_nothing(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    c->fx[c->cur].kind = FX_NONE;
+    return DRIFT_OK;
+}
+
+int al_lower_view_as_complex(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    return lower_complex_view(c, 1);
+}
+
+int al_lower_view_as_real(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    return lower_complex_view(c, 0);
+}
+
+int al_lower_cat(lctx *c, const char *base, const char *target) {
+    (void)target;
+    return lower_cat(c, !strcmp(base, "stack"));
+}
+
+/* mul of a complex tensor is the complex product; else the real one */
+int al_lower_mul(lctx *c, const char *base, const char *target) {
+    int ja = al_ref_of(c, al_arg(c, 0, "self"));
+    if (!strcmp(target, "aten.mul.Tensor") && ja >= 0 && c->fx[ja].kind == FX_TENSOR && c->fx[ja].cplx)
+        return lower_complex_mul(c);
+    return al_lower_binary(c, base, target);
+}
+
+int al_lower_dropout(lctx *c, const char *base, const char *target) {
+    double p;
+    int64_t train;
+    int rc;
+    if ((rc = al_get_num(c, al_arg(c, 1, "p"), "p", 0.5, &p)) || (rc = al_get_int(c, al_arg(c, 2, "train"), "train", 1, &train)))
+        return rc;
+    if (train && p != 0.0) return FAIL(c, "dropout in training mode with p = %g cannot be replayed", p);
+    return al_lower_alias(c, base, target);
+}
+
+/* Ops that move or reinterpret a complex tensor (every other op refuses complex operands). */
+static int takes_complex(const char *base) {
+    static const char *const ok[] = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "unsqueeze", "squeeze",
+                                     "permute", "transpose", "swapaxes", "expand", "slice", "select", "split_with_sizes",
+                                     "split", "chunk", "unbind", "alias", "detach", "detach_", "lift_fresh_copy", "clone",
+                                     "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex",
+                                     NULL};
+    for (int i = 0; ok[i]; i++)
+        if (!strcmp(base, ok[i])) return 1;
     return 0;
 }
 
 static int lower_call(lctx *c) {
-    const char *t = cur_node(c)->target;
+    const char *t = al_cur_node(c)->target;
     char base[96];
     drift_aten_op_base(t, base, sizeof base);
-    static const char *const views[] = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "unsqueeze",
-                                        "squeeze", "permute", "transpose", "swapaxes", "expand", "slice", "select",
-                                        NULL};
-    static const char *const multis[] = {"split_with_sizes", "split", "chunk", "unbind", NULL};
-    static const char *const aliases[] = {"alias", "detach", "detach_", "lift_fresh_copy", NULL};
-    static const char *const unaries[] = {"neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid",
-                                          "reciprocal", "abs", "relu", "silu", "gelu", NULL};
-    static const char *const fills[] = {"arange", "empty_like", "zeros_like", "ones_like", "full_like", "new_zeros",
-                                        "new_ones", "zeros", "ones", "full", "empty", NULL};
-    if (!strcmp(t, "getitem")) return lower_getitem(c);
-    if (strncmp(t, "aten.", 5))
-        return FAIL(c, "unknown op '%s' (not an ATen op; the importer knows docs/aten-graph.md's ops)", t);
-    if (!strcmp(base, "_assert_tensor_metadata")) {
-        c->fx[c->cur].kind = FX_NONE;
-        return DRIFT_OK;
-    }
-    if (!strcmp(base, "view_as_complex")) return lower_complex_view(c, 1);
-    if (!strcmp(base, "view_as_real")) return lower_complex_view(c, 0);
-    if (!strcmp(base, "einsum")) return lower_einsum(c);
-    if (!strcmp(t, "aten.mul.Tensor")) {
-        int ja = ref_of(c, arg(c, 0, "self"));
-        if (ja >= 0 && c->fx[ja].kind == FX_TENSOR && c->fx[ja].cplx) return lower_complex_mul(c);
-    }
-    if (!in_list(base, views) && !in_list(base, multis) && !in_list(base, aliases) && strcmp(base, "clone") &&
-        strcmp(base, "contiguous") && strcmp(base, "to") && strcmp(base, "_to_copy") && strcmp(base, "cat")) {
-        const aten_node *n = cur_node(c);
+    const aten_op_row *row = aten_registry_find(t);
+    if (!row) return FAIL(c, "unknown op '%s': the importer has no lowering for it", t); /* listed up front */
+    if (!takes_complex(base)) {
+        const aten_node *n = al_cur_node(c);
         for (size_t k = 0; k < n->args->n_items; k++) {
-            int a = ref_of(c, &n->args->items[k]);
+            int a = al_ref_of(c, &n->args->items[k]);
             if (a >= 0 && c->fx[a].cplx) return FAIL(c, "complex operands are not supported by %s", t);
         }
     }
-    if (!strcmp(t, "aten.repeat_interleave.self_int")) return lower_repeat_interleave(c);
-    if (!strcmp(base, "repeat")) return lower_repeat(c);
-    if (!strcmp(base, "meshgrid")) return lower_meshgrid(c);
-    if (!strcmp(base, "outer")) return lower_outer(c, t);
-    if (!strcmp(base, "clamp") || !strcmp(base, "clip") || !strcmp(base, "clamp_min") || !strcmp(base, "clamp_max"))
-        return lower_clamp(c, base, t);
-    if (!strcmp(base, "linspace")) return lower_linspace(c);
-    if (in_list(base, views)) return lower_view_like(c, base);
-    if (in_list(base, multis)) return lower_multi(c, base);
-    if (in_list(base, aliases)) return lower_alias(c);
-    if (!strcmp(base, "dropout")) {
-        double p;
-        int64_t train;
-        int rc;
-        if ((rc = get_num(c, arg(c, 1, "p"), "p", 0.5, &p)) || (rc = get_int(c, arg(c, 2, "train"), "train", 1, &train)))
-            return rc;
-        if (train && p != 0.0) return FAIL(c, "dropout in training mode with p = %g cannot be replayed", p);
-        return lower_alias(c);
-    }
-    if (!strcmp(base, "clone") || !strcmp(base, "contiguous")) return lower_copy_of(c);
-    if (!strcmp(base, "to") || !strcmp(base, "_to_copy")) return lower_to(c, t);
-    if (!strcmp(base, "type_as")) return lower_type_as(c);
-    if (in_list(base, unaries)) return lower_unary(c, base, t);
-    if (!strcmp(t, "aten.add.Tensor") || !strcmp(t, "aten.sub.Tensor") || !strcmp(t, "aten.mul.Tensor") ||
-        !strcmp(t, "aten.div.Tensor") || !strcmp(t, "aten.div.Tensor_mode"))
-        return lower_binary(c, base, t);
-    if (!strcmp(t, "aten.rsub.Scalar")) return lower_rsub(c, t);
-    if (!strcmp(base, "pow")) return lower_pow(c, t);
-    if (!strcmp(t, "aten.mean.dim") || !strcmp(t, "aten.sum.dim_IntList")) return lower_reduce(c, base, t);
-    if (!strcmp(base, "layer_norm") || !strcmp(base, "rms_norm")) return lower_norm(c, base);
-    if (!strcmp(base, "linear")) return lower_linear(c);
-    if (!strcmp(base, "scaled_dot_product_attention")) return lower_sdpa(c);
-    if (!strcmp(base, "conv2d") || !strcmp(base, "conv3d")) return lower_conv(c, base);
-    if (in_list(base, fills)) return lower_fill(c, base);
-    if (!strcmp(base, "cat")) return lower_cat(c, 0);
-    if (!strcmp(base, "stack")) return lower_cat(c, 1);
-    if (!strcmp(base, "copy_")) return lower_copy_(c);
-    return FAIL(c, "unknown op '%s': the importer has no lowering for it", t);
+    return row->lower(c, base, t);
 }
 
 /* The lowered shape must be the captured one (a hostile or inconsistent 'val'). */
 static int check_val(lctx *c) {
     const fxv *f = &c->fx[c->cur];
-    const drift_json_value *val = cur_node(c)->val;
+    const drift_json_value *val = al_cur_node(c)->val;
     if (f->kind == FX_TENSOR) {
         int nd;
         int64_t sh[DRIFT_MAX_DIMS];
-        int rc = val_shape(c, val, &nd, sh);
+        int rc = al_val_shape(c, val, &nd, sh);
         if (rc) return rc;
         int same = nd == f->t.nd;
         for (int i = 0; same && i < nd; i++) same = sh[i] == f->t.size[i];
@@ -1833,7 +1824,7 @@ static int check_val(lctx *c) {
         for (int k = 0; k < f->n_multi; k++) {
             int nd;
             int64_t sh[DRIFT_MAX_DIMS];
-            int rc = val_shape(c, &val->items[k], &nd, sh);
+            int rc = al_val_shape(c, &val->items[k], &nd, sh);
             if (rc) return rc;
             int same = nd == f->multi[k].nd;
             for (int i = 0; same && i < nd; i++) same = sh[i] == f->multi[k].size[i];
@@ -1879,7 +1870,7 @@ static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
  * in u's stack (user_stack: NULL for the output node). */
 static void mark_escape(lctx *c, int i, const drift_json_value *user_stack, modlast *ml, int *nml, int cap) {
     const drift_aten_graph *g = c->g;
-    int r = c->fx[i].kind == FX_TENSOR ? resolve_alias(c, i, 0) : i;
+    int r = c->fx[i].kind == FX_TENSOR ? al_resolve_alias(c, i, 0) : i;
     const drift_json_value *s = g->nodes[i].stack, *rs = g->nodes[r].stack;
     for (size_t k = 0; s && k < s->n_items; k++) {
         const char *m = s->items[k].str;
@@ -1900,7 +1891,7 @@ static void scan_refs(lctx *c, const drift_json_value *v, const drift_json_value
                       int cap) {
     if (v->type == DRIFT_JSON_ARRAY) {
         for (size_t k = 0; k < v->n_items; k++) scan_refs(c, &v->items[k], user_stack, ml, nml, cap);
-    } else if (node_ref(v)) {
+    } else if (al_node_ref(v)) {
         int i = aten_find(c->g, v->members[0].value.str);
         if (i >= 0) mark_escape(c, i, user_stack, ml, nml, cap);
     } else if (v->type == DRIFT_JSON_OBJECT) {
@@ -1996,7 +1987,7 @@ static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
         if (i < 0) continue;
         c->cur = i;
         int id = c->fx[i].first_id;
-        if (id < 0 && (rc = mat_fx(c, i, &id))) break;
+        if (id < 0 && (rc = al_mat_fx(c, i, &id))) break;
         char site[DRIFT_MAX_FQN + 8];
         snprintf(site, sizeof site, "%s:out", ml[q].module);
         if (drift_graph_find_site(c->out, site) >= 0) continue;
@@ -2011,7 +2002,7 @@ static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
             s.rule = DRIFT_RULE_LIKE_INPUT0;
             s.ndim = v->ndim;
             memcpy(s.shape, sh, sizeof sh);
-            if ((rc = add_node(c, &s, &id))) break;
+            if ((rc = al_add_node(c, &s, &id))) break;
         }
         drift_err inner;
         drift_err_clear(&inner);
@@ -2026,7 +2017,7 @@ static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
 static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsigned char *live) {
     if (v->type == DRIFT_JSON_ARRAY) {
         for (size_t k = 0; k < v->n_items; k++) mark_refs(g, &v->items[k], live);
-    } else if (node_ref(v)) {
+    } else if (al_node_ref(v)) {
         int i = aten_find(g, v->members[0].value.str);
         if (i >= 0) live[i] = 1;
     } else if (v->type == DRIFT_JSON_OBJECT) {
@@ -2055,6 +2046,40 @@ static void compute_live(const drift_aten_graph *g, int dv, unsigned char *live)
 
 /* ---- entry ---------------------------------------------------------------------- */
 
+/* Every op of the live graph that the registry lacks, at once: "N ops drift cannot run:
+ * TARGET x COUNT (first in 'MODULE', node NAME), ..." (DRIFT_E_INPUT), or OK. */
+static int unknown_ops(const drift_aten_graph *g, const unsigned char *live, int dv, drift_err *err) {
+    enum { MAX_LISTED = 64 };
+    const char *tg[MAX_LISTED];
+    int cnt[MAX_LISTED], first[MAX_LISTED], n = 0, more = 0;
+    for (int i = 0; i < g->n; i++) {
+        const aten_node *nd = &g->nodes[i];
+        if (nd->op != ATEN_CALL || !live[i] || (dv && g->device_value && g->device_value[i])) continue;
+        if (aten_registry_find(nd->target)) continue;
+        int k = 0;
+        while (k < n && strcmp(tg[k], nd->target)) k++;
+        if (k == n) {
+            if (n == MAX_LISTED) {
+                more++;
+                continue;
+            }
+            tg[n] = nd->target, cnt[n] = 0, first[n] = i, n++;
+        }
+        cnt[k]++;
+    }
+    if (n == 0) return DRIFT_OK;
+    char msg[sizeof err->msg - 300]; /* room for the source prefix */
+    int len = snprintf(msg, sizeof msg, "%d op%s drift cannot run (docs/aten-graph.md lists the opset): ", n + more,
+                       n + more == 1 ? "" : "s");
+    for (int k = 0; k < n && len > 0 && (size_t)len < sizeof msg; k++) {
+        const aten_node *f = &g->nodes[first[k]];
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s x%d (first in '%s', node %s)", k ? ", " : "", tg[k],
+                        cnt[k], f->module, f->name);
+    }
+    if (more && len > 0 && (size_t)len < sizeof msg) snprintf(msg + len, sizeof msg - (size_t)len, ", and %d more", more);
+    return drift_err_set(err, DRIFT_E_INPUT, g->source, "%s", msg);
+}
+
 int drift_aten_graph_lower(const drift_aten_graph *g, drift_graph **out, drift_err *err) {
     return drift_aten_graph_lower_ex(g, NULL, out, err);
 }
@@ -2081,6 +2106,7 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
     }
     const int dv = !(o && o->compute_device_values);
     compute_live(g, dv, c.live);
+    if ((rc = unknown_ops(g, c.live, dv, err))) goto done;
     find_children(&c);
     char model[256];
     snprintf(model, sizeof model, "captured:%s", drift_aten_graph_model_class(g));
@@ -2099,12 +2125,12 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
     /* the first output */
     c.cur = g->output;
     const drift_json_value *first = &g->nodes[g->output].args->items[0].items[0];
-    int oj = ref_of(&c, first), oid;
+    int oj = al_ref_of(&c, first), oid;
     if (oj < 0 || c.fx[oj].kind != FX_TENSOR) {
         rc = FAIL(&c, "the first output is not a tensor");
         goto done;
     }
-    if ((rc = mat_fx(&c, oj, &oid))) goto done;
+    if ((rc = al_mat_fx(&c, oj, &oid))) goto done;
     if ((rc = add_sites(&c, o))) goto done;
     c.cur = g->output;
     if (drift_graph_value(c.out, oid)->site || drift_graph_value(c.out, oid)->kind != DRIFT_VAL_NODE) {
@@ -2116,7 +2142,7 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         s.rule = DRIFT_RULE_LIKE_INPUT0;
         s.ndim = v->ndim;
         memcpy(s.shape, v->shape, sizeof s.shape);
-        if ((rc = add_node(&c, &s, &oid))) goto done;
+        if ((rc = al_add_node(&c, &s, &oid))) goto done;
     }
     drift_err inner;
     drift_err_clear(&inner);

@@ -147,17 +147,43 @@ typedef struct resolved {
     drift_node_origin cast_origin;
 } resolved;
 
+/* The dtype an integer-valued node keeps whatever the plan (an index, a mask,
+ * a count: plans and the oracle move floats only), or INVALID for a float node. */
+static drift_dtype int_result(const drift_value *v, const drift_dtype *in_dt) {
+    if ((v->rule == DRIFT_RULE_FIXED || v->rule == DRIFT_RULE_CAST_TO) && drift_dtype_is_int(v->rule_dtype))
+        return v->rule_dtype;
+    if (v->rule == DRIFT_RULE_LIKE_INPUT0 && v->op.n_in > 0 && drift_dtype_is_int(in_dt[0])) return in_dt[0];
+    if (v->rule == DRIFT_RULE_PROMOTE && v->op.n_in > 0) { /* integers only: integer arithmetic */
+        drift_dtype q = DRIFT_DTYPE_INVALID;
+        for (int i = 0; i < v->op.n_in; i++) {
+            if (!drift_dtype_is_int(in_dt[i])) return DRIFT_DTYPE_INVALID;
+            q = q == DRIFT_DTYPE_INVALID || drift_dtype_size(in_dt[i]) > drift_dtype_size(q) ? in_dt[i] : q;
+        }
+        return q;
+    }
+    return DRIFT_DTYPE_INVALID;
+}
+
 static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype *in_dt, resolved *r) {
     int n = v->op.n_in;
     memset(r, 0, sizeof *r);
     r->cast_origin = DRIFT_ORIGIN_PROMOTE;
-    if (c->oracle) {
-        r->out = r->compute = DRIFT_F64;
-        for (int i = 0; i < n; i++) r->target[i] = DRIFT_F64;
+    const drift_dtype ir = int_result(v, in_dt);
+    if (ir != DRIFT_DTYPE_INVALID) { /* no casts: the kernels take mixed operands */
+        r->out = ir;
+        r->compute = c->oracle ? DRIFT_F64 : DRIFT_F32;
         return DRIFT_OK;
     }
+    if (c->oracle) {
+        r->out = r->compute = DRIFT_F64;
+        for (int i = 0; i < n; i++) r->target[i] = drift_dtype_is_int(in_dt[i]) ? DRIFT_DTYPE_INVALID : DRIFT_F64;
+        return DRIFT_OK;
+    }
+    /* promotion over the floating operands; integer and bool operands are read as they are
+     * (torch promotes them to the float type: the kernels convert exactly) */
     drift_dtype p = DRIFT_DTYPE_INVALID;
-    for (int i = 0; i < n; i++) p = drift_assign_promote(p, in_dt[i]);
+    for (int i = 0; i < n; i++)
+        if (!drift_dtype_is_int(in_dt[i])) p = drift_assign_promote(p, in_dt[i]);
     drift_dtype opmath = p == DRIFT_F64 ? DRIFT_F64 : DRIFT_F32;
     switch (v->rule) {
     case DRIFT_RULE_AUTOCAST_LOWER:
@@ -228,6 +254,8 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
         return drift_err_set(c->err, DRIFT_E_INPUT, "assign", "value %d (%s): no dtype rule to resolve", sem_id,
                              drift_graph_op_name(v->op.kind));
     }
+    for (int i = 0; i < n; i++)
+        if (drift_dtype_is_int(in_dt[i])) r->target[i] = DRIFT_DTYPE_INVALID;
     if (!is_float(r->out))
         return drift_err_set(c->err, DRIFT_E_INPUT, "assign", "value %d (%s): inputs have no dtype", sem_id,
                              drift_graph_op_name(v->op.kind));
@@ -250,7 +278,7 @@ static int add_leaf(actx *c, int sem_id, const drift_value *v, const drift_compi
             return drift_err_set(c->err, DRIFT_E_INPUT, "assign", "handed-over dtype of input '%s': expected a float dtype",
                                  v->name);
         if (c->oracle) dt = DRIFT_F64;
-    } else if (c->oracle) {
+    } else if (c->oracle && !drift_dtype_is_int(dt)) { /* integer buffers and constants stay exact */
         dt = DRIFT_F64;
     }
     if ((rc = drift_graph_add_leaf(c->out, v->kind, v->name, dt, v->ndim, v->shape, &id, c->err))) return rc;
@@ -291,7 +319,7 @@ static int add_node(actx *c, int sem_id, const drift_value *v) {
     s.name = v->name;
     s.site = v->site;
     if (v->op.kind == DRIFT_OP_VIEW || v->op.kind == DRIFT_OP_UNPATCHIFY || v->op.kind == DRIFT_OP_STRIDED ||
-        v->op.kind == DRIFT_OP_FILL) {
+        v->op.kind == DRIFT_OP_FILL || v->op.kind == DRIFT_OP_NONZERO) {
         s.ndim = v->ndim;
         memcpy(s.shape, v->shape, sizeof s.shape);
     }

@@ -477,7 +477,7 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     int given = s->ndim > 0;
     if (s->ndim < 0 || s->ndim > DRIFT_MAX_DIMS) return fail_node(me, &op, err, "ndim must be in 0..%d", DRIFT_MAX_DIMS);
     if (op.kind == DRIFT_OP_VIEW || op.kind == DRIFT_OP_UNPATCHIFY || op.kind == DRIFT_OP_STRIDED ||
-        (op.kind == DRIFT_OP_FILL && op.n_in == 0)) {
+        op.kind == DRIFT_OP_NONZERO || (op.kind == DRIFT_OP_FILL && op.n_in == 0)) {
         if (!given) return fail_node(me, &op, err, "needs its output shape");
         if (checked_numel(s->ndim, s->shape) < 0)
             return fail_node(me, &op, err, "output dims must be in 1..2^40, element count at most 2^48");

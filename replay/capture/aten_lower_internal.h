@@ -1,0 +1,164 @@
+/* Private to replay/capture's lowering: the lowering context shared by the
+ * core (aten_lower.c: values, views, the ops drift had first), the closed
+ * opset's lowerings (aten_lower_opset.c) and the op registry
+ * (aten_registry.c: one row per op, the only place that maps a target to
+ * its lowering). Every al_* function reports through aten_node_fail naming
+ * the node; ids are drift value ids of the graph being built. */
+#ifndef DRIFT_REPLAY_CAPTURE_ATEN_LOWER_INTERNAL_H
+#define DRIFT_REPLAY_CAPTURE_ATEN_LOWER_INTERNAL_H
+
+#include "formats/plan.h" /* DRIFT_INPUT_COUNT */
+#include "replay/capture/aten_internal.h"
+#include "replay/capture/aten_views.h"
+#include "replay/ir/graph.h"
+
+typedef enum fx_kind { FX_NONE = 0, FX_TENSOR, FX_MULTI, FX_OTHER } fx_kind;
+
+typedef struct fxv {
+    fx_kind kind;
+    aten_view t;
+    aten_view *multi; /* FX_MULTI: n_multi views (split, chunk, unbind) */
+    int n_multi;
+    int mat_id, mat_version; /* cached materialisation, valid while the root's version is mat_version */
+    int first_id;            /* drift id of the first materialisation (sites), -1 if none */
+    int cplx;                /* a complex tensor: t is its logical view over (real, imag) float pairs,
+                                the pair being a trailing dim of size 2 and stride 1 */
+} fxv;
+
+typedef struct root {
+    int cur;                 /* drift id of the contents */
+    int version;
+} root;
+
+typedef struct lctx {
+    const drift_aten_graph *g;
+    drift_graph *out;
+    drift_err *err;
+    fxv *fx;
+    root *roots;
+    int n_roots, cap_roots;
+    int cur;                 /* FX node being lowered */
+    int seen_input[DRIFT_INPUT_COUNT];
+    unsigned char *live;     /* FX nodes that reach the output (or write in place) */
+    int last_cplx;           /* the complex flag of the last tensor_arg */
+    const char **child;      /* per FX node: the child module (one level below the node's module) of
+                                its first consumer inside a child module call, or NULL */
+    int *child_at;           /* that consumer's index */
+} lctx;
+
+
+#define FAIL(c, ...) aten_node_fail((c)->g, (c)->cur, (c)->err, __VA_ARGS__)
+
+/* Two operands of a binary op: materialised ids, or a number. */
+typedef struct operand {
+    int is_num;
+    double num;
+    int id, fx;
+} operand;
+
+/* A lowering: lowers the current node (c->cur), whose target is target and
+ * its op name without namespace and overload base; sets c->fx[c->cur]. */
+typedef int (*aten_lower_fn)(lctx *c, const char *base, const char *target);
+
+/* One row of the op registry (aten_registry.c). */
+typedef struct aten_op_row {
+    const char *base;     /* op name without "aten." and overload ("add", "index_select") */
+    aten_lower_fn lower;
+    const char *backends; /* where its kernels run: "ref cpu cuda" (docs/aten-graph.md "The opset") */
+    const char *note;     /* how it lowers, for the docs table */
+} aten_op_row;
+
+/* The row for target ("aten.add.Tensor"), or NULL: drift cannot run it. */
+const aten_op_row *aten_registry_find(const char *target);
+/* All rows, *n of them (for the docs consistency test and `drift ops`). */
+const aten_op_row *aten_registry_rows(int *n);
+
+/* ---- helpers (aten_lower.c) ---- */
+const aten_node *al_cur_node(const lctx *c);
+const drift_json_value *al_arg(const lctx *c, int i, const char *kw);
+int al_is_none(const drift_json_value *v);
+int al_node_ref(const drift_json_value *v);
+int al_get_int(lctx *c, const drift_json_value *v, const char *what, int64_t dflt, int64_t *out);
+int al_get_num(lctx *c, const drift_json_value *v, const char *what, double dflt, double *out);
+int al_get_ints(lctx *c, const drift_json_value *v, const char *what, int64_t *out, int *n);
+int al_get_str(lctx *c, const drift_json_value *v, const char *what, const char *dflt, const char **out);
+int al_parse_dtype(const char *s, drift_dtype *dt, int *is_int);
+int al_get_dtype(lctx *c, const drift_json_value *v, const char *what, int *given, drift_dtype *dt, int *is_int);
+int al_new_root(lctx *c, int id, aten_view *v);
+int al_add_node(lctx *c, drift_node_spec *s, int *id);
+int al_mat_view(lctx *c, const aten_view *v, int *id);
+int al_mat_fx(lctx *c, int j, int *id);
+int al_ref_of(const lctx *c, const drift_json_value *v);
+const char *al_val_dtype_str(const aten_node *n);
+int al_resolve_alias(const lctx *c, int j, int for_type_as);
+int al_tensor_arg(lctx *c, const drift_json_value *v, const char *what, int *fxi);
+int al_mat_arg(lctx *c, const drift_json_value *v, const char *what, int *id);
+int al_set_result(lctx *c, int id);
+int al_set_result_cplx(lctx *c, int id);
+int al_set_view(lctx *c, const aten_view *v);
+drift_dtype_rule al_rule_of(const char *target);
+int al_emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int *in, drift_dtype_rule rule,
+                int *id);
+int al_emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref, int *id);
+int al_emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id);
+int al_val_shape(lctx *c, const drift_json_value *val, int *nd, int64_t *shape);
+int al_get_operand(lctx *c, const drift_json_value *v, const char *what, operand *o);
+int al_emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule);
+int al_val_dtype(lctx *c, drift_dtype *dt);
+
+/* ---- lowerings (aten_lower.c, aten_lower_opset.c): aten_lower_fn each ---- */
+int al_lower_repeat_interleave(lctx *c, const char *base, const char *target);
+int al_lower_repeat(lctx *c, const char *base, const char *target);
+int al_lower_meshgrid(lctx *c, const char *base, const char *target);
+int al_lower_outer(lctx *c, const char *base, const char *target);
+int al_lower_clamp(lctx *c, const char *base, const char *target);
+int al_lower_linspace(lctx *c, const char *base, const char *target);
+int al_lower_view_like(lctx *c, const char *base, const char *target);
+int al_lower_multi(lctx *c, const char *base, const char *target);
+int al_lower_getitem(lctx *c, const char *base, const char *target);
+int al_lower_alias(lctx *c, const char *base, const char *target);
+int al_lower_copy_of(lctx *c, const char *base, const char *target);
+int al_lower_einsum(lctx *c, const char *base, const char *target);
+int al_lower_to(lctx *c, const char *base, const char *target);
+int al_lower_type_as(lctx *c, const char *base, const char *target);
+int al_lower_unary(lctx *c, const char *base, const char *target);
+int al_lower_binary(lctx *c, const char *base, const char *target);
+int al_lower_rsub(lctx *c, const char *base, const char *target);
+int al_lower_pow(lctx *c, const char *base, const char *target);
+int al_lower_reduce(lctx *c, const char *base, const char *target);
+int al_lower_norm(lctx *c, const char *base, const char *target);
+int al_lower_linear(lctx *c, const char *base, const char *target);
+int al_lower_sdpa(lctx *c, const char *base, const char *target);
+int al_lower_conv(lctx *c, const char *base, const char *target);
+int al_lower_fill(lctx *c, const char *base, const char *target);
+int al_lower_copy_(lctx *c, const char *base, const char *target);
+
+int al_lower_nothing(lctx *c, const char *base, const char *target);
+int al_lower_view_as_complex(lctx *c, const char *base, const char *target);
+int al_lower_view_as_real(lctx *c, const char *base, const char *target);
+int al_lower_cat(lctx *c, const char *base, const char *target);
+int al_lower_mul(lctx *c, const char *base, const char *target);
+int al_lower_dropout(lctx *c, const char *base, const char *target);
+int al_lower_tuple(lctx *c, const char *base, const char *target);
+int al_lower_constant(lctx *c, const char *base, const char *target);
+int al_lower_copy_out(lctx *c, const char *base, const char *target);
+int al_lower_unary_ext(lctx *c, const char *base, const char *target);
+int al_lower_binary_ext(lctx *c, const char *base, const char *target);
+int al_lower_where(lctx *c, const char *base, const char *target);
+int al_lower_masked_fill(lctx *c, const char *base, const char *target);
+int al_lower_reduce_ext(lctx *c, const char *base, const char *target);
+int al_lower_cumsum(lctx *c, const char *base, const char *target);
+int al_lower_softmax(lctx *c, const char *base, const char *target);
+int al_lower_argsort(lctx *c, const char *base, const char *target);
+int al_lower_matmul(lctx *c, const char *base, const char *target);
+int al_lower_group_norm(lctx *c, const char *base, const char *target);
+int al_lower_index_select(lctx *c, const char *base, const char *target);
+int al_lower_index(lctx *c, const char *base, const char *target);
+int al_lower_gather(lctx *c, const char *base, const char *target);
+int al_lower_index_put(lctx *c, const char *base, const char *target);
+int al_lower_index_copy(lctx *c, const char *base, const char *target);
+int al_lower_scatter(lctx *c, const char *base, const char *target);
+int al_lower_nonzero(lctx *c, const char *base, const char *target);
+int al_lower_pad(lctx *c, const char *base, const char *target);
+
+#endif

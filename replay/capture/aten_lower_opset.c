@@ -1,0 +1,866 @@
+/* Lowerings of the closed opset's newer ops (aten_registry.c names them):
+ * comparisons and logic, where/masked fills, the wider unary and binary
+ * families, reductions beyond sum/mean, softmax, cumsum, argsort, matmuls,
+ * group norm, and indexing (embedding, index_select, index, gather,
+ * index_put, index_copy, scatter, nonzero, constant padding).
+ *
+ * Integer results keep an integer dtype whatever the plan (DRIFT_RULE_FIXED
+ * with int64 or bool: replay/ir/assign.c); indexing lowers to TAKE/PUT over
+ * flat int64 indices built here from iotas, so a gather is exact on every
+ * backend. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "replay/capture/aten_lower_internal.h"
+
+/* ---- small builders ------------------------------------------------------------ */
+
+static int emit_fixed(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int *in, drift_dtype dt,
+                      int *id) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, k);
+    if (attrs) s.op = *attrs;
+    s.op.kind = k;
+    s.op.n_in = n_in;
+    s.op.compute = s.op.out = DRIFT_DTYPE_INVALID;
+    for (int i = 0; i < n_in; i++) s.in[i] = in[i];
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = dt;
+    return al_add_node(c, &s, id);
+}
+
+/* x as int64 (indices): a cast, exact for the integer-valued floats buffers carry. */
+static int as_index(lctx *c, int x, int *id) { return al_emit_cast(c, x, DRIFT_RULE_CAST_TO, DRIFT_I64, -1, id); }
+
+static int as_bool(lctx *c, int x, int *id) { return al_emit_cast(c, x, DRIFT_RULE_CAST_TO, DRIFT_BOOL, -1, id); }
+
+/* A tensor of x's shape and dtype holding value. */
+static int fill_like(lctx *c, int x, double value, int *id) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.n_in = 1;
+    s.op.scalar = value;
+    s.in[0] = x;
+    s.rule = DRIFT_RULE_LIKE_INPUT0;
+    return al_add_node(c, &s, id);
+}
+
+/* A tensor of shape (nd, shape), dtype dt: value, or an iota value + i * step. */
+static int fill_shape(lctx *c, int nd, const int64_t *shape, drift_dtype dt, int iota, double value, double step,
+                      int *id) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.n_in = 0;
+    s.op.sub = iota;
+    s.op.scalar = value;
+    s.op.step = step;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = dt;
+    s.ndim = nd ? nd : 1;
+    if (nd) memcpy(s.shape, shape, sizeof(int64_t) * (size_t)nd);
+    else s.shape[0] = 1;
+    int rc = al_add_node(c, &s, id);
+    if (!rc && nd == 0) rc = al_emit_view_to(c, *id, 0, shape, id);
+    return rc;
+}
+
+static const drift_value *val_of(lctx *c, int id) { return drift_graph_value(c->out, id); }
+
+/* 1 if FX node j was captured with an integer or bool dtype. */
+static int captured_int(const lctx *c, int j) {
+    const char *d = al_val_dtype_str(&c->g->nodes[j]);
+    return d && (!strncmp(d, "int", 3) || !strncmp(d, "uint", 4) || !strcmp(d, "bool"));
+}
+
+/* A 0-d operand next to a dimensioned one takes the other's dtype (TensorIterator). */
+static int match_0d(lctx *c, int *a, int *b) {
+    const drift_value *va = val_of(c, *a), *vb = val_of(c, *b);
+    if (va->ndim == 0 && vb->ndim > 0) return al_emit_cast(c, *a, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, *b, a);
+    if (vb->ndim == 0 && va->ndim > 0) return al_emit_cast(c, *b, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, *a, b);
+    return DRIFT_OK;
+}
+
+/* Two operands, tensors or numbers (a number becomes a fill like the other operand). */
+static int two_operands(lctx *c, const char *ka, const char *kb, int *a, int *b) {
+    operand x, y;
+    int rc;
+    if ((rc = al_get_operand(c, al_arg(c, 0, ka), ka, &x)) || (rc = al_get_operand(c, al_arg(c, 1, kb), kb, &y))) return rc;
+    if (x.is_num && y.is_num) return FAIL(c, "both operands are numbers");
+    if (x.is_num && (rc = fill_like(c, y.id, x.num, &x.id))) return rc;
+    if (y.is_num && (rc = fill_like(c, x.id, y.num, &y.id))) return rc;
+    *a = x.id;
+    *b = y.id;
+    return match_0d(c, a, b);
+}
+
+static void contig_strides(int nd, const int64_t *shape, int64_t *st) {
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= shape[i];
+    }
+}
+
+/* Flat int64 indices of shape (nd, shape) into a contiguous tensor of strides st:
+ * idx * st[d] + sum_{k != d} i_k * st[k]. idx (int64) has shape or broadcasts to it. */
+static int flat_index(lctx *c, int nd, const int64_t *shape, const int64_t *st, int d, int idx, int *out) {
+    int rc, f;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_MUL;
+    op.scalar = (double)st[d];
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &idx, DRIFT_RULE_PROMOTE, &f))) return rc;
+    const drift_value *fv = val_of(c, f);
+    int full = fv->ndim == nd;
+    for (int k = 0; full && k < nd; k++) full = fv->shape[k] == shape[k];
+    if (!full) { /* zeros of the full shape + the broadcast index */
+        int z, in[2];
+        if ((rc = fill_shape(c, nd, shape, DRIFT_I64, 0, 0.0, 0.0, &z))) return rc;
+        in[0] = z, in[1] = f;
+        if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_PROMOTE, &f))) return rc;
+    }
+    for (int k = 0; k < nd; k++) {
+        if (k == d || shape[k] == 1) continue;
+        int io, in[2];
+        int64_t vs[DRIFT_MAX_DIMS];
+        for (int i = 0; i < nd; i++) vs[i] = i == k ? shape[k] : 1;
+        if ((rc = fill_shape(c, 1, &shape[k], DRIFT_I64, 1, 0.0, (double)st[k], &io))) return rc;
+        if ((rc = al_emit_view_to(c, io, nd, vs, &io))) return rc;
+        in[0] = f, in[1] = io;
+        if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_PROMOTE, &f))) return rc;
+    }
+    *out = f;
+    return DRIFT_OK;
+}
+
+/* ---- structure ------------------------------------------------------------------ */
+
+int al_lower_tuple(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    const drift_json_value *list = al_arg(c, 0, NULL);
+    if (!list || list->type != DRIFT_JSON_ARRAY || list->n_items > 4096) return FAIL(c, "drift.tuple: expected [outputs]");
+    fxv *f = &c->fx[c->cur];
+    f->multi = drift_calloc(list->n_items ? list->n_items : 1, sizeof *f->multi);
+    if (!f->multi) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    f->n_multi = (int)list->n_items;
+    f->kind = FX_MULTI;
+    for (size_t i = 0; i < list->n_items; i++) {
+        int j = al_ref_of(c, &list->items[i]);
+        if (j >= 0 && c->fx[j].kind == FX_TENSOR) f->multi[i] = c->fx[j].t;
+        else f->multi[i].root = -1; /* not a tensor: getitem gives a non-tensor */
+    }
+    return DRIFT_OK;
+}
+
+int al_lower_constant(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    const drift_json_value *data = al_arg(c, -1, "data");
+    int64_t shape[DRIFT_MAX_DIMS];
+    int nd = 0, rc, given, is_int, id;
+    drift_dtype dt;
+    if ((rc = al_get_ints(c, al_arg(c, -1, "shape"), "shape", shape, &nd))) return rc;
+    if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
+    if (!given) return FAIL(c, "drift.constant: a dtype is needed");
+    if (!data || data->type != DRIFT_JSON_ARRAY || data->n_items == 0) return FAIL(c, "drift.constant: expected data");
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    if ((int64_t)data->n_items != n) return FAIL(c, "drift.constant: %zu values for %lld elements", data->n_items, (long long)n);
+    double v0, v1 = 0, step = 0;
+    if ((rc = al_get_num(c, &data->items[0], "data[0]", 0, &v0))) return rc;
+    if (n > 1 && (rc = al_get_num(c, &data->items[1], "data[1]", 0, &v1))) return rc;
+    int constant = 1, ramp = n > 1;
+    if (n > 1) step = v1 - v0;
+    for (size_t i = 1; i < data->n_items; i++) {
+        double v;
+        if ((rc = al_get_num(c, &data->items[i], "data", 0, &v))) return rc;
+        constant &= v == v0 || (v != v && v0 != v0);
+        ramp &= v == v0 + step * (double)i;
+    }
+    if (!constant && !ramp)
+        return FAIL(c, "drift.constant of %lld values that are neither one value nor a ramp is not supported yet", (long long)n);
+    if ((rc = fill_shape(c, nd, shape, dt, !constant, v0, step, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* aten.copy(self, src): src cast to self's dtype and broadcast to its shape. */
+int al_lower_copy_out(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, s, rc;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_mat_arg(c, al_arg(c, 1, "src"), "src", &s))) return rc;
+    if ((rc = al_emit_cast(c, s, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &s))) return rc;
+    int in[2] = {s, -1}, z;
+    /* broadcast: zeros like self + src (ADD broadcasts in1 against in0), exact */
+    if ((rc = fill_like(c, x, 0.0, &z))) return rc;
+    in[0] = z, in[1] = s;
+    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &s))) return rc;
+    return al_set_result(c, s);
+}
+
+/* ---- elementwise ------------------------------------------------------------------ */
+
+int al_lower_unary_ext(lctx *c, const char *base, const char *target) {
+    static const struct {
+        const char *op;
+        int sub;
+    } map[] = {{"log", DRIFT_UNARY_LOG},         {"log1p", DRIFT_UNARY_LOG1P},       {"expm1", DRIFT_UNARY_EXPM1},
+               {"log2", DRIFT_UNARY_LOG2},       {"log10", DRIFT_UNARY_LOG10},       {"erf", DRIFT_UNARY_ERF},
+               {"floor", DRIFT_UNARY_FLOOR},     {"ceil", DRIFT_UNARY_CEIL},         {"round", DRIFT_UNARY_ROUND},
+               {"trunc", DRIFT_UNARY_TRUNC},     {"sign", DRIFT_UNARY_SIGN},         {"tan", DRIFT_UNARY_TAN},
+               {"asin", DRIFT_UNARY_ASIN},       {"acos", DRIFT_UNARY_ACOS},         {"atan", DRIFT_UNARY_ATAN},
+               {"sinh", DRIFT_UNARY_SINH},       {"cosh", DRIFT_UNARY_COSH},         {"exp2", DRIFT_UNARY_EXP2},
+               {"isnan", DRIFT_UNARY_ISNAN},     {"isinf", DRIFT_UNARY_ISINF},       {"isfinite", DRIFT_UNARY_ISFINITE},
+               {"logical_not", DRIFT_UNARY_LOGICAL_NOT}, {"bitwise_not", DRIFT_UNARY_BITWISE_NOT},
+               {"softplus", DRIFT_UNARY_SOFTPLUS}, {"hardsigmoid", DRIFT_UNARY_HARDSIGMOID},
+               {"hardswish", DRIFT_UNARY_HARDSWISH}, {"mish", DRIFT_UNARY_MISH}, {"elu", DRIFT_UNARY_ELU},
+               {"leaky_relu", DRIFT_UNARY_LEAKY_RELU}, {"square", DRIFT_UNARY_SQUARE}, {"frac", DRIFT_UNARY_FRAC}};
+    int x, id, rc;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = -1;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(base, map[i].op)) op.sub = map[i].sub;
+    if (op.sub < 0) return FAIL(c, "internal: unary %s", base);
+    if (op.sub == DRIFT_UNARY_SOFTPLUS) {
+        if ((rc = al_get_num(c, al_arg(c, 1, "beta"), "beta", 1.0, &op.scalar)) ||
+            (rc = al_get_num(c, al_arg(c, 2, "threshold"), "threshold", 20.0, &op.step)))
+            return rc;
+    } else if (op.sub == DRIFT_UNARY_ELU) {
+        double scale, iscale;
+        if ((rc = al_get_num(c, al_arg(c, 1, "alpha"), "alpha", 1.0, &op.scalar)) ||
+            (rc = al_get_num(c, al_arg(c, 2, "scale"), "scale", 1.0, &scale)) ||
+            (rc = al_get_num(c, al_arg(c, 3, "input_scale"), "input_scale", 1.0, &iscale)))
+            return rc;
+        if (scale != 1.0 || iscale != 1.0) return FAIL(c, "elu with scale or input_scale other than 1 is not supported");
+    } else if (op.sub == DRIFT_UNARY_LEAKY_RELU) {
+        if ((rc = al_get_num(c, al_arg(c, 1, "negative_slope"), "negative_slope", 0.01, &op.scalar))) return rc;
+    } else if (op.sub == DRIFT_UNARY_ROUND) {
+        int64_t dec;
+        if ((rc = al_get_int(c, al_arg(c, -1, "decimals"), "decimals", 0, &dec))) return rc;
+        if (dec) return FAIL(c, "round with decimals = %lld is not supported", (long long)dec);
+    }
+    if (drift_unary_is_bool(op.sub)) rc = emit_fixed(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_BOOL, &id);
+    else if (op.sub == DRIFT_UNARY_BITWISE_NOT) rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_RULE_LIKE_INPUT0, &id);
+    else rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, al_rule_of(target), &id);
+    return rc ? rc : al_set_result(c, id);
+}
+
+int al_lower_binary_ext(lctx *c, const char *base, const char *target) {
+    static const struct {
+        const char *op;
+        int sub;
+    } map[] = {{"maximum", DRIFT_BINARY_MAX},     {"minimum", DRIFT_BINARY_MIN},     {"fmax", DRIFT_BINARY_MAX},
+               {"fmin", DRIFT_BINARY_MIN},        {"atan2", DRIFT_BINARY_ATAN2},     {"remainder", DRIFT_BINARY_REM},
+               {"fmod", DRIFT_BINARY_FMOD},       {"floor_divide", DRIFT_BINARY_FLOORDIV},
+               {"bitwise_and", DRIFT_BINARY_BITAND}, {"bitwise_or", DRIFT_BINARY_BITOR},
+               {"bitwise_xor", DRIFT_BINARY_BITXOR}, {"logical_and", DRIFT_BINARY_LOGAND},
+               {"logical_or", DRIFT_BINARY_LOGOR}, {"logical_xor", DRIFT_BINARY_LOGXOR}, {"eq", DRIFT_BINARY_EQ},
+               {"ne", DRIFT_BINARY_NE},           {"lt", DRIFT_BINARY_LT},           {"le", DRIFT_BINARY_LE},
+               {"gt", DRIFT_BINARY_GT},           {"ge", DRIFT_BINARY_GE},           {"div", -1},
+               {"pow", DRIFT_BINARY_POW}};
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = -2;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(base, map[i].op)) op.sub = map[i].sub;
+    int rc, in[2], id;
+    if (op.sub == -1) { /* div with a rounding mode */
+        const char *mode = NULL;
+        if ((rc = al_get_str(c, al_arg(c, -1, "rounding_mode"), "rounding_mode", NULL, &mode))) return rc;
+        if (!mode || (strcmp(mode, "floor") && strcmp(mode, "trunc")))
+            return FAIL(c, "rounding_mode='%s': expected 'floor' or 'trunc'", mode ? mode : "None");
+        op.sub = !strcmp(mode, "floor") ? DRIFT_BINARY_FLOORDIV : DRIFT_BINARY_TRUNCDIV;
+    }
+    if (op.sub < 0) return FAIL(c, "internal: binary %s", base);
+    if ((rc = two_operands(c, "self", "other", &in[0], &in[1]))) {
+        /* pow.Tensor_Tensor names its operands self/exponent; remainder.Scalar_Tensor self/other */
+        if (op.sub != DRIFT_BINARY_POW) return rc;
+        if ((rc = two_operands(c, "self", "exponent", &in[0], &in[1]))) return rc;
+    }
+    (void)target;
+    if (drift_binary_is_bool(op.sub)) rc = emit_fixed(c, DRIFT_OP_BINARY, &op, 2, in, DRIFT_BOOL, &id);
+    else rc = al_emit(c, DRIFT_OP_BINARY, &op, 2, in, op.sub == DRIFT_BINARY_POW ? DRIFT_RULE_AUTOCAST_FP32 : DRIFT_RULE_PROMOTE, &id);
+    return rc ? rc : al_set_result(c, id);
+}
+
+int al_lower_where(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int cond, in[3], rc, id;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "condition"), "condition", &cond))) return rc;
+    if ((rc = as_bool(c, cond, &in[0]))) return rc;
+    operand a, b;
+    if ((rc = al_get_operand(c, al_arg(c, 1, "self"), "self", &a)) || (rc = al_get_operand(c, al_arg(c, 2, "other"), "other", &b)))
+        return rc;
+    if (a.is_num && b.is_num) {
+        double av = a.num, bv = b.num;
+        drift_dtype dt;
+        if ((rc = al_val_dtype(c, &dt))) return rc;
+        if ((rc = fill_shape(c, 0, NULL, dt, 0, av, 0, &a.id)) || (rc = fill_shape(c, 0, NULL, dt, 0, bv, 0, &b.id))) return rc;
+    } else {
+        if (a.is_num && (rc = fill_like(c, b.id, a.num, &a.id))) return rc;
+        if (b.is_num && (rc = fill_like(c, a.id, b.num, &b.id))) return rc;
+        if ((rc = match_0d(c, &a.id, &b.id))) return rc;
+    }
+    in[1] = a.id, in[2] = b.id;
+    if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+int al_lower_masked_fill(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, m, in[3], rc, id;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_mat_arg(c, al_arg(c, 1, "mask"), "mask", &m)))
+        return rc;
+    if ((rc = as_bool(c, m, &in[0]))) return rc;
+    operand v;
+    if ((rc = al_get_operand(c, al_arg(c, 2, "value"), "value", &v))) return rc;
+    if (v.is_num) rc = fill_like(c, x, v.num, &in[1]);
+    else rc = al_emit_cast(c, v.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &in[1]);
+    if (rc) return rc;
+    in[2] = x;
+    if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    /* WHERE's rule: in1's dtype is x's; LIKE_INPUT0 would take the mask's, so cast back */
+    if ((rc = al_emit_cast(c, id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* ---- reductions, scans, softmax, sorting ----------------------------------------- */
+
+/* Reduces FX tensor j over dims (all when n == 0) with op (sub set), rule/dt;
+ * the dims must be adjacent once size-1 dims are ignored. keep: keepdim. */
+static int reduce_dims(lctx *c, int j, const int64_t *dims, int n, int keep, drift_op *op, int fixed, drift_dtype dt,
+                       drift_dtype_rule rule) {
+    const aten_view *v = &c->fx[j].t;
+    int sel[DRIFT_MAX_DIMS] = {0}, rc, x, id;
+    if (n == 0)
+        for (int i = 0; i < v->nd; i++) sel[i] = 1;
+    for (int i = 0; i < n; i++) {
+        int k = aten_view_dim(dims[i], v->nd);
+        if (k < 0) return FAIL(c, "dim %lld out of range", (long long)dims[i]);
+        sel[k] = 1;
+    }
+    int lo = -1, hi = -1;
+    for (int i = 0; i < v->nd; i++)
+        if (sel[i] && v->size[i] > 1) {
+            if (lo < 0) lo = i;
+            hi = i;
+        }
+    for (int i = lo; lo >= 0 && i <= hi; i++)
+        if (!sel[i] && v->size[i] > 1) return FAIL(c, "a reduction over dims that are not adjacent is not supported yet");
+    if ((rc = al_mat_fx(c, j, &x))) return rc;
+    if (v->nd == 0) { /* a 0-d input: one element */
+        if ((rc = al_emit_view_to(c, x, 1, (int64_t[]){1}, &x))) return rc;
+        lo = hi = 0;
+    }
+    if (lo < 0) lo = hi = (n ? aten_view_dim(dims[0], v->nd) : 0);
+    op->dim = lo;
+    op->length = hi - lo + 1;
+    rc = fixed ? emit_fixed(c, DRIFT_OP_REDUCE, op, 1, &x, dt, &id) : al_emit(c, DRIFT_OP_REDUCE, op, 1, &x, rule, &id);
+    if (rc) return rc;
+    int64_t sh[DRIFT_MAX_DIMS];
+    int m = 0;
+    for (int i = 0; i < v->nd; i++) {
+        if (!sel[i]) sh[m++] = v->size[i];
+        else if (keep) sh[m++] = 1;
+    }
+    if ((rc = al_emit_view_to(c, id, m, sh, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+int al_lower_reduce_ext(lctx *c, const char *base, const char *target) {
+    int j, rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
+    int64_t dims[DRIFT_MAX_DIMS], keep = 0;
+    int n = 0;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    const int full = !strcmp(target, "aten.sum.default") || !strcmp(target, "aten.mean.default") ||
+                     !strcmp(target, "aten.prod.default") || !strcmp(target, "aten.any.default") ||
+                     !strcmp(target, "aten.all.default") || !strcmp(target, "aten.amax.default") ||
+                     !strcmp(target, "aten.amin.default");
+    if (!full) {
+        const drift_json_value *dv = al_arg(c, 1, "dim");
+        if (!al_is_none(dv) && (rc = al_get_ints(c, dv, "dim", dims, &n))) return rc;
+        if ((rc = al_get_int(c, al_arg(c, 2, "keepdim"), "keepdim", 0, &keep))) return rc;
+        if (!strcmp(base, "var")) { /* var.correction(self, dim, *, correction, keepdim) */
+            if ((rc = al_get_int(c, al_arg(c, -1, "keepdim"), "keepdim", keep, &keep))) return rc;
+            double corr = 1.0;
+            int64_t unb = 1;
+            if (!strcmp(target, "aten.var.correction")) rc = al_get_num(c, al_arg(c, -1, "correction"), "correction", 1.0, &corr);
+            else if ((rc = al_get_int(c, al_arg(c, 2, "unbiased"), "unbiased", 1, &unb)) == 0) {
+                corr = (double)unb;
+                rc = al_get_int(c, al_arg(c, 3, "keepdim"), "keepdim", 0, &keep);
+            }
+            if (rc) return rc;
+            op.scalar = corr;
+        }
+    }
+    if (!strcmp(base, "sum") || !strcmp(base, "mean")) {
+        int given, is_int;
+        drift_dtype dt;
+        if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
+        if (given) return FAIL(c, "a reduction with an explicit dtype is not supported yet");
+    }
+    static const struct {
+        const char *op;
+        int sub;
+    } map[] = {{"sum", DRIFT_REDUCE_SUM},   {"mean", DRIFT_REDUCE_MEAN},     {"prod", DRIFT_REDUCE_PROD},
+               {"amax", DRIFT_REDUCE_AMAX}, {"amin", DRIFT_REDUCE_AMIN},     {"any", DRIFT_REDUCE_ANY},
+               {"all", DRIFT_REDUCE_ALL},   {"argmax", DRIFT_REDUCE_ARGMAX}, {"argmin", DRIFT_REDUCE_ARGMIN},
+               {"var", DRIFT_REDUCE_VAR}};
+    op.sub = -1;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(base, map[i].op)) op.sub = map[i].sub;
+    if (op.sub < 0) return FAIL(c, "internal: reduction %s", base);
+    if (op.sub == DRIFT_REDUCE_ARGMAX || op.sub == DRIFT_REDUCE_ARGMIN) {
+        if (n == 0) { /* over the flattened input: a 1-d view first */
+            int x, id;
+            if ((rc = al_mat_fx(c, j, &x))) return rc;
+            int64_t numel = val_of(c, x)->numel;
+            if ((rc = al_emit_view_to(c, x, 1, &numel, &x))) return rc;
+            op.dim = 0;
+            if ((rc = emit_fixed(c, DRIFT_OP_REDUCE, &op, 1, &x, DRIFT_I64, &id))) return rc;
+            if ((rc = al_emit_view_to(c, id, keep ? c->fx[j].t.nd : 0, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1}, &id))) return rc;
+            return al_set_result(c, id);
+        }
+        return reduce_dims(c, j, dims, 1, (int)keep, &op, 1, DRIFT_I64, DRIFT_RULE_NONE);
+    }
+    if (op.sub == DRIFT_REDUCE_ANY || op.sub == DRIFT_REDUCE_ALL)
+        return reduce_dims(c, j, dims, n, (int)keep, &op, 1, DRIFT_BOOL, DRIFT_RULE_NONE);
+    if (op.sub == DRIFT_REDUCE_AMAX || op.sub == DRIFT_REDUCE_AMIN)
+        return reduce_dims(c, j, dims, n, (int)keep, &op, 0, DRIFT_DTYPE_INVALID, DRIFT_RULE_LIKE_INPUT0);
+    if (captured_int(c, j) && op.sub == DRIFT_REDUCE_SUM) /* a sum of integers is int64 */
+        return reduce_dims(c, j, dims, n, (int)keep, &op, 1, DRIFT_I64, DRIFT_RULE_NONE);
+    return reduce_dims(c, j, dims, n, (int)keep, &op, 0, DRIFT_DTYPE_INVALID, al_rule_of(target));
+}
+
+int al_lower_cumsum(lctx *c, const char *base, const char *target) {
+    int j, x, id, rc;
+    int64_t dim;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)))
+        return rc;
+    int given, is_int;
+    drift_dtype dt;
+    if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
+    if ((rc = al_mat_fx(c, j, &x))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = !strcmp(base, "cumprod");
+    op.dim = (int)dim;
+    if (given) rc = emit_fixed(c, DRIFT_OP_CUMSUM, &op, 1, &x, dt, &id);
+    else if (captured_int(c, j)) rc = emit_fixed(c, DRIFT_OP_CUMSUM, &op, 1, &x, DRIFT_I64, &id);
+    else rc = al_emit(c, DRIFT_OP_CUMSUM, &op, 1, &x, al_rule_of(target), &id);
+    return rc ? rc : al_set_result(c, id);
+}
+
+int al_lower_softmax(lctx *c, const char *base, const char *target) {
+    int x, id, rc;
+    int64_t dim;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", -1, &dim)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = strstr(base, "log_softmax") != NULL;
+    op.dim = (int)dim;
+    int given = 0, is_int;
+    drift_dtype dt;
+    if (base[0] != '_' && (rc = al_get_dtype(c, al_arg(c, 2, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
+    if (base[0] == '_') { /* _softmax(self, dim, half_to_float) */
+        int64_t h2f;
+        if ((rc = al_get_int(c, al_arg(c, 2, "half_to_float"), "half_to_float", 0, &h2f))) return rc;
+        if (h2f) given = 1, dt = DRIFT_F32;
+    }
+    if (given && (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, dt, -1, &x))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &x, given ? DRIFT_RULE_LIKE_INPUT0 : al_rule_of(target), &id))) return rc;
+    return al_set_result(c, id);
+}
+
+int al_lower_argsort(lctx *c, const char *base, const char *target) {
+    (void)base;
+    int x, id, rc;
+    int64_t dim = -1, desc = 0;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    if (!strcmp(target, "aten.argsort.stable")) { /* argsort(self, *, stable, dim, descending) */
+        rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim);
+        if (!rc) rc = al_get_int(c, al_arg(c, -1, "descending"), "descending", 0, &desc);
+    } else {
+        rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", -1, &dim);
+        if (!rc) rc = al_get_int(c, al_arg(c, 2, "descending"), "descending", 0, &desc);
+    }
+    if (rc) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = desc != 0;
+    op.dim = (int)dim;
+    if ((rc = emit_fixed(c, DRIFT_OP_ARGSORT, &op, 1, &x, DRIFT_I64, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* ---- matmuls, group norm ---------------------------------------------------------- */
+
+int al_lower_matmul(lctx *c, const char *base, const char *target) {
+    (void)target;
+    int rc, a, b, cc = -1, id;
+    const int with_c = !strcmp(base, "addmm") || !strcmp(base, "baddbmm");
+    const int o = with_c ? 1 : 0;
+    if ((rc = al_mat_arg(c, al_arg(c, o, with_c ? "batch1" : "self"), "a", &a))) {
+        if (!with_c) return rc;
+        if ((rc = al_mat_arg(c, al_arg(c, 1, "mat1"), "mat1", &a))) return rc;
+    }
+    if ((rc = al_mat_arg(c, al_arg(c, o + 1, with_c ? "batch2" : "mat2"), "b", &b)) &&
+        (rc = al_mat_arg(c, al_arg(c, o + 1, "other"), "other", &b)) && (rc = al_mat_arg(c, al_arg(c, o + 1, "mat2"), "mat2", &b)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.alpha = 1.0f;
+    op.beta = 1.0f;
+    if (with_c) {
+        double be, al;
+        if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &cc)) || (rc = al_get_num(c, al_arg(c, -1, "beta"), "beta", 1.0, &be)) ||
+            (rc = al_get_num(c, al_arg(c, -1, "alpha"), "alpha", 1.0, &al)))
+            return rc;
+        op.beta = (float)be;
+        op.alpha = (float)al;
+    }
+    const drift_value *va = val_of(c, a), *vb = val_of(c, b);
+    int na = va->ndim, nb = vb->ndim;
+    int64_t out[DRIFT_MAX_DIMS];
+    int no = 0;
+    if (na < 1 || nb < 1) return FAIL(c, "matmul of a 0-d tensor");
+    /* 1-d operands: unsqueeze (and squeeze the result) as torch.matmul does */
+    int sq_a = na == 1, sq_b = nb == 1;
+    if (sq_a && (rc = al_emit_view_to(c, a, 2, (int64_t[]){1, va->shape[0]}, &a))) return rc;
+    if (sq_b && (rc = al_emit_view_to(c, b, 2, (int64_t[]){vb->shape[0], 1}, &b))) return rc;
+    va = val_of(c, a), vb = val_of(c, b);
+    na = va->ndim, nb = vb->ndim;
+    const int64_t M = va->shape[na - 2], K = va->shape[na - 1], N = vb->shape[nb - 1];
+    if (vb->shape[nb - 2] != K) return FAIL(c, "matmul: inner dims %lld and %lld differ", (long long)K, (long long)vb->shape[nb - 2]);
+    if (nb == 2 && na > 2) { /* [..., M, K] @ [K, N]: the batch folded into M, as torch does */
+        int64_t rows = va->numel / K;
+        if ((rc = al_emit_view_to(c, a, 2, (int64_t[]){rows, K}, &a))) return rc;
+        for (int i = 0; i < na - 1; i++) out[no++] = va->shape[i];
+        out[no++] = N;
+    } else {
+        if (na != nb) return FAIL(c, "matmul of a %d-d and a %d-d operand (broadcast batches) is not supported yet", na, nb);
+        for (int i = 0; i < na - 2; i++)
+            if (va->shape[i] != vb->shape[i]) return FAIL(c, "matmul with broadcast batch dims is not supported yet");
+        for (int i = 0; i < na - 1; i++) out[no++] = va->shape[i];
+        out[no++] = N;
+    }
+    (void)M;
+    int in[3] = {a, b, cc};
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, with_c ? 3 : 2, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    if (sq_a) { /* drop the unsqueezed M */
+        for (int i = no - 2; i < no - 1; i++) out[i] = out[i + 1];
+        no--;
+    }
+    if (sq_b) no--;
+    if ((rc = al_emit_view_to(c, id, no, out, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+int al_lower_group_norm(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int in[3], n = 1, rc, id;
+    int64_t groups;
+    double eps;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0])) ||
+        (rc = al_get_int(c, al_arg(c, 1, "num_groups"), "num_groups", 1, &groups)) ||
+        (rc = al_get_num(c, al_arg(c, 4, "eps"), "eps", 1e-5, &eps)))
+        return rc;
+    const drift_json_value *w = al_arg(c, 2, "weight"), *b = al_arg(c, 3, "bias");
+    if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
+    if (!al_is_none(b)) {
+        if (n == 1) return FAIL(c, "group_norm with a bias but no weight is not supported");
+        if ((rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
+    }
+    const drift_value *xv = val_of(c, in[0]);
+    if (xv->ndim < 2 || groups < 1 || xv->shape[1] % groups)
+        return FAIL(c, "group_norm: %lld groups do not divide the channels", (long long)groups);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.length = groups;
+    op.eps = (float)eps;
+    if ((rc = al_emit(c, DRIFT_OP_GROUP_NORM, &op, n, in, DRIFT_RULE_AUTOCAST_FP32, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* ---- indexing ---------------------------------------------------------------------- */
+
+/* x (drift id, contiguous) gathered along dim d at the int64 indices idx (1-d, L). */
+static int select_along(lctx *c, int x, int d, int idx, int *out) {
+    const drift_value *xv = val_of(c, x);
+    int nd = xv->ndim, rc, flat;
+    int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
+    contig_strides(nd, xv->shape, st);
+    const int64_t L = val_of(c, idx)->numel;
+    for (int i = 0; i < nd; i++) sh[i] = i == d ? L : xv->shape[i], vs[i] = i == d ? L : 1;
+    if ((rc = al_emit_view_to(c, idx, nd, vs, &idx))) return rc;
+    if ((rc = flat_index(c, nd, sh, st, d, idx, &flat))) return rc;
+    int in[2] = {x, flat};
+    return al_emit(c, DRIFT_OP_TAKE, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, out);
+}
+
+/* index_select(self, dim, index) and embedding(weight, indices). */
+int al_lower_index_select(lctx *c, const char *base, const char *target) {
+    (void)target;
+    int emb = !strcmp(base, "embedding"), x, ij, idx, rc, id;
+    int64_t dim = 0;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, emb ? "weight" : "self"), emb ? "weight" : "self", &x))) return rc;
+    if (!emb && (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim))) return rc;
+    if ((rc = al_tensor_arg(c, al_arg(c, emb ? 1 : 2, emb ? "indices" : "index"), "index", &ij))) return rc;
+    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    const drift_value *xv = val_of(c, x);
+    int d = aten_view_dim(dim, xv->ndim);
+    if (d < 0) return FAIL(c, "dim %lld out of range", (long long)dim);
+    const aten_view iv = c->fx[ij].t;
+    int64_t n = val_of(c, idx)->numel;
+    if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;
+    if ((rc = select_along(c, x, d, idx, &id))) return rc;
+    /* result: x's dims with dim d replaced by the index's dims */
+    int64_t sh[DRIFT_MAX_DIMS];
+    int m = 0;
+    for (int i = 0; i < xv->ndim; i++) {
+        if (i != d) {
+            if (m >= DRIFT_MAX_DIMS) return FAIL(c, "too many dims");
+            sh[m++] = xv->shape[i];
+            continue;
+        }
+        if (m + iv.nd > DRIFT_MAX_DIMS) return FAIL(c, "too many dims");
+        if (emb || iv.nd != 1)
+            for (int k = 0; k < iv.nd; k++) sh[m++] = iv.size[k];
+        else
+            sh[m++] = iv.size[0];
+    }
+    if ((rc = al_emit_view_to(c, id, m, sh, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* The one integer index tensor of an index/index_put list, its position p. */
+static int one_index(lctx *c, const drift_json_value *list, int *p, int *ij) {
+    if (!list || list->type != DRIFT_JSON_ARRAY) return FAIL(c, "indices: expected a list");
+    *p = -1;
+    for (size_t i = 0; i < list->n_items; i++) {
+        if (al_is_none(&list->items[i])) continue;
+        if (*p >= 0) return FAIL(c, "indexing with several index tensors is not supported yet");
+        *p = (int)i;
+        int rc = al_tensor_arg(c, &list->items[i], "indices", ij);
+        if (rc) return rc;
+        const char *d = al_val_dtype_str(&c->g->nodes[*ij]);
+        if (d && !strcmp(d, "bool"))
+            return FAIL(c, "indexing with a boolean mask (a data-dependent shape) is not supported yet");
+    }
+    if (*p < 0) return FAIL(c, "indices: no index tensor");
+    return DRIFT_OK;
+}
+
+int al_lower_index(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, p, ij, idx, rc, id;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    if ((rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij))) return rc;
+    const drift_value *xv = val_of(c, x);
+    if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
+    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    const aten_view iv = c->fx[ij].t;
+    int64_t n = val_of(c, idx)->numel;
+    if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;
+    if ((rc = select_along(c, x, p, idx, &id))) return rc;
+    int64_t sh[DRIFT_MAX_DIMS];
+    int m = 0;
+    for (int i = 0; i < xv->ndim; i++) {
+        if (m + (i == p ? iv.nd : 1) > DRIFT_MAX_DIMS) return FAIL(c, "too many dims");
+        if (i != p) sh[m++] = xv->shape[i];
+        else
+            for (int k = 0; k < iv.nd; k++) sh[m++] = iv.size[k];
+    }
+    if ((rc = al_emit_view_to(c, id, m, sh, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+int al_lower_gather(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, ij, idx, rc, id, flat;
+    int64_t dim;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
+        (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
+        return rc;
+    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    const drift_value *xv = val_of(c, x), *iv = val_of(c, idx);
+    int d = aten_view_dim(dim, xv->ndim);
+    if (d < 0 || iv->ndim != xv->ndim) return FAIL(c, "gather: index and input must have the same number of dims");
+    int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
+    contig_strides(xv->ndim, xv->shape, st);
+    memcpy(sh, iv->shape, sizeof sh);
+    if ((rc = flat_index(c, iv->ndim, sh, st, d, idx, &flat))) return rc;
+    int in[2] = {x, flat};
+    if ((rc = al_emit(c, DRIFT_OP_TAKE, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat. */
+static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
+    int rc, z, id, in[3];
+    if ((rc = al_emit_cast(c, vals, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &vals))) return rc;
+    const drift_value *fv = val_of(c, flat), *vv = val_of(c, vals);
+    if (fv->numel != vv->numel) { /* broadcast: zeros of the index's shape + values (ADD broadcasts in1) */
+        if ((rc = fill_shape(c, fv->ndim, fv->shape, DRIFT_F32, 0, 0.0, 0.0, &z)) ||
+            (rc = al_emit_cast(c, z, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &z)))
+            return rc;
+        in[0] = z, in[1] = vals;
+        if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &vals))) return rc;
+    }
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = accumulate != 0;
+    in[0] = x, in[1] = flat, in[2] = vals;
+    if ((rc = al_emit(c, DRIFT_OP_PUT, &op, 3, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+int al_lower_index_put(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, p, ij, idx, vals, rc, flat;
+    int64_t acc;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij)) ||
+        (rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals)) ||
+        (rc = al_get_int(c, al_arg(c, 3, "accumulate"), "accumulate", 0, &acc)))
+        return rc;
+    const drift_value *xv = val_of(c, x);
+    if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
+    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    int64_t n = val_of(c, idx)->numel, st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
+    contig_strides(xv->ndim, xv->shape, st);
+    for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;
+    if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
+    if ((rc = flat_index(c, xv->ndim, sh, st, p, idx, &flat))) return rc;
+    return put_values(c, x, flat, vals, (int)acc);
+}
+
+int al_lower_index_copy(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, idx, src, rc, flat;
+    int64_t dim;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
+        (rc = al_mat_arg(c, al_arg(c, 2, "index"), "index", &idx)) || (rc = al_mat_arg(c, al_arg(c, 3, "source"), "source", &src)))
+        return rc;
+    if ((rc = as_index(c, idx, &idx))) return rc;
+    const drift_value *xv = val_of(c, x);
+    int d = aten_view_dim(dim, xv->ndim);
+    if (d < 0) return FAIL(c, "dim %lld out of range", (long long)dim);
+    int64_t n = val_of(c, idx)->numel, st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
+    contig_strides(xv->ndim, xv->shape, st);
+    for (int i = 0; i < xv->ndim; i++) sh[i] = i == d ? n : xv->shape[i], vs[i] = i == d ? n : 1;
+    if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
+    if ((rc = flat_index(c, xv->ndim, sh, st, d, idx, &flat))) return rc;
+    return put_values(c, x, flat, src, 0);
+}
+
+/* scatter(self, dim, index, src | value) and scatter_add(self, dim, index, src). */
+int al_lower_scatter(lctx *c, const char *base, const char *target) {
+    int x, ij, idx, rc, flat, vals;
+    int64_t dim;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
+        (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
+        return rc;
+    if (!al_is_none(al_arg(c, -1, "reduce"))) return FAIL(c, "scatter with a reduce mode is not supported yet");
+    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    const drift_value *xv = val_of(c, x), *iv = val_of(c, idx);
+    int d = aten_view_dim(dim, xv->ndim);
+    if (d < 0 || iv->ndim != xv->ndim) return FAIL(c, "scatter: index and input must have the same number of dims");
+    int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
+    contig_strides(xv->ndim, xv->shape, st);
+    memcpy(sh, iv->shape, sizeof sh);
+    if ((rc = flat_index(c, iv->ndim, sh, st, d, idx, &flat))) return rc;
+    if (!strcmp(target, "aten.scatter.value")) {
+        double v;
+        if ((rc = al_get_num(c, al_arg(c, 3, "value"), "value", 0, &v))) return rc;
+        if ((rc = fill_shape(c, iv->ndim, sh, DRIFT_F32, 0, v, 0, &vals))) return rc;
+    } else {
+        int sj;
+        if ((rc = al_tensor_arg(c, al_arg(c, 3, "src"), "src", &sj))) return rc;
+        aten_view sv = c->fx[sj].t; /* src[i] for i in the index's shape */
+        if (sv.nd != iv->ndim) return FAIL(c, "scatter: src and index dims differ");
+        for (int i = 0; i < sv.nd; i++) {
+            if (sv.size[i] < sh[i]) return FAIL(c, "scatter: src smaller than the index");
+            sv.size[i] = sh[i];
+        }
+        if ((rc = al_mat_view(c, &sv, &vals))) return rc;
+    }
+    return put_values(c, x, flat, vals, !strcmp(base, "scatter_add"));
+}
+
+int al_lower_nonzero(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, rc, nd;
+    int64_t sh[DRIFT_MAX_DIMS];
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) return rc; /* [count, ndim]: the recorded count */
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_NONZERO);
+    s.op.n_in = 1;
+    s.in[0] = x;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = nd;
+    memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
+    int id;
+    if ((rc = al_add_node(c, &s, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* constant_pad_nd(self, pad, value) / pad(self, pad, mode, value): a fill of the padded
+ * shape with x scattered into its interior. */
+int al_lower_pad(lctx *c, const char *base, const char *target) {
+    (void)target;
+    int x, rc, np = 0, id, base_id;
+    int64_t pad[2 * DRIFT_MAX_DIMS];
+    double value = 0.0;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const drift_json_value *pv = al_arg(c, 1, "pad");
+    if (!pv || pv->type != DRIFT_JSON_ARRAY || pv->n_items > 2 * DRIFT_MAX_DIMS || pv->n_items % 2)
+        return FAIL(c, "pad: expected an even-length list of integers");
+    for (size_t i = 0; i < pv->n_items; i++)
+        if ((rc = al_get_int(c, &pv->items[i], "pad", 0, &pad[np++]))) return rc;
+    if (!strcmp(base, "pad")) {
+        const char *mode = NULL;
+        if ((rc = al_get_str(c, al_arg(c, 2, "mode"), "mode", "constant", &mode))) return rc;
+        if (strcmp(mode, "constant")) return FAIL(c, "pad mode '%s' is not supported yet (constant only)", mode);
+        if ((rc = al_get_num(c, al_arg(c, 3, "value"), "value", 0.0, &value))) return rc;
+    } else if ((rc = al_get_num(c, al_arg(c, 2, "value"), "value", 0.0, &value))) {
+        return rc;
+    }
+    const drift_value *xv = val_of(c, x);
+    if (np / 2 > xv->ndim) return FAIL(c, "pad of %d dims on a %d-d tensor", np / 2, xv->ndim);
+    int64_t sh[DRIFT_MAX_DIMS], st[DRIFT_MAX_DIMS], lo[DRIFT_MAX_DIMS] = {0};
+    memcpy(sh, xv->shape, sizeof sh);
+    for (int k = 0; k < np / 2; k++) {
+        int d = xv->ndim - 1 - k;
+        if (pad[2 * k] < 0 || pad[2 * k + 1] < 0) return FAIL(c, "negative padding (cropping) is not supported yet");
+        lo[d] = pad[2 * k];
+        sh[d] += pad[2 * k] + pad[2 * k + 1];
+    }
+    if ((rc = fill_shape(c, xv->ndim, sh, DRIFT_F32, 0, value, 0, &base_id)) ||
+        (rc = al_emit_cast(c, base_id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &base_id)))
+        return rc;
+    contig_strides(xv->ndim, sh, st);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    for (int i = 0; i < xv->ndim; i++) op.start += lo[i] * st[i], op.stride[i] = st[i];
+    int in[2] = {base_id, x};
+    if ((rc = al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
+}
