@@ -1677,11 +1677,10 @@ static int lower_cat(lctx *c, int stack) {
     return cplx ? al_set_result_cplx(c, acc) : al_set_result(c, acc);
 }
 
-int al_lower_copy_(lctx *c, const char *base, const char *target) {
-    (void)base;
-    (void)target;
-    int dj, rc, src;
-    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &dj)) || (rc = al_mat_arg(c, al_arg(c, 1, "src"), "src", &src))) return rc;
+/* Writes drift value src into FX tensor dj's view (its root gets a new version), as copy_
+ * does: src broadcast to the view's shape and cast to the root's dtype. */
+static int write_into(lctx *c, int dj, int src) {
+    int rc;
     const aten_view dst = c->fx[dj].t;
     root *r = &c->roots[dst.root];
     const drift_value *sv = drift_graph_value(c->out, src);
@@ -1722,7 +1721,34 @@ int al_lower_copy_(lctx *c, const char *base, const char *target) {
     }
     r->cur = id;
     r->version++;
-    return al_set_view(c, &dst); /* copy_ returns its destination */
+    return al_set_view(c, &dst); /* an in-place op returns its destination */
+}
+
+int al_lower_copy_(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int dj, rc, src;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &dj)) || (rc = al_mat_arg(c, al_arg(c, 1, "src"), "src", &src))) return rc;
+    return write_into(c, dj, src);
+}
+
+/* X_ (in-place arithmetic, masked_fill_, ...): the functional X, then its result written
+ * into self's storage (functionalization, done here). */
+int al_lower_inplace(lctx *c, const char *base, const char *target) {
+    char fbase[96], ftarget[160];
+    size_t n = strlen(base);
+    if (n < 2 || n >= sizeof fbase || base[n - 1] != '_') return FAIL(c, "internal: in-place %s", target);
+    memcpy(fbase, base, n - 1);
+    fbase[n - 1] = 0;
+    const char *ov = strchr(target + 5, '.');
+    snprintf(ftarget, sizeof ftarget, "aten.%s%s", fbase, ov ? ov : "");
+    const aten_op_row *row = aten_registry_find(ftarget);
+    if (!row) return FAIL(c, "unknown op '%s': the importer has no lowering for %s", target, ftarget);
+    int dj, rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &dj);
+    if (rc || (rc = row->lower(c, fbase, ftarget))) return rc;
+    int res;
+    if ((rc = al_mat_fx(c, c->cur, &res))) return rc;
+    return write_into(c, dj, res);
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
@@ -1773,7 +1799,7 @@ int al_lower_dropout(lctx *c, const char *base, const char *target) {
 
 /* Ops that move or reinterpret a complex tensor (every other op refuses complex operands). */
 static int takes_complex(const char *base) {
-    static const char *const ok[] = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "unsqueeze", "squeeze",
+    static const char *const ok[] = {"getitem", "view", "reshape", "_unsafe_view", "flatten", "unflatten", "unsqueeze", "squeeze",
                                      "permute", "transpose", "swapaxes", "expand", "slice", "select", "split_with_sizes",
                                      "split", "chunk", "unbind", "alias", "detach", "detach_", "lift_fresh_copy", "clone",
                                      "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex",
@@ -1822,6 +1848,7 @@ static int check_val(lctx *c) {
         if (!val || val->type != DRIFT_JSON_ARRAY || (int)val->n_items != f->n_multi)
             return FAIL(c, "shape mismatch: 'val' must list %d tensors", f->n_multi);
         for (int k = 0; k < f->n_multi; k++) {
+            if (f->multi[k].root < 0) continue; /* not a tensor drift gives (native_group_norm's mean) */
             int nd;
             int64_t sh[DRIFT_MAX_DIMS];
             int rc = al_val_shape(c, &val->items[k], &nd, sh);

@@ -160,5 +160,8 @@ int al_lower_index_copy(lctx *c, const char *base, const char *target);
 int al_lower_scatter(lctx *c, const char *base, const char *target);
 int al_lower_nonzero(lctx *c, const char *base, const char *target);
 int al_lower_pad(lctx *c, const char *base, const char *target);
+int al_lower_inplace(lctx *c, const char *base, const char *target);
+int al_lower_polar(lctx *c, const char *base, const char *target);
+int al_lower_native_group_norm(lctx *c, const char *base, const char *target);
 
 #endif

@@ -864,3 +864,69 @@ int al_lower_pad(lctx *c, const char *base, const char *target) {
     if ((rc = al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
     return al_set_result(c, id);
 }
+
+/* native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd):
+ * out as group_norm; mean and rstd are not tensors drift gives (getitem of them fails). */
+int al_lower_native_group_norm(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int in[3], n = 1, rc, id;
+    int64_t groups;
+    double eps;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0])) ||
+        (rc = al_get_int(c, al_arg(c, 6, "group"), "group", 1, &groups)) || (rc = al_get_num(c, al_arg(c, 7, "eps"), "eps", 1e-5, &eps)))
+        return rc;
+    const drift_json_value *w = al_arg(c, 1, "weight"), *b = al_arg(c, 2, "bias");
+    if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
+    if (!al_is_none(b)) {
+        if (n == 1) return FAIL(c, "group_norm with a bias but no weight is not supported");
+        if ((rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
+    }
+    const drift_value *xv = val_of(c, in[0]);
+    if (xv->ndim < 2 || groups < 1 || xv->shape[1] % groups)
+        return FAIL(c, "group_norm: %lld groups do not divide the channels", (long long)groups);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.length = groups;
+    op.eps = (float)eps;
+    if ((rc = al_emit(c, DRIFT_OP_GROUP_NORM, &op, n, in, DRIFT_RULE_AUTOCAST_FP32, &id))) return rc;
+    if ((rc = al_set_result(c, id))) return rc;
+    fxv *f = &c->fx[c->cur];
+    aten_view out = f->t;
+    f->multi = drift_calloc(3, sizeof *f->multi);
+    if (!f->multi) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    f->multi[0] = out;
+    f->multi[1].root = f->multi[2].root = -1;
+    f->n_multi = 3;
+    f->kind = FX_MULTI;
+    return DRIFT_OK;
+}
+
+/* polar(abs, angle): the complex abs * (cos angle, sin angle), stored as (re, im) pairs. */
+int al_lower_polar(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int r, t, rc, co, si, in[2], re, im, id;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "abs"), "abs", &r)) || (rc = al_mat_arg(c, al_arg(c, 1, "angle"), "angle", &t))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_UNARY_COS;
+    if ((rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &t, DRIFT_RULE_PROMOTE, &co))) return rc;
+    op.sub = DRIFT_UNARY_SIN;
+    if ((rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &t, DRIFT_RULE_PROMOTE, &si))) return rc;
+    in[0] = r, in[1] = co;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &re))) return rc;
+    in[1] = si;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &im))) return rc;
+    const drift_value *v = val_of(c, re);
+    if (v->ndim >= DRIFT_MAX_DIMS) return FAIL(c, "polar of a %d-d tensor", v->ndim);
+    int64_t sh[DRIFT_MAX_DIMS];
+    memcpy(sh, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    sh[v->ndim] = 1;
+    if ((rc = al_emit_view_to(c, re, v->ndim + 1, sh, &re)) || (rc = al_emit_view_to(c, im, v->ndim + 1, sh, &im))) return rc;
+    memset(&op, 0, sizeof op);
+    op.dim = v->ndim;
+    in[0] = re, in[1] = im;
+    if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &id))) return rc;
+    return al_set_result_cplx(c, id);
+}

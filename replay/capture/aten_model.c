@@ -166,6 +166,12 @@ int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, dri
         drift_err_prefix(err, "%s: family '%s' needs the captured graph in /graph", path, family ? family : "");
         return rc;
     }
+    if (!json || len == 0) {
+        free(json);
+        return drift_err_set(err, DRIFT_E_INPUT, path,
+                             "no /graph: the recorder could not capture the model's graph (its reason is in /notes: "
+                             "drift ls %s)", path);
+    }
     if (!drift_aten_graph_sniff(json, len)) {
         free(json);
         return drift_err_set(err, DRIFT_E_INPUT, path, "/graph: expected a drift-aten-graph document (family '%s')",

@@ -43,6 +43,7 @@ static const aten_op_row k_rows[] = {
     {"dropout", al_lower_dropout, RCC, "the same view (eval, or p = 0)"},
     {"view_as_complex", al_lower_view_as_complex, RCC, "view over (re, im) pairs"},
     {"view_as_real", al_lower_view_as_real, RCC, "view"},
+    {"polar", al_lower_polar, RCH, "abs * (cos, sin) as (re, im) pairs"},
     {"einsum", al_lower_einsum, RCC, "one-operand permutations: a view"},
     /* copies and casts */
     {"clone", al_lower_copy_of, RCC, "STRIDED/VIEW materialisation"},
@@ -174,6 +175,7 @@ static const aten_op_row k_rows[] = {
     {"layer_norm", al_lower_norm, RCC, "LAYER_NORM"},
     {"rms_norm", al_lower_norm, RCC, "RMS_NORM"},
     {"group_norm", al_lower_group_norm, RCH, "GROUP_NORM"},
+    {"native_group_norm", al_lower_native_group_norm, RCH, "GROUP_NORM (the mean and rstd outputs unused)"},
     {"scaled_dot_product_attention", al_lower_sdpa, RCC, "ATTENTION"},
     {"conv2d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel)"},
     {"conv3d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel)"},
@@ -202,10 +204,18 @@ const aten_op_row *aten_registry_rows(int *n) {
     return k_rows;
 }
 
+static const aten_op_row k_inplace = {"X_", al_lower_inplace, RCC, "the functional X, written into self"};
+
 const aten_op_row *aten_registry_find(const char *target) {
     char base[96];
     const char *key = strncmp(target, "aten.", 5) ? target : drift_aten_op_base(target, base, sizeof base);
     for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++)
         if (!strcmp(k_rows[i].base, key)) return &k_rows[i];
+    size_t n = strlen(key);
+    if (key == base && n > 1 && key[n - 1] == '_') { /* an in-place variant of a row */
+        base[n - 1] = 0;
+        for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++)
+            if (!strcmp(k_rows[i].base, base)) return &k_inplace;
+    }
     return NULL;
 }

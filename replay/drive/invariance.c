@@ -139,7 +139,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     if ((rc = drift_trace_reader_open(&rd, o->trace, DRIFT_TRACE_OPEN_NORMAL, err))) goto done;
     const drift_trace_meta *meta = drift_trace_reader_meta(rd);
     if ((rc = drift_capture_model_for_trace(rd, meta->family, &m, err))) {
-        drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
+        if (!drift_capture_is_spec(meta->family)) drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
     }
     if (m->captured) {

@@ -120,7 +120,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     rep->cmp.guidance_scale = meta->guidance_scale;
     if ((rc = drift_trace_read_libraries(main_src.r, &rep->libs_rec, &rep->has_libs_rec, err))) goto done;
     if ((rc = drift_capture_model_for_trace(main_src.r, meta->family, &s->m, err))) {
-        drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
+        if (!drift_capture_is_spec(meta->family)) drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
     }
     snprintf(rep->model, sizeof rep->model, "%s", s->m->spec);

@@ -72,6 +72,21 @@ for f in unknown_op forward_ref dangling shape_mismatch; do
     --trainer-plan "$P/all_bf16.json" --rollout-plan "$P/all_bf16.json" -o "$W/bad.h5" 2>"$W/err.txt"
   rc=$?
   [ $rc -eq 2 ] || fail "$f: exit $rc, expected 2"
-  grep -q "node 3 'linear'" "$W/err.txt" || fail "$f: the node is not named: $(cat "$W/err.txt")"
+  if [ "$f" = unknown_op ]; then  # unknown ops are listed up front: target, count, module, node
+    grep -q "aten.frobnicate.default x1 (first in 'proj', node linear)" "$W/err.txt" || fail "$f: not listed: $(cat "$W/err.txt")"
+  else
+    grep -q "node 3 'linear'" "$W/err.txt" || fail "$f: the node is not named: $(cat "$W/err.txt")"
+  fi
+done
+# every unknown op at once (not only the first): two more unknown targets after the first
+sed -e 's/"aten.unflatten.int"/"aten.wibble.default"/' -e 's/"aten.unbind.int"/"aten.wobble.int"/' \
+  "$DRIFT_SRC/fuzz/corpus/fuzz_aten_graph/unknown_op.json" > "$W/three_unknown.json"
+"$D" record --synthetic "graph:$W/three_unknown.json" --steps 1 \
+  --trainer-plan "$P/all_bf16.json" --rollout-plan "$P/all_bf16.json" -o "$W/bad3.h5" 2>"$W/err.txt"
+rc=$?
+[ $rc -eq 2 ] || fail "three unknown ops: exit $rc, expected 2"
+grep -q "3 ops drift cannot run" "$W/err.txt" || fail "three unknown ops: not all listed: $(cat "$W/err.txt")"
+for t in aten.frobnicate.default aten.wibble.default aten.wobble.int; do
+  grep -q "$t x1" "$W/err.txt" || fail "three unknown ops: $t missing: $(cat "$W/err.txt")"
 done
 echo "captured_graph: ok"
