@@ -13,7 +13,7 @@
 #           cuda (torch profile, torch's own libraries) and cpu against the recording,
 #           drift's noise floor, the plan-to-plan bisect; $OUT/zoo_table.md.
 # Env: BUILD (/tmp/drift-gpu-build), WORK (/tmp/zoo), MODELS (comma list), ZOO_SHARDS,
-# TIME_BUDGET (s, default 540). At most 8 files under $OUT.
+# TIME_BUDGET (s, default 540), ZOO_PACK_TRACES (1: bring the traces back). At most 8 files under $OUT.
 set -u
 S="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${OUT:?set OUT}"
@@ -30,6 +30,7 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 say() { echo "[zoo.sh $(($(date +%s) - T0))s] $*"; }
 pack() {
   (cd "$W" && tar czf "$OUT/zoo_logs.tgz" logs) 2>/dev/null
+  [ "${ZOO_PACK_TRACES:-1}" = 1 ] || return 0
   # traces in up to three archives of < 16 MiB each (the device tool's limit per file)
   local list=() i=0 part size=0
   rm -f "$OUT"/zoo_traces_*.tgz
@@ -37,7 +38,7 @@ pack() {
   part="$W/part0.txt"; : > "$part"
   while read -r t; do
     s=$(du -sk "$W/rec/$t" | cut -f1)
-    if [ $((size + s)) -gt 40000 ] && [ -s "$part" ]; then i=$((i + 1)); part="$W/part$i.txt"; : > "$part"; size=0; fi
+    if [ $((size + s)) -gt 30000 ] && [ -s "$part" ]; then i=$((i + 1)); part="$W/part$i.txt"; : > "$part"; size=0; fi
     echo "$t" >> "$part"; size=$((size + s))
   done < "$W/tags.txt"
   for p in "$W"/part*.txt; do
@@ -73,7 +74,7 @@ if has record; then
 fi
 
 if has replay; then
-  "$PY" "$S/tests/gpu/zoo_replay.py" --rec "$W/rec" --drift "$BUILD/drift" --out "$OUT" --budget "$(left)" \
+  "$PY" "$S/tests/gpu/zoo_replay.py" --rec "$W/rec" --drift "$BUILD/drift" --out "$OUT" --budget "$(( $(left) - 20 ))" \
     > "$W/logs/replay.log" 2>&1
   say "replay: $(tail -1 "$W/logs/replay.log")"
   pack

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The zoo's replay stage (issue 31), on the GPU machine after tests/gpu/zoo.py record:
+
+    python3 tests/gpu/zoo_replay.py --rec /tmp/zoo/rec --drift BUILD/drift --out $OUT \
+        [--record-rows $OUT/zoo_record.jsonl] [--budget SECONDS]
+
+For every recorded model (a folder with trainer.h5): `drift check`, a replay on cuda
+(torch kernel profile, torch's own cuDNN/cuBLAS first on the library path) against the
+recording, output only, and a replay on cpu with --max-floor 2 (exit 0 when the output's
+mean |d| is within 2x drift's noise floor). Writes $OUT/zoo_table.md (one row per model,
+the record stage's reason for a model it could not record) and prints a summary line.
+Every failure row names its reason: the first line drift printed.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def torch_lib_path():
+    """torch's nvidia-* wheel library folders, for a bitwise replay (the system cuDNN differs)."""
+    try:
+        import torch  # noqa: F401  (only to find its site-packages)
+        base = os.path.dirname(os.path.dirname(torch.__file__))
+    except Exception:
+        return ""
+    dirs = sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib")))
+    return ":".join(dirs + [os.path.join(os.path.dirname(torch.__file__), "lib")])
+
+
+def run(cmd, env, timeout):
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr, time.time() - t0
+    except subprocess.TimeoutExpired:
+        return 124, "", "timed out after %d s" % timeout, time.time() - t0
+
+
+def first_error(err):
+    for line in err.splitlines():
+        if line.startswith("drift") and "no --plan given" not in line:
+            return line[:240]
+    lines = [x for x in err.splitlines() if x.strip()]
+    return (lines[-1] if lines else "")[:240]
+
+
+def output_site(js):
+    for s in js.get("sites", []):
+        if s.get("site") == "output:noise_pred":
+            return s
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rec", required=True)
+    ap.add_argument("--drift", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--record-rows", default=None)
+    ap.add_argument("--budget", type=float, default=300)
+    a = ap.parse_args()
+    t_end = time.time() + a.budget
+    env = dict(os.environ)
+    lp = torch_lib_path()
+    if lp:
+        env["LD_LIBRARY_PATH"] = lp + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    rows = {}
+    rec_rows = a.record_rows or os.path.join(a.out, "zoo_record.jsonl")
+    if os.path.exists(rec_rows):
+        for line in open(rec_rows):
+            try:
+                r = json.loads(line)
+                rows[r["tag"]] = r
+            except Exception:
+                pass
+    tags = sorted(set(rows) | {d for d in os.listdir(a.rec) if os.path.isdir(os.path.join(a.rec, d))})
+    table = []
+    n = {"models": 0, "captured": 0, "replays_cuda": 0, "bitwise_cuda": 0, "cpu_floor": 0, "replays_cpu": 0}
+    for tag in tags:
+        n["models"] += 1
+        r = rows.get(tag, {})
+        tr = os.path.join(a.rec, tag, "trainer.h5")
+        row = {"model": tag, "captured": r.get("mode") if r.get("captured") else "no",
+               "cuda": "", "bitwise": "", "cpu": "", "reason": ""}
+        if r.get("captured"):
+            n["captured"] += 1
+        if not os.path.exists(tr):
+            row["reason"] = (r.get("reason") or "not recorded")[:240]
+            table.append(row)
+            continue
+        if time.time() > t_end:
+            row["reason"] = "not replayed: the stage's time budget ran out"
+            table.append(row)
+            continue
+        rc, out, err, dt = run([a.drift, "replay", tr, "--device", "cuda", "--kernels", "torch", "--ref", "trainer",
+                                "--output-only", "--json"], env, 120)
+        js = None
+        try:
+            js = json.loads(out) if out.strip() else None
+        except Exception:
+            js = None
+        site = output_site(js) if js else None
+        if site is None:
+            row["cuda"] = "no"
+            row["reason"] = first_error(err) or ("exit %d" % rc)
+        else:
+            n["replays_cuda"] += 1
+            row["cuda"] = "yes (%.1f s)" % dt
+            if site.get("bitwise_equal"):
+                n["bitwise_cuda"] += 1
+                row["bitwise"] = "yes"
+            else:
+                row["bitwise"] = "no: max |d| %.3g" % site.get("max_abs_diff", float("nan"))
+        rc2, out2, err2, _ = run([a.drift, "replay", tr, "--device", "cpu", "--ref", "trainer", "--output-only",
+                                  "--max-floor", "2", "--json"], env, 180)
+        try:
+            js2 = json.loads(out2) if out2.strip() else None
+        except Exception:
+            js2 = None
+        s2 = output_site(js2) if js2 else None
+        if s2 is None:
+            row["cpu"] = "no"
+            if not row["reason"]:
+                row["reason"] = first_error(err2) or ("exit %d" % rc2)
+        else:
+            n["replays_cpu"] += 1
+            ok = rc2 == 0
+            n["cpu_floor"] += ok
+            row["cpu"] = ("within 2x floor" if ok else "over 2x floor") + " (mean |d| %.3g)" % s2.get("mean_abs_diff", 0)
+        table.append(row)
+        print("ZOO_REPLAY " + json.dumps(row), flush=True)
+    with open(os.path.join(a.out, "zoo_table.md"), "w") as f:
+        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu vs noise floor | reason |\n")
+        f.write("|---|---|---|---|---|---|\n")
+        for row in table:
+            f.write("| %s | %s | %s | %s | %s | %s |\n" % (row["model"], row["captured"], row["cuda"], row["bitwise"],
+                                                          row["cpu"], row["reason"].replace("|", "/")))
+    print("zoo: %(models)d models, %(captured)d captured, %(replays_cuda)d replay on cuda, %(bitwise_cuda)d bitwise "
+          "on cuda, %(replays_cpu)d replay on cpu, %(cpu_floor)d within 2x the floor on cpu" % n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
