@@ -208,9 +208,13 @@ static const aten_op_row k_inplace = {"X_", al_lower_inplace, RCC, "the function
 
 const aten_op_row *aten_registry_find(const char *target) {
     char base[96];
-    const char *key = strncmp(target, "aten.", 5) ? target : drift_aten_op_base(target, base, sizeof base);
-    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++)
-        if (!strcmp(k_rows[i].base, key)) return &k_rows[i];
+    const int aten = !strncmp(target, "aten.", 5);
+    const char *key = aten ? drift_aten_op_base(target, base, sizeof base) : target;
+    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
+        /* rows of other namespaces (getitem, drift.*) match only their full name */
+        const int other = strchr(k_rows[i].base, '.') || !strcmp(k_rows[i].base, "getitem");
+        if (other == !aten && !strcmp(k_rows[i].base, key)) return &k_rows[i];
+    }
     size_t n = strlen(key);
     if (key == base && n > 1 && key[n - 1] == '_') { /* an in-place variant of a row */
         base[n - 1] = 0;

@@ -4,7 +4,7 @@ decomposition of the others (docs/aten-graph.md "The opset").
 An exported (pre-dispatch) graph holds the ops the model code called. drift's
 importer runs a closed set of them: the rows of its op registry, listed in
 opset.txt beside this file (generated from replay/capture/aten_registry.c;
-tests/integration/opset_list.sh keeps the two equal). Every other op that
+tests/replay/test_aten_registry.c keeps the two equal). Every other op that
 eager PyTorch runs as a composite (a CompositeImplicitAutograd kernel: it
 has no kernel of its own, it calls other ops) is replaced here by what that
 composite calls, traced with torch's own dispatcher on meta tensors: the same
