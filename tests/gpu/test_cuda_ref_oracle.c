@@ -67,7 +67,7 @@ static double *run_on(const drift_backend *be, const drift_op *op, hbuf *const *
         tp[i] = &ti[i];
     }
     memset(&to, 0, sizeof to);
-    to.dtype = DRIFT_F64;
+    to.dtype = drift_dtype_is_int(op->out) ? op->out : DRIFT_F64; /* bool/int64 results keep their dtype */
     int nd = out_nd;
     int64_t shape[DRIFT_MAX_DIMS] = {0};
     if (out_shape) memcpy(shape, out_shape, (size_t)out_nd * sizeof *shape);
