@@ -553,17 +553,21 @@ int al_lower_repeat(lctx *c, const char *base, const char *target) {
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_get_ints(c, al_arg(c, 1, "repeats"), "repeats", reps, &nr)))
         return rc;
     const aten_view v = c->fx[j].t;
-    if (nr < v.nd || 2 * nr > DRIFT_MAX_DIMS) return FAIL(c, "repeat of a %d-d tensor by %d factors is not supported", v.nd, nr);
+    int extra = 0; /* a stride-0 dim before each dim repeated more than once */
+    for (int i = 0; i < nr; i++) extra += reps[i] > 1;
+    if (nr < v.nd || nr + extra > DRIFT_MAX_DIMS)
+        return FAIL(c, "repeat of a %d-d tensor by %d factors (%d of them > 1) is not supported", v.nd, nr, extra);
     aten_view o;
     memset(&o, 0, sizeof o);
-    o.root = v.root, o.off = v.off, o.nd = 2 * nr;
+    o.root = v.root, o.off = v.off, o.nd = 0;
     int64_t size[DRIFT_MAX_DIMS];
     for (int i = 0; i < nr; i++) {
         int k = i - (nr - v.nd);
         if (reps[i] < 1) return FAIL(c, "repeat factor %lld", (long long)reps[i]);
-        o.size[2 * i] = reps[i], o.stride[2 * i] = 0;
-        o.size[2 * i + 1] = k >= 0 ? v.size[k] : 1, o.stride[2 * i + 1] = k >= 0 ? v.stride[k] : 0;
-        size[i] = reps[i] * o.size[2 * i + 1];
+        if (reps[i] > 1) o.size[o.nd] = reps[i], o.stride[o.nd] = 0, o.nd++;
+        o.size[o.nd] = k >= 0 ? v.size[k] : 1, o.stride[o.nd] = k >= 0 ? v.stride[k] : 0;
+        size[i] = reps[i] * o.size[o.nd];
+        o.nd++;
     }
     return do_reshape_view(c, &o, c->fx[j].cplx, nr, size);
 }
@@ -1009,12 +1013,25 @@ static int lower_complex_mul(lctx *c) {
     int ja, jb, rc;
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &ja)) || (rc = al_tensor_arg(c, al_arg(c, 1, "other"), "other", &jb)))
         return rc;
-    if (!c->fx[ja].cplx || !c->fx[jb].cplx) return FAIL(c, "complex times real is not supported yet");
+    if (!c->fx[ja].cplx || !c->fx[jb].cplx) { /* complex times real: (re * r, im * r), the pair dim broadcast */
+        const int jc = c->fx[ja].cplx ? ja : jb, jr = c->fx[ja].cplx ? jb : ja;
+        int C, R, out;
+        if ((rc = al_mat_fx(c, jc, &C)) || (rc = al_mat_fx(c, jr, &R))) return rc;
+        const drift_value *rv = drift_graph_value(c->out, R);
+        if (rv->ndim >= DRIFT_MAX_DIMS) return FAIL(c, "complex times real of %d dims", rv->ndim);
+        int64_t sh[DRIFT_MAX_DIMS];
+        memcpy(sh, rv->shape, sizeof(int64_t) * (size_t)rv->ndim);
+        sh[rv->ndim] = 1;
+        if ((rc = al_emit_view_to(c, R, rv->ndim + 1, sh, &R))) return rc;
+        int in2[2] = {C, R};
+        if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in2, DRIFT_RULE_PROMOTE, &out))) return rc;
+        return al_set_result_cplx(c, out);
+    }
     int A, B;
     if ((rc = al_mat_fx(c, ja, &A)) || (rc = al_mat_fx(c, jb, &B))) return rc;
     int part[2][2]; /* [operand][re, im] */
     for (int o = 0; o < 2; o++) {
-        const drift_value *x = drift_graph_value(c->out, o ? B : A);
+        const drift_value x_c = *drift_graph_value(c->out, o ? B : A), *x = &x_c; /* a copy: add_node moves values */
         aten_view v;
         aten_view_contig(&v, 0, x->ndim, x->shape);
         for (int k = 0; k < 2; k++) {
@@ -1251,7 +1268,7 @@ int al_lower_binary(lctx *c, const char *base, const char *target) {
     }
     /* A 0-d tensor next to a dimensioned one does not take part in type promotion:
      * it is cast to the other operand's dtype (TensorIterator's common dtype). */
-    const drift_value *va = drift_graph_value(c->out, a.id), *vb = drift_graph_value(c->out, b.id);
+    const drift_value va_c = *drift_graph_value(c->out, a.id), *va = &va_c, vb_c = *drift_graph_value(c->out, b.id), *vb = &vb_c;
     if (va->ndim == 0 && vb->ndim > 0 && (rc = al_emit_cast(c, a.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, b.id, &a.id)))
         return rc;
     if (vb->ndim == 0 && va->ndim > 0 && (rc = al_emit_cast(c, b.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, a.id, &b.id)))
@@ -1314,7 +1331,7 @@ int al_lower_reduce(lctx *c, const char *base, const char *target) {
     int given, is_int;
     drift_dtype dt;
     if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
-    if (given) return FAIL(c, "a reduction with an explicit dtype is not supported yet");
+    if (given) return al_lower_reduce_ext(c, base, target); /* cast first, then reduce */
     const aten_view *v = &c->fx[j].t;
     int d = -1, real = 0;
     for (int i = 0; i < nd; i++) {
@@ -1364,8 +1381,15 @@ int al_lower_norm(lctx *c, const char *base, const char *target) {
     const drift_json_value *bias = layer ? al_arg(c, 3, "bias") : NULL;
     double eps;
     const drift_json_value *ev = al_arg(c, layer ? 4 : 3, "eps");
-    if (!layer && al_is_none(ev)) return FAIL(c, "rms_norm with eps=None (the dtype's epsilon) is not supported yet");
-    if ((rc = al_get_num(c, ev, "eps", 1e-5, &eps))) return rc;
+    if (!layer && al_is_none(ev)) { /* eps=None: torch.finfo(input.dtype).eps, of the dtype the capture saw */
+        int jx = al_ref_of(c, al_arg(c, 0, "input"));
+        const char *d = jx >= 0 ? al_val_dtype_str(&c->g->nodes[jx]) : NULL;
+        if (!d) return FAIL(c, "rms_norm with eps=None: the input's captured dtype is unknown");
+        eps = !strcmp(d, "bfloat16") ? 0.0078125 : !strcmp(d, "float16") ? 0.0009765625
+              : !strcmp(d, "float64") ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+    } else if ((rc = al_get_num(c, ev, "eps", 1e-5, &eps))) {
+        return rc;
+    }
     if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
     if (!al_is_none(bias)) {
         if (n == 1) return FAIL(c, "layer_norm with a bias but no weight is not supported");
@@ -1399,6 +1423,65 @@ int al_lower_linear(lctx *c, const char *base, const char *target) {
  * so that q'.k' = q.k + bias: adding 0 leaves a kept score's bits unchanged
  * and a masked one is -inf, whose exp is 0, as SDPA's masking does. The
  * scale stays that of the original head dim. */
+/* A boolean mask as an additive fp32 bias: 0 where true, -inf where false. */
+static int mask_bias(lctx *c, int m, int *id) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_UNARY);
+    s.op.n_in = 1;
+    s.op.sub = DRIFT_UNARY_MASK_BIAS;
+    s.in[0] = m;
+    s.rule = DRIFT_RULE_FIXED; /* fp32 whatever the mask's dtype (bool is an integer dtype) */
+    s.rule_dtype = DRIFT_F32;
+    return al_add_node(c, &s, id);
+}
+
+/* SDPA with a mask that varies over the queries, as torch's math backend writes it:
+ * s = (q k^T) * scale + mask, p = softmax(s), o = p v (explicit ops: the fused kernel
+ * takes key masks only). */
+static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
+    int jm, rc, kt, sc, m, p, in2[2];
+    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
+    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
+    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
+    if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
+    in2[0] = in[0], in2[1] = kt;
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, &sc))) return rc;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_MUL;
+    op.scalar = scale;
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    const aten_view *mv = &c->fx[jm].t;
+    aten_view ex; /* the mask broadcast to [B, H, Lq, Lk] */
+    memset(&ex, 0, sizeof ex);
+    ex.root = mv->root, ex.off = mv->off, ex.nd = 4;
+    const int64_t want[4] = {B, H, Lq, Lk};
+    for (int i = 0; i < 4; i++) {
+        int kk = i - (4 - mv->nd);
+        int64_t sz = kk >= 0 ? mv->size[kk] : 1;
+        if (sz != 1 && sz != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
+        ex.size[i] = want[i];
+        ex.stride[i] = sz == 1 ? 0 : mv->stride[kk];
+    }
+    if ((rc = al_mat_view(c, &ex, &m))) return rc;
+    const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
+    if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, m, &m))) return rc;
+    in2[0] = sc, in2[1] = m;
+    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    memset(&op, 0, sizeof op);
+    op.dim = -1;
+    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
+    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
+    in2[0] = p, in2[1] = in[2];
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+}
+
 static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     int jm, rc;
     if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
@@ -1426,12 +1509,7 @@ static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     int bias;
     if ((rc = al_mat_view(c, &kv, &bias))) return rc;
     const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
-    if (mdt && !strcmp(mdt, "bool")) {
-        drift_op u;
-        memset(&u, 0, sizeof u);
-        u.sub = DRIFT_UNARY_MASK_BIAS;
-        if ((rc = al_emit(c, DRIFT_OP_UNARY, &u, 1, &bias, DRIFT_RULE_PROMOTE, &bias))) return rc;
-    }
+    if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, bias, &bias))) return rc;
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
     s.op.scalar = 1.0;
@@ -1470,7 +1548,18 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     drift_op op;
     memset(&op, 0, sizeof op);
     op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)q->shape[3]));
-    if (!al_is_none(mask) && (rc = masked_qk(c, mask, in))) return rc;
+    if (!al_is_none(mask)) {
+        int jm = al_ref_of(c, mask);
+        if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {
+            const aten_view *mv = &c->fx[jm].t;
+            int lq_dim = mv->nd - 2; /* [..., Lq, Lk] */
+            if (mv->nd >= 2 && mv->size[lq_dim] != 1) { /* varies over the queries */
+                if ((rc = sdpa_full_mask(c, mask, in, op.scale, &id))) return rc;
+                return al_set_result(c, id);
+            }
+        }
+        if ((rc = masked_qk(c, mask, in))) return rc;
+    }
     if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, 3, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return al_set_result(c, id);
 }
@@ -1488,7 +1577,8 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &x)) || (rc = al_mat_arg(c, al_arg(c, 1, "weight"), "weight", &w)))
         return rc;
     if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
-    const drift_value *xv = drift_graph_value(c->out, x), *wv = drift_graph_value(c->out, w);
+    /* copies: emitting a node may move the graph's values */
+    const drift_value xv_c = *drift_graph_value(c->out, x), *xv = &xv_c, wv_c = *drift_graph_value(c->out, w), *wv = &wv_c;
     if (xv->ndim != sp + 2 || wv->ndim != sp + 2) return FAIL(c, "input and weight must be %d-d", sp + 2);
     int64_t st[3], pad[3], dil[3], groups;
     int ns = 0, np = 0, nd = 0;
@@ -1799,10 +1889,10 @@ int al_lower_dropout(lctx *c, const char *base, const char *target) {
 
 /* Ops that move or reinterpret a complex tensor (every other op refuses complex operands). */
 static int takes_complex(const char *base) {
-    static const char *const ok[] = {"getitem", "view", "reshape", "_unsafe_view", "flatten", "unflatten", "unsqueeze", "squeeze",
+    static const char *const ok[] = {"getitem", "index", "index_select", "view", "reshape", "_unsafe_view", "flatten", "unflatten", "unsqueeze", "squeeze",
                                      "permute", "transpose", "swapaxes", "expand", "slice", "select", "split_with_sizes",
                                      "split", "chunk", "unbind", "alias", "detach", "detach_", "lift_fresh_copy", "clone",
-                                     "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex",
+                                     "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex", "polar",
                                      NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(base, ok[i])) return 1;

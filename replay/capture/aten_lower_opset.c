@@ -76,7 +76,7 @@ static int captured_int(const lctx *c, int j) {
 
 /* A 0-d operand next to a dimensioned one takes the other's dtype (TensorIterator). */
 static int match_0d(lctx *c, int *a, int *b) {
-    const drift_value *va = val_of(c, *a), *vb = val_of(c, *b);
+    const drift_value va_c = *val_of(c, *a), *va = &va_c, vb_c = *val_of(c, *b), *vb = &vb_c; /* copies: emitting a node may move the graph's values */
     if (va->ndim == 0 && vb->ndim > 0) return al_emit_cast(c, *a, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, *b, a);
     if (vb->ndim == 0 && va->ndim > 0) return al_emit_cast(c, *b, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, *a, b);
     return DRIFT_OK;
@@ -112,7 +112,7 @@ static int flat_index(lctx *c, int nd, const int64_t *shape, const int64_t *st, 
     op.sub = DRIFT_SCALAR_MUL;
     op.scalar = (double)st[d];
     if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &idx, DRIFT_RULE_PROMOTE, &f))) return rc;
-    const drift_value *fv = val_of(c, f);
+    const drift_value fv_c = *val_of(c, f), *fv = &fv_c; /* copies: emitting a node may move the graph's values */
     int full = fv->ndim == nd;
     for (int k = 0; full && k < nd; k++) full = fv->shape[k] == shape[k];
     if (!full) { /* zeros of the full shape + the broadcast index */
@@ -334,7 +334,8 @@ int al_lower_masked_fill(lctx *c, const char *base, const char *target) {
 /* ---- reductions, scans, softmax, sorting ----------------------------------------- */
 
 /* Reduces FX tensor j over dims (all when n == 0) with op (sub set), rule/dt;
- * the dims must be adjacent once size-1 dims are ignored. keep: keepdim. */
+ * the dims must be adjacent once size-1 dims are ignored. keep: keepdim.
+ * fixed 2: the input cast to dt first (sum(..., dtype=dt)), the result dt. */
 static int reduce_dims(lctx *c, int j, const int64_t *dims, int n, int keep, drift_op *op, int fixed, drift_dtype dt,
                        drift_dtype_rule rule) {
     const aten_view *v = &c->fx[j].t;
@@ -355,6 +356,7 @@ static int reduce_dims(lctx *c, int j, const int64_t *dims, int n, int keep, dri
     for (int i = lo; lo >= 0 && i <= hi; i++)
         if (!sel[i] && v->size[i] > 1) return FAIL(c, "a reduction over dims that are not adjacent is not supported yet");
     if ((rc = al_mat_fx(c, j, &x))) return rc;
+    if (fixed == 2 && (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, dt, -1, &x))) return rc;
     if (v->nd == 0) { /* a 0-d input: one element */
         if ((rc = al_emit_view_to(c, x, 1, (int64_t[]){1}, &x))) return rc;
         lo = hi = 0;
@@ -406,7 +408,10 @@ int al_lower_reduce_ext(lctx *c, const char *base, const char *target) {
         int given, is_int;
         drift_dtype dt;
         if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
-        if (given) return FAIL(c, "a reduction with an explicit dtype is not supported yet");
+        if (given) {
+            op.sub = !strcmp(base, "mean") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
+            return reduce_dims(c, j, dims, n, (int)keep, &op, 2, dt, DRIFT_RULE_NONE);
+        }
     }
     static const struct {
         const char *op;
@@ -529,7 +534,8 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
         op.beta = (float)be;
         op.alpha = (float)al;
     }
-    const drift_value *va = val_of(c, a), *vb = val_of(c, b);
+    drift_value va_c = *val_of(c, a), vb_c = *val_of(c, b); /* copies: emitting a node may move the graph's values */
+    const drift_value *va = &va_c, *vb = &vb_c;
     int na = va->ndim, nb = vb->ndim;
     int64_t out[DRIFT_MAX_DIMS];
     int no = 0;
@@ -538,7 +544,7 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
     int sq_a = na == 1, sq_b = nb == 1;
     if (sq_a && (rc = al_emit_view_to(c, a, 2, (int64_t[]){1, va->shape[0]}, &a))) return rc;
     if (sq_b && (rc = al_emit_view_to(c, b, 2, (int64_t[]){vb->shape[0], 1}, &b))) return rc;
-    va = val_of(c, a), vb = val_of(c, b);
+    va_c = *val_of(c, a), vb_c = *val_of(c, b);
     na = va->ndim, nb = vb->ndim;
     const int64_t M = va->shape[na - 2], K = va->shape[na - 1], N = vb->shape[nb - 1];
     if (vb->shape[nb - 2] != K) return FAIL(c, "matmul: inner dims %lld and %lld differ", (long long)K, (long long)vb->shape[nb - 2]);
@@ -582,7 +588,7 @@ int al_lower_group_norm(lctx *c, const char *base, const char *target) {
         if (n == 1) return FAIL(c, "group_norm with a bias but no weight is not supported");
         if ((rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
     }
-    const drift_value *xv = val_of(c, in[0]);
+    const drift_value xv_c = *val_of(c, in[0]), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (xv->ndim < 2 || groups < 1 || xv->shape[1] % groups)
         return FAIL(c, "group_norm: %lld groups do not divide the channels", (long long)groups);
     drift_op op;
@@ -597,7 +603,7 @@ int al_lower_group_norm(lctx *c, const char *base, const char *target) {
 
 /* x (drift id, contiguous) gathered along dim d at the int64 indices idx (1-d, L). */
 static int select_along(lctx *c, int x, int d, int idx, int *out) {
-    const drift_value *xv = val_of(c, x);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int nd = xv->ndim, rc, flat;
     int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
     contig_strides(nd, xv->shape, st);
@@ -618,7 +624,7 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     if (!emb && (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim))) return rc;
     if ((rc = al_tensor_arg(c, al_arg(c, emb ? 1 : 2, emb ? "indices" : "index"), "index", &ij))) return rc;
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
-    const drift_value *xv = val_of(c, x);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
     if (d < 0) return FAIL(c, "dim %lld out of range", (long long)dim);
     const aten_view iv = c->fx[ij].t;
@@ -667,10 +673,29 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     (void)target;
     int x, p, ij, idx, rc, id;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const int cplx = c->last_cplx; /* x holds (re, im) pairs in a trailing dim: select over the logical dims */
     if ((rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij))) return rc;
-    const drift_value *xv = val_of(c, x);
-    if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
+    const int lnd = xv->ndim - cplx;
+    if (p >= lnd) return FAIL(c, "index position %d of a %d-d tensor", p, lnd);
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    /* negative indices count from the end: idx + size where idx < 0 */
+    {
+        int zero, neg, wrapped, in[3];
+        if ((rc = fill_like(c, idx, 0.0, &zero))) return rc;
+        drift_op lt;
+        memset(&lt, 0, sizeof lt);
+        lt.sub = DRIFT_BINARY_LT;
+        in[0] = idx, in[1] = zero;
+        if ((rc = emit_fixed(c, DRIFT_OP_BINARY, &lt, 2, in, DRIFT_BOOL, &neg))) return rc;
+        drift_op add;
+        memset(&add, 0, sizeof add);
+        add.sub = DRIFT_SCALAR_ADD;
+        add.scalar = (double)xv->shape[p];
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &add, 1, &idx, DRIFT_RULE_PROMOTE, &wrapped))) return rc;
+        in[0] = neg, in[1] = wrapped, in[2] = idx;
+        if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, &idx))) return rc;
+    }
     const aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
     if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;
@@ -684,7 +709,7 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
             for (int k = 0; k < iv.nd; k++) sh[m++] = iv.size[k];
     }
     if ((rc = al_emit_view_to(c, id, m, sh, &id))) return rc;
-    return al_set_result(c, id);
+    return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
 int al_lower_gather(lctx *c, const char *base, const char *target) {
@@ -696,7 +721,7 @@ int al_lower_gather(lctx *c, const char *base, const char *target) {
         (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
         return rc;
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
-    const drift_value *xv = val_of(c, x), *iv = val_of(c, idx);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
     if (d < 0 || iv->ndim != xv->ndim) return FAIL(c, "gather: index and input must have the same number of dims");
     int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
@@ -712,7 +737,7 @@ int al_lower_gather(lctx *c, const char *base, const char *target) {
 static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
     int rc, z, id, in[3];
     if ((rc = al_emit_cast(c, vals, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &vals))) return rc;
-    const drift_value *fv = val_of(c, flat), *vv = val_of(c, vals);
+    const drift_value fv_c = *val_of(c, flat), *fv = &fv_c, vv_c = *val_of(c, vals), *vv = &vv_c; /* copies: emitting a node may move the graph's values */
     if (fv->numel != vv->numel) { /* broadcast: zeros of the index's shape + values (ADD broadcasts in1) */
         if ((rc = fill_shape(c, fv->ndim, fv->shape, DRIFT_F32, 0, 0.0, 0.0, &z)) ||
             (rc = al_emit_cast(c, z, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &z)))
@@ -737,7 +762,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
         (rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals)) ||
         (rc = al_get_int(c, al_arg(c, 3, "accumulate"), "accumulate", 0, &acc)))
         return rc;
-    const drift_value *xv = val_of(c, x);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     int64_t n = val_of(c, idx)->numel, st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
@@ -757,7 +782,7 @@ int al_lower_index_copy(lctx *c, const char *base, const char *target) {
         (rc = al_mat_arg(c, al_arg(c, 2, "index"), "index", &idx)) || (rc = al_mat_arg(c, al_arg(c, 3, "source"), "source", &src)))
         return rc;
     if ((rc = as_index(c, idx, &idx))) return rc;
-    const drift_value *xv = val_of(c, x);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
     if (d < 0) return FAIL(c, "dim %lld out of range", (long long)dim);
     int64_t n = val_of(c, idx)->numel, st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
@@ -777,7 +802,7 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         return rc;
     if (!al_is_none(al_arg(c, -1, "reduce"))) return FAIL(c, "scatter with a reduce mode is not supported yet");
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
-    const drift_value *xv = val_of(c, x), *iv = val_of(c, idx);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
     if (d < 0 || iv->ndim != xv->ndim) return FAIL(c, "scatter: index and input must have the same number of dims");
     int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
@@ -843,7 +868,7 @@ int al_lower_pad(lctx *c, const char *base, const char *target) {
     } else if ((rc = al_get_num(c, al_arg(c, 2, "value"), "value", 0.0, &value))) {
         return rc;
     }
-    const drift_value *xv = val_of(c, x);
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (np / 2 > xv->ndim) return FAIL(c, "pad of %d dims on a %d-d tensor", np / 2, xv->ndim);
     int64_t sh[DRIFT_MAX_DIMS], st[DRIFT_MAX_DIMS], lo[DRIFT_MAX_DIMS] = {0};
     memcpy(sh, xv->shape, sizeof sh);
@@ -882,7 +907,7 @@ int al_lower_native_group_norm(lctx *c, const char *base, const char *target) {
         if (n == 1) return FAIL(c, "group_norm with a bias but no weight is not supported");
         if ((rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
     }
-    const drift_value *xv = val_of(c, in[0]);
+    const drift_value xv_c = *val_of(c, in[0]), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (xv->ndim < 2 || groups < 1 || xv->shape[1] % groups)
         return FAIL(c, "group_norm: %lld groups do not divide the channels", (long long)groups);
     drift_op op;
@@ -918,7 +943,7 @@ int al_lower_polar(lctx *c, const char *base, const char *target) {
     if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &re))) return rc;
     in[1] = si;
     if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_PROMOTE, &im))) return rc;
-    const drift_value *v = val_of(c, re);
+    const drift_value v_c = *val_of(c, re), *v = &v_c; /* copies: emitting a node may move the graph's values */
     if (v->ndim >= DRIFT_MAX_DIMS) return FAIL(c, "polar of a %d-d tensor", v->ndim);
     int64_t sh[DRIFT_MAX_DIMS];
     memcpy(sh, v->shape, sizeof(int64_t) * (size_t)v->ndim);

@@ -257,6 +257,10 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
     /* integer operands are read exactly by the kernels, except by a concat (one dtype) */
     for (int i = 0; i < n; i++)
         if (drift_dtype_is_int(in_dt[i]) && v->op.kind != DRIFT_OP_CONCAT) r->target[i] = DRIFT_DTYPE_INVALID;
+    if (drift_dtype_is_int(r->out)) { /* e.g. type_as an integer tensor: exact, no opmath */
+        r->compute = DRIFT_F32;
+        return DRIFT_OK;
+    }
     if (!is_float(r->out))
         return drift_err_set(c->err, DRIFT_E_INPUT, "assign", "value %d (%s): inputs have no dtype", sem_id,
                              drift_graph_op_name(v->op.kind));

@@ -428,7 +428,12 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
             except CaptureError as e:
                 fallback = "export: " + str(e)[:600]
             mode = "dispatch"
-    doc, tensors = _capture(real, kwargs, factory, mode, autocast)
+    try:
+        doc, tensors = _capture(real, kwargs, factory, mode, autocast)
+    except CaptureError as e:
+        if not fallback:
+            raise
+        raise CaptureError("%s (after: %s)" % (e, fallback))  # every mode tried, each one's reason
     if fallback:
         doc["capture"]["fallback"] = fallback
     return doc, tensors
@@ -470,6 +475,18 @@ def _add_device_values(doc, tensors, ep, device, autocast, real_value=None):
 
 
 def _capture(real, kwargs, factory, mode, autocast):
+    """_capture_mode, every failure a CaptureError (describing an export with
+    data-dependent shapes raises torch's own errors): the caller's chain of
+    fallbacks then goes on to the next mode."""
+    try:
+        return _capture_mode(real, kwargs, factory, mode, autocast)
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the recorder never raises into the job
+        raise CaptureError("%s capture: %s: %s" % (mode, type(e).__name__, (str(e).splitlines() or [""])[0][:300]))
+
+
+def _capture_mode(real, kwargs, factory, mode, autocast):
     import torch
 
     alias = None

@@ -753,7 +753,8 @@ class Recorder:
             return None
         try:
             import json
-            text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+            text = json.dumps(doc, separators=(",", ":"), allow_nan=False,
+                              default=lambda o: {"repr": repr(o)[:200]})  # a callable among the args: named, not fatal
             self.set_graph(text)
             nbuf = sum(1 for name, t in tensors if self.add_buffer(name, t))
             self._graph_sites = {i["target"]: i["site"] for i in doc.get("inputs", [])
