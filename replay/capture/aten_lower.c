@@ -1572,10 +1572,19 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
  * sum runs in the same order. */
 int al_lower_conv(lctx *c, const char *base, const char *target) {
     (void)target;
-    const int sp = !strcmp(base, "conv3d") ? 3 : 2;
+    int sp = !strcmp(base, "conv3d") ? 3 : !strcmp(base, "conv1d") ? 1 : 2;
+    const int generic = !strcmp(base, "convolution"); /* convolution(input, weight, bias, stride, padding, dilation,
+                                                         transposed, output_padding, groups) */
     int x, w, b = -1, rc;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &x)) || (rc = al_mat_arg(c, al_arg(c, 1, "weight"), "weight", &w)))
         return rc;
+    if (generic) {
+        int64_t tr;
+        if ((rc = al_get_int(c, al_arg(c, 6, "transposed"), "transposed", 0, &tr))) return rc;
+        if (tr) return FAIL(c, "transposed convolutions are not supported yet");
+        sp = drift_graph_value(c->out, w)->ndim - 2;
+        if (sp < 1 || sp > 3) return FAIL(c, "a convolution over %d spatial dims", sp);
+    }
     if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
     /* copies: emitting a node may move the graph's values */
     const drift_value xv_c = *drift_graph_value(c->out, x), *xv = &xv_c, wv_c = *drift_graph_value(c->out, w), *wv = &wv_c;
@@ -1588,7 +1597,7 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     else if ((rc = al_get_ints(c, al_arg(c, 4, "padding"), "padding", pad, &np))) return rc;
     if (al_is_none(al_arg(c, 5, "dilation"))) dil[0] = 1, nd = 1;
     else if ((rc = al_get_ints(c, al_arg(c, 5, "dilation"), "dilation", dil, &nd))) return rc;
-    if ((rc = al_get_int(c, al_arg(c, 6, "groups"), "groups", 1, &groups))) return rc;
+    if ((rc = al_get_int(c, al_arg(c, generic ? 8 : 6, "groups"), "groups", 1, &groups))) return rc;
     int p[3] = {1, 1, 1};
     for (int i = 0; i < sp; i++) {
         int64_t k = wv->shape[2 + i], s = ns == 1 ? st[0] : ns == sp ? st[i] : -1;
@@ -1601,6 +1610,7 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     if (wv->shape[1] != C) return FAIL(c, "weight in-channels %lld differ from the input's %lld", (long long)wv->shape[1], (long long)C);
     int x5 = x, id, wk, lin;
     if (sp == 2 && (rc = al_emit_view_to(c, x, 5, (int64_t[]){B, C, 1, xv->shape[2], xv->shape[3]}, &x5))) return rc;
+    if (sp == 1 && (rc = al_emit_view_to(c, x, 5, (int64_t[]){B, C, 1, 1, xv->shape[2]}, &x5))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
     memcpy(op.patch, p, sizeof p);
