@@ -23,7 +23,7 @@ static const drift_cli_opt_spec OPTS[] = {
                                "branch alone; split (default): not run", CFG_CHOICES, 0},
     {"--step", NULL, "S", "trace step (default: the first committed)", NULL, 0},
     {"--sample", NULL, "I", "row of the recorded batch (default 0)", NULL, 0},
-    {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
+    {"--device", NULL, "D", "cpu (default), cuda or cuda:N; ref: the fp64 oracle (checks the model, not kernels)", NULL, 0},
     DRIFT_CLI_KERNELS_SPEC,
     {"--plan", NULL, "P", "the dtype plan (JSON); default: the trace's own", NULL, 0},
     DRIFT_CLI_PLAN_FLAG_SPECS,
@@ -36,7 +36,7 @@ static const drift_cli_opt_spec OPTS[] = {
 static const drift_cli_cmd_spec SPEC = {
     "invariance",
     "TRACE [--batch 1,2,4,8] [--cfg-batch split|joined]\n"
-    "                        [--step S] [--sample I] [--device cpu|cuda[:N]]\n"
+    "                        [--step S] [--sample I] [--device cpu|ref|cuda[:N]]\n"
     "                        [--kernels exact|torch] [--plan P | flags]\n"
     "                        [--side trainer|rollout] [--seed N] [--json]",
     "Replays one recorded sample (row I of step S's batch) alone and inside\n"
@@ -126,15 +126,22 @@ int drift_cmd_invariance(int argc, char **argv) {
     if (drift_cli_check_input("invariance", "TRACE", o.trace)) return 2;
     /* only cpu, cuda and cuda:N: the kernel profile is --kernels' */
     int is_cpu = strcmp(device, "cpu") == 0, is_cuda = strncmp(device, "cuda", 4) == 0 && (!device[4] || device[4] == ':');
+    int is_ref = strcmp(device, "ref") == 0; /* the fp64 oracle: every op in one order, a check of the model alone */
     if (is_cuda && device[4] && strspn(device + 5, "0123456789") != strlen(device + 5)) is_cuda = 0;
-    if (!is_cpu && !is_cuda)
-        return drift_cli_usage_error_field("invariance", "--device", "--device: expected cpu or cuda[:N], got '%s'", device);
+    if (!is_cpu && !is_cuda && !is_ref)
+        return drift_cli_usage_error_field("invariance", "--device", "--device: expected cpu, ref or cuda[:N], got '%s'",
+                                           device);
+    if (is_ref && kernels)
+        return drift_cli_usage_error_field("invariance", "--kernels", "--kernels: the ref device has one profile");
     drift_cli_kernels kp;
-    if (drift_cli_kernels_pick("invariance", device, kernels, drift_cli_trace_from_torch(o.trace), &kp)) return 2;
-    char spec[96];
+    memset(&kp, 0, sizeof kp);
+    if (!is_ref && drift_cli_kernels_pick("invariance", device, kernels, drift_cli_trace_from_torch(o.trace), &kp))
+        return 2;
+    char spec[96] = "ref";
     drift_err err;
     drift_err_clear(&err);
-    if (drift_backend_spec_with_kernels(device, kp.profile, spec, sizeof spec, &err)) return drift_cli_report("invariance", &err);
+    if (!is_ref && drift_backend_spec_with_kernels(device, kp.profile, spec, sizeof spec, &err))
+        return drift_cli_report("invariance", &err);
 
     drift_plan plan;
     drift_plan_init(&plan);

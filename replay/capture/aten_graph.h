@@ -94,6 +94,18 @@ typedef struct drift_aten_lower_opts {
      * (DRIFT_DEVICE_VALUES=0) instead of reading each node's recorded value
      * as a buffer leaf (the default, also with o == NULL). */
     int compute_device_values;
+    /* > 0: lower the graph at batch rebatch_to instead of the recorded
+     * rebatch_from (`drift invariance`, docs/invariance.md): user
+     * inputs whose dim 0 is rebatch_from take rebatch_to, shape arguments
+     * follow; an op that cannot be re-batched is an error naming it. */
+    int64_t rebatch_from, rebatch_to;
+    /* Re-batching (both may be NULL): per document node, 1 + the dim that
+     * holds the batch (0: none). batch_dims_out receives what the lowering
+     * found (from the shapes at a batch other than the recorded one);
+     * batch_dims_in imposes it, so that lowerings at every batch, the
+     * recorded one included, build the same program. */
+    int *batch_dims_out;
+    const int *batch_dims_in;
 } drift_aten_lower_opts;
 /* Number of nodes whose device value the document records ("device_values"). */
 int drift_aten_graph_device_value_count(const drift_aten_graph *g);

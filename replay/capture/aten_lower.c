@@ -440,6 +440,7 @@ static int lower_placeholder(lctx *c) {
         rc = drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, name, DRIFT_F32, nd, shape, &id, &inner);
         break;
     default: {
+        al_rb_input(c, nd - cplx, shape);
         int k = drift_graph_input_parse(in->role);
         if (k < 0) { /* masks, pooled projections, audio...: a buffer "input:TARGET" (held fixed over the steps) */
             snprintf(name, sizeof name, "input:%s", in->target);
@@ -688,6 +689,7 @@ int al_lower_view_like(lctx *c, const char *base, const char *target) {
     int64_t a = 0, b = 0;
     if (!strcmp(base, "view") || !strcmp(base, "reshape") || !strcmp(base, "_unsafe_view")) {
         if ((rc = al_get_ints(c, al_arg(c, 1, "size"), "size", size, &nd))) return rc;
+        al_rb_reshape(c, j, nd, size);
         return do_reshape(c, j, nd, size, 1);
     }
     if (!strcmp(base, "flatten")) {
@@ -711,6 +713,7 @@ int al_lower_view_like(lctx *c, const char *base, const char *target) {
             return rc;
         int d = aten_view_dim(a, v->nd);
         if (d < 0 || v->nd - 1 + np > DRIFT_MAX_DIMS) return FAIL(c, "unflatten dim %lld out of range", (long long)a);
+        al_rb_unflatten(c, j, d, np, parts);
         if (!aten_view_infer_size(v->size[d], np, parts)) return FAIL(c, "unflatten sizes do not multiply to %lld", (long long)v->size[d]);
         for (int i = 0; i < d; i++) size[nd++] = v->size[i];
         for (int i = 0; i < np; i++) size[nd++] = parts[i];
@@ -783,6 +786,7 @@ int al_lower_view_like(lctx *c, const char *base, const char *target) {
     if (!strcmp(base, "expand")) {
         if ((rc = al_get_ints(c, al_arg(c, 1, "size"), "size", size, &nd))) return rc;
         if (nd < v->nd) return FAIL(c, "expand to %d dims from %d", nd, v->nd);
+        al_rb_expand(c, j, nd, size);
         o.nd = nd;
         for (int i = nd - 1; i >= 0; i--) {
             int k = i - (nd - v->nd);
@@ -1744,9 +1748,14 @@ static int lower_cat(lctx *c, int stack) {
     int64_t dim;
     int rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim);
     if (rc) return rc;
-    int acc = -1, cplx = -1;
+    int acc = -1, cplx = -1, bdim = -1; /* re-batching: the batch dim of the operands that hold it */
+    for (size_t i = 0; i < list->n_items && bdim < 0; i++) {
+        int j = al_ref_of(c, &list->items[i]);
+        if (j >= 0 && c->fx[j].kind == FX_TENSOR && c->fx[j].bax1) bdim = c->fx[j].bax1 - 1;
+    }
     for (size_t i = 0; i < list->n_items; i++) {
-        int x;
+        int x, xj = al_ref_of(c, &list->items[i]);
+        int untagged = xj >= 0 && c->fx[xj].kind == FX_TENSOR && !c->fx[xj].bax1;
         if ((rc = al_mat_arg(c, &list->items[i], "tensors[]", &x))) return rc;
         if (cplx >= 0 && cplx != c->last_cplx) return FAIL(c, "cat of complex and real tensors");
         cplx = c->last_cplx;
@@ -1760,6 +1769,11 @@ static int lower_cat(lctx *c, int stack) {
             for (int k = 0; k < v->ndim + 1; k++) sh[k] = k < d ? v->shape[k] : k == d ? 1 : v->shape[k - 1];
             m = v->ndim + 1;
             if ((rc = al_emit_view_to(c, x, m, sh, &x))) return rc;
+            if ((rc = al_rb_align(c, &x, untagged, bdim >= 0 && d <= bdim ? bdim + 1 : bdim, d))) return rc;
+        } else {
+            const drift_value *xv = drift_graph_value(c->out, x);
+            int cd = aten_view_dim(dim, xv->ndim - (c->last_cplx ? 1 : 0));
+            if ((rc = al_rb_align(c, &x, untagged, bdim, cd))) return rc;
         }
         if (acc < 0) {
             acc = x;
@@ -1934,15 +1948,9 @@ static int check_val(lctx *c) {
         int64_t sh[DRIFT_MAX_DIMS];
         int rc = al_val_shape(c, val, &nd, sh);
         if (rc) return rc;
-        int same = nd == f->t.nd;
-        for (int i = 0; same && i < nd; i++) same = sh[i] == f->t.size[i];
-        if (!same) {
-            char a[160] = "[", b[160] = "[";
-            for (int i = 0; i < nd; i++) snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", i ? ", " : "", (long long)sh[i]);
-            for (int i = 0; i < f->t.nd; i++)
-                snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? ", " : "", (long long)f->t.size[i]);
-            return FAIL(c, "shape mismatch: 'val' says %s], the lowering computes %s]", a, b);
-        }
+        int bax1 = 0;
+        if ((rc = al_rb_check(c, nd, sh, f->t.nd, f->t.size, &bax1))) return rc;
+        c->fx[c->cur].bax1 = bax1;
     }
     if (f->kind == FX_MULTI) {
         if (!val || val->type != DRIFT_JSON_ARRAY || (int)val->n_items != f->n_multi)
@@ -1953,9 +1961,10 @@ static int check_val(lctx *c) {
             int64_t sh[DRIFT_MAX_DIMS];
             int rc = al_val_shape(c, &val->items[k], &nd, sh);
             if (rc) return rc;
-            int same = nd == f->multi[k].nd;
-            for (int i = 0; same && i < nd; i++) same = sh[i] == f->multi[k].size[i];
-            if (!same) return FAIL(c, "shape mismatch in output %d", k);
+            if ((rc = al_rb_check(c, nd, sh, f->multi[k].nd, f->multi[k].size, NULL))) {
+                drift_err_prefix(c->err, "output %d: ", k);
+                return rc;
+            }
         }
     }
     return DRIFT_OK;
@@ -2221,6 +2230,14 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
     memset(&c, 0, sizeof c);
     c.g = g;
     c.err = err;
+    if (o && o->rebatch_from > 0 && o->rebatch_to > 0) {
+        if (o->rebatch_to > DRIFT_GRAPH_MAX_DIM)
+            return drift_err_set(err, DRIFT_E_USAGE, "aten", "batch %lld out of range", (long long)o->rebatch_to);
+        c.rb_from = o->rebatch_from;
+        c.rb_to = o->rebatch_to;
+        c.rb_dims_out = o->batch_dims_out;
+        c.rb_dims_in = o->batch_dims_in;
+    }
     int rc = drift_graph_create(0, &c.out, err);
     if (rc) return rc;
     c.fx = drift_calloc((size_t)g->n, sizeof *c.fx);

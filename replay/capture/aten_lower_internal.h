@@ -23,6 +23,7 @@ typedef struct fxv {
     int first_id;            /* drift id of the first materialisation (sites), -1 if none */
     int cplx;                /* a complex tensor: t is its logical view over (real, imag) float pairs,
                                 the pair being a trailing dim of size 2 and stride 1 */
+    int bax1;                /* re-batching (aten_rebatch.c): 1 + the dim that holds the batch, 0: none */
 } fxv;
 
 typedef struct root {
@@ -44,6 +45,9 @@ typedef struct lctx {
     const char **child;      /* per FX node: the child module (one level below the node's module) of
                                 its first consumer inside a child module call, or NULL */
     int *child_at;           /* that consumer's index */
+    int64_t rb_from, rb_to;  /* re-batching the graph from batch rb_from to rb_to (0: off) */
+    int *rb_dims_out;        /* per FX node: bax1 found, or NULL */
+    const int *rb_dims_in;   /* per FX node: bax1 imposed, or NULL */
 } lctx;
 
 
@@ -105,6 +109,23 @@ int al_val_shape(lctx *c, const drift_json_value *val, int *nd, int64_t *shape);
 int al_get_operand(lctx *c, const drift_json_value *v, const char *what, operand *o);
 int al_emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule);
 int al_val_dtype(lctx *c, drift_dtype *dt);
+
+/* ---- re-batching a static graph (aten_rebatch.c; no-ops unless c->rb_from) ---- */
+/* A user input's recorded shape at the new batch (dim 0 when it is the batch). */
+void al_rb_input(lctx *c, int nd, int64_t *shape);
+/* The current node's output against its 'val': equal except in one dim, the
+ * batch, scaled by rb_to / rb_from (that dim tagged), or equal (no batch). */
+int al_rb_check(lctx *c, int nd_val, const int64_t *val, int nd, const int64_t *got, int *bax1);
+/* A view/reshape size list of FX tensor j rewritten for the new batch. */
+void al_rb_reshape(const lctx *c, int j, int nd, int64_t *size);
+/* An unflatten of dim d of FX tensor j into parts, rewritten likewise. */
+void al_rb_unflatten(const lctx *c, int j, int d, int np, int64_t *parts);
+/* An expand size list of FX tensor j: its batch dim kept (-1). */
+void al_rb_expand(const lctx *c, int j, int nd, int64_t *size);
+/* Drift value *x (untagged: 1 if it holds no batch), one operand of a cat
+ * along cat_dim whose other operands hold the batch in dim bdim: broadcast
+ * from the recorded batch 1 (a node at every batch, so programs match). */
+int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim);
 
 /* ---- lowerings (aten_lower.c, aten_lower_opset.c): aten_lower_fn each ---- */
 int al_lower_repeat_interleave(lctx *c, const char *base, const char *target);

@@ -88,8 +88,29 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
     return drift_capture_model_create_against(json, len, source, NULL, out, err);
 }
 
+static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
+                        int64_t rb_to, drift_model **out, drift_err *err);
+
 int drift_capture_model_create_against(const char *json, size_t len, const char *source, drift_trace_reader *r,
                                        drift_model **out, drift_err *err) {
+    return create_model(json, len, source, r, 0, 0, out, err);
+}
+
+int drift_capture_model_rebatch(const drift_model *base, int batch, drift_model **out, drift_err *err) {
+    *out = NULL;
+    if (!base->captured || !base->captured_json)
+        return drift_err_set(err, DRIFT_E_INTERNAL, "rebatch", "not a captured model");
+    int rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, out, err);
+    if (rc) {
+        drift_err_prefix(err, "the captured graph at batch %d (recorded at %d): ", batch, base->cfg.batch);
+        return rc;
+    }
+    (*out)->cfg.batch = batch;
+    return DRIFT_OK;
+}
+
+static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
+                        int64_t rb_to, drift_model **out, drift_err *err) {
     *out = NULL;
     drift_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
@@ -98,8 +119,32 @@ int drift_capture_model_create_against(const char *json, size_t len, const char 
     drift_aten_graph *g = NULL;
     int rc = drift_aten_graph_parse(json, len, source, &g, err);
     const char *dv = getenv("DRIFT_DEVICE_VALUES"); /* "0": compute them (docs/aten-graph.md "Device values") */
-    drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r, dv && !strcmp(dv, "0")};
+    drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r, dv && !strcmp(dv, "0"), 0, 0,
+                                NULL, NULL};
+    int *dims = NULL;
+    if (!rc && rb_from > 0) { /* find each value's batch dim at a batch the capture did not see, then impose it */
+        if (!(dims = drift_calloc((size_t)drift_aten_graph_node_count(g) + 1, sizeof *dims))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+            goto fail;
+        }
+        drift_graph *probe = NULL;
+        lo.notes = NULL;
+        lo.rebatch_from = rb_from;
+        lo.rebatch_to = rb_from + 1;
+        lo.batch_dims_out = dims;
+        rc = drift_aten_graph_lower_ex(g, &lo, &probe, err);
+        drift_graph_free(probe);
+        if (rc) {
+            drift_free(dims);
+            goto fail;
+        }
+        lo.notes = &m->captured_notes;
+        lo.rebatch_to = rb_to;
+        lo.batch_dims_out = NULL;
+        lo.batch_dims_in = dims;
+    }
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
+    drift_free(dims);
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
     snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");

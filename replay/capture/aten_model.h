@@ -27,6 +27,10 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
 int drift_capture_model_create_against(const char *json, size_t len, const char *source, drift_trace_reader *r,
                                        drift_model **out, drift_err *err);
 /* "graph:PATH.json": reads and imports the file. */
+/* base's captured graph lowered again at another batch size (docs/invariance.md
+ * "Captured graphs"); parameters and buffers not loaded. An op that cannot be
+ * re-batched is DRIFT_E_INPUT naming it. Caller owns *out. */
+int drift_capture_model_rebatch(const drift_model *base, int batch, drift_model **out, drift_err *err);
 int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err);
 /* The model of trace r: its captured /graph when family is a captured spec
  * ("graph:..."), or when family is empty and /graph is a drift-aten-graph;

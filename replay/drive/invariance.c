@@ -142,12 +142,6 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         if (!drift_capture_is_spec(meta->family)) drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
     }
-    if (m->captured) {
-        rc = drift_err_set(err, DRIFT_E_UNSUPPORTED, o->trace,
-                           "a captured graph is exported for one batch size; invariance needs a family model "
-                           "(root attribute 'family' tiny-dit or wan2.2:...)");
-        goto done;
-    }
     if ((rc = drift_model_load_trace(m, rd, err))) goto done;
     const drift_plan *pl = o->plan;
     if (!pl) {
@@ -165,7 +159,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     const char *kern = drift_backend_kernels(be);
     snprintf(rep->kernels, sizeof rep->kernels, "%s", kern ? kern : "");
     if ((rc = drift_inv_pick_step(rd, o->trace, o->step, &rep->step, err))) goto done;
-    if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, &rec, err))) goto done;
+    if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, m, &rec, err))) goto done;
     if ((rc = drift_inv_read_composition(rd, rep->step, rep, err))) goto done;
     rep->recorded_batch = rec.batch;
     rep->sample = o->sample;
@@ -276,7 +270,8 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         if (have_B != c->batch) {
             drift_inv_fwd_free(&cur);
             if ((rc = drift_inv_fwd_make(m, c->batch, pl, side, rec.dt, &cur, err))) goto done;
-            if (drift_graph_count(cur.f->assigned) != n_vals) {
+            if ((rc = drift_inv_fwd_match(&cur, &ref, err))) goto done;
+            if (!m->captured && drift_graph_count(cur.f->assigned) != n_vals) {
                 rc = drift_err_set(err, DRIFT_E_INTERNAL, "invariance", "the forward at batch %d has %d values, at batch 1 %d",
                                    c->batch, drift_graph_count(cur.f->assigned), n_vals);
                 goto done;

@@ -10,6 +10,7 @@
 #include "formats/alloc.h"
 #include "formats/dtype.h"
 #include "replay/analysis/metrics.h"
+#include "replay/capture/aten_model.h"
 
 static const char *const INPUT_SITE[DRIFT_INPUT_COUNT] = {"input:latents:pre_cast", "input:cond:pre_cast",
                                                            "input:timestep:pre_cast"};
@@ -18,47 +19,102 @@ static const char *const INPUT_NAME[DRIFT_INPUT_COUNT] = {"latents", "cond", "ti
 /* ---- the recorded step ------------------------------------------------------ */
 
 void drift_inv_recorded_free(drift_inv_recorded *r) {
-    for (int i = 0; i < DRIFT_INPUT_COUNT; i++) free(r->v[i]);
+    for (int i = 0; i < DRIFT_INV_MAX_INPUTS; i++) free(r->v[i]);
     memset(r, 0, sizeof *r);
 }
 
-int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, drift_inv_recorded *out, drift_err *err) {
+/* 1 if the captured graph m has an INPUT leaf with role `name`. */
+static int graph_takes(const drift_model *m, const char *name) {
+    for (int i = 0; i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        if (v->kind == DRIFT_VAL_INPUT && !strcmp(v->name, name)) return 1;
+    }
+    return 0;
+}
+
+/* Slot k from the stored record of `site` (value id) at step; its dim 0 is the batch. */
+static int read_slot(drift_trace_reader *rd, const char *path, const char *site, long id, int64_t step, int k,
+                     drift_inv_recorded *out, drift_err *err) {
+    drift_trace_site_info info;
+    int rc = drift_trace_reader_site(rd, (size_t)id, &info, err);
+    if (rc) return rc;
+    if (info.ndim < 1 || info.shape[0] < 1 || info.numel % info.shape[0])
+        return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s': shape has no batch dimension", site);
+    if (out->batch && info.shape[0] != out->batch)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s': batch %lld, the latents have %d", site,
+                             (long long)info.shape[0], out->batch);
+    out->batch = (int)info.shape[0];
+    out->dt[k] = info.dtype;
+    out->ndim[k] = info.ndim;
+    memcpy(out->shape[k], info.shape, sizeof out->shape[k]);
+    out->row[k] = info.numel / info.shape[0];
+    int64_t n_rec = info.n_records, rec = -1;
+    drift_trace_index *rows = drift_malloc((size_t)(n_rec ? n_rec : 1) * sizeof *rows);
+    if (!rows) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading the index");
+    if (n_rec && (rc = drift_trace_read_index(rd, (size_t)id, 0, n_rec, rows, err))) { free(rows); return rc; }
+    for (int64_t r = 0; r < n_rec && rec < 0; r++)
+        if (rows[r].step == step && rows[r].stored) rec = r;
+    free(rows);
+    if (rec < 0)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "step %lld has no stored record of '%s'", (long long)step, site);
+    out->v[k] = drift_malloc((size_t)info.numel * sizeof(float));
+    if (!out->v[k]) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    out->present[k] = 1;
+    return drift_trace_read_record_f32(rd, (size_t)id, rec, out->v[k], (size_t)info.numel, err);
+}
+
+/* A captured graph's other per-sample inputs (its "input:NAME" buffers whose dim 0
+ * is the batch): recorded per step, else the trace's /buffers copy. */
+static int read_other_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
+                             drift_inv_recorded *out, drift_err *err) {
+    for (int i = 0; i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        char site[DRIFT_MAX_FQN + 32];
+        if (v->kind != DRIFT_VAL_BUFFER || !drift_capture_step_input_site(v->name, site, sizeof site)) continue;
+        if (v->ndim < 1 || v->shape[0] != out->batch) continue; /* no batch dim: the same at every batch */
+        if (out->n == DRIFT_INV_MAX_INPUTS)
+            return drift_err_set(err, DRIFT_E_UNSUPPORTED, path, "more than %d per-sample inputs",
+                                 DRIFT_INV_MAX_INPUTS - DRIFT_INPUT_COUNT);
+        int k = out->n++, rc;
+        snprintf(out->name[k], sizeof out->name[k], "%s", v->name);
+        long id = drift_trace_reader_find_site(rd, site);
+        if (id >= 0) {
+            if ((rc = read_slot(rd, path, site, id, step, k, out, err))) return rc;
+            continue;
+        }
+        const drift_hostset *bs = m->buffers[DRIFT_BUF_RECORDED];
+        const drift_host_tensor *t = bs ? drift_hostset_find(bs, v->name) : NULL;
+        if (!t || t->numel != v->numel || !t->f32)
+            return drift_err_set(err, DRIFT_E_INPUT, path, "input '%s': neither a stored record of '%s' nor /buffers/%s",
+                                 v->name, site, v->name);
+        out->dt[k] = DRIFT_F32;
+        out->ndim[k] = v->ndim;
+        memcpy(out->shape[k], v->shape, sizeof out->shape[k]);
+        out->row[k] = v->numel / v->shape[0];
+        if (!(out->v[k] = drift_malloc((size_t)v->numel * sizeof(float))))
+            return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+        memcpy(out->v[k], t->f32, (size_t)v->numel * sizeof(float));
+        out->present[k] = 1;
+    }
+    return DRIFT_OK;
+}
+
+int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
+                          drift_inv_recorded *out, drift_err *err) {
     memset(out, 0, sizeof *out);
+    out->n = DRIFT_INPUT_COUNT;
+    for (int i = 0; i < DRIFT_INV_MAX_INPUTS; i++) out->dt[i] = DRIFT_F32;
+    int rc;
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
+        snprintf(out->name[i], sizeof out->name[i], "%s", INPUT_NAME[i]);
         long id = drift_trace_reader_find_site(rd, INPUT_SITE[i]);
+        if (id < 0 && m->captured && i != DRIFT_INPUT_LATENTS && !graph_takes(m, INPUT_NAME[i])) continue;
         if (id < 0)
             return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s' is missing: invariance needs the boundary inputs",
                                  INPUT_SITE[i]);
-        drift_trace_site_info info;
-        int rc = drift_trace_reader_site(rd, (size_t)id, &info, err);
-        if (rc) return rc;
-        if (info.ndim < 1 || info.shape[0] < 1 || info.numel % info.shape[0])
-            return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s': shape has no batch dimension", INPUT_SITE[i]);
-        if (i > 0 && info.shape[0] != out->batch)
-            return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s': batch %lld, the latents have %d", INPUT_SITE[i],
-                                 (long long)info.shape[0], out->batch);
-        out->batch = (int)info.shape[0];
-        out->dt[i] = info.dtype;
-        out->ndim[i] = info.ndim;
-        memcpy(out->shape[i], info.shape, sizeof out->shape[i]);
-        out->row[i] = info.numel / info.shape[0];
-        drift_trace_index key;
-        memset(&key, 0, sizeof key);
-        int64_t n_rec = info.n_records, rec = -1;
-        drift_trace_index *rows = drift_malloc((size_t)(n_rec ? n_rec : 1) * sizeof *rows);
-        if (!rows) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading the index");
-        if (n_rec && (rc = drift_trace_read_index(rd, (size_t)id, 0, n_rec, rows, err))) { free(rows); return rc; }
-        for (int64_t k = 0; k < n_rec && rec < 0; k++)
-            if (rows[k].step == step && rows[k].stored) rec = k;
-        free(rows);
-        if (rec < 0)
-            return drift_err_set(err, DRIFT_E_INPUT, path, "step %lld has no stored record of '%s'", (long long)step,
-                                 INPUT_SITE[i]);
-        out->v[i] = drift_malloc((size_t)info.numel * sizeof(float));
-        if (!out->v[i]) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
-        if ((rc = drift_trace_read_record_f32(rd, (size_t)id, rec, out->v[i], (size_t)info.numel, err))) return rc;
+        if ((rc = read_slot(rd, path, INPUT_SITE[i], id, step, i, out, err))) return rc;
     }
-    return DRIFT_OK;
+    return m->captured ? read_other_inputs(rd, path, step, m, out, err) : DRIFT_OK;
 }
 
 /* splitmix64 -> N(0, 1) by Box-Muller: the seeded pad rows. */
@@ -82,7 +138,8 @@ int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *
     drift_hostset *hs = NULL;
     int rc = drift_hostset_create(&hs, err);
     float *buf = NULL;
-    for (int i = 0; i < DRIFT_INPUT_COUNT && !rc; i++) {
+    for (int i = 0; i < rc_->n && !rc; i++) {
+        if (!rc_->present[i]) continue;
         int64_t rn = rc_->row[i];
         buf = drift_malloc((size_t)(rn * B) * sizeof *buf);
         if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }
@@ -104,7 +161,7 @@ int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *
         int64_t shape[DRIFT_MAX_DIMS];
         memcpy(shape, rc_->shape[i], sizeof shape);
         shape[0] = B;
-        rc = drift_hostset_add(hs, INPUT_NAME[i], rc_->dt[i], rc_->ndim[i], shape, buf, NULL, NULL, err);
+        rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], shape, buf, NULL, NULL, err);
         free(buf);
         buf = NULL;
     }

@@ -17,19 +17,28 @@
  * sample's unconditional twin (zero text embeddings). */
 enum { DRIFT_INV_ROW_SEEDED = -1, DRIFT_INV_ROW_UNCOND = -2 };
 
-/* The recorded boundary inputs of one step. */
+/* The recorded inputs of one step: slots 0..DRIFT_INPUT_COUNT-1 the boundary
+ * inputs (latents, cond, timestep), then a captured graph's other per-sample
+ * inputs (masks, pooled projections, audio: its "input:NAME" buffers whose
+ * dim 0 is the batch). */
+#define DRIFT_INV_MAX_INPUTS (DRIFT_INPUT_COUNT + 16)
 typedef struct drift_inv_recorded {
-    drift_dtype dt[DRIFT_INPUT_COUNT];
-    int ndim[DRIFT_INPUT_COUNT];
-    int64_t shape[DRIFT_INPUT_COUNT][DRIFT_MAX_DIMS];
-    int64_t row[DRIFT_INPUT_COUNT]; /* elements per sample */
-    float *v[DRIFT_INPUT_COUNT];    /* owned: the recorded batch */
+    int n;                             /* slots in use (>= DRIFT_INPUT_COUNT) */
+    int present[DRIFT_INV_MAX_INPUTS]; /* 0: a boundary input the captured graph does not take */
+    char name[DRIFT_INV_MAX_INPUTS][DRIFT_MAX_FQN + 8]; /* the forward's input name ("latents", "input:mask") */
+    drift_dtype dt[DRIFT_INV_MAX_INPUTS];
+    int ndim[DRIFT_INV_MAX_INPUTS];
+    int64_t shape[DRIFT_INV_MAX_INPUTS][DRIFT_MAX_DIMS];
+    int64_t row[DRIFT_INV_MAX_INPUTS]; /* elements per sample */
+    float *v[DRIFT_INV_MAX_INPUTS];    /* owned: the recorded batch */
     int batch;
 } drift_inv_recorded;
 
 /* Reads step's stored inputs (input:*:pre_cast) of rd into *out (caller
- * frees with drift_inv_recorded_free, also on error); path names rd in errors. */
-int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, drift_inv_recorded *out, drift_err *err);
+ * frees with drift_inv_recorded_free, also on error); path names rd in errors.
+ * m (loaded from rd) says which inputs a captured graph takes. */
+int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
+                          drift_inv_recorded *out, drift_err *err);
 void drift_inv_recorded_free(drift_inv_recorded *r);
 /* Inputs of a batch of B whose position p holds rows[p] (a recorded row,
  * DRIFT_INV_ROW_SEEDED with pad index pad_k[p] and seed, or
@@ -50,6 +59,7 @@ typedef struct drift_inv_fwd {
     drift_forward *f;            /* owned; every node tagged as a site */
     int *ids;                    /* owned: site value ids in execution order */
     int n_ids;
+    int *ref_id;                 /* owned: per value, the reference's same value, or -1 (drift_inv_fwd_match) */
 } drift_inv_fwd;
 
 /* Builds base's family at batch B (params and buffers borrowed from base,
@@ -57,6 +67,10 @@ typedef struct drift_inv_fwd {
 int drift_inv_fwd_make(drift_model *base, int B, const drift_plan *plan, drift_side side,
                        const drift_dtype handed[DRIFT_INPUT_COUNT], drift_inv_fwd *out, drift_err *err);
 void drift_inv_fwd_free(drift_inv_fwd *b);
+/* cur->ref_id from ref (invariance_match.c): the same value of the reference
+ * forward, matched by graph node, op and rank (a captured graph's program may
+ * differ by a view between batches); -1 where there is none. */
+int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err *err);
 
 /* The reference's value of one node. */
 typedef struct drift_inv_ref {

@@ -10,6 +10,7 @@
 #include "formats/alloc.h"
 #include "formats/dtype.h"
 #include "replay/analysis/metrics.h"
+#include "replay/capture/aten_model.h"
 
 static uint64_t hash_f32(const float *v, int64_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the fp32 bit patterns, a word at a time */
@@ -31,18 +32,23 @@ void drift_inv_fwd_free(drift_inv_fwd *b) {
     drift_model_free(b->m);
     drift_forward_free(b->f);
     free(b->ids);
+    free(b->ref_id);
     memset(b, 0, sizeof *b);
 }
 
 int drift_inv_fwd_make(drift_model *base, int B, const drift_plan *plan, drift_side side,
                           const drift_dtype handed[DRIFT_INPUT_COUNT], drift_inv_fwd *out, drift_err *err) {
     memset(out, 0, sizeof *out);
-    drift_family_config cfg = base->cfg;
-    cfg.batch = B;
-    char spec[1024];
-    drift_family_format(&cfg, spec, sizeof spec);
-    int rc = drift_model_create(spec, &out->m, err);
-    if (rc) return rc;
+    int rc;
+    if (base->captured) { /* the captured graph lowered again at batch B */
+        if ((rc = drift_capture_model_rebatch(base, B, &out->m, err))) return rc;
+    } else {
+        drift_family_config cfg = base->cfg;
+        cfg.batch = B;
+        char spec[1024];
+        drift_family_format(&cfg, spec, sizeof spec);
+        if ((rc = drift_model_create(spec, &out->m, err))) return rc;
+    }
     /* the same masters and buffers: nothing of them depends on the batch */
     drift_hostset_free(out->m->params);
     out->m->params = base->params;
@@ -103,7 +109,8 @@ int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift
     }
     if (j < 0) return drift_err_set(err, DRIFT_E_INTERNAL, site, "not in the forward's site list");
     s->cursor = j + 1;
-    int id = bf->ids[j];
+    int id = bf->ids[j], rid = s->storing || !bf->ref_id ? id : bf->ref_id[id];
+    if (rid < 0) return DRIFT_OK; /* no counterpart in the reference */
     if ((size_t)t->numel > s->cap) {
         float *b = drift_realloc(s->buf, (size_t)t->numel * sizeof *b);
         if (!b) return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
@@ -112,7 +119,7 @@ int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift
     }
     int rc = drift_backend_download_f32(t->be, t, s->buf, err);
     if (rc) return rc;
-    drift_inv_ref *r = &s->ref[id];
+    drift_inv_ref *r = &s->ref[rid];
     const drift_value *val = drift_graph_value(bf->f->assigned, id);
     char gemm[128] = "";
     if (val->kind == DRIFT_VAL_NODE && val->op.kind == DRIFT_OP_LINEAR) drift_backend_last_gemm(t->be, gemm, sizeof gemm);
@@ -140,7 +147,7 @@ int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift
     c->nodes_diff++;
     if (c->op.node < 0) {
         fill_op(bf->f->assigned, id, &c->op);
-        fill_op(s->ref_bf->f->assigned, id, &c->op_ref);
+        fill_op(s->ref_bf->f->assigned, rid, &c->op_ref);
         snprintf(c->op.gemm, sizeof c->op.gemm, "%s", gemm);
         snprintf(c->op_ref.gemm, sizeof c->op_ref.gemm, "%s", r->gemm);
     }
