@@ -3,7 +3,13 @@
 weights), recorded with drift_recorder as a wan2.2 family trace, and the
 batch configurations of `drift invariance` run in PyTorch on the same inputs.
 
-    python3 invariance_torch.py --out DIR [--batches 1,2,4,8] [--samples 8]
+    python3 invariance_torch.py --out DIR [--batches 1,2,4,8] [--samples 8] [--captured]
+
+--captured (issue 33): the trace holds the model's torch.export graph
+(capture_graph, family "graph", every per-sample input through rec.inputs)
+instead of naming the wan2.2 family, so `drift invariance` re-batches the
+captured program; PyTorch's sites are then every module's output (drift's
+sites of a captured graph), in completion order.
 
 writes DIR/wan.h5 (one step: a batch of `samples` distinct samples, their
 batch composition, the fp32 masters), DIR/plan.json, and
@@ -86,8 +92,12 @@ class Sites:
     def _hook(self, name):
         def f(mod, args, out):
             o = out[0] if isinstance(out, (tuple, list)) else out
+            if not torch.is_tensor(o):
+                return
             if o.dim() >= 1 and o.shape[0] == self.B:
                 o = o[self.pos]
+            elif o.dim() >= 1 and o.shape[0] == 1:  # no batch dim (rope tables): the same at every batch
+                o = o[0]
             self.rows[name] = bits(o).clone()
             self.order.append(name)
         return f
@@ -101,6 +111,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--captured", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     dev = "cuda"
@@ -121,18 +132,27 @@ def main():
     # ---- the recording: fp32 masters, the inputs of one step, its batch composition
     with open(os.path.join(a.out, "plan.json"), "w") as f:
         json.dump(PLAN, f)
-    spec = family_spec(m, L, F, H, W, N)
+    spec = "graph" if a.captured else family_spec(m, L, F, H, W, N)
     rec = Recorder(os.path.join(a.out, "wan.h5"), side="trainer", run_id="invariance", family=spec, plan=PLAN,
                    options={"policy": "block", "block_timeout_ms": 30000, "close_timeout_ms": 120000})
     n_params = rec.record_params(m)
+    kwargs = {"hidden_states": lat, "timestep": ts, "encoder_hidden_states": cond, "return_dict": False}
+    if a.captured:
+        g = rec.capture_graph(m, kwargs)
+        if g is None:
+            raise RuntimeError("capture_graph failed (see the trace's notes / stderr)")
+        print(f"captured: {len(g['nodes'])} nodes, mode {g['capture']['mode']}", flush=True)
     # the plan's forward dtypes, as FSDP2 mixed precision gathers them
     for n, p in m.named_parameters():
         if ".norm2." not in n:
             p.data = p.data.to(torch.bfloat16)
     with rec.step(0), torch.no_grad():
-        rec.input("latents", lat, lat)
-        rec.input("cond", cond, cond)
-        rec.input("timestep", ts, ts)
+        if a.captured:
+            rec.inputs(kwargs)
+        else:
+            rec.input("latents", lat, lat)
+            rec.input("cond", cond, cond)
+            rec.input("timestep", ts, ts)
         rec.batch(list(range(N)), cfg="none")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = m(hidden_states=lat, timestep=ts, encoder_hidden_states=cond, return_dict=False)[0]
@@ -142,7 +162,7 @@ def main():
     print(f"recorded {spec}: {n_params} params, {N} samples", flush=True)
 
     # ---- the configurations in PyTorch
-    names = site_modules(m)
+    names = [n for n, _ in m.named_modules() if n] if a.captured else site_modules(m)
     hooks = Sites(m, names)
     if hooks.missing:
         print("WARNING: modules not found:", hooks.missing, flush=True)
