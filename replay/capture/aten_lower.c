@@ -1669,13 +1669,38 @@ int al_val_dtype(lctx *c, drift_dtype *dt) {
     return DRIFT_OK;
 }
 
+/* A complex64 fill of the logical shape (nd, sh): (value, 0) pairs, the pair a trailing dim of 2. */
+static int lower_fill_complex(lctx *c, double value, int nd, const int64_t *sh) {
+    if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "a complex fill of %d dims", nd);
+    int part[2], id, rc;
+    for (int k = 0; k < 2; k++) {
+        drift_node_spec s;
+        drift_node_spec_init(&s, DRIFT_OP_FILL);
+        s.op.scalar = k == 0 ? value : 0.0;
+        s.rule = DRIFT_RULE_FIXED;
+        s.rule_dtype = DRIFT_F32;
+        s.ndim = nd + 1;
+        memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
+        s.shape[nd] = 1;
+        if ((rc = al_add_node(c, &s, &part[k]))) return rc;
+    }
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.dim = nd;
+    if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, part, DRIFT_RULE_PROMOTE, &id))) return rc;
+    return al_set_result_cplx(c, id);
+}
+
 int al_lower_fill(lctx *c, const char *base, const char *target) {
     (void)target;
     int rc, id;
     drift_op op;
     memset(&op, 0, sizeof op);
-    drift_dtype dt;
-    if ((rc = al_val_dtype(c, &dt))) return rc;
+    drift_dtype dt = DRIFT_F32;
+    const char *vds = al_val_dtype_str(al_cur_node(c));
+    const int cplx = vds && !strcmp(vds, "complex64");
+    if (!cplx && (rc = al_val_dtype(c, &dt))) return rc;
+    if (cplx && !strcmp(base, "arange")) return FAIL(c, "a complex arange is not supported");
     if (!strcmp(base, "arange")) {
         double a = 0, b = 0, st = 1;
         const char *t = al_cur_node(c)->target;
@@ -1711,6 +1736,17 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         if ((rc = al_get_num(c, al_arg(c, at, at ? "fill_value" : "s"), "fill_value", 0, &value))) return rc;
         if (value != value) return FAIL(c, "fill_value NaN is not supported");
     }
+    if (cplx) { /* the shape: the input's for *_like (at the batch being lowered), else 'val' */
+        int nd = 0, j = like ? al_ref_of(c, al_arg(c, 0, "self")) : -1;
+        int64_t sh[DRIFT_MAX_DIMS];
+        if (j >= 0 && c->fx[j].kind == FX_TENSOR) {
+            nd = c->fx[j].t.nd;
+            memcpy(sh, c->fx[j].t.size, sizeof(int64_t) * (size_t)nd);
+        } else if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) {
+            return rc;
+        }
+        if (cplx) return lower_fill_complex(c, value, nd, sh);
+    }
     int given, is_int;
     drift_dtype kdt;
     if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &kdt, &is_int))) return rc;
@@ -1724,10 +1760,15 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         s.in[0] = x;
         s.rule = DRIFT_RULE_LIKE_INPUT0;
     } else {
-        /* the value's shape from 'val'; its dtype as captured (an explicit or default dtype) */
-        int nd;
+        /* the value's shape from 'val' (a *_like's from its input); its dtype as captured */
+        int nd, j = like ? al_ref_of(c, al_arg(c, 0, "self")) : -1;
         int64_t sh[DRIFT_MAX_DIMS];
-        if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) return rc;
+        if (j >= 0 && c->fx[j].kind == FX_TENSOR && !c->fx[j].cplx) {
+            nd = c->fx[j].t.nd;
+            memcpy(sh, c->fx[j].t.size, sizeof(int64_t) * (size_t)nd);
+        } else if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) {
+            return rc;
+        }
         s.op.n_in = 0;
         s.rule = DRIFT_RULE_FIXED;
         s.rule_dtype = dt;

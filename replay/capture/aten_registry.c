@@ -194,7 +194,7 @@ static const aten_op_row k_rows[] = {
     {"new_empty", al_lower_fill, RCC, "FILL"},
     {"zeros", al_lower_fill, RCC, "FILL"},
     {"ones", al_lower_fill, RCC, "FILL"},
-    {"full", al_lower_fill, RCC, "FILL"},
+    {"full", al_lower_fill, RCC, "FILL; complex64: (value, 0) pairs"},
     {"empty", al_lower_fill, RCC, "FILL"},
     {"scalar_tensor", al_lower_fill, RCC, "FILL"},
     {"cat", al_lower_cat, RCC, "CONCAT"},

@@ -371,6 +371,47 @@ static void test_copy_into_views(void **s) {
     free(doc);
 }
 
+/* A complex64 full (ZImage's rotary table start): (value, 0) pairs, read back through
+ * view_as_real (tests/data/graphs/mini_complex_fill.json: x + full(2.5 + 0j) as reals). */
+static void test_complex_fill(void **s) {
+    (void)s;
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/graphs/mini_complex_fill.json", testdata());
+    char *doc = test_slurp(path, &len);
+    if (!doc) fail_msg("%s missing", path);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *g = NULL;
+    drift_graph *sem = NULL;
+    if (drift_aten_graph_parse(doc, len, "mini_complex_fill.json", &g, &e) || drift_aten_graph_lower(g, &sem, &e))
+        fail_msg("%s: %s", e.where, e.msg);
+    float x[32];
+    for (int i = 0; i < 32; i++) x[i] = (float)i * 0.25f;
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, (int64_t[]){1, 4, 8}, x, NULL, NULL, &e), 0);
+    const char *bes[2] = {"ref", "cpu"};
+    for (int b = 0; b < 2; b++) {
+        drift_exec_result r;
+        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[b], ps, bs, is, NULL, NULL, &r);
+        assert_int_equal(r.numel, 32);
+        for (int i = 0; i < 32; i++) {
+            const float want = x[i] + (i % 2 ? 0.0f : 2.5f);
+            if (r.f32[i] != want) fail_msg("%s: out[%d] = %g, want %g", bes[b], i, r.f32[i], want);
+        }
+        drift_exec_result_free(&r);
+    }
+    drift_graph_free(sem);
+    drift_aten_graph_free(g);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+    free(doc);
+}
+
 /* ---- the patch convolution sums K channels-last (issue 16) ----------------------------- */
 
 enum { CV_C = 4, CV_F = 2, CV_H = 4, CV_W = 4, CV_O = 3, CV_KH = 2, CV_KW = 2, CV_K = CV_C * CV_KH * CV_KW,
@@ -663,6 +704,7 @@ int main(void) {
         cmocka_unit_test(test_ltx2_replays),
         cmocka_unit_test(test_hostile_graphs),
         cmocka_unit_test(test_copy_into_views),
+        cmocka_unit_test(test_complex_fill),
         cmocka_unit_test(test_conv_channels_last),
         cmocka_unit_test(test_rmsnorm_dtype_branches),
         cmocka_unit_test(test_autocast_table_documented),
