@@ -1602,13 +1602,19 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     if (al_is_none(al_arg(c, 5, "dilation"))) dil[0] = 1, nd = 1;
     else if ((rc = al_get_ints(c, al_arg(c, 5, "dilation"), "dilation", dil, &nd))) return rc;
     if ((rc = al_get_int(c, al_arg(c, generic ? 8 : 6, "groups"), "groups", 1, &groups))) return rc;
-    int p[3] = {1, 1, 1};
+    int p[3] = {1, 1, 1}, patch = 1;
+    int64_t S[3], P[3], D[3];
     for (int i = 0; i < sp; i++) {
         int64_t k = wv->shape[2 + i], s = ns == 1 ? st[0] : ns == sp ? st[i] : -1;
         int64_t pd = np == 1 ? pad[0] : np == sp ? pad[i] : -1, dl = nd == 1 ? dil[0] : nd == sp ? dil[i] : -1;
-        if (s != k || pd != 0 || dl != 1 || groups != 1 || xv->shape[2 + i] % k || k > 4096)
-            return FAIL(c, "only convolutions with stride == kernel, no padding, no dilation, one group are supported");
+        if (s < 0 || pd < 0 || dl < 0) return FAIL(c, "stride, padding and dilation need 1 or %d entries", sp);
+        S[i] = s, P[i] = pd, D[i] = dl;
+        if (s != k || pd != 0 || dl != 1 || groups != 1 || xv->shape[2 + i] % k || k > 4096) patch = 0;
         p[3 - sp + i] = (int)k;
+    }
+    if (!patch) { /* not a patch embedding: the general convolution (1-d and 2-d) */
+        if (sp == 3) return FAIL(c, "3-d convolutions other than stride == kernel, no padding, one group are not supported yet");
+        return al_lower_conv_im2col(c, x, w, b, sp, S, P, D, groups);
     }
     const int64_t B = xv->shape[0], C = xv->shape[1], O = wv->shape[0];
     if (wv->shape[1] != C) return FAIL(c, "weight in-channels %lld differ from the input's %lld", (long long)wv->shape[1], (long long)C);

@@ -955,3 +955,94 @@ int al_lower_polar(lctx *c, const char *base, const char *target) {
     if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &id))) return rc;
     return al_set_result_cplx(c, id);
 }
+
+/* ---- convolutions other than the patch embedding ----------------------------------- */
+
+/* A drift STRIDED gather of x: shape (nd, sh) at strides st from start. */
+static int gather(lctx *c, int x, int nd, const int64_t *sh, const int64_t *st, int64_t start, int *id) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_STRIDED);
+    s.op.n_in = 1;
+    s.in[0] = x;
+    s.op.start = start;
+    memcpy(s.op.stride, st, sizeof(int64_t) * (size_t)nd);
+    s.rule = DRIFT_RULE_LIKE_INPUT0;
+    s.ndim = nd;
+    memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
+    return al_add_node(c, &s, id);
+}
+
+/* conv1d/conv2d with any stride, padding, dilation and groups as torch defines it, as one
+ * im2col gather and one batched GEMM per group: x zero-padded to [B, C, Hp, Wp] (a 1-d
+ * input is H = 1); cols[g, (b, ho, wo), (cg, i, j)] = xp[b, g Cg + cg, ho sH + i dH,
+ * wo sW + j dW]; y = cols @ w[g]^T (BMM, the autocast list's conv: lower precision, K in
+ * (cg, i, j) order); bias added after (cuDNN's separate op); y laid out as [B, O, Ho, Wo].
+ * The values are torch's; the K order inside the GEMM is drift's, so a cuDNN convolution is
+ * matched to its GEMM's rounding, not bit for bit. x, w, b: drift ids; b -1 for none. */
+int al_lower_conv_im2col(lctx *c, int x, int w, int b, int sp, const int64_t *st, const int64_t *pad,
+                         const int64_t *dil, int64_t G) {
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c, wv_c = *val_of(c, w), *wv = &wv_c;
+    const int64_t B = xv->shape[0], C = xv->shape[1], O = wv->shape[0];
+    const int64_t H = sp == 2 ? xv->shape[2] : 1, W = xv->shape[sp + 1];
+    const int64_t kH = sp == 2 ? wv->shape[2] : 1, kW = wv->shape[sp + 1];
+    const int64_t sH = sp == 2 ? st[0] : 1, sW = st[sp - 1], pH = sp == 2 ? pad[0] : 0, pW = pad[sp - 1];
+    const int64_t dH = sp == 2 ? dil[0] : 1, dW = dil[sp - 1];
+    if (G < 1 || C % G || O % G || wv->shape[1] * G != C)
+        return FAIL(c, "groups %lld do not divide %lld in-channels and %lld out-channels", (long long)G, (long long)C,
+                    (long long)O);
+    if (sH < 1 || sW < 1 || pH < 0 || pW < 0 || dH < 1 || dW < 1)
+        return FAIL(c, "stride and dilation must be >= 1, padding >= 0");
+    const int64_t Hp = H + 2 * pH, Wp = W + 2 * pW;
+    const int64_t Ho = (Hp - dH * (kH - 1) - 1) / sH + 1, Wo = (Wp - dW * (kW - 1) - 1) / sW + 1;
+    if (Hp - dH * (kH - 1) - 1 < 0 || Wp - dW * (kW - 1) - 1 < 0) return FAIL(c, "the kernel is larger than the padded input");
+    const int64_t Cg = C / G, Og = O / G, T = kH * kW, L = Ho * Wo;
+    int rc, xp = x, cols, wk, y, id;
+    if (pH || pW) { /* zeros of the padded shape in x's dtype, x scattered into the interior */
+        int z;
+        int64_t psh[4] = {B, C, Hp, Wp}, pst[4];
+        contig_strides(4, psh, pst);
+        if ((rc = fill_shape(c, 4, psh, DRIFT_F32, 0, 0.0, 0, &z)) ||
+            (rc = al_emit_cast(c, z, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &z)))
+            return rc;
+        int x4;
+        if ((rc = al_emit_view_to(c, x, 4, (int64_t[]){B, C, H, W}, &x4))) return rc;
+        drift_op op;
+        memset(&op, 0, sizeof op);
+        for (int i = 0; i < 4; i++) op.stride[i] = pst[i];
+        op.start = pH * Wp + pW;
+        int in[2] = {z, x4};
+        if ((rc = al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, &xp))) return rc;
+    }
+    /* cols [G, B, Ho, Wo, Cg, kH, kW] with its size-1 dims dropped (at most 8 dims) */
+    int64_t sh[8], sd[8];
+    int n = 0;
+    const int64_t all_sh[7] = {G, B, Ho, Wo, Cg, kH, kW};
+    const int64_t all_st[7] = {Cg * Hp * Wp, C * Hp * Wp, sH * Wp, sW, Hp * Wp, dH * Wp, dW};
+    for (int i = 0; i < 7; i++)
+        if (all_sh[i] != 1) sh[n] = all_sh[i], sd[n++] = all_st[i];
+    if (n == 0) sh[n] = 1, sd[n++] = 1;
+    if ((rc = gather(c, xp, n, sh, sd, 0, &cols))) return rc;
+    if ((rc = al_emit_view_to(c, cols, 3, (int64_t[]){G, B * L, Cg * T}, &cols))) return rc;
+    /* w [O, Cg, kH, kW] = [G, Og, Cg T] -> [G, Cg T, Og] */
+    if ((rc = gather(c, w, 3, (int64_t[]){G, Cg * T, Og}, (int64_t[]){Og * Cg * T, 1, Cg * T}, 0, &wk))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    int in[2] = {cols, wk};
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y))) return rc;
+    /* y [G, B, Ho, Wo, Og] -> [B, G, Og, Ho, Wo] = [B, O, Ho, Wo] */
+    if ((rc = gather(c, y, 5, (int64_t[]){B, G, Og, Ho, Wo}, (int64_t[]){L * Og, B * L * Og, 1, Wo * Og, Og}, 0, &id)))
+        return rc;
+    if (b >= 0) {
+        int bv;
+        if ((rc = al_emit_view_to(c, b, 4, (int64_t[]){1, O, 1, 1}, &bv)) ||
+            (rc = al_emit_view_to(c, id, 4, (int64_t[]){B, O, Ho, Wo}, &id)))
+            return rc;
+        int ab[2] = {id, bv};
+        if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, ab, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    }
+    if (sp == 2) rc = al_emit_view_to(c, id, 4, (int64_t[]){B, O, Ho, Wo}, &id);
+    else rc = al_emit_view_to(c, id, 3, (int64_t[]){B, O, Wo}, &id);
+    if (rc) return rc;
+    return al_set_result(c, id);
+}

@@ -177,10 +177,10 @@ static const aten_op_row k_rows[] = {
     {"group_norm", al_lower_group_norm, RCH, "GROUP_NORM"},
     {"native_group_norm", al_lower_native_group_norm, RCH, "GROUP_NORM (the mean and rstd outputs unused)"},
     {"scaled_dot_product_attention", al_lower_sdpa, RCC, "ATTENTION"},
-    {"conv1d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel)"},
-    {"conv2d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel)"},
+    {"conv1d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel); else im2col STRIDED + BMM (any stride, padding, dilation, groups)"},
+    {"conv2d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel); else im2col STRIDED + BMM (any stride, padding, dilation, groups)"},
     {"conv3d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel)"},
-    {"convolution", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel, not transposed)"},
+    {"convolution", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel); 1-d/2-d else im2col STRIDED + BMM (not transposed)"},
     /* creation, concatenation */
     {"arange", al_lower_fill, RCC, "FILL iota"},
     {"linspace", al_lower_linspace, RCC, "FILL linspace"},

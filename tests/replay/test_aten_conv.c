@@ -1,0 +1,182 @@
+/* Convolutions that are not patch embeddings (issue 31: Sana's depthwise 3x3,
+ * padded and strided convs): aten.conv2d / conv1d / convolution with stride,
+ * padding, dilation and groups, lowered as im2col + BMM
+ * (replay/capture/aten_lower_opset.c al_lower_conv_im2col). Each case is a
+ * one-node graph written here, run on ref and cpu, against torch's definition
+ * computed in fp64 here; the values are small dyadic numbers, so every sum is
+ * exact and both backends must give the same bits as the definition. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "formats/plan.h"
+#include "kernels/backend.h"
+#include "replay/capture/aten_graph.h"
+#include "replay/exec/exec.h"
+#include "replay/ir/assign.h"
+#include "tests/fp32_run.h"
+
+typedef struct conv_case {
+    const char *name;
+    int sp;                    /* 1 or 2 spatial dims */
+    int64_t B, C, H, W, O, kH, kW, s, p, d, g;
+    int bias, generic;         /* generic: aten.convolution.default */
+} conv_case;
+
+static int64_t out_len(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d) { return (n + 2 * p - d * (k - 1) - 1) / s + 1; }
+
+static void fmt_shape(char *b, size_t n, int nd, const int64_t *sh) {
+    size_t k = (size_t)snprintf(b, n, "[");
+    for (int i = 0; i < nd; i++) k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? ", " : "", (long long)sh[i]);
+    snprintf(b + k, n - k, "]");
+}
+
+/* The drift-aten-graph document of y = conv(x, w, b). */
+static char *doc_of(const conv_case *t, int nd, const int64_t *xs, const int64_t *ws, const int64_t *ys) {
+    char x[96], w[96], y[96], bs[96], args[512];
+    fmt_shape(x, sizeof x, nd, xs);
+    fmt_shape(w, sizeof w, nd, ws);
+    fmt_shape(y, sizeof y, nd, ys);
+    fmt_shape(bs, sizeof bs, 1, &t->O);
+    const char *bias = t->bias ? "{\"node\": \"b\"}" : "null";
+    if (t->generic)
+        snprintf(args, sizeof args, "[{\"node\": \"x\"}, {\"node\": \"w\"}, %s, [%lld], [%lld], [%lld], false, [0], %lld]", bias,
+                 (long long)t->s, (long long)t->p, (long long)t->d, (long long)t->g);
+    else
+        snprintf(args, sizeof args, "[{\"node\": \"x\"}, {\"node\": \"w\"}, %s, [%lld], [%lld], [%lld], %lld]", bias,
+                 (long long)t->s, (long long)t->p, (long long)t->d, (long long)t->g);
+    char *doc = malloc(8192);
+    snprintf(doc, 8192,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Conv\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"b\", \"op\": \"placeholder\", \"target\": \"b\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"conv\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"conv\", \"module_stack\": [\"conv\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"conv\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"conv.weight\"},\n"
+             "            {\"node\": \"b\", \"kind\": \"parameter\", \"target\": \"conv.bias\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"conv\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             w, bs, x, t->generic ? "aten.convolution.default" : t->sp == 2 ? "aten.conv2d.default" : "aten.conv1d.default", args, y);
+    return doc;
+}
+
+/* m * 2^-3, m in -8..8: products and sums of a few hundred are exact in fp32. */
+static float small(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((int)((*s >> 33) % 17) - 8) * 0.125f;
+}
+
+static void run_case(const conv_case *t) {
+    const int nd = t->sp + 2;
+    const int64_t H = t->sp == 2 ? t->H : 1, kH = t->sp == 2 ? t->kH : 1;
+    const int64_t Ho = t->sp == 2 ? out_len(H, kH, t->s, t->p, t->d) : 1, Wo = out_len(t->W, t->kW, t->s, t->p, t->d);
+    const int64_t Cg = t->C / t->g, Og = t->O / t->g;
+    int64_t xs[4] = {t->B, t->C, H, t->W}, ws[4] = {t->O, Cg, kH, t->kW}, ys[4] = {t->B, t->O, Ho, Wo};
+    if (t->sp == 1) xs[2] = t->W, ws[2] = t->kW, ys[2] = Wo;
+    const int64_t nx = t->B * t->C * H * t->W, nw = t->O * Cg * kH * t->kW, ny = t->B * t->O * Ho * Wo;
+    float *x = malloc((size_t)nx * 4), *w = malloc((size_t)nw * 4), *b = malloc((size_t)t->O * 4), *want = malloc((size_t)ny * 4);
+    uint64_t s = 42;
+    for (int64_t i = 0; i < nx; i++) x[i] = small(&s);
+    for (int64_t i = 0; i < nw; i++) w[i] = small(&s);
+    for (int64_t i = 0; i < t->O; i++) b[i] = t->bias ? small(&s) : 0.0f;
+    /* torch's definition */
+    for (int64_t bb = 0; bb < t->B; bb++)
+        for (int64_t o = 0; o < t->O; o++)
+            for (int64_t ho = 0; ho < Ho; ho++)
+                for (int64_t wo = 0; wo < Wo; wo++) {
+                    double acc = b[o];
+                    const int64_t g = o / Og;
+                    for (int64_t cg = 0; cg < Cg; cg++)
+                        for (int64_t i = 0; i < kH; i++)
+                            for (int64_t j = 0; j < t->kW; j++) {
+                                const int64_t hi = ho * t->s + i * t->d - t->p, wi = wo * t->s + j * t->d - t->p;
+                                if ((t->sp == 2 && (hi < 0 || hi >= H)) || wi < 0 || wi >= t->W) continue;
+                                const int64_t hh = t->sp == 2 ? hi : 0, c = g * Cg + cg;
+                                acc += (double)x[((bb * t->C + c) * H + hh) * t->W + wi] * w[((o * Cg + cg) * kH + i) * t->kW + j];
+                            }
+                    want[((bb * t->O + o) * Ho + ho) * Wo + wo] = (float)acc;
+                }
+    char *doc = doc_of(t, nd, xs, ws, ys);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), t->name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
+        fail_msg("%s: %s: %s", t->name, e.where, e.msg);
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(ps, "conv.weight", DRIFT_F32, nd, ws, w, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "conv.bias", DRIFT_F32, 1, &t->O, b, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, nd, xs, x, NULL, NULL, &e), 0);
+    const char *bes[2] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        drift_exec_result r;
+        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
+        assert_int_equal(r.numel, ny);
+        for (int64_t i = 0; i < ny; i++)
+            if (r.f32[i] != want[i]) fail_msg("%s on %s: y[%lld] = %g, want %g", t->name, bes[k], (long long)i, r.f32[i], want[i]);
+        drift_exec_result_free(&r);
+    }
+    print_message("  %-28s [%lld, %lld, %lld, %lld] -> %lld outputs equal torch's definition on ref and cpu\n", t->name,
+                  (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)(nd > 3 ? xs[3] : 1), (long long)ny);
+    drift_graph_free(sem);
+    drift_aten_graph_free(gr);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+    free(doc);
+    free(x);
+    free(w);
+    free(b);
+    free(want);
+}
+
+static void test_conv_cases(void **st) {
+    (void)st;
+    static const conv_case cases[] = {
+        /* name                      sp  B  C  H  W  O kH kW s  p  d  g  bias generic */
+        {"depthwise 3x3 pad 1 (Sana)", 2, 2, 4, 5, 6, 4, 3, 3, 1, 1, 1, 4, 1, 0},
+        {"3x3 stride 2 pad 1", 2, 1, 3, 7, 6, 5, 3, 3, 2, 1, 1, 1, 1, 0},
+        {"grouped 3x3 dilation 2", 2, 1, 4, 7, 7, 6, 3, 3, 1, 2, 2, 2, 0, 0},
+        {"1x1", 2, 2, 3, 4, 4, 2, 1, 1, 1, 0, 1, 1, 1, 0},
+        {"conv1d k5 pad 2", 1, 2, 3, 1, 9, 4, 1, 5, 1, 2, 1, 1, 1, 0},
+        {"convolution 2-d stride 3", 2, 1, 2, 8, 8, 3, 2, 2, 3, 0, 1, 1, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+}
+
+/* Groups that do not divide the channels: exit 2 naming the node. */
+static void test_conv_bad_groups(void **st) {
+    (void)st;
+    conv_case t = {"bad groups", 2, 1, 4, 4, 4, 4, 3, 3, 1, 1, 1, 3, 0, 0};
+    int64_t xs[4] = {1, 4, 4, 4}, ws[4] = {4, 1, 3, 3}, ys[4] = {1, 4, 4, 4};
+    char *doc = doc_of(&t, 4, xs, ws, ys);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), "bad.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, "groups 3 do not divide")) fail_msg("message: %s", e.msg);
+    drift_aten_graph_free(gr);
+    free(doc);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_cases),
+        cmocka_unit_test(test_conv_bad_groups),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
