@@ -108,7 +108,8 @@ typedef enum drift_op_kind {
                               sub 0: y = e / s; sub 1 (log_softmax): y = (x - m) - log(s); fp32
                               (fp64 for fp64), one rounding */
     DRIFT_OP_BMM,          /* in0 A [..., M, K] @ in1 B [..., K, N] (equal batch dims) -> [..., M, N],
-                              products exact, fp32 accumulation over k in index order; optional in2 C
+                              products exact, fp32 accumulation in the cpu GEMM's order (kernels/cpu/
+                              cpu_gemm.h: fmaf chains over K blocks of 256, block sums in order); optional in2 C
                               broadcast to the output: out = beta C + alpha (A B) (op->beta, op->alpha;
                               addmm / baddbmm), one rounding */
     DRIFT_OP_GROUP_NORM,   /* in0 x [N, C, *], optional in1 weight [C], in2 bias [C]; op->length

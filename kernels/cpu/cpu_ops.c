@@ -1,30 +1,31 @@
 /* The cpu backend's ops: fast, exact dtype emulation (kernels/backend.h).
  *
  * Storage: float, every value exactly representable in the tensor's dtype.
- * Each op computes in fp32 in the order written below (no FMA: the build is
- * ISO C, where GCC does not contract, and no fma() is called) and rounds
- * once to op->out with drift_round_to / drift_dtype_round_n. GEMMs go to
- * OpenBLAS cblas_sgemm: bf16/fp16 operands are exact in fp32 and so are their
- * products, so sgemm's fp32 accumulation is the "fp32 accumulate" of the
- * contract (the summation order is OpenBLAS's, fixed for a given shape,
- * thread count and CPU kernel; see host_internal.h).
+ * Each op computes in fp32 in the order written below (no FMA outside the
+ * GEMM: the build is ISO C, where GCC does not contract, and no fma() is
+ * called) and rounds once to op->out with drift_round_to /
+ * drift_dtype_round_n. GEMMs go to drift's own fp32 GEMM (cpu_gemm.h): bf16
+ * and fp16 operands are exact in fp32 and so are their products, so its fp32
+ * accumulation is the "fp32 accumulate" of the contract, in one documented
+ * order per output element that depends on K alone (fmaf chains over K
+ * blocks of 256, block sums added in order): not on M, the batch, the
+ * thread count or the processor.
  *
  * Operand dtype of GEMMs (LINEAR, ATTENTION's q, k, v): an input whose dtype
  * is not op->compute is first rounded to op->compute (when compute is bf16
  * or fp16), as autocast's cast would. When the executor has inserted the
  * casts (the contract) this is a no-op and no copy is made.
  *
- * Threading: every loop below splits by output element or row; an element
- * is always computed by one thread in one order, so results do not depend
- * on the thread count. */
-#include <cblas.h>
-#include <limits.h>
+ * Threading: every loop below splits by output element or row (the GEMM by
+ * output tile); an element is always computed by one thread in one order, so
+ * results do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/alloc.h"
 #include "kernels/aten_internal.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/host_internal.h"
 
 #define BLK 1024                    /* elements computed before their rounding pass */
@@ -216,9 +217,6 @@ static int run_linear(int nt, const drift_op *op, const drift_tensor *const *in,
     int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = 1;
     for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
     if (M == 0 || N == 0) return DRIFT_OK;
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
-        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op linear", "GEMM dims M=%lld N=%lld K=%lld exceed BLAS int",
-                             (long long)M, (long long)N, (long long)K);
     float *y = fd(out);
     if (K == 0) {
         memset(y, 0, (size_t)(M * N) * sizeof(float));
@@ -230,11 +228,12 @@ static int run_linear(int nt, const drift_op *op, const drift_tensor *const *in,
             free(tx);
             return nomem(err, op);
         }
-        /* y[M, N] = x[M, K] W[N, K]^T; beta = 0: y is not read. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, xa, (int)K, wa, (int)K,
-                    0.0f, y, (int)N);
+        /* y[M, N] = x[M, K] W[N, K]^T */
+        const drift_gemm g = {M, N, K, xa, K, 1, wa, 1, K, y, N};
+        const int grc = drift_cpu_gemm(nt, &g);
         free(tx);
         free(tw);
+        if (grc) return nomem(err, op);
     }
     epi_job j = {y, bias ? fd(bias) : NULL, N, op->out};
     drift_host_parallel_for(nt, M, row_grain(N), linear_epilogue, &j);
@@ -449,10 +448,9 @@ static void head_scatter(float *t, const float *c, int64_t L, int64_t D, int64_t
  * (flash_rows with one tile), O = (P V) / l.
  * Layout 0: heads are contiguous [L, D] blocks of q, k, v, out and the GEMMs
  * read and write them in place. Layout 1 ([B, L, H, D]): each head's rows
- * are gathered into contiguous buffers first and its output scattered back,
- * so OpenBLAS sees exactly the operands (values, shapes, leading dims) of
- * layout 0 and the results are bitwise equal (the copies are O(L D) per
- * head against the O(Lq Lk D) products). */
+ * are gathered into contiguous buffers first and its output scattered back
+ * (the copies are O(L D) per head against the O(Lq Lk D) products); the
+ * GEMM's order does not depend on the layout, so both are bitwise equal. */
 static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                          drift_err *err) {
     const drift_tensor *q = in[0], *k = in[1], *v = in[2];
@@ -460,8 +458,6 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
     const int64_t B = q->shape[0], H = q->shape[hd], BH = B * H, Lq = q->shape[ld], Dh = q->shape[3];
     const int64_t Lk = k->shape[ld], Dv = v->shape[3];
     if (BH == 0 || Lq == 0 || Dv == 0) return DRIFT_OK;
-    if (Lq > INT_MAX || Lk > INT_MAX || Dh > INT_MAX || Dv > INT_MAX)
-        return drift_err_set(err, DRIFT_E_UNSUPPORTED, "op attention", "attention dims exceed BLAS int");
     /* Query tiles keep the score buffer near 4 MiB; the tile size is a function of
      * the shape only, so results stay deterministic. */
     int64_t T = ((int64_t)1 << 20) / Lk;
@@ -504,8 +500,11 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
         for (int64_t r0 = 0; r0 < Lq; r0 += T) {
             const int64_t nr = min64(T, Lq - r0);
             /* S[nr, Lk] = q[nr, Dh] k[Lk, Dh]^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)Lk, (int)Dh, 1.0f, qh + r0 * Dh,
-                        (int)Dh, kh, (int)Dh, 0.0f, S, (int)Lk);
+            const drift_gemm qk = {nr, Lk, Dh, qh + r0 * Dh, Dh, 1, kh, 1, Dh, S, Lk};
+            if (drift_cpu_gemm(nt, &qk)) {
+                rc = nomem(err, op);
+                goto done;
+            }
             flash_job fj = {S, l, al, Lk, kt, ntl, scale, op->compute};
             drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
             if (flash) {
@@ -513,16 +512,22 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                 float *acc = oh + r0 * Dv;
                 for (int64_t t = 0; t < ntl; t++) {
                     const int64_t c0 = t * kt, nc = min64(Lk, c0 + kt) - c0;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)nc, 1.0f, S + c0,
-                                (int)Lk, vh + c0 * Dv, (int)Dv, 0.0f, pv, (int)Dv);
+                    const drift_gemm pvt = {nr, Dv, nc, S + c0, Lk, 1, vh + c0 * Dv, Dv, 1, pv, Dv};
+                    if (drift_cpu_gemm(nt, &pvt)) {
+                        rc = nomem(err, op);
+                        goto done;
+                    }
                     for (int64_t i = 0; i < nr; i++)
                         for (int64_t d = 0; d < Dv; d++)
                             acc[i * Dv + d] = t == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
                 }
             } else {
                 /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)Lk, 1.0f, S, (int)Lk,
-                            vh, (int)Dv, 0.0f, oh + r0 * Dv, (int)Dv);
+                const drift_gemm pvg = {nr, Dv, Lk, S, Lk, 1, vh, Dv, 1, oh + r0 * Dv, Dv};
+                if (drift_cpu_gemm(nt, &pvg)) {
+                    rc = nomem(err, op);
+                    goto done;
+                }
             }
             attn_out_job oj = {oh + r0 * Dv, l, Dv, op->out};
             drift_host_parallel_for(nt, nr, row_grain(Dv), attn_out_rows, &oj);

@@ -12,6 +12,7 @@
 #include "formats/alloc.h"
 #include "kernels/aten_internal.h"
 #include "kernels/backend_impl.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/cpu_opset.h"
 #include "kernels/cpu/host_internal.h"
 
@@ -188,27 +189,31 @@ static void softmax_lines(void *p, int64_t l0, int64_t l1) {
     }
 }
 
-static void run_bmm(const drift_op *op, const drift_tensor *const *in, drift_tensor *out) {
+/* Per batch, acc = A B through drift's GEMM (cpu_gemm.h: its order depends
+ * on K alone), then r = alpha acc (alpha != 1), r = r + beta c (baddbmm). */
+static int run_bmm(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
     const drift_tensor *A = in[0], *B = in[1];
     const int nd = A->ndim;
     const int64_t M = A->shape[nd - 2], K = A->shape[nd - 1], N = B->shape[nd - 1];
     const int64_t batch = M * N > 0 ? out->numel / (M * N) : 0;
     const float al = op->alpha, be = op->beta;
-    for (int64_t b = 0; b < batch; b++)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t jn = 0; jn < N; jn++) {
-                const float *a = fd(A) + (b * M + i) * K, *bb = fd(B) + b * K * N + jn;
-                float acc = 0.0f;
-                for (int64_t k = 0; k < K; k++) acc += a[k] * bb[k * N];
-                const int64_t e = (b * M + i) * N + jn;
-                float r = al == 1.0f ? acc : al * acc;
-                if (op->n_in > 2 && be != 0.0f) {
-                    const float c = fd(in[2])[bc_off(in[2], out, e)];
-                    r = r + (be == 1.0f ? c : be * c);
-                }
-                fd(out)[e] = r;
-            }
+    for (int64_t b = 0; b < batch; b++) {
+        const drift_gemm g = {M, N, K, fd(A) + b * M * K, K, 1, fd(B) + b * K * N, N, 1, fd(out) + b * M * N, N};
+        if (drift_cpu_gemm(nt, &g))
+            return drift_err_set(err, DRIFT_E_NOMEM, "op", "%s: out of memory for a scratch buffer",
+                                 drift_op_name(op->kind));
+    }
+    for (int64_t e = 0; e < batch * M * N; e++) {
+        float r = fd(out)[e];
+        if (al != 1.0f) r = al * r;
+        if (op->n_in > 2 && be != 0.0f) {
+            const float c = fd(in[2])[bc_off(in[2], out, e)];
+            r = r + (be == 1.0f ? c : be * c);
+        }
+        fd(out)[e] = r;
+    }
     drift_dtype_round_n(fd(out), (size_t)out->numel, op->out);
+    return DRIFT_OK;
 }
 
 static void run_group_norm(const drift_op *op, const drift_tensor *const *in, drift_tensor *out) {
@@ -259,7 +264,7 @@ int drift_cpu_run_opset(int nthreads, const drift_op *op, const drift_tensor *co
         drift_host_parallel_for(nthreads, outer * inner, 64, softmax_lines, &j);
         return DRIFT_OK;
     }
-    case DRIFT_OP_BMM: run_bmm(op, in, out); return DRIFT_OK;
+    case DRIFT_OP_BMM: return run_bmm(nthreads, op, in, out, err);
     case DRIFT_OP_GROUP_NORM: run_group_norm(op, in, out); return DRIFT_OK;
     default: break;
     }

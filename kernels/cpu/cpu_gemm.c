@@ -1,0 +1,245 @@
+/* drift's blocked fp32 GEMM (the order: cpu_gemm.h).
+ *
+ * Structure (the usual packed GEMM): the output is cut into work units of MC
+ * rows x NU*NR columns; a thread takes a contiguous run of units. Per unit,
+ * for each K block in order: pack that block of A (MC x kc, micro-panels of
+ * MR rows) and of B (kc x NU*NR, micro-panels of NR columns), then run the
+ * MR x NR micro-kernel over every (B panel, A panel) pair. The micro-kernel
+ * starts its accumulators at zero (p_b of the order), runs the FMA chain
+ * over k, and stores C = p_b (first block) or C = C + p_b. Every output
+ * element is owned by one unit, so the thread split never changes a bit.
+ * Edges are zero-padded in the packs; padded results are never stored. */
+#include "kernels/cpu/cpu_gemm.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "kernels/cpu/host_internal.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define GEMM_X86 1
+#else
+#define GEMM_X86 0
+#endif
+
+#define MR 6
+#define NR 16
+#define KC DRIFT_GEMM_KC
+#define MC 96                        /* rows of A per unit: 16 micro-panels */
+#define NU 8                         /* B micro-panels per unit: 128 columns */
+#define UNIT_FLOPS ((int64_t)1 << 22) /* work per thread below which fewer threads are used */
+
+static atomic_int g_force_scalar;
+
+void drift_cpu_gemm_force_scalar(int on) { atomic_store(&g_force_scalar, on ? 1 : 0); }
+
+static int use_avx2(void) {
+    if (atomic_load(&g_force_scalar)) return 0;
+    const char *e = getenv("DRIFT_CPU_GEMM");
+    if (e && strcmp(e, "scalar") == 0) return 0;
+#if GEMM_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+const char *drift_cpu_gemm_path(void) { return use_avx2() ? "avx2+fma" : "scalar"; }
+
+/* The mr x nr valid part of an accumulator tile into C. */
+static void tile_store(float acc[MR][NR], float *c, int64_t ldc, int mr, int nr, int first) {
+    for (int i = 0; i < mr; i++) {
+        float *ci = c + i * ldc;
+        if (first)
+            for (int j = 0; j < nr; j++) ci[j] = acc[i][j];
+        else
+            for (int j = 0; j < nr; j++) ci[j] = ci[j] + acc[i][j];
+    }
+}
+
+typedef void (*ukernel_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr,
+                           int first);
+
+/* ap: kc x MR (k-major), bp: kc x NR (k-major). */
+static void ukernel_scalar(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr,
+                           int first) {
+    float acc[MR][NR];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;
+    for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR)
+        for (int i = 0; i < MR; i++) {
+            const float a = ap[i];
+            for (int j = 0; j < NR; j++) acc[i][j] = fmaf(a, bp[j], acc[i][j]);
+        }
+    tile_store(acc, c, ldc, mr, nr, first);
+}
+
+#if GEMM_X86
+/* The same operations, eight columns per instruction: vfmadd computes
+ * a*b + acc with one rounding per lane (= fmaf), vaddps C + p (= C + p). */
+__attribute__((target("avx2,fma"))) static void ukernel_avx2(int64_t kc, const float *ap, const float *bp, float *c,
+                                                             int64_t ldc, int mr, int nr, int first) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        __m256 a = _mm256_broadcast_ss(ap);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+    const __m256 r[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (mr == MR && nr == NR) {
+        for (int i = 0; i < MR; i++) {
+            float *ci = c + i * ldc;
+            if (first) {
+                _mm256_storeu_ps(ci, r[i][0]);
+                _mm256_storeu_ps(ci + 8, r[i][1]);
+            } else {
+                _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), r[i][0]));
+                _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), r[i][1]));
+            }
+        }
+        _mm256_zeroupper();
+        return;
+    }
+    float acc[MR][NR];
+    for (int i = 0; i < MR; i++) {
+        _mm256_storeu_ps(acc[i], r[i][0]);
+        _mm256_storeu_ps(acc[i] + 8, r[i][1]);
+    }
+    /* clean upper halves before SSE code runs: with them dirty, the SSE code
+     * after the GEMM (softmax's expf) ran 12x slower on a Zen 3 */
+    _mm256_zeroupper();
+    tile_store(acc, c, ldc, mr, nr, first);
+}
+#endif
+
+/* A rows [m0, m0+mc) x cols [k0, k0+kc) -> micro-panels ap[ip][k][i], rows past mc zero. */
+static void pack_a(const drift_gemm *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *ap) {
+    for (int64_t ip = 0; ip * MR < mc; ip++) {
+        float *p = ap + ip * kc * MR;
+        for (int i = 0; i < MR; i++) {
+            const int64_t m = ip * MR + i;
+            if (m >= mc) {
+                for (int64_t k = 0; k < kc; k++) p[k * MR + i] = 0.0f;
+                continue;
+            }
+            const float *a = g->a + (m0 + m) * g->a_m + k0 * g->a_k;
+            for (int64_t k = 0; k < kc; k++) p[k * MR + i] = a[k * g->a_k];
+        }
+    }
+}
+
+/* B rows [k0, k0+kc) x cols [n0, n0+nc) -> micro-panels bp[jp][k][j], cols past nc zero. */
+static void pack_b(const drift_gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *bp) {
+    for (int64_t jp = 0; jp * NR < nc; jp++) {
+        float *p = bp + jp * kc * NR;
+        const int64_t nv = nc - jp * NR < NR ? nc - jp * NR : NR;
+        const float *b = g->b + k0 * g->b_k + (n0 + jp * NR) * g->b_n;
+        if (g->b_n == 1 || g->b_k != 1) { /* rows of B contiguous (P V): copy along n */
+            for (int64_t k = 0; k < kc; k++) {
+                const float *bk = b + k * g->b_k;
+                float *pk = p + k * NR;
+                int j = 0;
+                for (; j < nv; j++) pk[j] = bk[j * g->b_n];
+                for (; j < NR; j++) pk[j] = 0.0f;
+            }
+        } else { /* columns of B contiguous (x W^T): copy along k */
+            for (int j = 0; j < NR; j++) {
+                if (j >= nv) {
+                    for (int64_t k = 0; k < kc; k++) p[k * NR + j] = 0.0f;
+                    continue;
+                }
+                const float *bj = b + j * g->b_n;
+                for (int64_t k = 0; k < kc; k++) p[k * NR + j] = bj[k];
+            }
+        }
+    }
+}
+
+typedef struct gemm_job {
+    const drift_gemm *g;
+    ukernel_fn uk;
+    int64_t units, mblocks, nslots;
+    float *bufs; /* per slot: MC*KC floats of A, then KC*NU*NR of B */
+} gemm_job;
+
+#define SLOT_FLOATS ((int64_t)MC * KC + (int64_t)KC * NU * NR)
+
+static void run_unit(const gemm_job *j, int64_t u, float *ap, float *bp) {
+    const drift_gemm *g = j->g;
+    const int64_t mb = u % j->mblocks, nb = u / j->mblocks;
+    const int64_t m0 = mb * MC, mc = g->M - m0 < MC ? g->M - m0 : MC;
+    const int64_t n0 = nb * NU * NR, nc = g->N - n0 < NU * NR ? g->N - n0 : NU * NR;
+    for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
+        const int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
+        pack_a(g, m0, mc, k0, kc, ap);
+        pack_b(g, k0, kc, n0, nc, bp);
+        for (int64_t jp = 0; jp * NR < nc; jp++) {
+            const int nr = (int)(nc - jp * NR < NR ? nc - jp * NR : NR);
+            for (int64_t ip = 0; ip * MR < mc; ip++) {
+                const int mr = (int)(mc - ip * MR < MR ? mc - ip * MR : MR);
+                float *c = g->c + (m0 + ip * MR) * g->c_m + n0 + jp * NR;
+                j->uk(kc, ap + ip * kc * MR, bp + jp * kc * NR, c, g->c_m, mr, nr, k0 == 0);
+            }
+        }
+    }
+}
+
+/* Slot s runs units [s*U/S, (s+1)*U/S) with its own packing buffers. */
+static void slot_range(void *p, int64_t s0, int64_t s1) {
+    const gemm_job *j = p;
+    for (int64_t s = s0; s < s1; s++) {
+        float *ap = j->bufs + s * SLOT_FLOATS, *bp = ap + (int64_t)MC * KC;
+        for (int64_t u = s * j->units / j->nslots; u < (s + 1) * j->units / j->nslots; u++) run_unit(j, u, ap, bp);
+    }
+}
+
+int drift_cpu_gemm(int nthreads, const drift_gemm *g) {
+    if (g->M <= 0 || g->N <= 0) return 0;
+    if (g->K <= 0) {
+        for (int64_t m = 0; m < g->M; m++) memset(g->c + m * g->c_m, 0, (size_t)g->N * sizeof(float));
+        return 0;
+    }
+    gemm_job j;
+    j.g = g;
+    j.uk = ukernel_scalar;
+#if GEMM_X86
+    if (use_avx2()) j.uk = ukernel_avx2;
+#endif
+    j.mblocks = (g->M + MC - 1) / MC;
+    j.units = j.mblocks * ((g->N + NU * NR - 1) / (NU * NR));
+    const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    int64_t ns = nthreads < 1 ? 1 : nthreads;
+    if (ns > j.units) ns = j.units;
+    if ((double)ns * (double)UNIT_FLOPS > flops) ns = (int64_t)(flops / (double)UNIT_FLOPS);
+    if (ns < 1) ns = 1;
+    j.nslots = ns;
+    j.bufs = drift_malloc((size_t)(ns * SLOT_FLOATS) * sizeof(float));
+    if (!j.bufs) return -1;
+    drift_host_parallel_for((int)ns, ns, 1, slot_range, &j);
+    drift_free(j.bufs);
+    return 0;
+}
