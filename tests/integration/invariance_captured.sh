@@ -4,7 +4,7 @@
 # lowered again at batch 2, 3, 4 and CFG-joined (docs/invariance.md
 # "Captured graphs"): on the fp64 oracle (--device ref, every op in one order)
 # sample 0 is bitwise equal at every compared node, so the re-batching itself
-# changes nothing; a batch-dependent op planted in a captured graph (a mean
+# changes nothing; so is the cpu backend (issue 32's GEMM); a batch-dependent op planted in a captured graph (a mean
 # over the batch dim added back) is caught and named; bad usage exits 2.
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
@@ -29,6 +29,14 @@ print("  %s: invariant on ref, %d values, %s" % (sys.argv[2], d["values_compared
       ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in d["configurations"])))
 PY
 done
+
+# 1b. and on the cpu backend, whose GEMM sums in one order per output element (issue 32)
+for m in wan sd3 flux qwen ltx2; do
+  "$D" invariance "$T/graphs/recorded/$m.h5" --batch 1,2,3 --device cpu >"$W/$m.cpu.txt" 2>&1 \
+    || { cat "$W/$m.cpu.txt"; fail "$m: invariance on cpu exited $?"; }
+  tail -n 1 "$W/$m.cpu.txt" | grep -q "^invariant: " || { cat "$W/$m.cpu.txt"; fail "$m: cpu verdict"; }
+done
+echo "  cpu: the five fixtures invariant at batch 1, 2, 3"
 
 # 2. a planted batch-dependent op: y = x + mean(x over the batch) after the x embedder
 "$PY" - "$T/graphs/recorded/flux.h5" "$W/planted.h5" <<'PY' || fail "planting"
