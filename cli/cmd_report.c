@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "formats/outpath.h"
 #include "cli/commands.h"
 #include "replay/analysis/report_html.h"
 #include "formats/alloc.h"
@@ -248,7 +249,7 @@ static int report(const char *const *in, int n_in, const char *against, const ch
     if (!out) return drift_cli_usage_error("report", "-o FILE is required");
     if (against && !trace) return drift_cli_usage_error("report", "--against needs a TRACE");
     if ((map_path || allow) && !against) return drift_cli_usage_error("report", "--sitemap and --allow-mismatch need --against");
-    if (!force && access(out, F_OK) == 0) return drift_cli_usage_error("report", "%s exists (--force replaces it)", out);
+    if (drift_cli_check_output("report", "-o", out, force)) return 2;
 
     drift_err err;
     drift_err_clear(&err);
@@ -313,16 +314,20 @@ static int report(const char *const *in, int n_in, const char *against, const ch
         h.warnings = (const char *const *)warn;
         h.n_warnings = n_warn;
         /* a temporary beside the target, renamed when complete */
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f) rc = drift_err_set(&err, DRIFT_E_IO, out, "cannot write: %s", strerror(errno));
-        else {
+        drift_outpath op;
+        FILE *f = NULL;
+        if (!(rc = drift_outpath_open(&op, out, &err)) && !(f = fdopen(op.fd, "w"))) {
+            rc = drift_err_set(&err, DRIFT_E_IO, out, "cannot write: %s", strerror(errno));
+            drift_outpath_abort(&op);
+        } else if (!rc) {
+            op.fd = -1; /* f owns it */
             int wr = drift_report_html_write(&h, f);
-            if (fclose(f) != 0 || wr != 0) rc = drift_err_set(&err, DRIFT_E_IO, out, "write failed");
-            else if (!force && access(out, F_OK) == 0) rc = drift_err_set(&err, DRIFT_E_USAGE, out, "appeared meanwhile; kept (--force replaces it)");
-            else if (rename(tmp, out) != 0) rc = drift_err_set(&err, DRIFT_E_IO, out, "cannot rename: %s", strerror(errno));
-            if (rc) remove(tmp);
+            if (fclose(f) != 0 || wr != 0) {
+                rc = drift_err_set(&err, DRIFT_E_IO, out, "write failed: %s", strerror(errno));
+                drift_outpath_abort(&op);
+            } else {
+                rc = drift_outpath_commit(&op, force, &err);
+            }
         }
         if (!rc) fprintf(stderr, "drift report: wrote %s (%zu sites x %zu steps)\n", out, g.n_sites, g.n_steps);
     }

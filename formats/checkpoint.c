@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "formats/alloc.h"
+#include "formats/outpath.h"
 #include "formats/hash64.h"
 #include "formats/json.h"
 #include "formats/safetensors.h"
@@ -465,20 +466,7 @@ static int wpool_run(wjob *jobs, size_t n, drift_ckpt_fill_fn fill, void *user, 
 
 /* Writes text to path through a temporary file renamed into place. */
 static int write_text(const char *path, const char *text, drift_err *err) {
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return drift_err_set(err, DRIFT_E_USAGE, path, "path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, tmp, "cannot create %s: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return drift_err_set(err, DRIFT_E_IO, path, "cannot write %s: %s", path, strerror(e));
-    }
-    return DRIFT_OK;
+    return drift_outpath_write_file(path, text, strlen(text), 1, err);
 }
 
 int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, uint64_t shard_bytes,

@@ -243,6 +243,13 @@ int drift_trace_writer_commit_step(drift_trace_writer *w, int64_t step, uint32_t
 #define DRIFT_TRACE_STATUS_MAX 512
 int drift_trace_writer_set_status(drift_trace_writer *w, const char *text, drift_err *err);
 
+/* The producer failed (e.g. the run it records stopped, or the other side's
+ * trace could not be written): records "failed at step S: REASON; steps A..L
+ * are committed" in /status and stops the writer. Close then keeps a new
+ * trace with its committed steps (and the failed state), and leaves an
+ * existing file that the trace was to replace as it was. Never fails. */
+int drift_trace_writer_fail(drift_trace_writer *w, const char *reason);
+
 /* Closes and frees w (NULL allowed). Appends after the last commit stay
  * invisible to readers. Frees w even when it reports an error. */
 int drift_trace_writer_close(drift_trace_writer *w, drift_err *err);

@@ -49,7 +49,8 @@ static void plain_words(char *buf, size_t sz) {
         if (busy) snprintf(buf, sz, "another process has the file open (HDF5's file lock is held: a writer, or a reader "
                                     "that opened it for writing)");
         else if (errno_text(buf, why, sizeof why)) snprintf(buf, sz, "cannot lock the file: %s", why);
-    } else if (strncmp(buf, "unable to open file", 19) == 0 && errno_text(buf, why, sizeof why)) {
+    } else if (errno_text(buf, why, sizeof why)) {
+        /* "file write failed: time = ..., buf = 0x..., bytes actually written = ...": the system's reason only */
         snprintf(buf, sz, "%s", why);
     }
 }
