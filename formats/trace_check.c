@@ -347,6 +347,17 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     drift_trace_reader *r = NULL;
     int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
     int64_t size = 0, eof = 0;
+    if (rc == DRIFT_E_INPUT && err && strstr(err->msg, TR_CUT_BELOW_COMMITS)) {
+        /* killed, then cut: committed data is missing; said as the reader says it */
+        rep->unclean = 1;
+        rep->cut_short = 1;
+        rep->ended = "cut short below its committed steps";
+        problem(rep, "%s: %s", err->where, err->msg);
+        drift_err_clear(err);
+        if (!check_nomem) return DRIFT_OK;
+        drift_trace_check_report_free(rep);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    }
     if (rc == DRIFT_E_INPUT && tr_short_file(path, &size, &eof)) {
         /* cut short by a full disk: a problem to report, and `--repair` (which
          * runs when unclean is set) fixes it */
@@ -546,7 +557,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
     drift_err pe;
     drift_err_clear(&pe);
     int prc = drift_trace_reader_open(&probe, path, DRIFT_TRACE_OPEN_NORMAL, &pe);
-    if (prc == DRIFT_E_NOMEM || (prc != DRIFT_OK && tr_guard_refused(&pe))) {
+    if (prc == DRIFT_E_NOMEM || (prc != DRIFT_OK && (tr_guard_refused(&pe) || strstr(pe.msg, TR_CUT_BELOW_COMMITS)))) {
         if (err) *err = pe;
         if (prc != DRIFT_E_NOMEM) drift_err_prefix(err, "repair refused (nothing was touched)");
         tr_lock_release(path, lock);
