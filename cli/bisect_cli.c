@@ -8,6 +8,7 @@
 
 #include "cli/cli_util.h"
 #include "formats/outpath.h"
+#include "formats/trace.h"
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "formats/json.h"
@@ -119,6 +120,16 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
     drift_json_buf_init_pretty(&b, 2);
     drift_json_buf_begin_object(&b);
     drift_json_buf_field_string(&b, "trace", o->trace);
+    { /* the run and model bisected, so that `drift report` can tell a bisect of another trace */
+        drift_trace_reader *tr = NULL;
+        drift_err te;
+        drift_err_clear(&te);
+        const drift_trace_meta *tm = drift_trace_reader_open(&tr, o->trace, DRIFT_TRACE_OPEN_NORMAL, &te) ? NULL
+                                                                                                        : drift_trace_reader_meta(tr);
+        drift_json_buf_field_string(&b, "run_id", tm ? tm->run_id : NULL);
+        drift_json_buf_field_string(&b, "family", tm ? tm->family : NULL);
+        drift_trace_reader_close(tr);
+    }
     drift_json_buf_field_string(&b, "good", o->good->name);
     drift_json_buf_field_string(&b, "bad", o->bad->name);
     drift_json_buf_field_string(&b, "metric", drift_bisect_metric_name(o->lib.metric));

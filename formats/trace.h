@@ -288,7 +288,8 @@ const char *drift_trace_reader_status(const drift_trace_reader *r);
 /* How the trace's writer ended, from the superblock state, the writer lock
  * and /status: "closed", "failed" (its /status gives the reason), "killed"
  * (never closed, no writer holds it), "writing" (a writer holds its lock),
- * "unknown" (no /status: not written by drift's writer). Static string. */
+ * "repaired" (killed, then `drift check --repair`), "unknown" (no /status:
+ * not written by drift's writer). Static string. */
 const char *drift_trace_reader_ended(const drift_trace_reader *r);
 /* The path r was opened with; owned by r. */
 const char *drift_trace_reader_path(const drift_trace_reader *r);
@@ -423,7 +424,7 @@ typedef struct drift_trace_check_report {
     int swmr;                    /* had to be read through SWMR */
     int cut_short;               /* shorter than its stored end of file (full disk): not opened,
                                     so the counts below are unknown (0) until repaired */
-    const char *ended;           /* static: "closed", "failed", "killed", "writing", "cut short", "unknown"
+    const char *ended;           /* static: "closed", "failed", "killed", "writing", "repaired", "cut short", "unknown"
                                     (drift_trace_reader_ended) */
     int64_t committed_steps;
     int64_t last_step;           /* -1 if none */

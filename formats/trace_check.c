@@ -435,6 +435,8 @@ typedef struct keep_counts {
     char **site_links;
     size_t n_sites;
     int64_t steps, mrows, msteps, notes, names;
+    int64_t first, last; /* the first and last committed step, -1 */
+    int recording;       /* /status still says "recording": the writer never said how it ended */
 } keep_counts;
 
 static void free_keep(keep_counts *k) {
@@ -470,6 +472,9 @@ static int collect_keep(const char *path, keep_counts *k, drift_err *err) {
         k->site_rows[i] = r->sites[i].committed;
     }
     k->steps = (int64_t)r->n_steps;
+    k->first = r->n_steps ? r->stp[0].step : -1;
+    k->last = tr_last_step(r);
+    k->recording = drift_trace_reader_status(r) && strcmp(drift_trace_reader_status(r), "recording") == 0;
     if (r->n_steps) {
         const drift_trace_step *l = &r->stp[r->n_steps - 1];
         k->mrows = l->metrics_rows;
@@ -589,6 +594,24 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
     return rc;
 }
 
+/* Overwrites the fixed-length /status string in place (it is never resized). */
+static int write_status_text(hid_t f, const char *text) {
+    hid_t d = H5Dopen2(f, TR_STATUS, H5P_DEFAULT);
+    if (d < 0) return -1;
+    hid_t t = H5Dget_type(d);
+    size_t sz = t >= 0 && H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t) ? H5Tget_size(t) : 0;
+    int rc = -1;
+    char *buf = sz > 1 ? drift_calloc(1, sz) : NULL;
+    if (buf) {
+        snprintf(buf, sz, "%s", text);
+        rc = H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
+    }
+    free(buf);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(d);
+    return rc;
+}
+
 static int repair_file(const char *path, int64_t *trimmed, drift_err *err) {
     tr_h5_quiet();
     int version = 0, flags = 0;
@@ -676,6 +699,18 @@ static int repair_file(const char *path, int64_t *trimmed, drift_err *err) {
         for (size_t j = 0; !rc && !t && j < sizeof tables / sizeof tables[0]; j++) t = trim_path(f, tables[j], keep[j], &cut);
         if (t == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory trimming the tables");
         else if (t) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
+    }
+    if (!rc && have_keep && k.recording) {
+        /* the writer's last word was "recording": say what became of the trace, so that readers stop
+         * calling it killed (it now opens like a closed one) */
+        char text[DRIFT_TRACE_STATUS_MAX];
+        if (k.last < 0) snprintf(text, sizeof text, "repaired: its writer stopped without closing before committing a step");
+        else
+            snprintf(text, sizeof text,
+                     "repaired: its writer stopped without closing after step %lld; drift check --repair kept steps "
+                     "%lld..%lld and trimmed %lld uncommitted rows",
+                     (long long)k.last, (long long)k.first, (long long)k.last, (long long)cut);
+        if (write_status_text(f, text) != 0) rc = tr_h5_fail(err, DRIFT_E_IO, path, TR_STATUS, "cannot write the status");
     }
     if (tr_h5_close_file(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
     f = H5I_INVALID_HID;

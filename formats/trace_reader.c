@@ -706,6 +706,7 @@ const char *drift_trace_reader_ended(const drift_trace_reader *r) {
     if (open_writer) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
     if (!st) return "unknown";
     if (strncmp(st, "failed", 6) == 0) return "failed";
+    if (strncmp(st, "repaired", 8) == 0) return "repaired"; /* killed, then `drift check --repair` */
     if (strcmp(st, "closed") == 0) return "closed";
     /* a custom final status (the recorder's): closed, with its own words */
     return strcmp(st, "recording") == 0 ? "killed" : "closed";
