@@ -473,8 +473,11 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
                      drift_ckpt_fill_fn fill, void *user, int threads, drift_params_ref *ref, drift_err *err) {
     if (!dir || !fill || !ref || (n && !specs))
         return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_write: NULL argument");
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return drift_err_set(err, DRIFT_E_IO, dir, "cannot create directory %s: %s", dir, strerror(errno));
+    drift_ckpt_dir cd; /* written under a temporary folder, swapped in whole (checkpoint_dir.c) */
+    int drc = drift_ckpt_dir_begin(&cd, dir, err);
+    if (drc) return drc;
+    const char *final_dir = dir;
+    dir = cd.tmp;
     /* Plan the shards: tensors in order, a new shard when the next would pass shard_bytes. */
     size_t *shard_of = drift_calloc(n ? n : 1, sizeof *shard_of);
     uint64_t *bytes = drift_calloc(n ? n : 1, sizeof *bytes);
@@ -499,10 +502,7 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
         in_shard += bytes[i];
         total += bytes[i];
     }
-    char *absdir = rc ? NULL : realpath(dir, NULL);
-    if (!rc && !absdir) rc = drift_err_set(err, DRIFT_E_IO, dir, "cannot resolve %s: %s", dir, strerror(errno));
-    if (!rc && !(out.weights_root = drift_strdup(absdir))) rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
-    free(absdir);
+    if (!rc && !(out.weights_root = drift_strdup(cd.abs))) rc = drift_err_set(err, DRIFT_E_NOMEM, final_dir, "out of memory");
     if (!rc && !(out.index = drift_strdup(DRIFT_CKPT_BASENAME DRIFT_CKPT_INDEX_SUFFIX)))
         rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
     if (!rc && (!(jobs = drift_calloc(n ? n : 1, sizeof *jobs)) || !(ents = drift_calloc(n ? n : 1, sizeof *ents))))
@@ -557,6 +557,8 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
         else rc = write_text(ipath, text, err);
         drift_free(text);
     }
+    if (!rc) rc = drift_ckpt_dir_commit(&cd, err);
+    else drift_ckpt_dir_abort(&cd);
     if (!rc) {
         *ref = out;
         drift_params_ref_init(&out);
