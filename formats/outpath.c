@@ -35,15 +35,15 @@ static int check_target(const char *path, int replace, drift_err *err) {
         if (slash == dir) slash[1] = '\0';
         else *slash = '\0';
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            return drift_err_set(err, DRIFT_E_USAGE, path, "cannot write it: no such directory %s", dir);
+            return drift_err_set(err, DRIFT_E_USAGE, path, "cannot write %s: no such directory %s", path, dir);
         return DRIFT_OK;
     }
     if (!S_ISREG(st.st_mode))
         return drift_err_set(err, S_ISDIR(st.st_mode) ? DRIFT_E_USAGE : DRIFT_E_INPUT, path,
-                             "is %s (expected a regular file path to write; drift never replaces a directory, device, "
-                             "FIFO, socket or symbolic link, --force or not)",
-                             kind_of(st.st_mode));
-    if (!replace) return drift_err_set(err, DRIFT_E_USAGE, path, "exists; give --force to replace it");
+                             "%s is %s (expected a regular file path to write; drift never replaces a directory, "
+                             "device, FIFO, socket or symbolic link, --force or not)",
+                             path, kind_of(st.st_mode));
+    if (!replace) return drift_err_set(err, DRIFT_E_USAGE, path, "%s exists; give --force to replace it", path);
     return DRIFT_OK;
 }
 

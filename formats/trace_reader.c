@@ -762,18 +762,18 @@ int tr_reader_row_in_file(drift_trace_reader *r, hid_t ds, int64_t row, const ch
     if (r->file_bytes <= 0 || row < 0 || ds < 0) return DRIFT_OK;
     int64_t end = -1;
     int k = tr_row_end(ds, row, &end);
-    if (k == 0 && end <= r->file_bytes) return DRIFT_OK;
+    /* only a chunk known to end past the file is proof: an SWMR reader's chunk index
+     * can lag (never written, or unreadable: the read itself then fails or is retried) */
+    if (k != 0 || end <= r->file_bytes) return DRIFT_OK;
     struct stat st; /* a live writer may have extended the file since it was opened */
     if (stat(r->path, &st) == 0 && (int64_t)st.st_size > r->file_bytes) {
         r->file_bytes = (int64_t)st.st_size;
-        if (k == 0 && end <= r->file_bytes) return DRIFT_OK;
+        if (end <= r->file_bytes) return DRIFT_OK;
     }
     char w[3 * DRIFT_TRACE_NAME_MAX + 700];
     snprintf(w, sizeof w, "%s:%s", r->path, obj);
     char where[160];
-    if (k < 0) snprintf(where, sizeof where, "cannot be located (its chunk index is unreadable)");
-    else if (k == 1) snprintf(where, sizeof where, "was never written");
-    else snprintf(where, sizeof where, "ends at byte %lld", (long long)end);
+    snprintf(where, sizeof where, "ends at byte %lld", (long long)end);
     return drift_err_set(err, DRIFT_E_INPUT, w,
                          TR_CUT_BELOW_COMMITS " committed row %lld %s, but the file has %lld bytes (copied or "
                          "downloaded in part, or truncated after its writer stopped): its committed steps are not all "
