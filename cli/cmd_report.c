@@ -13,6 +13,7 @@
 #include "cli/cli_util.h"
 #include "cli/trace_args.h"
 #include "formats/outpath.h"
+#include "formats/infile.h"
 #include "cli/commands.h"
 #include "replay/analysis/report_html.h"
 #include "formats/alloc.h"
@@ -214,7 +215,7 @@ done:
 static int is_json(const char *path) {
     size_t n = strlen(path);
     if (n >= 5 && strcmp(path + n - 5, ".json") == 0) return 1;
-    FILE *f = fopen(path, "rb");
+    FILE *f = drift_in_fopen(path, NULL); /* never blocks on a FIFO (refused later, by its reader) */
     if (!f) return 0;
     int c;
     while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}

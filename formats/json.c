@@ -1,5 +1,6 @@
 /* Strict JSON reader with positions and a small JSON writer (see json.h). */
 #include "formats/json.h"
+#include "formats/infile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -657,8 +658,8 @@ int drift_json_parse(const char *text, size_t len, const char *source_name, drif
 
 int drift_json_parse_file(const char *path, drift_json_value **out, drift_err *err) {
     if (out) *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, path, "cannot open: %s", strerror(errno));
+    FILE *f = drift_in_fopen(path, err); /* a FIFO is refused before it can block */
+    if (!f) return err ? err->code : DRIFT_E_IO;
     sbuf b = {0};
     int rc = DRIFT_OK;
     char chunk[65536];

@@ -17,7 +17,7 @@ CC="${FUZZ_CC:-clang}"
 mkdir -p "$out"
 
 # Exactly the sources each harness links (plus fuzz/fuzz_<name>.c).
-F_BASE="formats/err.c formats/alloc.c"
+F_BASE="formats/err.c formats/alloc.c formats/infile.c"
 F_JSON="formats/json.c $F_BASE"
 F_PLAN="formats/plan.c formats/fnmatch.c formats/params.c formats/dtype.c $F_JSON"
 declare -A SRCS=(
