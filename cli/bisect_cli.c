@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "cli/cli_util.h"
+#include "formats/outpath.h"
+#include "formats/trace.h"
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "formats/json.h"
@@ -50,18 +52,10 @@ static void on_set(const drift_bisect_result *r, size_t k, void *user) {
 static int write_fix(const drift_bisect_cli_opts *o, const drift_bisect_result *r, drift_err *err) {
     char *json = drift_plan_to_json(&r->fix_plan);
     if (!json) return drift_err_set(err, DRIFT_E_NOMEM, o->fix_out, "out of memory");
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->fix_out, (long)getpid());
-    int rc = DRIFT_OK;
-    FILE *f = fopen(tmp, "w");
-    if (!f) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
-    else {
-        int bad = fputs(json, f) < 0 || fputc('\n', f) == EOF;
-        if (fclose(f) != 0 || bad) rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot write: %s", strerror(errno));
-        else if (rename(tmp, o->fix_out) != 0)
-            rc = drift_err_set(err, DRIFT_E_IO, o->fix_out, "cannot rename into place: %s", strerror(errno));
-        if (rc) remove(tmp);
-    }
+    size_t len = strlen(json);
+    json[len] = '\n'; /* the plan and a final newline, through formats/outpath.h */
+    int rc = drift_outpath_write_file(o->fix_out, json, len + 1, o->force, err);
+    json[len] = '\0';
     free(json);
     return rc;
 }
@@ -126,6 +120,16 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
     drift_json_buf_init_pretty(&b, 2);
     drift_json_buf_begin_object(&b);
     drift_json_buf_field_string(&b, "trace", o->trace);
+    { /* the run and model bisected, so that `drift report` can tell a bisect of another trace */
+        drift_trace_reader *tr = NULL;
+        drift_err te;
+        drift_err_clear(&te);
+        const drift_trace_meta *tm = drift_trace_reader_open(&tr, o->trace, DRIFT_TRACE_OPEN_NORMAL, &te) ? NULL
+                                                                                                        : drift_trace_reader_meta(tr);
+        drift_json_buf_field_string(&b, "run_id", tm ? tm->run_id : NULL);
+        drift_json_buf_field_string(&b, "family", tm ? tm->family : NULL);
+        drift_trace_reader_close(tr);
+    }
     drift_json_buf_field_string(&b, "good", o->good->name);
     drift_json_buf_field_string(&b, "bad", o->bad->name);
     drift_json_buf_field_string(&b, "metric", drift_bisect_metric_name(o->lib.metric));

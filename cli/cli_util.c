@@ -1,4 +1,5 @@
 #include "cli/cli_util.h"
+#include "formats/outpath.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -206,24 +207,12 @@ int drift_cli_usage_error_field(const char *cmd, const char *field, const char *
 int drift_cli_progress_enabled(void) { return !g_json_errors && isatty(STDERR_FILENO); }
 
 int drift_cli_check_output(const char *cmd, const char *field, const char *path, int force) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        /* a new file: its directory must exist (said before any work, in plain words) */
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (!slash) return 0;
-        if (slash == dir) slash[1] = '\0';
-        else *slash = '\0';
-        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            return drift_cli_usage_error_field(cmd, field, "%s: cannot write %s: no such directory %s", field, path, dir);
-        return 0;
-    }
-    if (S_ISDIR(st.st_mode))
-        return drift_cli_usage_error_field(cmd, field, "%s: %s is a directory (expected a file path to write)", field, path);
-    if (!force)
-        return drift_cli_usage_error_field(cmd, field, "%s: %s exists; give --force to replace it", field, path);
-    return 0;
+    drift_err e;
+    drift_err_clear(&e);
+    int rc = drift_outpath_check(path, force, &e); /* formats/outpath.h: regular files only */
+    if (!rc) return 0;
+    if (rc == DRIFT_E_USAGE) return drift_cli_usage_error_field(cmd, field, "%s: %s", field, e.msg);
+    return drift_cli_report(cmd, &e);
 }
 
 int drift_cli_check_input(const char *cmd, const char *field, const char *path) {

@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "cli/trace_args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/report.h"
@@ -144,7 +145,10 @@ static int compare(const char *a, const char *b, const char *fmt, const char *ma
     o.path_a = a;
     o.path_b = b;
     o.allow_mismatch = allow;
-    if (steps && drift_replay_parse_steps(steps, &o.step_first, &o.step_last, &err)) return drift_cli_report("compare", &err);
+    /* a range past either trace's committed steps is refused, as replay, bisect and top do */
+    if (steps && (drift_cli_resolve_steps("compare", steps, a, &o.step_first, &o.step_last) ||
+                  drift_cli_resolve_steps("compare", steps, b, &o.step_first, &o.step_last)))
+        return 2;
     drift_sitemap *map = NULL;
     if (map_path && drift_sitemap_load(&map, map_path, &err)) return drift_cli_report("compare", &err);
     o.sitemap = map;

@@ -11,6 +11,9 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "cli/trace_args.h"
+#include "formats/outpath.h"
+#include "formats/infile.h"
 #include "cli/commands.h"
 #include "replay/analysis/report_html.h"
 #include "formats/alloc.h"
@@ -212,7 +215,7 @@ done:
 static int is_json(const char *path) {
     size_t n = strlen(path);
     if (n >= 5 && strcmp(path + n - 5, ".json") == 0) return 1;
-    FILE *f = fopen(path, "rb");
+    FILE *f = drift_in_fopen(path, NULL); /* never blocks on a FIFO (refused later, by its reader) */
     if (!f) return 0;
     int c;
     while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}
@@ -234,6 +237,75 @@ int drift_cmd_report(int argc, char **argv) {
     return code;
 }
 
+/* Appends msg to the page's warnings (and says it on stderr). */
+static int add_warning(char ***warn, size_t *n_warn, const char *msg, drift_err *err) {
+    char **nw = realloc(*warn, (*n_warn + 1) * sizeof *nw);
+    char *m = strdup(msg);
+    if (!nw || !m) {
+        free(m);
+        if (nw) *warn = nw;
+        return drift_err_set(err, DRIFT_E_NOMEM, "report", "out of memory");
+    }
+    *warn = nw;
+    nw[(*n_warn)++] = m;
+    fprintf(stderr, "drift report: warning: %s\n", msg);
+    return DRIFT_OK;
+}
+
+/* A page built from a trace whose writer did not finish shows part of a run:
+ * it says so (killed, still being written, failed, repaired after a kill). */
+static int partial_warning(const char *path, char ***warn, size_t *n_warn, drift_err *err) {
+    drift_trace_reader *r = NULL;
+    int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
+    if (rc) return rc;
+    const char *ended = drift_trace_reader_ended(r), *st = drift_trace_reader_status(r);
+    size_t ns = 0;
+    const drift_trace_step *steps = drift_trace_reader_steps(r, &ns);
+    char last[64] = "no step";
+    if (ns) snprintf(last, sizeof last, "step %lld", (long long)steps[ns - 1].step);
+    char msg[1200] = "", stbuf[600];
+    if (!strcmp(ended, "killed"))
+        snprintf(msg, sizeof msg, "PARTIAL: %s: its writer was killed after %s; this page shows its %zu committed steps only",
+                 path, last, ns);
+    else if (!strcmp(ended, "writing"))
+        snprintf(msg, sizeof msg, "PARTIAL: %s is still being written (committed up to %s when this page was made)", path, last);
+    else if (!strcmp(ended, "failed") || !strcmp(ended, "repaired"))
+        snprintf(msg, sizeof msg, "PARTIAL: %s: %s", path, drift_cli_printable(st ? st : ended, stbuf, sizeof stbuf));
+    drift_trace_reader_close(r);
+    return msg[0] ? add_warning(warn, n_warn, msg, err) : DRIFT_OK;
+}
+
+/* A bisect result embedded beside TRACE must be of TRACE's run: its
+ * "run_id" (drift >= issue 34) must equal the trace's, else the page would
+ * show another model's culprits under this trace. A result without one is
+ * named as such in a warning. */
+static int bisect_fits(const drift_json_value *bj, const char *bisect_path, const char *trace, int allow, char ***warn,
+                       size_t *n_warn, drift_err *err) {
+    const drift_json_value *v = drift_json_object_get(bj, "run_id");
+    const char *brun = v && v->type == DRIFT_JSON_STRING ? v->str : NULL;
+    drift_trace_reader *r = NULL;
+    int rc = drift_trace_reader_open(&r, trace, DRIFT_TRACE_OPEN_NORMAL, err);
+    if (rc) return rc;
+    const char *trun = drift_trace_reader_meta(r)->run_id ? drift_trace_reader_meta(r)->run_id : "";
+    char msg[1400] = "";
+    if (!brun)
+        snprintf(msg, sizeof msg, "%s does not name the run it bisected (an older drift): it may be of another trace than %s",
+                 bisect_path, trace);
+    else if (strcmp(brun, trun) != 0) {
+        if (!allow) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, bisect_path,
+                               "a bisect of run \"%.200s\", not of %s (run \"%.200s\"); --allow-mismatch embeds it anyway",
+                               brun, trace, trun);
+            drift_trace_reader_close(r);
+            return rc;
+        }
+        snprintf(msg, sizeof msg, "%s is a bisect of run \"%.200s\", not of %s (run \"%.200s\")", bisect_path, brun, trace,
+                 trun);
+    }
+    drift_trace_reader_close(r);
+    return msg[0] ? add_warning(warn, n_warn, msg, err) : DRIFT_OK;
+}
+
 /* The command once its options are parsed: in[0..n_in) the positional inputs
  * (a trace or replay result, and/or a bisect JSON); strings borrowed. */
 static int report(const char *const *in, int n_in, const char *against, const char *bisect_path, const char *out,
@@ -247,8 +319,10 @@ static int report(const char *const *in, int n_in, const char *against, const ch
     if (!trace && !bisect_path) return drift_cli_usage_error("report", "an input is required: TRACE --against TRACE2, a replay result or a bisect JSON");
     if (!out) return drift_cli_usage_error("report", "-o FILE is required");
     if (against && !trace) return drift_cli_usage_error("report", "--against needs a TRACE");
-    if ((map_path || allow) && !against) return drift_cli_usage_error("report", "--sitemap and --allow-mismatch need --against");
-    if (!force && access(out, F_OK) == 0) return drift_cli_usage_error("report", "%s exists (--force replaces it)", out);
+    if (map_path && !against) return drift_cli_usage_error("report", "--sitemap needs --against");
+    if (allow && !against && !(trace && bisect_path))
+        return drift_cli_usage_error("report", "--allow-mismatch needs --against or a bisect JSON beside TRACE");
+    if (drift_cli_check_output("report", "-o", out, force)) return 2;
 
     drift_err err;
     drift_err_clear(&err);
@@ -260,6 +334,10 @@ static int report(const char *const *in, int n_in, const char *against, const ch
     drift_sitemap *map = NULL;
     int rc = DRIFT_OK;
     int64_t first = -1, last = -1;
+    /* a range past a trace's committed steps is refused, as replay, bisect and top do */
+    if (steps && trace && (drift_cli_resolve_steps("report", steps, trace, &first, &last) ||
+                           (against && drift_cli_resolve_steps("report", steps, against, &first, &last))))
+        return 2;
     if (steps) rc = drift_replay_parse_steps(steps, &first, &last, &err);
     if (!rc && map_path) rc = drift_sitemap_load(&map, map_path, &err);
     if (!rc && bisect_path) {
@@ -284,6 +362,9 @@ static int report(const char *const *in, int n_in, const char *against, const ch
     } else if (!rc) {
         snprintf(source, sizeof source, "bisect result %s", bisect_path);
     }
+    if (!rc && trace) rc = partial_warning(trace, &warn, &n_warn, &err);
+    if (!rc && against) rc = partial_warning(against, &warn, &n_warn, &err);
+    if (!rc && bj && trace) rc = bisect_fits(bj, bisect_path, trace, allow, &warn, &n_warn, &err);
     if (!rc && steps && trace && g.n_steps == 0)
         rc = drift_err_set(&err, DRIFT_E_USAGE, "--steps", "no step of %s lies in %s", trace, steps);
     if (!rc) {
@@ -313,16 +394,20 @@ static int report(const char *const *in, int n_in, const char *against, const ch
         h.warnings = (const char *const *)warn;
         h.n_warnings = n_warn;
         /* a temporary beside the target, renamed when complete */
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f) rc = drift_err_set(&err, DRIFT_E_IO, out, "cannot write: %s", strerror(errno));
-        else {
+        drift_outpath op;
+        FILE *f = NULL;
+        if (!(rc = drift_outpath_open(&op, out, &err)) && !(f = fdopen(op.fd, "w"))) {
+            rc = drift_err_set(&err, DRIFT_E_IO, out, "cannot write: %s", strerror(errno));
+            drift_outpath_abort(&op);
+        } else if (!rc) {
+            op.fd = -1; /* f owns it */
             int wr = drift_report_html_write(&h, f);
-            if (fclose(f) != 0 || wr != 0) rc = drift_err_set(&err, DRIFT_E_IO, out, "write failed");
-            else if (!force && access(out, F_OK) == 0) rc = drift_err_set(&err, DRIFT_E_USAGE, out, "appeared meanwhile; kept (--force replaces it)");
-            else if (rename(tmp, out) != 0) rc = drift_err_set(&err, DRIFT_E_IO, out, "cannot rename: %s", strerror(errno));
-            if (rc) remove(tmp);
+            if (fclose(f) != 0 || wr != 0) {
+                rc = drift_err_set(&err, DRIFT_E_IO, out, "write failed: %s", strerror(errno));
+                drift_outpath_abort(&op);
+            } else {
+                rc = drift_outpath_commit(&op, force, &err);
+            }
         }
         if (!rc) fprintf(stderr, "drift report: wrote %s (%zu sites x %zu steps)\n", out, g.n_sites, g.n_steps);
     }

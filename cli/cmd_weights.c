@@ -1,6 +1,8 @@
 /* drift weights: a diffusers-layout sharded safetensors checkpoint of a
  * family model's seeded parameters (the fixture of parameters by reference). */
+#include <dirent.h>
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,7 @@
 
 static const char *const HELP =
     "usage: drift weights --model FAMILY[:K=V,...] -o DIR [--seed S] [--dtype bf16|fp32|fp16]\n"
-    "                     [--shard-size BYTES] [--json]\n"
+    "                     [--shard-size BYTES] [--force] [--json]\n"
     "\n"
     "Writes the model's seeded parameters (the values `drift record --synthetic\n"
     "FAMILY --seed S` uses, rounded to --dtype) as a diffusers sharded safetensors\n"
@@ -25,7 +27,11 @@ static const char *const HELP =
     "then records with parameters by reference to it.\n"
     "\n"
     "  --model SPEC       tiny-dit, wan2.2:layers=40,dim=5120,heads=40,ffn=13824, ...\n"
-    "  -o DIR             output directory (created if absent)\n"
+    "  -o DIR             output directory (created if absent). The checkpoint is written\n"
+    "                     into a temporary folder beside DIR and swapped in whole; a\n"
+    "                     second writer of DIR fails at once (DIR.lock)\n"
+    "  --force            replace the checkpoint DIR holds (a folder holding anything\n"
+    "                     but a drift checkpoint's files is never replaced)\n"
     "  --seed S           seed (default 0)\n"
     "  --dtype D          stored dtype (default bf16, as diffusers' Wan checkpoints)\n"
     "  --shard-size BYTES at most this many bytes of tensors per shard (suffixes K, M, G;\n"
@@ -62,9 +68,20 @@ static int parse_size(const char *s, uint64_t *out) {
     return 0;
 }
 
+/* 1 if dir exists and holds an entry (an existing checkpoint is replaced only with --force) */
+static int dir_has_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return access(dir, F_OK) == 0; /* a file: drift_ckpt_write says what it is */
+    struct dirent *e;
+    int any = 0;
+    while (!any && (e = readdir(d))) any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return any;
+}
+
 int drift_cmd_weights(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *seed_s = NULL, *dtype_s = "bf16", *shard_s = NULL;
-    int json = 0;
+    int json = 0, force = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int m;
@@ -73,6 +90,8 @@ int drift_cmd_weights(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--force") == 0) {
+            force = 1;
         } else if ((m = drift_cli_opt(argc, argv, &i, "--model", &v)) != 0) {
             if (m < 0) return drift_cli_usage_error("weights", "--model needs a value");
             model = v;
@@ -93,6 +112,8 @@ int drift_cmd_weights(int argc, char **argv) {
         }
     }
     if (!model || !out) return drift_cli_usage_error("weights", "--model and -o are required");
+    if (!force && dir_has_files(out))
+        return drift_cli_usage_error_field("weights", "-o", "-o: %s exists and is not empty; give --force to replace the checkpoint in it", out);
     uint64_t seed = 0, shard = 5ull << 30;
     if (seed_s) {
         char *end = NULL;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "formats/alloc.h"
+#include "formats/outpath.h"
 #include "formats/hash64.h"
 #include "formats/json.h"
 #include "formats/safetensors.h"
@@ -465,28 +466,18 @@ static int wpool_run(wjob *jobs, size_t n, drift_ckpt_fill_fn fill, void *user, 
 
 /* Writes text to path through a temporary file renamed into place. */
 static int write_text(const char *path, const char *text, drift_err *err) {
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return drift_err_set(err, DRIFT_E_USAGE, path, "path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, tmp, "cannot create %s: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return drift_err_set(err, DRIFT_E_IO, path, "cannot write %s: %s", path, strerror(e));
-    }
-    return DRIFT_OK;
+    return drift_outpath_write_file(path, text, strlen(text), 1, err);
 }
 
 int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, uint64_t shard_bytes,
                      drift_ckpt_fill_fn fill, void *user, int threads, drift_params_ref *ref, drift_err *err) {
     if (!dir || !fill || !ref || (n && !specs))
         return drift_err_set(err, DRIFT_E_INTERNAL, "checkpoint", "drift_ckpt_write: NULL argument");
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return drift_err_set(err, DRIFT_E_IO, dir, "cannot create directory %s: %s", dir, strerror(errno));
+    drift_ckpt_dir cd; /* written under a temporary folder, swapped in whole (checkpoint_dir.c) */
+    int drc = drift_ckpt_dir_begin(&cd, dir, err);
+    if (drc) return drc;
+    const char *final_dir = dir;
+    dir = cd.tmp;
     /* Plan the shards: tensors in order, a new shard when the next would pass shard_bytes. */
     size_t *shard_of = drift_calloc(n ? n : 1, sizeof *shard_of);
     uint64_t *bytes = drift_calloc(n ? n : 1, sizeof *bytes);
@@ -511,10 +502,7 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
         in_shard += bytes[i];
         total += bytes[i];
     }
-    char *absdir = rc ? NULL : realpath(dir, NULL);
-    if (!rc && !absdir) rc = drift_err_set(err, DRIFT_E_IO, dir, "cannot resolve %s: %s", dir, strerror(errno));
-    if (!rc && !(out.weights_root = drift_strdup(absdir))) rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
-    free(absdir);
+    if (!rc && !(out.weights_root = drift_strdup(cd.abs))) rc = drift_err_set(err, DRIFT_E_NOMEM, final_dir, "out of memory");
     if (!rc && !(out.index = drift_strdup(DRIFT_CKPT_BASENAME DRIFT_CKPT_INDEX_SUFFIX)))
         rc = drift_err_set(err, DRIFT_E_NOMEM, dir, "out of memory");
     if (!rc && (!(jobs = drift_calloc(n ? n : 1, sizeof *jobs)) || !(ents = drift_calloc(n ? n : 1, sizeof *ents))))
@@ -569,6 +557,8 @@ int drift_ckpt_write(const char *dir, const drift_ckpt_spec *specs, size_t n, ui
         else rc = write_text(ipath, text, err);
         drift_free(text);
     }
+    if (!rc) rc = drift_ckpt_dir_commit(&cd, err);
+    else drift_ckpt_dir_abort(&cd);
     if (!rc) {
         *ref = out;
         drift_params_ref_init(&out);

@@ -94,4 +94,22 @@ int drift_ckpt_pool_wait(drift_ckpt_pool *p, size_t k, drift_err *err);
  * Returns the lowest failing job's error, else DRIFT_OK. */
 int drift_ckpt_pool_join(drift_ckpt_pool *p, int cancel, drift_ckpt_stats *st, drift_err *err);
 
+/* A checkpoint folder written whole or not at all (checkpoint_dir.c). */
+typedef struct drift_ckpt_dir {
+    char final[PATH_MAX];       /* the folder asked for */
+    char abs[PATH_MAX];         /* its absolute name (weights_root) */
+    char tmp[PATH_MAX + 64];    /* the folder written, swapped into place on success */
+    int lock;                   /* flock on "final.lock", -1 */
+    int existed;                /* final held a checkpoint (replaced on success) */
+} drift_ckpt_dir;
+/* Takes the lock, checks final (absent, or a folder of checkpoint files only)
+ * and creates tmp. On failure nothing is left. */
+int drift_ckpt_dir_begin(drift_ckpt_dir *d, const char *dir, drift_err *err);
+/* Swaps tmp into place (the old checkpoint removed) and releases the lock. */
+int drift_ckpt_dir_commit(drift_ckpt_dir *d, drift_err *err);
+/* Removes tmp and releases the lock; final untouched. */
+void drift_ckpt_dir_abort(drift_ckpt_dir *d);
+/* 1 if name is one a drift checkpoint writes (shards, index). */
+int drift_ckpt_is_own_file(const char *name);
+
 #endif

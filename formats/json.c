@@ -1,5 +1,6 @@
 /* Strict JSON reader with positions and a small JSON writer (see json.h). */
 #include "formats/json.h"
+#include "formats/infile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -444,7 +445,7 @@ static const char *comment_hint(int c) { return c == '/' ? " (JSON has no commen
 
 static int jp_count_value(jparser *p) {
     if (++p->n_values > DRIFT_JSON_MAX_VALUES)
-        return jp_fail_at(p, p->line, p->col, DRIFT_E_NOMEM, "JSON document has more than %zu values (limit)",
+        return jp_fail_at(p, p->line, p->col, DRIFT_E_INPUT, "JSON document has more than %zu values (limit)",
                           (size_t)DRIFT_JSON_MAX_VALUES);
     return DRIFT_OK;
 }
@@ -602,7 +603,7 @@ static int jp_parse_value(jparser *p, int depth, drift_json_value *out) {
     int c = jp_peek(p);
     if (c == '{' || c == '[') {
         if (depth + 1 > DRIFT_JSON_MAX_DEPTH)
-            return jp_fail_at(p, p->line, p->col, DRIFT_E_NOMEM,
+            return jp_fail_at(p, p->line, p->col, DRIFT_E_INPUT,
                               "JSON nesting deeper than %d levels (limit)", DRIFT_JSON_MAX_DEPTH);
         return c == '{' ? jp_parse_object(p, depth, out) : jp_parse_array(p, depth, out);
     }
@@ -632,7 +633,7 @@ int drift_json_parse(const char *text, size_t len, const char *source_name, drif
     if (out) *out = NULL;
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, p.src, "drift_json_parse: out is NULL");
     if (p.len > DRIFT_JSON_MAX_INPUT)
-        return drift_err_set(err, DRIFT_E_NOMEM, p.src, "JSON input is %zu bytes, over the %zu-byte limit", p.len,
+        return drift_err_set(err, DRIFT_E_INPUT, p.src, "JSON input is %zu bytes, over the %zu-byte limit", p.len,
                              (size_t)DRIFT_JSON_MAX_INPUT);
     if (p.len >= 3 && p.s[0] == 0xEF && p.s[1] == 0xBB && p.s[2] == 0xBF) p.pos = 3; /* BOM */
     drift_json_value *root = drift_calloc(1, sizeof *root);
@@ -657,8 +658,8 @@ int drift_json_parse(const char *text, size_t len, const char *source_name, drif
 
 int drift_json_parse_file(const char *path, drift_json_value **out, drift_err *err) {
     if (out) *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, path, "cannot open: %s", strerror(errno));
+    FILE *f = drift_in_fopen(path, err); /* a FIFO is refused before it can block */
+    if (!f) return err ? err->code : DRIFT_E_IO;
     sbuf b = {0};
     int rc = DRIFT_OK;
     char chunk[65536];
@@ -666,7 +667,7 @@ int drift_json_parse_file(const char *path, drift_json_value **out, drift_err *e
         size_t n = fread(chunk, 1, sizeof chunk, f);
         if (n > 0) {
             if (b.len + n > DRIFT_JSON_MAX_INPUT) {
-                rc = drift_err_set(err, DRIFT_E_NOMEM, path, "file is larger than the %zu-byte JSON limit",
+                rc = drift_err_set(err, DRIFT_E_INPUT, path, "file is larger than the %zu-byte JSON limit",
                                    (size_t)DRIFT_JSON_MAX_INPUT);
                 goto cleanup;
             }

@@ -10,7 +10,7 @@
  * duplicate object keys rejected (naming both positions). A leading UTF-8 BOM
  * is skipped. Limits: DRIFT_JSON_MAX_INPUT bytes, DRIFT_JSON_MAX_DEPTH
  * nesting levels, DRIFT_JSON_MAX_VALUES values. Errors are DRIFT_E_INPUT
- * (malformed) or DRIFT_E_NOMEM (a limit or an allocation), with where =
+ * (malformed, or over a limit, naming it) or DRIFT_E_NOMEM (an allocation), with where =
  * "source:line:col" and a message saying what was expected and what was found.
  *
  * Writer: drift_json_buf builds one JSON document into a growable buffer,
@@ -25,7 +25,7 @@
 
 #include "formats/err.h"
 
-#define DRIFT_JSON_MAX_INPUT ((size_t)16 << 20) /* bytes */
+#define DRIFT_JSON_MAX_INPUT ((size_t)64 << 20) /* bytes (a /graph may be 64 MiB: docs/format.md) */
 #define DRIFT_JSON_MAX_DEPTH 64                 /* nested arrays/objects */
 #define DRIFT_JSON_MAX_VALUES ((size_t)1 << 22) /* values in one document */
 

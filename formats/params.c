@@ -1,5 +1,6 @@
 /* Parameter tables and the named_parameters() text dump parser (params.h). */
 #include "formats/params.h"
+#include "formats/infile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -501,8 +502,8 @@ fail:
 }
 
 int drift_param_table_parse_file(drift_param_table *t, const char *path, drift_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, path, "cannot open: %s", strerror(errno));
+    FILE *f = drift_in_fopen(path, err); /* a FIFO is refused before it can block */
+    if (!f) return err ? err->code : DRIFT_E_IO;
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = DRIFT_OK;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "formats/alloc.h"
+#include "formats/outpath.h"
 #include "formats/json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -712,7 +713,8 @@ int drift_safetensors_write(const char *path, const drift_safetensors_entry *ent
     if (n_meta > 0 && (!meta_keys || !meta_values))
         return drift_err_set(err, DRIFT_E_USAGE, path, "metadata arrays are NULL");
     int rc = DRIFT_OK, fd = -1, created = 0;
-    char *tmp = NULL, *hdr = NULL;
+    drift_outpath op = {NULL, NULL, -1};
+    char *hdr = NULL;
     unsigned char *bounce = NULL;
     drift_json_buf b;
     drift_json_buf_init(&b);
@@ -765,19 +767,14 @@ int drift_safetensors_write(const char *path, const drift_safetensors_entry *ent
     }
     size_t hlen = strlen(hdr), padded = (hlen + 7) & ~(size_t)7;
 
-    size_t plen = strlen(path) + 32;
-    tmp = drift_malloc(plen);
     bounce = drift_malloc(BOUNCE_BYTES);
-    if (!tmp || !bounce) {
+    if (!bounce) {
         rc = nomem(err, NULL);
         goto done;
     }
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        rc = drift_err_set(err, DRIFT_E_IO, tmp, "cannot create: %s", strerror(errno));
-        goto done;
-    }
+    /* formats/outpath.h: a regular file only, an O_EXCL|O_NOFOLLOW temporary renamed on success */
+    if ((rc = drift_outpath_check(path, 1, err)) || (rc = drift_outpath_open(&op, path, err))) goto done;
+    fd = op.fd;
     created = 1;
     unsigned char pre[8];
     for (int i = 0; i < 8; i++) pre[i] = (unsigned char)((uint64_t)padded >> (8 * i));
@@ -803,25 +800,16 @@ int drift_safetensors_write(const char *path, const drift_safetensors_entry *ent
         }
     }
     if (wfail) {
-        rc = drift_err_set(err, DRIFT_E_IO, tmp, "write failed: %s", strerror(errno));
-        goto done;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        rc = drift_err_set(err, DRIFT_E_IO, tmp, "close failed: %s", strerror(errno));
+        rc = drift_err_set(err, DRIFT_E_IO, path, "write failed: %s", strerror(errno));
         goto done;
     }
     fd = -1;
-    if (rename(tmp, path) != 0) {
-        rc = drift_err_set(err, DRIFT_E_IO, path, "cannot rename %s into place: %s", tmp, strerror(errno));
-        goto done;
-    }
+    created = 0;
+    rc = drift_outpath_commit(&op, 1, err);
 done:
-    if (fd >= 0) close(fd);
-    if (rc != DRIFT_OK && created) unlink(tmp);
+    if (created) drift_outpath_abort(&op);
     drift_json_buf_free(&b);
     free(hdr); /* from drift_json_buf_take (malloc) */
-    drift_free(tmp);
     drift_free(bounce);
     return rc;
 }

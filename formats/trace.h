@@ -243,6 +243,13 @@ int drift_trace_writer_commit_step(drift_trace_writer *w, int64_t step, uint32_t
 #define DRIFT_TRACE_STATUS_MAX 512
 int drift_trace_writer_set_status(drift_trace_writer *w, const char *text, drift_err *err);
 
+/* The producer failed (e.g. the run it records stopped, or the other side's
+ * trace could not be written): records "failed at step S: REASON; steps A..L
+ * are committed" in /status and stops the writer. Close then keeps a new
+ * trace with its committed steps (and the failed state), and leaves an
+ * existing file that the trace was to replace as it was. Never fails. */
+int drift_trace_writer_fail(drift_trace_writer *w, const char *reason);
+
 /* Closes and frees w (NULL allowed). Appends after the last commit stay
  * invisible to readers. Frees w even when it reports an error. */
 int drift_trace_writer_close(drift_trace_writer *w, drift_err *err);
@@ -281,7 +288,8 @@ const char *drift_trace_reader_status(const drift_trace_reader *r);
 /* How the trace's writer ended, from the superblock state, the writer lock
  * and /status: "closed", "failed" (its /status gives the reason), "killed"
  * (never closed, no writer holds it), "writing" (a writer holds its lock),
- * "unknown" (no /status: not written by drift's writer). Static string. */
+ * "repaired" (killed, then `drift check --repair`), "unknown" (no /status:
+ * not written by drift's writer). Static string. */
 const char *drift_trace_reader_ended(const drift_trace_reader *r);
 /* The path r was opened with; owned by r. */
 const char *drift_trace_reader_path(const drift_trace_reader *r);
@@ -416,7 +424,7 @@ typedef struct drift_trace_check_report {
     int swmr;                    /* had to be read through SWMR */
     int cut_short;               /* shorter than its stored end of file (full disk): not opened,
                                     so the counts below are unknown (0) until repaired */
-    const char *ended;           /* static: "closed", "failed", "killed", "writing", "cut short", "unknown"
+    const char *ended;           /* static: "closed", "failed", "killed", "writing", "repaired", "cut short", "unknown"
                                     (drift_trace_reader_ended) */
     int64_t committed_steps;
     int64_t last_step;           /* -1 if none */

@@ -347,6 +347,17 @@ int drift_trace_check(const char *path, drift_trace_check_report *rep, drift_err
     drift_trace_reader *r = NULL;
     int rc = drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, err);
     int64_t size = 0, eof = 0;
+    if (rc == DRIFT_E_INPUT && err && strstr(err->msg, TR_CUT_BELOW_COMMITS)) {
+        /* killed, then cut: committed data is missing; said as the reader says it */
+        rep->unclean = 1;
+        rep->cut_short = 1;
+        rep->ended = "cut short below its committed steps";
+        problem(rep, "%s: %s", err->where, err->msg);
+        drift_err_clear(err);
+        if (!check_nomem) return DRIFT_OK;
+        drift_trace_check_report_free(rep);
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    }
     if (rc == DRIFT_E_INPUT && tr_short_file(path, &size, &eof)) {
         /* cut short by a full disk: a problem to report, and `--repair` (which
          * runs when unclean is set) fixes it */
@@ -424,6 +435,8 @@ typedef struct keep_counts {
     char **site_links;
     size_t n_sites;
     int64_t steps, mrows, msteps, notes, names;
+    int64_t first, last; /* the first and last committed step, -1 */
+    int recording;       /* /status still says "recording": the writer never said how it ended */
 } keep_counts;
 
 static void free_keep(keep_counts *k) {
@@ -459,6 +472,9 @@ static int collect_keep(const char *path, keep_counts *k, drift_err *err) {
         k->site_rows[i] = r->sites[i].committed;
     }
     k->steps = (int64_t)r->n_steps;
+    k->first = r->n_steps ? r->stp[0].step : -1;
+    k->last = tr_last_step(r);
+    k->recording = drift_trace_reader_status(r) && strcmp(drift_trace_reader_status(r), "recording") == 0;
     if (r->n_steps) {
         const drift_trace_step *l = &r->stp[r->n_steps - 1];
         k->mrows = l->metrics_rows;
@@ -546,7 +562,7 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
     drift_err pe;
     drift_err_clear(&pe);
     int prc = drift_trace_reader_open(&probe, path, DRIFT_TRACE_OPEN_NORMAL, &pe);
-    if (prc == DRIFT_E_NOMEM || (prc != DRIFT_OK && tr_guard_refused(&pe))) {
+    if (prc == DRIFT_E_NOMEM || (prc != DRIFT_OK && (tr_guard_refused(&pe) || strstr(pe.msg, TR_CUT_BELOW_COMMITS)))) {
         if (err) *err = pe;
         if (prc != DRIFT_E_NOMEM) drift_err_prefix(err, "repair refused (nothing was touched)");
         tr_lock_release(path, lock);
@@ -575,6 +591,24 @@ int drift_trace_repair(const char *path, int64_t *trimmed, drift_err *err) {
     unlink(tmp);
     drift_free(tmp);
     tr_lock_release(path, lock);
+    return rc;
+}
+
+/* Overwrites the fixed-length /status string in place (it is never resized). */
+static int write_status_text(hid_t f, const char *text) {
+    hid_t d = H5Dopen2(f, TR_STATUS, H5P_DEFAULT);
+    if (d < 0) return -1;
+    hid_t t = H5Dget_type(d);
+    size_t sz = t >= 0 && H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t) ? H5Tget_size(t) : 0;
+    int rc = -1;
+    char *buf = sz > 1 ? drift_calloc(1, sz) : NULL;
+    if (buf) {
+        snprintf(buf, sz, "%s", text);
+        rc = H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
+    }
+    free(buf);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(d);
     return rc;
 }
 
@@ -665,6 +699,18 @@ static int repair_file(const char *path, int64_t *trimmed, drift_err *err) {
         for (size_t j = 0; !rc && !t && j < sizeof tables / sizeof tables[0]; j++) t = trim_path(f, tables[j], keep[j], &cut);
         if (t == -2) rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory trimming the tables");
         else if (t) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot trim uncommitted table rows");
+    }
+    if (!rc && have_keep && k.recording) {
+        /* the writer's last word was "recording": say what became of the trace, so that readers stop
+         * calling it killed (it now opens like a closed one) */
+        char text[DRIFT_TRACE_STATUS_MAX];
+        if (k.last < 0) snprintf(text, sizeof text, "repaired: its writer stopped without closing before committing a step");
+        else
+            snprintf(text, sizeof text,
+                     "repaired: its writer stopped without closing after step %lld; drift check --repair kept steps "
+                     "%lld..%lld and trimmed %lld uncommitted rows",
+                     (long long)k.last, (long long)k.first, (long long)k.last, (long long)cut);
+        if (write_status_text(f, text) != 0) rc = tr_h5_fail(err, DRIFT_E_IO, path, TR_STATUS, "cannot write the status");
     }
     if (tr_h5_close_file(f) < 0 && !rc) rc = tr_h5_fail(err, DRIFT_E_IO, path, "/", "cannot close the repaired file");
     f = H5I_INVALID_HID;

@@ -49,7 +49,8 @@ static void plain_words(char *buf, size_t sz) {
         if (busy) snprintf(buf, sz, "another process has the file open (HDF5's file lock is held: a writer, or a reader "
                                     "that opened it for writing)");
         else if (errno_text(buf, why, sizeof why)) snprintf(buf, sz, "cannot lock the file: %s", why);
-    } else if (strncmp(buf, "unable to open file", 19) == 0 && errno_text(buf, why, sizeof why)) {
+    } else if (errno_text(buf, why, sizeof why)) {
+        /* "file write failed: time = ..., buf = 0x..., bytes actually written = ...": the system's reason only */
         snprintf(buf, sz, "%s", why);
     }
 }
@@ -456,5 +457,33 @@ done:
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (own && mt >= 0) H5Tclose(mt);
+    return rc;
+}
+
+int tr_row_end(hid_t ds, int64_t row, int64_t *end) {
+    *end = -1;
+    hid_t dcpl = H5Dget_create_plist(ds), sp = H5Dget_space(ds);
+    int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1, rc = -1;
+    if (sp >= 0) H5Sclose(sp);
+    if (dcpl < 0 || rank < 1 || rank > 32) goto done;
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hsize_t cd[32], off[32];
+        if (H5Pget_chunk(dcpl, rank, cd) != rank || cd[0] == 0) goto done;
+        memset(off, 0, sizeof off);
+        off[0] = (hsize_t)row - (hsize_t)row % cd[0];
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        if (H5Dget_chunk_info_by_coord(ds, off, &mask, &addr, &size) < 0) goto done;
+        rc = 0;
+        if (addr != HADDR_UNDEF) *end = (int64_t)(addr + size);
+        else rc = 1; /* never written: its rows read as fill values */
+    } else {
+        haddr_t a = H5Dget_offset(ds);
+        rc = 0;
+        if (a != HADDR_UNDEF) *end = (int64_t)(a + H5Dget_storage_size(ds));
+    }
+done:
+    if (dcpl >= 0) H5Pclose(dcpl);
     return rc;
 }

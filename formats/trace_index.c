@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "formats/alloc.h"
+#include "formats/outpath.h"
 #include "formats/trace_index.h"
 #include "formats/trace_internal.h"
 
@@ -720,7 +721,8 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     int rc = DRIFT_OK;
     ix_input *in = drift_calloc(o->n_inputs, sizeof *in);
     unsigned char *seen = NULL;
-    char *tmp = NULL;
+    char *tmp = NULL; /* op.tmp while the index is written */
+    drift_outpath op = {NULL, NULL, -1};
     hid_t f = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
     if (!in) return drift_err_set(err, DRIFT_E_NOMEM, o->out, "out of memory");
     char out_dir[IX_PATH_MAX], out_real[PATH_MAX];
@@ -827,12 +829,10 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
     qsort(in, o->n_inputs, sizeof *in, cmp_input_rank);
 
     /* write a temporary sibling, then rename over the output */
-    size_t tl = strlen(out_real) + 32;
-    if (!(tmp = drift_malloc(tl))) {
-        rc = drift_err_set(err, DRIFT_E_NOMEM, o->out, "out of memory");
-        goto done;
-    }
-    snprintf(tmp, tl, "%s.tmp%ld", out_real, (long)getpid());
+    if ((rc = drift_outpath_check(out_real, 1, err)) || (rc = drift_outpath_open(&op, out_real, err))) goto done;
+    close(op.fd); /* created O_EXCL|O_NOFOLLOW by us; HDF5 opens it by name */
+    op.fd = -1;
+    tmp = op.tmp;
     if ((fapl = fapl_latest()) < 0 || (f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0) {
         rc = tr_h5_fail(err, DRIFT_E_IO, tmp, "/", "cannot create the index");
         goto done;
@@ -863,19 +863,12 @@ int drift_trace_merge(const drift_trace_merge_opts *o, drift_err *err) {
         goto done;
     }
     f = H5I_INVALID_HID;
-    if (rename(tmp, out_real) != 0) {
-        rc = drift_err_set(err, DRIFT_E_IO, o->out, "cannot rename %s into place: %s", tmp, strerror(errno));
-        goto done;
-    }
-    free(tmp);
     tmp = NULL;
+    rc = drift_outpath_commit(&op, 1, err);
 done:
     hclose_any(&f);
     hclose_any(&fapl);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
+    if (tmp) drift_outpath_abort(&op);
     free(seen);
     for (size_t i = 0; i < o->n_inputs; i++) drift_trace_reader_close(in[i].r);
     free(in);

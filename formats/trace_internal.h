@@ -134,6 +134,19 @@ uint32_t tr_ohdr_lookup3(const uint8_t *k, size_t n);
 int tr_open_dataset(hid_t loc, const char *name, int allow_virtual, const char *file, const char *obj, hid_t *out,
                     drift_err *err);
 int tr_open_group(hid_t loc, const char *name, const char *file, const char *obj, hid_t *out, drift_err *err);
+/* Where the storage holding row `row` of ds ends (the chunk's address plus
+ * its size; for a contiguous dataset its whole storage): 0 and *end, or 1
+ * when that chunk was never written (*end -1), -1 when HDF5 cannot say (its
+ * chunk index lies past a cut). */
+int tr_row_end(hid_t ds, int64_t row, int64_t *end);
+
+/* The start of that error's message: drift_trace_check reports it as it is,
+ * drift_trace_repair refuses such a file (nothing it could trim restores it). */
+#define TR_CUT_BELOW_COMMITS "the file is cut short below its committed steps:"
+/* DRIFT_E_INPUT "the file is cut short" when committed row `row` of ds
+ * (obj) does not lie in the reader's file (trace_reader.c). */
+int tr_reader_row_in_file(drift_trace_reader *r, hid_t ds, int64_t row, const char *obj, drift_err *err);
+
 /* rows of row_bytes must fit in file_bytes (+ TR_ROWS_SLACK); file_bytes <= 0
  * skips the check (an index view: the rows lie in the rank files). */
 int tr_guard_rows(int64_t rows, size_t row_bytes, int64_t file_bytes, const char *file, const char *obj,

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "formats/alloc.h"
+#include "formats/infile.h"
 #include "formats/trace_internal.h"
 
 #define OH_CHUNK_MAX ((uint64_t)16 << 20) /* one header chunk; HDF5 writes far less */
@@ -417,6 +418,11 @@ int tr_guard_superblock(const char *path, drift_err *err) {
     if (fd < 0) return DRIFT_OK; /* the open that follows says why */
     struct stat st;
     int version = -1;
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) { /* a FIFO: never handed to HDF5, whose open would block */
+        close(fd);
+        return drift_in_check(path, err) ? DRIFT_E_INPUT
+                                         : drift_err_set(err, DRIFT_E_INPUT, path, "is not a regular file (expected a drift trace)");
+    }
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         /* HDF5 looks for the signature at 0, 512, 1024, 2048, ... */
         for (uint64_t off = 0; off + 9 <= (uint64_t)st.st_size && off <= ((uint64_t)1 << 30) && version < 0;

@@ -541,6 +541,12 @@ static int load_steps(drift_trace_reader *r, int64_t *added, drift_err *err) {
         r->n_steps++;
         (*added)++;
     }
+    if (*added) { /* the last commit row and the metric rows it commits lie in the file */
+        const drift_trace_step *l = &r->stp[r->n_steps - 1];
+        if ((rc = tr_reader_row_in_file(r, r->steps, (int64_t)r->n_steps - 1, TR_STEPS, err))) return rc;
+        if (l->metrics_rows > 0 && (rc = tr_reader_row_in_file(r, r->mrows, l->metrics_rows - 1, TR_METRIC_ROWS, err)))
+            return rc;
+    }
     return DRIFT_OK;
 }
 
@@ -700,6 +706,7 @@ const char *drift_trace_reader_ended(const drift_trace_reader *r) {
     if (open_writer) return !r->view && tr_lock_busy(r->path, NULL) ? "writing" : "killed";
     if (!st) return "unknown";
     if (strncmp(st, "failed", 6) == 0) return "failed";
+    if (strncmp(st, "repaired", 8) == 0) return "repaired"; /* killed, then `drift check --repair` */
     if (strcmp(st, "closed") == 0) return "closed";
     /* a custom final status (the recorder's): closed, with its own words */
     return strcmp(st, "recording") == 0 ? "killed" : "closed";
@@ -747,6 +754,33 @@ static int read_step_at(drift_trace_reader *r, tr_site *s, int64_t row, int64_t 
     return rc;
 }
 
+/* Committed row `row` of ds (obj) must lie in the file: a file cut short
+ * after its writer was killed still opens through SWMR, and HDF5 reads the
+ * missing bytes as zeros (wrong answers with exit 0). A merge view (no file
+ * size) is checked through its rank files. */
+int tr_reader_row_in_file(drift_trace_reader *r, hid_t ds, int64_t row, const char *obj, drift_err *err) {
+    if (r->file_bytes <= 0 || row < 0 || ds < 0) return DRIFT_OK;
+    int64_t end = -1;
+    int k = tr_row_end(ds, row, &end);
+    /* only a chunk known to end past the file is proof: an SWMR reader's chunk index
+     * can lag (never written, or unreadable: the read itself then fails or is retried) */
+    if (k != 0 || end <= r->file_bytes) return DRIFT_OK;
+    struct stat st; /* a live writer may have extended the file since it was opened */
+    if (stat(r->path, &st) == 0 && (int64_t)st.st_size > r->file_bytes) {
+        r->file_bytes = (int64_t)st.st_size;
+        if (end <= r->file_bytes) return DRIFT_OK;
+    }
+    char w[3 * DRIFT_TRACE_NAME_MAX + 700];
+    snprintf(w, sizeof w, "%s:%s", r->path, obj);
+    char where[160];
+    snprintf(where, sizeof where, "ends at byte %lld", (long long)end);
+    return drift_err_set(err, DRIFT_E_INPUT, w,
+                         TR_CUT_BELOW_COMMITS " committed row %lld %s, but the file has %lld bytes (copied or "
+                         "downloaded in part, or truncated after its writer stopped): its committed steps are not all "
+                         "in it, so nothing is read from it; copy the whole file again",
+                         (long long)row, where, (long long)r->file_bytes);
+}
+
 /* Committed records of s: the longest prefix of index rows whose step is
  * committed (steps never decrease along the index; never-written rows read
  * as step -1). Binary search from the previous count. */
@@ -775,6 +809,17 @@ static int count_committed(drift_trace_reader *r, tr_site *s, drift_err *err) {
     if (s->data >= 0 && s->n_data < lo)
         return drift_err_set(err, DRIFT_E_INPUT, w, "index has %lld committed records but data has %lld",
                              (long long)lo, (long long)s->n_data);
+    if (lo > 0) {
+        char sub[sizeof obj + 8];
+        int rc;
+        site_obj(s, obj, sizeof obj);
+        snprintf(sub, sizeof sub, "%s/index", obj);
+        if ((rc = tr_reader_row_in_file(r, s->index, lo - 1, sub, err))) return rc;
+        snprintf(sub, sizeof sub, "%s/stats", obj);
+        if ((rc = tr_reader_row_in_file(r, s->stats, lo - 1, sub, err))) return rc;
+        snprintf(sub, sizeof sub, "%s/data", obj);
+        if (s->data >= 0 && (rc = tr_reader_row_in_file(r, s->data, lo - 1, sub, err))) return rc;
+    }
     return DRIFT_OK;
 }
 

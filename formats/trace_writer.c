@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "formats/alloc.h"
+#include "formats/outpath.h"
 #include "formats/trace_internal.h"
 
 typedef struct w_site {
@@ -25,10 +26,12 @@ typedef struct w_site {
 struct drift_trace_writer {
     char *path;                 /* the name asked for (messages, the final name) */
     char *tmp;                  /* the name written while path exists (renamed on success), or NULL */
+    drift_outpath out;          /* owns tmp (formats/outpath.h) */
     int lock_fd;                /* the writer lock (trace_lock.c), -1 */
     int fresh;                  /* path did not exist and was created under its own name */
     hid_t file, g_sites, g_params, g_buffers, g_metrics;
-    int started, broken;
+    int started, broken, failed; /* failed: the failed state is in /status */
+    int64_t first_step;         /* the first committed step, when last_step >= 0 */
     w_site *sites;
     size_t n_sites, cap_sites;
     hid_t steps, mrows, msteps, mnames, notes;
@@ -50,10 +53,46 @@ static const char *wpath(const drift_trace_writer *w) { return w && w->path ? w-
 
 static int write_status(hid_t d, const char *text);
 
+/* "failed at step S: REASON; steps A..L are committed" (or "no step was
+ * committed"): the failed state, one sentence, in out. */
+static void failed_text(const drift_trace_writer *w, const char *reason, char *out, size_t sz) {
+    long long at = w->pending ? (long long)w->pending_step : (long long)w->last_step + 1;
+    if (at < 0) at = 0;
+    long long first = w->first_step;
+    char tail[96];
+    if (w->last_step < 0) snprintf(tail, sizeof tail, "no step was committed");
+    else if (first == w->last_step) snprintf(tail, sizeof tail, "step %lld is committed", first);
+    else snprintf(tail, sizeof tail, "steps %lld..%lld are committed", first, (long long)w->last_step);
+    snprintf(out, sz, "failed at step %lld: %s; %s", at, reason, tail);
+}
+
+/* Records the failed state in /status (overwritten in place: it needs no new
+ * space, so it is written on a full disk too) and stops the writer. */
+static void mark_failed(drift_trace_writer *w, const char *reason) {
+    if (!w || !w->started || w->failed) return;
+    char text[DRIFT_TRACE_STATUS_MAX];
+    failed_text(w, reason, text, sizeof text);
+    w->broken = w->failed = 1;
+    if (w->status >= 0 && !w->status_custom && write_status(w->status, text) == 0) H5Dflush(w->status);
+}
+
 static int wfail(drift_trace_writer *w, drift_err *err, const char *obj, const char *what) {
-    int rc = tr_h5_fail(err, DRIFT_E_IO, wpath(w), obj, what);
-    if (w && w->started) w->broken = 1; /* the file may be half-updated: stop appending */
-    return rc;
+    if (!w || !w->started) return tr_h5_fail(err, DRIFT_E_IO, wpath(w), obj, what);
+    /* a write error of a started writer: the system's words, never HDF5's internals */
+    char h5[400], reason[600], text[DRIFT_TRACE_STATUS_MAX];
+    tr_h5_msg(h5, sizeof h5);
+    if (h5[0]) snprintf(reason, sizeof reason, "%s: %s", what, h5);
+    else snprintf(reason, sizeof reason, "%s", what);
+    failed_text(w, reason, text, sizeof text);
+    mark_failed(w, reason); /* the file may be half-updated: stop appending */
+    return drift_err_set(err, DRIFT_E_IO, wpath(w), "recording %s and stay readable", text);
+}
+
+int drift_trace_writer_fail(drift_trace_writer *w, const char *reason) {
+    if (!w) return DRIFT_OK;
+    mark_failed(w, reason && *reason ? reason : "the producer stopped");
+    w->broken = 1; /* not started: nothing to record, and close keeps nothing */
+    return DRIFT_OK;
 }
 
 static void hclose(hid_t *h, herr_t (*fn)(hid_t)) {
@@ -143,15 +182,14 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
      * (a live reader can follow it) and removed if nothing was committed. */
     if ((rc = tr_lock_take(path, &w->lock_fd, err))) goto fail;
     struct stat st;
+    w->out.fd = -1;
     if (lstat(path, &st) == 0) {
-        size_t n = strlen(path) + 48;
-        if (!(w->tmp = drift_malloc(n))) {
-            rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
-            goto fail;
-        }
-        snprintf(w->tmp, n, "%s.drift-tmp.%ld", path, (long)getpid());
-        unlink(w->tmp); /* ours from an earlier crash (same pid): we hold the lock */
-        w->file = H5Fcreate(w->tmp, H5F_ACC_EXCL, fcpl, fapl);
+        /* only a regular file is replaced (never a device, FIFO or link) */
+        if ((rc = drift_outpath_check(path, 1, err)) || (rc = drift_outpath_open(&w->out, path, err))) goto fail;
+        close(w->out.fd); /* created O_EXCL|O_NOFOLLOW by us; HDF5 opens it by name */
+        w->out.fd = -1;
+        w->tmp = w->out.tmp;
+        w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
     } else {
         w->fresh = 1;
         w->file = H5Fcreate(path, H5F_ACC_EXCL, fcpl, fapl);
@@ -730,6 +768,7 @@ int drift_trace_writer_commit_step(drift_trace_writer *w, int64_t step, uint32_t
     drift_trace_step row = {step, w->pending_records, w->n_mrows, w->n_msteps, w->n_notes, now_s(), flags};
     if (tr_append_rows(w->steps, TR_T_STEPS, &w->n_steps, &row, 1, &w->io) != 0 || H5Dflush(w->steps) < 0)
         return wfail(w, err, TR_STEPS, "cannot write the commit row");
+    if (w->last_step < 0) w->first_step = step;
     w->last_step = step;
     w->pending = 0;
     w->pending_records = 0;
@@ -765,15 +804,13 @@ int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
     w->file = H5I_INVALID_HID;
     int ok = rc == DRIFT_OK && !w->broken && w->started;
     if (w->tmp) {
-        if (ok && rename(w->tmp, w->path) != 0)
-            rc = drift_err_set(err, DRIFT_E_IO, w->path, "cannot rename %s over it: %s (the old file is kept)", w->tmp,
-                               strerror(errno));
-        if (!ok || rc) unlink(w->tmp); /* the existing file stays as it was */
+        if (ok) rc = drift_outpath_commit(&w->out, 1, err);
+        else drift_outpath_abort(&w->out); /* the existing file stays as it was */
+        w->tmp = NULL;
     } else if (w->fresh && !ok && w->last_step < 0) {
         unlink(w->path); /* nothing committed: no empty file left behind */
     }
     tr_lock_release(w->path, w->lock_fd);
-    free(w->tmp);
     for (int64_t i = 0; i < w->n_mnames; i++) free(w->names[i]);
     free(w->names);
     free(w->pdt);

@@ -17,7 +17,7 @@ CC="${FUZZ_CC:-clang}"
 mkdir -p "$out"
 
 # Exactly the sources each harness links (plus fuzz/fuzz_<name>.c).
-F_BASE="formats/err.c formats/alloc.c"
+F_BASE="formats/err.c formats/alloc.c formats/infile.c"
 F_JSON="formats/json.c $F_BASE"
 F_PLAN="formats/plan.c formats/fnmatch.c formats/params.c formats/dtype.c $F_JSON"
 declare -A SRCS=(
@@ -30,7 +30,7 @@ declare -A SRCS=(
   # that function's text, compiled alone), so that the harness does not link
   # the whole replay engine for one string parser.
   [fuzz_specs]="recorder/sampling.c formats/fnmatch.c GEN_STEPS $F_BASE"
-  [fuzz_safetensors]="formats/safetensors.c formats/dtype.c $F_JSON"
+  [fuzz_safetensors]="formats/safetensors.c formats/outpath.c formats/dtype.c $F_JSON"
   # graph.c infers shapes through kernels/backend.c, which links the CPU and
   # reference backends: the kernels module is taken whole (a glob), so that a
   # new kernels/cpu/*.c file needs no edit here.
@@ -39,7 +39,7 @@ declare -A SRCS=(
   [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB formats/libraries.c $F_PLAN"
   # the trace module (writer, reader, tables, check/repair) is taken whole, as
   # the kernels module is for fuzz_graph; formats/trace_reader.c must exist.
-  [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/libraries.c formats/census.c formats/dtype.c formats/params_ref.c formats/hash64.c $F_JSON"
+  [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/outpath.c formats/libraries.c formats/census.c formats/dtype.c formats/params_ref.c formats/hash64.c $F_JSON"
 )
 # Harnesses that link HDF5 (shared, as the project does).
 declare -A NEEDS_HDF5=([fuzz_trace]=1)

@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 cc="${CC:-cc}"
 hdf5="$(pkg-config --cflags --libs hdf5)"
 cflags=(-std=c11 -O1 -g -D_POSIX_C_SOURCE=200809L -DDRIFT_VERSION=\"seed\")
-srcs=("$root"/formats/trace_*.c "$root"/formats/census.c "$root"/formats/params_ref.c "$root"/formats/hash64.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/err.c "$root"/formats/alloc.c)
+srcs=("$root"/formats/trace_*.c "$root"/formats/outpath.c "$root"/formats/census.c "$root"/formats/params_ref.c "$root"/formats/hash64.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/infile.c "$root"/formats/err.c "$root"/formats/alloc.c)
 out="$root/fuzz/corpus/fuzz_trace"
 mkdir -p "$out" "$tmp/real" "$tmp/small/formats"
 
@@ -39,7 +39,7 @@ for f in "$root"/formats/trace_*.c; do
   # any literal chunk size passed to tr_create_table (the param dtype table)
   sed -E 's/(tr_create_table\([^;]*, )[0-9]+\);/\14);/' "$f" >"$tmp/small/formats/$(basename "$f")"
 done
-small_srcs=("$tmp"/small/formats/trace_*.c "$root"/formats/census.c "$root"/formats/params_ref.c "$root"/formats/hash64.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/err.c "$root"/formats/alloc.c)
+small_srcs=("$tmp"/small/formats/trace_*.c "$root"/formats/outpath.c "$root"/formats/census.c "$root"/formats/params_ref.c "$root"/formats/hash64.c "$root"/formats/dtype.c "$root"/formats/json.c "$root"/formats/infile.c "$root"/formats/err.c "$root"/formats/alloc.c)
 # shellcheck disable=SC2086
 "$cc" "${cflags[@]}" -I"$tmp/small" -I"$root" "$root/fuzz/gen_trace_seeds.c" "${small_srcs[@]}" $hdf5 -lm -o "$tmp/gen_small"
 mkdir -p "$tmp/smallout"

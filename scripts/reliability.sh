@@ -128,8 +128,8 @@ if [[ "$steps" == *" kill "* ]]; then
   CC_KT="${CC:-clang}"
   # shellcheck disable=SC2046
   "$CC_KT" -std=c11 -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
-    -DDRIFT_VERSION=\"kill-trials\" -I"$root" $(pkg-config --cflags hdf5) fuzz/kill_trials.c formats/trace_*.c formats/params_ref.c formats/hash64.c \
-    formats/dtype.c formats/json.c formats/err.c formats/alloc.c $(pkg-config --libs hdf5) -lm -o "$out/kill_trials" \
+    -DDRIFT_VERSION=\"kill-trials\" -I"$root" $(pkg-config --cflags hdf5) fuzz/kill_trials.c formats/trace_*.c formats/outpath.c formats/params_ref.c formats/hash64.c \
+    formats/dtype.c formats/json.c formats/infile.c formats/err.c formats/alloc.c $(pkg-config --libs hdf5) -lm -o "$out/kill_trials" \
     >"$out/kill-build.log" 2>&1 || { echo "kill_trials build failed: $out/kill-build.log"; fail=1; }
   kill_status=not-run
   if [ -x "$out/kill_trials" ]; then

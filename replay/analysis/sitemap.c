@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "formats/alloc.h"
+#include "formats/infile.h"
 #include "formats/json.h"
 
 #define MAX_CAPS 16
@@ -238,8 +239,11 @@ done:
 
 int drift_sitemap_load(drift_sitemap **out, const char *path, drift_err *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return drift_err_set(err, DRIFT_E_IO, path, "cannot open the site map");
+    FILE *f = drift_in_fopen(path, err); /* a FIFO is refused before it can block */
+    if (!f) {
+        drift_err_prefix(err, "cannot open the site map");
+        return err ? err->code : DRIFT_E_IO;
+    }
     char *buf = drift_malloc(1 << 20);
     if (!buf) {
         fclose(f);

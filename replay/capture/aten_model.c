@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "formats/alloc.h"
+#include "formats/infile.h"
 #include "formats/safetensors.h"
 #include "replay/capture/aten_graph.h"
 #include "replay/capture/aten_internal.h" /* the document's inline constants */
@@ -174,8 +175,12 @@ fail:
 }
 
 int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return drift_err_set(err, DRIFT_E_INPUT, path, "cannot open the captured graph (expected a drift-aten-graph JSON file)");
+    drift_err oe;
+    drift_err_clear(&oe);
+    FILE *f = drift_in_fopen(path, &oe); /* a FIFO is refused before it can block */
+    if (!f && oe.code == DRIFT_E_INPUT && err) *err = oe;
+    if (!f) return oe.code == DRIFT_E_INPUT ? DRIFT_E_INPUT
+                                            : drift_err_set(err, DRIFT_E_INPUT, path, "cannot open the captured graph (expected a drift-aten-graph JSON file)");
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = DRIFT_OK;

@@ -658,6 +658,8 @@ int drift_replay_merger_finish(drift_replay_merger *mg, drift_err *err) {
 
 void drift_replay_merger_free(drift_replay_merger *mg) {
     if (!mg) return;
+    /* still open: the replay stopped before finishing (a finished one closed it) */
+    if (mg->out) drift_trace_writer_fail(mg->out, "the replay stopped before its last step");
     drift_trace_writer_close(mg->out, NULL);
     mg->out = NULL;
 }

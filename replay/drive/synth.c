@@ -498,6 +498,17 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     if (!rc && ro.w) rc = drift_trace_writer_close(ro.w, err);
     ro.w = NULL;
 done:
+    if (rc) { /* both traces record that the run failed (a new trace keeps its committed steps) */
+        char why[DRIFT_TRACE_STATUS_MAX], msg[sizeof why];
+        const char *em = err ? err->msg : "the record failed";
+        if (strncmp(em, "recording ", 10) == 0) em += 10; /* the other trace's write error: its reason, not its tail */
+        snprintf(msg, sizeof msg, "%.500s", em);
+        char *tail = strstr(msg, "; ");
+        if (tail) *tail = '\0';
+        snprintf(why, sizeof why, "%.200s%s%.300s", err && err->where[0] ? err->where : "", err && err->where[0] ? ": " : "", msg);
+        drift_trace_writer_fail(tr.w, why);
+        drift_trace_writer_fail(ro.w, why);
+    }
     side_free(&tr);
     side_free(&ro);
     drift_sitecmp_free(&cmp);
