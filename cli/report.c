@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli/libraries_out.h"
+#include "cli/cli_util.h"
+#include "cli/libraries_pick.h"
 #include "formats/json.h"
 #include "formats/trace.h"
 
@@ -108,6 +110,9 @@ static void identity_text(const drift_replay_report *rep, FILE *f) {
     fprintf(f, "  libraries: %s\n", msg);
     if (rep->has_libs_rec) drift_cli_text_libraries(f, "    ", "recorded: ", &rep->libs_rec);
     if (rep->has_libs_here) drift_cli_text_libraries(f, "    ", "here:     ", &rep->libs_here);
+    char esc[5200];
+    if (drift_cli_libraries_note()[0])
+        fprintf(f, "    loaded:   %s\n", drift_cli_printable(drift_cli_libraries_note(), esc, sizeof esc));
 }
 
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
@@ -304,6 +309,7 @@ int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_repl
     drift_json_buf_field_string(&b, "kernels", rep->kernels[0] ? rep->kernels : NULL);
     drift_json_buf_field_string(&b, "kernels_why", rep->kernels_why[0] ? rep->kernels_why : NULL);
     drift_cli_json_libraries_cmp(&b, rep->has_libs_rec ? &rep->libs_rec : NULL, rep->has_libs_here ? &rep->libs_here : NULL);
+    drift_json_buf_field_string(&b, "libraries_loaded", drift_cli_libraries_note()[0] ? drift_cli_libraries_note() : NULL);
     drift_json_buf_field_number(&b, "seconds", rep->seconds);
     drift_json_buf_add_key(&b, "steps");
     drift_json_buf_begin_array(&b);
