@@ -62,7 +62,11 @@ void drift_compile_floor_read(const char *trace, drift_compile_floor *out) {
     if (drift_trace_read_notes(r, -1, &rows, &n, NULL) == DRIFT_OK) {
         for (size_t i = 0; i < n; i++) {
             drift_compile_floor f;
-            if (drift_compile_floor_parse(rows[i].text, &f) == 1) *out = f;
+            int k = drift_compile_floor_parse(rows[i].text, &f);
+            if (k == 1) *out = f;
+            else if (k < 0)
+                fprintf(stderr, "drift: warning: %s: /notes: a compile-floor v1 note that does not parse (expected "
+                                "site=S step=N mean_abs_diff=X, numbers >= 0): ignored\n", trace);
         }
     }
     free(rows);
