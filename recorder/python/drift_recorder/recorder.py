@@ -971,7 +971,7 @@ class Recorder:
                 t = first_tensor(output)  # the tensor module_outputs' first entry names
                 if t is not None:
                     self.record(site, t)
-        return hook
+        return _not_compiled(hook)
 
     def _make_param_hook(self, prefix, module, names, g_globs, want_dtypes):
         def hook(mod, args):
@@ -993,7 +993,20 @@ class Recorder:
             except Exception as e:  # noqa: BLE001
                 self._fail("param hook", e)
             return None
-        return hook
+        return _not_compiled(hook)
+
+
+def _not_compiled(fn):
+    """fn run as plain Python under torch.compile (dynamo graph-breaks around
+    it instead of tracing the recorder's ctypes calls); fn itself without torch."""
+    torch = sys.modules.get("torch")
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return fn
+    try:
+        return disable(fn)
+    except Exception:  # noqa: BLE001 - an older torch
+        return fn
 
 
 def dtype_code_of(d):
