@@ -129,6 +129,9 @@ def eager_for_capture(model):
     root = model
     while is_optimized(root):
         root = root._orig_mod
+    if not hasattr(root, "named_modules"):  # not a module (a test's stand-in): nothing to swap
+        yield root
+        return
     swapped = _children_swapped(root)
     for parent, name, child in swapped:
         parent._modules[name] = child._orig_mod
