@@ -8,6 +8,7 @@
 #include "cli/bisect_cli.h"
 #include "cli/cli_util.h"
 #include "cli/kernels_opt.h"
+#include "cli/libraries_pick.h"
 #include "cli/commands.h"
 #include "cli/trace_args.h"
 #include "replay/drive/replay_trace.h"
@@ -35,6 +36,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--devices", NULL, "LIST", "e.g. cuda:0,cuda:1: probe slot i runs on device i mod n; stderr logs\n"
                                 "each probe's start and finish with its device", NULL, 0},
     DRIFT_CLI_KERNELS_SPEC,
+    DRIFT_CLI_LIBRARIES_SPEC,
     {"--parallel", NULL, "N", "probes run at once (threads, 1..16; default 2, or one per device)", NULL, 0},
     {"--fix-out", NULL, "PLAN.json", "write the fix: the bad plan with exactly the culprit differences\n"
                                      "taken from the good plan, verified by one more replay", NULL, 0},
@@ -48,7 +50,8 @@ static const drift_cli_cmd_spec SPEC = {
     "TRACE --good P --bad P [--ref good|rollout] [--metric M]\n"
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
     "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
-    "                    [--kernels exact|torch] [--parallel N] [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
+    "                    [--kernels exact|torch] [--libraries recorded|system|DIR] [--parallel N]\n"
+    "                    [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
     "input_dtype_policy key; each global flag; the RoPE provenance) form the\n"
@@ -100,6 +103,7 @@ int drift_cmd_bisect(int argc, char **argv) {
     const char *par = drift_cli_args_get(&a, "--parallel"), *dev = drift_cli_args_get(&a, "--device");
     o.lib.devices = drift_cli_args_get(&a, "--devices");
     const char *kernels = drift_cli_args_get(&a, "--kernels");
+    const char *libraries = drift_cli_args_get(&a, "--libraries");
     drift_cli_args_free(&a);
 
     if (o.json && format && strcmp(format, "text") != 0)
@@ -131,6 +135,8 @@ int drift_cmd_bisect(int argc, char **argv) {
         o.backend = dev;
     }
     if (o.lib.devices && drift_cli_check_devices("bisect", "--devices", o.lib.devices)) return 2;
+    /* may re-execute drift with the recording's cuBLASLt/cuDNN (cli/libraries_pick.h) */
+    if (drift_cli_libraries_apply("bisect", o.trace, libraries, o.lib.devices ? o.lib.devices : dev)) return 2;
     if (par) {
         char *end = NULL;
         long n = strtol(par, &end, 10);

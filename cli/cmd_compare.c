@@ -79,6 +79,16 @@ static void csv_site(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* 1 with *l when the trace at path has /libraries. */
+static int read_libs(const char *path, drift_libraries *l) {
+    drift_trace_reader *r = NULL;
+    int present = 0;
+    if (drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, NULL) != DRIFT_OK) return 0;
+    if (drift_trace_read_libraries(r, l, &present, NULL) != DRIFT_OK) present = 0;
+    drift_trace_reader_close(r);
+    return present;
+}
+
 static void write_csv(const drift_replay_report *rep, FILE *f) {
     fprintf(f, "kind,site,step,dtype,steps,steps_bitwise_equal,first_divergent_steps,mean_abs_diff,max_abs_diff,"
                "rel_max,cosine,max_ulp\n");
@@ -170,6 +180,11 @@ static int compare(const char *a, const char *b, const char *fmt, const char *ma
                 p += len + (nl ? 1 : 0);
             }
         }
+        /* a compiled recording on either side: the report says bitwise equality is not expected */
+        drift_libraries la, lb;
+        int ha = read_libs(a, &la), hb = read_libs(b, &lb);
+        if (ha && la.compiled) drift_report_compiled_source(&la, a);
+        else if (hb && lb.compiled) drift_report_compiled_source(&lb, b);
         drift_replay_opts ro;
         drift_replay_opts_init(&ro);
         ro.trace = a;

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/kernels_opt.h"
+#include "cli/libraries_pick.h"
 #include "cli/commands.h"
 #include "cli/invariance_out.h"
 #include "kernels/backend.h"
@@ -25,6 +26,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--sample", NULL, "I", "row of the recorded batch (default 0)", NULL, 0},
     {"--device", NULL, "D", "cpu (default), cuda or cuda:N; ref: the fp64 oracle (checks the model, not kernels)", NULL, 0},
     DRIFT_CLI_KERNELS_SPEC,
+    DRIFT_CLI_LIBRARIES_SPEC,
     {"--plan", NULL, "P", "the dtype plan (JSON); default: the trace's own", NULL, 0},
     DRIFT_CLI_PLAN_FLAG_SPECS,
     {"--side", NULL, "S", "which forward dtype of the plan applies (default: the trace's side,\n"
@@ -37,7 +39,7 @@ static const drift_cli_cmd_spec SPEC = {
     "invariance",
     "TRACE [--batch 1,2,4,8] [--cfg-batch split|joined]\n"
     "                        [--step S] [--sample I] [--device cpu|ref|cuda[:N]]\n"
-    "                        [--kernels exact|torch] [--plan P | flags]\n"
+    "                        [--kernels exact|torch] [--libraries recorded|system|DIR] [--plan P | flags]\n"
     "                        [--side trainer|rollout] [--seed N] [--json]",
     "Replays one recorded sample (row I of step S's batch) alone and inside\n"
     "batches of each size (the sample at position 0 and at the last position,\n"
@@ -101,6 +103,7 @@ int drift_cmd_invariance(int argc, char **argv) {
     const char *batch = drift_cli_args_get(&a, "--batch"), *cfg = drift_cli_args_get(&a, "--cfg-batch");
     const char *step = drift_cli_args_get(&a, "--step"), *sample = drift_cli_args_get(&a, "--sample");
     const char *seed = drift_cli_args_get(&a, "--seed"), *side = drift_cli_args_get(&a, "--side");
+    const char *libraries = drift_cli_args_get(&a, "--libraries");
     drift_cli_args_free(&a); /* the values stay: they are argv's strings */
     if (!device) device = "cpu";
     long long n;
@@ -133,6 +136,8 @@ int drift_cmd_invariance(int argc, char **argv) {
                                            device);
     if (is_ref && kernels)
         return drift_cli_usage_error_field("invariance", "--kernels", "--kernels: the ref device has one profile");
+    /* may re-execute drift with the recording's cuBLASLt/cuDNN (cli/libraries_pick.h) */
+    if (drift_cli_libraries_apply("invariance", o.trace, libraries, device)) return 2;
     drift_cli_kernels kp;
     memset(&kp, 0, sizeof kp);
     if (!is_ref && drift_cli_kernels_pick("invariance", device, kernels, drift_cli_trace_from_torch(o.trace), &kp))

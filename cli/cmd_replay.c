@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/kernels_opt.h"
+#include "cli/libraries_pick.h"
 #include "cli/commands.h"
 #include "cli/load_report.h"
 #include "cli/progress.h"
@@ -32,6 +33,7 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--device", NULL, "D", "cpu (default), cuda or cuda:N", NULL, 0},
     {"--devices", NULL, "LIST", "e.g. cuda:0,cuda:1: steps dealt round-robin, one thread per device", NULL, 0},
     DRIFT_CLI_KERNELS_SPEC,
+    DRIFT_CLI_LIBRARIES_SPEC,
     {"--fsdp", NULL, NULL, "with --devices (or MPI): shard the fp32 masters as FSDP2 does", NULL, 0},
     {"--mpi", NULL, NULL, "this process is one rank of an MPI job", NULL, 0},
     {"--steps", NULL, "A:B", "trace steps to replay, inclusive (A:B, A, A:, :B); out of range: exit 2", NULL, 0},
@@ -56,7 +58,8 @@ static const drift_cli_cmd_spec SPEC = {
     "replay",
     "TRACE [--plan P | flags] [--side trainer|rollout]\n"
     "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]]\n"
-    "                    [--devices D1,D2,... [--fsdp]] [--kernels exact|torch] [--mpi] [--steps A:B]\n"
+    "                    [--devices D1,D2,... [--fsdp]] [--kernels exact|torch] [--libraries recorded|system|DIR]\n"
+    "                    [--mpi] [--steps A:B]\n"
     "                    [--output-only] [--weights-root DIR]\n"
     "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
     "                    [--format text|csv] [--json]\n",
@@ -77,7 +80,9 @@ static const drift_cli_cmd_spec SPEC = {
     "On a GPU the report names the kernel profile (--kernels) and compares the\n"
     "GPU and library builds (cuBLASLt, cuBLAS, cuDNN) with those the trace\n"
     "recorded: when they differ, bitwise equality with the recording is not\n"
-    "expected, and the report says so.\n",
+    "expected, and the report says so. On CUDA it first loads the cuBLASLt and\n"
+    "cuDNN the recording used when they are on this machine (--libraries; one\n"
+    "stderr line says which files were loaded).\n",
     OPTS,
     "TRACE",
     1,
@@ -191,6 +196,7 @@ int drift_cmd_replay(int argc, char **argv) {
     if (drift_cli_args_get(&a, "--weights-root")) o.weights_root = drift_cli_args_get(&a, "--weights-root");
     int device_given = drift_cli_args_get(&a, "--device") != NULL;
     const char *kernels = drift_cli_args_get(&a, "--kernels");
+    const char *libraries = drift_cli_args_get(&a, "--libraries");
     int bad = 0;
     double atol = parse_tol("--atol", drift_cli_args_get(&a, "--atol"), &bad);
     double rtol = bad ? -1 : parse_tol("--rtol", drift_cli_args_get(&a, "--rtol"), &bad);
@@ -212,6 +218,8 @@ int drift_cmd_replay(int argc, char **argv) {
     o.kernels = kp.profile;
     if (o.backend && drift_cli_check_device("replay", "--device", o.backend)) return 2;
     if (o.devices && drift_cli_check_devices("replay", "--devices", o.devices)) return 2;
+    /* before anything else is opened: may re-execute drift with the recording's cuBLASLt/cuDNN */
+    if (drift_cli_libraries_apply("replay", o.trace, libraries, o.devices ? o.devices : o.backend)) return 2;
     if (side) o.side = strcmp(side, "rollout") == 0 ? DRIFT_SIDE_ROLLOUT : DRIFT_SIDE_TRAINER;
     if (ref) {
         if (strcmp(ref, "trainer") == 0) o.ref = DRIFT_REF_TRAINER;

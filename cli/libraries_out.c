@@ -32,6 +32,10 @@ void drift_cli_json_libraries(drift_json_buf *b, const drift_libraries *l) {
     field_str(b, "torch", l->torch_version);
     field_str(b, "cublaslt_path", l->cublaslt_path);
     field_str(b, "cudnn_path", l->cudnn_path);
+    drift_json_buf_field_bool(b, "compiled", l->compiled);
+    field_str(b, "inductor_mode", l->compiled ? l->inductor_mode : NULL);
+    if (l->compiled) drift_json_buf_field_string(b, "compiled_modules", l->compiled_modules);
+    else drift_json_buf_field_null(b, "compiled_modules");
     drift_json_buf_end_object(b);
 }
 

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/libraries_pick.h"
 #include "formats/trace.h"
 #include "formats/trace_index.h"
 #include "kernels/backend.h"
@@ -90,6 +91,7 @@ static void blas_threads_reexec(char **argv) {
 
 int main(int argc, char **argv) {
     blas_threads_reexec(argv);
+    drift_cli_libraries_set_argv(argv); /* --libraries re-executes drift (cli/libraries_pick.h) */
     drift_trace_process_init(); /* before any HDF5 call: no crash at exit after a failed close */
     signal(SIGXFSZ, SIG_IGN);   /* `ulimit -f`: a write past it fails (EFBIG) and is reported, not a kill */
     /* the library reads no environment: the host backends' thread count is set here */

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/compiled_out.h"
 #include "cli/libraries_out.h"
+#include "cli/cli_util.h"
+#include "cli/libraries_pick.h"
 #include "formats/json.h"
 #include "formats/trace.h"
 
@@ -97,17 +100,48 @@ static void worst_text(const drift_replay_opts *o, const drift_replay_report *re
 
 /* The kernel profile and the library comparison (a GPU replay, or a trace
  * that recorded its libraries). */
-static void identity_text(const drift_replay_report *rep, FILE *f) {
+/* drift compare's compiled trace (drift_report_compiled_source); replay uses its own trace's. */
+static int g_compiled_set;
+static drift_libraries g_compiled_libs;
+static char g_compiled_trace[4096];
+
+void drift_report_compiled_source(const drift_libraries *l, const char *trace) {
+    g_compiled_set = l != NULL;
+    if (l) g_compiled_libs = *l;
+    snprintf(g_compiled_trace, sizeof g_compiled_trace, "%s", trace ? trace : "");
+}
+
+/* The identity whose torch.compile marker the report states, and its compile floor. */
+static const drift_libraries *compiled_source(const drift_replay_opts *o, const drift_replay_report *rep,
+                                              drift_compile_floor *fl) {
+    if (g_compiled_set) {
+        drift_compile_floor_read(g_compiled_trace, fl);
+        return &g_compiled_libs;
+    }
+    drift_compile_floor_read(o->trace, fl);
+    return rep->has_libs_rec ? &rep->libs_rec : NULL;
+}
+
+static void identity_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
     if (rep->kernels[0])
         fprintf(f, "  kernels %s%s%s%s\n", rep->kernels, rep->kernels_why[0] ? " (" : "", rep->kernels_why,
                 rep->kernels_why[0] ? ")" : "");
-    if (!rep->has_libs_here && !rep->has_libs_rec) return;
+    drift_compile_floor fl;
+    const drift_libraries *src = compiled_source(o, rep, &fl);
+    if (!rep->has_libs_here && !rep->has_libs_rec) {
+        drift_cli_compiled_text(f, "  ", src, rep, &fl);
+        return;
+    }
     char msg[2048];
     drift_libraries_compare(rep->has_libs_rec ? &rep->libs_rec : NULL, rep->has_libs_here ? &rep->libs_here : NULL, msg,
                             sizeof msg);
     fprintf(f, "  libraries: %s\n", msg);
     if (rep->has_libs_rec) drift_cli_text_libraries(f, "    ", "recorded: ", &rep->libs_rec);
     if (rep->has_libs_here) drift_cli_text_libraries(f, "    ", "here:     ", &rep->libs_here);
+    char esc[5200];
+    if (drift_cli_libraries_note()[0])
+        fprintf(f, "    loaded:   %s\n", drift_cli_printable(drift_cli_libraries_note(), esc, sizeof esc));
+    drift_cli_compiled_text(f, "  ", src, rep, &fl);
 }
 
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
@@ -117,7 +151,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
                 o->backend ? o->backend : "cpu", rep->ref_desc);
     else
         fprintf(f, "compare %s (candidate)\n  against %s (reference)\n  model %s\n", o->trace, rep->ref_desc, rep->model);
-    identity_text(rep, f);
+    identity_text(o, rep, f);
     fprintf(f, "  %lld step%s in %.2f s\n\n", (long long)rep->n_steps, rep->n_steps == 1 ? "" : "s", rep->seconds);
     fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s\n", "site (execution order)", "dtype", "equal", "mean|d|",
             "max|d|", "rel_max", "cosine", "max ulp");
@@ -304,6 +338,10 @@ int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_repl
     drift_json_buf_field_string(&b, "kernels", rep->kernels[0] ? rep->kernels : NULL);
     drift_json_buf_field_string(&b, "kernels_why", rep->kernels_why[0] ? rep->kernels_why : NULL);
     drift_cli_json_libraries_cmp(&b, rep->has_libs_rec ? &rep->libs_rec : NULL, rep->has_libs_here ? &rep->libs_here : NULL);
+    drift_json_buf_field_string(&b, "libraries_loaded", drift_cli_libraries_note()[0] ? drift_cli_libraries_note() : NULL);
+    drift_compile_floor cfl;
+    const drift_libraries *csrc = compiled_source(o, rep, &cfl);
+    drift_cli_compiled_json(&b, csrc, rep, &cfl);
     drift_json_buf_field_number(&b, "seconds", rep->seconds);
     drift_json_buf_add_key(&b, "steps");
     drift_json_buf_begin_array(&b);

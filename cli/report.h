@@ -29,6 +29,11 @@ void drift_report_floor_text(const drift_replay_report *rep, const drift_report_
 /* output:noise_pred's mean_abs_diff in units of floor (inf when the floor is
  * 0 and the output differs). */
 double drift_report_floor_units(double mean_abs_diff, double floor);
+/* drift compare: the identity (NULL: none) of the one of its two traces
+ * that ran torch.compile'd code, and that trace's path (its compile floor),
+ * so that the report states it (cli/compiled_out.h). Replay reports its own
+ * trace's. */
+void drift_report_compiled_source(const drift_libraries *l, const char *trace);
 /* Formats a metric value compactly ("0", "1.23e-03", "nan"). */
 const char *drift_report_num(double v, char *buf, size_t bufsz);
 

@@ -76,7 +76,30 @@ const char *drift_libraries_describe(const drift_libraries *l, char *buf, size_t
     for (int k = 0; k < 5; k++)
         add(buf, sz, &len, ", %s %s", labels[k], drift_libraries_version_text(kinds[k], vals[k], v, sizeof v));
     if (l->torch_version[0]) add(buf, sz, &len, ", torch %s", drift_libraries_escape(l->torch_version, e, sizeof e));
+    if (l->compiled) {
+        char m[DRIFT_LIBRARIES_PATH_MAX * 4];
+        add(buf, sz, &len, ", torch.compile (inductor %s: %s)",
+            l->inductor_mode[0] ? drift_libraries_escape(l->inductor_mode, e, sizeof e) : "mode unknown",
+            l->compiled_modules[0] ? drift_libraries_escape(l->compiled_modules, m, sizeof m) : "the model");
+    }
     return buf;
+}
+
+int drift_libraries_compiled_message(const drift_libraries *rec, const char *first_site, char *msg, size_t sz) {
+    if (!msg || sz == 0) return 0;
+    msg[0] = '\0';
+    if (!rec || !rec->compiled) return 0;
+    char e[DRIFT_LIBRARIES_NAME_MAX * 4], m[DRIFT_LIBRARIES_PATH_MAX * 4], f[DRIFT_LIBRARIES_PATH_MAX * 4];
+    size_t len = 0;
+    add(msg, sz, &len, "bitwise equality with the recording is not expected: the recording ran torch.compile'd kernels "
+        "(inductor %s; compiled: %s), replay follows eager semantics",
+        rec->inductor_mode[0] ? drift_libraries_escape(rec->inductor_mode, e, sizeof e) : "mode unknown",
+        rec->compiled_modules[0] ? drift_libraries_escape(rec->compiled_modules, m, sizeof m) : "the model");
+    if (first_site && first_site[0])
+        add(msg, sz, &len, "; it first shows at %s", drift_libraries_escape(first_site, f, sizeof f));
+    else
+        add(msg, sz, &len, "; no site diverged");
+    return 1;
 }
 
 const char *drift_libraries_verdict_name(drift_libraries_verdict v) {

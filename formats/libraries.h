@@ -17,6 +17,7 @@
  * attribute longer than its field is refused, never cut). */
 #define DRIFT_LIBRARIES_NAME_MAX 256
 #define DRIFT_LIBRARIES_PATH_MAX 1024
+#define DRIFT_LIBRARIES_MODE_MAX 64
 
 /* Versions are the libraries' own runtime answers, 0 when unknown:
  *   driver, runtime  cudaDriverGetVersion / cudaRuntimeGetVersion: 1000 x major + 10 x minor (12080: 12.8)
@@ -36,6 +37,11 @@ typedef struct drift_libraries {
     char torch_version[DRIFT_LIBRARIES_NAME_MAX]; /* torch.__version__, "" when not recorded from PyTorch */
     char cublaslt_path[DRIFT_LIBRARIES_PATH_MAX];
     char cudnn_path[DRIFT_LIBRARIES_PATH_MAX];
+    /* torch.compile (docs/format.md 2.1): 1 when the recorded forward ran
+     * compiled code (an OptimizedModule, or compiled regions inside it) */
+    int compiled;
+    char inductor_mode[DRIFT_LIBRARIES_MODE_MAX];        /* "default", "max-autotune", ...; "" unknown */
+    char compiled_modules[DRIFT_LIBRARIES_PATH_MAX];     /* comma-separated FQNs, "<model>" for the root module */
 } drift_libraries;
 
 /* Zeroes *l (every field unknown). */
@@ -76,6 +82,13 @@ typedef enum drift_libraries_verdict {
  *   "the trace records no library identity: bitwise equality with the recording cannot be judged" */
 drift_libraries_verdict drift_libraries_compare(const drift_libraries *rec, const drift_libraries *here, char *msg,
                                                 size_t sz);
+/* When the recording ran torch.compile'd code (rec->compiled): one sentence
+ * into msg saying that bitwise equality is not expected for that reason,
+ * naming the inductor mode and the compiled modules, and first_site (the
+ * first divergent site, NULL or "" when none diverged) as where it first
+ * shows; returns 1. 0 (msg "") when rec is NULL or not compiled. */
+int drift_libraries_compiled_message(const drift_libraries *rec, const char *first_site, char *msg, size_t sz);
+
 /* "same", "differ", "none" (static). */
 const char *drift_libraries_verdict_name(drift_libraries_verdict v);
 

@@ -53,6 +53,16 @@ int drift_trace_read_libraries(drift_trace_reader *r, drift_libraries *out, int 
     if (!rc) rc = read_str(g, "torch", out->torch_version, sizeof out->torch_version, r->path, err);
     if (!rc) rc = read_str(g, "cublaslt_path", out->cublaslt_path, sizeof out->cublaslt_path, r->path, err);
     if (!rc) rc = read_str(g, "cudnn_path", out->cudnn_path, sizeof out->cudnn_path, r->path, err);
+    if (!rc) rc = read_str(g, "inductor_mode", out->inductor_mode, sizeof out->inductor_mode, r->path, err);
+    if (!rc) rc = read_str(g, "compiled_modules", out->compiled_modules, sizeof out->compiled_modules, r->path, err);
+    int64_t compiled = 0;
+    if (!rc) rc = read_i64(g, "compiled", &compiled, r->path, err);
+    if (!rc && compiled > 1) {
+        char w[600];
+        snprintf(w, sizeof w, "%s:%s", r->path, TR_LIBRARIES);
+        rc = drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"compiled\": expected 0 or 1, found %lld", (long long)compiled);
+    }
+    out->compiled = (int)compiled;
     for (int k = 0; k < 5 && !rc; k++) rc = read_i64(g, vnames[k], &v[k], r->path, err);
     if (!rc && tr_attr_exists(g, "compute_capability")) {
         rc = tr_read_attr_i64v(g, "compute_capability", cc, 2, &ncc, r->path, TR_LIBRARIES, err);

@@ -635,7 +635,9 @@ typedef struct libs_args {
 /* Under h5mu, as the writer thread's start reads libs_set. */
 static int do_set_libraries(drift_trace_writer *w, const void *a, drift_err *err) {
     const libs_args *la = a;
-    int rc = drift_trace_writer_set_libraries(w, &la->l, err);
+    drift_libraries l = la->l;
+    drift_rec_merge_compiled(la->r, &l);
+    int rc = drift_trace_writer_set_libraries(w, &l, err);
     if (rc == DRIFT_OK) la->r->libs_set = 1; /* the start does not fill its own */
     return rc;
 }
@@ -680,6 +682,41 @@ int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc
     l.cudnn_version = cudnn_version;
     libs_args la = {.r = r, .l = l};
     return finish(pre_start(r, "set_libraries", do_set_libraries, &la, &e), &e, err);
+}
+
+void drift_rec_merge_compiled(const drift_recorder *r, drift_libraries *l) {
+    if (!r->compiled) return;
+    l->compiled = 1;
+    snprintf(l->inductor_mode, sizeof l->inductor_mode, "%s", r->inductor_mode);
+    snprintf(l->compiled_modules, sizeof l->compiled_modules, "%s", r->compiled_modules);
+}
+
+typedef struct compiled_args {
+    drift_recorder *r;
+    char mode[DRIFT_LIBRARIES_MODE_MAX];
+    char modules[DRIFT_LIBRARIES_PATH_MAX];
+} compiled_args;
+
+/* Under h5mu, before /libraries is written. */
+static int do_set_compiled(drift_trace_writer *w, const void *a, drift_err *err) {
+    (void)w;
+    const compiled_args *ca = a;
+    if (ca->r->libs_set)
+        return drift_err_set(err, DRIFT_E_USAGE, "set_compiled", "call it before set_libraries (/libraries is written)");
+    ca->r->compiled = 1;
+    snprintf(ca->r->inductor_mode, sizeof ca->r->inductor_mode, "%s", ca->mode);
+    snprintf(ca->r->compiled_modules, sizeof ca->r->compiled_modules, "%s", ca->modules);
+    return DRIFT_OK;
+}
+
+int drift_recorder_set_compiled(drift_recorder *r, const char *inductor_mode, const char *modules, drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    compiled_args ca = {.r = r};
+    int rc = lib_str(ca.mode, sizeof ca.mode, inductor_mode, "inductor_mode", &e);
+    if (!rc) rc = lib_str(ca.modules, sizeof ca.modules, modules, "compiled_modules", &e);
+    if (rc) return finish(rc, &e, err);
+    return finish(pre_start(r, "set_compiled", do_set_compiled, &ca, &e), &e, err);
 }
 
 int drift_recorder_start(drift_recorder *r, drift_err *err) {

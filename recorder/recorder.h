@@ -187,6 +187,12 @@ int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc
                                  int64_t driver_version, int64_t runtime_version, int64_t cublaslt_version,
                                  int64_t cublas_version, int64_t cudnn_version, const char *torch_version,
                                  const char *cublaslt_path, const char *cudnn_path, drift_err *err);
+/* The recorded forward runs torch.compile'd code (docs/format.md "/libraries":
+ * compiled, inductor_mode, compiled_modules): inductor_mode ("default",
+ * "max-autotune", ...; NULL/"" unknown, at most 63 bytes) and the compiled
+ * modules' FQNs, comma-separated ("<model>" the root module; at most 1023 bytes).
+ * Written with /libraries; before the start and before set_libraries. */
+int drift_recorder_set_compiled(drift_recorder *r, const char *inductor_mode, const char *modules, drift_err *err);
 /* drift-sum64 (formats/hash64.h) of nbytes at data into *out: host memory
  * (on_device 0, several threads) or CUDA device memory (on_device 1, on
  * stream, a cudaStream_t or NULL; waits). The same bytes give the same hash

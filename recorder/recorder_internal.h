@@ -132,6 +132,9 @@ struct drift_recorder {
     int start_requested, started, closing, exited, abandoned, thread_running;
     int libs_set;               /* under h5mu: drift_recorder_set_libraries wrote /libraries (else the start
                                    fills it) */
+    int compiled;               /* under h5mu: drift_recorder_set_compiled; merged into /libraries */
+    char inductor_mode[DRIFT_LIBRARIES_MODE_MAX];
+    char compiled_modules[DRIFT_LIBRARIES_PATH_MAX];
     int step_open;
     int64_t step, last_step;    /* open step; last begun (-1) */
     int step_store;             /* open step matches store_steps */
@@ -202,5 +205,7 @@ int drift_rec_cuda_device(drift_recorder *r);
  * captures (the GPU of those, the driver, and cuBLASLt / cuBLAS / cuDNN when
  * the process has them loaded, by dlsym), 0 otherwise. */
 int drift_rec_identity(drift_recorder *r, drift_libraries *out);
+/* r's drift_recorder_set_compiled into l (under h5mu). */
+void drift_rec_merge_compiled(const drift_recorder *r, drift_libraries *l);
 
 #endif

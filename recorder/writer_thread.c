@@ -33,8 +33,12 @@ int drift_rec_writer_start_trace(drift_recorder *r, drift_err *err) {
     }
     /* no identity from the caller: what this process runs on, when it made device captures */
     drift_libraries libs;
-    if (rc == DRIFT_OK && !r->libs_set && drift_rec_identity(r, &libs))
-        rc = drift_trace_writer_set_libraries(r->w, &libs, err);
+    if (rc == DRIFT_OK && !r->libs_set) {
+        int known = drift_rec_identity(r, &libs);
+        if (!known) drift_libraries_init(&libs);
+        drift_rec_merge_compiled(r, &libs); /* a compiled CPU run still says so */
+        if (known || r->compiled) rc = drift_trace_writer_set_libraries(r->w, &libs, err);
+    }
     if (rc == DRIFT_OK) rc = drift_trace_writer_start(r->w, err);
     pthread_mutex_unlock(&r->h5mu);
     return rc;

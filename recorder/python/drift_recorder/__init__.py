@@ -4,9 +4,10 @@
     with Recorder("trace.rank{rank}.h5", family=..., plan=..., run_id=...) as rec:
         ...
 
-See docs/recorder.md. Pure Python over ctypes: set DRIFT_RECORDER_LIB to
-libdrift_recorder.so, or keep it next to the package or in a build*/
-directory of the checkout.
+See docs/recorder.md. Installed with pip install ./recorder/python (the
+build puts libdrift_recorder.so inside the package); from a checkout, the
+library is found through DRIFT_RECORDER_LIB, next to the package or in a
+build*/ directory of the checkout.
 """
 from ._lib import DT_BF16, DT_FP16, DT_FP32, find_library, load
 from .metrics import compare_metrics, logprob_metrics

@@ -118,6 +118,7 @@ def load(path=None):
         "drift_recorder_set_graph": ([P, S, C.c_size_t, P], I),
         "drift_recorder_set_params_ref": ([P, S, C.c_size_t, P], I),
         "drift_recorder_set_libraries": ([P, S, I, I, I64, I64, I64, I64, I64, S, S, S, P], I),
+        "drift_recorder_set_compiled": ([P, S, S, P], I),
         "drift_recorder_hash64": ([P, C.c_size_t, I, P, C.POINTER(C.c_uint64), P], I),
         "drift_recorder_start": ([P, P], I),
         "drift_recorder_begin_step": ([P, I64, P], I),

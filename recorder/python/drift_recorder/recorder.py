@@ -16,6 +16,7 @@ import threading
 from contextlib import contextmanager
 
 from . import _lib
+from . import compiled as _compiled
 from .identity import FIELDS as _IDENTITY_FIELDS, library_identity
 from ._tensor import prepare, to_host_f32, dtype_code, buffer_host
 from .capture_outputs import first_tensor, remove_hooks
@@ -190,12 +191,20 @@ class Recorder:
 
     def __init__(self, path, *, side="trainer", rank=None, world_size=None, run_id=None, family="",
                  guidance_scale=1.0, plan=None, options=None, lib=None, strict=False, quiet=False,
-                 libraries="auto"):
+                 libraries="auto", compiled="auto"):
         self.strict = strict
         # "auto": the identity of torch's GPU and libraries (identity.py), written when the
         # trace starts; a dict of identity.FIELDS: those values; None: none
         self._libraries = libraries
         self._libs_written = False
+        # torch.compile (compiled.py): "auto" finds compiled modules in what watch / record_params /
+        # capture_graph see and dynamo graphs compiled by the first step's end; a dict
+        # {"mode": ..., "modules": [...]} says so explicitly; None: never marked
+        self._compiled_arg = compiled
+        self._compiled = {}
+        if isinstance(compiled, dict):
+            for f in compiled.get("modules", []) or [_compiled.ROOT]:
+                self._compiled.setdefault(f, compiled.get("mode", ""))
         self.quiet = quiet
         self._h = C.c_void_p()
         self._open = False
@@ -320,12 +329,44 @@ class Recorder:
             return {}
         return {n: int(self.lib.drift_recorder_counter(self._h, i)) for i, n in enumerate(_lib.COUNTERS)}
 
+    def _note_model(self, model):
+        """Remembers model's compiled modules (torch.compile wrappers, in-place compiles)."""
+        if self._compiled_arg != "auto":
+            return
+        try:
+            for f, mode in _compiled.compiled_modules(model):
+                self._compiled.setdefault(f, mode)
+        except Exception as e:  # noqa: BLE001
+            self._fail("compiled modules", e)
+
+    @property
+    def compiled(self):
+        """{fqn: inductor mode} of the compiled modules found so far ("<model>": the root)."""
+        return dict(self._compiled)
+
+    def _write_compiled(self):
+        """The torch.compile marker, merged into /libraries (before set_libraries)."""
+        graphs = _compiled.dynamo_graphs() if self._compiled_arg == "auto" else 0
+        if not self._compiled and not graphs:
+            return
+        mode, text = _compiled.describe(list(self._compiled.items()), graphs)
+        rc = self.lib.drift_recorder_set_compiled(self._h, mode.encode()[:63], text.encode()[:1023], None)
+        if rc:
+            self._status_fail("set_compiled", rc)
+
     def _write_libraries(self):
         """/libraries, once, before the trace starts (after the first step torch has loaded
         cuBLASLt and cuDNN, so their versions and paths are known)."""
-        if self._libs_written or self._libraries is None:
+        if self._libs_written:
             return
         self._libs_written = True
+        try:
+            if self._compiled_arg is not None:
+                self._write_compiled()
+        except Exception as e:  # noqa: BLE001
+            self._fail("set_compiled", e)
+        if self._libraries is None:
+            return
         try:
             ident = library_identity() if self._libraries == "auto" else dict(self._libraries)
             if not ident:
@@ -600,6 +641,7 @@ class Recorder:
         its device (so the trace proves the run used exactly those weights;
         `drift replay` checks every hash against the files). A DTensor is
         gathered (full_tensor(): every rank must call this)."""
+        self._note_model(model)
         if reference is not None:
             return self._record_params_ref(model, strip_prefix, reference)
         n = 0
@@ -746,8 +788,11 @@ class Recorder:
             if exporter is None:  # the stand-in exporters of the tests take no autocast
                 from .capture_source import capture_for_recording as exporter
                 kw["autocast"] = self._plan_autocast() if autocast == "plan" else autocast
-            with self.paused():  # the export runs the forward: no hook records it
-                doc, tensors = exporter(model, kwargs, **kw)
+            self._note_model(model)
+            found = _compiled.compiled_modules(model)
+            # a compiled module: its original (_orig_mod) module tree is exported, eager semantics
+            with self.paused(), _compiled.eager_for_capture(model) as orig:
+                doc, tensors = exporter(orig, kwargs, **kw)
         except Exception as e:  # noqa: BLE001 - CaptureError, or torch missing: the job goes on
             self._capture_failed(f"{type(e).__name__}: {e}")
             return None
@@ -767,6 +812,13 @@ class Recorder:
                       f"{len(self._graph_sites)} tensor inputs, {nbuf} buffers, export "
                       f"{secs if secs is not None else '?'} s ({cap.get('mode', 'model')}"
                       f"{', autocast ' + cap['autocast'] if cap.get('autocast') else ''})", 0)
+            if found:
+                self.note(("graph capture: %s ran torch.compile'd: captured the original module's graph "
+                           "(_orig_mod, eager semantics)" % ", ".join(f for f, _ in found))[:255], 0)
+                if not self.quiet:
+                    print(f"drift recorder: {self.path}: graph capture: the model is torch.compile'd: captured the "
+                          "original module's graph (_orig_mod); replay follows eager semantics", file=sys.stderr,
+                          flush=True)
             if cap.get("fallback"):
                 how = {"meta": "a meta copy in fp32", "dispatch": "a trace of the forward as it ran",
                        "device": "a device copy"}.get(cap.get("mode"), cap.get("mode", "?"))
@@ -776,6 +828,41 @@ class Recorder:
             return doc
         except Exception as e:  # noqa: BLE001
             self._fail("capture_graph", e)
+            return None
+
+    def compile_floor(self, model, kwargs, site="output:noise_pred"):
+        """Measures how far compilation alone moves the output, once: the
+        forward model(**kwargs) as it runs (compiled) and again as eager code
+        (compiled.eager: the original modules, torch.compiler's force_eager
+        stance), under no_grad and with no hook recording; stores the mean
+        |compiled - eager| of the first output tensor, with the mean |eager|,
+        as an info note "compile-floor v1 site=S step=N mean_abs_diff=X
+        mean_abs=Y" (docs/format.md section 6) that drift replay and drift
+        compare report divergence in units of. Call it inside a step with the
+        step's inputs, under the same autocast as the trainer's forward.
+        Returns (mean_abs_diff, mean_abs), or None when it failed (a
+        warning note says why; the job goes on)."""
+        if not self._open:
+            return None
+        try:
+            import torch
+
+            self._note_model(model)
+            with self.paused(), torch.no_grad():
+                out_c = first_tensor(model(**kwargs))
+                with _compiled.eager(model) as eager_model:
+                    out_e = first_tensor(eager_model(**kwargs))
+            if out_c is None or out_e is None:
+                raise ValueError("the forward returned no tensor")
+            c, e = out_c.detach().float(), out_e.detach().float()
+            d = float((c - e).abs().mean().item())
+            m = float(e.abs().mean().item())
+            step = self._step if self._in_step else self._step + 1
+            self.note(_compiled.floor_note(site, max(step, 0), d, m), 0)
+            return d, m
+        except Exception as e:  # noqa: BLE001
+            self.note(f"compile floor not measured: {type(e).__name__}: {e}"[:255], 1)
+            self._log_once(("compile_floor",), f"compile_floor failed: {type(e).__name__}: {e}")
             return None
 
     def _capture_failed(self, msg):
@@ -852,6 +939,7 @@ class Recorder:
         """
         if not self._open:
             return
+        self._note_model(model)
         try:
             pre = _root_prefixes(model, strip_prefix)
             out_globs = [outputs] if isinstance(outputs, str) else list(outputs or [])
@@ -883,7 +971,7 @@ class Recorder:
                 t = first_tensor(output)  # the tensor module_outputs' first entry names
                 if t is not None:
                     self.record(site, t)
-        return hook
+        return _not_compiled(hook)
 
     def _make_param_hook(self, prefix, module, names, g_globs, want_dtypes):
         def hook(mod, args):
@@ -905,7 +993,20 @@ class Recorder:
             except Exception as e:  # noqa: BLE001
                 self._fail("param hook", e)
             return None
-        return hook
+        return _not_compiled(hook)
+
+
+def _not_compiled(fn):
+    """fn run as plain Python under torch.compile (dynamo graph-breaks around
+    it instead of tracing the recorder's ctypes calls); fn itself without torch."""
+    torch = sys.modules.get("torch")
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return fn
+    try:
+        return disable(fn)
+    except Exception:  # noqa: BLE001 - an older torch
+        return fn
 
 
 def dtype_code_of(d):
