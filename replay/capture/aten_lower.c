@@ -1343,7 +1343,7 @@ int al_lower_reduce(lctx *c, const char *base, const char *target) {
         if (k < 0) return FAIL(c, "dim %lld out of range", (long long)dims[i]);
         if (v->size[k] > 1) real++, d = k;
     }
-    if (nd == 0 || real > 1) return FAIL(c, "a reduction over several dims at once is not supported yet");
+    if (nd == 0 || real > 1) return al_lower_reduce_ext(c, base, target); /* several dims: one reduction over them */
     if (d < 0) d = aten_view_dim(dims[0], v->nd);
     int x, id;
     if ((rc = al_mat_fx(c, j, &x))) return rc;

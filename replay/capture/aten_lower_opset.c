@@ -353,10 +353,31 @@ static int reduce_dims(lctx *c, int j, const int64_t *dims, int n, int keep, dri
             if (lo < 0) lo = i;
             hi = i;
         }
-    for (int i = lo; lo >= 0 && i <= hi; i++)
-        if (!sel[i] && v->size[i] > 1) return FAIL(c, "a reduction over dims that are not adjacent is not supported yet");
+    int apart = 0;
+    for (int i = lo; lo >= 0 && i <= hi; i++) apart |= !sel[i] && v->size[i] > 1;
     if ((rc = al_mat_fx(c, j, &x))) return rc;
     if (fixed == 2 && (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, dt, -1, &x))) return rc;
+    if (apart) { /* dims not adjacent: the kept dims first, the reduced ones last (a gather), then one reduction */
+        int64_t st[DRIFT_MAX_DIMS], psh[DRIFT_MAX_DIMS], pst[DRIFT_MAX_DIMS];
+        contig_strides(v->nd, v->size, st);
+        int m = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < v->nd; i++)
+                if ((pass == 0) == !sel[i]) psh[m] = v->size[i], pst[m++] = st[i];
+        drift_node_spec s;
+        drift_node_spec_init(&s, DRIFT_OP_STRIDED);
+        s.op.n_in = 1;
+        s.in[0] = x;
+        memcpy(s.op.stride, pst, sizeof(int64_t) * (size_t)m);
+        s.rule = DRIFT_RULE_LIKE_INPUT0;
+        s.ndim = m;
+        memcpy(s.shape, psh, sizeof(int64_t) * (size_t)m);
+        if ((rc = al_add_node(c, &s, &x))) return rc;
+        int kept = 0;
+        for (int i = 0; i < v->nd; i++) kept += !sel[i];
+        lo = kept;
+        hi = v->nd - 1;
+    }
     if (v->nd == 0) { /* a 0-d input: one element */
         if ((rc = al_emit_view_to(c, x, 1, (int64_t[]){1}, &x))) return rc;
         lo = hi = 0;
@@ -1045,4 +1066,73 @@ int al_lower_conv_im2col(lctx *c, int x, int w, int b, int sp, const int64_t *st
     else rc = al_emit_view_to(c, id, 3, (int64_t[]){B, O, Wo}, &id);
     if (rc) return rc;
     return al_set_result(c, id);
+}
+
+/* ---- norms and pooling as compositions ---------------------------------------------- */
+
+/* linalg_vector_norm(self, ord=2, dim=None, keepdim=False, dtype=None): sqrt(sum(x * x))
+ * over dim (all when None), ord 2 only; each step under the op's autocast rule (norm
+ * is on the fp32 list). */
+int al_lower_vector_norm(lctx *c, const char *base, const char *target) {
+    (void)base;
+    int j, x, sq, id, rc;
+    double ord;
+    int64_t dims[DRIFT_MAX_DIMS], keep = 0;
+    int n = 0;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_get_num(c, al_arg(c, 1, "ord"), "ord", 2.0, &ord)))
+        return rc;
+    if (ord != 2.0) return FAIL(c, "linalg_vector_norm with ord %g is not supported yet (2 only)", ord);
+    const drift_json_value *dv = al_arg(c, 2, "dim");
+    if (!al_is_none(dv) && (rc = al_get_ints(c, dv, "dim", dims, &n))) return rc;
+    if ((rc = al_get_int(c, al_arg(c, 3, "keepdim"), "keepdim", 0, &keep))) return rc;
+    if (!al_is_none(al_arg(c, -1, "dtype"))) return FAIL(c, "linalg_vector_norm with a dtype is not supported yet");
+    if ((rc = al_mat_fx(c, j, &x))) return rc;
+    const drift_dtype_rule rule = al_rule_of(target);
+    int in[2] = {x, x};
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, rule, &sq)) || (rc = al_set_result(c, sq))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_REDUCE_SUM;
+    if ((rc = reduce_dims(c, c->cur, dims, n, (int)keep, &op, 0, DRIFT_DTYPE_INVALID, rule))) return rc;
+    if ((rc = al_mat_fx(c, c->cur, &x))) return rc;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_UNARY_SQRT;
+    if ((rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, rule, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* avg_pool{1,2,3}d(self, kernel_size, stride=kernel, padding=0, ceil_mode, count_include_pad,
+ * divisor_override) with stride == kernel and no padding: the input viewed as
+ * [B, C, n0, k0, n1, k1, ...] and one mean over the k dims. */
+int al_lower_avg_pool(lctx *c, const char *base, const char *target) {
+    const int sp = base[8] - '0'; /* "avg_poolNd" */
+    int j, rc, x, id;
+    int64_t k[3], s[3], p[3];
+    int nk = 0, ns = 0, np = 0;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) ||
+        (rc = al_get_ints(c, al_arg(c, 1, "kernel_size"), "kernel_size", k, &nk)))
+        return rc;
+    const drift_json_value *sv = al_arg(c, 2, "stride"), *pv = al_arg(c, 3, "padding");
+    if (!al_is_none(sv) && (rc = al_get_ints(c, sv, "stride", s, &ns))) return rc;
+    if (!al_is_none(pv) && (rc = al_get_ints(c, pv, "padding", p, &np))) return rc;
+    if (!al_is_none(al_arg(c, 6, "divisor_override"))) return FAIL(c, "avg_pool with divisor_override is not supported yet");
+    const aten_view *v = &c->fx[j].t;
+    if (sp < 1 || sp > 3 || v->nd != sp + 2 || (nk != 1 && nk != sp)) return FAIL(c, "avg_pool%dd of a %d-d input", sp, v->nd);
+    int64_t sh[DRIFT_MAX_DIMS], dims[3];
+    int m = 0;
+    sh[m++] = v->size[0], sh[m++] = v->size[1];
+    for (int i = 0; i < sp; i++) {
+        const int64_t ki = k[nk == 1 ? 0 : i], si = ns == 0 ? ki : s[ns == 1 ? 0 : i], pi = np == 0 ? 0 : p[np == 1 ? 0 : i];
+        if (si != ki || pi != 0 || ki < 1 || v->size[2 + i] % ki)
+            return FAIL(c, "only avg_pool with stride == kernel, no padding and a divisible input is supported yet");
+        sh[m++] = v->size[2 + i] / ki;
+        dims[i] = m;
+        sh[m++] = ki;
+    }
+    if ((rc = al_mat_fx(c, j, &x)) || (rc = al_emit_view_to(c, x, m, sh, &x)) || (rc = al_set_result(c, x))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_REDUCE_MEAN;
+    (void)id;
+    return reduce_dims(c, c->cur, dims, sp, 0, &op, 0, DRIFT_DTYPE_INVALID, al_rule_of(target));
 }

@@ -1,10 +1,13 @@
-/* Convolutions that are not patch embeddings (issue 31: Sana's depthwise 3x3,
- * padded and strided convs): aten.conv2d / conv1d / convolution with stride,
- * padding, dilation and groups, lowered as im2col + BMM
- * (replay/capture/aten_lower_opset.c al_lower_conv_im2col). Each case is a
- * one-node graph written here, run on ref and cpu, against torch's definition
- * computed in fp64 here; the values are small dyadic numbers, so every sum is
- * exact and both backends must give the same bits as the definition. */
+/* Ops of issue 31 lowered as compositions, each a one-node graph written here
+ * and run on ref and cpu against torch's definition computed in fp64 here:
+ *  - convolutions that are not patch embeddings (Sana's depthwise 3x3, padded,
+ *    strided, dilated, grouped; aten.conv1d / conv2d / convolution) as im2col +
+ *    BMM (aten_lower_opset.c al_lower_conv_im2col): small dyadic values, every
+ *    sum exact, so both backends must give the definition's bits;
+ *  - avg_pool3d with stride == kernel (Helios) and linalg_vector_norm over two
+ *    dims that are not adjacent (Cosmos): within 1e-6 relative (a mean and a
+ *    square root round). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -173,10 +176,101 @@ static void test_conv_bad_groups(void **st) {
     free(doc);
 }
 
+/* One op of (x [2, 3, 4, 4, 6] latents) -> out, the doc's node given as text. */
+static void run_unary_doc(const char *name, const char *target, const char *args, int ond, const int64_t *os,
+                          const float *x, float *got) {
+    char oshape[96], doc[4096];
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             target, args, oshape);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
+        fail_msg("%s: %s: %s", name, e.where, e.msg);
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 5, (int64_t[]){2, 3, 4, 4, 6}, x, NULL, NULL, &e), 0);
+    int64_t n = 1;
+    for (int i = 0; i < ond; i++) n *= os[i];
+    const char *bes[2] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        drift_exec_result r;
+        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
+        assert_int_equal(r.numel, n);
+        memcpy(got + k * n, r.f32, (size_t)n * sizeof(float));
+        drift_exec_result_free(&r);
+    }
+    drift_graph_free(sem);
+    drift_aten_graph_free(gr);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+}
+
+static void near(const char *what, const float *got, const double *want, int64_t n) {
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < n; i++)
+            if (fabs(got[k * n + i] - want[i]) > 1e-6 * (1 + fabs(want[i])))
+                fail_msg("%s on %s: [%lld] = %.9g, want %.9g", what, k ? "cpu" : "ref", (long long)i, got[k * n + i], want[i]);
+}
+
+/* avg_pool3d with stride == kernel (Helios) and linalg_vector_norm over two dims that are
+ * not adjacent (Cosmos' learnable_pos_embed; the reduction gathers them last). */
+static void test_pool_and_norm(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4 * 4 * 6 };
+    float x[N], got[2 * N];
+    double want[N];
+    uint64_t s = 7;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    /* avg_pool3d(x, [2, 2, 3]) -> [2, 3, 2, 2, 2] */
+    run_unary_doc("avg_pool3d", "aten.avg_pool3d.default", "[{\"node\": \"x\"}, [2, 2, 3], [2, 2, 3]]", 5,
+                  (int64_t[]){2, 3, 2, 2, 2}, x, got);
+    for (int bc = 0; bc < 6; bc++)
+        for (int d = 0; d < 2; d++)
+            for (int h = 0; h < 2; h++)
+                for (int w = 0; w < 2; w++) {
+                    double acc = 0;
+                    for (int i = 0; i < 2; i++)
+                        for (int j = 0; j < 2; j++)
+                            for (int k = 0; k < 3; k++) acc += x[((bc * 4 + d * 2 + i) * 4 + h * 2 + j) * 6 + w * 3 + k];
+                    want[((bc * 2 + d) * 2 + h) * 2 + w] = acc / 12.0;
+                }
+    near("avg_pool3d", got, want, 48);
+    /* linalg_vector_norm(x, 2, [1, 3], keepdim=True) -> [2, 1, 4, 1, 6] */
+    run_unary_doc("vector_norm", "aten.linalg_vector_norm.default", "[{\"node\": \"x\"}, 2, [1, 3], true]", 5,
+                  (int64_t[]){2, 1, 4, 1, 6}, x, got);
+    for (int b = 0; b < 2; b++)
+        for (int d = 0; d < 4; d++)
+            for (int w = 0; w < 6; w++) {
+                double acc = 0;
+                for (int c = 0; c < 3; c++)
+                    for (int h = 0; h < 4; h++) {
+                        const double v = x[(((b * 3 + c) * 4 + d) * 4 + h) * 6 + w];
+                        acc += v * v;
+                    }
+                want[(b * 4 + d) * 6 + w] = sqrt(acc);
+            }
+    near("linalg_vector_norm", got, want, 48);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
         cmocka_unit_test(test_conv_bad_groups),
+        cmocka_unit_test(test_pool_and_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
