@@ -992,8 +992,9 @@ int al_lower_einsum(lctx *c, const char *base, const char *target) {
     int rc = al_get_str(c, al_arg(c, 0, "equation"), "equation", NULL, &eq);
     if (rc) return rc;
     const drift_json_value *ops = al_arg(c, 1, "tensors");
+    if (eq && ops && ops->type == DRIFT_JSON_ARRAY && ops->n_items == 2) return al_lower_einsum2(c, eq);
     if (!eq || !ops || ops->type != DRIFT_JSON_ARRAY || ops->n_items != 1)
-        return FAIL(c, "einsum with %zu operands is not supported yet (one-operand permutations only)",
+        return FAIL(c, "einsum with %zu operands is not supported yet (one or two)",
                     ops && ops->type == DRIFT_JSON_ARRAY ? ops->n_items : 0);
     int j;
     if ((rc = al_tensor_arg(c, &ops->items[0], "tensors[0]", &j))) return rc;

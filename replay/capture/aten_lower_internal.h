@@ -152,6 +152,8 @@ int al_lower_linear(lctx *c, const char *base, const char *target);
 int al_lower_sdpa(lctx *c, const char *base, const char *target);
 int al_lower_conv(lctx *c, const char *base, const char *target);
 int al_lower_vector_norm(lctx *c, const char *base, const char *target);
+/* einsum of two operands (aten_lower_opset.c), eq its equation. */
+int al_lower_einsum2(lctx *c, const char *eq);
 int al_lower_avg_pool(lctx *c, const char *base, const char *target);
 /* A 1-d/2-d convolution that is not a patch embedding (aten_lower_opset.c): im2col + BMM. */
 int al_lower_conv_im2col(lctx *c, int x, int w, int b, int sp, const int64_t *st, const int64_t *pad,

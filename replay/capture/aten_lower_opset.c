@@ -1136,3 +1136,93 @@ int al_lower_avg_pool(lctx *c, const char *base, const char *target) {
     (void)id;
     return reduce_dims(c, c->cur, dims, sp, 0, &op, 0, DRIFT_DTYPE_INVALID, al_rule_of(target));
 }
+
+/* ---- einsum of two operands -------------------------------------------------------- */
+
+/* A view of drift value x permuted to the letter order `want` (of the operand's letters
+ * `have`), materialised by one gather; sh receives the sizes. */
+static int permute_letters(lctx *c, int x, const char *have, const char *want, int64_t *sh, int *id) {
+    const drift_value v = *val_of(c, x);
+    int64_t st[DRIFT_MAX_DIMS], pst[DRIFT_MAX_DIMS];
+    contig_strides(v.ndim, v.shape, st);
+    const int n = (int)strlen(want);
+    for (int k = 0; k < n; k++) {
+        const char *p = strchr(have, want[k]);
+        sh[k] = v.shape[p - have];
+        pst[k] = st[p - have];
+    }
+    if (n == 0) { *id = x; return DRIFT_OK; }
+    return gather(c, x, n, sh, pst, 0, id);
+}
+
+/* einsum("A,B->O", a, b) without ellipsis or repeated letters in one operand: letters in
+ * both and the output are batch dims, in both and not the output contracted, in one
+ * operand and the output free; each operand permuted to [batch, free, contracted], one
+ * BMM (the autocast list's: einsum reaches bmm), the result permuted to O. */
+int al_lower_einsum2(lctx *c, const char *eq) {
+    const drift_json_value *ops = al_arg(c, 1, "tensors");
+    char la[DRIFT_MAX_DIMS + 1] = "", lb[DRIFT_MAX_DIMS + 1] = "", lo[DRIFT_MAX_DIMS + 1] = "";
+    const char *comma = strchr(eq, ','), *arrow = strstr(eq, "->");
+    if (!comma || !arrow || comma > arrow || strchr(eq, '.'))
+        return FAIL(c, "einsum '%s': expected 'A,B->O' without ellipsis", eq);
+    size_t na = (size_t)(comma - eq), nb = (size_t)(arrow - comma - 1), no = strlen(arrow + 2);
+    if (na > DRIFT_MAX_DIMS || nb > DRIFT_MAX_DIMS || no > DRIFT_MAX_DIMS) return FAIL(c, "einsum '%s': too many dims", eq);
+    memcpy(la, eq, na), memcpy(lb, comma + 1, nb), memcpy(lo, arrow + 2, no);
+    for (const char *s = la; *s; s++)
+        if (strchr(s + 1, *s)) return FAIL(c, "einsum '%s': a repeated letter in one operand is not supported yet", eq);
+    for (const char *s = lb; *s; s++)
+        if (strchr(s + 1, *s)) return FAIL(c, "einsum '%s': a repeated letter in one operand is not supported yet", eq);
+    for (const char *s = lo; *s; s++)
+        if (!strchr(la, *s) && !strchr(lb, *s)) return FAIL(c, "einsum '%s': output letter '%c' in no operand", eq, *s);
+    for (const char *s = la; *s; s++)
+        if (!strchr(lb, *s) && !strchr(lo, *s)) return FAIL(c, "einsum '%s': summing '%c' of one operand is not supported yet", eq, *s);
+    for (const char *s = lb; *s; s++)
+        if (!strchr(la, *s) && !strchr(lo, *s)) return FAIL(c, "einsum '%s': summing '%c' of one operand is not supported yet", eq, *s);
+    char bat[9] = "", fa[9] = "", fb[9] = "", con[9] = "";
+    for (const char *s = lo; *s; s++) {
+        char *dst = strchr(la, *s) && strchr(lb, *s) ? bat : strchr(la, *s) ? fa : fb;
+        size_t k = strlen(dst);
+        dst[k] = *s, dst[k + 1] = 0;
+    }
+    for (const char *s = la; *s; s++)
+        if (strchr(lb, *s) && !strchr(lo, *s)) { size_t k = strlen(con); con[k] = *s, con[k + 1] = 0; }
+    int a, b, rc;
+    if ((rc = al_mat_arg(c, &ops->items[0], "tensors[0]", &a)) || (rc = al_mat_arg(c, &ops->items[1], "tensors[1]", &b)))
+        return rc;
+    if (val_of(c, a)->ndim != (int)na || val_of(c, b)->ndim != (int)nb)
+        return FAIL(c, "einsum '%s': the operands have %d and %d dims", eq, val_of(c, a)->ndim, val_of(c, b)->ndim);
+    char wa[DRIFT_MAX_DIMS * 2 + 1], wb[DRIFT_MAX_DIMS * 2 + 1];
+    snprintf(wa, sizeof wa, "%s%s%s", bat, fa, con);
+    snprintf(wb, sizeof wb, "%s%s%s", bat, con, fb);
+    int64_t sa[DRIFT_MAX_DIMS], sb[DRIFT_MAX_DIMS];
+    if ((rc = permute_letters(c, a, la, wa, sa, &a)) || (rc = permute_letters(c, b, lb, wb, sb, &b))) return rc;
+    const int nbat = (int)strlen(bat), nfa = (int)strlen(fa), nfb = (int)strlen(fb), ncon = (int)strlen(con);
+    int64_t B = 1, M = 1, N = 1, K = 1, Kb = 1;
+    for (int i = 0; i < nbat; i++) {
+        if (sa[i] != sb[i]) return FAIL(c, "einsum '%s': '%c' has sizes %lld and %lld", eq, bat[i], (long long)sa[i], (long long)sb[i]);
+        B *= sa[i];
+    }
+    for (int i = 0; i < nfa; i++) M *= sa[nbat + i];
+    for (int i = 0; i < ncon; i++) K *= sa[nbat + nfa + i], Kb *= sb[nbat + i];
+    for (int i = 0; i < nfb; i++) N *= sb[nbat + ncon + i];
+    if (K != Kb) return FAIL(c, "einsum '%s': the contracted sizes differ", eq);
+    int y;
+    if ((rc = al_emit_view_to(c, a, 3, (int64_t[]){B, M, K}, &a)) || (rc = al_emit_view_to(c, b, 3, (int64_t[]){B, K, N}, &b)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    int in[2] = {a, b};
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y))) return rc;
+    /* [batch, fa, fb] -> the output's letter order */
+    char have[DRIFT_MAX_DIMS * 3 + 1];
+    int64_t hs[DRIFT_MAX_DIMS], os[DRIFT_MAX_DIMS];
+    snprintf(have, sizeof have, "%s%s%s", bat, fa, fb);
+    for (int i = 0; i < nbat + nfa; i++) hs[i] = sa[i];
+    for (int i = 0; i < nfb; i++) hs[nbat + nfa + i] = sb[nbat + ncon + i];
+    const int nh = nbat + nfa + nfb;
+    if (nh == 0) return al_set_result(c, y);
+    if ((rc = al_emit_view_to(c, y, nh, hs, &y))) return rc;
+    if (strcmp(have, lo) && (rc = permute_letters(c, y, have, lo, os, &y))) return rc;
+    return al_set_result(c, y);
+}

@@ -44,7 +44,7 @@ static const aten_op_row k_rows[] = {
     {"view_as_complex", al_lower_view_as_complex, RCC, "view over (re, im) pairs"},
     {"view_as_real", al_lower_view_as_real, RCC, "view"},
     {"polar", al_lower_polar, RCH, "abs * (cos, sin) as (re, im) pairs"},
-    {"einsum", al_lower_einsum, RCC, "one-operand permutations: a view"},
+    {"einsum", al_lower_einsum, RCC, "one operand: a permutation (view); two: permutes + BMM"},
     /* copies and casts */
     {"clone", al_lower_copy_of, RCC, "STRIDED/VIEW materialisation"},
     {"contiguous", al_lower_copy_of, RCC, "STRIDED/VIEW materialisation"},

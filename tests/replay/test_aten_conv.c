@@ -6,7 +6,8 @@
  *    sum exact, so both backends must give the definition's bits;
  *  - avg_pool3d with stride == kernel (Helios) and linalg_vector_norm over two
  *    dims that are not adjacent (Cosmos): within 1e-6 relative (a mean and a
- *    square root round). */
+ *    square root round);
+ *  - einsum of two operands (Ernie-Image) as permutes + one BMM: exact. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,11 +267,96 @@ static void test_pool_and_norm(void **st) {
     near("linalg_vector_norm", got, want, 48);
 }
 
+/* einsum(eq, x, w) with x the latents and w a parameter, run on ref and cpu into got (2 x n). */
+static void run_einsum(const char *eq, int xnd, const int64_t *xs, const float *x, int wnd, const int64_t *ws, const float *w,
+                       int ond, const int64_t *os, float *got) {
+    char xsh[96], wsh[96], osh[96], doc[4096];
+    fmt_shape(xsh, sizeof xsh, xnd, xs);
+    fmt_shape(wsh, sizeof wsh, wnd, ws);
+    fmt_shape(osh, sizeof osh, ond, os);
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"E\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.einsum.default\", \"args\": [\"%s\", [{\"node\": \"x\"}, {\"node\": \"w\"}]], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             wsh, xsh, eq, osh);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), eq, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
+        fail_msg("%s: %s: %s", eq, e.where, e.msg);
+    drift_hostset *ps, *bs, *is;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, wnd, ws, w, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
+    int64_t n = 1;
+    for (int i = 0; i < ond; i++) n *= os[i];
+    const char *bes[2] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        drift_exec_result r;
+        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
+        assert_int_equal(r.numel, n);
+        memcpy(got + k * n, r.f32, (size_t)n * sizeof(float));
+        drift_exec_result_free(&r);
+    }
+    drift_graph_free(sem);
+    drift_aten_graph_free(gr);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+}
+
+/* Two-operand einsum (Ernie-Image's pos_embed; attention written as einsum): batch,
+ * contracted and free letters, a permuted output, an outer product; exact (small dyadic
+ * values), so ref and cpu must equal the definition. */
+static void test_einsum_two(void **st) {
+    (void)st;
+    enum { B = 2, H = 3, L = 4, M = 5, D = 6 };
+    float x[B * H * L * D], w[B * H * M * D], got[2 * B * H * L * M];
+    double want[B * H * L * M];
+    uint64_t s = 3;
+    for (int i = 0; i < B * H * L * D; i++) x[i] = small(&s);
+    for (int i = 0; i < B * H * M * D; i++) w[i] = small(&s);
+    /* "bhld,bhmd->bhlm": q k^T per head */
+    run_einsum("bhld,bhmd->bhlm", 4, (int64_t[]){B, H, L, D}, x, 4, (int64_t[]){B, H, M, D}, w, 4, (int64_t[]){B, H, L, M}, got);
+    for (int bh = 0; bh < B * H; bh++)
+        for (int l = 0; l < L; l++)
+            for (int m = 0; m < M; m++) {
+                double acc = 0;
+                for (int d = 0; d < D; d++) acc += (double)x[(bh * L + l) * D + d] * w[(bh * M + m) * D + d];
+                want[(bh * L + l) * M + m] = acc;
+            }
+    near("bhld,bhmd->bhlm", got, want, B * H * L * M);
+    /* "bhld,bhmd->mlhb": the same sums, the output permuted */
+    run_einsum("bhld,bhmd->mlhb", 4, (int64_t[]){B, H, L, D}, x, 4, (int64_t[]){B, H, M, D}, w, 4, (int64_t[]){M, L, H, B}, got);
+    double want2[B * H * L * M];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int l = 0; l < L; l++)
+                for (int m = 0; m < M; m++) want2[((m * L + l) * H + h) * B + b] = want[((b * H + h) * L + l) * M + m];
+    near("bhld,bhmd->mlhb", got, want2, B * H * L * M);
+    /* "i,j->ij": an outer product (rope's positions x frequencies) */
+    run_einsum("i,j->ij", 1, (int64_t[]){L}, x, 1, (int64_t[]){D}, w, 2, (int64_t[]){L, D}, got);
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < D; j++) want[i * D + j] = (double)x[i] * w[j];
+    near("i,j->ij", got, want, L * D);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
         cmocka_unit_test(test_conv_bad_groups),
         cmocka_unit_test(test_pool_and_norm),
+        cmocka_unit_test(test_einsum_two),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
