@@ -140,18 +140,18 @@ __attribute__((target("avx2,fma"))) static void ukernel_avx2(int64_t kc, const f
 }
 #endif
 
-/* A rows [m0, m0+mc) x cols [k0, k0+kc) -> micro-panels ap[ip][k][i], rows past mc zero. */
+/* A rows [m0, m0+mc) x cols [k0, k0+kc) -> micro-panels ap[ip][k][i], rows past mc zero.
+ * k outer: the pack is written in order, the MR source rows read as streams. */
 static void pack_a(const drift_gemm *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *ap) {
     for (int64_t ip = 0; ip * MR < mc; ip++) {
         float *p = ap + ip * kc * MR;
-        for (int i = 0; i < MR; i++) {
-            const int64_t m = ip * MR + i;
-            if (m >= mc) {
-                for (int64_t k = 0; k < kc; k++) p[k * MR + i] = 0.0f;
-                continue;
-            }
-            const float *a = g->a + (m0 + m) * g->a_m + k0 * g->a_k;
-            for (int64_t k = 0; k < kc; k++) p[k * MR + i] = a[k * g->a_k];
+        const int mv = mc - ip * MR < MR ? (int)(mc - ip * MR) : MR;
+        const float *a = g->a + (m0 + ip * MR) * g->a_m + k0 * g->a_k;
+        for (int64_t k = 0; k < kc; k++, p += MR) {
+            const float *ak = a + k * g->a_k;
+            int i = 0;
+            for (; i < mv; i++) p[i] = ak[i * g->a_m];
+            for (; i < MR; i++) p[i] = 0.0f;
         }
     }
 }
@@ -160,25 +160,13 @@ static void pack_a(const drift_gemm *g, int64_t m0, int64_t mc, int64_t k0, int6
 static void pack_b(const drift_gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *bp) {
     for (int64_t jp = 0; jp * NR < nc; jp++) {
         float *p = bp + jp * kc * NR;
-        const int64_t nv = nc - jp * NR < NR ? nc - jp * NR : NR;
+        const int nv = nc - jp * NR < NR ? (int)(nc - jp * NR) : NR;
         const float *b = g->b + k0 * g->b_k + (n0 + jp * NR) * g->b_n;
-        if (g->b_n == 1 || g->b_k != 1) { /* rows of B contiguous (P V): copy along n */
-            for (int64_t k = 0; k < kc; k++) {
-                const float *bk = b + k * g->b_k;
-                float *pk = p + k * NR;
-                int j = 0;
-                for (; j < nv; j++) pk[j] = bk[j * g->b_n];
-                for (; j < NR; j++) pk[j] = 0.0f;
-            }
-        } else { /* columns of B contiguous (x W^T): copy along k */
-            for (int j = 0; j < NR; j++) {
-                if (j >= nv) {
-                    for (int64_t k = 0; k < kc; k++) p[k * NR + j] = 0.0f;
-                    continue;
-                }
-                const float *bj = b + j * g->b_n;
-                for (int64_t k = 0; k < kc; k++) p[k * NR + j] = bj[k];
-            }
+        for (int64_t k = 0; k < kc; k++, p += NR) {
+            const float *bk = b + k * g->b_k;
+            int j = 0;
+            for (; j < nv; j++) p[j] = bk[j * g->b_n];
+            for (; j < NR; j++) p[j] = 0.0f;
         }
     }
 }
