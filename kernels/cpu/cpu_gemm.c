@@ -1,14 +1,16 @@
 /* drift's blocked fp32 GEMM (the order: cpu_gemm.h).
  *
- * Structure (the usual packed GEMM): the output is cut into work units of MC
- * rows x NU*NR columns; a thread takes a contiguous run of units. Per unit,
- * for each K block in order: pack that block of A (MC x kc, micro-panels of
- * MR rows) and of B (kc x NU*NR, micro-panels of NR columns), then run the
- * MR x NR micro-kernel over every (B panel, A panel) pair. The micro-kernel
- * starts its accumulators at zero (p_b of the order), runs the FMA chain
- * over k, and stores C = p_b (first block) or C = C + p_b. Every output
- * element is owned by one unit, so the thread split never changes a bit.
- * Edges are zero-padded in the packs; padded results are never stored. */
+ * Structure (the usual packed GEMM): the columns are taken in chunks whose
+ * packed B (all of K, micro-panels of NR columns) fits CHUNK_FLOATS; the
+ * chunk is packed once (threads over panels), then cut into work units of
+ * MC rows x NU*NR columns, a thread taking a contiguous run of units. Per
+ * unit, for each K block in order: pack that block of A (MC x kc,
+ * micro-panels of MR rows), then run the MR x NR micro-kernel over every
+ * (B panel, A panel) pair. The micro-kernel starts its accumulators at zero
+ * (p_b of the order), runs the FMA chain over k, and stores C = p_b (first
+ * block) or C = C + p_b. Every output element is owned by one unit, so the
+ * thread split never changes a bit. Edges are zero-padded in the packs;
+ * padded results are never stored. */
 #include "kernels/cpu/cpu_gemm.h"
 
 #include <math.h>
@@ -30,7 +32,9 @@
 #define NR 16
 #define KC DRIFT_GEMM_KC
 #define MC 96                        /* rows of A per unit: 16 micro-panels */
-#define NU 8                         /* B micro-panels per unit: 128 columns */
+#define NU 16                        /* B micro-panels per unit: 256 columns */
+#define CHUNK_FLOATS ((int64_t)1 << 22) /* packed B per chunk of columns: 16 MiB */
+#define PACK_FLOATS ((int64_t)1 << 16)  /* packing work per thread below which fewer threads pack */
 #define UNIT_FLOPS ((int64_t)1 << 22) /* work per thread below which fewer threads are used */
 
 static atomic_int g_force_scalar;
@@ -136,18 +140,18 @@ __attribute__((target("avx2,fma"))) static void ukernel_avx2(int64_t kc, const f
 }
 #endif
 
-/* A rows [m0, m0+mc) x cols [k0, k0+kc) -> micro-panels ap[ip][k][i], rows past mc zero. */
+/* A rows [m0, m0+mc) x cols [k0, k0+kc) -> micro-panels ap[ip][k][i], rows past mc zero.
+ * k outer: the pack is written in order, the MR source rows read as streams. */
 static void pack_a(const drift_gemm *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *ap) {
     for (int64_t ip = 0; ip * MR < mc; ip++) {
         float *p = ap + ip * kc * MR;
-        for (int i = 0; i < MR; i++) {
-            const int64_t m = ip * MR + i;
-            if (m >= mc) {
-                for (int64_t k = 0; k < kc; k++) p[k * MR + i] = 0.0f;
-                continue;
-            }
-            const float *a = g->a + (m0 + m) * g->a_m + k0 * g->a_k;
-            for (int64_t k = 0; k < kc; k++) p[k * MR + i] = a[k * g->a_k];
+        const int mv = mc - ip * MR < MR ? (int)(mc - ip * MR) : MR;
+        const float *a = g->a + (m0 + ip * MR) * g->a_m + k0 * g->a_k;
+        for (int64_t k = 0; k < kc; k++, p += MR) {
+            const float *ak = a + k * g->a_k;
+            int i = 0;
+            for (; i < mv; i++) p[i] = ak[i * g->a_m];
+            for (; i < MR; i++) p[i] = 0.0f;
         }
     }
 }
@@ -156,25 +160,13 @@ static void pack_a(const drift_gemm *g, int64_t m0, int64_t mc, int64_t k0, int6
 static void pack_b(const drift_gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *bp) {
     for (int64_t jp = 0; jp * NR < nc; jp++) {
         float *p = bp + jp * kc * NR;
-        const int64_t nv = nc - jp * NR < NR ? nc - jp * NR : NR;
+        const int nv = nc - jp * NR < NR ? (int)(nc - jp * NR) : NR;
         const float *b = g->b + k0 * g->b_k + (n0 + jp * NR) * g->b_n;
-        if (g->b_n == 1 || g->b_k != 1) { /* rows of B contiguous (P V): copy along n */
-            for (int64_t k = 0; k < kc; k++) {
-                const float *bk = b + k * g->b_k;
-                float *pk = p + k * NR;
-                int j = 0;
-                for (; j < nv; j++) pk[j] = bk[j * g->b_n];
-                for (; j < NR; j++) pk[j] = 0.0f;
-            }
-        } else { /* columns of B contiguous (x W^T): copy along k */
-            for (int j = 0; j < NR; j++) {
-                if (j >= nv) {
-                    for (int64_t k = 0; k < kc; k++) p[k * NR + j] = 0.0f;
-                    continue;
-                }
-                const float *bj = b + j * g->b_n;
-                for (int64_t k = 0; k < kc; k++) p[k * NR + j] = bj[k];
-            }
+        for (int64_t k = 0; k < kc; k++, p += NR) {
+            const float *bk = b + k * g->b_k;
+            int j = 0;
+            for (; j < nv; j++) p[j] = bk[j * g->b_n];
+            for (; j < NR; j++) p[j] = 0.0f;
         }
     }
 }
@@ -182,39 +174,49 @@ static void pack_b(const drift_gemm *g, int64_t k0, int64_t kc, int64_t n0, int6
 typedef struct gemm_job {
     const drift_gemm *g;
     ukernel_fn uk;
+    int64_t n0, nc;      /* the chunk of columns in bpk */
     int64_t units, mblocks, nslots;
-    float *bufs; /* per slot: MC*KC floats of A, then KC*NU*NR of B */
+    float *bpk;          /* the chunk of B: panel p (NR columns, all K) at p*K*NR, [k][j] */
+    float *abufs;        /* per slot: MC*KC floats of A */
 } gemm_job;
 
-#define SLOT_FLOATS ((int64_t)MC * KC + (int64_t)KC * NU * NR)
+/* Panels [p0, p1) of the chunk of B, all of K. */
+static void pack_b_range(void *p, int64_t p0, int64_t p1) {
+    const gemm_job *j = p;
+    const int64_t K = j->g->K;
+    for (int64_t q = p0; q < p1; q++) {
+        const int64_t nv = j->nc - q * NR < NR ? j->nc - q * NR : NR;
+        pack_b(j->g, 0, K, j->n0 + q * NR, nv, j->bpk + q * K * NR);
+    }
+}
 
-static void run_unit(const gemm_job *j, int64_t u, float *ap, float *bp) {
+/* Unit u: rows [m0, m0+MC) x panels [q0, q0+NU) of the chunk, every K block in order. */
+static void run_unit(const gemm_job *j, int64_t u, float *ap) {
     const drift_gemm *g = j->g;
     const int64_t mb = u % j->mblocks, nb = u / j->mblocks;
     const int64_t m0 = mb * MC, mc = g->M - m0 < MC ? g->M - m0 : MC;
-    const int64_t n0 = nb * NU * NR, nc = g->N - n0 < NU * NR ? g->N - n0 : NU * NR;
+    const int64_t c0 = nb * NU * NR, nc = j->nc - c0 < NU * NR ? j->nc - c0 : NU * NR;
     for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
         const int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
         pack_a(g, m0, mc, k0, kc, ap);
-        pack_b(g, k0, kc, n0, nc, bp);
         for (int64_t jp = 0; jp * NR < nc; jp++) {
             const int nr = (int)(nc - jp * NR < NR ? nc - jp * NR : NR);
+            const float *bp = j->bpk + (c0 / NR + jp) * g->K * NR + k0 * NR;
             for (int64_t ip = 0; ip * MR < mc; ip++) {
                 const int mr = (int)(mc - ip * MR < MR ? mc - ip * MR : MR);
-                float *c = g->c + (m0 + ip * MR) * g->c_m + n0 + jp * NR;
-                j->uk(kc, ap + ip * kc * MR, bp + jp * kc * NR, c, g->c_m, mr, nr, k0 == 0);
+                float *c = g->c + (m0 + ip * MR) * g->c_m + j->n0 + c0 + jp * NR;
+                j->uk(kc, ap + ip * kc * MR, bp, c, g->c_m, mr, nr, k0 == 0);
             }
         }
     }
 }
 
-/* Slot s runs units [s*U/S, (s+1)*U/S) with its own packing buffers. */
+/* Slot s runs units [s*U/S, (s+1)*U/S) with its own A buffer. */
 static void slot_range(void *p, int64_t s0, int64_t s1) {
     const gemm_job *j = p;
-    for (int64_t s = s0; s < s1; s++) {
-        float *ap = j->bufs + s * SLOT_FLOATS, *bp = ap + (int64_t)MC * KC;
-        for (int64_t u = s * j->units / j->nslots; u < (s + 1) * j->units / j->nslots; u++) run_unit(j, u, ap, bp);
-    }
+    for (int64_t s = s0; s < s1; s++)
+        for (int64_t u = s * j->units / j->nslots; u < (s + 1) * j->units / j->nslots; u++)
+            run_unit(j, u, j->abufs + s * (int64_t)MC * KC);
 }
 
 int drift_cpu_gemm(int nthreads, const drift_gemm *g) {
@@ -224,22 +226,37 @@ int drift_cpu_gemm(int nthreads, const drift_gemm *g) {
         return 0;
     }
     gemm_job j;
+    memset(&j, 0, sizeof j);
     j.g = g;
     j.uk = ukernel_scalar;
 #if GEMM_X86
     if (use_avx2()) j.uk = ukernel_avx2;
 #endif
+    const int nt = nthreads < 1 ? 1 : nthreads;
+    /* columns per chunk: B packed once per chunk (at most CHUNK_FLOATS), NU*NR at least */
+    const int64_t npan = (g->N + NR - 1) / NR;
+    int64_t chp = CHUNK_FLOATS / (g->K * NR);
+    chp = chp < NU ? NU : chp > npan ? npan : chp;
     j.mblocks = (g->M + MC - 1) / MC;
-    j.units = j.mblocks * ((g->N + NU * NR - 1) / (NU * NR));
-    const double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    int64_t ns = nthreads < 1 ? 1 : nthreads;
-    if (ns > j.units) ns = j.units;
-    if ((double)ns * (double)UNIT_FLOPS > flops) ns = (int64_t)(flops / (double)UNIT_FLOPS);
-    if (ns < 1) ns = 1;
-    j.nslots = ns;
-    j.bufs = drift_malloc((size_t)(ns * SLOT_FLOATS) * sizeof(float));
-    if (!j.bufs) return -1;
-    drift_host_parallel_for((int)ns, ns, 1, slot_range, &j);
-    drift_free(j.bufs);
+    j.bpk = drift_malloc((size_t)(chp * NR * g->K) * sizeof(float));
+    j.abufs = drift_malloc((size_t)nt * MC * KC * sizeof(float));
+    if (!j.bpk || !j.abufs) {
+        drift_free(j.bpk);
+        drift_free(j.abufs);
+        return -1;
+    }
+    for (j.n0 = 0; j.n0 < g->N; j.n0 += chp * NR) {
+        j.nc = g->N - j.n0 < chp * NR ? g->N - j.n0 : chp * NR;
+        const int64_t panels = (j.nc + NR - 1) / NR;
+        drift_host_parallel_for(nt, panels, (PACK_FLOATS + g->K * NR - 1) / (g->K * NR), pack_b_range, &j);
+        j.units = j.mblocks * ((panels + NU - 1) / NU);
+        const double flops = 2.0 * (double)g->M * (double)j.nc * (double)g->K;
+        int64_t ns = nt < j.units ? nt : j.units;
+        if ((double)ns * (double)UNIT_FLOPS > flops) ns = (int64_t)(flops / (double)UNIT_FLOPS);
+        j.nslots = ns < 1 ? 1 : ns;
+        drift_host_parallel_for((int)j.nslots, j.nslots, 1, slot_range, &j);
+    }
+    drift_free(j.bpk);
+    drift_free(j.abufs);
     return 0;
 }

@@ -13,13 +13,12 @@
  *    in contiguous ranges; every output element is computed by exactly one
  *    thread with one fixed operation order, so their results do not depend on
  *    the thread count.
- *  - GEMMs of the cpu backend go through OpenBLAS (cblas_sgemm), whose thread
- *    count is process-global: the cpu backend sets it (openblas_set_num_threads)
- *    to its thread count at every creation. OpenBLAS is deterministic for
- *    a fixed thread count, shape and CPU kernel, but a different
- *    thread count or a different CPU (another
- *    dispatch kernel) may change GEMM bits. Bit-for-bit replays therefore
- *    hold run to run on one machine with the same setting. */
+ *  - GEMMs of the cpu backend are drift's own (kernels/cpu/cpu_gemm.h): they
+ *    split the output into tiles, never K, and compute every element in one
+ *    order that depends on K alone, on every processor (AVX2+FMA or the
+ *    scalar path, the same bits). Bit-for-bit replays therefore hold across
+ *    thread counts and machines. OpenBLAS stays linked (benchmarks); the
+ *    backend still sets its thread count and checks its buffer space. */
 #ifndef DRIFT_KERNELS_HOST_INTERNAL_H
 #define DRIFT_KERNELS_HOST_INTERNAL_H
 

@@ -5,7 +5,9 @@
 # Sandybridge, Haswell, Zen x DRIFT_CPU_THREADS = 1, 2, 3:
 #  - `drift invariance --batch 1,2,4,8` exits 0 and says "invariant";
 #  - `drift replay` against the trace's own sites is bitwise equal at every
-#    recorded site of every step.
+#    recorded site of every step;
+# and the replay with the scalar GEMM path forced (DRIFT_CPU_GEMM=scalar) is
+# bitwise equal too.
 # With OpenBLAS's sgemm as the cpu GEMM, Haswell and Zen were "not
 # invariant" on an AMD EPYC. A core type this CPU cannot run (killed by a
 # signal) is reported and skipped. The recorded fixtures' bits across core
@@ -37,4 +39,15 @@ PY
   done
   echo "OPENBLAS_CORETYPE=$c: invariant and bitwise on 1, 2, 3 threads"
 done
+# the scalar GEMM path (what a CPU without AVX2+FMA runs) gives the recording's bits too
+DRIFT_CPU_GEMM=scalar DRIFT_CPU_THREADS=3 "$D" replay "$W/t.h5" --json >"$W/rep.json" 2>"$W/rep.err" ||
+  fail "DRIFT_CPU_GEMM=scalar: replay exited $?: $(head -c 300 "$W/rep.err")"
+"$PY" - "$W/rep.json" <<'PY' || fail "DRIFT_CPU_GEMM=scalar: replay not bitwise"
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = [s["site"] for s in d["sites"] if s["steps_bitwise_equal"] != s["steps"] or not s["bitwise_equal"]]
+if bad:
+    sys.exit("scalar GEMM path: %d of %d sites differ from the recording, first %s" % (len(bad), len(d["sites"]), bad[0]))
+PY
+echo "DRIFT_CPU_GEMM=scalar: bitwise"
 echo "cpu_bits_portable: ok"

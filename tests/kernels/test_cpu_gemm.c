@@ -4,7 +4,8 @@
  *  - bitwise equal to a naive loop written from the documented order
  *    (K blocks of 256, fmaf chain from 0 inside a block, block sums added
  *    in order), over shapes that cross every edge (M, N, K not multiples of
- *    the tiles, K = 1, 256, 257, 3*256+7) and layouts x W^T, P V, strided;
+ *    the tiles, K = 1, 256, 257, 3*256+7, N over two chunks of packed B)
+ *    and layouts x W^T, P V, strided;
  *  - bitwise equal on 1, 2, 3 and 8 threads;
  *  - the forced scalar path bitwise equal to the automatic one (on a CPU
  *    without AVX2+FMA both are the scalar path and the test says so);
@@ -130,7 +131,7 @@ static void test_documented_order(void **st) {
     static const shape shapes[] = {
         {1, 1, 1, 0},     {1, 17, 3, 0},    {7, 5, 256, 1},   {6, 16, 257, 0},  {13, 33, 775, 0},
         {97, 129, 64, 1}, {97, 129, 64, 0}, {100, 300, 513, 2}, {200, 70, 40, 1}, {5, 260, 300, 2},
-        {193, 257, 130, 0},
+        {193, 257, 130, 0}, {3, 5500, 775, 0}, {7, 5500, 775, 1}, /* two chunks of packed B */
     };
     print_message("  gemm path here: %s\n", drift_cpu_gemm_path());
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
@@ -189,10 +190,12 @@ static void test_k_zero_and_nomem(void **st) {
     for (int i = 0; i < 6; i++) assert_true(c[i] == 0.0f);
     const shape s = {10, 10, 10, 0};
     drift_gemm h = make(&s);
-    drift_alloc_fail_after(0);
-    const int rc = drift_cpu_gemm(1, &h);
-    drift_alloc_fail_after(-1);
-    assert_int_equal(rc, -1);
+    for (long n = 0; n < 2; n++) { /* the packed B, then the A buffers */
+        drift_alloc_fail_after(n);
+        const int rc = drift_cpu_gemm(2, &h);
+        drift_alloc_fail_after(-1);
+        assert_int_equal(rc, -1);
+    }
     free((void *)h.a);
     free((void *)h.b);
     free(h.c);

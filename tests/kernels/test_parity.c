@@ -10,8 +10,8 @@
 
 int main(int argc, char **argv) {
     /* cpu:threads=1 runs as a second fast backend: it must match the
-       default cpu bit for bit on every op but the OpenBLAS GEMMs (whose bits
-       depend on the thread count) and within their ULPs there */
+       default cpu bit for bit on every op, the GEMMs included (drift's own
+       GEMM: its order depends on K alone, kernels/cpu/cpu_gemm.h) */
     static const char *specs[] = {"ref", "cpu", "cpu:threads=1", "cuda"};
     enum { N = (int)(sizeof specs / sizeof specs[0]) };
     parity_backend bes[N];

@@ -511,8 +511,8 @@ static void cpu_gemm_in_order(const float *x, const float *w, int cl, float *y) 
 
 /* The lowered conv's GEMM reads K in (kd, kh, kw, c) order. ref (fp64, a sequential sum
  * in K order): bitwise the sequential fp64 sum in that order, with 24-bit mantissas over
- * 2^16 of range so that fp64 rounds. cpu (fp32; its GEMM's internal order is OpenBLAS's, not
- * sequential): bitwise its LINEAR of a patch matrix gathered here channels-last. The
+ * 2^16 of range so that fp64 rounds. cpu (fp32; its GEMM's internal order is drift's blocked one,
+ * kernels/cpu/cpu_gemm.h, not sequential): bitwise its LINEAR of a patch matrix gathered here channels-last. The
  * inputs are asserted to discriminate: the (c, kd, kh, kw) order gives different values. */
 static void test_conv_channels_last(void **s) {
     (void)s;
