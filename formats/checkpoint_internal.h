@@ -32,6 +32,8 @@ typedef struct drift_ckpt_file {
 typedef struct drift_ckpt_files {
     drift_ckpt_file *f;
     size_t n, cap;
+    size_t *slot;                /* hashed index of f by rel (index + 1; 0 empty), hcap a power of two */
+    size_t hcap;
 } drift_ckpt_files;
 
 /* Unmaps, closes and frees every file of t (zeroed t allowed); t is zeroed. */

@@ -7,18 +7,9 @@
 #include <string.h>
 
 #include "formats/alloc.h"
+#include "formats/html_escape.h"
 
-static void esc(FILE *f, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
+static void esc(FILE *f, const char *s) { drift_html_escape(f, s); } /* formats/html_escape.h */
 
 static const char *num(double v, char *buf, size_t n) {
     if (isnan(v)) snprintf(buf, n, "-");
@@ -277,7 +268,9 @@ static void bisect(const drift_json_value *b, FILE *f) {
     esc(f, jstr(b, "good"));
     fputs("</b>, bad plan <b>", f);
     esc(f, jstr(b, "bad"));
-    fprintf(f, "</b>, metric %s: good %s, bad %s, noise floor %s.</p>\n", jstr(b, "metric"),
+    fputs("</b>, metric ", f);
+    esc(f, jstr(b, "metric")); /* from the bisect JSON: a string like any other */
+    fprintf(f, ": good %s, bad %s, noise floor %s.</p>\n",
             num(jnum(b, "good_metric"), x, sizeof x), num(jnum(b, "bad_metric"), y, sizeof y),
             num(jnum(b, "noise_floor"), x, sizeof x));
     const drift_json_value *sets = drift_json_object_get(b, "culprit_sets");

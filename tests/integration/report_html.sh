@@ -69,7 +69,8 @@ check "$T/replay.html" "$T/replay.json" || fail "the replay-result report"
 grep -q 'id="curve-logprob"' "$T/pair.html" || fail "the log-prob curve"
 grep -q 'class="plans"' "$T/pair.html" && grep -q '<tr class="diff"><td>param_dtype_patterns\[\*.norm2.\*\]' "$T/pair.html" ||
     fail "the plans side by side, the norm2 pattern marked as a difference"
-grep -qF "<tr class=\"culprit\"><td>1</td><td>param_dtype_patterns['*.norm2.*']</td>" "$T/pair.html" ||
+# ' is written &#39; (formats/html_escape.c)
+grep -qF "<tr class=\"culprit\"><td>1</td><td>param_dtype_patterns[&#39;*.norm2.*&#39;]</td>" "$T/pair.html" ||
     fail "the bisect culprit"
 # an existing -o is kept; bad inputs are exit 2
 set +e
