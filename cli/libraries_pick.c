@@ -268,6 +268,14 @@ static void mapped_now(mapped *m) {
     dl_iterate_phdr(on_object, m);
 }
 
+/* The file names of what the loader mapped (pointers into m), NULL when not mapped. */
+static void mapped_names(const mapped *m, const char *names[2]) {
+    for (int k = 0; k < 2; k++) {
+        const char *b = strrchr(m->path[k], '/');
+        names[k] = m->path[k][0] ? (b ? b + 1 : m->path[k]) : NULL;
+    }
+}
+
 static int names_cuda(const char *list) {
     for (const char *p = list; p && *p;) {
         if (strncmp(p, "cuda", 4) == 0 && (p[4] == '\0' || p[4] == ':' || p[4] == ',')) return 1;
@@ -316,14 +324,8 @@ int drift_cli_libraries_apply(const char *cmd, const char *trace, const char *va
             if (drift_trace_read_libraries(r, &rec, &present, NULL) != DRIFT_OK) present = 0;
             drift_trace_reader_close(r);
         }
-        const char *names[2] = {NULL, NULL};
-        char nb[2][256];
-        for (int k = 0; k < 2; k++)
-            if (m.path[k][0]) {
-                const char *b = strrchr(m.path[k], '/');
-                snprintf(nb[k], sizeof nb[k], "%s", b ? b + 1 : m.path[k]);
-                names[k] = nb[k];
-            }
+        const char *names[2];
+        mapped_names(&m, names);
         drift_cli_libs_pick p;
         drift_cli_libraries_pick(present ? &rec : NULL, mode, value, NULL, names, &p);
         char want[2][DRIFT_LIBRARIES_PATH_MAX];
@@ -347,14 +349,8 @@ int drift_cli_libraries_apply(const char *cmd, const char *trace, const char *va
         drift_trace_reader_close(r);
     }
     /* a folder is a substitute only when it holds the file names drift was linked against */
-    const char *names[2] = {NULL, NULL};
-    char nb[2][256];
-    for (int k = 0; k < 2; k++)
-        if (m.path[k][0]) {
-            const char *b = strrchr(m.path[k], '/');
-            snprintf(nb[k], sizeof nb[k], "%s", b ? b + 1 : m.path[k]);
-            names[k] = nb[k];
-        }
+    const char *names[2];
+    mapped_names(&m, names);
     drift_cli_libs_pick p;
     drift_cli_libraries_pick(present ? &rec : NULL, mode, value, NULL, names, &p);
     /* nothing to change: every picked folder is where the loader already took the library from */

