@@ -163,11 +163,36 @@ static void test_apply_off_cuda(void **state) {
     assert_int_equal(drift_cli_libraries_apply("replay", "/no/trace.h5", "sytem", NULL), 2);
 }
 
+static void test_apply_messages(void **state) {
+    (void)state;
+    /* on CUDA without argv (no re-execution possible): the pick's sentence, nothing changed */
+    drift_cli_libraries_set_argv(NULL);
+    assert_int_equal(drift_cli_libraries_apply("replay", NULL, NULL, "cuda:0"), 0);
+    assert_non_null(strstr(drift_cli_libraries_note(), "the trace records no library paths: the loader's own"));
+    assert_int_equal(drift_cli_libraries_apply("bisect", NULL, "system", "cpu,cuda:1"), 0);
+    assert_non_null(strstr(drift_cli_libraries_note(), "--libraries system"));
+    /* the re-executed process: the parent's sentence, the markers removed (children never see them) */
+    char pid[32];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    setenv("DRIFT_LIBRARIES_REEXEC", pid, 1);
+    setenv("DRIFT_LIBRARIES_NOTE", "the recording's: cuBLASLt from /x (the recorded file)", 1);
+    assert_int_equal(drift_cli_libraries_apply("replay", NULL, NULL, "cuda"), 0);
+    assert_non_null(strstr(drift_cli_libraries_note(), "the recording's: cuBLASLt from /x (the recorded file)"));
+    assert_null(getenv("DRIFT_LIBRARIES_REEXEC"));
+    assert_null(getenv("DRIFT_LIBRARIES_NOTE"));
+    /* a stale marker of another process is not this one's */
+    setenv("DRIFT_LIBRARIES_REEXEC", "1", 1);
+    assert_int_equal(drift_cli_libraries_apply("replay", NULL, NULL, "cuda"), 0);
+    assert_non_null(strstr(drift_cli_libraries_note(), "the trace records no library paths"));
+    unsetenv("DRIFT_LIBRARIES_REEXEC");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),           cmocka_unit_test(test_recorded_files),
         cmocka_unit_test(test_torch_wheel),     cmocka_unit_test(test_names_must_match),
         cmocka_unit_test(test_system_dir_none), cmocka_unit_test(test_apply_off_cuda),
+        cmocka_unit_test(test_apply_messages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -53,7 +53,7 @@ while IFS=$'\t' read -r want line; do
       ok=0
       for _ in $(seq 300); do  # up to 30 s on a loaded machine
         tmux -L "$SOCK" capture-pane -p -t top > "$W/top.screen" 2>/dev/null
-        grep -q "drift top" "$W/top.screen" && grep -q "run.h5" "$W/top.screen" && grep -q "ollout.h5" "$W/top.screen" && { ok=1; break; }
+        grep -q "run.h5" "$W/top.screen" && grep -q "ollout.h5" "$W/top.screen" && { ok=1; break; }
         sleep 0.1
       done
       tmux -L "$SOCK" send-keys -t top q 2>/dev/null
