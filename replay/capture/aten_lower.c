@@ -299,6 +299,9 @@ int al_tensor_arg(lctx *c, const drift_json_value *v, const char *what, int *fxi
     int j = al_ref_of(c, v);
     if (j < 0) return FAIL(c, "%s: expected a tensor (a node reference)", what);
     if (c->fx[j].kind == FX_TENSOR) j = al_resolve_alias(c, j, 0);
+    if (c->fx[j].kind == FX_EMPTY)
+        return FAIL(c, "%s: node '%s' is an empty tensor (a 0-size dim); drift replays an empty tensor only where it "
+                       "needs no values (a cat operand, or an op whose result is empty too)", what, c->g->nodes[j].name);
     if (c->fx[j].kind != FX_TENSOR) return FAIL(c, "%s: node '%s' is not a tensor", what, c->g->nodes[j].name);
     *fxi = j;
     c->last_cplx = c->fx[j].cplx;
@@ -1803,6 +1806,7 @@ static int lower_cat(lctx *c, int stack) {
     }
     for (size_t i = 0; i < list->n_items; i++) {
         int x, xj = al_ref_of(c, &list->items[i]);
+        if (xj >= 0 && c->fx[xj].kind == FX_EMPTY) continue; /* contributes nothing */
         int untagged = xj >= 0 && c->fx[xj].kind == FX_TENSOR && !c->fx[xj].bax1;
         if ((rc = al_mat_arg(c, &list->items[i], "tensors[]", &x))) return rc;
         if (cplx >= 0 && cplx != c->last_cplx) return FAIL(c, "cat of complex and real tensors");
@@ -1985,6 +1989,19 @@ static int lower_call(lctx *c) {
         }
     }
     return row->lower(c, base, t);
+}
+
+/* 1 if val is one tensor with a 0-size dim (and no negative one). */
+static int val_is_empty(const drift_json_value *val) {
+    const drift_json_value *sh = val && val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(val, "shape") : NULL;
+    if (!sh || sh->type != DRIFT_JSON_ARRAY) return 0;
+    int zero = 0;
+    for (size_t k = 0; k < sh->n_items; k++) {
+        const drift_json_value *d = &sh->items[k];
+        if (d->type != DRIFT_JSON_NUMBER || !d->is_int || d->integer < 0) return 0;
+        zero |= d->integer == 0;
+    }
+    return zero;
 }
 
 /* The lowered shape must be the captured one (a hostile or inconsistent 'val'). */
@@ -2309,6 +2326,10 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         const aten_node *n = &g->nodes[i];
         if (n->op == ATEN_OUTPUT) break;
         if (!c.live[i]) continue; /* FX_NONE */
+        if (n->op == ATEN_CALL && val_is_empty(n->val)) { /* no values to compute */
+            c.fx[i].kind = FX_EMPTY;
+            continue;
+        }
         if (dv && g->device_value && g->device_value[i]) rc = lower_device_value(&c, g->device_value[i]);
         else rc = n->op == ATEN_PLACEHOLDER ? lower_placeholder(&c) : lower_call(&c);
         if (!rc && n->op == ATEN_CALL) rc = check_val(&c);

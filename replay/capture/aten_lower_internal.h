@@ -12,7 +12,8 @@
 #include "replay/capture/aten_views.h"
 #include "replay/ir/graph.h"
 
-typedef enum fx_kind { FX_NONE = 0, FX_TENSOR, FX_MULTI, FX_OTHER } fx_kind;
+/* FX_EMPTY: a tensor with a 0-size dim (no values to compute; a cat skips it). */
+typedef enum fx_kind { FX_NONE = 0, FX_TENSOR, FX_MULTI, FX_OTHER, FX_EMPTY } fx_kind;
 
 typedef struct fxv {
     fx_kind kind;

@@ -7,7 +7,8 @@
  *  - avg_pool3d with stride == kernel (Helios) and linalg_vector_norm over two
  *    dims that are not adjacent (Cosmos): within 1e-6 relative (a mean and a
  *    square root round);
- *  - einsum of two operands (Ernie-Image) as permutes + one BMM: exact. */
+ *  - einsum of two operands (Ernie-Image) as permutes + one BMM: exact;
+ *  - empty tensors (Bria): skipped by a cat, refused where their values are needed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -178,20 +179,22 @@ static void test_conv_bad_groups(void **st) {
 }
 
 /* One op of (x [2, 3, 4, 4, 6] latents) -> out, the doc's node given as text. */
-static void run_unary_doc(const char *name, const char *target, const char *args, int ond, const int64_t *os,
-                          const float *x, float *got) {
+/* pre: extra nodes (JSON, each ending in ",\n") between x and y. */
+static void run_unary_doc(const char *name, const char *pre, const char *target, const char *args, int ond,
+                          const int64_t *os, const float *x, float *got) {
     char oshape[96], doc[4096];
     fmt_shape(oshape, sizeof oshape, ond, os);
     snprintf(doc, sizeof doc,
              "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
              " \"nodes\": [\n"
              "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "%s"
              "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
              "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
              "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
              " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
-             target, args, oshape);
+             pre, target, args, oshape);
     drift_err e;
     drift_err_clear(&e);
     drift_aten_graph *gr = NULL;
@@ -237,7 +240,7 @@ static void test_pool_and_norm(void **st) {
     uint64_t s = 7;
     for (int i = 0; i < N; i++) x[i] = small(&s);
     /* avg_pool3d(x, [2, 2, 3]) -> [2, 3, 2, 2, 2] */
-    run_unary_doc("avg_pool3d", "aten.avg_pool3d.default", "[{\"node\": \"x\"}, [2, 2, 3], [2, 2, 3]]", 5,
+    run_unary_doc("avg_pool3d", "", "aten.avg_pool3d.default", "[{\"node\": \"x\"}, [2, 2, 3], [2, 2, 3]]", 5,
                   (int64_t[]){2, 3, 2, 2, 2}, x, got);
     for (int bc = 0; bc < 6; bc++)
         for (int d = 0; d < 2; d++)
@@ -251,7 +254,7 @@ static void test_pool_and_norm(void **st) {
                 }
     near("avg_pool3d", got, want, 48);
     /* linalg_vector_norm(x, 2, [1, 3], keepdim=True) -> [2, 1, 4, 1, 6] */
-    run_unary_doc("vector_norm", "aten.linalg_vector_norm.default", "[{\"node\": \"x\"}, 2, [1, 3], true]", 5,
+    run_unary_doc("vector_norm", "", "aten.linalg_vector_norm.default", "[{\"node\": \"x\"}, 2, [1, 3], true]", 5,
                   (int64_t[]){2, 1, 4, 1, 6}, x, got);
     for (int b = 0; b < 2; b++)
         for (int d = 0; d < 4; d++)
@@ -351,12 +354,52 @@ static void test_einsum_two(void **st) {
     near("i,j->ij", got, want, L * D);
 }
 
+/* Empty tensors (Bria's arange(0) ids): a node whose value has a 0-size dim computes
+ * nothing and a cat skips it; an op that needs its values is refused naming it. */
+static void test_empty_operands(void **st) {
+    (void)st;
+    float x[2 * 3 * 4 * 4 * 6], got[2 * 2 * 3 * 4 * 4 * 6];
+    double want[2 * 3 * 4 * 4 * 6];
+    uint64_t s = 11;
+    const int n = 2 * 3 * 4 * 4 * 6;
+    for (int i = 0; i < n; i++) x[i] = small(&s), want[i] = x[i];
+    /* cat([new_zeros(x, [2, 0, 4, 4, 6]), x], 1) is x */
+    static const char E[] =
+        "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.new_zeros.default\", \"args\": [{\"node\": \"x\"}, [2, 0, 4, 4, 6]],"
+        " \"kwargs\": {}, \"val\": {\"shape\": [2, 0, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    run_unary_doc("empty cat", E, "aten.cat.default", "[[{\"node\": \"e\"}, {\"node\": \"x\"}], 1]", 5,
+                  (int64_t[]){2, 3, 4, 4, 6}, x, got);
+    near("cat with an empty operand", got, want, n);
+    /* sum(e, 1) has values (zeros): refused, naming the empty operand */
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "%s"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.sum.dim_IntList\", \"args\": [{\"node\": \"e\"}, [1]], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [2, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             E);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), "empty_sum.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, "node 'e' is an empty tensor")) fail_msg("message: %s", e.msg);
+    drift_aten_graph_free(gr);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
         cmocka_unit_test(test_conv_bad_groups),
         cmocka_unit_test(test_pool_and_norm),
         cmocka_unit_test(test_einsum_two),
+        cmocka_unit_test(test_empty_operands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
