@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 33: drift invariance on captured graphs. The Recorder's five fixtures
 # (tests/data/graphs/recorded: torch.export graphs recorded at batch 1) are
-# lowered again at batch 2, 3, 4 and CFG-joined (docs/invariance.md
+# lowered again at batch 3 (ref) and 2, 3 (cpu) and CFG-joined (docs/invariance.md
 # "Captured graphs"): on the fp64 oracle (--device ref, every op in one order)
 # sample 0 is bitwise equal at every compared node, so the re-batching itself
 # changes nothing; so is the cpu backend (issue 32's GEMM); a batch-dependent op planted in a captured graph (a mean
@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # 1. every fixture re-batches exactly (the oracle), with its per-sample inputs
 for m in wan sd3 flux qwen ltx2; do
-  "$D" invariance "$T/graphs/recorded/$m.h5" --batch 1,2,3 --cfg-batch joined --device ref --json >"$W/$m.json" \
+  "$D" invariance "$T/graphs/recorded/$m.h5" --batch 1,3 --cfg-batch joined --device ref --json >"$W/$m.json" \
     || { cat "$W/$m.json"; fail "$m: invariance on ref exited $?"; }
   "$PY" - "$W/$m.json" "$m" <<'PY' || fail "$m: json"
 import json, sys
