@@ -156,9 +156,9 @@ int drift_cpu_backend_create(const drift_backend_opts *o, drift_backend **out, d
         drift_backend_free(be);
         return rc;
     }
-    /* Fixed GEMM thread policy (host_internal.h): OpenBLAS's thread count is
-     * process-global and may change GEMM bits, so every cpu backend pins it to
-     * the policy's count when it is created. */
+    /* The GEMMs are drift's own (cpu_gemm.h) and OpenBLAS computes nothing
+     * here; it is still linked (benchmarks), so its process-global thread
+     * count stays pinned to the policy's, within the space checked above. */
     openblas_set_num_threads(drift_host_backend_threads(be));
     *out = be;
     return DRIFT_OK;

@@ -33,7 +33,7 @@
 #define KC DRIFT_GEMM_KC
 #define MC 96                        /* rows of A per unit: 16 micro-panels */
 #define NU 16                        /* B micro-panels per unit: 256 columns */
-#define CHUNK_FLOATS ((int64_t)1 << 22) /* packed B per chunk of columns: 16 MiB */
+#define CHUNK_FLOATS ((int64_t)1 << 20) /* packed B per chunk of columns: 4 MiB */
 #define PACK_FLOATS ((int64_t)1 << 16)  /* packing work per thread below which fewer threads pack */
 #define UNIT_FLOPS ((int64_t)1 << 22) /* work per thread below which fewer threads are used */
 

@@ -7,6 +7,7 @@
  * whatever the thread count (torch's CUDA kernels reduce in trees: not
  * bitwise against torch for long reductions). */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "formats/alloc.h"
@@ -189,20 +190,44 @@ static void softmax_lines(void *p, int64_t l0, int64_t l1) {
     }
 }
 
+typedef struct bmm_job {
+    const float *a, *b;
+    float *c;
+    int64_t M, N, K;
+    atomic_int nomem;
+} bmm_job;
+
+/* Matrices [b0, b1), each on one thread (the GEMM's bits do not depend on it). */
+static void bmm_range(void *p, int64_t b0, int64_t b1) {
+    bmm_job *j = p;
+    for (int64_t b = b0; b < b1; b++) {
+        const drift_gemm g = {j->M, j->N, j->K, j->a + b * j->M * j->K, j->K, 1, j->b + b * j->K * j->N, j->N, 1,
+                              j->c + b * j->M * j->N, j->N};
+        if (drift_cpu_gemm(1, &g)) atomic_store(&j->nomem, 1);
+    }
+}
+
 /* Per batch, acc = A B through drift's GEMM (cpu_gemm.h: its order depends
- * on K alone), then r = alpha acc (alpha != 1), r = r + beta c (baddbmm). */
+ * on K alone), then r = alpha acc (alpha != 1), r = r + beta c (baddbmm).
+ * Threads over the batch when it has a matrix per thread, else inside each
+ * GEMM. */
 static int run_bmm(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
     const drift_tensor *A = in[0], *B = in[1];
     const int nd = A->ndim;
     const int64_t M = A->shape[nd - 2], K = A->shape[nd - 1], N = B->shape[nd - 1];
     const int64_t batch = M * N > 0 ? out->numel / (M * N) : 0;
     const float al = op->alpha, be = op->beta;
-    for (int64_t b = 0; b < batch; b++) {
-        const drift_gemm g = {M, N, K, fd(A) + b * M * K, K, 1, fd(B) + b * K * N, N, 1, fd(out) + b * M * N, N};
-        if (drift_cpu_gemm(nt, &g))
-            return drift_err_set(err, DRIFT_E_NOMEM, "op", "%s: out of memory for a scratch buffer",
-                                 drift_op_name(op->kind));
-    }
+    bmm_job j = {fd(A), fd(B), fd(out), M, N, K, 0};
+    if (batch >= nt)
+        drift_host_parallel_for(nt, batch, 1, bmm_range, &j);
+    else
+        for (int64_t b = 0; b < batch; b++) {
+            const drift_gemm g = {M, N, K, j.a + b * M * K, K, 1, j.b + b * K * N, N, 1, j.c + b * M * N, N};
+            if (drift_cpu_gemm(nt, &g)) atomic_store(&j.nomem, 1);
+        }
+    if (atomic_load(&j.nomem))
+        return drift_err_set(err, DRIFT_E_NOMEM, "op", "%s: out of memory for a scratch buffer",
+                             drift_op_name(op->kind));
     for (int64_t e = 0; e < batch * M * N; e++) {
         float r = fd(out)[e];
         if (al != 1.0f) r = al * r;
