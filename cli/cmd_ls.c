@@ -347,8 +347,9 @@ static void json_str_out(const char *s) {
 
 /* One CSV field, quoted (site names may hold ',' or '"' in a stranger's file). */
 static void csv_str(const char *v) {
+    char safe[3 * 4096];
     putchar('"');
-    for (const char *p = v ? v : ""; *p; p++) {
+    for (const char *p = drift_cli_printable(v, safe, sizeof safe); *p; p++) { /* controls as \xNN */
         if (*p == '"') putchar('"');
         putchar(*p);
     }
