@@ -234,7 +234,7 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
            !strcmp(ended, "writing")  ? "being written (read through SWMR: committed steps only)"
            : !strcmp(ended, "killed") ? "NOT closed cleanly: writer killed (read through SWMR: committed steps only)"
            : !strcmp(ended, "failed") ? "closed after a failure (status below)"
-           : !strcmp(ended, "repaired") ? "repaired after its writer stopped without closing (status below)"
+           : !strcmp(ended, "repaired") ? "closed cleanly by `drift check --repair` after its writer stopped without closing (status below)"
            : !strcmp(ended, "closed") ? "closed cleanly"
                                       : "closed, writer state unknown (no /status)");
     printf("side      %s   run %s   rank %d of %d\n", drift_trace_side_name(m->side), P(m->run_id, e1), (int)m->rank,
