@@ -1,5 +1,6 @@
 #include "cli/cli_util.h"
 #include "formats/outpath.h"
+#include "formats/term_safe.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -123,41 +124,7 @@ int drift_cli_load_plan(const char *path, drift_plan *out, drift_err *err) {
     return drift_plan_load_file(out, path, err);
 }
 
-/* Length of the valid UTF-8 sequence at p that is not a C1 control, or 0. */
-static size_t utf8_ok(const unsigned char *p) {
-    if (p[0] < 0x80) return 1;
-    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-    if (!n) return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) return 0; /* U+0080..U+009F */
-    if (n == 3 && p[0] == 0xe0 && p[1] < 0xa0) return 0; /* overlong */
-    if (n == 4 && p[0] == 0xf0 && p[1] < 0x90) return 0;
-    return n;
-}
-
-const char *drift_cli_printable(const char *s, char *buf, size_t sz) {
-    if (!buf || !sz) return "";
-    size_t o = 0;
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    while (*p) {
-        size_t n = *p >= 0x20 && *p != 0x7f ? utf8_ok(p) : 0;
-        if (o + (n ? n : 4) + 4 > sz) {
-            snprintf(buf + o, sz - o, "...");
-            return buf;
-        }
-        if (n) {
-            memcpy(buf + o, p, n);
-            o += n;
-            p += n;
-        } else {
-            o += (size_t)snprintf(buf + o, sz - o, "\\x%02x", *p);
-            p++;
-        }
-    }
-    buf[o] = '\0';
-    return buf;
-}
+const char *drift_cli_printable(const char *s, char *buf, size_t sz) { return drift_term_safe(s, buf, sz); }
 
 int drift_cli_report(const char *cmd, const drift_err *err) {
     char buf[2048], safe[4096];

@@ -82,7 +82,7 @@ static void print_text(const char *path, const drift_trace_check_report *rep, in
     else if (!strcmp(ended, "killed")) printf("state      NOT closed cleanly: its writer was killed (read through SWMR)\n");
     else if (!strcmp(ended, "cut short")) printf("state      cut short (its writer stopped while extending it)\n");
     else if (!strcmp(ended, "failed")) printf("state      closed after a failure (see problems)\n");
-    else if (!strcmp(ended, "repaired")) printf("state      repaired (its writer stopped without closing; every committed step kept)\n");
+    else if (!strcmp(ended, "repaired")) printf("state      closed cleanly by `drift check --repair` (its writer had stopped without closing; every committed step kept)\n");
     else if (!strcmp(ended, "closed")) printf("state      closed cleanly\n");
     else printf("state      %s\n", rep->unclean ? "NOT closed cleanly (read through SWMR)" : "closed, writer state unknown");
     if (rep->committed_steps)

@@ -176,7 +176,9 @@ static int compare(const char *a, const char *b, const char *fmt, const char *ma
             for (const char *p = rep.warnings; *p;) {
                 const char *nl = strchr(p, '\n');
                 int len = nl ? (int)(nl - p) : (int)strlen(p);
-                fprintf(stderr, "drift compare: warning: %.*s\n", len, p);
+                char line[2048], safe[8192]; /* names and families read from the traces */
+                snprintf(line, sizeof line, "%.*s", len, p);
+                fprintf(stderr, "drift compare: warning: %s\n", drift_cli_printable(line, safe, sizeof safe));
                 p += len + (nl ? 1 : 0);
             }
         }

@@ -234,7 +234,7 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
            !strcmp(ended, "writing")  ? "being written (read through SWMR: committed steps only)"
            : !strcmp(ended, "killed") ? "NOT closed cleanly: writer killed (read through SWMR: committed steps only)"
            : !strcmp(ended, "failed") ? "closed after a failure (status below)"
-           : !strcmp(ended, "repaired") ? "repaired after its writer stopped without closing (status below)"
+           : !strcmp(ended, "repaired") ? "closed cleanly by `drift check --repair` after its writer stopped without closing (status below)"
            : !strcmp(ended, "closed") ? "closed cleanly"
                                       : "closed, writer state unknown (no /status)");
     printf("side      %s   run %s   rank %d of %d\n", drift_trace_side_name(m->side), P(m->run_id, e1), (int)m->rank,
@@ -347,8 +347,9 @@ static void json_str_out(const char *s) {
 
 /* One CSV field, quoted (site names may hold ',' or '"' in a stranger's file). */
 static void csv_str(const char *v) {
+    char safe[3 * 4096];
     putchar('"');
-    for (const char *p = v ? v : ""; *p; p++) {
+    for (const char *p = drift_cli_printable(v, safe, sizeof safe); *p; p++) { /* controls as \xNN */
         if (*p == '"') putchar('"');
         putchar(*p);
     }

@@ -290,9 +290,10 @@ int drift_cmd_replay(int argc, char **argv) {
             if (mpi_inited) drift_mpi_finalize();
             return 2;
         }
+        char pn_safe[1024]; /* a name read from the trace */
         if (rank == 0)
             fprintf(stderr, "drift replay: no --plan given: replaying the plan %s was recorded with ('%s')\n", o.trace,
-                    plan.name[0] ? plan.name : "unnamed");
+                    plan.name[0] ? drift_cli_printable(plan.name, pn_safe, sizeof pn_safe) : "unnamed");
     } else if (drift_cli_build_plan(&pa, &plan, &err)) {
         int prc = drift_cli_report("replay", &err);
         if (mpi_inited) drift_mpi_finalize(); /* every return after drift_mpi_init finalises */

@@ -248,7 +248,8 @@ static int add_warning(char ***warn, size_t *n_warn, const char *msg, drift_err 
     }
     *warn = nw;
     nw[(*n_warn)++] = m;
-    fprintf(stderr, "drift report: warning: %s\n", msg);
+    char safe[8192]; /* names and families read from the inputs */
+    fprintf(stderr, "drift report: warning: %s\n", drift_cli_printable(msg, safe, sizeof safe));
     return DRIFT_OK;
 }
 

@@ -310,9 +310,10 @@ int drift_cmd_top(int argc, char **argv) {
         drift_sitemap_free(map);
         return drift_cli_report("top", &err);
     }
-    if (against)
-        for (size_t i = 0; i < drift_tcmp_n_warnings(as.c); i++)
-            fprintf(stderr, "drift top: warning: %s\n", drift_tcmp_warning(as.c, i));
+    for (size_t i = 0; against && i < drift_tcmp_n_warnings(as.c); i++) {
+        char safe[8192]; /* names and families read from the traces */
+        fprintf(stderr, "drift top: warning: %s\n", drift_cli_printable(drift_tcmp_warning(as.c, i), safe, sizeof safe));
+    }
     if (ref && !drift_top_model_header(m)->ref_has_metrics) {
         drift_top_model_close(m);
         drift_tcmp_close(as.c);

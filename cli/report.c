@@ -1,4 +1,13 @@
 #include "cli/report.h"
+#include "formats/term_safe.h"
+
+/* a string from a file, made safe for the terminal (formats/term_safe.h) */
+static const char *SAFE(const char *s) {
+    static _Thread_local char buf[4][4096]; /* four per printf at most */
+    static _Thread_local unsigned k;
+    k = (k + 1) & 3;
+    return drift_term_safe(s, buf[k], sizeof buf[k]);
+}
 
 #include <math.h>
 #include <stdint.h>
@@ -146,11 +155,11 @@ static void identity_text(const drift_replay_opts *o, const drift_replay_report 
 
 void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_report *rep, FILE *f) {
     if (o->plan)
-        fprintf(f, "replay of %s\n  model %s\n  plan %s (%s side), backend %s\n  reference: %s\n", o->trace, rep->model,
-                o->plan->name[0] ? o->plan->name : "(unnamed)", drift_assign_side_name(o->side),
+        fprintf(f, "replay of %s\n  model %s\n  plan %s (%s side), backend %s\n  reference: %s\n", o->trace, SAFE(rep->model),
+                o->plan->name[0] ? SAFE(o->plan->name) : "(unnamed)", drift_assign_side_name(o->side),
                 o->backend ? o->backend : "cpu", rep->ref_desc);
     else
-        fprintf(f, "compare %s (candidate)\n  against %s (reference)\n  model %s\n", o->trace, rep->ref_desc, rep->model);
+        fprintf(f, "compare %s (candidate)\n  against %s (reference)\n  model %s\n", o->trace, rep->ref_desc, SAFE(rep->model));
     identity_text(o, rep, f);
     fprintf(f, "  %lld step%s in %.2f s\n\n", (long long)rep->n_steps, rep->n_steps == 1 ? "" : "s", rep->seconds);
     fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s\n", "site (execution order)", "dtype", "equal", "mean|d|",
@@ -161,7 +170,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
         drift_sitecmp_finish(&rep->cmp, e, &m);
         char a[32], b[32], c[32], d[32], u[32], eq[32];
         snprintf(eq, sizeof eq, "%lld/%lld", (long long)e->steps_equal, (long long)e->steps);
-        fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s%s\n", e->site, drift_dtype_name(e->dtype), eq,
+        fprintf(f, "%-44s %-5s %7s %10s %10s %10s %10s %8s%s\n", SAFE(e->site), drift_dtype_name(e->dtype), eq,
                 drift_report_num(m.mean_abs_diff, a, sizeof a), drift_report_num(m.max_abs_diff, b, sizeof b),
                 drift_report_num(m.rel_max, c, sizeof c), cos_str(m.cosine, d, sizeof d),
                 ulp_str(m.ulp_max, u, sizeof u), e->first_divergent ? "  <- first divergence" : "");
@@ -170,7 +179,7 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
     int any = 0;
     for (int64_t s = 0; s < rep->n_steps; s++) {
         fprintf(f, "%s step %lld: %s", s ? "," : "", (long long)rep->steps[s],
-                rep->first_divergent[s] ? rep->first_divergent[s] : "none (bitwise equal)");
+                rep->first_divergent[s] ? SAFE(rep->first_divergent[s]) : "none (bitwise equal)");
         any |= rep->first_divergent[s] != NULL;
     }
     fprintf(f, "\n");

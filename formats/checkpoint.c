@@ -166,7 +166,7 @@ void drift_ckpt_drop_cache(const drift_params_ref *ref, const char *root, const 
     if (unique_files(ref, which, n, &ft) == 0)
         for (size_t i = 0; i < ft.n; i++) {
             char path[PATH_MAX];
-            if (drift_ckpt_join_path(path, sizeof path, root, ft.f[i].rel)) continue;
+            if (drift_ckpt_join_path(path, sizeof path, root, ft.f[i].rel) || drift_ckpt_path_inside(root, path, NULL)) continue;
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) continue;
             posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -194,6 +194,7 @@ int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, co
             rc = drift_err_set(err, DRIFT_E_INPUT, ft.f[i].rel, "path too long");
             break;
         }
+        if ((rc = drift_ckpt_path_inside(root, path, err))) break;
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             int e = errno;

@@ -128,4 +128,10 @@ int drift_ckpt_read_sequential(const drift_params_ref *ref, const char *root, co
 /* Drops the page cache of those files (as above); best effort. */
 void drift_ckpt_drop_cache(const drift_params_ref *ref, const char *root, const size_t *which, size_t n);
 
+/* The read policy of a trace's /params_ref (docs/RELIABILITY.md "weights"):
+ * without --weights-root, the checkpoint folder the trace names (root) must
+ * lie inside the trace's own folder (real paths); else DRIFT_E_INPUT naming
+ * both and the remedy. Opens nothing. */
+int drift_ckpt_root_allowed(const char *root, const char *trace, drift_err *err);
+
 #endif

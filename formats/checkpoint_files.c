@@ -1,10 +1,14 @@
 /* Mapped shard files of a checkpoint (checkpoint_internal.h). */
+#define _GNU_SOURCE /* realpath */
 #include "formats/checkpoint_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -86,6 +90,8 @@ int drift_ckpt_file_open(drift_ckpt_file *f, const char *root, const char *tenso
     if (drift_ckpt_join_path(f->path, sizeof f->path, root, f->rel))
         return drift_err_set(err, DRIFT_E_INPUT, f->rel, "tensor '%s': path of file '%s' under '%s' is too long", tensor,
                              f->rel, root ? root : ".");
+    int irc = drift_ckpt_path_inside(root, f->path, err);
+    if (irc) return irc;
     drift_err e;
     drift_err_clear(&e);
     if (drift_safetensors_open(&f->st, f->path, 0, &e)) /* out of memory stays that, the rest is the file's fault */
@@ -104,4 +110,43 @@ int drift_ckpt_file_open(drift_ckpt_file *f, const char *root, const char *tenso
         f->map = m;
     }
     return DRIFT_OK;
+}
+
+/* 1 if the real path p lies in the real folder d (or is d). */
+static int under(const char *p, const char *d) {
+    size_t n = strlen(d);
+    if (n == 1 && d[0] == '/') return 1;
+    return strncmp(p, d, n) == 0 && (p[n] == '/' || p[n] == '\0');
+}
+
+int drift_ckpt_path_inside(const char *root, const char *path, drift_err *err) {
+    char *rr = realpath(root ? root : ".", NULL), *rp = realpath(path, NULL);
+    int ok = !rr || !rp || under(rp, rr); /* missing: the open that follows says so, reading nothing */
+    free(rr);
+    free(rp);
+    if (ok) return DRIFT_OK;
+    return drift_err_set(err, DRIFT_E_INPUT, path,
+                         "resolves outside the checkpoint folder %s (a symbolic link or '..' in the index): refused, "
+                         "nothing was read from it [refused: docs/RELIABILITY.md, weights]",
+                         root ? root : ".");
+}
+
+int drift_ckpt_root_allowed(const char *root, const char *trace, drift_err *err) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", trace ? trace : ".");
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    if (!root || !*root)
+        return drift_err_set(err, DRIFT_E_INPUT, trace, "/params_ref records no weights_root: give --weights-root DIR");
+    char *rd = realpath(dir, NULL), *rr = realpath(root, NULL);
+    int ok = rd && (!rr || under(rr, rd)); /* a root that does not exist: its open fails, reading nothing */
+    free(rd);
+    free(rr);
+    if (ok) return DRIFT_OK;
+    return drift_err_set(err, DRIFT_E_INPUT, trace,
+                         "/params_ref names the checkpoint folder %s, outside the trace's folder %s: a trace does not "
+                         "choose where drift reads; give --weights-root %s to read it [refused: docs/RELIABILITY.md, weights]",
+                         root, dir, root);
 }

@@ -111,6 +111,9 @@ int drift_ckpt_dir_begin(drift_ckpt_dir *d, const char *dir, drift_err *err);
 int drift_ckpt_dir_commit(drift_ckpt_dir *d, drift_err *err);
 /* Removes tmp and releases the lock; final untouched. */
 void drift_ckpt_dir_abort(drift_ckpt_dir *d);
+/* DRIFT_E_INPUT when path (a file of the checkpoint under root) resolves
+ * outside root's real path (a symbolic link, '..'); nothing is opened. */
+int drift_ckpt_path_inside(const char *root, const char *path, drift_err *err);
 /* 1 if name is one a drift checkpoint writes (shards, index). */
 int drift_ckpt_is_own_file(const char *name);
 

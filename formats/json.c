@@ -932,10 +932,16 @@ static int wb_escaped(drift_json_buf *b, const char *s, size_t n) {
         else if (c < 0x20) {
             snprintf(tmp, sizeof tmp, "\\u%04x", c);
             esc = tmp;
+        } else if (c == 0x7f) {
+            esc = "\\u007f";
         } else if (c >= 0x80) {
             size_t l = utf8_seq_len(u + i, n - i);
             if (l == 0) esc = "\\ufffd";
-            else adv = l;
+            else if (l == 2 && c == 0xc2 && u[i + 1] < 0xa0) { /* C1 controls (U+009B CSI...): escaped, as a terminal may see them */
+                snprintf(tmp, sizeof tmp, "\\u%04x", u[i + 1]);
+                esc = tmp;
+                adv = 2;
+            } else adv = l;
         }
         if (esc) {
             wb_put(b, s + run, i - run);

@@ -19,7 +19,7 @@
 #      reason; VALGRIND=0 skips the step), nproc tests at a time.
 # Environment: FUZZ_PARALLEL (default: nproc), HARNESSES (default: all),
 # BUILD_ASAN (default build-reliability-asan), BUILD_PLAIN (default
-# build-reliability), STEPS (default "fuzz fault regress kill valgrind": the
+# build-reliability), STEPS (default "fuzz fault regress kill valgrind integrity": the
 # steps to run). Exits 1 if any step failed; the figures are written either
 # way, with the failures in them.
 #
@@ -48,7 +48,7 @@ mkdir -p "$out"
 doc="$root/docs/RELIABILITY.md"
 all_harnesses="fuzz_json fuzz_plan fuzz_plan_flags fuzz_params fuzz_family_spec fuzz_specs fuzz_safetensors fuzz_graph fuzz_trace"
 harnesses="${HARNESSES:-$all_harnesses}"
-steps=" ${STEPS:-fuzz fault regress kill valgrind} "
+steps=" ${STEPS:-fuzz fault regress kill valgrind integrity} "
 fail=0
 t_start=$SECONDS
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -148,6 +148,31 @@ if [[ "$steps" == *" kill "* ]]; then
 
 fi
 
+if [[ "$steps" == *" integrity "* ]]; then
+  # issue 34: the integrity and bounds tests through the binary, with their figures
+  echo "== 6. integrity (issue 34: tests/integration/integrity_*.sh)"
+  ibin="${DRIFT_BIN:-$plain/drift}"
+  if [ ! -x "$ibin" ]; then
+    cmake -S "$root" -B "$plain" -DDRIFT_CUDA=OFF >"$out/cmake-plain.log" 2>&1 &&
+      cmake --build "$plain" -j"$jobs" --target drift >"$out/build-plain.log" 2>&1
+  fi
+  int_status=passed; int_figs=""; n_int=0
+  mkdir -p "$out/integrity"
+  for t in "$root"/tests/integration/integrity_*.sh; do
+    n=$(basename "$t" .sh)
+    if DRIFT_BIN="$ibin" DRIFT_TESTDATA="$root/tests/data" DRIFT_TMP="$out/integrity" PYTHON3=/usr/bin/python3         timeout 600 bash "$t" >"$out/integrity/$n.log" 2>&1; then
+      n_int=$((n_int + 1))
+    else
+      int_status=FAILED; fail=1; int_figs="$int_figs; $n FAILED ($(grep -m1 FAIL "$out/integrity/$n.log"))"
+    fi
+  done
+  # the figures: the timed lines of integrity_linear, the disk-full and memory-plan lines
+  while IFS= read -r l; do int_figs="$int_figs; ${l#ok }"; done < <(
+    grep -h '^ok ' "$out/integrity/integrity_linear.log" "$out/integrity/integrity_record_mem.log" 2>/dev/null | sed 's/  */ /g'
+    grep -h '^ok   record on a full disk' "$out/integrity/integrity_disk_full.log" 2>/dev/null)
+  keep_check integrity "$int_status: $n_int integrity_*.sh tests through the binary$int_figs"
+fi
+
 if [[ "$steps" == *" valgrind "* ]]; then
   echo "== 5. valgrind memcheck (every unit test of the normal build)"
   vg_status=skipped
@@ -214,9 +239,13 @@ fig="$out/figures.md"
   echo "| regression inputs (test_regress, ASan) | $(check_line regress) |"
   echo "| SIGKILL + disk-full trials (kill_trials, ASan) | $(check_line kill) |"
   echo "| valgrind memcheck (unit tests, normal build) | $(check_line valgrind) |"
+  echo "| integrity and bounds (issue 34, integrity_*.sh) | $(check_line integrity) |"
   echo "<!-- figures:end -->"
 } >"$fig"
-if [ -f "$doc" ] && grep -q 'figures:begin' "$doc" && grep -q 'figures:end' "$doc"; then
+if [ -z "$(ls "$out/rows" 2>/dev/null)" ] && [ -z "${RELIABILITY_WRITE:-}" ]; then
+  # a checkout without the kept rows of earlier runs (a fresh clone): print, do not erase the committed figures
+  echo "(no rows of earlier runs in $out: docs/RELIABILITY.md left as it is; RELIABILITY_WRITE=1 writes anyway)"
+elif [ -f "$doc" ] && grep -q 'figures:begin' "$doc" && grep -q 'figures:end' "$doc"; then
   awk -v f="$fig" '
     /figures:begin/ { while ((getline l < f) > 0) print l; skip = 1; next }
     /figures:end/   { skip = 0; next }

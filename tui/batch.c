@@ -1,5 +1,6 @@
 /* `drift top --batch` (see batch.h). */
 #include "tui/batch.h"
+#include "formats/term_safe.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -181,7 +182,9 @@ static int write_json(const drift_top_model *mo, const drift_top_query *q, const
 }
 
 /* CSV field: quoted when it holds a comma, quote or line break. */
-static void csv_str(FILE *out, const char *s) {
+static void csv_str(FILE *out, const char *raw) {
+    char safe[3 * 4096];
+    const char *s = drift_term_safe(raw, safe, sizeof safe); /* a name from a file: controls as \xNN */
     if (!strpbrk(s, ",\"\r\n")) {
         fputs(s, out);
         return;

@@ -286,18 +286,6 @@ int drift_tcmp_open(drift_tcmp **out, const drift_tcmp_opts *o, drift_err *err) 
         }
         if ((rc = warnf(c, err, "model family differs: \"%s\" vs \"%s\"", fa, fb))) goto fail;
     }
-    /* two different runs have nothing to diverge from: their inputs differ from the start */
-    const char *ra = ma->run_id ? ma->run_id : "", *rb = mb->run_id ? mb->run_id : "";
-    if (strcmp(ra, rb) != 0) {
-        if (!o->allow_mismatch) {
-            rc = drift_err_set(err, DRIFT_E_INPUT, o->path_b,
-                               "run id differs: \"%s\" in %s, \"%s\" in %s: two different runs, whose inputs differ "
-                               "from the start (--allow-mismatch compares anyway)",
-                               rb, o->path_b, ra, o->path_a);
-            goto fail;
-        }
-        if ((rc = warnf(c, err, "run id differs: \"%s\" vs \"%s\" (two different runs)", ra, rb))) goto fail;
-    }
     if ((rc = build_pairs(c, o->sitemap, o->allow_mismatch, err))) goto fail;
     /* step sets can be compared only once both writers are done */
     if (!o->follow && !drift_trace_reader_unclean(c->r[0]) && !drift_trace_reader_unclean(c->r[1])) {
@@ -321,6 +309,18 @@ int drift_tcmp_open(drift_tcmp **out, const drift_tcmp_opts *o, drift_err *err) 
             if ((rc = warnf(c, err, "committed steps differ: %s vs %s; comparing the steps both hold", da, db)))
                 goto fail;
         }
+    }
+    /* two different runs have nothing to diverge from: their inputs differ from the start */
+    const char *ra = ma->run_id ? ma->run_id : "", *rb = mb->run_id ? mb->run_id : "";
+    if (strcmp(ra, rb) != 0) {
+        if (!o->allow_mismatch) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, o->path_b,
+                               "run id differs: \"%s\" in %s, \"%s\" in %s: two different runs, whose inputs differ "
+                               "from the start (--allow-mismatch compares anyway)",
+                               rb, o->path_b, ra, o->path_a);
+            goto fail;
+        }
+        if ((rc = warnf(c, err, "run id differs: \"%s\" vs \"%s\" (two different runs)", ra, rb))) goto fail;
     }
     c->lp_a = drift_trace_reader_find_site(c->r[0], "logprob:new");
     if (c->lp_a < 0) c->lp_a = drift_trace_reader_find_site(c->r[0], "logprob:old");

@@ -18,6 +18,7 @@
 #include "replay/exec/forward.h"
 #include "replay/exec/params_init.h"
 #include "replay/exec/params_load.h"
+#include "replay/exec/memplan.h"
 
 void drift_synth_opts_init(drift_synth_opts *o) {
     memset(o, 0, sizeof *o);
@@ -307,6 +308,38 @@ static int note_batch(drift_trace_writer *w, int64_t step, int64_t B, drift_err 
     return rc ? rc : drift_trace_writer_note(w, step, 0, text, err);
 }
 
+/* The host (and GPU) memory of a record, planned before the weights are
+ * made or read (replay/exec/memplan.h, as replay does): the fp32 masters
+ * once, both forwards' values and the site values each side keeps. A
+ * record that cannot fit stops with exit 2 naming the need and the limit
+ * (`record --synthetic wan2.2:layers=40` on a 24 GB machine allocated until
+ * it was killed). */
+static int record_memplan(const drift_model *m, const drift_forward *tf, const drift_forward *rf, const char *backend,
+                          const char *what, drift_err *err) {
+    drift_mem_estimate a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    int rc = drift_memplan_estimate(m, tf, NULL, 1, backend, 0, 1, &a, err);
+    if (!rc) rc = drift_memplan_estimate(m, rf, NULL, 1, backend, 0, 1, &b, err);
+    if (rc) return rc;
+    a.host_backend += b.host_backend;
+    a.host_sites += b.host_sites;
+    a.host_total += b.host_total - b.host_masters - b.host_oracle; /* the masters are shared */
+    a.gpu_activations += b.gpu_activations;
+    a.gpu_total += b.gpu_activations;
+    if (!(rc = drift_memplan_check(&a, what, err))) return DRIFT_OK;
+    /* the check speaks of "the replay": this is a record of two forwards */
+    char msg[sizeof err->msg];
+    const char *tail = strncmp(err->msg, "the replay needs", 16) == 0 ? err->msg + 16 : NULL;
+    if (tail) {
+        snprintf(msg, sizeof msg, "record (a trainer and a rollout forward) needs%s", tail);
+        char *oo = strstr(msg, "; --output-only keeps fewer values"); /* a replay option */
+        if (oo) snprintf(oo, sizeof msg - (size_t)(oo - msg), "; --sites GLOBS keeps fewer values)");
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+    }
+    return rc;
+}
+
 int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
     int rc;
     drift_model *m = NULL;
@@ -341,6 +374,7 @@ int drift_synth_record(const drift_synth_opts *o, drift_err *err) {
         o->on_size(masters + estimate_bytes(o->sites, tr.f->assigned, o->steps),
                    masters + estimate_bytes(o->sites, ro.f->assigned, o->steps), o->on_size_user);
     }
+    if ((rc = record_memplan(m, tr.f, ro.f, o->backend ? o->backend : "cpu", o->model, err))) goto done;
     if (o->params_ref && o->weights) {
         rc = drift_err_set(err, DRIFT_E_USAGE, "--params-ref", "--params-ref DIR loads the weights from DIR: leave out --weights");
         goto done;

@@ -1,5 +1,6 @@
 #include "replay/exec/forward.h"
 #include "formats/alloc.h"
+#include "formats/checkpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,8 @@ int drift_model_load_trace(drift_model *m, drift_trace_reader *r, drift_err *err
         snprintf(src, sizeof src, "%s:/params_ref", path);
         rc = drift_params_ref_parse(&ref, ref_json, ref_len, src, err);
         free(ref_json);
+        /* a trace does not choose where drift reads: its root must lie in its own folder, unless the user names one */
+        if (!rc && !m->weights_root) rc = drift_ckpt_root_allowed(ref.weights_root, path, err);
         if (!rc && m->defer_params) { /* read later, overlapped with the upload (params_pipeline.h) */
             drift_params_ref_free(m->pending_ref);
             drift_free(m->pending_ref);

@@ -81,5 +81,5 @@ grep -q "^status    repaired: its writer stopped without closing after step" "$W
 run check "$W/k.h5" >"$W/chk" 2>&1; rc=$?
 [ $rc = 0 ] || fail "check after repair exited $rc"
 grep -q "NOT closed cleanly" "$W/chk" && fail "check after repair still says NOT closed cleanly"
-grep -q "^state      repaired" "$W/chk" || fail "check after repair: $(grep state "$W/chk")"
+grep -q "^state      closed cleanly by \`drift check --repair\`" "$W/chk" || fail "check after repair: $(grep state "$W/chk")"
 echo "ok   after check --repair: ls and check say 'repaired', check exits 0"
