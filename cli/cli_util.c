@@ -178,7 +178,8 @@ int drift_cli_check_output(const char *cmd, const char *field, const char *path,
     drift_err_clear(&e);
     int rc = drift_outpath_check(path, force, &e); /* formats/outpath.h: regular files only */
     if (!rc) return 0;
-    if (rc == DRIFT_E_USAGE) return drift_cli_usage_error_field(cmd, field, "%s: %s", field, e.msg);
+    if (rc == DRIFT_E_USAGE || strstr(e.msg, "no such directory")) /* said before any work, as a usage error */
+        return drift_cli_usage_error_field(cmd, field, "%s: %s", field, e.msg);
     return drift_cli_report(cmd, &e);
 }
 

@@ -35,7 +35,7 @@ static int check_target(const char *path, int replace, drift_err *err) {
         if (slash == dir) slash[1] = '\0';
         else *slash = '\0';
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            return drift_err_set(err, DRIFT_E_USAGE, path, "cannot write %s: no such directory %s", path, dir);
+            return drift_err_set(err, DRIFT_E_IO, path, "cannot write %s: no such directory %s", path, dir);
         return DRIFT_OK;
     }
     if (!S_ISREG(st.st_mode))

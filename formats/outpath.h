@@ -18,8 +18,9 @@ typedef struct drift_outpath {
 } drift_outpath;
 
 /* DRIFT_OK when path may be written: absent with an existing directory, or
- * a regular file and replace != 0. Else DRIFT_E_USAGE ("exists; give --force")
- * or DRIFT_E_INPUT (not a regular file), err naming path. */
+ * a regular file and replace != 0. Else DRIFT_E_USAGE ("exists; give --force",
+ * a directory), DRIFT_E_INPUT (not a regular file) or DRIFT_E_IO (no such
+ * directory), err naming path. */
 int drift_outpath_check(const char *path, int replace, drift_err *err);
 /* Creates o->tmp beside path ("PATH.drift-tmp.PID.RANDOM", O_CREAT|O_EXCL|
  * O_NOFOLLOW, mode 0666 & ~umask) and leaves it open as o->fd. */

@@ -19,7 +19,7 @@ timed() { # timed LABEL EXPECT_RC WORDS CMD...: bounded by 20 s, prints the time
   [ $rc = 124 ] && fail "$label: over 20 s"
   [ $rc = "$want" ] || fail "$label: exit $rc (expected $want): $(tail -c 300 "$W/out")"
   grep -q -- "$words" "$W/out" || fail "$label: no '$words' in: $(tail -c 300 "$W/out")"
-  printf 'ok   %-58s %6.2f s\n' "$label" "$(echo "$t1 - $t0" | bc)"
+  printf 'ok   %-58s %6.2f s\n' "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')"
 }
 "$PY" - "$W" <<'PY'
 import json, sys
