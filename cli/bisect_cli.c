@@ -290,7 +290,6 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
             char *d = fix_diff(o, r);
             drift_json_buf_field_string(&b, "diff", d);
             free(d);
-            drift_json_buf_field_bool(&b, "keeps_globs", r->fix_keeps_globs);
             drift_json_buf_end_object(&b);
         }
     }
@@ -357,7 +356,8 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
         fprintf(out, "  kernels %s%s%s%s\n", r.kernels, o->kernels_why && o->kernels_why[0] ? " (" : "",
                 o->kernels_why ? o->kernels_why : "", o->kernels_why && o->kernels_why[0] ? ")" : "");
     fprintf(out, "  reference: %s; %s: good %s, bad %s; noise floor %s; threshold %s\n",
-            lo.ref == DRIFT_BISECT_REF_GOOD ? "the good plan's replay (bitwise question)" : "the recorded rollout output",
+            lo.ref == DRIFT_BISECT_REF_GOOD ? (r.threshold == 0 ? "the good plan's replay (bitwise question)" : "the good plan's replay")
+                                            : "the recorded rollout output",
             mname, drift_report_num(r.good_metric, a, sizeof a), drift_report_num(r.bad_metric, b, sizeof b),
             drift_report_num(r.noise_floor, c, sizeof c), drift_report_num(r.threshold, d, sizeof d));
     if (r.good_fails) {
@@ -431,9 +431,11 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     }
     if (o->fix_out) {
         if (r.has_fix) {
-            fprintf(out, "fix: %s (plan '%s': the bad plan with the culprits taken from the good plan%s): %s; output mean |diff| %s (good plan %s)\n",
-                    o->fix_out, r.fix_plan.name, r.fix_keeps_globs ? ", the plan's own entries" : ", exact parameter names",
-                    r.fix_verified ? "verified, back at the good plan's value" : "NOT verified (still over the threshold)",
+            fprintf(out, "fix: %s (plan '%s': the bad plan with the culprits taken from the good plan): %s; output mean |diff| %s (good plan %s)\n",
+                    o->fix_out, r.fix_plan.name,
+                    !r.fix_verified ? "NOT verified (still over the threshold)"
+                    : r.fix_metric == r.good_metric ? "verified, back at the good plan's value"
+                                                    : "verified, within the threshold of the good plan's value",
                     drift_report_num(r.fix_output_mean_abs_diff, a, sizeof a), drift_report_num(r.good_output_mean_abs_diff, b, sizeof b));
             char *dt = fix_diff(o, &r);
             if (dt) fputs(dt, out);

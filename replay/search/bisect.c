@@ -255,7 +255,16 @@ fail:
 }
 
 /* ---- the fix: a minimal edit of the bad plan ------------------------------- */
-int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const drift_plan_diff *diffs,
+/* Where a PARAM difference comes from in the edit's terms: a bad-plan entry
+ * the good plan lacks (*bad_entry), a good-plan entry the bad plan lacks
+ * (*good_entry), or neither (-1 both). */
+static void param_source(const drift_plan *good, const drift_plan *bad, const char *name, long *bad_entry, long *good_entry) {
+    long pb = last_match(bad, name), pg = last_match(good, name);
+    *bad_entry = pb >= 0 && !in_plan(good, &bad->patterns[pb]) ? pb : -1;
+    *good_entry = *bad_entry < 0 && pg >= 0 && !in_plan(bad, &good->patterns[pg]) ? pg : -1;
+}
+
+int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const drift_plan_diff *diffs, size_t n_diffs,
                           const size_t *culprits, size_t n_culprits, int globs, drift_plan *out, drift_err *err) {
     drift_plan_init(out);
     drift_plan_free(out);
@@ -281,9 +290,22 @@ int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const d
         case DRIFT_DIFF_PATTERN_ADD: drop[d->which] = 1; break;
         case DRIFT_DIFF_PATTERN_DROP: a = d->which; break;
         case DRIFT_DIFF_PARAM: {
-            long pb = globs ? last_match(bad, d->name) : -1, pg = globs ? last_match(good, d->name) : -1;
-            if (pb >= 0 && !in_plan(good, &bad->patterns[pb])) drop[pb] = 1; /* the user's glob the bad plan added */
-            else if (pg >= 0 && !in_plan(bad, &good->patterns[pg])) a = pg;  /* the good plan's glob the bad plan lacks */
+            /* the user's glob is reverted when every difference it makes is a
+             * culprit; otherwise the glob stays and the culprit gets an exact entry */
+            long pb = -1, pg = -1;
+            if (globs) param_source(good, bad, d->name, &pb, &pg);
+            int whole = pb >= 0 || pg >= 0;
+            for (size_t i = 0; i < n_diffs && whole; i++) {
+                if (diffs[i].kind != DRIFT_DIFF_PARAM) continue;
+                long qb, qg;
+                param_source(good, bad, diffs[i].name, &qb, &qg);
+                if (qb != pb || qg != pg) continue;
+                int cul = 0;
+                for (size_t q = 0; q < n_culprits && !cul; q++) cul = culprits[q] == i;
+                whole = cul;
+            }
+            if (whole && pb >= 0) drop[pb] = 1;
+            else if (whole) a = pg;
             else a = -1 - (long)c;
             break;
         }
@@ -302,8 +324,8 @@ int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const d
     for (size_t q = 0; q < n_add && !rc; q++) {
         if (add[q] >= 0) rc = add_pattern(out, good->patterns[add[q]].glob, good->patterns[add[q]].dtype, err);
         else {
-            const drift_plan_diff *d = &diffs[culprits[-1 - add[q]]];
-            rc = add_pattern(out, d->name, drift_dtype_parse(d->good_value), err);
+            const drift_plan_diff *x = &diffs[culprits[-1 - add[q]]];
+            rc = add_pattern(out, x->name, drift_dtype_parse(x->good_value), err);
         }
     }
 done:
@@ -337,6 +359,7 @@ typedef struct session {
     double t0;
     size_t probes_before;        /* probes of the earlier --all rounds: progress counts overall */
     long probe_total;            /* estimated total probes (progress), grows per round */
+    long probes_finished;
     /* sequential phases count their steps: progress(phase, done, total) */
     const char *phase;
     long phase_done, phase_total;
@@ -562,9 +585,15 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
     double secs = mono_s() - t;
     probe_log(s, slot, id, 0, rc ? -1 : *fails, secs);
     if (s->o->progress) {
+        size_t applied = 0;
+        for (size_t i = 0; i < n; i++) applied += mask[i] != 0;
         pthread_mutex_lock(&s->log_mu);
-        if (s->probe_total <= id) s->probe_total = id + 1; /* an estimate: never shown as finished early */
-        s->o->progress("probe", id, s->probe_total, s->o->progress_user);
+        long done = ++s->probes_finished;
+        /* a later round's first probe (everything left) drifts: a search follows */
+        if (!rc && *fails && s->round > 1 && applied == s->remaining)
+            s->probe_total = done + (long)drift_ddmin_single_bound(s->remaining) - 1 + (s->o->all ? 1 : 0);
+        if (s->probe_total <= done) s->probe_total = done + 1; /* an estimate: never shown as finished early */
+        s->o->progress("probe", done, s->probe_total, s->o->progress_user);
         pthread_mutex_unlock(&s->log_mu);
     }
     if (s->o->on_probe) {
@@ -779,10 +808,11 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
             memcpy(dr.culprit, universe, nd);
         } else {
             dopts.assume_full_fails = s.round == 1;
-            /* estimate: a single culprit's bound, plus --all's final check */
+            /* estimate: round 1 a single culprit's bound (the whole set is
+             * the bad plan) plus --all's final check; a later round its
+             * first probe, grown when that drifts (probe) */
             pthread_mutex_lock(&s.log_mu);
-            s.probe_total = (long)s.probe_seq + (long)drift_ddmin_single_bound(s.remaining) - (s.round == 1 ? 1 : 0) +
-                            (o->all ? 1 : 0);
+            s.probe_total = (long)s.probe_seq + (s.round == 1 ? (long)drift_ddmin_single_bound(s.remaining) - 1 + (o->all ? 1 : 0) : 1);
             pthread_mutex_unlock(&s.log_mu);
             if ((rc = drift_ddmin_run(nd, universe, &dopts, &dr, err))) goto done;
         }
@@ -863,12 +893,13 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         size_t *cl = drift_malloc(res->n_culprits * sizeof *cl);
         if (!cl) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
         for (size_t c = 0; c < res->n_culprits; c++) cl[c] = res->culprits[c].diff;
-        for (int globs = 1; globs >= 0; globs--) {
+        for (int keep_globs = 1; keep_globs >= 0; keep_globs--) {
             if (res->has_fix) drift_plan_free(&res->fix_plan);
             res->has_fix = 0;
-            if ((rc = drift_bisect_fix_edit(o->good, o->bad, diffs, cl, res->n_culprits, globs, &res->fix_plan, err))) break;
+            if ((rc = drift_bisect_fix_edit(o->good, o->bad, diffs, nd, cl, res->n_culprits, keep_globs, &res->fix_plan, err)))
+                break;
             res->has_fix = 1;
-            res->fix_keeps_globs = globs;
+            res->fix_reverts_globs = keep_globs;
             snprintf(res->fix_plan.name, sizeof res->fix_plan.name, "%.100s_fixed", o->bad->name[0] ? o->bad->name : "bad");
             drift_site_metrics fm, gm;
             memset(&gm, 0, sizeof gm); /* ref good: the good output is the reference, 0 by definition */

@@ -154,7 +154,8 @@ typedef struct drift_bisect_result {
     int harmless_known;
     int threshold_from_floor;    /* the threshold is the good plan's value + K x floor (default K = 1) */
     size_t replays;              /* full replays over the steps (references, probes, effects, fix) */
-    int fix_keeps_globs;         /* the fix reverts the user's pattern entries (else exact names appended) */
+    int fix_reverts_globs;       /* 1: whole pattern entries reverted where every difference they make is a culprit;
+                                    0: the fallback (the culprits' exact names appended) */
     int64_t n_steps;
     double seconds;
     char kernels[8];             /* the kernel profile the probes ran ("exact", "torch"); "" off CUDA */
@@ -172,9 +173,10 @@ int drift_bisect_apply(const drift_plan *good, const drift_plan *bad, const drif
 
 /* The fix as an edit of the bad plan: culprits (indices into diffs) taken
  * back from the good plan. globs 1: a PARAM culprit reverts the pattern entry
- * it came from (the user's glob), else an exact-name entry is appended.
+ * it came from (the user's glob) when every difference that entry makes is a
+ * culprit, else (and with globs 0) an exact-name entry is appended.
  * out initialised by this call. */
-int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const drift_plan_diff *diffs,
+int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const drift_plan_diff *diffs, size_t n_diffs,
                           const size_t *culprits, size_t n_culprits, int globs, drift_plan *out, drift_err *err);
 
 /* Runs the bisection. res is filled (free with drift_bisect_result_free,
