@@ -102,7 +102,7 @@ static void csv_num(FILE *f, double v) {
 /* The culprits as CSV: one header row, one row per culprit (set numbered
  * from 1, as the text); no rows when there is no culprit. */
 static void print_csv(const drift_bisect_result *r, FILE *out) {
-    fputs("set,name,kind,good,bad,metric_alone,metric_without,floor_units,first_divergent\n", out);
+    fputs("set,name,kind,good,bad,metric_alone,metric_without,floor_units,first_divergent,pattern,pattern_plan\n", out);
     for (size_t k = 0; k < r->n_sets; k++)
         for (size_t c = r->set_start[k]; c < r->set_start[k] + r->set_len[k]; c++) {
             const drift_culprit_effect *e = &r->culprits[c];
@@ -117,7 +117,9 @@ static void print_csv(const drift_bisect_result *r, FILE *out) {
             csv_num(out, e->floor_units);
             fputc(',', out);
             if (e->first_divergent[0]) csv_str(out, e->first_divergent);
-            fputc('\n', out);
+            fputc(',', out);
+            if (r->diffs[e->diff].pattern[0]) csv_str(out, r->diffs[e->diff].pattern);
+            fprintf(out, ",%s\n", r->diffs[e->diff].pattern_plan);
         }
 }
 

@@ -889,7 +889,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     if (o->fix && res->n_culprits > 0) {
         s.phase = "verifying the fix: step";
         s.phase_done = 0;
-        s.phase_total = (long)s.n_steps;
+        s.phase_total = (long)s.n_steps * (o->ref == DRIFT_BISECT_REF_GOOD ? 1 : 2); /* with ref rollout the good plan again */
         size_t *cl = drift_malloc(res->n_culprits * sizeof *cl);
         if (!cl) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
         for (size_t c = 0; c < res->n_culprits; c++) cl[c] = res->culprits[c].diff;

@@ -69,6 +69,13 @@ grep -qE "^harmless: [0-9] differences?, applied together, stays? within the thr
 grep -qE "^  blocks\.[01]\.norm2\.[a-z]+ \(bf16 -> fp32\) from '\*\.norm2\.\*' \(bad plan\)$" "$T/floor.txt" ||
     fail "a culprit does not name its plan pattern"
 
+bis --granularity param --all --format csv >"$T/floor.csv" 2>/dev/null || fail "bisect --format csv"
+"$PY" - "$T/floor.csv" <<'EOF' || fail "the CSV does not name each culprit's plan pattern"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert rows and all(r["pattern"] == "*.norm2.*" and r["pattern_plan"] == "bad" for r in rows), rows
+EOF
+
 # 4. --fix-out: pretty, the bad plan's glob kept, the culprits as exact entries below it, a diff
 bis --granularity param --all --fix-out "$T/fix.json" >"$T/fix.txt" 2>/dev/null || fail "bisect --fix-out"
 bis --granularity param --all --fix-out "$T/fix2.json" --json >"$T/fix.jsonout" 2>/dev/null || fail "bisect --fix-out --json"
