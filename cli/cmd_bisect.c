@@ -23,12 +23,13 @@ static const char *const FORMAT_CHOICES[] = {"text", "csv", NULL};
 static const drift_cli_opt_spec OPTS[] = {
     {"--good", NULL, "P", "the good plan (JSON)", NULL, 0},
     {"--bad", NULL, "P", "the bad plan (JSON)", NULL, 0},
-    {"--ref", NULL, "REF", "good (default): the good plan's replay, a bitwise question;\n"
-                           "rollout: the recorded rollout output, with a threshold", REF_CHOICES, 0},
+    {"--ref", NULL, "REF", "good (default): the good plan's replay;\n"
+                           "rollout: the recorded rollout output", REF_CHOICES, 0},
     {"--metric", NULL, "M", "the output metric", METRIC_CHOICES, 0},
-    {"--threshold", NULL, "X", "absolute threshold on the metric (a good plan over it: exit 1)", NULL, 0},
+    {"--threshold", NULL, "X", "absolute threshold on the metric (a good plan over it: exit 1);\n"
+                               "0 asks the bitwise question (does the output change at all?)", NULL, 0},
     {"--threshold-floor", NULL, "K", "threshold = good + K x the measured noise floor (the same replay\n"
-                                     "with the latents moved by one ULP)", NULL, 0},
+                                     "with the latents moved by one ULP); default K = 1", NULL, 0},
     {"--granularity", NULL, "G", "search over pattern entries or over the parameters they cover", GRAN_CHOICES, 0},
     {"--all", NULL, NULL, "repeat without the culprits found until nothing fails", NULL, 0},
     {"--steps", NULL, "A:B", "trace steps each probe replays, inclusive (A:B, A, A:, :B); out of range: exit 2", NULL, 0},
@@ -38,8 +39,9 @@ static const drift_cli_opt_spec OPTS[] = {
     DRIFT_CLI_KERNELS_SPEC,
     DRIFT_CLI_LIBRARIES_SPEC,
     {"--parallel", NULL, "N", "probes run at once (threads, 1..16; default 2, or one per device)", NULL, 0},
-    {"--fix-out", NULL, "PLAN.json", "write the fix: the bad plan with exactly the culprit differences\n"
-                                     "taken from the good plan, verified by one more replay", NULL, 0},
+    {"--fix-out", NULL, "PLAN.json", "write the fix: an edit of the bad plan (pretty JSON, its globs kept)\n"
+                                     "with exactly the culprit differences taken from the good plan,\n"
+                                     "shown as a diff against it and verified by one more replay", NULL, 0},
     {"--force", NULL, NULL, "let --fix-out replace an existing file", NULL, 0},
     {"--format", NULL, "F", "the answer as text (default) or csv (one row per culprit)", FORMAT_CHOICES, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
@@ -59,16 +61,23 @@ static const drift_cli_cmd_spec SPEC = {
     "plan plus a subset of the differences and asks whether the output drifts;\n"
     "delta debugging (ddmin) finds a 1-minimal culprit set, so interacting pairs\n"
     "are found, not only single culprits. Each culprit is then reported with its\n"
-    "own effect: the metric alone, in noise-floor units, and the first divergent site.\n",
+    "own effect: the metric alone, in noise-floor units, and the first divergent site.\n"
+    "The good plan, the noise floor and the bad plan are replayed first; a single\n"
+    "difference is answered by them (no probe). The default threshold is the good\n"
+    "plan's value plus one noise floor: a difference below it is reported harmless,\n"
+    "not as a culprit (--threshold 0 asks the bitwise question). Every difference is\n"
+    "grouped under the plan entry it came from (a parameter under the glob that set\n"
+    "its dtype) with its culprits and harmless count.\n",
     OPTS,
     "TRACE",
     1,
     1,
     "Unless --json: stderr streams each probe's verdict as it finishes, numbered\n"
     "over the whole run ('probe 7 (round 2): 3 of 11 differences applied -> drifts'),\n"
-    "and each culprit set as soon as it is found. With --ref good the default\n"
-    "threshold is 0 (does the output change at all?); with --ref rollout it is the\n"
-    "good plan's own value plus one noise floor.\n",
+    "and each culprit set as soon as it is found. On a terminal one status line\n"
+    "shows each phase with its count, rate and ETA: the reference replays (steps),\n"
+    "the probes (of a total estimated per --all round), the culprit effects and the\n"
+    "fix's replay (steps).\n",
     "0 answered (also 'no culprit'), 1 the good plan is itself over the threshold, 2 bad usage or input",
     "bisect run.h5 --good plans/wan2_2_no_norm2.json --bad plans/wan2_2.json --granularity param --all"};
 

@@ -1,6 +1,7 @@
 #include "replay/search/bisect.h"
 #include "formats/alloc.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "formats/fnmatch.h"
 #include "formats/trace.h"
 #include "replay/search/ddmin.h"
 #include "replay/exec/forward.h"
@@ -71,6 +73,19 @@ static int same_pattern(const drift_param_pattern *a, const drift_param_pattern 
     return a->dtype == b->dtype && strcmp(a->glob, b->glob) == 0;
 }
 
+/* The last pattern of p matching name (later entries override earlier), or -1. */
+static long last_match(const drift_plan *p, const char *name) {
+    for (size_t i = p->n_patterns; i-- > 0;)
+        if (drift_fnmatch(p->patterns[i].glob, name)) return (long)i;
+    return -1;
+}
+
+static int in_plan(const drift_plan *p, const drift_param_pattern *x) {
+    for (size_t i = 0; i < p->n_patterns; i++)
+        if (same_pattern(&p->patterns[i], x)) return 1;
+    return 0;
+}
+
 int drift_bisect_diff_plans(const drift_plan *good, const drift_plan *bad, const drift_param_table *table,
                             int granularity_param, drift_plan_diff **diffs, size_t *n, drift_err *err) {
     *diffs = NULL;
@@ -125,6 +140,8 @@ int drift_bisect_diff_plans(const drift_plan *good, const drift_plan *bad, const
             snprintf(x.name, sizeof x.name, "param_dtype_patterns['%.500s']", bad->patterns[j].glob);
             snprintf(x.good_value, sizeof x.good_value, "absent");
             snprintf(x.bad_value, sizeof x.bad_value, "%s", drift_dtype_name(bad->patterns[j].dtype));
+            snprintf(x.pattern, sizeof x.pattern, "%.510s", bad->patterns[j].glob);
+            snprintf(x.pattern_plan, sizeof x.pattern_plan, "bad");
             if ((rc = push(diffs, n, &cap, &x, err))) goto fail;
         }
         for (size_t i = 0; i < good->n_patterns; i++) {
@@ -137,6 +154,8 @@ int drift_bisect_diff_plans(const drift_plan *good, const drift_plan *bad, const
             snprintf(x.name, sizeof x.name, "param_dtype_patterns['%.500s']", good->patterns[i].glob);
             snprintf(x.good_value, sizeof x.good_value, "%s", drift_dtype_name(good->patterns[i].dtype));
             snprintf(x.bad_value, sizeof x.bad_value, "absent");
+            snprintf(x.pattern, sizeof x.pattern, "%.510s", good->patterns[i].glob);
+            snprintf(x.pattern_plan, sizeof x.pattern_plan, "good");
             if ((rc = push(diffs, n, &cap, &x, err))) goto fail;
         }
         return DRIFT_OK;
@@ -159,6 +178,11 @@ int drift_bisect_diff_plans(const drift_plan *good, const drift_plan *bad, const
         snprintf(x.name, sizeof x.name, "%.590s", table->params[i].fqn);
         snprintf(x.good_value, sizeof x.good_value, "%s", drift_dtype_name(cg.param_dtype[i]));
         snprintf(x.bad_value, sizeof x.bad_value, "%s", drift_dtype_name(cb.param_dtype[i]));
+        long pb = last_match(bad, table->params[i].fqn), pg = pb < 0 ? last_match(good, table->params[i].fqn) : -1;
+        if (pb >= 0 || pg >= 0) {
+            snprintf(x.pattern, sizeof x.pattern, "%.510s", pb >= 0 ? bad->patterns[pb].glob : good->patterns[pg].glob);
+            snprintf(x.pattern_plan, sizeof x.pattern_plan, "%s", pb >= 0 ? "bad" : "good");
+        }
         if ((rc = push(diffs, n, &cap, &x, err))) break;
     }
     drift_compiled_plan_free(&cg);
@@ -230,6 +254,87 @@ fail:
     return rc;
 }
 
+/* ---- the fix: a minimal edit of the bad plan ------------------------------- */
+/* Where a PARAM difference comes from in the edit's terms: a bad-plan entry
+ * the good plan lacks (*bad_entry), a good-plan entry the bad plan lacks
+ * (*good_entry), or neither (-1 both). */
+static void param_source(const drift_plan *good, const drift_plan *bad, const char *name, long *bad_entry, long *good_entry) {
+    long pb = last_match(bad, name), pg = last_match(good, name);
+    *bad_entry = pb >= 0 && !in_plan(good, &bad->patterns[pb]) ? pb : -1;
+    *good_entry = *bad_entry < 0 && pg >= 0 && !in_plan(bad, &good->patterns[pg]) ? pg : -1;
+}
+
+int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const drift_plan_diff *diffs, size_t n_diffs,
+                          const size_t *culprits, size_t n_culprits, int globs, drift_plan *out, drift_err *err) {
+    drift_plan_init(out);
+    drift_plan_free(out);
+    int rc = drift_plan_copy(out, bad, err);
+    if (rc) return rc;
+    unsigned char *drop = drift_calloc(bad->n_patterns + 1, 1);
+    /* appended entries: good-plan entries (index >= 0) or exact names (culprit diff, as -1 - k) */
+    long *add = drift_calloc(n_culprits + 1, sizeof *add);
+    size_t n_add = 0;
+    if (!drop || !add) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
+    for (size_t c = 0; c < n_culprits; c++) {
+        const drift_plan_diff *d = &diffs[culprits[c]];
+        long a = LONG_MIN;
+        switch (d->kind) {
+        case DRIFT_DIFF_FLAG:
+            if (d->which == 0) out->fsdp_master_dtype = good->fsdp_master_dtype;
+            else if (d->which == 1) out->fsdp_reduce_dtype = good->fsdp_reduce_dtype;
+            else if (d->which == 2) out->diffusion_forward_dtype = good->diffusion_forward_dtype;
+            else out->sglang_dit_precision = good->sglang_dit_precision;
+            break;
+        case DRIFT_DIFF_INPUT: out->inputs[d->which] = good->inputs[d->which]; break;
+        case DRIFT_DIFF_ROPE: out->rope_provenance = good->rope_provenance; break;
+        case DRIFT_DIFF_PATTERN_ADD: drop[d->which] = 1; break;
+        case DRIFT_DIFF_PATTERN_DROP: a = d->which; break;
+        case DRIFT_DIFF_PARAM: {
+            /* the user's glob is reverted when every difference it makes is a
+             * culprit; otherwise the glob stays and the culprit gets an exact entry */
+            long pb = -1, pg = -1;
+            if (globs) param_source(good, bad, d->name, &pb, &pg);
+            int whole = pb >= 0 || pg >= 0;
+            for (size_t i = 0; i < n_diffs && whole; i++) {
+                if (diffs[i].kind != DRIFT_DIFF_PARAM) continue;
+                long qb, qg;
+                param_source(good, bad, diffs[i].name, &qb, &qg);
+                if (qb != pb || qg != pg) continue;
+                int cul = 0;
+                for (size_t q = 0; q < n_culprits && !cul; q++) cul = culprits[q] == i;
+                whole = cul;
+            }
+            if (whole && pb >= 0) drop[pb] = 1;
+            else if (whole) a = pg;
+            else a = -1 - (long)c;
+            break;
+        }
+        }
+        if (a == LONG_MIN) continue;
+        int dup = 0;
+        for (size_t q = 0; q < n_add && !dup; q++) dup = add[q] == a;
+        if (!dup) add[n_add++] = a;
+    }
+    for (size_t i = 0; i < out->n_patterns; i++) free(out->patterns[i].glob);
+    free(out->patterns);
+    out->patterns = NULL;
+    out->n_patterns = 0;
+    for (size_t j = 0; j < bad->n_patterns && !rc; j++)
+        if (!drop[j]) rc = add_pattern(out, bad->patterns[j].glob, bad->patterns[j].dtype, err);
+    for (size_t q = 0; q < n_add && !rc; q++) {
+        if (add[q] >= 0) rc = add_pattern(out, good->patterns[add[q]].glob, good->patterns[add[q]].dtype, err);
+        else {
+            const drift_plan_diff *x = &diffs[culprits[-1 - add[q]]];
+            rc = add_pattern(out, x->name, drift_dtype_parse(x->good_value), err);
+        }
+    }
+done:
+    free(drop);
+    free(add);
+    if (rc) drift_plan_free(out);
+    return rc;
+}
+
 /* ---- the replay session behind every probe -------------------------------- */
 typedef struct session {
     const drift_bisect_opts *o;
@@ -253,6 +358,13 @@ typedef struct session {
     size_t remaining;            /* differences still in the search space this round */
     double t0;
     size_t probes_before;        /* probes of the earlier --all rounds: progress counts overall */
+    long probe_total;            /* estimated total probes (progress), grows per round */
+    long probes_finished;
+    /* sequential phases count their steps: progress(phase, done, total) */
+    const char *phase;
+    long phase_done, phase_total;
+    size_t replays;              /* full replays run (atomic enough: under log_mu) */
+    drift_site_cache *good0;     /* the good plan's sites at the first step (first divergent sites) */
 } session;
 
 static void session_free(session *s) {
@@ -262,6 +374,7 @@ static void session_free(session *s) {
     }
     free(s->inputs);
     free(s->ref);
+    drift_site_cache_free(s->good0);
     for (int i = 0; i < MAX_SLOTS; i++) drift_backend_free(s->be[i]);
     drift_model_free(s->m);
 }
@@ -351,12 +464,19 @@ done:
 }
 
 /* Runs plan over the steps on slot's backend; accumulates the output metric
- * against ref (per step) and, when outs is given, keeps the outputs. */
+ * against ref (per step) and, when outs is given, keeps the outputs. site0
+ * (may be NULL) observes the sites of the first step. Parameters and their
+ * casts stay on the backend from step to step (an exec cache per run). */
 static int run_plan_all(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
-                        drift_site_metrics *all, drift_err *err) {
+                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, drift_err *err) {
     drift_forward *f = NULL;
     int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &f, err);
     if (rc) return rc;
+    drift_exec_cache *cache = NULL;
+    if ((rc = drift_exec_cache_create(s->be[slot], &cache, err))) {
+        drift_forward_free(f);
+        return rc;
+    }
     drift_site_acc acc;
     drift_metrics_site_init(&acc, DRIFT_F32);
     drift_exec_result res;
@@ -385,7 +505,8 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
             in = nudged;
         }
         drift_exec_result_free(&res);
-        if ((rc = drift_forward_run(f, s->m, s->be[slot], in, NULL, NULL, &res, err))) break;
+        if ((rc = drift_forward_run_cached(f, s->m, s->be[slot], in, cache, k == 0 ? site0 : NULL, site0_user, &res, err)))
+            break;
         if (ref && ref[k]) {
             if ((rc = drift_metrics_site_add_f32(&acc, res.f32, ref[k], 1, (size_t)res.numel, err))) break;
         }
@@ -393,11 +514,16 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
             outs[k] = res.f32;
             res.f32 = NULL;
         }
+        if (s->phase && s->o->progress) s->o->progress(s->phase, ++s->phase_done, s->phase_total, s->o->progress_user);
     }
     drift_exec_result_free(&res);
     drift_hostset_free(nudged);
+    drift_exec_cache_free(cache);
     drift_forward_free(f);
     if (rc) return rc;
+    pthread_mutex_lock(&s->log_mu);
+    s->replays++;
+    pthread_mutex_unlock(&s->log_mu);
     drift_site_metrics m;
     drift_metrics_site_finish(&acc, 1.0, &m);
     if (all) *all = m;
@@ -412,7 +538,7 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
 
 static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
                     drift_err *err) {
-    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, err);
+    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, err);
 }
 
 static double mono_s(void) {
@@ -458,6 +584,18 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
     if (!rc) *fails = metric > s->threshold || isnan(metric);
     double secs = mono_s() - t;
     probe_log(s, slot, id, 0, rc ? -1 : *fails, secs);
+    if (s->o->progress) {
+        size_t applied = 0;
+        for (size_t i = 0; i < n; i++) applied += mask[i] != 0;
+        pthread_mutex_lock(&s->log_mu);
+        long done = ++s->probes_finished;
+        /* a later round's first probe (everything left) drifts: a search follows */
+        if (!rc && *fails && s->round > 1 && applied == s->remaining)
+            s->probe_total = done + (long)drift_ddmin_single_bound(s->remaining) - 1 + (s->o->all ? 1 : 0);
+        if (s->probe_total <= done) s->probe_total = done + 1; /* an estimate: never shown as finished early */
+        s->o->progress("probe", done, s->probe_total, s->o->progress_user);
+        pthread_mutex_unlock(&s->log_mu);
+    }
     if (s->o->on_probe) {
         drift_bisect_probe ev = {.seq = id, .round = s->round, .n_diffs = s->remaining, .fails = rc ? -1 : *fails, .metric = metric,
                                  .seconds = secs, .device = s->slot_dev[slot]};
@@ -467,12 +605,6 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
         pthread_mutex_unlock(&s->log_mu);
     }
     return rc;
-}
-
-static void on_progress(size_t probes, size_t bound, void *user) {
-    session *s = user;
-    size_t done = s->probes_before + probes, most = s->probes_before + (bound > probes ? bound : probes);
-    if (s->o->progress) s->o->progress("bisect probe", (long)done, (long)most, s->o->progress_user);
 }
 
 /* First site (execution order) where plan's forward differs from good's, at
@@ -506,22 +638,36 @@ static int diff_site(const char *site, const drift_tensor *t, void *user, drift_
     return DRIFT_OK;
 }
 
+/* The first site of plan's first step that differs from the good plan's (cached in s->good0). */
 static int first_divergent(session *s, const drift_plan *plan, char *out, size_t outsz, drift_err *err) {
     out[0] = '\0';
-    drift_forward *fg = NULL, *fp = NULL;
+    drift_forward *fp = NULL;
     firstdiff_ctx c;
     memset(&c, 0, sizeof c);
-    int rc = drift_site_cache_create(&c.good, err);
-    if (!rc) rc = drift_forward_prepare(s->m, s->o->good, DRIFT_SIDE_TRAINER, s->handed, &fg, err);
-    if (!rc) rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &fp, err);
-    if (!rc) rc = drift_forward_run(fg, s->m, s->be[0], s->inputs[0], cache_site, c.good, NULL, err);
+    c.good = s->good0;
+    int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &fp, err);
     if (!rc) rc = drift_forward_run(fp, s->m, s->be[0], s->inputs[0], diff_site, &c, NULL, err);
     if (!rc && c.first) snprintf(out, outsz, "%s", c.first);
     free(c.first);
     free(c.buf);
-    drift_site_cache_free(c.good);
-    drift_forward_free(fg);
     drift_forward_free(fp);
+    return rc;
+}
+
+/* *same = 1 when plan compiles to the good plan (flags, inputs, RoPE and
+ * every parameter's forward dtype): its replay is the good plan's. */
+static int same_as_good(session *s, const drift_plan *plan, int *same, drift_err *err) {
+    const drift_plan *g = s->o->good;
+    *same = 0;
+    if (plan->fsdp_master_dtype != g->fsdp_master_dtype || plan->fsdp_reduce_dtype != g->fsdp_reduce_dtype ||
+        plan->diffusion_forward_dtype != g->diffusion_forward_dtype || plan->sglang_dit_precision != g->sglang_dit_precision ||
+        plan->rope_provenance != g->rope_provenance || memcmp(plan->inputs, g->inputs, sizeof plan->inputs) != 0)
+        return DRIFT_OK;
+    drift_plan_diff *d = NULL;
+    size_t n = 0;
+    int rc = drift_bisect_diff_plans(g, plan, &s->m->table, 1, &d, &n, err);
+    free(d);
+    if (!rc) *same = n == 0;
     return rc;
 }
 
@@ -532,6 +678,7 @@ void drift_bisect_result_free(drift_bisect_result *res) {
     free(res->set_start);
     free(res->set_len);
     free(res->culprits);
+    free(res->harmless);
     memset(res, 0, sizeof *res);
 }
 
@@ -577,18 +724,36 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     s.diffs = diffs;
     s.n_diffs = nd;
 
-    /* The good plan's outputs: the reference (ref good) and the floor's base. */
+    /* The good plan's outputs: the reference (ref good) and the floor's base;
+     * its first step's sites are kept for the first divergent sites. */
     good_out = drift_calloc((size_t)s.n_steps, sizeof *good_out);
     if (!good_out) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
+    if ((rc = drift_site_cache_create(&s.good0, err))) goto done;
     double good_vs_ref = 0, floor_metric = 0, bad_metric = 0;
-    if ((rc = run_plan(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, err))) { drift_err_prefix(err, "good plan"); goto done; }
+    s.phase = "reference replays (good, noise floor, bad): step";
+    s.phase_total = 3 * (long)s.n_steps;
+    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, err))) {
+        drift_err_prefix(err, "good plan");
+        goto done;
+    }
     if (o->ref == DRIFT_BISECT_REF_GOOD) {
         for (int64_t k = 0; k < s.n_steps; k++) { s.ref[k] = good_out[k]; good_out[k] = NULL; }
         good_vs_ref = 0;
     }
     float **base = o->ref == DRIFT_BISECT_REF_GOOD ? s.ref : good_out;
     if ((rc = run_plan(&s, o->good, 0, base, NULL, 1, &floor_metric, err))) goto done;
-    if ((rc = run_plan(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, err))) { drift_err_prefix(err, "bad plan"); goto done; }
+    /* the bad plan's first divergent site, from the same replay: with one
+     * difference it is the culprit's */
+    char bad_first[256] = "";
+    firstdiff_ctx bc;
+    memset(&bc, 0, sizeof bc);
+    bc.good = s.good0;
+    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, err);
+    if (!rc && bc.first) snprintf(bad_first, sizeof bad_first, "%s", bc.first);
+    free(bc.first);
+    free(bc.buf);
+    s.phase = NULL;
+    if (rc) { drift_err_prefix(err, "bad plan"); goto done; }
     res->good_metric = good_vs_ref;
     res->bad_metric = bad_metric;
     res->noise_floor = floor_metric;
@@ -599,10 +764,12 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
             res->threshold = s.threshold;
             goto done;
         }
-    } else if (o->has_threshold_floor) {
-        s.threshold = good_vs_ref + o->threshold_floor * floor_metric;
     } else {
-        s.threshold = o->ref == DRIFT_BISECT_REF_GOOD ? 0.0 : good_vs_ref + floor_metric;
+        /* the good plan's own value plus K noise floors (K = 1 unless
+         * --threshold-floor): a difference below the floor is harmless;
+         * --threshold 0 asks the bitwise question */
+        s.threshold = good_vs_ref + (o->has_threshold_floor ? o->threshold_floor : 1.0) * floor_metric;
+        res->threshold_from_floor = 1;
     }
     res->threshold = s.threshold;
     if (nd == 0) goto done;
@@ -612,23 +779,51 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     res->culprits = drift_calloc(nd, sizeof *res->culprits);
     res->set_start = drift_calloc(nd, sizeof *res->set_start);
     res->set_len = drift_calloc(nd, sizeof *res->set_len);
-    if (!universe || !mask || !res->culprits || !res->set_start || !res->set_len) {
+    res->harmless = drift_calloc(nd, 1);
+    if (!universe || !mask || !res->culprits || !res->set_start || !res->set_len || !res->harmless) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
         goto done;
     }
     memset(universe, 1, nd);
-    drift_ddmin_opts dopts = {.parallel = s.slots, .probe = probe, .progress = on_progress, .user = &s};
+    int bad_fails = bad_metric > s.threshold || isnan(bad_metric);
+    drift_ddmin_opts dopts = {.parallel = s.slots, .probe = probe, .user = &s};
     for (;;) {
-        drift_ddmin_result dr;
-        s.round++;
         s.remaining = 0;
         for (size_t i = 0; i < nd; i++) s.remaining += universe[i] != 0;
-        if ((rc = drift_ddmin_run(nd, universe, &dopts, &dr, err))) goto done;
+        /* Round 1 starts from the bad plan, already replayed: it is the
+         * whole set's probe. Without a drift there is nothing to search; a
+         * single difference that drifts is its own answer. */
+        if (s.round == 0 && !bad_fails) {
+            memcpy(res->harmless, universe, nd);
+            res->harmless_known = 1;
+            break;
+        }
+        s.round++;
+        drift_ddmin_result dr;
+        if (s.round == 1 && s.remaining == 1) {
+            memset(&dr, 0, sizeof dr);
+            dr.found = 1;
+            dr.culprit = drift_malloc(nd);
+            if (!dr.culprit) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
+            memcpy(dr.culprit, universe, nd);
+        } else {
+            dopts.assume_full_fails = s.round == 1;
+            /* estimate: round 1 a single culprit's bound (the whole set is
+             * the bad plan) plus --all's final check; a later round its
+             * first probe, grown when that drifts (probe) */
+            pthread_mutex_lock(&s.log_mu);
+            s.probe_total = (long)s.probe_seq + (s.round == 1 ? (long)drift_ddmin_single_bound(s.remaining) - 1 + (o->all ? 1 : 0) : 1);
+            pthread_mutex_unlock(&s.log_mu);
+            if ((rc = drift_ddmin_run(nd, universe, &dopts, &dr, err))) goto done;
+        }
         res->probes += dr.probes;
         s.probes_before = res->probes;
         res->memo_hits += dr.memo_hits;
         if (dr.max_concurrent > res->max_concurrent) res->max_concurrent = dr.max_concurrent;
         if (!dr.found) {
+            /* what is left applied together stays within the threshold */
+            memcpy(res->harmless, universe, nd);
+            res->harmless_known = 1;
             drift_ddmin_result_free(&dr);
             break;
         }
@@ -644,11 +839,27 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         if (o->on_set) o->on_set(res, res->n_sets - 1, o->event_user);
         int any = 0;
         for (size_t i = 0; i < nd; i++) any |= universe[i];
-        if (!o->all || !any) break;
+        if (!any) {
+            res->harmless_known = 1; /* nothing left: no harmless difference */
+            break;
+        }
+        if (!o->all) break;
     }
-    /* Each culprit's own effect: applied alone to the good plan. */
+    /* Each culprit's own effect: applied alone to the good plan, and every
+     * other difference without it. With one difference those are the bad
+     * and the good plan, already replayed. */
+    s.phase = "culprit effects: replay step";
+    s.phase_total = (long)s.n_steps * 2 * (long)(nd == 1 ? 0 : res->n_culprits);
+    s.phase_done = 0;
     for (size_t c = 0; c < res->n_culprits; c++) {
         drift_culprit_effect *e = &res->culprits[c];
+        if (nd == 1) {
+            e->metric = bad_metric;
+            e->metric_without = good_vs_ref;
+            snprintf(e->first_divergent, sizeof e->first_divergent, "%s", bad_first);
+            e->floor_units = drift_metrics_floor_ratio(e->metric, floor_metric);
+            continue;
+        }
         memset(mask, 0, nd);
         mask[e->diff] = 1;
         drift_plan p;
@@ -665,25 +876,60 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         if (rc) goto done;
         e->floor_units = drift_metrics_floor_ratio(e->metric, floor_metric);
     }
-    /* The fix: every difference but the culprits applied, i.e. the bad plan
-     * with the culprits taken back from the good plan; one replay verifies it. */
+    /* A one-member set whose every-other-difference replay stays within the
+     * threshold: the rest are harmless. */
+    if (!res->harmless_known && res->n_sets == 1 && res->set_len[0] == 1 &&
+        !(res->culprits[0].metric_without > s.threshold)) {
+        for (size_t i = 0; i < nd; i++) res->harmless[i] = i != res->culprits[0].diff;
+        res->harmless_known = 1;
+    }
+    /* The fix: the bad plan with the culprits taken back from the good plan,
+     * as an edit of the user's plan (their globs kept); one replay verifies it,
+     * none when it compiles to the good plan. */
     if (o->fix && res->n_culprits > 0) {
-        memset(mask, 1, nd);
-        for (size_t c = 0; c < res->n_culprits; c++) mask[res->culprits[c].diff] = 0;
-        if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &res->fix_plan, err))) goto done;
-        res->has_fix = 1;
-        snprintf(res->fix_plan.name, sizeof res->fix_plan.name, "%.100s_fixed", o->bad->name[0] ? o->bad->name : "bad");
-        drift_site_metrics fm, gm;
-        memset(&gm, 0, sizeof gm); /* ref good: the good output is the reference, 0 by definition */
-        if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, err))) goto done;
-        if (o->ref != DRIFT_BISECT_REF_GOOD &&
-            (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, err)))
-            goto done;
-        res->fix_output_mean_abs_diff = fm.mean_abs_diff;
-        res->good_output_mean_abs_diff = gm.mean_abs_diff;
-        res->fix_verified = !(res->fix_metric > s.threshold) && !isnan(res->fix_metric);
+        s.phase = "verifying the fix: step";
+        s.phase_done = 0;
+        s.phase_total = (long)s.n_steps * (o->ref == DRIFT_BISECT_REF_GOOD ? 1 : 2); /* with ref rollout the good plan again */
+        size_t *cl = drift_malloc(res->n_culprits * sizeof *cl);
+        if (!cl) { rc = drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory"); goto done; }
+        for (size_t c = 0; c < res->n_culprits; c++) cl[c] = res->culprits[c].diff;
+        for (int keep_globs = 1; keep_globs >= 0; keep_globs--) {
+            if (res->has_fix) drift_plan_free(&res->fix_plan);
+            res->has_fix = 0;
+            if ((rc = drift_bisect_fix_edit(o->good, o->bad, diffs, nd, cl, res->n_culprits, keep_globs, &res->fix_plan, err)))
+                break;
+            res->has_fix = 1;
+            res->fix_reverts_globs = keep_globs;
+            snprintf(res->fix_plan.name, sizeof res->fix_plan.name, "%.100s_fixed", o->bad->name[0] ? o->bad->name : "bad");
+            drift_site_metrics fm, gm;
+            memset(&gm, 0, sizeof gm); /* ref good: the good output is the reference, 0 by definition */
+            int same = 0;
+            if ((rc = same_as_good(&s, &res->fix_plan, &same, err))) break;
+            if (same) {
+                res->fix_metric = good_vs_ref;
+                memset(&fm, 0, sizeof fm);
+                if (o->ref != DRIFT_BISECT_REF_GOOD &&
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, err)))
+                    break;
+                fm = gm;
+            } else {
+                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, err))) break;
+                if (o->ref != DRIFT_BISECT_REF_GOOD &&
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, err)))
+                    break;
+            }
+            res->fix_output_mean_abs_diff = fm.mean_abs_diff;
+            res->good_output_mean_abs_diff = gm.mean_abs_diff;
+            res->fix_verified = !(res->fix_metric > s.threshold) && !isnan(res->fix_metric);
+            /* a glob revert that does not verify: the culprits' exact names instead */
+            if (res->fix_verified || !o->granularity_param) break;
+        }
+        free(cl);
+        if (rc) goto done;
     }
 done:
+    s.phase = NULL;
+    res->replays = s.replays;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (good_out) {

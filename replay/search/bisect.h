@@ -42,6 +42,12 @@ typedef struct drift_plan_diff {
                                     INPUT: DRIFT_INPUT_*; PATTERN_*: entry index in its plan; PARAM: table row */
     char name[600];              /* display name: "param_dtype_patterns['*.norm2.*'] (fp32)", "blocks.0.norm2.weight" */
     char good_value[64], bad_value[64];
+    /* The plan entry the difference came from: the glob of a pattern entry
+     * (PATTERN_*), or for PARAM the last pattern of the bad plan matching it
+     * (else of the good plan); "" for flags, inputs and RoPE. pattern_plan:
+     * "good", "bad" or "" (none). */
+    char pattern[520];
+    char pattern_plan[8];
 } drift_plan_diff;
 
 typedef enum drift_bisect_ref { DRIFT_BISECT_REF_GOOD = 0, DRIFT_BISECT_REF_ROLLOUT = 1 } drift_bisect_ref;
@@ -89,6 +95,9 @@ typedef struct drift_bisect_opts {
      * and finish: "probe 3 on cuda:1 started (2 running)". May be NULL. */
     void (*log)(const char *line, void *user);
     void *log_user;
+    /* Every phase with a count: "reference replays" (steps of the good plan,
+     * the noise floor and the bad plan), "probe" (probes, total estimated per
+     * round), "culprit effects", "fix". May be NULL. */
     drift_progress_fn progress;
     void *progress_user;
     /* Streaming (may be NULL; called serialised, from probe threads for
@@ -137,6 +146,16 @@ typedef struct drift_bisect_result {
     drift_culprit_effect *culprits; /* owned */
     size_t n_culprits;
     size_t probes, memo_hits, max_concurrent;
+    /* harmless[i] = 1: difference i is shown not to move the output over the
+     * threshold (left after the last --all round, or beside a one-member set
+     * whose every-other-difference replay stays within it); harmless_known: 0
+     * when the search did not establish it (NULL then). */
+    unsigned char *harmless;
+    int harmless_known;
+    int threshold_from_floor;    /* the threshold is the good plan's value + K x floor (default K = 1) */
+    size_t replays;              /* full replays over the steps (references, probes, effects, fix) */
+    int fix_reverts_globs;       /* 1: whole pattern entries reverted where every difference they make is a culprit;
+                                    0: the fallback (the culprits' exact names appended) */
     int64_t n_steps;
     double seconds;
     char kernels[8];             /* the kernel profile the probes ran ("exact", "torch"); "" off CUDA */
@@ -151,6 +170,14 @@ int drift_bisect_diff_plans(const drift_plan *good, const drift_plan *bad, const
 int drift_bisect_apply(const drift_plan *good, const drift_plan *bad, const drift_param_table *table,
                        const drift_plan_diff *diffs, size_t n, const unsigned char *mask, drift_plan *out,
                        drift_err *err);
+
+/* The fix as an edit of the bad plan: culprits (indices into diffs) taken
+ * back from the good plan. globs 1: a PARAM culprit reverts the pattern entry
+ * it came from (the user's glob) when every difference that entry makes is a
+ * culprit, else (and with globs 0) an exact-name entry is appended.
+ * out initialised by this call. */
+int drift_bisect_fix_edit(const drift_plan *good, const drift_plan *bad, const drift_plan_diff *diffs, size_t n_diffs,
+                          const size_t *culprits, size_t n_culprits, int globs, drift_plan *out, drift_err *err);
 
 /* Runs the bisection. res is filled (free with drift_bisect_result_free,
  * also after an error). */

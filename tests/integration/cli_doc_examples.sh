@@ -52,7 +52,7 @@ f.close()
 EOF
 fi
 "$DRIFT_BIN" replay run.h5 --ref rollout >"$T/replay.txt" 2>/dev/null || fail "replay run.h5 --ref rollout failed"
-"$DRIFT_BIN" bisect run.h5 --good "$PLANS/wan2_2_no_norm2.json" --bad "$PLANS/wan2_2.json" --granularity param --all \
+"$DRIFT_BIN" bisect run.h5 --good "$PLANS/wan2_2_no_norm2.json" --bad "$PLANS/wan2_2.json" --granularity param --all --threshold 0 \
     >"$T/bisect.txt" 2>"$T/bisect.err" || fail "bisect failed: $(tail -3 "$T/bisect.err")"
 
 "$PY" - "$DOC" "$T" <<'EOF'

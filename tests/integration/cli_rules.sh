@@ -262,7 +262,7 @@ script -qfec "$D replay $W/t.h5 --plan $BAD --ref rollout" /dev/null >"$W/tty.tx
 grep -aq "drift replay: .*elapsed" "$W/tty.txt" || fail "no progress line on a terminal: $(head -c 400 "$W/tty.txt")"
 "$D" replay "$W/t.h5" --plan "$BAD" --ref rollout 2>"$W/notty.err" >/dev/null
 grep -q "elapsed" "$W/notty.err" && fail "progress printed when stderr is not a terminal"
-"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 >"$W/b.txt" 2>"$W/b.err" || fail "bisect exited $?"
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --threshold 0 --steps 0:1 >"$W/b.txt" 2>"$W/b.err" || fail "bisect exited $?"
 "$PY" - "$W/b.txt" "$W/b.err" <<'PY' || fail "bisect does not stream its probes"
 import re, sys
 out, err = open(sys.argv[1]).read(), open(sys.argv[2]).read()
@@ -310,8 +310,8 @@ for r in rows:
 PY
 
 # bisect --format csv: one row per culprit, the JSON's values
-"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --format csv >"$W/b.csv" 2>/dev/null || fail "bisect --format csv exited $?"
-"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --steps 0:1 --json >"$W/b.json" 2>/dev/null || fail "bisect --json exited $?"
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --threshold 0 --steps 0:1 --format csv >"$W/b.csv" 2>/dev/null || fail "bisect --format csv exited $?"
+"$D" bisect "$W/t.h5" --good "$GOOD" --bad "$BAD" --granularity param --all --threshold 0 --steps 0:1 --json >"$W/b.json" 2>/dev/null || fail "bisect --json exited $?"
 "$PY" - "$W/b.csv" "$W/b.json" <<'PY' || fail "bisect CSV does not match its JSON"
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))

@@ -48,9 +48,19 @@ if not any(re.match(pat, l) for l in pane):
     sys.exit("the page says %r; the terminal got e.g. %r" % (ex[0], [l for l in pane if l.startswith("drift replay:")][-1:]))
 EOF
 grep -qE "^drift compare: step ([0-9]+)/\1, $RATE, ETA 0s \([0-9hms]+ elapsed\)" "$T/pane.txt" || fail "no compare progress line"
-grep -qE "^drift bisect: probes [0-9]+ \([0-9hms]+ elapsed\)" "$T/pane.txt" || fail "no bisect progress line"
+# bisect: every phase with a count, a rate and the time left (issue 35): the
+# reference replays (good, noise floor, bad) count their steps, the probes
+# count against a total estimated per --all round, the culprit effects their steps
+grep -qE "^drift bisect: reference replays \(good, noise floor, bad\): step ([0-9]+)/\1, $RATE, ETA 0s" "$T/pane.txt" ||
+    fail "no bisect progress line for the reference replays"
+grep -qE "^drift bisect: probe [0-9]+/[0-9]+, $RATE, ETA [0-9hms]+ \([0-9hms]+ elapsed\)" "$T/pane.txt" ||
+    fail "no bisect probe line with a total, rate and time left"
+grep -qE "^drift bisect: culprit effects: replay step [0-9]+/[0-9]+" "$T/pane.txt" || fail "no bisect culprit effects line"
+if grep -qE "^drift bisect: (probes [0-9]+ \(|replaying the good and the bad plan)" "$T/pane.txt"; then
+    fail "a bisect phase without a total"
+fi
 # the probe count runs on over the --all rounds: the last shown count is the total the result reports
-last=$(grep -oE "^drift bisect: probes [0-9]+" "$T/pane.txt" | tail -1 | grep -oE "[0-9]+$")
+last=$(grep -oE "^drift bisect: probe [0-9]+" "$T/pane.txt" | tail -1 | grep -oE "[0-9]+$")
 total=$(sed -n 's/^\([0-9]*\) probes (.*/\1/p' "$T/b.txt")
 [ -n "$last" ] && [ "$last" = "$total" ] || fail "bisect's last progress count $last is not its $total probes overall"
 # with --json: the same commands show no progress
