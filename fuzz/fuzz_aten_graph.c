@@ -3,6 +3,7 @@
  * oracle and for a bf16 trainer plan. Every failure must be a clean status
  * with a message; nothing may crash, leak or allocate without bound. */
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 
 #include "fuzz/fuzz_common.h"
@@ -26,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     drift_graph *sem = NULL;
     drift_err_clear(&err);
     char *notes = NULL; /* sites left unmapped (module_outputs) */
-    drift_aten_lower_opts lo = {&notes, NULL, NULL, 0};
+    drift_aten_lower_opts lo = {&notes, NULL, NULL, 0, 0, 0, NULL, NULL};
     rc = drift_aten_graph_lower_ex(g, &lo, &sem, &err);
     FUZZ_CHECK(fuzz_status_ok(rc), "lower rc %d: %s: %s", rc, err.where, err.msg);
     FUZZ_CHECK(rc == DRIFT_OK ? sem != NULL : (sem == NULL && err.msg[0]), "lower result inconsistent (rc %d)", rc);
@@ -48,6 +49,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(fuzz_status_ok(rc), "assign (bf16) rc %d: %s", rc, err.msg);
         drift_graph_free(as);
         drift_plan_free(&plan);
+    }
+    if (rc == DRIFT_OK) { /* the same document re-batched from 1 to 3 (drift invariance): an error or a graph */
+        drift_graph *rb = NULL;
+        int dims[DRIFT_ATEN_MAX_NODES < 4096 ? DRIFT_ATEN_MAX_NODES : 4096];
+        if (drift_aten_graph_node_count(g) < (int)(sizeof dims / sizeof dims[0])) {
+            memset(dims, 0, sizeof dims);
+            drift_aten_lower_opts ro = {NULL, NULL, NULL, 0, 1, 3, dims, NULL};
+            drift_err_clear(&err);
+            int r2 = drift_aten_graph_lower_ex(g, &ro, &rb, &err);
+            FUZZ_CHECK(fuzz_status_ok(r2), "rebatch rc %d: %s: %s", r2, err.where, err.msg);
+            FUZZ_CHECK(r2 == DRIFT_OK ? rb != NULL : (rb == NULL && err.msg[0]), "rebatch result inconsistent (rc %d)", r2);
+            drift_graph_free(rb);
+        }
     }
     drift_graph_free(sem);
     drift_aten_graph_free(g);
