@@ -75,9 +75,9 @@ static const drift_cli_cmd_spec SPEC = {
     "Unless --json: stderr streams each probe's verdict as it finishes, numbered\n"
     "over the whole run ('probe 7 (round 2): 3 of 11 differences applied -> drifts'),\n"
     "and each culprit set as soon as it is found. On a terminal one status line\n"
-    "shows each phase with its count, rate and ETA: the reference replays (steps),\n"
-    "the probes (of a total estimated per --all round), the culprit effects and the\n"
-    "fix's replay (steps).\n",
+    "shows each phase with its count, rate and ETA: loading the trace and the\n"
+    "reference replays (steps), the probes (of a total estimated per --all round),\n"
+    "the culprit effects and the fix's replay (steps).\n",
     "0 answered (also 'no culprit'), 1 the good plan is itself over the threshold, 2 bad usage or input",
     "bisect run.h5 --good plans/wan2_2_no_norm2.json --bad plans/wan2_2.json --granularity param --all"};
 

@@ -455,6 +455,7 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
             if ((rc = read_site(r, DRIFT_SITE_ROLLOUT_OUTPUT, step, &s->ref[k], &info, err))) goto done;
             s->out_numel = info.numel;
         }
+        if (o->progress) o->progress("loading the trace: step", (long)i + 1, (long)n_all, o->progress_user);
     }
     if (s->n_steps == 0)
         rc = drift_err_set(err, DRIFT_E_USAGE, "--steps", "no committed step of %s is in the range", o->trace);

@@ -5,8 +5,9 @@
 #   MODE=param25 DEVICE=cuda:0 BUILD=/tmp/drift-gpu-build OUT=$OUT bash tests/gpu/bisect_speed.sh
 #
 # MODE
-#   param25  (default) a 1.3B Wan (Wan2.1-1.3B widths, 30 blocks, seeded
-#            weights, STEPS steps, only output:* sites recorded); the bad
+#   param25  (default) a 1.3B Wan (Wan2.1-1.3B widths, 30 blocks, 1280
+#            tokens as scale.sh's 1.3B-wide trace, seeded weights, STEPS
+#            steps, only output:* sites recorded); the bad
 #            plan sets 25 parameters to fp32 through two globs
 #            (blocks.[0-9].norm2.* and blocks.1[0-4].norm2.weight); bisect
 #            --granularity param --all. Target: < 20 s (the issue: 145
@@ -33,7 +34,7 @@ MODE="${MODE:-param25}"
 DEVICE="${DEVICE:-cuda:0}"
 STEPS="${STEPS:-2}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
-SPEC="${SPEC:-wan2.2:layers=30,dim=1536,heads=12,ffn_dim=8960,text_dim=4096,frames=1,height=256,width=256,text_len=256}"
+SPEC="${SPEC:-wan2.2:layers=30,dim=1536,heads=12,ffn_dim=8960,in_channels=16,out_channels=16,text_dim=4096,text_len=512,frames=5,height=32,width=32}"
 PY="${PYTHON3:-python3}"
 case "$MODE" in param25|one) ;; *) echo "bisect_speed: MODE must be param25 or one, got '$MODE'" >&2; exit 2 ;; esac
 [ -x "$D" ] || { echo "bisect_speed: $D is missing or not executable: build drift with CUDA first (BUILD=dir)" >&2; exit 2; }

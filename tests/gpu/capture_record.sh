@@ -285,7 +285,7 @@ for t in ${ACC_MODELS//,/ }; do
   # as qwen's time_text_embed.*, makes no difference under autocast: INFO, not FAIL)
   if [[ " ${BISECT_MODELS:-wan_1p3b} " == *" $t "* ]] && [ $(left) -gt 60 ]; then
     drift bisect "$tr" --good "$W/acc/$t/trainer_plan.json" --bad "$W/acc/$t/rollout_plan.json" \
-      --device cuda:0 --kernels torch --json > "$W/logs/bisect_$t.json" 2> "$W/logs/bisect_$t.err"
+      --device cuda:0 --kernels torch --threshold 0 --json > "$W/logs/bisect_$t.json" 2> "$W/logs/bisect_$t.err"
     brc=$?
     msg=$("$PY" -c "$BISECTCHECK" "$W/logs/bisect_$t.json" "$W/acc/$t/info.json" 2>&1); bc=$?
     if [ $bc = 0 ]; then pass "bisect $t (cuda:0 torch, exit $brc): $msg"

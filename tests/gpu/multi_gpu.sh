@@ -147,9 +147,9 @@ done
   || fail "--fsdp big: $(tail -3 "$W/bigf.err")"
 
 echo "== 4. bisect on two GPUs ($(el))"
-"$D" bisect "$W/small.h5" --good "$B/good.json" --bad "$B/bad16.json" --device cuda:0 --json >"$W/b1.json" 2>"$W/b1.err" \
+"$D" bisect "$W/small.h5" --good "$B/good.json" --bad "$B/bad16.json" --device cuda:0 --threshold 0 --json >"$W/b1.json" 2>"$W/b1.err" \
   || fail "1-GPU bisect: $(tail -2 "$W/b1.err")"
-"$D" bisect "$W/small.h5" --good "$B/good.json" --bad "$B/bad16.json" --devices cuda:0,cuda:1 --json >"$W/b2.json" 2>"$W/b2.log" \
+"$D" bisect "$W/small.h5" --good "$B/good.json" --bad "$B/bad16.json" --devices cuda:0,cuda:1 --threshold 0 --json >"$W/b2.json" 2>"$W/b2.log" \
   || fail "2-GPU bisect: $(tail -2 "$W/b2.log")"
 "$PY" - "$W/b1.json" "$W/b2.json" <<'PY' && pass "bisect: same culprits on 2 GPUs" || fail "bisect: culprits differ"
 import json, sys

@@ -36,14 +36,14 @@ for s in d["sites"][:names.index("blocks.0.norm2:out")]:
     assert s["bitwise_equal"], ("upstream site differs", s["site"])
 PY
 
-# 3. bisect at parameter granularity names the four norm2 parameters, each first divergent in its own block
-"$D" bisect "$W/wan.h5" --good "$P/wan2_2_no_norm2.json" --bad "$P/wan2_2.json" --granularity param --all --json \
+# 3. bisect at parameter granularity, asking the bitwise question (--threshold 0), names the four norm2 parameters, each first divergent in its own block
+"$D" bisect "$W/wan.h5" --good "$P/wan2_2_no_norm2.json" --bad "$P/wan2_2.json" --granularity param --all --threshold 0 --json \
   >"$W/bisect.json" || fail "bisect exited $?"
 "$PY" - "$W/bisect.json" <<'PY' || fail "bisect culprits"
 import json, sys
 d = json.load(open(sys.argv[1]))
 # culprits, and differences whose own effect stays below the noise floor reported as harmless
-got = sorted([m["name"] for s in d["culprit_sets"] for m in s] + list(d["harmless"]))
+got = sorted([m["name"] for s in d["culprit_sets"] for m in s] + list(d["harmless"] or []))
 want = sorted(f"blocks.{b}.norm2.{k}" for b in (0, 1) for k in ("weight", "bias"))
 assert got == want, got
 assert len(d["culprit_sets"]) >= 2, d["culprit_sets"]

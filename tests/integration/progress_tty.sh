@@ -49,8 +49,9 @@ if not any(re.match(pat, l) for l in pane):
 EOF
 grep -qE "^drift compare: step ([0-9]+)/\1, $RATE, ETA 0s \([0-9hms]+ elapsed\)" "$T/pane.txt" || fail "no compare progress line"
 # bisect: every phase with a count, a rate and the time left (issue 35): the
-# reference replays (good, noise floor, bad) count their steps, the probes
+# trace's steps load, the reference replays (good, noise floor, bad) count their steps, the probes
 # count against a total estimated per --all round, the culprit effects their steps
+grep -qE "^drift bisect: loading the trace: step ([0-9]+)/\1" "$T/pane.txt" || fail "no bisect progress line for loading the trace"
 grep -qE "^drift bisect: reference replays \(good, noise floor, bad\): step ([0-9]+)/\1, $RATE, ETA 0s" "$T/pane.txt" ||
     fail "no bisect progress line for the reference replays"
 grep -qE "^drift bisect: probe [0-9]+/[0-9]+, $RATE, ETA [0-9hms]+ \([0-9hms]+ elapsed\)" "$T/pane.txt" ||
