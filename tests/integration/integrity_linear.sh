@@ -2,7 +2,8 @@
 # Issue 34 items 13-14: JSON objects and site-map globs in linear time.
 # A JSON object of 10^6 keys (with and without a duplicate), a checkpoint
 # index naming 80,000 shards, and site-map rules of 15 and 64 stars against
-# every site name are each answered within 20 s (they took minutes to hours).
+# every site name are each answered within 120 s (they took minutes to hours; the bound is a hang guard for a
+# loaded or sanitized build, not a speed claim: the times are printed).
 # Prints the times (docs/RELIABILITY.md figures).
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
@@ -10,13 +11,13 @@ W="${DRIFT_TMP:-/tmp}/integrity_linear.$$"
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$W/ix"; trap 'rm -rf "$W"' EXIT
 PL="$T/plans"
-timed() { # timed LABEL EXPECT_RC WORDS CMD...: bounded by 20 s, prints the time
+timed() { # timed LABEL EXPECT_RC WORDS CMD...: bounded by 120 s, prints the time
   local label=$1 want=$2 words=$3; shift 3
   local t0 t1 rc
   t0=$(date +%s.%N)
-  timeout 20 "$D" "$@" >"$W/out" 2>&1; rc=$?
+  timeout 120 "$D" "$@" >"$W/out" 2>&1; rc=$?
   t1=$(date +%s.%N)
-  [ $rc = 124 ] && fail "$label: over 20 s"
+  [ $rc = 124 ] && fail "$label: over 120 s"
   [ $rc = "$want" ] || fail "$label: exit $rc (expected $want): $(tail -c 300 "$W/out")"
   grep -q -- "$words" "$W/out" || fail "$label: no '$words' in: $(tail -c 300 "$W/out")"
   printf 'ok   %-58s %6.2f s\n' "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')"
