@@ -272,14 +272,14 @@ static double jnum(const drift_json_value *o, const char *k) {
 }
 
 static void bisect(const drift_json_value *b, FILE *f) {
-    char x[32], y[32];
+    char x[32], y[32], z[32]; /* one buffer per number of a printf */
     fputs("<h2 id=\"bisect\">Bisect: the culprits</h2>\n<p>good plan <b>", f);
     esc(f, jstr(b, "good"));
     fputs("</b>, bad plan <b>", f);
     esc(f, jstr(b, "bad"));
     fprintf(f, "</b>, metric %s: good %s, bad %s, noise floor %s.</p>\n", jstr(b, "metric"),
             num(jnum(b, "good_metric"), x, sizeof x), num(jnum(b, "bad_metric"), y, sizeof y),
-            num(jnum(b, "noise_floor"), x, sizeof x));
+            num(jnum(b, "noise_floor"), z, sizeof z));
     const drift_json_value *sets = drift_json_object_get(b, "culprit_sets");
     fputs("<table class=\"culprits\"><tr><th>set</th><th>culprit</th><th>kind</th><th>good</th><th>bad</th>"
           "<th>effect alone</th><th>x floor</th><th>first divergent site alone</th></tr>\n", f);
