@@ -95,11 +95,11 @@ static void heatmap(const drift_html_report *r, FILE *f) {
                 if (x > hi) hi = x;
             }
         }
-    /* the page's width: steps share what the labels leave (8..220 px each);
+    /* the page's width: steps share what the labels leave (8..300 px each);
      * long site names wrap onto more lines of their row */
     int lw = 300, top = 40, line = 13, page = 1200;
     int cw = r->n_steps ? (page - lw - 20) / (int)r->n_steps : 16;
-    if (cw > 220) cw = 220;
+    if (cw > 300) cw = 300;
     if (cw < 8) cw = 8;
     int *y0 = drift_calloc(r->n_sites + 1, sizeof *y0);
     if (!y0) return;
