@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -106,16 +107,26 @@ static void put_row(grid *g, size_t s, size_t t, const drift_trace_metric *r) {
     v[DRIFT_HTML_MAX] = r->max_abs_diff;
     v[DRIFT_HTML_REL] = r->rel_max;
     v[DRIFT_HTML_COS] = r->cosine;
+    v[DRIFT_HTML_ULP] = r->max_ulp_diff == UINT64_MAX ? INFINITY : (double)r->max_ulp_diff;
+    v[DRIFT_HTML_ORACLE] = r->rmse_oracle;
+    v[DRIFT_HTML_WORST] = (double)r->worst_index;
+}
+
+/* A trace's run id, copied (an empty string when it recorded none). */
+static void run_id(char *dst, size_t n, const drift_trace_meta *m) {
+    snprintf(dst, n, "%s", m && m->run_id ? m->run_id : "");
 }
 
 static int from_pair(grid *g, const drift_tcmp_opts *o, char **plan_a, char **plan_b, char *model, size_t msz,
-                     char ***warn, size_t *n_warn, drift_err *err) {
+                     char ***warn, size_t *n_warn, char run[2][256], drift_err *err) {
     drift_tcmp *c = NULL;
     int rc = drift_tcmp_open(&c, o, err);
     if (rc) return rc;
     const drift_trace_meta *ma = drift_trace_reader_meta(drift_tcmp_reader(c, 0));
     const drift_trace_meta *mb = drift_trace_reader_meta(drift_tcmp_reader(c, 1));
     snprintf(model, msz, "%s", ma->family ? ma->family : "");
+    run_id(run[0], 256, ma);
+    run_id(run[1], 256, mb);
     *plan_a = drift_strdup(ma->plan_json ? ma->plan_json : "");
     *plan_b = drift_strdup(mb->plan_json ? mb->plan_json : "");
     g->n_sites = drift_tcmp_n_pairs(c);
@@ -149,7 +160,7 @@ static int from_pair(grid *g, const drift_tcmp_opts *o, char **plan_a, char **pl
 }
 
 static int from_metrics(grid *g, const char *path, int64_t first, int64_t last, char **plan_a, char *model, size_t msz,
-                        drift_err *err) {
+                        char run[2][256], drift_err *err) {
     drift_trace_reader *r = NULL;
     drift_trace_metric *rows = NULL;
     drift_trace_step_metrics *srows = NULL;
@@ -158,6 +169,7 @@ static int from_metrics(grid *g, const char *path, int64_t first, int64_t last, 
     if (rc) return rc;
     const drift_trace_meta *m = drift_trace_reader_meta(r);
     snprintf(model, msz, "%s", m->family ? m->family : "");
+    run_id(run[0], 256, m);
     *plan_a = drift_strdup(m->plan_json ? m->plan_json : "");
     if ((rc = drift_trace_read_metrics(r, INT64_MIN, &rows, &n, err))) goto done;
     if ((rc = drift_trace_read_step_metrics(r, INT64_MIN, &srows, &ns_m, err))) goto done;
@@ -224,15 +236,38 @@ static int is_json(const char *path) {
 }
 
 static int report(const char *const *in, int n_in, const char *against, const char *bisect_path, const char *out,
-                  const char *map_path, const char *steps, int force, int allow);
+                  const char *map_path, const char *steps, int force, int allow, const char *cmdline);
+
+/* "drift report ARG ..." with arguments holding a space or quote single-quoted. */
+static char *command_line(int argc, char **argv) {
+    size_t n = 16;
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) * 4 + 3;
+    char *s = drift_malloc(n), *p = s;
+    if (!s) return NULL;
+    p += snprintf(p, n, "drift report");
+    for (int i = 1; i < argc; i++) {
+        int q = argv[i][0] == 0 || strpbrk(argv[i], " \t'\"\\$") != NULL;
+        *p++ = ' ';
+        if (q) *p++ = '\'';
+        for (const char *c = argv[i]; *c; c++) {
+            if (*c == '\'' && q) { memcpy(p, "'\\''", 4); p += 4; }
+            else *p++ = *c;
+        }
+        if (q) *p++ = '\'';
+    }
+    *p = 0;
+    return s;
+}
 
 int drift_cmd_report(int argc, char **argv) {
     drift_cli_args a;
     int code = 0;
     if (drift_cli_args_parse(&SPEC, argc, argv, &a, &code)) return code;
+    char *cl = command_line(argc, argv);
     code = report(a.pos, (int)a.n_pos, drift_cli_args_get(&a, "--against"), drift_cli_args_get(&a, "--bisect"),
                   drift_cli_args_get(&a, "--out"), drift_cli_args_get(&a, "--sitemap"), drift_cli_args_get(&a, "--steps"),
-                  drift_cli_args_count(&a, "--force") > 0, drift_cli_args_count(&a, "--allow-mismatch") > 0);
+                  drift_cli_args_count(&a, "--force") > 0, drift_cli_args_count(&a, "--allow-mismatch") > 0, cl);
+    drift_free(cl);
     drift_cli_args_free(&a); /* the strings above are argv's */
     return code;
 }
@@ -310,7 +345,7 @@ static int bisect_fits(const drift_json_value *bj, const char *bisect_path, cons
 /* The command once its options are parsed: in[0..n_in) the positional inputs
  * (a trace or replay result, and/or a bisect JSON); strings borrowed. */
 static int report(const char *const *in, int n_in, const char *against, const char *bisect_path, const char *out,
-                  const char *map_path, const char *steps, int force, int allow) {
+                  const char *map_path, const char *steps, int force, int allow, const char *cmdline) {
     const char *trace = NULL;
     for (int k = 0; k < n_in; k++) {
         if (is_json(in[k]) && !bisect_path) bisect_path = in[k];
@@ -331,6 +366,7 @@ static int report(const char *const *in, int n_in, const char *against, const ch
     memset(&g, 0, sizeof g);
     char *plan_a = NULL, *plan_b = NULL, **warn = NULL, model[1024] = "", source[8400] = "";
     size_t n_warn = 0;
+    char run[2][256] = {"", ""};
     drift_json_value *bj = NULL;
     drift_sitemap *map = NULL;
     int rc = DRIFT_OK;
@@ -355,10 +391,10 @@ static int report(const char *const *in, int n_in, const char *against, const ch
         o.allow_mismatch = allow;
         o.step_first = first;
         o.step_last = last;
-        rc = from_pair(&g, &o, &plan_a, &plan_b, model, sizeof model, &warn, &n_warn, &err);
+        rc = from_pair(&g, &o, &plan_a, &plan_b, model, sizeof model, &warn, &n_warn, run, &err);
         snprintf(source, sizeof source, "%s (candidate) against %s (reference)", trace, against);
     } else if (!rc && trace) {
-        rc = from_metrics(&g, trace, first, last, &plan_a, model, sizeof model, &err);
+        rc = from_metrics(&g, trace, first, last, &plan_a, model, sizeof model, run, &err);
         snprintf(source, sizeof source, "replay result %s", trace);
     } else if (!rc) {
         snprintf(source, sizeof source, "bisect result %s", bisect_path);
@@ -392,6 +428,15 @@ static int report(const char *const *in, int n_in, const char *against, const ch
         h.label_a = against ? trace : "plan";
         h.label_b = against ? against : "";
         h.bisect = bj;
+        char date[64] = "";
+        time_t now = time(NULL);
+        struct tm tmv;
+        if (gmtime_r(&now, &tmv)) strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv);
+        h.version = DRIFT_VERSION;
+        h.command_line = cmdline;
+        h.date = date;
+        h.run_a = trace ? run[0] : NULL;
+        h.run_b = against ? run[1] : NULL;
         h.warnings = (const char *const *)warn;
         h.n_warnings = n_warn;
         /* a temporary beside the target, renamed when complete */
@@ -410,7 +455,13 @@ static int report(const char *const *in, int n_in, const char *against, const ch
                 rc = drift_outpath_commit(&op, force, &err);
             }
         }
-        if (!rc) fprintf(stderr, "drift report: wrote %s (%zu sites x %zu steps)\n", out, g.n_sites, g.n_steps);
+        const drift_json_value *bt = bj && !trace ? drift_json_object_get(bj, "trace") : NULL;
+        if (!rc && bt && bt->type == DRIFT_JSON_STRING)
+        {
+            char safe[4096]; /* a string from the file, made safe for the terminal */
+            fprintf(stderr, "drift report: wrote %s (the bisect of %s)\n", out, drift_cli_printable(bt->str, safe, sizeof safe));
+        }
+        else if (!rc) fprintf(stderr, "drift report: wrote %s (%zu sites x %zu steps)\n", out, g.n_sites, g.n_steps);
     }
     grid_free(&g);
     free(plan_a);

@@ -49,9 +49,11 @@ void drift_invariance_print_text(const drift_invariance_report *rep, FILE *f) {
             op_str(r, sizeof r, &c->op_ref);
             fprintf(f, "%-32s   at batch 1: %s\n", "", r);
         }
+        char ub[32];
         if (c->first_site[0])
-            fprintf(f, "%-32s   first recorded site %s: %lld of %lld elements differ, max %llu %s ULPs\n", "", c->first_site,
-                    (long long)c->site_n_diff, (long long)c->site_numel, (unsigned long long)c->site_max_ulp, c->site_dtype);
+            fprintf(f, "%-32s   first recorded site %s: %lld of %lld elements differ, max %s %s ULPs\n", "", c->first_site,
+                    (long long)c->site_n_diff, (long long)c->site_numel,
+                    drift_ulp_text(c->site_max_ulp, ub, sizeof ub), c->site_dtype);
         /* only informative when both differ from batch 1 (e.g. a micro-batch of 4 vs a batch of 8) */
         if (c->same_as >= 0 && c->out_n_diff) fprintf(f, "%-32s   output bitwise equal to %s\n", "", rep->cfg[c->same_as].name);
     }

@@ -35,11 +35,7 @@ static const char *cos_str(double v, char *buf, size_t n) {
     return buf;
 }
 
-static const char *ulp_str(uint64_t u, char *buf, size_t n) {
-    if (u == UINT64_MAX) snprintf(buf, n, "nan");
-    else snprintf(buf, n, "%llu", (unsigned long long)u);
-    return buf;
-}
+static const char *ulp_str(uint64_t u, char *buf, size_t n) { return drift_ulp_text(u, buf, n); }
 
 /* The trace o->trace opened quietly for site shapes (NULL when it cannot be:
  * the worst element is then given as a flat offset). Caller closes it. */
@@ -175,6 +171,17 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
                 drift_report_num(m.rel_max, c, sizeof c), cos_str(m.cosine, d, sizeof d),
                 ulp_str(m.ulp_max, u, sizeof u), e->first_divergent ? "  <- first divergence" : "");
     }
+    int64_t zero_ref = 0, zero_sites = 0;
+    for (size_t i = 0; i < rep->cmp.n; i++) {
+        drift_site_metrics m;
+        drift_sitecmp_finish(&rep->cmp, &rep->cmp.e[i], &m);
+        zero_ref += m.ulp_zero_ref;
+        zero_sites += m.ulp_zero_ref > 0;
+    }
+    if (zero_ref)
+        fprintf(f, "max ulp leaves out %lld element%s of %lld site%s whose reference is zero (a ULP of zero is the "
+                   "subnormal spacing); --json gives each site's ulp_zero_reference\n",
+                (long long)zero_ref, zero_ref == 1 ? "" : "s", (long long)zero_sites, zero_sites == 1 ? "" : "s");
     fprintf(f, "\nfirst divergent site per step:");
     int any = 0;
     for (int64_t s = 0; s < rep->n_steps; s++) {
@@ -233,6 +240,7 @@ static void add_metrics(drift_json_buf *b, const drift_site_metrics *m) {
     drift_json_buf_add_key(b, "max_ulp");
     if (m->ulp_max == UINT64_MAX) drift_json_buf_add_null(b);
     else drift_json_buf_add_uint(b, m->ulp_max);
+    drift_json_buf_field_int(b, "ulp_zero_reference", m->ulp_zero_ref);
     drift_json_buf_field_int(b, "worst_index", m->argmax);
     drift_json_buf_field_int(b, "nan", m->nan_t);
     drift_json_buf_field_int(b, "inf", m->inf_t);

@@ -1,6 +1,7 @@
 #include "formats/dtype.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <strings.h>
 
 const char *drift_dtype_name(drift_dtype dt) {
@@ -126,4 +127,11 @@ uint64_t drift_dtype_ulp_distance(float a, float b, drift_dtype dt) {
     if (isnan(a) || isnan(b)) return (isnan(a) && isnan(b)) ? 0 : UINT64_MAX;
     int64_t x = ordered_bits(a, dt), y = ordered_bits(b, dt);
     return (uint64_t)(x > y ? x - y : y - x);
+}
+
+const char *drift_ulp_text(uint64_t u, char *buf, size_t n) {
+    if (u == UINT64_MAX) snprintf(buf, n, "nan");
+    else if (u < 1000000u) snprintf(buf, n, "%llu", (unsigned long long)u);
+    else snprintf(buf, n, "%.1e", (double)u);
+    return buf;
 }

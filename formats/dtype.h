@@ -126,4 +126,9 @@ void drift_dtype_from_f32_n(const float *src, void *dst, drift_dtype dst_dt, siz
  * between them. NaN vs non-NaN gives UINT64_MAX. */
 uint64_t drift_dtype_ulp_distance(float a, float b, drift_dtype dt);
 
+/* A ULP distance for people: exact below a million, then "3.4e+09" (past a
+ * million the count says "far", its last digits nothing); "nan" for
+ * UINT64_MAX (NaN against a number). Returns buf. */
+const char *drift_ulp_text(uint64_t u, char *buf, size_t n);
+
 #endif

@@ -731,10 +731,8 @@ static void draw_drill(vs *v) {
         if (f->shown[DRIFT_TOP_DCOL_ULP]) {
             if (!c->present)
                 snprintf(buf, sizeof buf, "-");
-            else if (c->max_ulp_diff == UINT64_MAX)
-                snprintf(buf, sizeof buf, "nan");
             else
-                snprintf(buf, sizeof buf, "%llu", (unsigned long long)c->max_ulp_diff);
+                drift_ulp_text(c->max_ulp_diff, buf, sizeof buf);
             putr(y, R->x + f->x[DRIFT_TOP_DCOL_ULP], f->w[DRIFT_TOP_DCOL_ULP], base, buf);
         }
         if (f->shown[DRIFT_TOP_DCOL_FLAGS]) {

@@ -113,6 +113,10 @@ void drift_metrics_accumulate_ulp_f32(const float *t, const float *r, size_t n, 
     for (size_t i = 0; i < n; i++) {
         uint64_t u = drift_metrics_ulp_of_ref(t[i], r[i], dt);
         int mismatch = isnan(t[i]) != isnan(r[i]);
+        if (!mismatch && r[i] == 0 && t[i] != 0 && isfinite(t[i])) {
+            acc->zero_ref++;
+            continue;
+        }
         if (mismatch) {
             u = UINT64_MAX;
             acc->nan_mismatch++;
@@ -137,6 +141,7 @@ void drift_metrics_merge_ulp(drift_ulp_acc *a, const drift_ulp_acc *b) {
     a->sum_ulp += b->sum_ulp;
     a->count += b->count;
     a->nan_mismatch += b->nan_mismatch;
+    a->zero_ref += b->zero_ref;
     a->numel += b->numel;
 }
 
@@ -146,6 +151,7 @@ void drift_metrics_finish_ulp(const drift_ulp_acc *acc, drift_dtype dt, drift_si
     out->ulp_max = acc ? acc->max_ulp : 0;
     out->ulp_mean = (acc && acc->count > 0) ? acc->sum_ulp / (double)acc->count : 0.0;
     out->ulp_nan_mismatch = acc ? acc->nan_mismatch : 0;
+    out->ulp_zero_ref = acc ? acc->zero_ref : 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -75,6 +75,7 @@ typedef struct drift_site_metrics {
     uint64_t ulp_max;       /* UINT64_MAX when some element is NaN on one side only */
     double ulp_mean;        /* over elements not NaN on exactly one side */
     int64_t ulp_nan_mismatch;
+    int64_t ulp_zero_ref;   /* differing elements of a zero reference (not in ulp_max) */
 } drift_site_metrics;
 
 /* Adds n pairs (t[i], r[i]) to acc (initialised with drift_metric_acc_init,
@@ -110,6 +111,9 @@ typedef struct drift_ulp_acc {
     double sum_ulp;         /* fp64 sum over counted elements */
     int64_t count;          /* counted elements: not NaN on exactly one side (NaN vs NaN counts as 0) */
     int64_t nan_mismatch;   /* elements NaN on exactly one side (excluded from sum/count) */
+    int64_t zero_ref;       /* differing elements whose reference is zero: a ULP of zero's magnitude
+                               is the subnormal spacing (bf16: 3 vs 0 is 2^134 ULPs), so they are
+                               counted here, not in max_ulp/sum/count */
     int64_t argmax;         /* first flat index attaining max_ulp (the first NaN mismatch when
                                there is one), -1 if no element seen */
     int64_t numel;          /* all elements seen (index base for the next chunk) */
@@ -125,7 +129,8 @@ void drift_metrics_ulp_init(drift_ulp_acc *acc);
  * an infinity on one side counts the representable values between them (inf
  * one step beyond the largest finite); NaN on one side is UINT64_MAX. */
 uint64_t drift_metrics_ulp_of_ref(float t, float r, drift_dtype dt);
-/* Adds n pairs, each distance drift_metrics_ulp_of_ref(t[i], r[i], dt).
+/* Adds n pairs, each distance drift_metrics_ulp_of_ref(t[i], r[i], dt),
+ * except a finite t against a zero r, which counts in zero_ref instead.
  * Index convention as for drift_metric_acc. */
 void drift_metrics_accumulate_ulp_f32(const float *t, const float *r, size_t n, drift_dtype dt,
                                       drift_ulp_acc *acc);

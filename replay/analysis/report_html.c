@@ -11,6 +11,8 @@
 
 static void esc(FILE *f, const char *s) { drift_html_escape(f, s); } /* formats/html_escape.h */
 
+static const char *jstr(const drift_json_value *o, const char *k);
+
 static const char *num(double v, char *buf, size_t n) {
     if (isnan(v)) snprintf(buf, n, "-");
     else if (v == 0) snprintf(buf, n, "0");
@@ -35,6 +37,45 @@ static void colour(double t, char *buf, size_t n) {
     snprintf(buf, n, "#%02x%02x%02x", c[0], c[1], c[2]);
 }
 
+enum { LABEL_COLS = 44 }; /* monospace 11 px: ~6.6 px a character in the 300 px label column */
+
+/* Where the label line starting at s ends: at most LABEL_COLS bytes, cut
+ * after the last '.', ':' or '_' within them when there is one. */
+static size_t label_cut(const char *s) {
+    size_t n = strlen(s);
+    if (n <= LABEL_COLS) return n;
+    size_t cut = 0;
+    for (size_t i = 0; i < LABEL_COLS; i++)
+        if (s[i] == '.' || s[i] == ':' || s[i] == '_') cut = i + 1;
+    return cut > LABEL_COLS / 3 ? cut : LABEL_COLS;
+}
+
+static int label_lines(const char *s) {
+    int n = 0;
+    do {
+        s += label_cut(s);
+        n++;
+    } while (*s);
+    return n;
+}
+
+/* A site label right-aligned at x, wrapped onto lines of one row. */
+static void label(FILE *f, const char *s, int x, int y, int line) {
+    fprintf(f, "<text class=\"site\" x=\"%d\" y=\"%d\" text-anchor=\"end\">", x, y);
+    int k = 0;
+    do {
+        size_t n = label_cut(s);
+        char part[LABEL_COLS + 1];
+        memcpy(part, s, n);
+        part[n] = 0;
+        fprintf(f, "<tspan x=\"%d\" dy=\"%d\">", x, k++ ? line : 0);
+        esc(f, part);
+        fputs("</tspan>", f);
+        s += n;
+    } while (*s);
+    fputs("</text>\n", f);
+}
+
 static void heatmap(const drift_html_report *r, FILE *f) {
     double lo = INFINITY, hi = 0;
     for (size_t s = 0; s < r->n_sites; s++)
@@ -45,26 +86,34 @@ static void heatmap(const drift_html_report *r, FILE *f) {
                 if (x > hi) hi = x;
             }
         }
-    int cw = r->n_steps > 60 ? 8 : 16, ch = 14, lw = 300, top = 40;
-    int w = lw + cw * (int)r->n_steps + 20, h = top + ch * (int)r->n_sites + 50;
+    /* the page's width: steps share what the labels leave (8..300 px each);
+     * long site names wrap onto more lines of their row */
+    int lw = 300, top = 40, line = 13, page = 1200;
+    int cw = r->n_steps ? (page - lw - 20) / (int)r->n_steps : 16;
+    if (cw > 300) cw = 300;
+    if (cw < 8) cw = 8;
+    int *y0 = drift_calloc(r->n_sites + 1, sizeof *y0);
+    if (!y0) return;
+    for (size_t s = 0; s < r->n_sites; s++) y0[s + 1] = y0[s] + label_lines(r->sites[s]) * line + 2;
+    int w = lw + cw * (int)r->n_steps + 20, h = top + y0[r->n_sites] + 50;
     if (w < lw + 330) w = lw + 330; /* room for the legend */
     char a[32], b[32];
     fprintf(f, "<h2 id=\"heat\">Heatmap: mean |diff| per site and step</h2>\n<p>Rows: sites in execution order; "
                "columns: steps. Log colour scale from %s (pale) to %s (dark red); cyan = bitwise equal; grey = not "
                "recorded; a black frame marks the first divergent site of each step.</p>\n",
             num(hi > 0 ? lo : NAN, a, sizeof a), num(hi > 0 ? hi : NAN, b, sizeof b));
-    fprintf(f, "<svg id=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"monospace\" font-size=\"11\">\n", w, h, w, h);
+    fprintf(f, "<svg id=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%%\" "
+               "style=\"max-width:%dpx\" viewBox=\"0 0 %d %d\" font-family=\"monospace\" font-size=\"11\">\n",
+            w, w, h);
     fprintf(f, "<text x=\"%d\" y=\"14\">step</text>\n", lw);
+    int every = cw >= 40 ? 1 : cw >= 16 ? 2 : 10;
     for (size_t t = 0; t < r->n_steps; t++)
-        if (t % (cw >= 16 ? 2 : 10) == 0)
+        if (t % (size_t)every == 0)
             fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%lld</text>\n", lw + cw * (int)t + cw / 2, top - 6,
                     (long long)r->steps[t]);
     for (size_t s = 0; s < r->n_sites; s++) {
-        int y = top + ch * (int)s;
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", lw - 6, y + ch - 3);
-        esc(f, r->sites[s]);
-        fputs("</text>\n", f);
+        int y = top + y0[s], ch = y0[s + 1] - y0[s];
+        label(f, r->sites[s], lw - 6, y + line - 2, line);
         for (size_t t = 0; t < r->n_steps; t++) {
             size_t i = s * r->n_steps + t;
             double x = val(r, s, t, DRIFT_HTML_MEAN);
@@ -87,7 +136,8 @@ static void heatmap(const drift_html_report *r, FILE *f) {
         }
     }
     /* legend */
-    int ly = top + ch * (int)r->n_sites + 16;
+    int ly = top + y0[r->n_sites] + 16;
+    drift_free(y0);
     for (int k = 0; k < 10; k++) {
         char fill[16];
         colour(k / 9.0, fill, sizeof fill);
@@ -170,7 +220,8 @@ static const char *jtext(const drift_json_value *v, char *buf, size_t n) {
     return buf;
 }
 
-/* Flattens a plan document into "key: value" rows. */
+/* Flattens a plan document into "key: value" rows; lists and objects give a
+ * row per member, so an empty one gives none (as the key absent). */
 static size_t plan_rows(const drift_json_value *p, char rows[][2][512], size_t max) {
     size_t n = 0;
     if (!p || p->type != DRIFT_JSON_OBJECT) return 0;
@@ -195,11 +246,7 @@ static size_t plan_rows(const drift_json_value *p, char rows[][2][512], size_t m
                 }
                 n++;
             }
-            if (v->n_items == 0) {
-                snprintf(rows[n][0], 512, "%s", m->key);
-                snprintf(rows[n][1], 512, "[]");
-                n++;
-            }
+            /* an empty list adds no row: it means what an absent one does */
         } else {
             snprintf(rows[n][0], 512, "%s", m->key);
             jtext(v, rows[n][1], 512);
@@ -262,8 +309,76 @@ static double jnum(const drift_json_value *o, const char *k) {
     return v && v->type == DRIFT_JSON_NUMBER ? v->number : NAN;
 }
 
+/* A JSON value as indented text (HTML-escaped): members and items one per
+ * line, a list of scalars (a [pattern, dtype] pair) on one line. */
+static void pretty(const drift_json_value *v, int ind, FILE *f) {
+    char buf[64];
+    switch (v->type) {
+    case DRIFT_JSON_NULL: fputs("null", f); return;
+    case DRIFT_JSON_BOOL: fputs(v->boolean ? "true" : "false", f); return;
+    case DRIFT_JSON_NUMBER: snprintf(buf, sizeof buf, "%.17g", v->number); fputs(buf, f); return;
+    case DRIFT_JSON_STRING:
+        fputc('"', f);
+        for (const char *c = v->str; *c; c++) {
+            if (*c == '\\' || *c == '"') fputc('\\', f);
+            char one[2] = {*c, 0};
+            esc(f, one);
+        }
+        fputc('"', f);
+        return;
+    case DRIFT_JSON_ARRAY: {
+        int flat = 1;
+        for (size_t i = 0; i < v->n_items; i++)
+            flat &= v->items[i].type != DRIFT_JSON_ARRAY && v->items[i].type != DRIFT_JSON_OBJECT;
+        fputc('[', f);
+        for (size_t i = 0; i < v->n_items; i++) {
+            if (flat) fputs(i ? ", " : "", f);
+            else fprintf(f, "%s\n%*s", i ? "," : "", ind + 2, "");
+            pretty(&v->items[i], ind + 2, f);
+        }
+        if (!flat && v->n_items) fprintf(f, "\n%*s", ind, "");
+        fputc(']', f);
+        return;
+    }
+    case DRIFT_JSON_OBJECT:
+        fputc('{', f);
+        for (size_t i = 0; i < v->n_members; i++) {
+            fprintf(f, "%s\n%*s\"", i ? "," : "", ind + 2, "");
+            esc(f, v->members[i].key);
+            fputs("\": ", f);
+            pretty(&v->members[i].value, ind + 2, f);
+        }
+        if (v->n_members) fprintf(f, "\n%*s", ind, "");
+        fputc('}', f);
+        return;
+    }
+}
+
+/* The fix as a diff against the bad plan: per culprit, the bad plan's line
+ * (-) and the fixed plan's (+), which is the good plan's value. */
+static void fix_diff(const drift_json_value *b, FILE *f) {
+    const drift_json_value *sets = drift_json_object_get(b, "culprit_sets");
+    fputs("<pre class=\"fixdiff\">--- bad plan ", f);
+    esc(f, jstr(b, "bad"));
+    fputs("\n+++ the fixed plan\n", f);
+    for (size_t k = 0; sets && sets->type == DRIFT_JSON_ARRAY && k < sets->n_items; k++)
+        for (size_t i = 0; sets->items[k].type == DRIFT_JSON_ARRAY && i < sets->items[k].n_items; i++) {
+            const drift_json_value *e = &sets->items[k].items[i];
+            fputs("<span class=\"del\">- ", f);
+            esc(f, jstr(e, "name"));
+            fputs(": ", f);
+            esc(f, *jstr(e, "bad") ? jstr(e, "bad") : "(absent)");
+            fputs("</span>\n<span class=\"add\">+ ", f);
+            esc(f, jstr(e, "name"));
+            fputs(": ", f);
+            esc(f, *jstr(e, "good") ? jstr(e, "good") : "(absent)");
+            fputs("</span>\n", f);
+        }
+    fputs("</pre>\n", f);
+}
+
 static void bisect(const drift_json_value *b, FILE *f) {
-    char x[32], y[32];
+    char x[32], y[32], z[32]; /* one buffer per number of a printf */
     fputs("<h2 id=\"bisect\">Bisect: the culprits</h2>\n<p>good plan <b>", f);
     esc(f, jstr(b, "good"));
     fputs("</b>, bad plan <b>", f);
@@ -272,7 +387,7 @@ static void bisect(const drift_json_value *b, FILE *f) {
     esc(f, jstr(b, "metric")); /* from the bisect JSON: a string like any other */
     fprintf(f, ": good %s, bad %s, noise floor %s.</p>\n",
             num(jnum(b, "good_metric"), x, sizeof x), num(jnum(b, "bad_metric"), y, sizeof y),
-            num(jnum(b, "noise_floor"), x, sizeof x));
+            num(jnum(b, "noise_floor"), z, sizeof z));
     const drift_json_value *sets = drift_json_object_get(b, "culprit_sets");
     fputs("<table class=\"culprits\"><tr><th>set</th><th>culprit</th><th>kind</th><th>good</th><th>bad</th>"
           "<th>effect alone</th><th>x floor</th><th>first divergent site alone</th></tr>\n", f);
@@ -320,35 +435,117 @@ static void bisect(const drift_json_value *b, FILE *f) {
         esc(f, jstr(b, "metric"));
         fprintf(f, " %s, the good plan's %s).</p>\n", num(jnum(fix, "output_metric"), x, sizeof x),
                 num(jnum(fix, "good_output_metric"), y, sizeof y));
+        fix_diff(b, f);
         const drift_json_value *plan = drift_json_object_get(fix, "plan");
         if (plan) {
-            char *buf = drift_malloc(65536);
-            if (buf) {
-                jtext(plan, buf, 65536);
-                fputs("<pre>", f);
-                esc(f, buf);
-                fputs("</pre>\n", f);
-                drift_free(buf);
-            }
+            fputs("<details open><summary>the whole fixed plan</summary><pre class=\"fixplan\">", f);
+            pretty(plan, 0, f);
+            fputs("</pre></details>\n", f);
         }
     }
 }
 
+/* A max ULP readably: exact up to a million, then in powers of ten; a NaN
+ * against a number says so. */
+static const char *ulp_text(double u, char *buf, size_t n) {
+    if (isnan(u)) snprintf(buf, n, "-");
+    else if (isinf(u)) snprintf(buf, n, "NaN vs number");
+    else if (u < 1e6) snprintf(buf, n, "%.0f", u);
+    else snprintf(buf, n, "%.1e", u);
+    return buf;
+}
+
+/* Over all steps per site; the worst element, max ULP and oracle RMSE
+ * columns appear when some row knows them. */
+static void site_table(const drift_html_report *r, FILE *f) {
+    char a[32], b[32], c[32], d[32], e[32], g[32], w[96];
+    int has_worst = 0, has_oracle = 0;
+    for (size_t i = 0; i < r->n_sites * r->n_steps; i++) {
+        if (!r->present[i]) continue;
+        has_worst |= r->v[i * DRIFT_HTML_NV + DRIFT_HTML_WORST] >= 0;
+        has_oracle |= isfinite(r->v[i * DRIFT_HTML_NV + DRIFT_HTML_ORACLE]);
+    }
+    fputs("<h2 id=\"sites\">Per-site table (over all steps)</h2>\n<table class=\"sitetable\"><tr><th>site</th>"
+          "<th>bitwise-equal steps</th><th>mean of mean |diff|</th><th>max |diff|</th><th>max rel max</th>"
+          "<th>min cosine</th><th>first divergent in steps</th>", f);
+    if (has_worst) fputs("<th>worst element (step, flat index)</th>", f);
+    fputs("<th title=\"|t - r| in units of the reference's last place\">max ULP</th>", f);
+    if (has_oracle) fputs("<th>RMSE vs fp64 oracle</th>", f);
+    fputs("</tr>\n", f);
+    for (size_t s = 0; s < r->n_sites; s++) {
+        double sum = 0, mx = NAN, rel = NAN, cs = NAN, ulp = NAN, orc = NAN;
+        size_t n = 0, eq = 0, fd = 0, wt = 0;
+        for (size_t t = 0; t < r->n_steps; t++) {
+            size_t i = s * r->n_steps + t;
+            if (!r->present[i]) continue;
+            double m = val(r, s, t, DRIFT_HTML_MEAN);
+            if (!isnan(m)) { sum += m; n++; }
+            double x = val(r, s, t, DRIFT_HTML_MAX), y = val(r, s, t, DRIFT_HTML_REL), z = val(r, s, t, DRIFT_HTML_COS);
+            double u = val(r, s, t, DRIFT_HTML_ULP), o = val(r, s, t, DRIFT_HTML_ORACLE);
+            if (!isnan(x) && (isnan(mx) || x > mx)) { mx = x; wt = t; }
+            if (!isnan(y) && (isnan(rel) || y > rel)) rel = y;
+            if (!isnan(z) && (isnan(cs) || z < cs)) cs = z;
+            if (!isnan(u) && (isnan(ulp) || u > ulp)) ulp = u;
+            if (!isnan(o) && (isnan(orc) || o > orc)) orc = o;
+            eq += r->equal[i];
+            fd += r->first[t] == (long)s;
+        }
+        fprintf(f, "<tr%s><td>", fd ? " class=\"first\"" : "");
+        esc(f, r->sites[s]);
+        fprintf(f, "</td><td class=\"num\">%zu</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+                   "<td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%zu</td>",
+                eq, num(n ? sum / (double)n : NAN, a, sizeof a), num(mx, b, sizeof b), num(rel, c, sizeof c),
+                isnan(cs) ? "-" : (snprintf(d, sizeof d, "%.8f", cs), d), fd);
+        if (has_worst) {
+            double wi = isnan(mx) || mx == 0 ? -1 : val(r, s, wt, DRIFT_HTML_WORST);
+            if (wi >= 0) snprintf(w, sizeof w, "step %lld, %.0f", (long long)r->steps[wt], wi);
+            else snprintf(w, sizeof w, "-");
+            fprintf(f, "<td class=\"num worst\">%s</td>", w);
+        }
+        fprintf(f, "<td class=\"num ulp\">%s</td>", ulp_text(ulp, e, sizeof e));
+        if (has_oracle) fprintf(f, "<td class=\"num oracle\">%s</td>", num(orc, g, sizeof g));
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 int drift_report_html_write(const drift_html_report *r, FILE *f) {
-    char a[32], b[32], c[32], d[32];
+    char a[32];
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
     esc(f, r->title);
     fputs("</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;"
           "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}td.num{text-align:right;"
           "font-family:monospace}tr.diff td{background:#fde2e2}tr.first td{background:#fff3cd}.ok{color:#1a7f37}"
-          ".bad{color:#c0392b}figure{display:inline-block;margin:0 1em}code,pre{background:#f6f8fa}"
+          ".bad{color:#c0392b}figure{display:inline-block;margin:0 1em}code,pre{background:#f6f8fa}pre{white-space:pre-wrap;overflow-wrap:anywhere}"
+          ".del{color:#b31d28;background:#ffeef0}.add{color:#22863a;background:#f0fff4}"
           ".warn{color:#9a6700}</style>\n</head><body>\n<h1>", f);
     esc(f, r->title);
     fputs("</h1>\n<p>", f);
     esc(f, r->source);
     fputs("<br>model <code>", f);
     esc(f, r->model);
-    fprintf(f, "</code><br>%zu sites, %zu steps</p>\n", r->n_sites, r->n_steps);
+    fputs("</code><br>", f);
+    if (r->n_sites == 0 && r->bisect) { /* a bisect document alone: its trace, not "0 sites" */
+        const drift_json_value *st = drift_json_object_get(r->bisect, "steps");
+        fputs("bisect of trace <code>", f);
+        esc(f, jstr(r->bisect, "trace"));
+        fputs("</code>", f);
+        if (st && st->type == DRIFT_JSON_NUMBER) fprintf(f, ", %.0f step(s) replayed", st->number);
+        fputs("</p>\n", f);
+    } else {
+        fprintf(f, "%zu sites, %zu steps</p>\n", r->n_sites, r->n_steps);
+    }
+    fputs("<table class=\"provenance\">", f);
+    const char *rows[][2] = {{"drift version", r->version}, {"command line", r->command_line}, {"date (UTC)", r->date},
+                             {r->label_b && *r->label_b ? "run id (candidate)" : "run id", r->run_a},
+                             {"run id (reference)", r->run_b}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (!rows[i][1]) continue;
+        fprintf(f, "<tr><th>%s</th><td class=\"prov\"><code>", rows[i][0]);
+        esc(f, *rows[i][1] ? rows[i][1] : "(not recorded)");
+        fputs("</code></td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
     for (size_t i = 0; i < r->n_warnings; i++) {
         fputs("<p class=\"warn\">warning: ", f);
         esc(f, r->warnings[i]);
@@ -372,32 +569,7 @@ int drift_report_html_write(const drift_html_report *r, FILE *f) {
             if (r->ratio) curve(r, r->ratio, "curve-ratio", "ratio_abs_minus_1 = mean |exp(lp_new - lp_old) - 1|", f);
             if (r->kl) curve(r, r->kl, "curve-kl", "approx_kl = 0.5 mean (lp_new - lp_old)^2", f);
         }
-        fputs("<h2 id=\"sites\">Per-site table (over all steps)</h2>\n<table class=\"sitetable\"><tr><th>site</th>"
-              "<th>bitwise-equal steps</th><th>mean of mean |diff|</th><th>max |diff|</th><th>max rel max</th>"
-              "<th>min cosine</th><th>first divergent in steps</th></tr>\n", f);
-        for (size_t s = 0; s < r->n_sites; s++) {
-            double sum = 0, mx = NAN, rel = NAN, cs = NAN;
-            size_t n = 0, eq = 0, fd = 0;
-            for (size_t t = 0; t < r->n_steps; t++) {
-                size_t i = s * r->n_steps + t;
-                if (!r->present[i]) continue;
-                double m = val(r, s, t, DRIFT_HTML_MEAN);
-                if (!isnan(m)) { sum += m; n++; }
-                double x = val(r, s, t, DRIFT_HTML_MAX), y = val(r, s, t, DRIFT_HTML_REL), z = val(r, s, t, DRIFT_HTML_COS);
-                if (!isnan(x) && (isnan(mx) || x > mx)) mx = x;
-                if (!isnan(y) && (isnan(rel) || y > rel)) rel = y;
-                if (!isnan(z) && (isnan(cs) || z < cs)) cs = z;
-                eq += r->equal[i];
-                fd += r->first[t] == (long)s;
-            }
-            fprintf(f, "<tr%s><td>", fd ? " class=\"first\"" : "");
-            esc(f, r->sites[s]);
-            fprintf(f, "</td><td class=\"num\">%zu</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
-                       "<td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%zu</td></tr>\n",
-                    eq, num(n ? sum / (double)n : NAN, a, sizeof a), num(mx, b, sizeof b), num(rel, c, sizeof c),
-                    isnan(cs) ? "-" : (snprintf(d, sizeof d, "%.8f", cs), d), fd);
-        }
-        fputs("</table>\n", f);
+        site_table(r, f);
     }
     plans(r, f);
     if (r->bisect) bisect(r->bisect, f);

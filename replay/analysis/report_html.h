@@ -8,8 +8,13 @@
 
 #include "formats/json.h"
 
-/* Per (site, step) values: mean |diff|, max |diff|, rel max, cosine. */
-enum { DRIFT_HTML_MEAN = 0, DRIFT_HTML_MAX = 1, DRIFT_HTML_REL = 2, DRIFT_HTML_COS = 3, DRIFT_HTML_NV = 4 };
+/* Per (site, step) values: mean |diff|, max |diff|, rel max, cosine, max ULP
+ * (of the reference's magnitude; INFINITY for NaN against a number), RMSE
+ * against the fp64 oracle, the flat index of the worst element (-1 none). */
+enum {
+    DRIFT_HTML_MEAN = 0, DRIFT_HTML_MAX = 1, DRIFT_HTML_REL = 2, DRIFT_HTML_COS = 3,
+    DRIFT_HTML_ULP = 4, DRIFT_HTML_ORACLE = 5, DRIFT_HTML_WORST = 6, DRIFT_HTML_NV = 7
+};
 
 typedef struct drift_html_report {
     const char *title;           /* borrowed */
@@ -26,6 +31,10 @@ typedef struct drift_html_report {
     const char *plan_a, *plan_b; /* plan JSON of both sides (NULL: unknown) */
     const char *label_a, *label_b;
     const drift_json_value *bisect; /* a bisect --json document, or NULL */
+    const char *version;         /* drift's version, the command line, the UTC date (NULL: none) */
+    const char *command_line;
+    const char *date;
+    const char *run_a, *run_b;   /* both traces' run ids (NULL: unknown) */
     const char *const *warnings; /* n_warnings lines */
     size_t n_warnings;
 } drift_html_report;

@@ -64,7 +64,7 @@ int drift_replay_parse_devices(const char *s, char ***out, int *n, drift_err *er
 
 enum { H_VALID, H_STEP, H_ORC0, H_ORC1, H_ORC2, H_LP, H_OLD, H_NEW, H_B, H_COUNT };
 enum { SI_PRESENT, SI_DTYPE, SI_ACC_DTYPE, SI_ARGMAX, SI_NUMEL, SI_NAN_T, SI_INF_T, SI_NAN_R, SI_INF_R, SI_NDIFF,
-       SI_ROWS, SI_ULP_MAX, SI_ULP_COUNT, SI_ULP_NANMIS, SI_ULP_ARGMAX, SI_ULP_NUMEL, SI_COUNT };
+       SI_ROWS, SI_ULP_MAX, SI_ULP_COUNT, SI_ULP_NANMIS, SI_ULP_ARGMAX, SI_ULP_NUMEL, SI_ULP_ZERO, SI_COUNT };
 enum { SS_ABS, SS_SQ, SS_TR, SS_TT, SS_RR, SS_ULP, SS_WORST_T, SS_WORST_R, SS_COUNT }; /* worst: SUM with -0 is a copy */
 enum { SM_MAXD, SM_MAXR, SM_REL, SM_COUNT };
 
@@ -134,6 +134,7 @@ static void pack(const drift_replay_shared *s, const layout *L, const drift_repl
         si[SI_ULP_NANMIS] = a->ulp.nan_mismatch;
         si[SI_ULP_ARGMAX] = a->ulp.argmax;
         si[SI_ULP_NUMEL] = a->ulp.numel;
+        si[SI_ULP_ZERO] = a->ulp.zero_ref;
         ss[SS_ABS] = a->m.sum_abs_diff;
         ss[SS_SQ] = a->m.sum_sq_diff;
         ss[SS_TR] = a->m.sum_tr;
@@ -191,6 +192,7 @@ static void unpack(const drift_replay_shared *s, const layout *L, const int64_t 
         a->ulp.nan_mismatch = si[SI_ULP_NANMIS];
         a->ulp.argmax = si[SI_ULP_ARGMAX];
         a->ulp.numel = si[SI_ULP_NUMEL];
+        a->ulp.zero_ref = si[SI_ULP_ZERO];
         a->m.sum_abs_diff = ss[SS_ABS];
         a->m.sum_sq_diff = ss[SS_SQ];
         a->m.sum_tr = ss[SS_TR];

@@ -33,6 +33,21 @@ static void set_wan22(drift_family_config *c) {
     c->eps = 1e-6; c->rope_theta = 10000.0;
 }
 
+/* wan2.2 with its dim changed: the widths not given follow it in Wan's
+ * proportions (ffn_dim 14336/3072, text_dim 4096/3072 of dim), so a small
+ * dim gives a small model; heads stay 24 unless dim is no multiple of 24
+ * with an even head dim, then Wan's head dim 128 (or 64, 32, 16, 8). */
+static void scale_wan22(drift_family_config *c, int given_ffn, int given_text, int given_heads) {
+    if (!given_ffn) c->ffn_dim = (int)(((long long)c->dim * 14336 + 1536) / 3072);
+    if (!given_text) c->text_dim = (int)(((long long)c->dim * 4096 + 1536) / 3072);
+    if (!given_heads && (c->dim % c->heads != 0 || (c->dim / c->heads) % 2 != 0))
+        for (int hd = 128; hd >= 8; hd /= 2)
+            if (c->dim % hd == 0) {
+                c->heads = c->dim / hd;
+                break;
+            }
+}
+
 static int parse_int(const char *spec, const char *key, const char *val, int lo, int hi, int *out,
                      drift_err *err) {
     char *end = NULL;
@@ -157,6 +172,7 @@ int drift_family_parse(const char *spec, drift_family_config *cfg, drift_err *er
                              "unknown model family '%.200s' (expected tiny-dit, wan2.2 or graph:FILE.json, a captured graph)%s",
                              buf, suggest(buf, FAMILIES, 2, dym, sizeof dym));
     }
+    int given_ffn = 0, given_text = 0, given_heads = 0, given_dim = 0;
     if (colon) {
         char *save = NULL;
         for (char *kv = strtok_r(colon + 1, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -166,8 +182,13 @@ int drift_family_parse(const char *spec, drift_family_config *cfg, drift_err *er
             *eq = '\0';
             int rc = apply_kv(&c, spec, kv, eq + 1, err);
             if (rc) return rc;
+            given_ffn |= strcmp(kv, "ffn_dim") == 0;
+            given_text |= strcmp(kv, "text_dim") == 0;
+            given_heads |= strcmp(kv, "heads") == 0;
+            given_dim |= strcmp(kv, "dim") == 0;
         }
     }
+    if (given_dim && strcmp(c.family, "wan2.2") == 0) scale_wan22(&c, given_ffn, given_text, given_heads);
     int rc = validate(&c, spec, err);
     if (rc) return rc;
     *cfg = c;

@@ -274,6 +274,14 @@ assert z["cosine"] == 1.0 and z["bitwise_equal"] and z["worst_index"] == 0
 mb = dr.compare_metrics(f32_to_bf16_bits(np.array([1.0, 2.0], np.float32)),
                         f32_to_bf16_bits(np.array([1.0078125, 2.0], np.float32)))
 assert mb["max_ulp_diff"] == 1, mb  # one bf16 ULP
+# ULPs of the reference's magnitude as replay/analysis/metrics.c (issue 35): across
+# zero in fp32 ~2^24, not the ~2e9 representable values between; a zero
+# reference (bf16 3 vs 0: 2^134 subnormal ULPs) left out, not 9223372036854775807
+mz = dr.compare_metrics(np.array([-1e-30, 3.0, 0.75], np.float32), np.array([1e-30, 0.0, 1.0], np.float32))
+assert 2 ** 23 < mz["max_ulp_diff"] < 2 ** 25, mz
+mz = dr.compare_metrics(f32_to_bf16_bits(np.array([3.0, 0.75], np.float32)),
+                        f32_to_bf16_bits(np.array([0.0, 1.0], np.float32)))
+assert mz["max_ulp_diff"] == 32, mz  # 0.25 / 2^-7; the zero reference left out
 
 # -- failure policy: an unwritable path never raises; strict raises
 with contextlib.redirect_stderr(io.StringIO()) as e2:

@@ -36,6 +36,34 @@ static drift_graph *build(const char *spec, drift_family_config *cfg_out) {
 
 /* ---- the Wan graph ---------------------------------------------------------------- */
 
+/* wan2.2:dim=N scales the widths it does not give (issue 35: dim=128 kept
+ * ffn_dim 14336 and text_dim 4096, 340 MB a side for 20 layers); given
+ * ones stay; dim 3072 is Wan's own; heads follow a dim no multiple of 24. */
+static void test_wan_dim_scales_defaults(void **state) {
+    (void)state;
+    drift_err err;
+    drift_err_clear(&err);
+    drift_family_config c;
+    OK(drift_family_parse("wan2.2:dim=128", &c, &err), &err);
+    assert_int_equal(c.ffn_dim, 597);
+    assert_int_equal(c.text_dim, 171);
+    assert_int_equal(c.heads, 1);
+    OK(drift_family_parse("wan2.2:dim=768", &c, &err), &err);
+    assert_int_equal(c.ffn_dim, 3584);
+    assert_int_equal(c.text_dim, 1024);
+    assert_int_equal(c.heads, 24);
+    OK(drift_family_parse("wan2.2:dim=512,heads=8,ffn_dim=2048", &c, &err), &err);
+    assert_int_equal(c.ffn_dim, 2048);
+    assert_int_equal(c.text_dim, 683);
+    assert_int_equal(c.heads, 8);
+    OK(drift_family_parse("wan2.2:dim=3072", &c, &err), &err);
+    assert_int_equal(c.ffn_dim, 14336);
+    assert_int_equal(c.text_dim, 4096);
+    OK(drift_family_parse("wan2.2:layers=2", &c, &err), &err);
+    assert_int_equal(c.ffn_dim, 14336);
+    assert_int_equal(c.text_dim, 4096);
+}
+
 static void test_wan_params_match_family_table(void **state) {
     (void)state;
     const char *specs[] = {"tiny-dit", "tiny-dit:layers=3,batch=2,patch=2x2x2,frames=4",
@@ -500,6 +528,7 @@ static void test_oom(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wan_params_match_family_table),
+        cmocka_unit_test(test_wan_dim_scales_defaults),
         cmocka_unit_test(test_wan_sites),
         cmocka_unit_test(test_wan_rules),
         cmocka_unit_test(test_json_roundtrip),

@@ -421,6 +421,37 @@ static void test_ulp(void **state) {
     assert_int_equal(m.ulp_nan_mismatch, 1);
 }
 
+/* Zero references (issue 35): a bf16 3 against 0 is 2^134 subnormal ULPs,
+ * which drowned every max ulp in 9223372036854775807; such elements count in
+ * zero_ref, and max/sum/count cover the rest (1 vs 1+2^-7: 1 ULP). Merging
+ * adds the counts. 0 vs -0 is equal, not a zero reference. */
+static void test_ulp_zero_reference(void **state) {
+    (void)state;
+    const float t[4] = {3.0f, 1.0078125f, 0.0f, -2.0f}, r[4] = {0.0f, 1.0f, -0.0f, 0.0f};
+    drift_ulp_acc u, v;
+    drift_metrics_ulp_init(&u);
+    drift_metrics_accumulate_ulp_f32(t, r, 4, DRIFT_BF16, &u);
+    assert_true(u.max_ulp == 1u);
+    assert_int_equal(u.argmax, 1);
+    assert_int_equal(u.zero_ref, 2);
+    assert_int_equal(u.count, 2);
+    drift_metrics_ulp_init(&v);
+    drift_metrics_accumulate_ulp_f32(t, r, 1, DRIFT_BF16, &v);
+    drift_metrics_merge_ulp(&u, &v);
+    assert_int_equal(u.zero_ref, 3);
+    drift_site_metrics m;
+    memset(&m, 0, sizeof m);
+    drift_metrics_finish_ulp(&u, DRIFT_BF16, &m);
+    assert_true(m.ulp_max == 1u);
+    assert_int_equal(m.ulp_zero_ref, 3);
+    /* readable: exact below a million, powers of ten above, nan for NaN vs number */
+    char b[32];
+    assert_string_equal(drift_ulp_text(999999u, b, sizeof b), "999999");
+    assert_string_equal(drift_ulp_text(3400000000u, b, sizeof b), "3.4e+09");
+    assert_string_equal(drift_ulp_text((uint64_t)INT64_MAX, b, sizeof b), "9.2e+18");
+    assert_string_equal(drift_ulp_text(UINT64_MAX, b, sizeof b), "nan");
+}
+
 /* Site accumulator over two micro-batches (batch = 1 each), bf16 site:
  *   mb 0: t = {1, 2, 3.5, -4}, r = {1, 2.5, 3, -4.25} -> rel 0.5 / 4.25 = 2/17
  *   mb 1: t = {0.5, 0},        r = {0.25, 0}          -> rel 0.25 / 0.25 = 1
@@ -637,6 +668,7 @@ int main(void) {
         cmocka_unit_test(test_chunks_and_merge),
         cmocka_unit_test(test_batched_rel_max),
         cmocka_unit_test(test_ulp),
+        cmocka_unit_test(test_ulp_zero_reference),
         cmocka_unit_test(test_site_acc),
         cmocka_unit_test(test_logprob),
         cmocka_unit_test(test_floor_ratio),

@@ -12,8 +12,11 @@ replay/analysis/metrics.h so that a recorder row and a replay row mean the same:
   * cosine = sum t r / sqrt(sum t^2 sum r^2), 1 when both are zero, 0 when
     exactly one is, clamped to [-1, 1];
   * worst_index = first flat index of max |d| (-1 when no finite pair);
-  * max_ulp_diff in ULPs of the site's dtype (the candidate's: bf16, fp16,
-    else fp32); 2^64-1 when some element is NaN on exactly one side.
+  * max_ulp_diff: |t - r| in ULPs of the reference's magnitude in the site's
+    dtype (the candidate's: bf16, fp16, else fp32), rounded up, as
+    drift_metrics_ulp_of_ref; an infinity on one side counts the values
+    between; a zero reference (no magnitude) is left out, as in C;
+    2^64-1 when some element is NaN on exactly one side.
 """
 import math
 
@@ -54,6 +57,11 @@ def _finish(numel, sum_abs, max_abs, rel_max, s_tr, s_tt, s_rr, s_sq, nan_t, inf
     }
 
 
+def _ulp_params(dtype):
+    mant = 7 if dtype == _lib.DT_BF16 else (10 if dtype == _lib.DT_FP16 else 23)
+    return mant, (-14 if dtype == _lib.DT_FP16 else -126)
+
+
 def _rows(n, batch, shape):
     if batch is None:
         batch = int(shape[0]) if len(shape) >= 2 else 1
@@ -75,6 +83,23 @@ def _torch_ordered(x, dtype):
         b = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
         mag, neg = b & 0x7FFFFFFF, (b >> 31) != 0
     return torch.where(neg, -mag, mag)
+
+
+def _torch_ulp_of_ref(tf, rf, dtype):
+    import torch
+    mant, emin = _ulp_params(dtype)
+    t64, r64 = tf.double(), rf.double()
+    m = r64.abs()
+    e = torch.frexp(m)[1].to(torch.int64) - 1
+    e = torch.where((m == 0) | (e < emin), torch.full_like(e, emin), e)
+    q = ((t64 - r64).abs() / torch.ldexp(torch.ones_like(m), e - mant)).ceil()
+    q = torch.where(q < 9.2e18, q, torch.full_like(q, float(2 ** 63 - 1)))
+    inf = tf.isinf() | rf.isinf()
+    ordered = (_torch_ordered(tf, dtype) - _torch_ordered(rf, dtype)).abs().double()
+    q = torch.where(inf, ordered, q)
+    skip = (tf == rf) | (tf.isnan() & rf.isnan()) | ((rf == 0) & tf.isfinite())
+    q = torch.where(skip, torch.zeros_like(q), q)
+    return int(q.max()) if q.numel() else 0
 
 
 def _compare_torch(t, r, batch, dtype):
@@ -112,10 +137,7 @@ def _compare_torch(t, r, batch, dtype):
     if bool(one_nan.any()):
         ulp = UINT64_MAX
     elif n:
-        ot = _torch_ordered(tf, dtype)
-        orr = _torch_ordered(rf, dtype)
-        ud = torch.where(nan_t & nan_r, 0, (ot - orr).abs())
-        ulp = int(ud.max())
+        ulp = _torch_ulp_of_ref(tf, rf, dtype)
     else:
         ulp = 0
     differ = (tf.view(torch.int32) != rf.view(torch.int32)) & ~(nan_t & nan_r)
@@ -139,6 +161,23 @@ def _np_ordered(x, dtype):
         b = x.view(np.uint32).astype(np.int64)
         mag, neg = b & 0x7FFFFFFF, (b >> 31) != 0
     return np.where(neg, -mag, mag)
+
+
+def _np_ulp_of_ref(tf, rf, dtype):
+    import numpy as np
+    mant, emin = _ulp_params(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        t64, r64 = tf.astype(np.float64), rf.astype(np.float64)
+        m = np.abs(r64)
+        e = np.frexp(m)[1].astype(np.int64) - 1
+        e = np.where((m == 0) | (e < emin), emin, e)
+        q = np.ceil(np.abs(t64 - r64) / np.ldexp(1.0, e - mant))
+        q = np.where(q < 9.2e18, q, float(2 ** 63 - 1))
+        inf = np.isinf(tf) | np.isinf(rf)
+        q = np.where(inf, np.abs(_np_ordered(tf, dtype) - _np_ordered(rf, dtype)).astype(np.float64), q)
+        skip = (tf == rf) | (np.isnan(tf) & np.isnan(rf)) | ((rf == 0) & np.isfinite(tf))
+        q = np.where(skip, 0.0, q)
+    return int(q.max()) if q.size else 0
 
 
 def _compare_numpy(t, r, batch, dtype):
@@ -170,9 +209,7 @@ def _compare_numpy(t, r, batch, dtype):
     if (nt ^ nr).any():
         ulp = UINT64_MAX
     elif n:
-        ud = np.abs(_np_ordered(tf, dtype) - _np_ordered(rf, dtype))
-        ud[nt & nr] = 0
-        ulp = int(ud.max())
+        ulp = _np_ulp_of_ref(tf, rf, dtype)
     else:
         ulp = 0
     differ = (np.ascontiguousarray(tf).view(np.uint32) != np.ascontiguousarray(rf).view(np.uint32)) & ~(nt & nr)
