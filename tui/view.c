@@ -1188,7 +1188,10 @@ static void mouse_key(vs *v) {
 
 /* Returns 1 to quit. */
 static int handle_key(vs *v, int ch) {
-    if (ch == KEY_RESIZE) return 0;
+    if (ch == KEY_RESIZE) { /* a new height: the selection keeps rows below it */
+        v->context = 1;
+        return 0;
+    }
     if (ch == CTRL_L) {
         clearok(curscr, TRUE);
         return 0;
