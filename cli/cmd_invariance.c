@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/cli_util.h"
+#include "cli/progress.h"
 #include "cli/kernels_opt.h"
 #include "cli/libraries_pick.h"
 #include "cli/commands.h"
@@ -158,7 +159,11 @@ int drift_cmd_invariance(int argc, char **argv) {
     memset(&rep, 0, sizeof rep);
     if (!rc) {
         o.plan = have_plan ? &plan : NULL;
+        drift_cli_progress *prog = json ? NULL : drift_cli_progress_start("invariance", "loading the trace");
+        o.progress = prog ? drift_cli_progress_cb : NULL;
+        o.progress_user = prog;
         rc = drift_invariance_run(&o, be, &rep, &err);
+        drift_cli_progress_finish(prog);
         snprintf(rep.kernels_why, sizeof rep.kernels_why, "%s", kp.why);
     }
     if (rc) {

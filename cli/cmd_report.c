@@ -38,13 +38,15 @@ static const drift_cli_cmd_spec SPEC = {
     "       drift report REPLAY_RESULT [--bisect BISECT.json] -o report.html\n"
     "       drift report BISECT.json -o report.html",
     "Writes one self-contained HTML file (inline SVG and CSS, no script, no\n"
-    "network) to paste into an issue or a chat: the first divergent site of\n"
-    "every step, a heatmap of sites (rows, execution order) x steps (columns)\n"
-    "on a log colour scale with the first divergent site of each step framed,\n"
-    "the log-prob, |ratio - 1| and approx KL curves per step, the per-site\n"
-    "table, the two sides' plans side by side with their differences, and from\n"
-    "a bisect --json document the culprits with their effect alone and the\n"
-    "suggested fix (bisect --fix-out).\n",
+    "network) to paste into an issue or a chat: drift's version, the command\n"
+    "line, the date and both run ids; the first divergent site of every step,\n"
+    "a heatmap of sites (rows, execution order) x steps (columns) as wide as\n"
+    "the page, on a log colour scale with the first divergent site of each\n"
+    "step framed, the log-prob, |ratio - 1| and approx KL curves per step,\n"
+    "the per-site table (worst element, max ULP, oracle RMSE where known),\n"
+    "the two sides' plans side by side with their differences, and from a\n"
+    "bisect --json document the culprits with their effect alone and the\n"
+    "suggested fix (bisect --fix-out) as a diff against the bad plan.\n",
     OPTS,
     "inputs (a trace or replay result, and a bisect JSON)",
     0,

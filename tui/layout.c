@@ -110,6 +110,7 @@ void drift_top_layout_compute(int cols, int rows, const drift_top_layout_opts *o
     }
 
     int header_h = rows >= 16 ? 3 : (rows >= 10 ? 2 : 1);
+    if (opts->two_plans && rows >= 20) header_h = 4;
     int footer_h = 1;
     int body_y = header_h;
     int body_h = rows - header_h - footer_h; /* >= 4 */
@@ -129,6 +130,7 @@ void drift_top_layout_compute(int cols, int rows, const drift_top_layout_opts *o
         /* charts shrink first: below 30 rows the table keeps the lines */
         if (!opts->hide_chart && rows >= 30 && cols >= 40) chart_h = clampi(body_h / 3, 7, 14);
         else if (!opts->hide_chart && rows >= 20 && cols >= 90) chart_h = 5; /* side by side, 4 lines each */
+        if (!opts->hide_chart && opts->show_chart && chart_h == 0 && body_h >= 9) chart_h = clampi(body_h / 2, 5, 14);
         out->table = rect(0, body_y, cols, body_h - chart_h);
         table_columns(cols, opts->name_w, opts->has_ref, &out->tcols);
         if (chart_h > 0) {

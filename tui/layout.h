@@ -93,8 +93,11 @@ typedef struct drift_top_layout_opts {
     int help;          /* help overlay shown */
     int drill;         /* drill-down replaces table and chart */
     int hide_chart;    /* the user switched the step chart off */
+    int show_chart;    /* the user switched it on where the size leaves it out (below 30 rows and 90 columns):
+                          it takes half the body, stacked */
     int name_w;        /* longest layer name (bytes, display width); 0 = unknown */
     int has_ref;       /* --ref: the reference value and ratio columns */
+    int two_plans;     /* the other side's plan known: a header line more from 20 rows */
 } drift_top_layout_opts;
 
 typedef struct drift_top_layout {

@@ -892,6 +892,41 @@ static void header_steps(drift_top_model *m) {
     m->h.against_writer = m->against_writer;
 }
 
+/* "glob=dtype, ..." of a plan's patterns into buf, "..." when cut. */
+static void pattern_list(const drift_plan *p, char *buf, size_t sz) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < p->n_patterns; i++) {
+        int n = snprintf(buf + o, sz - o, "%s%s=%s", i ? ", " : "", p->patterns[i].glob,
+                         drift_dtype_name(p->patterns[i].dtype));
+        if (n < 0 || (size_t)n >= sz - o) {
+            if (sz > 4) snprintf(buf + (o + 4 < sz ? o : sz - 4), 4, "...");
+            return;
+        }
+        o += (size_t)n;
+    }
+}
+
+static void header_plan(drift_top_header *h, const char *plan_json);
+
+/* The other side's plan into the header's *_b fields. */
+static void header_plan_b(drift_top_header *h, const char *path, const char *plan_json) {
+    drift_top_header t;
+    memset(&t, 0, sizeof t);
+    header_plan(&t, plan_json);
+    h->has_plan_b = 1;
+    h->plan_b_ok = t.plan_ok;
+    h->plan_b_path = path;
+    memcpy(h->plan_b_name, t.plan_name, sizeof h->plan_b_name);
+    memcpy(h->fwd_b, t.fwd, sizeof h->fwd_b);
+    memcpy(h->rollout_b, t.rollout, sizeof h->rollout_b);
+    memcpy(h->reduce_b, t.reduce, sizeof h->reduce_b);
+    memcpy(h->master_b, t.master, sizeof h->master_b);
+    h->n_patterns_b = t.n_patterns;
+    memcpy(h->patterns_b, t.patterns, sizeof h->patterns_b);
+    memcpy(h->plan_b_error, t.plan_error, sizeof h->plan_b_error);
+}
+
 static void header_plan(drift_top_header *h, const char *plan_json) {
     snprintf(h->fwd, sizeof h->fwd, "?");
     snprintf(h->rollout, sizeof h->rollout, "?");
@@ -917,6 +952,7 @@ static void header_plan(drift_top_header *h, const char *plan_json) {
     snprintf(h->reduce, sizeof h->reduce, "%s", drift_dtype_name(p.fsdp_reduce_dtype));
     snprintf(h->master, sizeof h->master, "%s", drift_dtype_name(p.fsdp_master_dtype));
     h->n_patterns = (int)p.n_patterns;
+    pattern_list(&p, h->patterns, sizeof h->patterns);
     h->warn_fwd_rollout = p.diffusion_forward_dtype != p.sglang_dit_precision;
     h->warn_reduce_bf16 = p.fsdp_reduce_dtype == DRIFT_BF16;
     drift_plan_free(&p);
@@ -990,6 +1026,10 @@ int drift_top_model_open(drift_top_model **out, const drift_top_open_opts *o, dr
         const drift_trace_meta *rm = drift_trace_reader_meta(m->rr);
         m->h.ref_run_id = rm->run_id ? rm->run_id : "";
         m->h.ref_has_metrics = drift_trace_reader_n_metric_sites(m->rr) > 0;
+        header_plan_b(&m->h, m->ref_path, rm->plan_json);
+    } else if (m->src.against_reader && m->src.against_reader(m->src.ctx)) {
+        const drift_trace_meta *bm = drift_trace_reader_meta(m->src.against_reader(m->src.ctx));
+        header_plan_b(&m->h, m->against, bm->plan_json);
     }
     *out = m;
     return DRIFT_OK;

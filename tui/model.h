@@ -301,6 +301,7 @@ typedef struct drift_top_header {
     char plan_name[128];
     char fwd[8], rollout[8], reduce[8], master[8]; /* dtype names, "?" if unknown */
     int n_patterns;
+    char patterns[320];          /* "glob=dtype, ..." (cut with "..." when long) */
     int warn_fwd_rollout;        /* forward dtype != rollout precision */
     int warn_reduce_bf16;        /* reduce dtype bf16 */
     char plan_error[160];        /* why the plan did not parse */
@@ -320,6 +321,12 @@ typedef struct drift_top_header {
     const char *against_writer;  /* owned; the --against file's writer state, as writer; "" without */
     double against_last_commit_time; /* epoch seconds of its last commit, 0 if none */
     double steps_per_s;          /* over the last commits (up to 10); 0 if unknown */
+    /* the other side's plan (--against B, or --ref): the same fields; has_plan_b 0 without one */
+    int has_plan_b, plan_b_ok;
+    char plan_b_name[128], fwd_b[8], rollout_b[8], reduce_b[8], master_b[8];
+    int n_patterns_b;
+    char patterns_b[320], plan_b_error[160];
+    const char *plan_b_path;     /* owned by the model: B's file */
 } drift_top_header;
 
 typedef enum drift_top_liveness {

@@ -46,9 +46,12 @@ typedef struct vs {
     size_t plen;
     char saved_filter[256];
     int hide_chart;
+    int show_chart;              /* p where the size left the chart out */
     int heat;                    /* the heatmap (key H) replaces table and chart */
     int heat_metric;             /* drift_top_metric shown in the heatmap */
     int jumped;                  /* the first divergent layer was selected once */
+    int context;                 /* next draw: scroll so the selection has rows below it (the layers after
+                                    the first divergence tell whether it grows or heals) */
     int utf8, color, mouse;
     int follow, interval_ms;
     char msg[256];
@@ -79,16 +82,31 @@ static int put(int y, int x, int w, attr_t a, const char *s) {
     return used;
 }
 
-/* A name cut to w cells ends in an ellipsis, so that a cut name never
- * passes for a whole one (condition_embedder.time_embe...). */
+/* A name cut to w cells in the middle ("blocks.7.a…2:out"): its start (the
+ * block) and its end (the module and the output) both tell. */
 static void put_name(const vs *v, int y, int x, int w, attr_t a, const char *s) {
     if (w <= 0 || !s) return;
-    if (drift_top_cells(s) <= w || w < 2) {
+    int n = drift_top_cells(s);
+    if (n <= w || w < 2) {
         put(y, x, w, a, s);
         return;
     }
-    int used = put(y, x, w - 1, a, s);
+    int tail = (w - 1) / 2, head = w - 1 - tail;
+    int used = put(y, x, head, a, s);
     put(y, x + used, 1, a, v->utf8 ? "\xe2\x80\xa6" : "~");
+    size_t len = strlen(s), k = len;
+    int cells = 0; /* the last `tail` cells, at a character's start */
+    while (k > 0) {
+        size_t j = k - 1;
+        while (j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80) j--;
+        char one[8] = {0};
+        memcpy(one, s + j, k - j < 7 ? k - j : 7);
+        int c = drift_top_cells(one);
+        if (cells + c > tail) break;
+        cells += c;
+        k = j;
+    }
+    put(y, x + used + 1, cells, a, s + k);
 }
 
 static void putr(int y, int x, int w, attr_t a, const char *s) {
@@ -198,6 +216,7 @@ static void rebuild(vs *v) {
         long fr = drift_top_table_find(&v->t, (size_t)v->t.first_divergent);
         if (fr >= 0) v->sel_row = fr;
         v->jumped = 1;
+        v->context = 1;
     }
     v->sel_layer = v->t.rows[v->sel_row].layer;
     v->have_sel = 1;
@@ -293,18 +312,43 @@ static void draw_run_line(vs *v, int y, int compact) {
     }
 }
 
+/* One plan: its dtypes ("sglang" is the plan's sglang_dit_precision, the
+ * rollout precision it states) and its patterns, which differ most often. */
+static void plan_segs(vs *v, line *l, const char *who, int ok, const char *err, const char *name, const char *fwd,
+                      const char *sgl, const char *reduce, const char *master, int n_pat, const char *pats) {
+    if (!ok) {
+        seg(l, pair(v, C_BAD) | A_BOLD, "%splan: %s", who, err);
+        return;
+    }
+    seg(l, A_NORMAL, "%splan %s: fwd %s  sglang %s  reduce %s  master %s", who, name, fwd, sgl, reduce, master);
+    if (!strcmp(fwd, sgl) || !*who) { /* A's warnings come from its own line's caller */
+    } else {
+        seg(l, pair(v, C_BAD) | A_BOLD, "  ! forward %s != sglang %s", fwd, sgl);
+    }
+    seg(l, A_NORMAL, "  %d pattern%s%s%s", n_pat, n_pat == 1 ? "" : "s", n_pat ? ": " : "", pats);
+}
+
 static void draw_plan_line(vs *v, int y) {
     const drift_top_header *h = drift_top_model_header(v->m);
     line l = {y, 0, v->L.header.w};
     if (!h->plan_ok) {
-        seg(&l, pair(v, C_BAD) | A_BOLD, "plan: %s", h->plan_error);
+        plan_segs(v, &l, h->has_plan_b ? "A " : "", 0, h->plan_error, "", "", "", "", "", 0, "");
         return;
     }
-    seg(&l, A_NORMAL, "plan %s: fwd %s  rollout %s  reduce %s  master %s  %d pattern%s", h->plan_name, h->fwd,
-        h->rollout, h->reduce, h->master, h->n_patterns, h->n_patterns == 1 ? "" : "s");
-    if (h->warn_fwd_rollout)
-        seg(&l, pair(v, C_BAD) | A_BOLD, "  ! forward %s != rollout %s", h->fwd, h->rollout);
+    seg(&l, A_NORMAL, "%splan %s: fwd %s  sglang %s  reduce %s  master %s", h->has_plan_b ? "A " : "", h->plan_name,
+        h->fwd, h->rollout, h->reduce, h->master);
+    if (h->warn_fwd_rollout) seg(&l, pair(v, C_BAD) | A_BOLD, "  ! forward %s != sglang %s", h->fwd, h->rollout);
     if (h->warn_reduce_bf16) seg(&l, pair(v, C_WARN) | A_BOLD, "  ! reduce dtype bf16");
+    seg(&l, A_NORMAL, "  %d pattern%s%s%s", h->n_patterns, h->n_patterns == 1 ? "" : "s", h->n_patterns ? ": " : "",
+        h->patterns);
+}
+
+/* The other side's plan (--against B or --ref), under A's. */
+static void draw_plan_b_line(vs *v, int y) {
+    const drift_top_header *h = drift_top_model_header(v->m);
+    line l = {y, 0, v->L.header.w};
+    plan_segs(v, &l, "B ", h->plan_b_ok, h->plan_b_error, h->plan_b_name, h->fwd_b, h->rollout_b, h->reduce_b,
+              h->master_b, h->n_patterns_b, h->patterns_b);
 }
 
 static void draw_view_line(vs *v, int y) {
@@ -337,7 +381,12 @@ static void draw_view_line(vs *v, int y) {
 
 static void draw_header(vs *v) {
     const drift_top_rect *r = &v->L.header;
-    if (r->h >= 3) {
+    if (r->h >= 4) {
+        draw_run_line(v, r->y, 0);
+        draw_plan_line(v, r->y + 1);
+        draw_plan_b_line(v, r->y + 2);
+        draw_view_line(v, r->y + 3);
+    } else if (r->h >= 3) {
         draw_run_line(v, r->y, 0);
         draw_plan_line(v, r->y + 1);
         draw_view_line(v, r->y + 2);
@@ -399,6 +448,10 @@ static void draw_table(vs *v) {
     col_title(v, R->y, f, DRIFT_TOP_TCOL_RATIO, 1, "x ref", -1);
 
     int visible = drift_top_layout_table_rows(R);
+    if (v->context) { /* a quarter of the rows above it, the rest below */
+        v->top = v->sel_row - visible / 4;
+        v->context = 0;
+    }
     clamp_scroll(&v->top, v->sel_row, (long)v->t.n, visible);
     if (v->t.n == 0) {
         const char *msg = drift_top_data_n_layers(D(v)) == 0 ? "no metrics yet" : "no layer matches the filter";
@@ -1011,6 +1064,8 @@ static void draw(vs *v) {
     lo.help = v->help;
     lo.drill = v->drill;
     lo.hide_chart = v->hide_chart;
+    lo.show_chart = v->show_chart;
+    lo.two_plans = drift_top_model_header(v->m)->has_plan_b;
     lo.name_w = (int)drift_top_data_max_name(D(v));
     lo.has_ref = drift_top_model_header(v->m)->has_ref;
     drift_top_layout_compute(cols, rows, &lo, &v->L);
@@ -1133,7 +1188,10 @@ static void mouse_key(vs *v) {
 
 /* Returns 1 to quit. */
 static int handle_key(vs *v, int ch) {
-    if (ch == KEY_RESIZE) return 0;
+    if (ch == KEY_RESIZE) { /* a new height: the selection keeps rows below it */
+        v->context = 1;
+        return 0;
+    }
     if (ch == CTRL_L) {
         clearok(curscr, TRUE);
         return 0;
@@ -1186,8 +1244,15 @@ static int handle_key(vs *v, int ch) {
                                          : "CFG normalisation off: raw values (s = %g)",
                 v->q.guidance_scale);
         return 0;
-    case 'p':
-        v->hide_chart = !v->hide_chart;
+    case 'p': /* the chart on or off; on a small terminal, on means half the body */
+        if (v->L.chart.h > 0) {
+            v->hide_chart = 1;
+            v->show_chart = 0;
+        } else {
+            v->hide_chart = 0;
+            v->show_chart = 1;
+        }
+        set_msg(v, 0, v->hide_chart ? "step chart off (p: on)" : "step chart on (p: off)");
         return 0;
     case 'b':
         v->q.collapse_blocks = !v->q.collapse_blocks;
@@ -1206,6 +1271,7 @@ static int handle_key(vs *v, int ch) {
     case 'd':
         if (v->t.first_divergent >= 0 && drift_top_table_find(&v->t, (size_t)v->t.first_divergent) >= 0) {
             select_row(v, drift_top_table_find(&v->t, (size_t)v->t.first_divergent));
+            v->context = 1;
             set_msg(v, 0, "first divergent layer: %s", drift_top_data_layer_name(D(v), (size_t)v->t.first_divergent));
         } else {
             set_msg(v, 0, "no divergent layer at this step");

@@ -30,6 +30,7 @@
 #include "formats/params.h"
 #include "formats/plan.h"
 #include "kernels/backend.h"
+#include "replay/analysis/report.h" /* drift_progress_fn */
 #include "replay/ir/assign.h"
 
 #define DRIFT_INV_MAX_BATCHES 16
@@ -46,6 +47,8 @@ typedef struct drift_invariance_opts {
     int n_batches;
     int cfg_joined;              /* 1: add the CFG pair as one batch of 2 */
     uint64_t seed;               /* seeded pad rows */
+    drift_progress_fn progress;  /* NULL: none; "the reference (batch 1)", then "configurations" i of n */
+    void *progress_user;
 } drift_invariance_opts;
 
 /* Defaults: step -1, sample 0, batches 1,2,4,8, cfg split, seed 1, the trace's side. */

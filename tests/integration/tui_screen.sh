@@ -83,8 +83,8 @@ def by(key_vals, desc):
 E = {}
 order = list(range(len(names)))
 E["first"] = {"contains": ["drift top", "run demo-run", "trainer", "wan2.2:layers=42", "cfg s=4.5",
-                           "steps 12 [0..11]", "CLOSED", "plan demo_mixed: fwd bf16  rollout fp32",
-                           "! forward bf16 != rollout fp32", "step 11 (latest)", "raw", "40 layers",
+                           "steps 12 [0..11]", "CLOSED", "plan demo_mixed: fwd bf16  sglang fp32",
+                           "! forward bf16 != sglang fp32", "step 11 (latest)", "raw", "40 layers",
                            "first divergent input:cond:post_cast", "log_prob |diff| ", "|ratio-1| ",
                            # defect 22.12: labelled chart axes (y 0..max, the steps under their bars)
                            "y 0..", "0" + " " * 9 + "11 step"],
@@ -122,9 +122,11 @@ E["help"] = {"contains": ["sort by order, name, mean, max, rel, cos", "Any other
 E["no_help"] = {"absent": ["Any other key closes this help."], "rows": [row(i, cfg(mean_over(i))) for i in norm2]}
 E["unfiltered"] = {"contains": ["40 layers"], "rows": [row(i, at(i, last)) for i in order[:12]]}
 # narrow screens: names cut to the column width, only the columns that fit
-# names longer than the 18-cell column end in an ellipsis (defect 22.12)
-E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer", "input:latents:pre\u2026"],
-                    "rows": [[names[i][:17]] + fmt(at(i, last))[:2] for i in order[:8]], "prefix": True}
+# names longer than the 18-cell column are cut in the middle behind an
+# ellipsis (defect 22.12; issue 35: "blocks.7.a\u20262:out", both ends tell)
+def mid(n, w=18): return n if len(n) <= w else n[:w - 1 - (w - 1) // 2] + "\u2026" + n[len(n) - (w - 1) // 2:]
+E["small_40x12"] = {"size": [40, 12], "contains": ["drift top", "layer", "input:lat\u2026pre_cast"],
+                    "rows": [[mid(names[i])] + fmt(at(i, last))[:2] for i in order[:8]]}
 E["small_20x6"] = {"size": [20, 6], "contains": ["drift top"]}
 E["tiny"] = {"size": [10, 4], "contains": ["terminal t"]}
 # at 100 columns a chart label drops what does not fit whole (defect 22.12: titles overlapped, numbers were cut)
