@@ -188,7 +188,15 @@ int drift_family_parse(const char *spec, drift_family_config *cfg, drift_err *er
             given_dim |= strcmp(kv, "dim") == 0;
         }
     }
-    if (given_dim && strcmp(c.family, "wan2.2") == 0) scale_wan22(&c, given_ffn, given_text, given_heads);
+    if (given_dim && strcmp(c.family, "wan2.2") == 0) {
+        scale_wan22(&c, given_ffn, given_text, given_heads);
+        /* the derived widths obey the limits of the keys they stand for (the canonical spec names them) */
+        if (c.ffn_dim > MAX_WIDTH * 4 || c.text_dim > MAX_WIDTH || c.heads > 1024)
+            return drift_err_set(err, DRIFT_E_USAGE, spec,
+                                 "dim=%d: the widths it implies (ffn_dim %d, text_dim %d, heads %d) exceed the limits "
+                                 "(%d, %d, 1024): give ffn_dim, text_dim and heads", c.dim, c.ffn_dim, c.text_dim,
+                                 c.heads, MAX_WIDTH * 4, MAX_WIDTH);
+    }
     int rc = validate(&c, spec, err);
     if (rc) return rc;
     *cfg = c;
