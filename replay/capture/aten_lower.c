@@ -184,16 +184,7 @@ int al_mat_view(lctx *c, const aten_view *v, int *id) {
         }
         return al_add_node(c, &s, id);
     }
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_STRIDED);
-    s.op.n_in = 1;
-    s.in[0] = r->cur;
-    s.op.start = v->off;
-    memcpy(s.op.stride, v->stride, sizeof(int64_t) * (size_t)v->nd);
-    s.rule = DRIFT_RULE_LIKE_INPUT0;
-    s.ndim = v->nd;
-    memcpy(s.shape, v->size, sizeof(int64_t) * (size_t)v->nd);
-    return al_add_node(c, &s, id);
+    return al_emit_gather(c, r->cur, v->nd, v->size, v->stride, v->off, id);
 }
 
 /* FX node j's tensor value materialised (cached per root version). */
@@ -374,6 +365,19 @@ int al_emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref,
     s.rule = rule;
     s.rule_dtype = to;
     s.rule_ref = ref;
+    return al_add_node(c, &s, id);
+}
+
+int al_emit_gather(lctx *c, int x, int nd, const int64_t *shape, const int64_t *stride, int64_t start, int *id) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_STRIDED);
+    s.op.n_in = 1;
+    s.in[0] = x;
+    s.op.start = start;
+    memcpy(s.op.stride, stride, sizeof(int64_t) * (size_t)nd);
+    s.rule = DRIFT_RULE_LIKE_INPUT0;
+    s.ndim = nd;
+    memcpy(s.shape, shape, sizeof(int64_t) * (size_t)nd);
     return al_add_node(c, &s, id);
 }
 

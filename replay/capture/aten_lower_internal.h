@@ -106,6 +106,8 @@ int al_emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int
                 int *id);
 int al_emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref, int *id);
 int al_emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id);
+/* A STRIDED gather of drift value x: (nd, shape) at stride from start, contiguous. */
+int al_emit_gather(lctx *c, int x, int nd, const int64_t *shape, const int64_t *stride, int64_t start, int *id);
 int al_val_shape(lctx *c, const drift_json_value *val, int *nd, int64_t *shape);
 int al_get_operand(lctx *c, const drift_json_value *v, const char *what, operand *o);
 int al_emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule);

@@ -364,15 +364,7 @@ static int reduce_dims(lctx *c, int j, const int64_t *dims, int n, int keep, dri
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < v->nd; i++)
                 if ((pass == 0) == !sel[i]) psh[m] = v->size[i], pst[m++] = st[i];
-        drift_node_spec s;
-        drift_node_spec_init(&s, DRIFT_OP_STRIDED);
-        s.op.n_in = 1;
-        s.in[0] = x;
-        memcpy(s.op.stride, pst, sizeof(int64_t) * (size_t)m);
-        s.rule = DRIFT_RULE_LIKE_INPUT0;
-        s.ndim = m;
-        memcpy(s.shape, psh, sizeof(int64_t) * (size_t)m);
-        if ((rc = al_add_node(c, &s, &x))) return rc;
+        if ((rc = al_emit_gather(c, x, m, psh, pst, 0, &x))) return rc;
         int kept = 0;
         for (int i = 0; i < v->nd; i++) kept += !sel[i];
         lo = kept;
@@ -868,11 +860,27 @@ int al_lower_nonzero(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
+/* x (nd dims) inside a fill of value of the padded shape sh, offset by lo per dim: the fill
+ * in x's dtype, x scattered into its interior. */
+static int emit_padded(lctx *c, int x, int nd, const int64_t *sh, const int64_t *lo, double value, int *id) {
+    int rc, base_id;
+    int64_t st[DRIFT_MAX_DIMS];
+    if ((rc = fill_shape(c, nd, sh, DRIFT_F32, 0, value, 0, &base_id)) ||
+        (rc = al_emit_cast(c, base_id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &base_id)))
+        return rc;
+    contig_strides(nd, sh, st);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    for (int i = 0; i < nd; i++) op.start += lo[i] * st[i], op.stride[i] = st[i];
+    int in[2] = {base_id, x};
+    return al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, id);
+}
+
 /* constant_pad_nd(self, pad, value) / pad(self, pad, mode, value): a fill of the padded
  * shape with x scattered into its interior. */
 int al_lower_pad(lctx *c, const char *base, const char *target) {
     (void)target;
-    int x, rc, np = 0, id, base_id;
+    int x, rc, np = 0, id;
     int64_t pad[2 * DRIFT_MAX_DIMS];
     double value = 0.0;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
@@ -891,7 +899,7 @@ int al_lower_pad(lctx *c, const char *base, const char *target) {
     }
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (np / 2 > xv->ndim) return FAIL(c, "pad of %d dims on a %d-d tensor", np / 2, xv->ndim);
-    int64_t sh[DRIFT_MAX_DIMS], st[DRIFT_MAX_DIMS], lo[DRIFT_MAX_DIMS] = {0};
+    int64_t sh[DRIFT_MAX_DIMS], lo[DRIFT_MAX_DIMS] = {0};
     memcpy(sh, xv->shape, sizeof sh);
     for (int k = 0; k < np / 2; k++) {
         int d = xv->ndim - 1 - k;
@@ -899,15 +907,7 @@ int al_lower_pad(lctx *c, const char *base, const char *target) {
         lo[d] = pad[2 * k];
         sh[d] += pad[2 * k] + pad[2 * k + 1];
     }
-    if ((rc = fill_shape(c, xv->ndim, sh, DRIFT_F32, 0, value, 0, &base_id)) ||
-        (rc = al_emit_cast(c, base_id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &base_id)))
-        return rc;
-    contig_strides(xv->ndim, sh, st);
-    drift_op op;
-    memset(&op, 0, sizeof op);
-    for (int i = 0; i < xv->ndim; i++) op.start += lo[i] * st[i], op.stride[i] = st[i];
-    int in[2] = {base_id, x};
-    if ((rc = al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    if ((rc = emit_padded(c, x, xv->ndim, sh, lo, value, &id))) return rc;
     return al_set_result(c, id);
 }
 
@@ -979,20 +979,6 @@ int al_lower_polar(lctx *c, const char *base, const char *target) {
 
 /* ---- convolutions other than the patch embedding ----------------------------------- */
 
-/* A drift STRIDED gather of x: shape (nd, sh) at strides st from start. */
-static int gather(lctx *c, int x, int nd, const int64_t *sh, const int64_t *st, int64_t start, int *id) {
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_STRIDED);
-    s.op.n_in = 1;
-    s.in[0] = x;
-    s.op.start = start;
-    memcpy(s.op.stride, st, sizeof(int64_t) * (size_t)nd);
-    s.rule = DRIFT_RULE_LIKE_INPUT0;
-    s.ndim = nd;
-    memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
-    return al_add_node(c, &s, id);
-}
-
 /* conv1d/conv2d with any stride, padding, dilation and groups as torch defines it, as one
  * im2col gather and one batched GEMM per group: x zero-padded to [B, C, Hp, Wp] (a 1-d
  * input is H = 1); cols[g, (b, ho, wo), (cg, i, j)] = xp[b, g Cg + cg, ho sH + i dH,
@@ -1018,21 +1004,11 @@ int al_lower_conv_im2col(lctx *c, int x, int w, int b, int sp, const int64_t *st
     if (Hp - dH * (kH - 1) - 1 < 0 || Wp - dW * (kW - 1) - 1 < 0) return FAIL(c, "the kernel is larger than the padded input");
     const int64_t Cg = C / G, Og = O / G, T = kH * kW, L = Ho * Wo;
     int rc, xp = x, cols, wk, y, id;
-    if (pH || pW) { /* zeros of the padded shape in x's dtype, x scattered into the interior */
-        int z;
-        int64_t psh[4] = {B, C, Hp, Wp}, pst[4];
-        contig_strides(4, psh, pst);
-        if ((rc = fill_shape(c, 4, psh, DRIFT_F32, 0, 0.0, 0, &z)) ||
-            (rc = al_emit_cast(c, z, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &z)))
-            return rc;
+    if (pH || pW) { /* zero padding */
         int x4;
-        if ((rc = al_emit_view_to(c, x, 4, (int64_t[]){B, C, H, W}, &x4))) return rc;
-        drift_op op;
-        memset(&op, 0, sizeof op);
-        for (int i = 0; i < 4; i++) op.stride[i] = pst[i];
-        op.start = pH * Wp + pW;
-        int in[2] = {z, x4};
-        if ((rc = al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, &xp))) return rc;
+        if ((rc = al_emit_view_to(c, x, 4, (int64_t[]){B, C, H, W}, &x4)) ||
+            (rc = emit_padded(c, x4, 4, (int64_t[]){B, C, Hp, Wp}, (int64_t[]){0, 0, pH, pW}, 0.0, &xp)))
+            return rc;
     }
     /* cols [G, B, Ho, Wo, Cg, kH, kW] with its size-1 dims dropped (at most 8 dims) */
     int64_t sh[8], sd[8];
@@ -1042,17 +1018,17 @@ int al_lower_conv_im2col(lctx *c, int x, int w, int b, int sp, const int64_t *st
     for (int i = 0; i < 7; i++)
         if (all_sh[i] != 1) sh[n] = all_sh[i], sd[n++] = all_st[i];
     if (n == 0) sh[n] = 1, sd[n++] = 1;
-    if ((rc = gather(c, xp, n, sh, sd, 0, &cols))) return rc;
+    if ((rc = al_emit_gather(c, xp, n, sh, sd, 0, &cols))) return rc;
     if ((rc = al_emit_view_to(c, cols, 3, (int64_t[]){G, B * L, Cg * T}, &cols))) return rc;
     /* w [O, Cg, kH, kW] = [G, Og, Cg T] -> [G, Cg T, Og] */
-    if ((rc = gather(c, w, 3, (int64_t[]){G, Cg * T, Og}, (int64_t[]){Og * Cg * T, 1, Cg * T}, 0, &wk))) return rc;
+    if ((rc = al_emit_gather(c, w, 3, (int64_t[]){G, Cg * T, Og}, (int64_t[]){Og * Cg * T, 1, Cg * T}, 0, &wk))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
     int in[2] = {cols, wk};
     if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y))) return rc;
     /* y [G, B, Ho, Wo, Og] -> [B, G, Og, Ho, Wo] = [B, O, Ho, Wo] */
-    if ((rc = gather(c, y, 5, (int64_t[]){B, G, Og, Ho, Wo}, (int64_t[]){L * Og, B * L * Og, 1, Wo * Og, Og}, 0, &id)))
+    if ((rc = al_emit_gather(c, y, 5, (int64_t[]){B, G, Og, Ho, Wo}, (int64_t[]){L * Og, B * L * Og, 1, Wo * Og, Og}, 0, &id)))
         return rc;
     if (b >= 0) {
         int bv;
@@ -1152,7 +1128,7 @@ static int permute_letters(lctx *c, int x, const char *have, const char *want, i
         pst[k] = st[p - have];
     }
     if (n == 0) { *id = x; return DRIFT_OK; }
-    return gather(c, x, n, sh, pst, 0, id);
+    return al_emit_gather(c, x, n, sh, pst, 0, id);
 }
 
 /* einsum("A,B->O", a, b) without ellipsis or repeated letters in one operand: letters in

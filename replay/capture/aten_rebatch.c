@@ -104,13 +104,5 @@ int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim) {
     aten_view_contig(&ex, 0, v->ndim, v->shape);
     ex.size[bdim] = c->rb_to;
     ex.stride[bdim] = 0;
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_STRIDED);
-    s.op.n_in = 1;
-    s.in[0] = *x;
-    s.rule = DRIFT_RULE_LIKE_INPUT0;
-    s.ndim = ex.nd;
-    memcpy(s.shape, ex.size, sizeof(int64_t) * (size_t)ex.nd);
-    memcpy(s.op.stride, ex.stride, sizeof(int64_t) * (size_t)ex.nd);
-    return al_add_node(c, &s, x);
+    return al_emit_gather(c, *x, ex.nd, ex.size, ex.stride, 0, x);
 }
