@@ -80,6 +80,44 @@ static float small(uint64_t *s) {
     return (float)((int)((*s >> 33) % 17) - 8) * 0.125f;
 }
 
+/* Parses and lowers doc, runs it on ref then cpu with parameters ps (may be empty) and the
+ * latents (xnd, xs, x); the n outputs of each backend go to got[0..n) and got[n..2n). Owns
+ * and frees ps. */
+static void run_both(const char *name, const char *doc, drift_hostset *ps, int xnd, const int64_t *xs, const float *x,
+                     int64_t n, float *got) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
+        fail_msg("%s: %s: %s", name, e.where, e.msg);
+    drift_hostset *bs, *is;
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
+    const char *bes[2] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        drift_exec_result r;
+        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
+        assert_int_equal(r.numel, n);
+        memcpy(got + k * n, r.f32, (size_t)n * sizeof(float));
+        drift_exec_result_free(&r);
+    }
+    drift_graph_free(sem);
+    drift_aten_graph_free(gr);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+}
+
+static drift_hostset *params_with(const char *name, int nd, const int64_t *sh, const float *v) {
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    if (name) assert_int_equal(drift_hostset_add(ps, name, DRIFT_F32, nd, sh, v, NULL, NULL, &e), 0);
+    return ps;
+}
+
 static void run_case(const conv_case *t) {
     const int nd = t->sp + 2;
     const int64_t H = t->sp == 2 ? t->H : 1, kH = t->sp == 2 ? t->kH : 1;
@@ -111,35 +149,18 @@ static void run_case(const conv_case *t) {
                     want[((bb * t->O + o) * Ho + ho) * Wo + wo] = (float)acc;
                 }
     char *doc = doc_of(t, nd, xs, ws, ys);
+    drift_hostset *ps = params_with("conv.weight", nd, ws, w);
     drift_err e;
-    drift_err_clear(&e);
-    drift_aten_graph *gr = NULL;
-    drift_graph *sem = NULL;
-    if (drift_aten_graph_parse(doc, strlen(doc), t->name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
-        fail_msg("%s: %s: %s", t->name, e.where, e.msg);
-    drift_hostset *ps, *bs, *is;
-    drift_hostset_create(&ps, &e);
-    drift_hostset_create(&bs, &e);
-    drift_hostset_create(&is, &e);
-    assert_int_equal(drift_hostset_add(ps, "conv.weight", DRIFT_F32, nd, ws, w, NULL, NULL, &e), 0);
     assert_int_equal(drift_hostset_add(ps, "conv.bias", DRIFT_F32, 1, &t->O, b, NULL, NULL, &e), 0);
-    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, nd, xs, x, NULL, NULL, &e), 0);
-    const char *bes[2] = {"ref", "cpu"};
-    for (int k = 0; k < 2; k++) {
-        drift_exec_result r;
-        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
-        assert_int_equal(r.numel, ny);
+    float *got = malloc((size_t)(2 * ny) * sizeof(float));
+    run_both(t->name, doc, ps, nd, xs, x, ny, got);
+    for (int k = 0; k < 2; k++)
         for (int64_t i = 0; i < ny; i++)
-            if (r.f32[i] != want[i]) fail_msg("%s on %s: y[%lld] = %g, want %g", t->name, bes[k], (long long)i, r.f32[i], want[i]);
-        drift_exec_result_free(&r);
-    }
+            if (got[k * ny + i] != want[i])
+                fail_msg("%s on %s: y[%lld] = %g, want %g", t->name, k ? "cpu" : "ref", (long long)i, got[k * ny + i], want[i]);
+    free(got);
     print_message("  %-28s [%lld, %lld, %lld, %lld] -> %lld outputs equal torch's definition on ref and cpu\n", t->name,
                   (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)(nd > 3 ? xs[3] : 1), (long long)ny);
-    drift_graph_free(sem);
-    drift_aten_graph_free(gr);
-    drift_hostset_free(ps);
-    drift_hostset_free(bs);
-    drift_hostset_free(is);
     free(doc);
     free(x);
     free(w);
@@ -195,32 +216,9 @@ static void run_unary_doc(const char *name, const char *pre, const char *target,
              " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
              pre, target, args, oshape);
-    drift_err e;
-    drift_err_clear(&e);
-    drift_aten_graph *gr = NULL;
-    drift_graph *sem = NULL;
-    if (drift_aten_graph_parse(doc, strlen(doc), name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
-        fail_msg("%s: %s: %s", name, e.where, e.msg);
-    drift_hostset *ps, *bs, *is;
-    drift_hostset_create(&ps, &e);
-    drift_hostset_create(&bs, &e);
-    drift_hostset_create(&is, &e);
-    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 5, (int64_t[]){2, 3, 4, 4, 6}, x, NULL, NULL, &e), 0);
     int64_t n = 1;
     for (int i = 0; i < ond; i++) n *= os[i];
-    const char *bes[2] = {"ref", "cpu"};
-    for (int k = 0; k < 2; k++) {
-        drift_exec_result r;
-        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
-        assert_int_equal(r.numel, n);
-        memcpy(got + k * n, r.f32, (size_t)n * sizeof(float));
-        drift_exec_result_free(&r);
-    }
-    drift_graph_free(sem);
-    drift_aten_graph_free(gr);
-    drift_hostset_free(ps);
-    drift_hostset_free(bs);
-    drift_hostset_free(is);
+    run_both(name, doc, params_with(NULL, 0, NULL, NULL), 5, (int64_t[]){2, 3, 4, 4, 6}, x, n, got);
 }
 
 static void near(const char *what, const float *got, const double *want, int64_t n) {
@@ -289,33 +287,9 @@ static void run_einsum(const char *eq, int xnd, const int64_t *xs, const float *
              "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
              wsh, xsh, eq, osh);
-    drift_err e;
-    drift_err_clear(&e);
-    drift_aten_graph *gr = NULL;
-    drift_graph *sem = NULL;
-    if (drift_aten_graph_parse(doc, strlen(doc), eq, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
-        fail_msg("%s: %s: %s", eq, e.where, e.msg);
-    drift_hostset *ps, *bs, *is;
-    drift_hostset_create(&ps, &e);
-    drift_hostset_create(&bs, &e);
-    drift_hostset_create(&is, &e);
-    assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, wnd, ws, w, NULL, NULL, &e), 0);
-    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
     int64_t n = 1;
     for (int i = 0; i < ond; i++) n *= os[i];
-    const char *bes[2] = {"ref", "cpu"};
-    for (int k = 0; k < 2; k++) {
-        drift_exec_result r;
-        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
-        assert_int_equal(r.numel, n);
-        memcpy(got + k * n, r.f32, (size_t)n * sizeof(float));
-        drift_exec_result_free(&r);
-    }
-    drift_graph_free(sem);
-    drift_aten_graph_free(gr);
-    drift_hostset_free(ps);
-    drift_hostset_free(bs);
-    drift_hostset_free(is);
+    run_both(eq, doc, params_with("m.w", wnd, ws, w), xnd, xs, x, n, got);
 }
 
 /* Two-operand einsum (Ernie-Image's pos_embed; attention written as einsum): batch,
