@@ -112,6 +112,7 @@ def _configs():
             mod = _import_test_module(fn[:-3])
         except Exception as e:  # noqa: BLE001
             errors[fn] = "%s: %s" % (type(e).__name__, str(e)[:200])
+            sys.stderr.write("zoo: %s failed to import: %s\n" % (fn, errors[fn]))
             continue
         for _, c in inspect.getmembers(mod, inspect.isclass):
             if c.__module__ != mod.__name__ or not hasattr(c, "get_init_dict") or not hasattr(c, "get_dummy_inputs"):
@@ -140,7 +141,8 @@ def zoo():
             out.append({"tag": name, "class": cls, "test": fn, "config": c})
         else:
             out.append({"tag": name, "class": cls, "error": "no diffusers test configuration names it" + (
-                " (test modules that failed to import: %s)" % ", ".join(sorted(errors)) if errors else "")})
+                " (%d test modules failed to import; first: %s)" % (len(errors), "; ".join(
+                    "%s: %s" % (k, errors[k]) for k in sorted(errors)[:2])) if errors else "")})
     import plain_dits
     for name in plain_dits.MODELS:
         out.append({"tag": "plain:" + name, "plain": name})

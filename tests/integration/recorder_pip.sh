@@ -33,7 +33,7 @@ else
   fail "pip install: $(tail -20 "$W/pip.log")"; exit 1
 fi
 mkdir -p "$W/elsewhere"
-if (cd "$W/elsewhere" && "$V" - "$W/elsewhere/t.h5" <<'PY'); then pass "import without DRIFT_RECORDER_LIB (library inside the installed package), numpy trace recorded"; else fail "import / record"; fi
+if (cd "$W/elsewhere" && "$V" - "traces/t.h5" <<'PY'); then pass "import without DRIFT_RECORDER_LIB (library inside the installed package), numpy trace recorded into a folder the recorder created (traces/)"; else fail "import / record"; fi
 import os, sys
 import numpy as np
 import drift_recorder as dr
@@ -46,7 +46,7 @@ with dr.Recorder(sys.argv[1], run_id="pip", family="tiny-dit", strict=True) as r
             rec.record("blocks.0:out", np.arange(12, dtype=np.float32).reshape(3, 4) + step)
             rec.output("noise_pred", np.ones((3, 4), np.float32))
 PY
-o=$("$DRIFT" check "$W/elsewhere/t.h5" 2>&1); rc=$?
+o=$("$DRIFT" check "$W/elsewhere/traces/t.h5" 2>&1); rc=$?
 [ $rc -eq 0 ] && pass "drift check accepts the trace" || fail "drift check (rc $rc): $o"
 "$V" -m pip show drift-recorder 2>/dev/null | grep -q "^Version: 0.1.0" && pass "pip show: drift-recorder 0.1.0" || fail "pip show"
 

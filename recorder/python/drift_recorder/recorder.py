@@ -175,6 +175,17 @@ def _checkpoint_map(path):
     return root, {k: name for k in hdr if k != "__metadata__"}, None
 
 
+def _make_parent(path):
+    """Creates the trace's missing folders ("traces/trainer.rank0.h5" in a fresh run folder), as
+    logging tools do; an error here is left for the open to report with the path."""
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError:
+            pass
+
+
 class Recorder:
     """One trace file (one rank of one side).
 
@@ -234,6 +245,7 @@ class Recorder:
             self.rank = r0 if rank is None else int(rank)
             self.world_size = w0 if world_size is None else int(world_size)
             self.path = path.format(rank=self.rank) if "{rank}" in path else path
+            _make_parent(self.path)
             if run_id is None:
                 run_id = os.environ.get("DRIFT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
             self.run_id = run_id
