@@ -31,14 +31,16 @@ say() { echo "[zoo.sh $(($(date +%s) - T0))s] $*"; }
 pack() {
   (cd "$W" && tar czf "$OUT/zoo_logs.tgz" logs) 2>/dev/null
   [ "${ZOO_PACK_TRACES:-1}" = 1 ] || return 0
-  # traces in up to three archives of < 16 MiB each (the device tool's limit per file)
+  # traces in archives of < 16 MiB each (the device tool's limit per file)
   local list=() i=0 part size=0
   rm -f "$OUT"/zoo_traces_*.tgz
   (cd "$W/rec" && ls -d */ 2>/dev/null | tr -d /) > "$W/tags.txt"
   part="$W/part0.txt"; : > "$part"
   while read -r t; do
     s=$(du -sk "$W/rec/$t" | cut -f1)
-    if [ $((size + s)) -gt 30000 ] && [ -s "$part" ]; then i=$((i + 1)); part="$W/part$i.txt"; : > "$part"; size=0; fi
+    # a trace over 14 MB stays behind (named in the log): archives must stay under the 16 MiB limit
+    if [ "$s" -gt 14000 ]; then echo "zoo.sh: not packed: $t ($s KB)" >&2; continue; fi
+    if [ $((size + s)) -gt 14000 ] && [ -s "$part" ]; then i=$((i + 1)); part="$W/part$i.txt"; : > "$part"; size=0; fi
     echo "$t" >> "$part"; size=$((size + s))
   done < "$W/tags.txt"
   for p in "$W"/part*.txt; do

@@ -42,7 +42,7 @@ def run(cmd, env, timeout):
 
 def first_error(err):
     for line in err.splitlines():
-        if line.startswith("drift") and "no --plan given" not in line:
+        if line.startswith("drift") and "no --plan given" not in line and not line.startswith("drift replay: libraries:"):
             return line[:240]
     lines = [x for x in err.splitlines() if x.strip()]
     return (lines[-1] if lines else "")[:240]
@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--record-rows", default=None)
     ap.add_argument("--budget", type=float, default=300)
+    ap.add_argument("--devices", default="cuda,cpu", help="which replays to run (cpu alone: on a machine without a GPU)")
     a = ap.parse_args()
     t_end = time.time() + a.budget
     env = dict(os.environ)
@@ -96,15 +97,19 @@ def main():
             row["reason"] = "not replayed: the stage's time budget ran out"
             table.append(row)
             continue
-        rc, out, err, dt = run([a.drift, "replay", tr, "--device", "cuda", "--kernels", "torch", "--ref", "trainer",
-                                "--output-only", "--json"], env, 120)
+        rc, out, err, dt = (1, "", "", 0.0)
+        if "cuda" in a.devices.split(","):
+            rc, out, err, dt = run([a.drift, "replay", tr, "--device", "cuda", "--kernels", "torch", "--ref", "trainer",
+                                    "--output-only", "--json"], env, 120)
         js = None
         try:
             js = json.loads(out) if out.strip() else None
         except Exception:
             js = None
         site = output_site(js) if js else None
-        if site is None:
+        if "cuda" not in a.devices.split(","):
+            row["cuda"] = "not run"
+        elif site is None:
             row["cuda"] = "no"
             row["reason"] = first_error(err) or ("exit %d" % rc)
         else:
