@@ -258,7 +258,7 @@ class VideoBlock(nn.Module):
         self.scale_shift = nn.Parameter(torch.randn(1, 4, dim) / dim ** 0.5)
 
     def forward(self, x, temb, cos, sin):
-        s1, b1, s2, b2 = (self.scale_shift + temb[:, None]).unbind(1)
+        s1, b1, s2, b2 = (self.scale_shift + temb).unbind(1)  # temb: (B, 4, dim)
         h = self.norm1(x) * (1 + s1[:, None]) + b1[:, None]
         B, N, D = h.shape
         q, k, v = self.qkv(h).view(B, N, 3, self.heads, -1).permute(2, 0, 3, 1, 4)

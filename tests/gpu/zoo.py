@@ -66,6 +66,8 @@ def island_modules(m, patterns):
         for mn, mod in sorted(m.named_modules(), key=lambda x: x[0].count(".") if x[0] else -1):
             if not mn or any(mn == c or mn.startswith(c + ".") for c in chosen):
                 continue
+            if type(mod).forward is torch.nn.Module.forward:
+                continue  # a container (ModuleList): fully_shard needs a forward, its children are tried
             ps = [mn + "." + n for n, _ in mod.named_parameters()]
             if ps and all(fnmatch.fnmatchcase(x, pat) for x in ps):
                 chosen.append(mn)
@@ -142,44 +144,23 @@ def record(entry, out):
     row["island"] = pat
     p = plan("trainer_" + tag, "bf16", [(pat, "fp32")] if pat else [])
     json.dump(p, open(os.path.join(d, "trainer_plan.json"), "w"))
-    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False)
-    fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=False)
-    blocks = block_names(m)
-    row["blocks"] = len(blocks)
-    try:
-        for mn in island:
-            fully_shard(m.get_submodule(mn), mp_policy=fp32)
-        for mn in blocks:
-            if mn not in island and not any(mn.startswith(i + ".") for i in island):
-                fully_shard(m.get_submodule(mn), mp_policy=bf16)
-        fully_shard(m, mp_policy=bf16)
-    except Exception as e:  # noqa: BLE001
-        row.update(reason="fully_shard: %s: %s" % (type(e).__name__, " ".join(str(e).split())[:300]))
-        return row
     path = os.path.join(d, "trainer.h5")
-    floors = []
-    g = None
-    try:
-        with Recorder(path, side="trainer", run_id="zoo-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
-            rec.record_params(m)
-            g = rec.capture_graph(m, step_inputs(kw, main, 0))
-            rec.watch(m, outputs=blocks)
-            for s in range(STEPS):
-                k = step_inputs(kw, main, s)
-                with rec.step(s), torch.no_grad():
-                    rec.inputs(k)
-                    with torch.autocast("cuda", dtype=torch.bfloat16):
-                        o = first_tensor(m(**k))
-                    rec.output("noise_pred", o)
-                with rec.paused(), torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-                    a = first_tensor(m(**k)).float()
-                    b = first_tensor(m(**nudge(k, main))).float()
-                    floors.append(float((a - b).abs().mean()))
-            rec.flush(60000)
-            cnt = rec.counters()
-    except Exception as e:  # noqa: BLE001
-        row.update(reason="record: %s: %s" % (type(e).__name__, " ".join(str(e).split())[:300]))
-        traceback.print_exc()
+    for per_block in (True, False):
+        if not per_block:  # a fresh copy: the first one is sharded
+            m, kw, main2 = zoo_models.build(entry)
+        err, got = _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row)
+        if err is None:
+            g, floors, cnt = got
+            break
+        # a root forward that calls into a block's submodules directly (DiT's norm1.emb) meets
+        # the block's sharded parameters: FSDP2 per block cannot run it, the root + island can
+        if per_block and "mixed torch.Tensor and DTensor" in str(err):
+            row["sharding"] = "root + island (per-block fully_shard failed: %s)" % str(err)[:120]
+            for f in (path, path + ".lock"):
+                if os.path.exists(f):
+                    os.remove(f)
+            continue
+        row.update(reason="record: %s: %s" % (type(err).__name__, " ".join(str(err).split())[:300]))
         return row
     cap = (g or {}).get("capture", {})
     row.update(captured=g is not None, mode=cap.get("mode"), fallback=cap.get("fallback"),
@@ -200,6 +181,49 @@ def record(entry, out):
     info["island_modules"] = island
     json.dump(info, open(os.path.join(d, "info.json"), "w"), indent=1)
     return row
+
+
+def _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row):
+    """Shards m (FSDP2: the fp32 island, each block when per_block, the root) and records
+    STEPS steps. (None, (graph, floors, counters)) or (exception, None)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False)
+    fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=False)
+    blocks = block_names(m)
+    row["blocks"] = len(blocks)
+    try:
+        for mn in island:
+            fully_shard(m.get_submodule(mn), mp_policy=fp32)
+        for mn in (blocks if per_block else []):
+            if mn not in island and not any(mn.startswith(i + ".") for i in island):
+                fully_shard(m.get_submodule(mn), mp_policy=bf16)
+        fully_shard(m, mp_policy=bf16)
+    except Exception as e:  # noqa: BLE001
+        return RuntimeError("fully_shard: %s: %s" % (type(e).__name__, " ".join(str(e).split())[:300])), None
+    floors = []
+    try:
+        with Recorder(path, side="trainer", run_id="zoo-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
+            rec.record_params(m)
+            g = rec.capture_graph(m, step_inputs(kw, main, 0))
+            rec.watch(m, outputs=blocks)
+            for s in range(STEPS):
+                k = step_inputs(kw, main, s)
+                with rec.step(s), torch.no_grad():
+                    rec.inputs(k)
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        o = first_tensor(m(**k))
+                    rec.output("noise_pred", o)
+                with rec.paused(), torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                    a = first_tensor(m(**k)).float()
+                    b = first_tensor(m(**nudge(k, main))).float()
+                    floors.append(float((a - b).abs().mean()))
+            rec.flush(60000)
+            cnt = rec.counters()
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        return e, None
+    return None, (g, floors, cnt)
 
 
 def main():

@@ -150,16 +150,49 @@ def trace_forward(model, kwargs, autocast=None, fqn_of=lambda n: n, tap=None):
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(phs) != len(args):
         raise CaptureError("dispatch trace: %d placeholders for %d inputs" % (len(phs), len(args)))
+    constants = _lift_constants(gm, phs[n_p + n_b] if len(phs) > n_p + n_b else None)
     specs = []
-    for i, n in enumerate(phs):
+    for i, n in enumerate(phs[:n_p + n_b]):
         if i < n_p:
             specs.append(_Spec(InputKind.PARAMETER, n.name, fqn_of(params[i][0])))
-        elif i < n_p + n_b:
-            specs.append(_Spec(InputKind.BUFFER, n.name, fqn_of(bufs[i - n_p][0])))
         else:
-            specs.append(_Spec(InputKind.USER_INPUT, n.name, user[i - n_p - n_b][0]))
+            specs.append(_Spec(InputKind.BUFFER, n.name, fqn_of(bufs[i - n_p][0])))
+    for ph, target in constants:
+        specs.append(_Spec(InputKind.CONSTANT_TENSOR, ph.name, target))
+    for i, n in enumerate(phs[n_p + n_b:]):
+        specs.append(_Spec(InputKind.USER_INPUT, n.name, user[i][0]))
     outn = [n for n in gm.graph.nodes if n.op == "output"]
     outs = outn[0].args[0] if outn else []
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     ospecs = [_Spec(OutputKind.USER_OUTPUT, getattr(o, "name", None)) for o in outs]
-    return TracedProgram(gm, specs, ospecs), user, seconds
+    prog = TracedProgram(gm, specs, ospecs)
+    prog.constants = {target: ph.meta["val"] for ph, target in constants}
+    return prog, user, seconds
+
+
+def _lift_constants(gm, before):
+    """Turns the trace's tensor attributes (torch.tensor(...) made inside the forward, a RoPE
+    table: get_attr nodes `_tensor_constantN`) into constant placeholders after the buffers, as
+    torch.export lifts them. [(placeholder, target)]; the placeholder's meta "val" is the value."""
+    import torch
+
+    out = []
+    anchor = before
+    if anchor is None:
+        anchor = next(n for n in gm.graph.nodes if n.op != "placeholder")
+    for n in list(gm.graph.nodes):
+        if n.op != "get_attr":
+            continue
+        v = gm
+        for part in str(n.target).split("."):
+            v = getattr(v, part, None)
+        if not isinstance(v, torch.Tensor):
+            continue  # a submodule of a higher-order region: read where it is called
+        with gm.graph.inserting_before(anchor):
+            ph = gm.graph.placeholder("c_" + n.name)
+        ph.meta.update(n.meta)
+        ph.meta["val"] = v.detach()
+        n.replace_all_uses_with(ph)
+        gm.graph.erase_node(n)
+        out.append((ph, str(n.target)))
+    return out

@@ -397,6 +397,7 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
 
     real = unwrap(model)
     fallback = None
+    dispatch_err = None  # the last resort's reason leads the message when every mode failed
     if mode == "auto":
         # a sharded model is never gathered; a model whose parameters are not
         # fp32 (a bf16 rollout engine) is exported as a copy in its own dtypes
@@ -418,7 +419,7 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
                     doc["capture"]["fallback"] = fallback
                     return doc, tensors
                 except CaptureError as e:
-                    fallback += "; dispatch trace: " + str(e)[:300]
+                    dispatch_err = str(e)
             else:
                 fallback = "fake copy: the inputs are not on a GPU (%s)" % dev
             mode = "meta"
@@ -433,7 +434,10 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
     except CaptureError as e:
         if not fallback:
             raise
-        raise CaptureError("%s (after: %s)" % (e, fallback))  # every mode tried, each one's reason
+        # every mode tried: the dispatch trace's reason first (the capture that should never give
+        # up), then this mode's, then the exports' (notes keep 255 characters)
+        lead = ("dispatch trace: %s; %s mode: " % (dispatch_err[:300], mode)) if dispatch_err else ""
+        raise CaptureError("%s%s (after: %s)" % (lead, e, fallback))
     if fallback:
         doc["capture"]["fallback"] = fallback
     return doc, tensors

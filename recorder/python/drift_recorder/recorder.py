@@ -878,9 +878,9 @@ class Recorder:
             return None
 
     def _capture_failed(self, msg):
-        msg = " ".join(str(msg).split())[:300]
+        msg = " ".join(str(msg).split())
         self.note(f"graph capture failed, recording without /graph: {msg}"[:255], 1)
-        self._log_once(("capture",), f"graph capture failed, recording without /graph: {msg}")
+        self._log_once(("capture",), f"graph capture failed, recording without /graph: {msg[:2000]}")
 
     def inputs(self, kwargs, pre_cast=None, **idx):
         """Every tensor the forward takes (the kwargs of capture_graph, any
