@@ -11,7 +11,10 @@
 #           $OUT/zoo_record.jsonl (one row per model), $OUT/zoo_traces_*.tgz;
 #   replay  tests/gpu/zoo_replay.py over the recorded traces: drift check, replay on
 #           cuda (torch profile, torch's own libraries) and cpu against the recording,
-#           drift's noise floor, the plan-to-plan bisect; $OUT/zoo_table.md.
+#           drift's noise floor; $OUT/zoo_table.md;
+#   invariance  tests/gpu/zoo_invariance.py (issue 33): per captured model, PyTorch's own
+#           batch verdicts (1,2,4,8 at both positions, CFG joined) against drift invariance
+#           --kernels torch; $OUT/zoo_invariance.md.
 # Env: BUILD (/tmp/drift-gpu-build), WORK (/tmp/zoo), MODELS (comma list), ZOO_SHARDS,
 # TIME_BUDGET (s, default 540), ZOO_PACK_TRACES (1: bring the traces back). At most 8 files under $OUT.
 set -u
@@ -79,6 +82,12 @@ if has replay; then
   "$PY" "$S/tests/gpu/zoo_replay.py" --rec "$W/rec" --drift "$BUILD/drift" --out "$OUT" --budget "$(( $(left) - 20 ))" \
     > "$W/logs/replay.log" 2>&1
   say "replay: $(tail -1 "$W/logs/replay.log")"
+  pack
+fi
+if has invariance; then
+  "$PY" "$S/tests/gpu/zoo_invariance.py" --rec "$W/rec" --drift "$BUILD/drift" --out "$OUT" \
+    --budget "$(( $(left) - 20 ))" ${MODELS:+--models "$MODELS"} > "$W/logs/invariance.log" 2>&1
+  say "invariance: $(tail -1 "$W/logs/invariance.log")"
   pack
 fi
 say "done"

@@ -55,6 +55,32 @@ def output_site(js):
     return None
 
 
+def bisect_island(a, env, tag, device):
+    """drift bisect between the recorded plan (the fp32 island) and the same plan without it,
+    asking the bitwise question (--threshold 0): does it name the island's pattern?"""
+    good = os.path.join(a.rec, tag, "trainer_plan.json")
+    p = json.load(open(good))
+    pats = [x[0] for x in p.get("param_dtype_patterns", [])]
+    if not pats:
+        return "no island"
+    bad = os.path.join(a.out, "bisect_bad_%s.json" % tag)
+    p["name"] = "no_island"
+    p["param_dtype_patterns"] = []
+    json.dump(p, open(bad, "w"))
+    rc, out, err, dt = run([a.drift, "bisect", os.path.join(a.rec, tag, "trainer.h5"), "--good", good, "--bad", bad,
+                            "--threshold", "0", "--device", device, "--json"], env, 180)
+    os.remove(bad)
+    try:
+        js = json.loads(out)
+    except Exception:  # noqa: BLE001
+        return "error: " + first_error(err)[:160]
+    named = [c for cs in js.get("culprit_sets", []) for c in cs if c.get("pattern") in pats]
+    if named:
+        return "names the island %s (first divergent %s, %.1f s)" % (named[0]["pattern"], named[0].get("first_divergent"),
+                                                                     dt)
+    return "island harmless: the output is bitwise without it (%.1f s)" % dt
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rec", required=True)
@@ -80,13 +106,14 @@ def main():
                 pass
     tags = sorted(set(rows) | {d for d in os.listdir(a.rec) if os.path.isdir(os.path.join(a.rec, d))})
     table = []
-    n = {"models": 0, "captured": 0, "replays_cuda": 0, "bitwise_cuda": 0, "cpu_floor": 0, "replays_cpu": 0}
+    n = {"models": 0, "captured": 0, "replays_cuda": 0, "bitwise_cuda": 0, "cpu_floor": 0, "replays_cpu": 0,
+         "bisect_names_island": 0}
     for tag in tags:
         n["models"] += 1
         r = rows.get(tag, {})
         tr = os.path.join(a.rec, tag, "trainer.h5")
         row = {"model": tag, "captured": r.get("mode") if r.get("captured") else "no",
-               "cuda": "", "bitwise": "", "cpu": "", "reason": ""}
+               "cuda": "", "bitwise": "", "cpu": "", "bisect": "", "reason": ""}
         if r.get("captured"):
             n["captured"] += 1
         if not os.path.exists(tr):
@@ -136,16 +163,22 @@ def main():
             ok = rc2 == 0
             n["cpu_floor"] += ok
             row["cpu"] = ("within 2x floor" if ok else "over 2x floor") + " (mean |d| %.3g)" % s2.get("mean_abs_diff", 0)
+        if row["cpu"] != "no" and os.path.exists(os.path.join(a.rec, tag, "trainer_plan.json")):
+            row["bisect"] = bisect_island(a, env, tag, "cuda" if "cuda" in a.devices.split(",") else "cpu")
+            n["bisect_names_island"] += row["bisect"].startswith("names the island")
         table.append(row)
         print("ZOO_REPLAY " + json.dumps(row), flush=True)
     with open(os.path.join(a.out, "zoo_table.md"), "w") as f:
-        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu vs noise floor | reason |\n")
-        f.write("|---|---|---|---|---|---|\n")
+        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu vs noise floor | bisect (island "
+                "fp32 -> bf16) | reason |\n")
+        f.write("|---|---|---|---|---|---|---|\n")
         for row in table:
-            f.write("| %s | %s | %s | %s | %s | %s |\n" % (row["model"], row["captured"], row["cuda"], row["bitwise"],
-                                                          row["cpu"], row["reason"].replace("|", "/")))
+            f.write("| %s | %s | %s | %s | %s | %s | %s |\n" % (row["model"], row["captured"], row["cuda"],
+                                                               row["bitwise"], row["cpu"], row["bisect"],
+                                                               row["reason"].replace("|", "/")))
     print("zoo: %(models)d models, %(captured)d captured, %(replays_cuda)d replay on cuda, %(bitwise_cuda)d bitwise "
-          "on cuda, %(replays_cpu)d replay on cpu, %(cpu_floor)d within 2x the floor on cpu" % n)
+          "on cuda, %(replays_cpu)d replay on cpu, %(cpu_floor)d within 2x the floor on cpu, bisect names the island "
+          "in %(bisect_names_island)d" % n)
     return 0
 
 

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""The zoo's invariance table (issue 33), on the GPU machine after zoo.py record:
+
+    python3 tests/gpu/zoo_invariance.py --rec /tmp/zoo/rec --drift BUILD/drift --out $OUT \
+        [--models A,B] [--batches 1,2,4,8] [--budget SECONDS]
+
+For every recorded model with a captured graph, two verdicts on the same question
+("does sample 0's output change when it runs inside a batch?"):
+
+* PyTorch's own: the real diffusers module (zoo_models.build: the same seeded weights
+  and dummy inputs as the recording), parameters in the recording's plan (bf16, the
+  fp32 island in fp32: what FSDP2's mixed precision gathers), bf16 autocast, torch's
+  kernels. Batch 1 is the sample alone; batch B puts it at position 0 and at B-1,
+  the other rows as drift builds them (docs/invariance.md: the recorded batch's other
+  samples cycled, or seeded latents with the sample's other inputs when it recorded
+  one); CFG joined is [sample, sample with zero text embeddings]. Every tensor input
+  whose dim 0 is the recorded batch is per-sample, as drift's re-batching assumes.
+* drift's: `drift invariance TRACE --device cuda --kernels torch --batch ... --cfg-batch
+  joined --json` on the recorded trace (re-lowered captured graph).
+
+A configuration matches when both say the same about sample 0's output (bitwise equal
+to batch 1, or not). Writes $OUT/zoo_invariance.md (model x configuration: torch's
+verdict and differing element count, drift's, drift's first divergent node) and
+$OUT/zoo_invariance.jsonl; prints one summary line.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "recorder", "python"))
+sys.path.insert(0, HERE)
+import zoo_models  # noqa: E402
+from drift_recorder.capture import ROLE_OF_KWARG  # noqa: E402
+from zoo import first_tensor, island_modules, ISLANDS, step_inputs  # noqa: E402
+
+
+def per_sample(kw, b0):
+    """Names of the tensor inputs whose dim 0 is the recorded batch."""
+    return [k for k, v in kw.items() if isinstance(v, torch.Tensor) and v.ndim >= 1 and v.shape[0] == b0]
+
+
+def rows_for(kw, names, b0, batch, pos, main, seed):
+    """kwargs at `batch` with sample 0 at `pos`; other rows as drift builds them."""
+    g = torch.Generator("cpu").manual_seed(seed)
+    out = dict(kw)
+    others = list(range(1, b0))
+    for k in names:
+        v = kw[k]
+        rows = []
+        for r in range(batch):
+            if r == pos:
+                rows.append(v[0:1])
+            elif others:
+                j = others[(r - (1 if r > pos else 0)) % len(others)]
+                rows.append(v[j:j + 1])
+            elif k == main and v.is_floating_point():
+                rows.append(torch.randn(v[0:1].shape, generator=g).to(v.device, v.dtype))
+            else:
+                rows.append(v[0:1])
+        out[k] = torch.cat(rows, 0)
+    return out
+
+
+def cfg_pair(kw, names):
+    """[sample, sample with zero text embeddings] as one batch of 2."""
+    out = dict(kw)
+    for k in names:
+        v = kw[k][0:1]
+        u = torch.zeros_like(v) if ROLE_OF_KWARG.get(k) == "cond" else v
+        out[k] = torch.cat([v, u], 0)
+    return out
+
+
+def alone(kw, names, row=0, zero_cond=False):
+    out = dict(kw)
+    for k in names:
+        v = kw[k][row:row + 1]
+        out[k] = torch.zeros_like(v) if zero_cond and ROLE_OF_KWARG.get(k) == "cond" else v
+    return out
+
+
+def torch_verdicts(entry, batches, island_pat):
+    """{configuration name: (bitwise, n_diff, numel)} of PyTorch's own forward."""
+    m, kw, main = zoo_models.build(entry)
+    if main not in kw or not isinstance(kw[main], torch.Tensor) or not kw[main].is_floating_point():
+        main = next((k for k, v in kw.items() if isinstance(v, torch.Tensor) and v.is_floating_point()), main)
+    kw = step_inputs(kw, main, 0)
+    _, island = island_modules(m, [island_pat]) if island_pat else (None, [])
+    keep = {mn + "." + n for mn in island for n, _ in m.get_submodule(mn).named_parameters()}
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if p.is_floating_point() and n not in keep:
+                p.data = p.data.to(torch.bfloat16)
+    b0 = kw[main].shape[0]
+    names = per_sample(kw, b0)
+
+    def run(k):
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            return first_tensor(m(**k)).float()
+
+    ref = run(alone(kw, names))[0]
+    out = {}
+    if keep:  # the island in bf16 too: does PyTorch's output change? (what zoo_replay's bisect must say)
+        saved = {n: p.data for n, p in m.named_parameters() if n in keep}
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                if n in keep:
+                    p.data = p.data.to(torch.bfloat16)
+        o = run(alone(kw, names))[0]
+        for n, p in m.named_parameters():
+            if n in keep:
+                p.data = saved[n]
+        out["island"] = (bool(torch.equal(o, ref)), int((o != ref).sum()), o.numel())
+    for b in batches:
+        if b == 1:
+            continue
+        for pos in (0, b - 1):
+            o = run(rows_for(kw, names, b0, b, pos, main, 1234 + b))[pos]
+            nd = int((o != ref).sum())
+            out["batch %d, position %d" % (b, pos)] = (nd == 0, nd, o.numel())
+    if any(ROLE_OF_KWARG.get(k) == "cond" for k in names):
+        o = run(cfg_pair(kw, names))
+        ref_u = run(alone(kw, names, zero_cond=True))[0]
+        for name, got, want in (("cfg joined, conditional branch", o[0], ref),
+                                ("cfg joined, unconditional branch", o[1], ref_u)):
+            nd = int((got != want).sum())
+            out[name] = (nd == 0, nd, got.numel())
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rec", required=True)
+    ap.add_argument("--drift", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--batches", default="1,2,4,8")
+    ap.add_argument("--budget", type=float, default=240)
+    a = ap.parse_args()
+    t_end = time.time() + a.budget
+    batches = [int(x) for x in a.batches.split(",")]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    entries = {e["tag"].replace(":", "_"): e for e in zoo_models.zoo()}
+    want = set(a.models.split(",")) if a.models else None
+    rows, n = [], {"models": 0, "configs": 0, "match": 0, "torch_dependent": 0}
+    for tag in sorted(os.listdir(a.rec)):
+        tr = os.path.join(a.rec, tag, "trainer.h5")
+        info_p = os.path.join(a.rec, tag, "info.json")
+        if (want and tag not in want) or not os.path.exists(tr) or tag not in entries:
+            continue
+        info = json.load(open(info_p)) if os.path.exists(info_p) else {}
+        if not info.get("captured"):
+            continue
+        if time.time() > t_end:
+            rows.append({"model": tag, "error": "not run: the time budget ran out"})
+            continue
+        n["models"] += 1
+        row = {"model": tag}
+        try:
+            tv = torch_verdicts(entries[tag], batches, info.get("island"))
+        except Exception as e:  # noqa: BLE001
+            row["error"] = "torch: %s: %s" % (type(e).__name__, " ".join(str(e).split())[:200])
+            rows.append(row)
+            print("ZOO_INV " + json.dumps(row), flush=True)
+            continue
+        try:
+            p = subprocess.run([a.drift, "invariance", tr, "--device", "cuda", "--kernels", "torch", "--batch",
+                                a.batches, "--cfg-batch", "joined", "--json"], capture_output=True, text=True,
+                               timeout=120)
+            dj = json.loads(p.stdout) if p.stdout.strip() else None
+        except Exception as e:  # noqa: BLE001
+            dj, p = None, type("P", (), {"stderr": "%s: %s" % (type(e).__name__, e)})()
+        if dj is None:
+            err = [x for x in p.stderr.splitlines() if x.startswith("drift") and "libraries:" not in x]
+            row["error"] = "drift: " + (err[-1] if err else p.stderr.strip()[-200:])[:240]
+            row["torch"] = {k: v[1] for k, v in tv.items()}
+            if "island" in tv:
+                row["torch_island_changes_output"] = not tv["island"][0]
+            rows.append(row)
+            print("ZOO_INV " + json.dumps(row), flush=True)
+            continue
+        dc = {c["name"]: c for c in dj.get("configurations", [])}
+        row["configs"] = []
+        isl = tv.pop("island", None)
+        if isl is not None:  # PyTorch's answer to the zoo's bisect: the output without the island
+            row["torch_island_changes_output"] = not isl[0]
+            row["torch_island_n_diff"] = isl[1]
+        for name, (tb, tnd, numel) in tv.items():
+            c = dc.get(name)
+            d_out_same = None if c is None else (c.get("output_n_diff", 0) == 0)
+            match = c is not None and d_out_same == tb
+            n["configs"] += 1
+            n["match"] += match
+            n["torch_dependent"] += (not tb)
+            fd = (c or {}).get("first_divergent_node")
+            row["configs"].append({"name": name, "torch_bitwise": tb, "torch_n_diff": tnd, "numel": numel,
+                                   "drift_output_bitwise": d_out_same,
+                                   "drift_n_diff": None if c is None else c.get("output_n_diff"),
+                                   "drift_first_node": fd, "match": match})
+        rows.append(row)
+        print("ZOO_INV " + json.dumps(row, default=str), flush=True)
+    with open(os.path.join(a.out, "zoo_invariance.jsonl"), "w") as f:
+        for r in rows:
+            f.write(json.dumps(r, default=str) + "\n")
+    with open(os.path.join(a.out, "zoo_invariance.md"), "w") as f:
+        f.write("| model | configuration | torch: sample 0 | drift --kernels torch | first divergent node (drift) "
+                "| match |\n|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "error" in r:
+                f.write("| %s | | | | %s | no |\n" % (r["model"], r["error"].replace("|", "/")))
+                continue
+            for c in r["configs"]:
+                tv = "bitwise" if c["torch_bitwise"] else "%d of %d differ" % (c["torch_n_diff"], c["numel"])
+                dv = ("not run" if c["drift_output_bitwise"] is None else "bitwise" if c["drift_output_bitwise"]
+                      else "%s of %d differ" % (c["drift_n_diff"], c["numel"]))
+                fd = c["drift_first_node"]
+                fd = fd if isinstance(fd, str) else json.dumps(fd, default=str) if fd else ""
+                f.write("| %s | %s | %s | %s | %s | %s |\n" % (r["model"], c["name"], tv, dv, fd.replace("|", "/"),
+                                                               "yes" if c["match"] else "no"))
+    print("zoo invariance: %(models)d models, %(configs)d configurations, %(match)d verdicts match, "
+          "%(torch_dependent)d batch-dependent in torch" % n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
