@@ -1393,12 +1393,14 @@ int al_lower_norm(lctx *c, const char *base, const char *target) {
     const drift_json_value *bias = layer ? al_arg(c, 3, "bias") : NULL;
     double eps;
     const drift_json_value *ev = al_arg(c, layer ? 4 : 3, "eps");
-    if (!layer && al_is_none(ev)) { /* eps=None: torch.finfo(input.dtype).eps, of the dtype the capture saw */
+    if (!layer && al_is_none(ev)) {
+        /* eps=None: the epsilon of the *accumulate* type of the dtype the capture saw
+         * (ATen's rms_norm_composite and _fused_rms_norm: FLT_EPSILON for fp32, bf16 and
+         * fp16, DBL_EPSILON for fp64), not finfo(input.dtype).eps as the Python docs say */
         int jx = al_ref_of(c, al_arg(c, 0, "input"));
         const char *d = jx >= 0 ? al_val_dtype_str(&c->g->nodes[jx]) : NULL;
         if (!d) return FAIL(c, "rms_norm with eps=None: the input's captured dtype is unknown");
-        eps = !strcmp(d, "bfloat16") ? 0.0078125 : !strcmp(d, "float16") ? 0.0009765625
-              : !strcmp(d, "float64") ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+        eps = !strcmp(d, "float64") ? 2.220446049250313e-16 : 1.1920928955078125e-07;
     } else if ((rc = al_get_num(c, ev, "eps", 1e-5, &eps))) {
         return rc;
     }
