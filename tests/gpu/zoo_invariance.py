@@ -106,6 +106,8 @@ def torch_verdicts(entry, batches, island_pat):
 
     ref = run(alone(kw, names))[0]
     out = {}
+    again = run(alone(kw, names))[0]  # the same forward twice: is PyTorch deterministic here at all?
+    out["repeat"] = (bool(torch.equal(again, ref)), int((again != ref).sum()), again.numel())
     if keep:  # the island in bf16 too: does PyTorch's output change? (what zoo_replay's bisect must say)
         saved = {n: p.data for n, p in m.named_parameters() if n in keep}
         with torch.no_grad():
@@ -142,7 +144,10 @@ def main():
     ap.add_argument("--models", default=None)
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--budget", type=float, default=240)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if not a.worker:
+        return parent(a)
     t_end = time.time() + a.budget
     batches = [int(x) for x in a.batches.split(",")]
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -150,7 +155,13 @@ def main():
     entries = {e["tag"].replace(":", "_"): e for e in zoo_models.zoo()}
     want = set(a.models.split(",")) if a.models else None
     rows, n = [], {"models": 0, "configs": 0, "match": 0, "torch_dependent": 0}
+    done = set()
+    part = os.path.join(a.out, "zoo_invariance.part.jsonl")
+    if os.path.exists(part):
+        done = {json.loads(x)["model"] for x in open(part) if x.strip()}
     for tag in sorted(os.listdir(a.rec)):
+        if tag in done:
+            continue
         tr = os.path.join(a.rec, tag, "trainer.h5")
         info_p = os.path.join(a.rec, tag, "info.json")
         if (want and tag not in want) or not os.path.exists(tr) or tag not in entries:
@@ -169,6 +180,9 @@ def main():
             row["error"] = "torch: %s: %s" % (type(e).__name__, " ".join(str(e).split())[:200])
             rows.append(row)
             print("ZOO_INV " + json.dumps(row), flush=True)
+            _append(part, row)
+            if "CUDA error" in str(e) or "AcceleratorError" in type(e).__name__:
+                return 3  # a device-side assert poisons this process's CUDA context: the parent starts another
             continue
         try:
             p = subprocess.run([a.drift, "invariance", tr, "--device", "cuda", "--kernels", "torch", "--batch",
@@ -177,17 +191,26 @@ def main():
             dj = json.loads(p.stdout) if p.stdout.strip() else None
         except Exception as e:  # noqa: BLE001
             dj, p = None, type("P", (), {"stderr": "%s: %s" % (type(e).__name__, e)})()
+        if dj is not None and "error" in dj:  # drift's JSON error document (exit 2)
+            e = dj["error"]
+            dj, p = None, type("P", (), {"stderr": "drift %s: %s: %s" % (e.get("command"), e.get("field"),
+                                                                        e.get("message"))})()
         if dj is None:
             err = [x for x in p.stderr.splitlines() if x.startswith("drift") and "libraries:" not in x]
             row["error"] = "drift: " + (err[-1] if err else p.stderr.strip()[-200:])[:240]
+            tv.pop("repeat", None)
             row["torch"] = {k: v[1] for k, v in tv.items()}
             if "island" in tv:
                 row["torch_island_changes_output"] = not tv["island"][0]
             rows.append(row)
             print("ZOO_INV " + json.dumps(row), flush=True)
+            _append(part, row)
             continue
         dc = {c["name"]: c for c in dj.get("configurations", [])}
         row["configs"] = []
+        rep = tv.pop("repeat", None)
+        if rep is not None:
+            row["torch_deterministic"] = rep[0]
         isl = tv.pop("island", None)
         if isl is not None:  # PyTorch's answer to the zoo's bisect: the output without the island
             row["torch_island_changes_output"] = not isl[0]
@@ -206,6 +229,39 @@ def main():
                                    "drift_first_node": fd, "match": match})
         rows.append(row)
         print("ZOO_INV " + json.dumps(row, default=str), flush=True)
+        _append(part, row)
+    return 0
+
+
+def _append(path, row):
+    with open(path, "a") as f:
+        f.write(json.dumps(row, default=str) + "\n")
+
+
+def parent(a):
+    """Runs the models in worker processes (one after another: a device-side assert in one
+    model's PyTorch forward ends its worker, the next worker goes on after it), then writes
+    the table from their rows."""
+    t_end = time.time() + a.budget
+    part = os.path.join(a.out, "zoo_invariance.part.jsonl")
+    if os.path.exists(part):
+        os.remove(part)
+    args = [sys.executable, os.path.abspath(__file__), "--rec", a.rec, "--drift", a.drift, "--out", a.out,
+            "--batches", a.batches, "--worker"] + (["--models", a.models] if a.models else [])
+    for _ in range(40):
+        left = t_end - time.time()
+        if left < 10:
+            break
+        rc = subprocess.call(args + ["--budget", str(int(left))])
+        if rc != 3:
+            break
+    rows = [json.loads(x) for x in open(part)] if os.path.exists(part) else []
+    n = {"models": len(rows), "configs": 0, "match": 0, "torch_dependent": 0}
+    for r in rows:
+        for c in r.get("configs", []):
+            n["configs"] += 1
+            n["match"] += c["match"]
+            n["torch_dependent"] += (not c["torch_bitwise"])
     with open(os.path.join(a.out, "zoo_invariance.jsonl"), "w") as f:
         for r in rows:
             f.write(json.dumps(r, default=str) + "\n")
