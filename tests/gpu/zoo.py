@@ -49,7 +49,9 @@ def plan(name, forward, patterns=()):
 def block_names(m):
     """Modules named <...>blocks.N / layers.N, outermost only."""
     out = []
-    for n, _ in m.named_modules():
+    for n, mod in m.named_modules():
+        if type(mod).forward is torch.nn.Module.forward:
+            continue  # a container (ConsisID's layers.N is a ModuleList): fully_shard needs a forward
         if re.fullmatch(r"([\w.]*?)(blocks|layers|refiner|transformer_blocks)\.\d+", n) and \
                 not any(n.startswith(o + ".") for o in out):
             out.append(n)

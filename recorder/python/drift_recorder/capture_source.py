@@ -405,7 +405,20 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
             dev = _first_device(kwargs, real)
             if dev.startswith("cuda"):
                 try:
-                    return _capture(real, kwargs, factory, "fake", autocast)
+                    doc, tensors = _capture(real, kwargs, factory, "fake", autocast)
+                    if not doc["capture"].get("missing_values"):
+                        return doc, tensors
+                    # a constant made inside the forward whose value the fake copy cannot give
+                    # (CogVideoX 1.5's patch_embed.lifted_tensor_0): a device copy computes it
+                    fallback = "fake copy: no values for " + ", ".join(doc["capture"]["missing_values"])[:300]
+                    try:
+                        d2, t2 = _capture(real, kwargs, factory, "device", autocast)
+                        if not d2["capture"].get("missing_values"):
+                            d2["capture"]["fallback"] = fallback
+                            return d2, t2
+                    except CaptureError:
+                        pass
+                    return doc, tensors
                 except CaptureError as e:
                     fallback = "fake copy: " + str(e)[:600]
                 try:  # a real copy with arbitrary values, when it fits in a small share of the free memory
