@@ -560,6 +560,7 @@ int al_lower_repeat(lctx *c, const char *base, const char *target) {
     int64_t reps[DRIFT_MAX_DIMS];
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_get_ints(c, al_arg(c, 1, "repeats"), "repeats", reps, &nr)))
         return rc;
+    al_rb_repeat(c, j, nr, reps);
     const aten_view v = c->fx[j].t;
     int extra = 0; /* a stride-0 dim before each dim repeated more than once */
     for (int i = 0; i < nr; i++) extra += reps[i] > 1;

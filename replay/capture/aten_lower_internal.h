@@ -125,6 +125,10 @@ void al_rb_reshape(const lctx *c, int j, int nd, int64_t *size);
 void al_rb_unflatten(const lctx *c, int j, int d, int np, int64_t *parts);
 /* An expand size list of FX tensor j: its batch dim kept (-1). */
 void al_rb_expand(const lctx *c, int j, int nd, int64_t *size);
+/* repeat(x, reps) of a batch-free x whose leading dim is 1, repeated by the recorded batch
+ * (LTX-Video's rope grid: grid.unsqueeze(0).repeat(batch_size, 1, ...)): the factor becomes
+ * the new batch. */
+void al_rb_repeat(const lctx *c, int j, int nr, int64_t *reps);
 /* Drift value *x (untagged: 1 if it holds no batch), one operand of a cat
  * along cat_dim whose other operands hold the batch in dim bdim: broadcast
  * from the recorded batch 1 (a node at every batch, so programs match). */

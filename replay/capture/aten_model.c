@@ -129,6 +129,9 @@ static int create_model(const char *json, size_t len, const char *source, drift_
             goto fail;
         }
         drift_graph *probe = NULL;
+        /* the tables the recording's GPU built from constants are stored at the recorded batch
+         * (LTX-Video's rope grid is repeated by it): lowered as ops instead, at every batch alike */
+        lo.compute_device_values = 1;
         lo.notes = NULL;
         lo.rebatch_from = rb_from;
         lo.rebatch_to = rb_from + 1;
@@ -259,6 +262,10 @@ static int load_buffers(drift_model *m, buf_get_fn get, void *ctx, drift_err *er
     drift_hostset_free(m->buffers[DRIFT_BUF_RECORDED]);
     m->buffers[DRIFT_BUF_RECORDED] = b;
     return DRIFT_OK;
+}
+
+int drift_capture_model_takes_input(const drift_model *m, int input) {
+    return !m->captured || drift_graph_find_leaf(m->sem, DRIFT_VAL_INPUT, drift_graph_input_name(input)) >= 0;
 }
 
 int drift_capture_step_input_site(const char *name, char *site, size_t cap) {

@@ -45,6 +45,11 @@ int drift_capture_load_trace_buffers(drift_model *m, drift_trace_reader *r, drif
  * that holds a captured graph's user input NAME per step. 0 if name is not
  * such an input (or does not fit). */
 int drift_capture_step_input_site(const char *name, char *site, size_t cap);
+
+/* 1 if m reads boundary input `input` (DRIFT_INPUT_*): every family model does; a captured
+ * graph only when it has that input (DiT and other class-conditional models take no text
+ * condition, so their traces have no input:cond site). Owner: aten_model.c. */
+int drift_capture_model_takes_input(const drift_model *m, int input);
 /* Adds to dst, under its buffer name "input:NAME", every per-step user input
  * of m's graph (masks, ids, pooled projections: not the three boundary
  * inputs) whose site input:NAME:pre_cast trace r records, from the record

@@ -3,7 +3,7 @@
  * program at others. The lowering re-binds the batch while it lowers: user
  * inputs whose dim 0 is the recorded batch get the new one, every op computes
  * its shape from its (re-batched) operands as it always does, and only the
- * ops whose arguments spell a shape (view, reshape, unflatten, expand) have
+ * ops whose arguments spell a shape (view, reshape, unflatten, expand, repeat) have
  * that argument rewritten. The batch dim of each value is not guessed: it is
  * the one dim where the lowered shape differs from the shape the capture
  * recorded ('val'), by the factor rb_to / rb_from. An op whose result differs
@@ -89,6 +89,14 @@ void al_rb_expand(const lctx *c, int j, int nd, int64_t *size) {
     if (!c->rb_from || !f->bax1) return;
     int i = f->bax1 - 1 + nd - f->t.nd;
     if (i >= 0 && i < nd) size[i] = -1;
+}
+
+void al_rb_repeat(const lctx *c, int j, int nr, int64_t *reps) {
+    const fxv *f = &c->fx[j];
+    if (!c->rb_from || f->bax1 || nr < 1 || reps[0] != c->rb_from) return;
+    const int k = f->t.nd - nr; /* the input dim aligned with reps[0] (< 0: a new leading dim) */
+    if (k >= 0 && f->t.size[k] != 1) return;
+    reps[0] = c->rb_to;
 }
 
 int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim) {

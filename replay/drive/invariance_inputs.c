@@ -23,15 +23,6 @@ void drift_inv_recorded_free(drift_inv_recorded *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* 1 if the captured graph m has an INPUT leaf with role `name`. */
-static int graph_takes(const drift_model *m, const char *name) {
-    for (int i = 0; i < drift_graph_count(m->sem); i++) {
-        const drift_value *v = drift_graph_value(m->sem, i);
-        if (v->kind == DRIFT_VAL_INPUT && !strcmp(v->name, name)) return 1;
-    }
-    return 0;
-}
-
 /* Slot k from the stored record of `site` (value id) at step; its dim 0 is the batch. */
 static int read_slot(drift_trace_reader *rd, const char *path, const char *site, long id, int64_t step, int k,
                      drift_inv_recorded *out, drift_err *err) {
@@ -108,7 +99,7 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
         snprintf(out->name[i], sizeof out->name[i], "%s", INPUT_NAME[i]);
         long id = drift_trace_reader_find_site(rd, INPUT_SITE[i]);
-        if (id < 0 && m->captured && i != DRIFT_INPUT_LATENTS && !graph_takes(m, INPUT_NAME[i])) continue;
+        if (id < 0 && i != DRIFT_INPUT_LATENTS && !drift_capture_model_takes_input(m, i)) continue;
         if (id < 0)
             return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s' is missing: invariance needs the boundary inputs",
                                  INPUT_SITE[i]);

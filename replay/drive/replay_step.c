@@ -109,10 +109,6 @@ void drift_replay_shared_free(drift_replay_shared *s) {
 }
 
 /* 0 when m is a captured graph without boundary input i (DiT: no text condition). */
-static int model_takes_input(const drift_model *m, int i) {
-    return !m->captured || drift_graph_find_leaf(m->sem, DRIFT_VAL_INPUT, drift_graph_input_name(i)) >= 0;
-}
-
 int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s, drift_replay_report *rep, drift_err *err) {
     memset(s, 0, sizeof *s);
     s->o = o;
@@ -139,7 +135,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     /* The dtypes the boundary inputs were handed over in: the pre-cast sites'. */
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
         long id = drift_trace_reader_find_site(main_src.r, INPUT_SITE[i]);
-        if (id < 0 && !model_takes_input(s->m, i)) {
+        if (id < 0 && !drift_capture_model_takes_input(s->m, i)) {
             s->handed[i] = DRIFT_F32; /* a captured model without this input (DiT: no text condition) */
             continue;
         }
@@ -457,7 +453,7 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
         int64_t n;
         drift_trace_site_info info;
-        if (!model_takes_input(s->m, i)) continue;
+        if (!drift_capture_model_takes_input(s->m, i)) continue;
         if ((rc = src_read(&w->main_src, INPUT_SITE[i], step, &n, &info, err))) goto done;
         if (!n) {
             rc = drift_err_set(err, DRIFT_E_INPUT, o->trace, "step %lld has no stored record of '%s'", (long long)step,

@@ -442,6 +442,10 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
         for (int j = 0; j < DRIFT_INPUT_COUNT; j++) {
             float *v;
             drift_trace_site_info info;
+            if (!drift_capture_model_takes_input(s->m, j)) { /* DiT: no text condition, no input:cond site */
+                s->handed[j] = DRIFT_F32;
+                continue;
+            }
             if ((rc = read_site(r, INPUT_SITE[j], step, &v, &info, err))) goto done;
             s->handed[j] = info.dtype;
             rc = drift_hostset_add(s->inputs[k], INPUT_NAME[j], info.dtype, info.ndim, info.shape, v, NULL, NULL, err);
