@@ -152,8 +152,41 @@ int al_new_root(lctx *c, int id, aten_view *v) {
     return DRIFT_OK;
 }
 
+/* The autocast rule of an op inside the model code's own autocast region (the node's
+ * "autocast" of a wrap_with_autocast / _enter_autocast region, docs/aten-graph.md): disabled,
+ * the op follows type promotion; enabled in fp32 (Mochi's RoPE: `torch.autocast(device,
+ * torch.float32)`), the lower-precision list casts bf16/fp16 operands to fp32 as the fp32
+ * list does; enabled in the capture's own autocast dtype, the plan's forward decides as
+ * outside. Anything else is refused rather than replayed under the wrong rule. */
+static int region_rule(lctx *c, drift_dtype_rule *rule) {
+    const aten_node *n = al_cur_node(c);
+    if (!n->autocast || (*rule != DRIFT_RULE_AUTOCAST_LOWER && *rule != DRIFT_RULE_AUTOCAST_FP32)) return DRIFT_OK;
+    const drift_json_value *en = n->autocast->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->autocast, "enabled") : NULL;
+    const drift_json_value *dt = n->autocast->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->autocast, "dtype") : NULL;
+    if (!en || en->type != DRIFT_JSON_BOOL)
+        return FAIL(c, "'autocast': expected {\"enabled\": true|false, \"dtype\": DTYPE}");
+    if (!en->boolean) {
+        *rule = DRIFT_RULE_PROMOTE;
+        return DRIFT_OK;
+    }
+    if (!dt || dt->type != DRIFT_JSON_STRING)
+        return FAIL(c, "'autocast': an enabled region needs \"dtype\": \"float32\", \"bfloat16\" or \"float16\"");
+    if (!strcmp(dt->str, "float32")) {
+        *rule = DRIFT_RULE_AUTOCAST_FP32;
+        return DRIFT_OK;
+    }
+    const drift_json_value *cap = drift_json_object_get(c->g->doc, "capture");
+    const drift_json_value *amb = cap && cap->type == DRIFT_JSON_OBJECT ? drift_json_object_get(cap, "autocast") : NULL;
+    if (amb && amb->type == DRIFT_JSON_STRING && !strcmp(amb->str, dt->str)) return DRIFT_OK;
+    return FAIL(c, "an autocast region in %s inside a capture whose autocast is %s is not supported yet (the region "
+                   "would fix the dtype whatever the plan)",
+                dt->str, amb && amb->type == DRIFT_JSON_STRING ? amb->str : "off");
+}
+
 int al_add_node(lctx *c, drift_node_spec *s, int *id) {
     if (!s->name) s->name = al_cur_node(c)->name;
+    int rrc = region_rule(c, &s->rule);
+    if (rrc) return rrc;
     drift_err inner;
     drift_err_clear(&inner);
     int rc = drift_graph_add_node(c->out, s, id, &inner);
