@@ -1545,7 +1545,7 @@ static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     const int64_t want[4] = {B, H, Lq, Lk};
     for (int i = 0; i < 4; i++)
         if (ms[i] != 1 && ms[i] != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
-    if (ms[2] != 1) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
+    if (ms[2] != 1 && mt[2] != 0) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
     aten_view kv; /* [B, H, Lk, 1] */
     memset(&kv, 0, sizeof kv);
     kv.root = m->root, kv.off = m->off, kv.nd = 4;
@@ -1600,7 +1600,10 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {
             const aten_view *mv = &c->fx[jm].t;
             int lq_dim = mv->nd - 2; /* [..., Lq, Lk] */
-            if (mv->nd >= 2 && mv->size[lq_dim] != 1) { /* varies over the queries */
+            /* varies over the queries; an expand over them (stride 0: Lumina's key mask
+             * expanded to [B, H, Lq, Lk]) is a key mask, which torch's fused kernels take
+             * with the scores kept in fp32 */
+            if (mv->nd >= 2 && mv->size[lq_dim] != 1 && mv->stride[lq_dim] != 0) {
                 if ((rc = sdpa_full_mask(c, mask, in, op.scale, &id))) return rc;
                 return al_set_result(c, id);
             }

@@ -8,7 +8,11 @@
  *  - an op inside the model code's own autocast region (the recorder's "autocast"
  *    of the node; Mochi's RoPE einsum under `torch.autocast(device, torch.float32)`):
  *    a bf16 forward still runs it in fp32; a region the importer cannot express is
- *    refused, naming it, not replayed under the ambient rule. */
+ *    refused, naming it, not replayed under the ambient rule;
+ *  - SDPA with a key mask expanded over the queries (stride 0: Lumina-Next's
+ *    `mask.view(B, 1, 1, -1).expand(-1, H, Lq, -1)`): a key mask, for which torch's
+ *    fused kernels keep the scores in fp32, not the math path that rounds q k^T to
+ *    bf16 first. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,16 +89,16 @@ static void run_bf16(const drift_graph *sem, const char *be_name, drift_hostset 
 
 /* Lowers doc and runs it on ref then cpu with parameters ps (owned, may be NULL) and the
  * latents x; the n outputs of each backend go to got[0..n) and got[n..2n). */
-static void run_plan(const char *name, const char *doc, drift_hostset *ps, int xnd, const int64_t *xs, const float *x,
-                     int64_t n, float *got, int bf16) {
+static void run_plan(const char *name, const char *doc, drift_hostset *ps, drift_hostset *bs, int xnd, const int64_t *xs,
+                     const float *x, int64_t n, float *got, int bf16) {
     drift_err e;
     drift_err_clear(&e);
     drift_aten_graph *gr = NULL;
     drift_graph *sem = NULL;
     if (drift_aten_graph_parse(doc, strlen(doc), name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
         fail_msg("%s: %s: %s", name, e.where, e.msg);
-    drift_hostset *bs, *is;
-    drift_hostset_create(&bs, &e);
+    drift_hostset *is;
+    if (!bs) drift_hostset_create(&bs, &e);
     drift_hostset_create(&is, &e);
     if (!ps) drift_hostset_create(&ps, &e);
     assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
@@ -116,7 +120,7 @@ static void run_plan(const char *name, const char *doc, drift_hostset *ps, int x
 
 static void run_both(const char *name, const char *doc, drift_hostset *ps, int xnd, const int64_t *xs, const float *x,
                      int64_t n, float *got) {
-    run_plan(name, doc, ps, xnd, xs, x, n, got, 0);
+    run_plan(name, doc, ps, NULL, xnd, xs, x, n, got, 0);
 }
 
 /* Lowering doc must fail with a message holding want. */
@@ -200,7 +204,7 @@ static void test_autocast_region_fp32(void **st) {
     drift_hostset *ps = NULL;
     assert_int_equal(drift_hostset_create(&ps, &e), 0);
     assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, 2, ws, w, NULL, NULL, &e), 0);
-    run_plan("autocast fp32 region", doc, ps, 2, xs, x, R * O, got, 1);
+    run_plan("autocast fp32 region", doc, ps, NULL, 2, xs, x, R * O, got, 1);
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < R * O; i++)
             if (got[k * R * O + i] != (float)want[i])
@@ -219,10 +223,87 @@ static void test_autocast_region_fp32(void **st) {
     print_message("  linear in an fp32 autocast region of a bf16 forward is fp32 on ref and cpu; fp16 region refused\n");
 }
 
+/* sdpa(q, k, v, mask.expand(B, H, Lq, Lk)) in a bf16 forward, mask a bool [1, 1, 1, Lk]
+ * constant: torch's definition with fp32 scores, softmax, P v (here in fp64; the bf16
+ * rounding of P and of the output stays within 1 %, the bf16 rounding of the scores that
+ * the math path did moves logits of about 40 by up to 0.25). */
+static void test_sdpa_expanded_key_mask(void **st) {
+    (void)st;
+    enum { L = 4, S = 5, D = 4 };
+    float q[L * D], k[S * D], v[S * D], got[2 * L * D];
+    double want[L * D];
+    /* q.k = 80 + x_j / 2 (x_j = 0.25, 0.75, 1.25, 1.75, 0.5 scaled by the row): logits 40.06..40.5
+     * apart by less than 1 (mixed probabilities) and not on bf16's 0.25 grid */
+    const float xk[S] = {0.25f, 0.75f, 1.25f, 1.75f, 0.5f};
+    for (int i = 0; i < L; i++) {
+        const float r[D] = {8, 8, 0.5f, 0.25f * (float)i};
+        memcpy(q + i * D, r, sizeof r);
+    }
+    for (int j = 0; j < S; j++) {
+        const float r[D] = {5, 5, xk[j], 0.5f}, w[D] = {(float)j, (float)-j, 1, 0.5f * (float)j};
+        memcpy(k + j * D, r, sizeof r);
+        memcpy(v + j * D, w, sizeof w);
+    }
+    const int keep[S] = {1, 1, 0, 1, 1};
+    for (int i = 0; i < L; i++) {
+        double sc[S], mx = -1e300, z = 0;
+        for (int j = 0; j < S; j++) {
+            double a = 0;
+            for (int d = 0; d < D; d++) a += (double)q[i * D + d] * k[j * D + d];
+            sc[j] = keep[j] ? (double)(float)a * 0.5 : -INFINITY;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int j = 0; j < S; j++) z += sc[j] == -INFINITY ? 0 : exp(sc[j] - mx);
+        for (int d = 0; d < D; d++) {
+            double o = 0;
+            for (int j = 0; j < S; j++) o += sc[j] == -INFINITY ? 0 : exp(sc[j] - mx) / z * v[j * D + d];
+            want[i * D + d] = o;
+        }
+    }
+    char doc[8192];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"A\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 4, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.expand.default\", \"args\": [{\"node\": \"m\"}, [-1, 1, 4, -1]], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 1, 4, 5], \"dtype\": \"bool\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.scaled_dot_product_attention.default\",\n"
+             "   \"args\": [{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"e\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 1, 4, 4], \"dtype\": \"bfloat16\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"k\", \"kind\": \"parameter\", \"target\": \"m.k\"}, {\"node\": \"v\", \"kind\": \"parameter\", \"target\": \"m.v\"},\n"
+             "            {\"node\": \"m\", \"kind\": \"constant\", \"target\": \"mask\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}],\n"
+             " \"constants\": {\"mask\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\", \"data\": [1, 1, 0, 1, 1]}}, \"non_tensor_inputs\": {}}\n");
+    const int64_t qs[4] = {1, 1, L, D}, ks[4] = {1, 1, S, D};
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.k", DRIFT_F32, 4, ks, k, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.v", DRIFT_F32, 4, ks, v, NULL, NULL, &e), 0);
+    drift_hostset *bs = NULL;
+    assert_int_equal(drift_hostset_create(&bs, &e), 0);
+    const float mv[S] = {1, 1, 0, 1, 1};
+    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, 1, S}, mv, NULL, NULL, &e), 0);
+    run_plan("sdpa expanded key mask", doc, ps, bs, 4, qs, q, L * D, got, 1);
+    double mx = 0;
+    for (int i = 0; i < L * D; i++) mx = fmax(mx, fabs(want[i]));
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < L * D; i++)
+            if (fabs(got[b * L * D + i] - want[i]) > 1e-2 * mx)
+                fail_msg("sdpa on %s: y[%d] = %.6g, want %.6g (scores in fp32)", b ? "cpu" : "ref", i, got[b * L * D + i], want[i]);
+    print_message("  sdpa with a key mask expanded over the queries keeps fp32 scores on ref and cpu\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
         cmocka_unit_test(test_autocast_region_fp32),
+        cmocka_unit_test(test_sdpa_expanded_key_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
