@@ -162,6 +162,7 @@ static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift
         n->kwargs = drift_json_object_get(o, "kwargs");
         n->val = drift_json_object_get(o, "val");
         n->stack = drift_json_object_get(o, "module_stack");
+        n->autocast = drift_json_object_get(o, "autocast");
         if (!n->args || n->args->type != DRIFT_JSON_ARRAY) return aten_node_fail(g, i, err, "'args' must be an array");
         if (n->kwargs && n->kwargs->type != DRIFT_JSON_OBJECT)
             return aten_node_fail(g, i, err, "'kwargs' must be an object");

@@ -12,6 +12,7 @@ typedef struct aten_node {
     const char *name, *target, *module; /* module: "" for the root */
     aten_node_op op;
     const drift_json_value *args, *kwargs, *val, *stack; /* stack: module_stack array or NULL */
+    const drift_json_value *autocast;   /* the recorder's {"enabled", "dtype"} of the node's autocast region, or NULL */
     const char *module_class;           /* class of the innermost module (module_classes' last), or "" */
     int line, col;
     int input;                          /* placeholders: index into inputs, else -1 */

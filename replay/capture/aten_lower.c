@@ -152,8 +152,41 @@ int al_new_root(lctx *c, int id, aten_view *v) {
     return DRIFT_OK;
 }
 
+/* The autocast rule of an op inside the model code's own autocast region (the node's
+ * "autocast" of a wrap_with_autocast / _enter_autocast region, docs/aten-graph.md): disabled,
+ * the op follows type promotion; enabled in fp32 (Mochi's RoPE: `torch.autocast(device,
+ * torch.float32)`), the lower-precision list casts bf16/fp16 operands to fp32 as the fp32
+ * list does; enabled in the capture's own autocast dtype, the plan's forward decides as
+ * outside. Anything else is refused rather than replayed under the wrong rule. */
+static int region_rule(lctx *c, drift_dtype_rule *rule) {
+    const aten_node *n = al_cur_node(c);
+    if (!n->autocast || (*rule != DRIFT_RULE_AUTOCAST_LOWER && *rule != DRIFT_RULE_AUTOCAST_FP32)) return DRIFT_OK;
+    const drift_json_value *en = n->autocast->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->autocast, "enabled") : NULL;
+    const drift_json_value *dt = n->autocast->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->autocast, "dtype") : NULL;
+    if (!en || en->type != DRIFT_JSON_BOOL)
+        return FAIL(c, "'autocast': expected {\"enabled\": true|false, \"dtype\": DTYPE}");
+    if (!en->boolean) {
+        *rule = DRIFT_RULE_PROMOTE;
+        return DRIFT_OK;
+    }
+    if (!dt || dt->type != DRIFT_JSON_STRING)
+        return FAIL(c, "'autocast': an enabled region needs \"dtype\": \"float32\", \"bfloat16\" or \"float16\"");
+    if (!strcmp(dt->str, "float32")) {
+        *rule = DRIFT_RULE_AUTOCAST_FP32;
+        return DRIFT_OK;
+    }
+    const drift_json_value *cap = drift_json_object_get(c->g->doc, "capture");
+    const drift_json_value *amb = cap && cap->type == DRIFT_JSON_OBJECT ? drift_json_object_get(cap, "autocast") : NULL;
+    if (amb && amb->type == DRIFT_JSON_STRING && !strcmp(amb->str, dt->str)) return DRIFT_OK;
+    return FAIL(c, "an autocast region in %s inside a capture whose autocast is %s is not supported yet (the region "
+                   "would fix the dtype whatever the plan)",
+                dt->str, amb && amb->type == DRIFT_JSON_STRING ? amb->str : "off");
+}
+
 int al_add_node(lctx *c, drift_node_spec *s, int *id) {
     if (!s->name) s->name = al_cur_node(c)->name;
+    int rrc = region_rule(c, &s->rule);
+    if (rrc) return rrc;
     drift_err inner;
     drift_err_clear(&inner);
     int rc = drift_graph_add_node(c->out, s, id, &inner);
@@ -1513,7 +1546,7 @@ static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
     const int64_t want[4] = {B, H, Lq, Lk};
     for (int i = 0; i < 4; i++)
         if (ms[i] != 1 && ms[i] != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
-    if (ms[2] != 1) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
+    if (ms[2] != 1 && mt[2] != 0) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
     aten_view kv; /* [B, H, Lk, 1] */
     memset(&kv, 0, sizeof kv);
     kv.root = m->root, kv.off = m->off, kv.nd = 4;
@@ -1568,7 +1601,10 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {
             const aten_view *mv = &c->fx[jm].t;
             int lq_dim = mv->nd - 2; /* [..., Lq, Lk] */
-            if (mv->nd >= 2 && mv->size[lq_dim] != 1) { /* varies over the queries */
+            /* varies over the queries; an expand over them (stride 0: Lumina's key mask
+             * expanded to [B, H, Lq, Lk]) is a key mask, which torch's fused kernels take
+             * with the scores kept in fp32 */
+            if (mv->nd >= 2 && mv->size[lq_dim] != 1 && mv->stride[lq_dim] != 0) {
                 if ((rc = sdpa_full_mask(c, mask, in, op.scale, &id))) return rc;
                 return al_set_result(c, id);
             }

@@ -168,7 +168,11 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
     int n = v->op.n_in;
     memset(r, 0, sizeof *r);
     r->cast_origin = DRIFT_ORIGIN_PROMOTE;
-    const drift_dtype ir = int_result(v, in_dt);
+    drift_dtype ir = int_result(v, in_dt);
+    if (ir == DRIFT_DTYPE_INVALID && v->rule == DRIFT_RULE_TYPE_AS) { /* .type_as(a bool/int tensor): that dtype, oracle too */
+        const drift_dtype ref = dtype_of(c, c->map[v->rule_ref]);
+        if (drift_dtype_is_int(ref)) ir = ref;
+    }
     if (ir != DRIFT_DTYPE_INVALID) { /* no casts: the kernels take mixed operands */
         r->out = ir;
         r->compute = c->oracle ? DRIFT_F64 : DRIFT_F32;

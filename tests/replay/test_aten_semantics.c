@@ -4,7 +4,15 @@
  * definition computed here in fp64 (never against a trace):
  *  - rms_norm with eps=None (Chroma's distilled_guidance_layer norms): ATen uses
  *    the epsilon of the accumulate type, FLT_EPSILON for a bf16 input, not
- *    finfo(bf16).eps = 2^-7. */
+ *    finfo(bf16).eps = 2^-7;
+ *  - an op inside the model code's own autocast region (the recorder's "autocast"
+ *    of the node; Mochi's RoPE einsum under `torch.autocast(device, torch.float32)`):
+ *    a bf16 forward still runs it in fp32; a region the importer cannot express is
+ *    refused, naming it, not replayed under the ambient rule;
+ *  - SDPA with a key mask expanded over the queries (stride 0: Lumina-Next's
+ *    `mask.view(B, 1, 1, -1).expand(-1, H, Lq, -1)`): a key mask, for which torch's
+ *    fused kernels keep the scores in fp32, not the math path that rounds q k^T to
+ *    bf16 first. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,8 +40,9 @@ static void fmt_shape(char *b, size_t n, int nd, const int64_t *sh) {
 /* The document of y = target(args) over the latents x (captured dtype xdt) and the
  * parameter placeholders in params_json (JSON nodes, each ending in ",\n"; inputs_json
  * their "inputs" entries, each ending in ",\n"). */
-static char *doc_of(const char *xdt, int xnd, const int64_t *xs, const char *params_json, const char *inputs_json,
-                    const char *target, const char *args, const char *kwargs, const char *ydt, int ynd, const int64_t *ys) {
+static char *doc_ext(const char *xdt, int xnd, const int64_t *xs, const char *params_json, const char *inputs_json,
+                     const char *target, const char *args, const char *kwargs, const char *ydt, int ynd, const int64_t *ys,
+                     const char *node_extra, const char *doc_extra) {
     char xsh[96], ysh[96];
     fmt_shape(xsh, sizeof xsh, xnd, xs);
     fmt_shape(ysh, sizeof ysh, ynd, ys);
@@ -43,33 +52,61 @@ static char *doc_of(const char *xdt, int xnd, const int64_t *xs, const char *par
              " \"nodes\": [\n%s"
              "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"%s\"}, \"module\": \"\"},\n"
              "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": %s,\n"
-             "   \"val\": {\"shape\": %s, \"dtype\": \"%s\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"%s\"}, \"module\": \"m\", \"module_stack\": [\"m\"]%s},\n"
              "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
              " \"inputs\": [%s{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
-             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
-             params_json, xsh, xdt, target, args, kwargs, ysh, ydt, inputs_json);
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}%s}\n",
+             params_json, xsh, xdt, target, args, kwargs, ysh, ydt, node_extra, inputs_json, doc_extra);
     return doc;
+}
+
+static char *doc_of(const char *xdt, int xnd, const int64_t *xs, const char *params_json, const char *inputs_json,
+                    const char *target, const char *args, const char *kwargs, const char *ydt, int ynd, const int64_t *ys) {
+    return doc_ext(xdt, xnd, xs, params_json, inputs_json, target, args, kwargs, ydt, ynd, ys, "", "");
+}
+
+/* test_run_fp32 under a bf16 forward (autocast bf16; inputs passed through). */
+static void run_bf16(const drift_graph *sem, const char *be_name, drift_hostset *ps, drift_hostset *bs, drift_hostset *is,
+                     drift_exec_result *r) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_BF16;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    drift_graph *as = NULL;
+    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("assign: %s", e.msg);
+    drift_backend *be = NULL;
+    if (drift_backend_create(be_name, &be, &e)) fail_msg("backend %s: %s", be_name, e.msg);
+    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
+    memset(r, 0, sizeof *r);
+    if (drift_exec_run(as, be, &in, r, &e)) fail_msg("%s: %s", e.where, e.msg);
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_plan_free(&plan);
 }
 
 /* Lowers doc and runs it on ref then cpu with parameters ps (owned, may be NULL) and the
  * latents x; the n outputs of each backend go to got[0..n) and got[n..2n). */
-static void run_both(const char *name, const char *doc, drift_hostset *ps, int xnd, const int64_t *xs, const float *x,
-                     int64_t n, float *got) {
+static void run_plan(const char *name, const char *doc, drift_hostset *ps, drift_hostset *bs, int xnd, const int64_t *xs,
+                     const float *x, int64_t n, float *got, int bf16) {
     drift_err e;
     drift_err_clear(&e);
     drift_aten_graph *gr = NULL;
     drift_graph *sem = NULL;
     if (drift_aten_graph_parse(doc, strlen(doc), name, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
         fail_msg("%s: %s: %s", name, e.where, e.msg);
-    drift_hostset *bs, *is;
-    drift_hostset_create(&bs, &e);
+    drift_hostset *is;
+    if (!bs) drift_hostset_create(&bs, &e);
     drift_hostset_create(&is, &e);
     if (!ps) drift_hostset_create(&ps, &e);
     assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
     const char *bes[2] = {"ref", "cpu"};
     for (int k = 0; k < 2; k++) {
         drift_exec_result r;
-        test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
+        if (bf16) run_bf16(sem, bes[k], ps, bs, is, &r);
+        else test_run_fp32(sem, DRIFT_SIDE_TRAINER, bes[k], ps, bs, is, NULL, NULL, &r);
         assert_int_equal(r.numel, n);
         memcpy(got + k * n, r.f32, (size_t)n * sizeof(float));
         drift_exec_result_free(&r);
@@ -79,6 +116,23 @@ static void run_both(const char *name, const char *doc, drift_hostset *ps, int x
     drift_hostset_free(ps);
     drift_hostset_free(bs);
     drift_hostset_free(is);
+}
+
+static void run_both(const char *name, const char *doc, drift_hostset *ps, int xnd, const int64_t *xs, const float *x,
+                     int64_t n, float *got) {
+    run_plan(name, doc, ps, NULL, xnd, xs, x, n, got, 0);
+}
+
+/* Lowering doc must fail with a message holding want. */
+static void refused(const char *name, const char *doc, const char *want) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), name, &gr, &e), DRIFT_OK);
+    if (drift_aten_graph_lower(gr, &sem, &e) == DRIFT_OK) fail_msg("%s: lowered, want refused (%s)", name, want);
+    if (!strstr(e.msg, want)) fail_msg("%s: message '%s' lacks '%s'", name, e.msg, want);
+    drift_aten_graph_free(gr);
 }
 
 static void near(const char *what, const float *got, const double *want, int64_t n, double rtol) {
@@ -113,9 +167,143 @@ static void test_rms_norm_eps_none(void **st) {
     print_message("  rms_norm(eps=None) of a bf16 / fp32 capture uses FLT_EPSILON on ref and cpu\n");
 }
 
+/* m * 2^-3, m in -8..8 (exact in bf16; products and short sums exact in fp32). */
+static float small(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((int)((*s >> 33) % 17) - 8) * 0.125f;
+}
+
+/* linear(x, w) in a region `with torch.autocast("cuda", torch.float32)` of a bf16 forward:
+ * torch casts the operands to fp32 (w's bf16 forward copy widened) and returns fp32, so
+ * y = x w^T exactly (dyadic values: the fp32 sums are exact; bf16 would round them). */
+static void test_autocast_region_fp32(void **st) {
+    (void)st;
+    enum { R = 6, K = 16, O = 5 };
+    float x[R * K], w[O * K], got[2 * R * O];
+    double want[R * O];
+    uint64_t s = 3;
+    for (int i = 0; i < R * K; i++) x[i] = small(&s);
+    for (int i = 0; i < O * K; i++) w[i] = small(&s);
+    int inexact = 0;
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < O; o++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)x[r * K + k] * w[o * K + k];
+            want[r * O + o] = acc;
+            inexact += fabs(acc) >= 2.0 && fmod(acc * 32.0, 1.0) != 0.0; /* needs more than bf16's 8 bits */
+        }
+    assert_true(inexact > 0);
+    const int64_t xs[2] = {R, K}, ws[2] = {O, K}, ys[2] = {R, O};
+    const char *pj = "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, "
+                     "\"val\": {\"shape\": [5, 16], \"dtype\": \"bfloat16\"}, \"module\": \"\"},\n";
+    const char *ij = "{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"}, ";
+    const char *cap = ", \"capture\": {\"mode\": \"dispatch\", \"autocast\": \"bfloat16\"}";
+    char *doc = doc_ext("float32", 2, xs, pj, ij, "aten.linear.default", "[{\"node\": \"x\"}, {\"node\": \"w\"}]", "{}",
+                        "float32", 2, ys, ", \"autocast\": {\"enabled\": true, \"dtype\": \"float32\"}", cap);
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, 2, ws, w, NULL, NULL, &e), 0);
+    run_plan("autocast fp32 region", doc, ps, NULL, 2, xs, x, R * O, got, 1);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < R * O; i++)
+            if (got[k * R * O + i] != (float)want[i])
+                fail_msg("fp32 region on %s: y[%d] = %.9g, want %.9g (fp32, not bf16)", k ? "cpu" : "ref", i,
+                         got[k * R * O + i], want[i]);
+    free(doc);
+    /* a half-precision region other than the capture's autocast: refused, not replayed under the plan */
+    doc = doc_ext("float32", 2, xs, pj, ij, "aten.linear.default", "[{\"node\": \"x\"}, {\"node\": \"w\"}]", "{}",
+                  "float16", 2, ys, ", \"autocast\": {\"enabled\": true, \"dtype\": \"float16\"}", cap);
+    refused("fp16 region", doc, "autocast region in float16");
+    free(doc);
+    doc = doc_ext("float32", 2, xs, pj, ij, "aten.linear.default", "[{\"node\": \"x\"}, {\"node\": \"w\"}]", "{}",
+                  "float32", 2, ys, ", \"autocast\": {\"dtype\": \"float32\"}", cap);
+    refused("region without enabled", doc, "'autocast': expected");
+    free(doc);
+    print_message("  linear in an fp32 autocast region of a bf16 forward is fp32 on ref and cpu; fp16 region refused\n");
+}
+
+/* sdpa(q, k, v, mask.expand(B, H, Lq, Lk)) in a bf16 forward, mask a bool [1, 1, 1, Lk]
+ * constant: torch's definition with fp32 scores, softmax, P v (here in fp64; the bf16
+ * rounding of P and of the output stays within 1 %, the bf16 rounding of the scores that
+ * the math path did moves logits of about 40 by up to 0.25). */
+static void test_sdpa_expanded_key_mask(void **st) {
+    (void)st;
+    enum { L = 4, S = 5, D = 4 };
+    float q[L * D], k[S * D], v[S * D], got[2 * L * D];
+    double want[L * D];
+    /* q.k = 80 + x_j / 2 (x_j = 0.25, 0.75, 1.25, 1.75, 0.5 scaled by the row): logits 40.06..40.5
+     * apart by less than 1 (mixed probabilities) and not on bf16's 0.25 grid */
+    const float xk[S] = {0.25f, 0.75f, 1.25f, 1.75f, 0.5f};
+    for (int i = 0; i < L; i++) {
+        const float r[D] = {8, 8, 0.5f, 0.25f * (float)i};
+        memcpy(q + i * D, r, sizeof r);
+    }
+    for (int j = 0; j < S; j++) {
+        const float r[D] = {5, 5, xk[j], 0.5f}, w[D] = {(float)j, (float)-j, 1, 0.5f * (float)j};
+        memcpy(k + j * D, r, sizeof r);
+        memcpy(v + j * D, w, sizeof w);
+    }
+    const int keep[S] = {1, 1, 0, 1, 1};
+    for (int i = 0; i < L; i++) {
+        double sc[S], mx = -1e300, z = 0;
+        for (int j = 0; j < S; j++) {
+            double a = 0;
+            for (int d = 0; d < D; d++) a += (double)q[i * D + d] * k[j * D + d];
+            sc[j] = keep[j] ? (double)(float)a * 0.5 : -INFINITY;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int j = 0; j < S; j++) z += sc[j] == -INFINITY ? 0 : exp(sc[j] - mx);
+        for (int d = 0; d < D; d++) {
+            double o = 0;
+            for (int j = 0; j < S; j++) o += sc[j] == -INFINITY ? 0 : exp(sc[j] - mx) / z * v[j * D + d];
+            want[i * D + d] = o;
+        }
+    }
+    char doc[8192];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"A\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 4, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.expand.default\", \"args\": [{\"node\": \"m\"}, [-1, 1, 4, -1]], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 1, 4, 5], \"dtype\": \"bool\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.scaled_dot_product_attention.default\",\n"
+             "   \"args\": [{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"e\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 1, 4, 4], \"dtype\": \"bfloat16\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"k\", \"kind\": \"parameter\", \"target\": \"m.k\"}, {\"node\": \"v\", \"kind\": \"parameter\", \"target\": \"m.v\"},\n"
+             "            {\"node\": \"m\", \"kind\": \"constant\", \"target\": \"mask\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}],\n"
+             " \"constants\": {\"mask\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\", \"data\": [1, 1, 0, 1, 1]}}, \"non_tensor_inputs\": {}}\n");
+    const int64_t qs[4] = {1, 1, L, D}, ks[4] = {1, 1, S, D};
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.k", DRIFT_F32, 4, ks, k, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.v", DRIFT_F32, 4, ks, v, NULL, NULL, &e), 0);
+    drift_hostset *bs = NULL;
+    assert_int_equal(drift_hostset_create(&bs, &e), 0);
+    const float mv[S] = {1, 1, 0, 1, 1};
+    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, 1, S}, mv, NULL, NULL, &e), 0);
+    run_plan("sdpa expanded key mask", doc, ps, bs, 4, qs, q, L * D, got, 1);
+    double mx = 0;
+    for (int i = 0; i < L * D; i++) mx = fmax(mx, fabs(want[i]));
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < L * D; i++)
+            if (fabs(got[b * L * D + i] - want[i]) > 1e-2 * mx)
+                fail_msg("sdpa on %s: y[%d] = %.6g, want %.6g (scores in fp32)", b ? "cpu" : "ref", i, got[b * L * D + i], want[i]);
+    print_message("  sdpa with a key mask expanded over the queries keeps fp32 scores on ref and cpu\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
+        cmocka_unit_test(test_autocast_region_fp32),
+        cmocka_unit_test(test_sdpa_expanded_key_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
