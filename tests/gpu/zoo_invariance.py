@@ -170,7 +170,7 @@ def main():
         if not info.get("captured"):
             continue
         if time.time() > t_end:
-            rows.append({"model": tag, "error": "not run: the time budget ran out"})
+            _append(part, {"model": tag, "error": "not run: the time budget ran out"})
             continue
         n["models"] += 1
         row = {"model": tag}
