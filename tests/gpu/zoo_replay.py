@@ -147,6 +147,14 @@ def main():
                 row["bitwise"] = "yes"
             else:
                 row["bitwise"] = "no: max |d| %.3g" % site.get("max_abs_diff", float("nan"))
+                # every recorded site: where it starts (next session's lead)
+                _, o3, _, _ = run([a.drift, "replay", tr, "--device", "cuda", "--kernels", "torch", "--ref", "trainer",
+                                   "--json"], env, 120)
+                try:
+                    fd = [x.get("site") for x in json.loads(o3).get("first_divergent", [])]
+                    row["bitwise"] += ", first divergent per step %s" % fd
+                except Exception:  # noqa: BLE001
+                    pass
         rc2, out2, err2, _ = run([a.drift, "replay", tr, "--device", "cpu", "--ref", "trainer", "--output-only",
                                   "--max-floor", "2", "--json"], env, 180)
         try:
