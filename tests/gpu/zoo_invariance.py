@@ -85,6 +85,38 @@ def alone(kw, names, row=0, zero_cond=False):
     return out
 
 
+def first_divergent_module(m, run, k1, k2):
+    """PyTorch's own first module (execution order) whose output row 0 differs between the
+    sample alone (k1) and inside a batch of 2 (k2): (name, class, output shape at batch 2)."""
+    seen = {}
+
+    def hook(name):
+        def h(mod, args, out):
+            t = first_tensor(out) if not isinstance(out, torch.Tensor) else out
+            if isinstance(t, torch.Tensor) and t.ndim >= 1:
+                seen.setdefault(name, []).append(t.detach().float().clone())
+        return h
+
+    hs = [mod.register_forward_hook(hook(n)) for n, mod in m.named_modules() if n]
+    try:
+        order = []
+        seen.clear()
+        run(k1)
+        a = {n: v[0] for n, v in seen.items()}
+        order = list(seen)
+        seen.clear()
+        run(k2)
+        b = {n: v[0] for n, v in seen.items()}
+    finally:
+        for h in hs:
+            h.remove()
+    for n in order:
+        if n in b and a[n].shape[1:] == b[n].shape[1:] and a[n].shape[0] >= 1 and b[n].shape[0] >= 1:
+            if not torch.equal(a[n][0], b[n][0]):
+                return "%s (%s) %s" % (n, type(m.get_submodule(n)).__name__, list(b[n].shape))
+    return None
+
+
 def torch_verdicts(entry, batches, island_pat):
     """{configuration name: (bitwise, n_diff, numel)} of PyTorch's own forward."""
     m, kw, main = zoo_models.build(entry)
@@ -126,6 +158,8 @@ def torch_verdicts(entry, batches, island_pat):
             o = run(rows_for(kw, names, b0, b, pos, main, 1234 + b))[pos]
             nd = int((o != ref).sum())
             out["batch %d, position %d" % (b, pos)] = (nd == 0, nd, o.numel())
+    if out.get("batch 2, position 0", (True,))[0] is False:
+        out["first_module"] = first_divergent_module(m, run, alone(kw, names), rows_for(kw, names, b0, 2, 0, main, 1236))
     if any(ROLE_OF_KWARG.get(k) == "cond" for k in names):
         o = run(cfg_pair(kw, names))
         ref_u = run(alone(kw, names, zero_cond=True))[0]
@@ -199,6 +233,7 @@ def main():
             err = [x for x in p.stderr.splitlines() if x.startswith("drift") and "libraries:" not in x]
             row["error"] = "drift: " + (err[-1] if err else p.stderr.strip()[-200:])[:240]
             tv.pop("repeat", None)
+            tv.pop("first_module", None)
             row["torch"] = {k: v[1] for k, v in tv.items()}
             if "island" in tv:
                 row["torch_island_changes_output"] = not tv["island"][0]
@@ -208,6 +243,9 @@ def main():
             continue
         dc = {c["name"]: c for c in dj.get("configurations", [])}
         row["configs"] = []
+        fm = tv.pop("first_module", None)
+        if fm:
+            row["torch_first_module_batch2"] = fm
         rep = tv.pop("repeat", None)
         if rep is not None:
             row["torch_deterministic"] = rep[0]
