@@ -170,14 +170,16 @@ def main():
             n["replays_cpu"] += 1
             ok = rc2 == 0
             n["cpu_floor"] += ok
-            row["cpu"] = ("within 2x floor" if ok else "over 2x floor") + " (mean |d| %.3g)" % s2.get("mean_abs_diff", 0)
+            xf = s2.get("x_floor")
+            row["cpu"] = ("within 2x floor" if ok else "over 2x floor") + " (%s x floor, mean |d| %.3g)" % (
+                "%.2f" % xf if isinstance(xf, (int, float)) else "?", s2.get("mean_abs_diff", 0))
         if row["cpu"] != "no" and os.path.exists(os.path.join(a.rec, tag, "trainer_plan.json")):
             row["bisect"] = bisect_island(a, env, tag, "cuda" if "cuda" in a.devices.split(",") else "cpu")
             n["bisect_names_island"] += row["bisect"].startswith("names the island")
         table.append(row)
         print("ZOO_REPLAY " + json.dumps(row), flush=True)
     with open(os.path.join(a.out, "zoo_table.md"), "w") as f:
-        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu vs noise floor | bisect (island "
+        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu in noise-floor units | bisect (island "
                 "fp32 -> bf16) | reason |\n")
         f.write("|---|---|---|---|---|---|---|\n")
         for row in table:
