@@ -294,6 +294,8 @@ def parent(a):
         if rc != 3:
             break
     rows = [json.loads(x) for x in open(part)] if os.path.exists(part) else []
+    if os.path.exists(part):
+        os.remove(part)  # the table and the jsonl below hold it (files under $OUT are counted)
     n = {"models": len(rows), "configs": 0, "match": 0, "torch_dependent": 0}
     for r in rows:
         for c in r.get("configs", []):
