@@ -283,9 +283,12 @@ mz = dr.compare_metrics(f32_to_bf16_bits(np.array([3.0, 0.75], np.float32)),
                         f32_to_bf16_bits(np.array([0.0, 1.0], np.float32)))
 assert mz["max_ulp_diff"] == 32, mz  # 0.25 / 2^-7; the zero reference left out
 
-# -- failure policy: an unwritable path never raises; strict raises
+# -- failure policy: an unwritable path never raises; strict raises (the recorder creates
+#    missing folders, so the path goes through a regular file: no folder can be made there)
+import tempfile
+blocker = tempfile.NamedTemporaryFile(delete=False).name
 with contextlib.redirect_stderr(io.StringIO()) as e2:
-    bad = dr.Recorder("/nonexistent-dir/x/t.h5", run_id="r")
+    bad = dr.Recorder(blocker + "/x/t.h5", run_id="r")
     assert not bad.enabled
     with bad.step(0):
         assert bad.record("a:out", np.zeros(3, np.float32)) is False
@@ -294,10 +297,11 @@ with contextlib.redirect_stderr(io.StringIO()) as e2:
     bad.close()
 assert e2.getvalue().count("drift recorder:") == 1, e2.getvalue()
 try:
-    dr.Recorder("/nonexistent-dir/x/t.h5", run_id="r", strict=True)
+    dr.Recorder(blocker + "/x/t.h5", run_id="r", strict=True)
     raise SystemExit("strict=True did not raise")
 except dr.RecorderError as e:
     assert "open" in str(e)
+os.remove(blocker)
 print("class checks OK")
 PY
 
