@@ -365,6 +365,15 @@ typedef struct session {
     long phase_done, phase_total;
     size_t replays;              /* full replays run (atomic enough: under log_mu) */
     drift_site_cache *good0;     /* the good plan's sites at the first step (first divergent sites) */
+    /* prefix reuse (drift_bisect_opts.no_prefix_cache) */
+    drift_forward *goodf;        /* the good plan's forward: probes start where theirs first differs */
+    int first_buffer;            /* the first buffer value of goodf (a RoPE provenance difference starts there) */
+    int *bounds;                 /* ascending boundaries: the first value each difference touches */
+    int n_bounds;
+    drift_exec_snapshot **snap;  /* [step * n_bounds + b], NULL where not kept */
+    size_t prefix_budget;        /* host bytes left for snapshots */
+    size_t prefix_candidates, prefix_reused;
+    int64_t prefix_skipped, prefix_live;
 } session;
 
 static void session_free(session *s) {
@@ -375,6 +384,11 @@ static void session_free(session *s) {
     free(s->inputs);
     free(s->ref);
     drift_site_cache_free(s->good0);
+    if (s->snap)
+        for (int64_t i = 0; i < s->n_steps * s->n_bounds; i++) drift_exec_snapshot_free(s->snap[i]);
+    free(s->snap);
+    free(s->bounds);
+    drift_forward_free(s->goodf);
     for (int i = 0; i < MAX_SLOTS; i++) drift_backend_free(s->be[i]);
     drift_model_free(s->m);
 }
@@ -468,11 +482,32 @@ done:
  * against ref (per step) and, when outs is given, keeps the outputs. site0
  * (may be NULL) observes the sites of the first step. Parameters and their
  * casts stay on the backend from step to step (an exec cache per run). */
+enum { PREFIX_NONE = 0, PREFIX_CAPTURE = 1, PREFIX_RESUME = 2 };
+
+/* The deepest kept boundary at or below the first value f differs from the
+ * good plan's forward in, for step k; NULL if none. */
+static const drift_exec_snapshot *prefix_for(const session *s, int kfirst, int64_t k) {
+    for (int b = s->n_bounds; b-- > 0;)
+        if (s->bounds[b] <= kfirst && s->snap[k * s->n_bounds + b]) return s->snap[k * s->n_bounds + b];
+    return NULL;
+}
+
+/* Where f's forward first differs from the good plan's (value id). */
+static int first_change(const session *s, const drift_forward *f) {
+    int k = drift_exec_first_difference(s->goodf->assigned, f->assigned);
+    if (f->rope != s->goodf->rope && s->first_buffer >= 0 && s->first_buffer < k) k = s->first_buffer;
+    return k;
+}
+
 static int run_plan_all(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
-                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, drift_err *err) {
+                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, int prefix, drift_err *err) {
     drift_forward *f = NULL;
     int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &f, err);
     if (rc) return rc;
+    if (!s->snap || nudge) prefix = PREFIX_NONE; /* a nudged run's inputs are not the good run's */
+    const int kfirst = prefix == PREFIX_RESUME ? first_change(s, f) : 0;
+    int reused = 0;
+    int64_t skipped = 0, live = 0;
     drift_exec_cache *cache = NULL;
     if ((rc = drift_exec_cache_create(s->be[slot], &cache, err))) {
         drift_forward_free(f);
@@ -506,8 +541,23 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
             in = nudged;
         }
         drift_exec_result_free(&res);
-        if ((rc = drift_forward_run_cached(f, s->m, s->be[slot], in, cache, k == 0 ? site0 : NULL, site0_user, &res, err)))
+        drift_exec_stats st;
+        drift_exec_options eo = {.alias = -1, .fuse_casts = -1, .stats = &st};
+        if (prefix == PREFIX_CAPTURE) {
+            eo.capture_at = s->bounds;
+            eo.n_capture = s->n_bounds;
+            eo.captured = &s->snap[k * s->n_bounds];
+            eo.capture_budget = &s->prefix_budget;
+        } else if (prefix == PREFIX_RESUME) {
+            eo.resume = prefix_for(s, kfirst, k);
+        }
+        if ((rc = drift_forward_run_ex(f, s->m, s->be[slot], in, cache, &eo, k == 0 ? site0 : NULL, site0_user, &res, err)))
             break;
+        if (st.resumed_at >= 0) {
+            reused = 1;
+            skipped += st.prefix_skipped;
+        }
+        live += st.live_nodes;
         if (ref && ref[k]) {
             if ((rc = drift_metrics_site_add_f32(&acc, res.f32, ref[k], 1, (size_t)res.numel, err))) break;
         }
@@ -524,6 +574,12 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
     if (rc) return rc;
     pthread_mutex_lock(&s->log_mu);
     s->replays++;
+    if (prefix == PREFIX_RESUME) {
+        s->prefix_candidates++;
+        s->prefix_reused += (size_t)reused;
+        s->prefix_skipped += skipped;
+        s->prefix_live += live;
+    }
     pthread_mutex_unlock(&s->log_mu);
     drift_site_metrics m;
     drift_metrics_site_finish(&acc, 1.0, &m);
@@ -539,7 +595,7 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
 
 static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
                     drift_err *err) {
-    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, err);
+    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, PREFIX_RESUME, err);
 }
 
 static double mono_s(void) {
@@ -672,6 +728,50 @@ static int same_as_good(session *s, const drift_plan *plan, int *same, drift_err
     return rc;
 }
 
+/* The boundaries the good replay keeps: for each difference alone, the first
+ * value of the forward it changes. Nothing with fewer than two differences
+ * (no probe then) or with the cache off. */
+static int prefix_setup(session *s, const drift_bisect_opts *o, drift_err *err) {
+    if (o->no_prefix_cache || s->n_diffs < 2) return DRIFT_OK;
+    int rc = drift_forward_prepare(s->m, o->good, DRIFT_SIDE_TRAINER, s->handed, &s->goodf, err);
+    if (rc) return rc;
+    s->first_buffer = -1;
+    int n = drift_graph_count(s->goodf->assigned);
+    for (int i = 0; i < n && s->first_buffer < 0; i++)
+        if (drift_graph_value(s->goodf->assigned, i)->kind == DRIFT_VAL_BUFFER) s->first_buffer = i;
+    s->bounds = drift_calloc(s->n_diffs, sizeof *s->bounds);
+    unsigned char *mask = drift_calloc(s->n_diffs, 1);
+    if (!s->bounds || !mask) {
+        free(mask);
+        return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    }
+    for (size_t d = 0; d < s->n_diffs && !rc; d++) {
+        memset(mask, 0, s->n_diffs);
+        mask[d] = 1;
+        drift_plan p;
+        drift_forward *f = NULL;
+        if ((rc = drift_bisect_apply(o->good, o->bad, &s->m->table, s->diffs, s->n_diffs, mask, &p, err))) break;
+        rc = drift_forward_prepare(s->m, &p, DRIFT_SIDE_TRAINER, s->handed, &f, err);
+        drift_plan_free(&p);
+        if (rc) break;
+        int k = first_change(s, f);
+        drift_forward_free(f);
+        if (k <= 0 || k >= n) continue; /* nothing to skip, or no change at all */
+        int at = 0; /* insert sorted, once */
+        while (at < s->n_bounds && s->bounds[at] < k) at++;
+        if (at < s->n_bounds && s->bounds[at] == k) continue;
+        memmove(s->bounds + at + 1, s->bounds + at, (size_t)(s->n_bounds - at) * sizeof *s->bounds);
+        s->bounds[at] = k;
+        s->n_bounds++;
+    }
+    free(mask);
+    if (rc || s->n_bounds == 0) return rc;
+    s->snap = drift_calloc((size_t)(s->n_steps * s->n_bounds), sizeof *s->snap);
+    if (!s->snap) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    s->prefix_budget = o->prefix_cache_bytes ? o->prefix_cache_bytes : (size_t)1 << 30;
+    return DRIFT_OK;
+}
+
 void drift_bisect_result_free(drift_bisect_result *res) {
     if (!res) return;
     if (res->has_fix) drift_plan_free(&res->fix_plan);
@@ -733,7 +833,8 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     double good_vs_ref = 0, floor_metric = 0, bad_metric = 0;
     s.phase = "reference replays (good, noise floor, bad): step";
     s.phase_total = 3 * (long)s.n_steps;
-    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, err))) {
+    if ((rc = prefix_setup(&s, o, err))) goto done;
+    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, PREFIX_CAPTURE, err))) {
         drift_err_prefix(err, "good plan");
         goto done;
     }
@@ -749,7 +850,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     firstdiff_ctx bc;
     memset(&bc, 0, sizeof bc);
     bc.good = s.good0;
-    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, err);
+    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, PREFIX_NONE, err);
     if (!rc && bc.first) snprintf(bad_first, sizeof bad_first, "%s", bc.first);
     free(bc.first);
     free(bc.buf);
@@ -910,13 +1011,14 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
                 res->fix_metric = good_vs_ref;
                 memset(&fm, 0, sizeof fm);
                 if (o->ref != DRIFT_BISECT_REF_GOOD &&
-                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, err)))
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, err)))
                     break;
                 fm = gm;
             } else {
-                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, err))) break;
+                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, PREFIX_RESUME, err)))
+                    break;
                 if (o->ref != DRIFT_BISECT_REF_GOOD &&
-                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, err)))
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, err)))
                     break;
             }
             res->fix_output_mean_abs_diff = fm.mean_abs_diff;
@@ -931,6 +1033,12 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
 done:
     s.phase = NULL;
     res->replays = s.replays;
+    res->prefix_on = s.snap != NULL;
+    res->prefix_boundaries = (size_t)s.n_bounds;
+    for (int64_t i = 0; s.snap && i < s.n_steps * s.n_bounds; i++) res->prefix_bytes += drift_exec_snapshot_bytes(s.snap[i]);
+    res->prefix_candidates = s.prefix_candidates;
+    res->prefix_reused = s.prefix_reused;
+    res->prefix_skipped_fraction = s.prefix_live > 0 ? (double)s.prefix_skipped / (double)s.prefix_live : 0.0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (good_out) {
