@@ -336,6 +336,17 @@ done:
 }
 
 /* ---- the replay session behind every probe -------------------------------- */
+/* A replay whose activations later replays start from: its forward, and per
+ * step the snapshots at its boundaries (the first value each difference
+ * changes when applied to it, or taken back from it). */
+typedef struct prefix_src {
+    drift_forward *f;
+    int first_buffer;            /* its first buffer value (a RoPE provenance difference starts there) */
+    int *bounds;                 /* ascending value ids */
+    int n_bounds;
+    drift_exec_snapshot **snap;  /* [step * n_bounds + b], NULL where not kept */
+} prefix_src;
+
 typedef struct session {
     const drift_bisect_opts *o;
     drift_model *m;
@@ -365,12 +376,9 @@ typedef struct session {
     long phase_done, phase_total;
     size_t replays;              /* full replays run (atomic enough: under log_mu) */
     drift_site_cache *good0;     /* the good plan's sites at the first step (first divergent sites) */
-    /* prefix reuse (drift_bisect_opts.no_prefix_cache) */
-    drift_forward *goodf;        /* the good plan's forward: probes start where theirs first differs */
-    int first_buffer;            /* the first buffer value of goodf (a RoPE provenance difference starts there) */
-    int *bounds;                 /* ascending boundaries: the first value each difference touches */
-    int n_bounds;
-    drift_exec_snapshot **snap;  /* [step * n_bounds + b], NULL where not kept */
+    /* prefix reuse (drift_bisect_opts.no_prefix_cache): the good and the bad replay */
+    prefix_src src[2];
+    int prefix_on;
     size_t prefix_budget;        /* host bytes left for snapshots */
     size_t prefix_candidates, prefix_reused;
     int64_t prefix_skipped, prefix_live;
@@ -384,11 +392,14 @@ static void session_free(session *s) {
     free(s->inputs);
     free(s->ref);
     drift_site_cache_free(s->good0);
-    if (s->snap)
-        for (int64_t i = 0; i < s->n_steps * s->n_bounds; i++) drift_exec_snapshot_free(s->snap[i]);
-    free(s->snap);
-    free(s->bounds);
-    drift_forward_free(s->goodf);
+    for (int q = 0; q < 2; q++) {
+        prefix_src *x = &s->src[q];
+        if (x->snap)
+            for (int64_t i = 0; i < s->n_steps * x->n_bounds; i++) drift_exec_snapshot_free(x->snap[i]);
+        free(x->snap);
+        free(x->bounds);
+        drift_forward_free(x->f);
+    }
     for (int i = 0; i < MAX_SLOTS; i++) drift_backend_free(s->be[i]);
     drift_model_free(s->m);
 }
@@ -482,21 +493,30 @@ done:
  * against ref (per step) and, when outs is given, keeps the outputs. site0
  * (may be NULL) observes the sites of the first step. Parameters and their
  * casts stay on the backend from step to step (an exec cache per run). */
-enum { PREFIX_NONE = 0, PREFIX_CAPTURE = 1, PREFIX_RESUME = 2 };
+/* run_plan_all's prefix modes: none, resume, or capture into src[0] (good) / src[1] (bad) */
+enum { PREFIX_NONE = 0, PREFIX_RESUME = 1, PREFIX_CAPTURE_GOOD = 2, PREFIX_CAPTURE_BAD = 3 };
 
-/* The deepest kept boundary at or below the first value f differs from the
- * good plan's forward in, for step k; NULL if none. */
-static const drift_exec_snapshot *prefix_for(const session *s, int kfirst, int64_t k) {
-    for (int b = s->n_bounds; b-- > 0;)
-        if (s->bounds[b] <= kfirst && s->snap[k * s->n_bounds + b]) return s->snap[k * s->n_bounds + b];
-    return NULL;
+/* Where f's forward first differs from x's (value id). */
+static int first_change(const prefix_src *x, const drift_forward *f) {
+    int k = drift_exec_first_difference(x->f->assigned, f->assigned);
+    if (f->rope != x->f->rope && x->first_buffer >= 0 && x->first_buffer < k) k = x->first_buffer;
+    return k;
 }
 
-/* Where f's forward first differs from the good plan's (value id). */
-static int first_change(const session *s, const drift_forward *f) {
-    int k = drift_exec_first_difference(s->goodf->assigned, f->assigned);
-    if (f->rope != s->goodf->rope && s->first_buffer >= 0 && s->first_buffer < k) k = s->first_buffer;
-    return k;
+/* For step k, the deepest kept boundary of either source at or below the
+ * first value where f's forward departs from that source's (kfirst[q]); NULL if none. */
+static const drift_exec_snapshot *prefix_for(const session *s, const int kfirst[2], int64_t k) {
+    const drift_exec_snapshot *best = NULL;
+    for (int q = 0; q < 2; q++) {
+        const prefix_src *x = &s->src[q];
+        for (int b = x->n_bounds; b-- > 0;) {
+            const drift_exec_snapshot *sn = x->snap ? x->snap[k * x->n_bounds + b] : NULL;
+            if (x->bounds[b] > kfirst[q] || !sn) continue;
+            if (!best || x->bounds[b] > drift_exec_snapshot_boundary(best)) best = sn;
+            break;
+        }
+    }
+    return best;
 }
 
 static int run_plan_all(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
@@ -504,8 +524,10 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
     drift_forward *f = NULL;
     int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &f, err);
     if (rc) return rc;
-    if (!s->snap || nudge) prefix = PREFIX_NONE; /* a nudged run's inputs are not the good run's */
-    const int kfirst = prefix == PREFIX_RESUME ? first_change(s, f) : 0;
+    if (!s->prefix_on || nudge) prefix = PREFIX_NONE; /* a nudged run's inputs are not the good run's */
+    int kfirst[2] = {-1, -1};
+    for (int q = 0; q < 2 && prefix == PREFIX_RESUME; q++)
+        if (s->src[q].f) kfirst[q] = first_change(&s->src[q], f);
     int reused = 0;
     int64_t skipped = 0, live = 0;
     drift_exec_cache *cache = NULL;
@@ -543,10 +565,11 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
         drift_exec_result_free(&res);
         drift_exec_stats st;
         drift_exec_options eo = {.alias = -1, .fuse_casts = -1, .stats = &st};
-        if (prefix == PREFIX_CAPTURE) {
-            eo.capture_at = s->bounds;
-            eo.n_capture = s->n_bounds;
-            eo.captured = &s->snap[k * s->n_bounds];
+        if (prefix == PREFIX_CAPTURE_GOOD || prefix == PREFIX_CAPTURE_BAD) {
+            prefix_src *x = &s->src[prefix == PREFIX_CAPTURE_BAD];
+            eo.capture_at = x->bounds;
+            eo.n_capture = x->n_bounds;
+            eo.captured = &x->snap[k * x->n_bounds];
             eo.capture_budget = &s->prefix_budget;
         } else if (prefix == PREFIX_RESUME) {
             eo.resume = prefix_for(s, kfirst, k);
@@ -728,48 +751,57 @@ static int same_as_good(session *s, const drift_plan *plan, int *same, drift_err
     return rc;
 }
 
-/* The boundaries the good replay keeps: for each difference alone, the first
- * value of the forward it changes. Nothing with fewer than two differences
- * (no probe then) or with the cache off. */
-static int prefix_setup(session *s, const drift_bisect_opts *o, drift_err *err) {
-    if (o->no_prefix_cache || s->n_diffs < 2) return DRIFT_OK;
-    int rc = drift_forward_prepare(s->m, o->good, DRIFT_SIDE_TRAINER, s->handed, &s->goodf, err);
+/* Source q's forward (the good plan, or the bad one) and its boundaries:
+ * for each difference, the first value its forward changes when that
+ * difference alone is applied to the good plan (q 0) or taken back from the
+ * bad plan (q 1): where probes depart from it. */
+static int prefix_source(session *s, const drift_bisect_opts *o, int q, unsigned char *mask, drift_err *err) {
+    prefix_src *x = &s->src[q];
+    int rc = drift_forward_prepare(s->m, q ? o->bad : o->good, DRIFT_SIDE_TRAINER, s->handed, &x->f, err);
     if (rc) return rc;
-    s->first_buffer = -1;
-    int n = drift_graph_count(s->goodf->assigned);
-    for (int i = 0; i < n && s->first_buffer < 0; i++)
-        if (drift_graph_value(s->goodf->assigned, i)->kind == DRIFT_VAL_BUFFER) s->first_buffer = i;
-    s->bounds = drift_calloc(s->n_diffs, sizeof *s->bounds);
-    unsigned char *mask = drift_calloc(s->n_diffs, 1);
-    if (!s->bounds || !mask) {
-        free(mask);
-        return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
-    }
+    x->first_buffer = -1;
+    int n = drift_graph_count(x->f->assigned);
+    for (int i = 0; i < n && x->first_buffer < 0; i++)
+        if (drift_graph_value(x->f->assigned, i)->kind == DRIFT_VAL_BUFFER) x->first_buffer = i;
+    if (!(x->bounds = drift_calloc(s->n_diffs, sizeof *x->bounds))) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
     for (size_t d = 0; d < s->n_diffs && !rc; d++) {
-        memset(mask, 0, s->n_diffs);
-        mask[d] = 1;
+        memset(mask, q ? 1 : 0, s->n_diffs);
+        mask[d] = !q;
         drift_plan p;
         drift_forward *f = NULL;
         if ((rc = drift_bisect_apply(o->good, o->bad, &s->m->table, s->diffs, s->n_diffs, mask, &p, err))) break;
         rc = drift_forward_prepare(s->m, &p, DRIFT_SIDE_TRAINER, s->handed, &f, err);
         drift_plan_free(&p);
         if (rc) break;
-        int k = first_change(s, f);
+        int k = first_change(x, f);
         drift_forward_free(f);
         if (k <= 0 || k >= n) continue; /* nothing to skip, or no change at all */
         int at = 0; /* insert sorted, once */
-        while (at < s->n_bounds && s->bounds[at] < k) at++;
-        if (at < s->n_bounds && s->bounds[at] == k) continue;
-        memmove(s->bounds + at + 1, s->bounds + at, (size_t)(s->n_bounds - at) * sizeof *s->bounds);
-        s->bounds[at] = k;
-        s->n_bounds++;
+        while (at < x->n_bounds && x->bounds[at] < k) at++;
+        if (at < x->n_bounds && x->bounds[at] == k) continue;
+        memmove(x->bounds + at + 1, x->bounds + at, (size_t)(x->n_bounds - at) * sizeof *x->bounds);
+        x->bounds[at] = k;
+        x->n_bounds++;
     }
-    free(mask);
-    if (rc || s->n_bounds == 0) return rc;
-    s->snap = drift_calloc((size_t)(s->n_steps * s->n_bounds), sizeof *s->snap);
-    if (!s->snap) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
-    s->prefix_budget = o->prefix_cache_bytes ? o->prefix_cache_bytes : (size_t)1 << 30;
+    if (rc || x->n_bounds == 0) return rc;
+    if (!(x->snap = drift_calloc((size_t)(s->n_steps * x->n_bounds), sizeof *x->snap)))
+        return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    s->prefix_on = 1;
     return DRIFT_OK;
+}
+
+/* The boundaries the good and the bad replay keep. Nothing with fewer than
+ * two differences (no probe then) or with the cache off. The good replay
+ * runs first and fills the budget first. */
+static int prefix_setup(session *s, const drift_bisect_opts *o, drift_err *err) {
+    if (o->no_prefix_cache || s->n_diffs < 2) return DRIFT_OK;
+    unsigned char *mask = drift_calloc(s->n_diffs, 1);
+    if (!mask) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    int rc = prefix_source(s, o, 0, mask, err);
+    if (!rc) rc = prefix_source(s, o, 1, mask, err);
+    free(mask);
+    s->prefix_budget = o->prefix_cache_bytes ? o->prefix_cache_bytes : (size_t)1 << 30;
+    return rc;
 }
 
 void drift_bisect_result_free(drift_bisect_result *res) {
@@ -834,7 +866,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     s.phase = "reference replays (good, noise floor, bad): step";
     s.phase_total = 3 * (long)s.n_steps;
     if ((rc = prefix_setup(&s, o, err))) goto done;
-    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, PREFIX_CAPTURE, err))) {
+    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, PREFIX_CAPTURE_GOOD, err))) {
         drift_err_prefix(err, "good plan");
         goto done;
     }
@@ -850,7 +882,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     firstdiff_ctx bc;
     memset(&bc, 0, sizeof bc);
     bc.good = s.good0;
-    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, PREFIX_NONE, err);
+    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, PREFIX_CAPTURE_BAD, err);
     if (!rc && bc.first) snprintf(bad_first, sizeof bad_first, "%s", bc.first);
     free(bc.first);
     free(bc.buf);
@@ -1033,9 +1065,12 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
 done:
     s.phase = NULL;
     res->replays = s.replays;
-    res->prefix_on = s.snap != NULL;
-    res->prefix_boundaries = (size_t)s.n_bounds;
-    for (int64_t i = 0; s.snap && i < s.n_steps * s.n_bounds; i++) res->prefix_bytes += drift_exec_snapshot_bytes(s.snap[i]);
+    res->prefix_on = s.prefix_on;
+    for (int q = 0; q < 2; q++) {
+        res->prefix_boundaries += (size_t)s.src[q].n_bounds;
+        for (int64_t i = 0; s.src[q].snap && i < s.n_steps * s.src[q].n_bounds; i++)
+            res->prefix_bytes += drift_exec_snapshot_bytes(s.src[q].snap[i]);
+    }
     res->prefix_candidates = s.prefix_candidates;
     res->prefix_reused = s.prefix_reused;
     res->prefix_skipped_fraction = s.prefix_live > 0 ? (double)s.prefix_skipped / (double)s.prefix_live : 0.0;

@@ -110,11 +110,13 @@ typedef struct drift_bisect_opts {
     /* 1: also build the fix, the bad plan with exactly the culprit
      * differences taken from the good plan, and verify it with one more replay. */
     int fix;
-    /* Prefix reuse: the good replay keeps, per step, the activations at the
-     * first node each difference touches (replay/exec/exec.h snapshots, on
-     * the host, at most prefix_cache_bytes in all; 0: the default 1 GiB);
-     * a probe (and a culprit's effect or the fix) starts each step from the
-     * deepest one below the first node its plan changes. Exact: the same
+    /* Prefix reuse: the good and the bad replay keep, per step, the
+     * activations at the first node each difference touches when applied to
+     * the good plan, or taken back from the bad one (replay/exec/exec.h
+     * snapshots, on the host, at most prefix_cache_bytes in all; 0: the
+     * default 1 GiB); a probe (and a culprit's effect or the fix) starts each
+     * step from the deepest one at or before the first node where its
+     * forward departs from that replay's. Exact: the same
      * bits as a replay from the inputs. no_prefix_cache 1 (--no-prefix-cache,
      * or DRIFT_BISECT_PREFIX=0): every replay from the inputs. */
     int no_prefix_cache;

@@ -18,7 +18,7 @@ DRIFT_BISECT_PREFIX=0 "$D" bisect "$W/t.h5" "${ARGS[@]}" --json >"$W/env.json" 2
 import json, sys
 on, off, env = (json.load(open(p)) for p in sys.argv[1:])
 pc = on.pop("prefix_cache")
-assert pc["on"] and pc["reused"] > 0 and pc["boundaries"] == 4 and 0 < pc["skipped_fraction"] < 1, pc
+assert pc["on"] and pc["reused"] > 0 and pc["boundaries"] == 8 and 0 < pc["skipped_fraction"] < 1, pc
 for d in (off, env):
     assert d.pop("prefix_cache")["on"] is False
 for d in (on, off, env):
@@ -28,7 +28,7 @@ assert sum(len(s) for s in on["culprit_sets"]) == 4, on["culprit_sets"]
 PY
 
 "$D" bisect "$W/t.h5" "${ARGS[@]}" >"$W/on.txt" 2>/dev/null || fail "bisect text"
-grep -Eq '^prefix reuse: [1-9][0-9]* of [0-9]+ probe replays started past the inputs, [0-9.]+% of their forward skipped \(4 boundaries' "$W/on.txt" \
+grep -Eq '^prefix reuse: [1-9][0-9]* of [0-9]+ probe replays started past the inputs, [0-9.]+% of their forward skipped \(8 boundaries' "$W/on.txt" \
   || fail "no prefix reuse line: $(tail -2 "$W/on.txt")"
 "$D" bisect "$W/t.h5" "${ARGS[@]}" --no-prefix-cache >"$W/off.txt" 2>/dev/null || fail "bisect text off"
 grep -q '^prefix reuse' "$W/off.txt" && fail "prefix reuse line with --no-prefix-cache"

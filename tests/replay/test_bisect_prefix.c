@@ -147,7 +147,7 @@ static void test_same_bits(void **state) {
     run(1, 0, &off, &roff);
     same_answer(&on, &ron, &off, &roff);
     assert_true(ron.prefix_on);
-    assert_int_equal(ron.prefix_boundaries, 4); /* each parameter's leaf: blocks.0 and blocks.2, weight and bias */
+    assert_int_equal(ron.prefix_boundaries, 8); /* per parameter (blocks.0 and blocks.2, weight and bias), in the good and the bad replay */
     assert_true(ron.prefix_bytes > 0);
     assert_true(ron.prefix_reused > 0 && ron.prefix_reused <= ron.prefix_candidates);
     assert_true(ron.prefix_skipped_fraction > 0 && ron.prefix_skipped_fraction < 1);
