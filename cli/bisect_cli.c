@@ -303,6 +303,16 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
     drift_json_buf_field_int(&b, "memo_hits", (int64_t)r->memo_hits);
     drift_json_buf_field_int(&b, "max_concurrent_probes", (int64_t)r->max_concurrent);
     drift_json_buf_field_int(&b, "replays", (int64_t)r->replays);
+    /* prefix reuse: the good replay's activations at the first node a difference touches */
+    drift_json_buf_add_key(&b, "prefix_cache");
+    drift_json_buf_begin_object(&b);
+    drift_json_buf_field_bool(&b, "on", r->prefix_on);
+    drift_json_buf_field_int(&b, "boundaries", (int64_t)r->prefix_boundaries);
+    drift_json_buf_field_int(&b, "bytes", (int64_t)r->prefix_bytes);
+    drift_json_buf_field_int(&b, "replays", (int64_t)r->prefix_candidates);
+    drift_json_buf_field_int(&b, "reused", (int64_t)r->prefix_reused);
+    drift_json_buf_field_number(&b, "skipped_fraction", r->prefix_skipped_fraction);
+    drift_json_buf_end_object(&b);
     drift_json_buf_field_int(&b, "steps", r->n_steps);
     drift_json_buf_field_string(&b, "kernels", r->kernels[0] ? r->kernels : NULL);
     drift_json_buf_field_string(&b, "kernels_why", r->kernels[0] && o->kernels_why && o->kernels_why[0] ? o->kernels_why : NULL);
@@ -451,6 +461,10 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
     }
     fprintf(out, "%zu probes (%zu memoised, up to %zu concurrent%s%s), %zu replays in all, in %.2f s\n", r.probes, r.memo_hits,
             r.max_concurrent, lo.devices ? " on " : "", lo.devices ? lo.devices : "", r.replays, r.seconds);
+    if (r.prefix_on)
+        fprintf(out, "prefix reuse: %zu of %zu probe replays started past the inputs, %.1f%% of their forward skipped (%zu boundaries, %.1f MiB)\n",
+                r.prefix_reused, r.prefix_candidates, 100.0 * r.prefix_skipped_fraction, r.prefix_boundaries,
+                (double)r.prefix_bytes / 1048576.0);
     drift_bisect_result_free(&r);
     return DRIFT_OK;
 }

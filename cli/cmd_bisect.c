@@ -39,6 +39,11 @@ static const drift_cli_opt_spec OPTS[] = {
     DRIFT_CLI_KERNELS_SPEC,
     DRIFT_CLI_LIBRARIES_SPEC,
     {"--parallel", NULL, "N", "probes run at once (threads, 1..16; default 2, or one per device)", NULL, 0},
+    {"--no-prefix-cache", NULL, NULL, "replay every probe from the inputs (also DRIFT_BISECT_PREFIX=0); by default\n"
+                                      "a probe starts each step from the good replay's activations at the first\n"
+                                      "node its plan changes (same bits, less work)", NULL, 0},
+    {"--prefix-cache-mb", NULL, "MB", "host memory for those activations (default 1024; boundaries past it are\n"
+                                      "not kept, and probes start from an earlier one or the inputs)", NULL, 0},
     {"--fix-out", NULL, "PLAN.json", "write the fix: an edit of the bad plan (pretty JSON, its globs kept)\n"
                                      "with exactly the culprit differences taken from the good plan,\n"
                                      "shown as a diff against it and verified by one more replay", NULL, 0},
@@ -53,6 +58,7 @@ static const drift_cli_cmd_spec SPEC = {
     "                    [--threshold X | --threshold-floor K] [--granularity pattern|param]\n"
     "                    [--all] [--steps A:B] [--device cpu|cuda[:N] | --devices D1,D2,...]\n"
     "                    [--kernels exact|torch] [--libraries recorded|system|DIR] [--parallel N]\n"
+    "                    [--no-prefix-cache | --prefix-cache-mb MB]\n"
     "                    [--fix-out PLAN.json [--force]] [--format text|csv] [--json]",
     "The differences between the good and the bad plan (each pattern entry, or\n"
     "with --granularity param each parameter whose forward dtype differs; each\n"
@@ -105,6 +111,9 @@ int drift_cmd_bisect(int argc, char **argv) {
     o.lib.all = drift_cli_args_count(&a, "--all") > 0;
     o.force = drift_cli_args_count(&a, "--force") > 0;
     o.fix_out = drift_cli_args_get(&a, "--fix-out");
+    const char *env_prefix = getenv("DRIFT_BISECT_PREFIX");
+    o.lib.no_prefix_cache = drift_cli_args_count(&a, "--no-prefix-cache") > 0 || (env_prefix && strcmp(env_prefix, "0") == 0);
+    const char *pmb = drift_cli_args_get(&a, "--prefix-cache-mb");
     const char *good = drift_cli_args_get(&a, "--good"), *bad = drift_cli_args_get(&a, "--bad");
     const char *steps = drift_cli_args_get(&a, "--steps"), *ref = drift_cli_args_get(&a, "--ref");
     const char *metric = drift_cli_args_get(&a, "--metric"), *gran = drift_cli_args_get(&a, "--granularity");
@@ -133,6 +142,16 @@ int drift_cmd_bisect(int argc, char **argv) {
         o.lib.has_threshold_floor = 1;
     }
     if (dev && o.lib.devices) return drift_cli_usage_error_field("bisect", "--device", "give --device or --devices, not both");
+    if (pmb) {
+        char *end = NULL;
+        errno = 0;
+        long long mb = strtoll(pmb, &end, 10);
+        if (errno || !end || *end || mb < 1 || mb > (1LL << 24))
+            return drift_cli_usage_error_field("bisect", "--prefix-cache-mb", "--prefix-cache-mb: expected 1..16777216 (MiB), got '%s'", pmb);
+        if (o.lib.no_prefix_cache)
+            return drift_cli_usage_error_field("bisect", "--prefix-cache-mb", "give --no-prefix-cache or --prefix-cache-mb, not both");
+        o.lib.prefix_cache_bytes = (size_t)mb << 20;
+    }
     if (drift_cli_check_input("bisect", "TRACE", o.trace)) return 2;
     drift_cli_kernels kp;
     if (drift_cli_kernels_pick("bisect", o.lib.devices ? o.lib.devices : dev, kernels, drift_cli_trace_from_torch(o.trace), &kp))

@@ -3,9 +3,11 @@
 
 #include "formats/alloc.h"
 #include "replay/exec/exec_plan.h"
+#include "replay/exec/exec_snapshot.h"
 #include "replay/exec/exec_profile.h"
 #include "replay/ir/fuse.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +114,12 @@ typedef struct ectx {
     int alias;            /* VIEW/NARROW aliasing on (and the backend can) */
     const drift_fuse_plan *fuse; /* NULL: no cast folding */
     drift_exec_stats st;
+    /* prefix reuse (exec.h): capture at boundaries, or restore from one */
+    const drift_exec_options *opts;
+    const int *last_use;        /* capture: per value, the last live reader (INT_MAX: the output) */
+    int next_capture;
+    const drift_exec_snapshot *resume;
+    const int *restore;         /* resume: per value, its index in the snapshot, or -1 */
 } ectx;
 
 static void buf_unref(const ectx *c, ebuf *b);
@@ -344,18 +352,95 @@ static int make_value(ectx *c, drift_exec_cache *cache, int i, const drift_value
     return DRIFT_OK;
 }
 
+/* Value id from the snapshot being resumed, in the dtype this run stores it
+ * in (exact: the resume check allowed only the same dtype or a rounding that
+ * cast folding makes anyway). */
+static int restore_value(ectx *c, int id, const drift_value *v, drift_dtype dt, ebuf **out) {
+    const drift_exec_snapshot *s = c->resume;
+    int j = c->restore[id];
+    int rc = new_buf(c, id, dt, v, out);
+    if (rc) return rc;
+    if (s->f64[j]) rc = drift_backend_upload_f64(c->be, &(*out)->t, s->f64[j], c->err);
+    else rc = drift_backend_upload_f32(c->be, &(*out)->t, s->f32[j], c->err);
+    if (rc) drift_err_prefix(c->err, "restoring value %d of the prefix", id);
+    return rc;
+}
+
+/* The snapshot at boundary k: host copies of the live values < k that a
+ * value >= k reads, but the cached (fixed) ones. *out NULL when it would
+ * exceed the budget. */
+static int take_snapshot(ectx *c, const drift_exec_plan *p, int k, size_t *budget, drift_exec_snapshot **out) {
+    *out = NULL;
+    int count = 0;
+    size_t bytes = 0;
+    for (int j = 0; j < k; j++) {
+        if (!p->live[j] || c->last_use[j] < k || (p->fixed && p->fixed[j])) continue;
+        if (!c->slot[j] || !c->slot[j]->live) return DRIFT_OK; /* not held: no snapshot here */
+        count++;
+        bytes += (size_t)c->slot[j]->t.numel * (drift_dtype_wide(c->slot[j]->t.dtype) ? sizeof(double) : sizeof(float));
+    }
+    if (budget && bytes > *budget) return DRIFT_OK;
+    drift_exec_snapshot *s = drift_exec_snapshot_alloc(k, count);
+    if (!s) return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory (prefix snapshot)");
+    int q = 0, rc = DRIFT_OK;
+    for (int j = 0; j < k && !rc; j++) {
+        if (!p->live[j] || c->last_use[j] < k || (p->fixed && p->fixed[j])) continue;
+        const drift_tensor *t = &c->slot[j]->t;
+        s->ids[q] = j;
+        s->dtype[q] = t->dtype;
+        s->numel[q] = t->numel;
+        size_t n = (size_t)(t->numel ? t->numel : 1);
+        if (drift_dtype_wide(t->dtype)) {
+            if (!(s->f64[q] = drift_malloc(n * sizeof(double)))) rc = DRIFT_E_NOMEM;
+            else rc = drift_backend_download_f64(c->be, t, s->f64[q], c->err);
+        } else {
+            if (!(s->f32[q] = drift_malloc(n * sizeof(float)))) rc = DRIFT_E_NOMEM;
+            else rc = drift_backend_download_f32(c->be, t, s->f32[q], c->err);
+        }
+        if (rc == DRIFT_E_NOMEM) drift_err_set(c->err, rc, "exec", "out of memory (prefix snapshot)");
+        q++;
+    }
+    if (rc) {
+        drift_exec_snapshot_free(s);
+        return rc;
+    }
+    s->bytes = bytes;
+    if (budget) *budget -= bytes;
+    *out = s;
+    return DRIFT_OK;
+}
+
+/* Snapshots whose boundary is i (before value i runs). */
+static int capture_at(ectx *c, const drift_exec_plan *p, int i) {
+    const drift_exec_options *o = c->opts;
+    while (o && c->next_capture < o->n_capture && o->capture_at[c->next_capture] <= i) {
+        int q = c->next_capture++;
+        if (o->capture_at[q] != i || i <= 0) continue; /* out of order or empty: not taken */
+        int rc = take_snapshot(c, p, i, o->capture_budget, &o->captured[q]);
+        if (rc) return rc;
+    }
+    return DRIFT_OK;
+}
+
 /* The run loop over a plan: every live value in id order, the site callback,
  * releases after the last use, the output's download. */
 static int run_plan(ectx *c, const drift_exec_plan *p, drift_exec_cache *cache, int fixed_only, drift_exec_profile *prof,
                     drift_exec_result *out) {
     const drift_exec_inputs *in = c->in;
     for (int i = 0; i < p->n; i++) {
+        if (c->last_use) {
+            int rc = capture_at(c, p, i);
+            if (rc) return rc;
+        }
         if (!p->live[i]) continue;
         if (fixed_only && !p->fixed[i]) continue; /* fixed values never read non-fixed ones */
         const drift_value *v = drift_graph_value(c->g, i);
         ebuf *b = NULL;
         drift_exec_profile_begin(prof, c->be);
-        int rc = make_value(c, cache, i, v, &b);
+        const int restored = c->restore && c->restore[i] >= 0;
+        int rc = restored
+                     ? restore_value(c, i, v, v->kind == DRIFT_VAL_NODE && c->fuse ? c->fuse->out[i] : v->dtype, &b)
+                     : make_value(c, cache, i, v, &b);
         if (rc) return rc;
         drift_exec_profile_end(prof, c->be, v->kind == DRIFT_VAL_NODE ? (int)v->op.kind : DRIFT_OP_COUNT);
         c->slot[i] = b;
@@ -368,13 +453,92 @@ static int run_plan(ectx *c, const drift_exec_plan *p, drift_exec_cache *cache, 
                 return rc;
             }
         }
-        if (v->kind == DRIFT_VAL_NODE)
+        if (v->kind == DRIFT_VAL_NODE && !restored) /* a restored value read nothing */
             for (int k = 0; k < v->op.n_in; k++) buf_unref(c, c->slot[v->in[k]]);
         if (b->refs <= 0) buf_release(c, b);
     }
     int rc = out && p->output >= 0 ? download(c, c->slot[p->output], out) : DRIFT_OK;
     drift_exec_profile_print(prof, c->be, &c->st, stderr);
     return rc;
+}
+
+/* Per live value, the id of its last live reader (INT_MAX for the output, -1 for none). */
+static int plan_last_use(const drift_graph *g, const drift_exec_plan *p, int **out, drift_err *err) {
+    int *lu = drift_malloc((size_t)(p->n ? p->n : 1) * sizeof *lu);
+    if (!lu) return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory");
+    for (int i = 0; i < p->n; i++) lu[i] = -1;
+    for (int i = 0; i < p->n; i++) {
+        const drift_value *v = drift_graph_value(g, i);
+        if (!p->live[i] || v->kind != DRIFT_VAL_NODE) continue;
+        for (int k = 0; k < v->op.n_in; k++) lu[v->in[k]] = i;
+    }
+    if (p->output >= 0) lu[p->output] = INT_MAX;
+    *out = lu;
+    return DRIFT_OK;
+}
+
+/* Resume from snapshot s: which values below its boundary this run needs
+ * (read at or after it, or by a needed cached value), each cached one run
+ * again (from the device cache) and each other restored from s. When s lacks
+ * one, or holds it in a dtype this run cannot get from it exactly, the run
+ * starts from the beginning (plan untouched, *restore NULL). Otherwise the
+ * plan's live and uses are cut to what runs. */
+static int plan_resume(const drift_graph *g, drift_exec_plan *p, const drift_exec_snapshot *s, ectx *c, int **restore) {
+    *restore = NULL;
+    const int k = s->k;
+    if (k <= 0 || k > p->n) return DRIFT_OK;
+    size_t nn = (size_t)p->n;
+    unsigned char *need = drift_calloc(nn, 1);
+    int *rs = drift_malloc(nn * sizeof *rs);
+    if (!need || !rs) {
+        drift_free(need);
+        drift_free(rs);
+        return drift_err_set(c->err, DRIFT_E_NOMEM, "exec", "out of memory");
+    }
+    int ok = 1;
+    if (p->output >= 0 && p->output < k) need[p->output] = 1;
+    for (int i = p->n - 1; i >= 0 && ok; i--) {
+        rs[i] = -1;
+        const drift_value *v = drift_graph_value(g, i);
+        if (!p->live[i] || (i < k && !need[i])) continue;
+        if (i < k && !p->fixed[i]) {
+            int j = drift_exec_snapshot_find(s, i);
+            drift_dtype want = v->kind == DRIFT_VAL_NODE && p->fused ? p->fuse.out[i] : v->dtype;
+            /* the same dtype, or the assigned fp32 value of a producer this
+             * run folds or a cast it skips: rounding it is what folding does */
+            ok = j >= 0 && s->numel[j] == v->numel &&
+                 (s->dtype[j] == want || (s->dtype[j] == DRIFT_F32 && v->dtype == DRIFT_F32 &&
+                                          (want == DRIFT_BF16 || want == DRIFT_F16)));
+            rs[i] = j;
+            continue;
+        }
+        if (v->kind == DRIFT_VAL_NODE)
+            for (int q = 0; q < v->op.n_in; q++)
+                if (v->in[q] < k) need[v->in[q]] = 1;
+    }
+    if (ok) {
+        int64_t skipped = 0;
+        for (int i = 0; i < k; i++) {
+            if (p->live[i] && !(need[i] && rs[i] < 0)) skipped++;
+            if (!need[i]) p->live[i] = 0;
+        }
+        memset(p->uses, 0, nn * sizeof *p->uses);
+        for (int i = 0; i < p->n; i++) {
+            const drift_value *v = drift_graph_value(g, i);
+            if (!p->live[i] || v->kind != DRIFT_VAL_NODE || rs[i] >= 0) continue;
+            for (int q = 0; q < v->op.n_in; q++) p->uses[v->in[q]]++;
+        }
+        if (p->output >= 0) p->uses[p->output]++;
+        c->st.resumed_at = k;
+        c->st.prefix_skipped = skipped;
+        c->resume = s;
+        c->restore = rs;
+        *restore = rs;
+    } else {
+        drift_free(rs);
+    }
+    drift_free(need);
+    return DRIFT_OK;
 }
 
 int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift_exec_inputs *in,
@@ -399,6 +563,7 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
     c.alias = drift_backend_can_alias(be) && switch_on(opts ? opts->alias : -1, "DRIFT_EXEC_ALIAS");
     drift_exec_plan plan;
     memset(&plan, 0, sizeof plan);
+    int *last_use = NULL, *restore = NULL;
     const int n = drift_graph_count(g);
     size_t nn = (size_t)(n ? n : 1);
     unsigned char *per_step = NULL; /* buffers this run's inputs replace */
@@ -414,6 +579,14 @@ int drift_exec_run_ex(const drift_graph *g, const drift_backend *be, const drift
     if (rc) goto done;
     c.fixed = plan.fixed;
     c.fuse = plan.fused ? &plan.fuse : NULL;
+    c.opts = opts;
+    c.st.resumed_at = -1;
+    c.st.live_nodes = plan.n_live;
+    if (opts && opts->n_capture > 0 && !fixed_only && (rc = plan_last_use(g, &plan, &last_use, c.err))) goto done;
+    c.last_use = last_use;
+    if (opts && opts->resume && cache && !in->on_site && !fixed_only &&
+        (rc = plan_resume(g, &plan, opts->resume, &c, &restore)))
+        goto done;
     c.slot = drift_calloc(nn, sizeof *c.slot);
     c.owned = drift_calloc(nn, sizeof *c.owned);
     if (!c.slot || !c.owned) {
@@ -432,6 +605,8 @@ done:
         for (int i = 0; i < n; i++) drift_free(c.owned[i]);
     }
     drift_exec_plan_free(&plan);
+    drift_free(last_use);
+    drift_free(restore);
     drift_free(c.slot);
     drift_free(c.owned);
     if (rc && out) drift_exec_result_free(out);

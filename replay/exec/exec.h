@@ -149,7 +149,29 @@ typedef struct drift_exec_stats {
     int64_t narrows_aliased;/* NARROWs served as aliases */
     int64_t casts_skipped;  /* (a) widening CASTs skipped (fuse.h) */
     int64_t casts_folded;   /* (b) narrowing CASTs folded into their producer (fuse.h) */
+    int64_t live_nodes;     /* live values of the run's plan (leaves and nodes) */
+    int64_t resumed_at;     /* the boundary a resumed run started from (drift_exec_options.resume), -1: none */
+    int64_t prefix_skipped; /* live values below that boundary not run (restored or not needed) */
 } drift_exec_stats;
+
+/* ---- prefix reuse (drift bisect) ------------------------------------------------ */
+
+/* The values a run holds at a node boundary K: every live value with id < K
+ * that a value >= K (or the output) reads, except those a device cache
+ * keeps (fixed: they depend on parameters and buffers only), copied to the
+ * host with their stored dtype. A later run of a graph whose values < K are
+ * identical to the captured one's (drift_exec_first_difference), on the
+ * same inputs, parameters and buffers, computes the same bits below K: it
+ * can restore these and start at K (drift_exec_options.resume). */
+typedef struct drift_exec_snapshot drift_exec_snapshot;
+void drift_exec_snapshot_free(drift_exec_snapshot *s); /* NULL allowed */
+size_t drift_exec_snapshot_bytes(const drift_exec_snapshot *s);
+int drift_exec_snapshot_boundary(const drift_exec_snapshot *s);
+/* The first value id at which a and b differ (kind, name, shape, dtype, op
+ * and its attributes, inputs), or the smaller count when one is a prefix of
+ * the other. Conservative: a difference it reports may be harmless, never
+ * the other way round. */
+int drift_exec_first_difference(const drift_graph *a, const drift_graph *b);
 
 /* Per-run switches. -1 = the environment's setting (DRIFT_EXEC_ALIAS,
  * DRIFT_EXEC_FUSE_CASTS: "0" turns off, anything else or unset is on). */
@@ -161,6 +183,22 @@ typedef struct drift_exec_options {
                                  that depend on parameters and buffers only, as a full run with the
                                  same in (same site callback, hence the same liveness and fusion)
                                  would, call no site callback, need no inputs; out must be NULL */
+    /* Capture (may be 0/NULL): snapshots at the n_capture boundaries
+     * capture_at (ascending value ids) into captured[0..n_capture-1]
+     * (caller frees each; NULL where not taken: a boundary past the graph,
+     * or one that would take the host bytes past *capture_budget, which is
+     * decreased by what is taken; NULL budget: unlimited). */
+    const int *capture_at;
+    int n_capture;
+    drift_exec_snapshot **captured;
+    size_t *capture_budget;
+    /* Resume (may be NULL): restore the snapshot's values and run from its
+     * boundary. Only with a device cache and no site callback; the caller
+     * guarantees the graph below the boundary is the captured one's and the
+     * inputs are the same. When this run needs a value below the boundary the
+     * snapshot lacks (or holds in a dtype it cannot give exactly), it runs
+     * from the start instead (stats->resumed_at -1). */
+    const drift_exec_snapshot *resume;
 } drift_exec_options;
 
 /* Runs the assigned graph g on be. Every live leaf must be found in the

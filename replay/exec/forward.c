@@ -467,13 +467,19 @@ int drift_forward_run(const drift_forward *f, drift_model *m, const drift_backen
 int drift_forward_run_cached(const drift_forward *f, drift_model *m, const drift_backend *be,
                              const drift_hostset *inputs, drift_exec_cache *cache, drift_exec_site_fn on_site,
                              void *user, drift_exec_result *out, drift_err *err) {
+    return drift_forward_run_ex(f, m, be, inputs, cache, NULL, on_site, user, out, err);
+}
+
+int drift_forward_run_ex(const drift_forward *f, drift_model *m, const drift_backend *be, const drift_hostset *inputs,
+                         drift_exec_cache *cache, const drift_exec_options *opts, drift_exec_site_fn on_site, void *user,
+                         drift_exec_result *out, drift_err *err) {
     if (!m->params) return drift_err_set(err, DRIFT_E_INTERNAL, "forward", "model has no parameter values");
     const drift_hostset *bufs = NULL;
     int rc = drift_model_buffers(m, f->rope, &bufs, err);
     if (rc) return rc;
     drift_exec_inputs in = {.params = m->params, .buffers = bufs, .inputs = inputs, .on_site = on_site, .user = user,
                             .cache = cache};
-    return drift_exec_run(f->assigned, be, &in, out, err);
+    return drift_exec_run_ex(f->assigned, be, &in, opts, out, err);
 }
 
 int drift_forward_warm(const drift_forward *f, drift_model *m, const drift_backend *be, drift_exec_cache *cache,

@@ -106,6 +106,11 @@ int drift_forward_run(const drift_forward *f, drift_model *m, const drift_backen
 int drift_forward_run_cached(const drift_forward *f, drift_model *m, const drift_backend *be,
                              const drift_hostset *inputs, drift_exec_cache *cache, drift_exec_site_fn on_site,
                              void *user, drift_exec_result *out, drift_err *err);
+/* The same with executor switches (opts may be NULL): prefix capture and
+ * resume (exec.h) for drift bisect. */
+int drift_forward_run_ex(const drift_forward *f, drift_model *m, const drift_backend *be, const drift_hostset *inputs,
+                         drift_exec_cache *cache, const drift_exec_options *opts, drift_exec_site_fn on_site, void *user,
+                         drift_exec_result *out, drift_err *err);
 /* Fills cache (not NULL) with everything drift_forward_run_cached(f, m, be,
  * ..., cache, on_site, ...) would keep there (parameters uploaded, cast per
  * the plan, their views), without inputs and without running the rest:

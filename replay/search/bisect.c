@@ -336,6 +336,17 @@ done:
 }
 
 /* ---- the replay session behind every probe -------------------------------- */
+/* A replay whose activations later replays start from: its forward, and per
+ * step the snapshots at its boundaries (the first value each difference
+ * changes when applied to it, or taken back from it). */
+typedef struct prefix_src {
+    drift_forward *f;
+    int first_buffer;            /* its first buffer value (a RoPE provenance difference starts there) */
+    int *bounds;                 /* ascending value ids */
+    int n_bounds;
+    drift_exec_snapshot **snap;  /* [step * n_bounds + b], NULL where not kept */
+} prefix_src;
+
 typedef struct session {
     const drift_bisect_opts *o;
     drift_model *m;
@@ -365,6 +376,12 @@ typedef struct session {
     long phase_done, phase_total;
     size_t replays;              /* full replays run (atomic enough: under log_mu) */
     drift_site_cache *good0;     /* the good plan's sites at the first step (first divergent sites) */
+    /* prefix reuse (drift_bisect_opts.no_prefix_cache): the good and the bad replay */
+    prefix_src src[2];
+    int prefix_on;
+    size_t prefix_budget;        /* host bytes left for snapshots */
+    size_t prefix_candidates, prefix_reused;
+    int64_t prefix_skipped, prefix_live;
 } session;
 
 static void session_free(session *s) {
@@ -375,6 +392,14 @@ static void session_free(session *s) {
     free(s->inputs);
     free(s->ref);
     drift_site_cache_free(s->good0);
+    for (int q = 0; q < 2; q++) {
+        prefix_src *x = &s->src[q];
+        if (x->snap)
+            for (int64_t i = 0; i < s->n_steps * x->n_bounds; i++) drift_exec_snapshot_free(x->snap[i]);
+        free(x->snap);
+        free(x->bounds);
+        drift_forward_free(x->f);
+    }
     for (int i = 0; i < MAX_SLOTS; i++) drift_backend_free(s->be[i]);
     drift_model_free(s->m);
 }
@@ -472,11 +497,43 @@ done:
  * against ref (per step) and, when outs is given, keeps the outputs. site0
  * (may be NULL) observes the sites of the first step. Parameters and their
  * casts stay on the backend from step to step (an exec cache per run). */
+/* run_plan_all's prefix modes: none, resume, or capture into src[0] (good) / src[1] (bad) */
+enum { PREFIX_NONE = 0, PREFIX_RESUME = 1, PREFIX_CAPTURE_GOOD = 2, PREFIX_CAPTURE_BAD = 3 };
+
+/* Where f's forward first differs from x's (value id). */
+static int first_change(const prefix_src *x, const drift_forward *f) {
+    int k = drift_exec_first_difference(x->f->assigned, f->assigned);
+    if (f->rope != x->f->rope && x->first_buffer >= 0 && x->first_buffer < k) k = x->first_buffer;
+    return k;
+}
+
+/* For step k, the deepest kept boundary of either source at or below the
+ * first value where f's forward departs from that source's (kfirst[q]); NULL if none. */
+static const drift_exec_snapshot *prefix_for(const session *s, const int kfirst[2], int64_t k) {
+    const drift_exec_snapshot *best = NULL;
+    for (int q = 0; q < 2; q++) {
+        const prefix_src *x = &s->src[q];
+        for (int b = x->n_bounds; b-- > 0;) {
+            const drift_exec_snapshot *sn = x->snap ? x->snap[k * x->n_bounds + b] : NULL;
+            if (x->bounds[b] > kfirst[q] || !sn) continue;
+            if (!best || x->bounds[b] > drift_exec_snapshot_boundary(best)) best = sn;
+            break;
+        }
+    }
+    return best;
+}
+
 static int run_plan_all(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
-                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, drift_err *err) {
+                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, int prefix, drift_err *err) {
     drift_forward *f = NULL;
     int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &f, err);
     if (rc) return rc;
+    if (!s->prefix_on || nudge) prefix = PREFIX_NONE; /* a nudged run's inputs are not the good run's */
+    int kfirst[2] = {-1, -1};
+    for (int q = 0; q < 2 && prefix == PREFIX_RESUME; q++)
+        if (s->src[q].f) kfirst[q] = first_change(&s->src[q], f);
+    int reused = 0;
+    int64_t skipped = 0, live = 0;
     drift_exec_cache *cache = NULL;
     if ((rc = drift_exec_cache_create(s->be[slot], &cache, err))) {
         drift_forward_free(f);
@@ -510,8 +567,24 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
             in = nudged;
         }
         drift_exec_result_free(&res);
-        if ((rc = drift_forward_run_cached(f, s->m, s->be[slot], in, cache, k == 0 ? site0 : NULL, site0_user, &res, err)))
+        drift_exec_stats st;
+        drift_exec_options eo = {.alias = -1, .fuse_casts = -1, .stats = &st};
+        if (prefix == PREFIX_CAPTURE_GOOD || prefix == PREFIX_CAPTURE_BAD) {
+            prefix_src *x = &s->src[prefix == PREFIX_CAPTURE_BAD];
+            eo.capture_at = x->bounds;
+            eo.n_capture = x->n_bounds;
+            eo.captured = &x->snap[k * x->n_bounds];
+            eo.capture_budget = &s->prefix_budget;
+        } else if (prefix == PREFIX_RESUME) {
+            eo.resume = prefix_for(s, kfirst, k);
+        }
+        if ((rc = drift_forward_run_ex(f, s->m, s->be[slot], in, cache, &eo, k == 0 ? site0 : NULL, site0_user, &res, err)))
             break;
+        if (st.resumed_at >= 0) {
+            reused = 1;
+            skipped += st.prefix_skipped;
+        }
+        live += st.live_nodes;
         if (ref && ref[k]) {
             if ((rc = drift_metrics_site_add_f32(&acc, res.f32, ref[k], 1, (size_t)res.numel, err))) break;
         }
@@ -528,6 +601,12 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
     if (rc) return rc;
     pthread_mutex_lock(&s->log_mu);
     s->replays++;
+    if (prefix == PREFIX_RESUME) {
+        s->prefix_candidates++;
+        s->prefix_reused += (size_t)reused;
+        s->prefix_skipped += skipped;
+        s->prefix_live += live;
+    }
     pthread_mutex_unlock(&s->log_mu);
     drift_site_metrics m;
     drift_metrics_site_finish(&acc, 1.0, &m);
@@ -543,7 +622,7 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
 
 static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
                     drift_err *err) {
-    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, err);
+    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, PREFIX_RESUME, err);
 }
 
 static double mono_s(void) {
@@ -676,6 +755,59 @@ static int same_as_good(session *s, const drift_plan *plan, int *same, drift_err
     return rc;
 }
 
+/* Source q's forward (the good plan, or the bad one) and its boundaries:
+ * for each difference, the first value its forward changes when that
+ * difference alone is applied to the good plan (q 0) or taken back from the
+ * bad plan (q 1): where probes depart from it. */
+static int prefix_source(session *s, const drift_bisect_opts *o, int q, unsigned char *mask, drift_err *err) {
+    prefix_src *x = &s->src[q];
+    int rc = drift_forward_prepare(s->m, q ? o->bad : o->good, DRIFT_SIDE_TRAINER, s->handed, &x->f, err);
+    if (rc) return rc;
+    x->first_buffer = -1;
+    int n = drift_graph_count(x->f->assigned);
+    for (int i = 0; i < n && x->first_buffer < 0; i++)
+        if (drift_graph_value(x->f->assigned, i)->kind == DRIFT_VAL_BUFFER) x->first_buffer = i;
+    if (!(x->bounds = drift_calloc(s->n_diffs, sizeof *x->bounds))) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    for (size_t d = 0; d < s->n_diffs && !rc; d++) {
+        memset(mask, q ? 1 : 0, s->n_diffs);
+        mask[d] = !q;
+        drift_plan p;
+        drift_forward *f = NULL;
+        if ((rc = drift_bisect_apply(o->good, o->bad, &s->m->table, s->diffs, s->n_diffs, mask, &p, err))) break;
+        rc = drift_forward_prepare(s->m, &p, DRIFT_SIDE_TRAINER, s->handed, &f, err);
+        drift_plan_free(&p);
+        if (rc) break;
+        int k = first_change(x, f);
+        drift_forward_free(f);
+        if (k <= 0 || k >= n) continue; /* nothing to skip, or no change at all */
+        int at = 0; /* insert sorted, once */
+        while (at < x->n_bounds && x->bounds[at] < k) at++;
+        if (at < x->n_bounds && x->bounds[at] == k) continue;
+        memmove(x->bounds + at + 1, x->bounds + at, (size_t)(x->n_bounds - at) * sizeof *x->bounds);
+        x->bounds[at] = k;
+        x->n_bounds++;
+    }
+    if (rc || x->n_bounds == 0) return rc;
+    if (!(x->snap = drift_calloc((size_t)(s->n_steps * x->n_bounds), sizeof *x->snap)))
+        return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    s->prefix_on = 1;
+    return DRIFT_OK;
+}
+
+/* The boundaries the good and the bad replay keep. Nothing with fewer than
+ * two differences (no probe then) or with the cache off. The good replay
+ * runs first and fills the budget first. */
+static int prefix_setup(session *s, const drift_bisect_opts *o, drift_err *err) {
+    if (o->no_prefix_cache || s->n_diffs < 2) return DRIFT_OK;
+    unsigned char *mask = drift_calloc(s->n_diffs, 1);
+    if (!mask) return drift_err_set(err, DRIFT_E_NOMEM, "bisect", "out of memory");
+    int rc = prefix_source(s, o, 0, mask, err);
+    if (!rc) rc = prefix_source(s, o, 1, mask, err);
+    free(mask);
+    s->prefix_budget = o->prefix_cache_bytes ? o->prefix_cache_bytes : (size_t)1 << 30;
+    return rc;
+}
+
 void drift_bisect_result_free(drift_bisect_result *res) {
     if (!res) return;
     if (res->has_fix) drift_plan_free(&res->fix_plan);
@@ -737,7 +869,8 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     double good_vs_ref = 0, floor_metric = 0, bad_metric = 0;
     s.phase = "reference replays (good, noise floor, bad): step";
     s.phase_total = 3 * (long)s.n_steps;
-    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, err))) {
+    if ((rc = prefix_setup(&s, o, err))) goto done;
+    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, PREFIX_CAPTURE_GOOD, err))) {
         drift_err_prefix(err, "good plan");
         goto done;
     }
@@ -753,7 +886,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     firstdiff_ctx bc;
     memset(&bc, 0, sizeof bc);
     bc.good = s.good0;
-    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, err);
+    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, PREFIX_CAPTURE_BAD, err);
     if (!rc && bc.first) snprintf(bad_first, sizeof bad_first, "%s", bc.first);
     free(bc.first);
     free(bc.buf);
@@ -914,13 +1047,14 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
                 res->fix_metric = good_vs_ref;
                 memset(&fm, 0, sizeof fm);
                 if (o->ref != DRIFT_BISECT_REF_GOOD &&
-                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, err)))
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, err)))
                     break;
                 fm = gm;
             } else {
-                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, err))) break;
+                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, PREFIX_RESUME, err)))
+                    break;
                 if (o->ref != DRIFT_BISECT_REF_GOOD &&
-                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, err)))
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, err)))
                     break;
             }
             res->fix_output_mean_abs_diff = fm.mean_abs_diff;
@@ -935,6 +1069,15 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
 done:
     s.phase = NULL;
     res->replays = s.replays;
+    res->prefix_on = s.prefix_on;
+    for (int q = 0; q < 2; q++) {
+        res->prefix_boundaries += (size_t)s.src[q].n_bounds;
+        for (int64_t i = 0; s.src[q].snap && i < s.n_steps * s.src[q].n_bounds; i++)
+            res->prefix_bytes += drift_exec_snapshot_bytes(s.src[q].snap[i]);
+    }
+    res->prefix_candidates = s.prefix_candidates;
+    res->prefix_reused = s.prefix_reused;
+    res->prefix_skipped_fraction = s.prefix_live > 0 ? (double)s.prefix_skipped / (double)s.prefix_live : 0.0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (good_out) {

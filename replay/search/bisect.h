@@ -110,6 +110,17 @@ typedef struct drift_bisect_opts {
     /* 1: also build the fix, the bad plan with exactly the culprit
      * differences taken from the good plan, and verify it with one more replay. */
     int fix;
+    /* Prefix reuse: the good and the bad replay keep, per step, the
+     * activations at the first node each difference touches when applied to
+     * the good plan, or taken back from the bad one (replay/exec/exec.h
+     * snapshots, on the host, at most prefix_cache_bytes in all; 0: the
+     * default 1 GiB); a probe (and a culprit's effect or the fix) starts each
+     * step from the deepest one at or before the first node where its
+     * forward departs from that replay's. Exact: the same
+     * bits as a replay from the inputs. no_prefix_cache 1 (--no-prefix-cache,
+     * or DRIFT_BISECT_PREFIX=0): every replay from the inputs. */
+    int no_prefix_cache;
+    size_t prefix_cache_bytes;
 } drift_bisect_opts;
 
 void drift_bisect_opts_init(drift_bisect_opts *o);
@@ -159,6 +170,13 @@ typedef struct drift_bisect_result {
     int64_t n_steps;
     double seconds;
     char kernels[8];             /* the kernel profile the probes ran ("exact", "torch"); "" off CUDA */
+    /* Prefix reuse (opts.no_prefix_cache 0): boundaries kept, host bytes they
+     * hold, replays that could use them (probes, effects, fix) and those
+     * that reused a prefix in at least one step, and the fraction of those
+     * replays' forward (live graph values over all their steps) skipped. */
+    int prefix_on;
+    size_t prefix_boundaries, prefix_bytes, prefix_candidates, prefix_reused;
+    double prefix_skipped_fraction;
 } drift_bisect_result;
 
 /* The differences between good and bad (pattern or parameter granularity);
