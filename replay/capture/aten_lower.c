@@ -1482,11 +1482,24 @@ static int mask_bias(lctx *c, int m, int *id) {
     return al_add_node(c, &s, id);
 }
 
-/* SDPA with a mask that varies over the queries, as torch's math backend writes it:
- * s = (q k^T) * scale + mask, p = softmax(s), o = p v (explicit ops: the fused kernel
- * takes key masks only). */
+/* x rounded as autocast rounds an operand of the lower-precision list (x * 1, exact,
+ * in the autocast dtype; the promoted dtype without autocast). */
+static int autocast_operand(lctx *c, int x, int *id) {
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_MUL;
+    op.scalar = 1.0;
+    return al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_AUTOCAST_LOWER, id);
+}
+
+/* SDPA with a mask that varies over the queries, as torch's fused CUDA kernels
+ * (memory-efficient, cuDNN) compute it for any mask: the operands in the autocast
+ * dtype, s = (q k^T) * scale + mask in fp32 (the scores are never rounded to bf16:
+ * the products of bf16 operands are exact in fp32, so q and k are widened),
+ * p = softmax(s) in fp32, o = p v with p in v's dtype (explicit ops: drift's fused
+ * kernel takes key masks only). */
 static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
-    int jm, rc, kt, sc, m, p, in2[2];
+    int jm, rc, kt, sc, m, p, in2[2], q1, v1;
     if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
     const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
     const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
@@ -1494,10 +1507,12 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     memset(&op, 0, sizeof op);
     op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
     if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
-    in2[0] = in[0], in2[1] = kt;
+    if ((rc = autocast_operand(c, in[0], &q1)) || (rc = autocast_operand(c, kt, &kt)) || (rc = autocast_operand(c, in[2], &v1)))
+        return rc;
+    in2[0] = q1, in2[1] = kt;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, &sc))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_FP32, &sc))) return rc;
     memset(&op, 0, sizeof op);
     op.sub = DRIFT_SCALAR_MUL;
     op.scalar = scale;
@@ -1522,8 +1537,8 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     memset(&op, 0, sizeof op);
     op.dim = -1;
     if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
-    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
-    in2[0] = p, in2[1] = in[2];
+    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, v1, &p))) return rc;
+    in2[0] = p, in2[1] = v1;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
     return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);

@@ -12,7 +12,9 @@
  *  - SDPA with a key mask expanded over the queries (stride 0: Lumina-Next's
  *    `mask.view(B, 1, 1, -1).expand(-1, H, Lq, -1)`): a key mask, for which torch's
  *    fused kernels keep the scores in fp32, not the math path that rounds q k^T to
- *    bf16 first. */
+ *    bf16 first; and a mask that varies over the queries (HunyuanVideo's
+ *    `mask.view(B, 1, 1, L).repeat(1, 1, L, 1)`): explicit ops, still with fp32
+ *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,8 +229,7 @@ static void test_autocast_region_fp32(void **st) {
  * constant: torch's definition with fp32 scores, softmax, P v (here in fp64; the bf16
  * rounding of P and of the output stays within 1 %, the bf16 rounding of the scores that
  * the math path did moves logits of about 40 by up to 0.25). */
-static void test_sdpa_expanded_key_mask(void **st) {
-    (void)st;
+static void sdpa_case(int full) {
     enum { L = 4, S = 5, D = 4 };
     float q[L * D], k[S * D], v[S * D], got[2 * L * D];
     double want[L * D];
@@ -244,13 +245,16 @@ static void test_sdpa_expanded_key_mask(void **st) {
         memcpy(k + j * D, r, sizeof r);
         memcpy(v + j * D, w, sizeof w);
     }
-    const int keep[S] = {1, 1, 0, 1, 1};
+    /* full: a mask that varies over the queries (row i drops key (i + 1) % S); else key 2 */
+    int keep[L][S];
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < S; j++) keep[i][j] = full ? j != (i + 1) % S : j != 2;
     for (int i = 0; i < L; i++) {
         double sc[S], mx = -1e300, z = 0;
         for (int j = 0; j < S; j++) {
             double a = 0;
             for (int d = 0; d < D; d++) a += (double)q[i * D + d] * k[j * D + d];
-            sc[j] = keep[j] ? (double)(float)a * 0.5 : -INFINITY;
+            sc[j] = keep[i][j] ? (double)(float)a * 0.5 : -INFINITY;
             if (sc[j] > mx) mx = sc[j];
         }
         for (int j = 0; j < S; j++) z += sc[j] == -INFINITY ? 0 : exp(sc[j] - mx);
@@ -266,9 +270,9 @@ static void test_sdpa_expanded_key_mask(void **st) {
              " \"nodes\": [\n"
              "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
              "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
-             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, %d, 5], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
              "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 4, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
-             "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.expand.default\", \"args\": [{\"node\": \"m\"}, [-1, 1, 4, -1]], \"kwargs\": {},\n"
+             "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": [{\"node\": \"m\"}%s], \"kwargs\": {},\n"
              "   \"val\": {\"shape\": [1, 1, 4, 5], \"dtype\": \"bool\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
              "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.scaled_dot_product_attention.default\",\n"
              "   \"args\": [{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"e\"}], \"kwargs\": {},\n"
@@ -278,7 +282,8 @@ static void test_sdpa_expanded_key_mask(void **st) {
              "            {\"node\": \"m\", \"kind\": \"constant\", \"target\": \"mask\"},\n"
              "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}],\n"
-             " \"constants\": {\"mask\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\", \"data\": [1, 1, 0, 1, 1]}}, \"non_tensor_inputs\": {}}\n");
+             " \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             full ? L : 1, full ? "aten.alias.default" : "aten.expand.default", full ? "" : ", [-1, 1, 4, -1]");
     const int64_t qs[4] = {1, 1, L, D}, ks[4] = {1, 1, S, D};
     drift_err e;
     drift_hostset *ps = NULL;
@@ -287,8 +292,9 @@ static void test_sdpa_expanded_key_mask(void **st) {
     assert_int_equal(drift_hostset_add(ps, "m.v", DRIFT_F32, 4, ks, v, NULL, NULL, &e), 0);
     drift_hostset *bs = NULL;
     assert_int_equal(drift_hostset_create(&bs, &e), 0);
-    const float mv[S] = {1, 1, 0, 1, 1};
-    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, 1, S}, mv, NULL, NULL, &e), 0);
+    float mv[L * S];
+    for (int i = 0; i < L * S; i++) mv[i] = (float)keep[full ? i / S : 0][i % S];
+    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, full ? L : 1, S}, mv, NULL, NULL, &e), 0);
     run_plan("sdpa expanded key mask", doc, ps, bs, 4, qs, q, L * D, got, 1);
     double mx = 0;
     for (int i = 0; i < L * D; i++) mx = fmax(mx, fabs(want[i]));
@@ -296,7 +302,18 @@ static void test_sdpa_expanded_key_mask(void **st) {
         for (int i = 0; i < L * D; i++)
             if (fabs(got[b * L * D + i] - want[i]) > 1e-2 * mx)
                 fail_msg("sdpa on %s: y[%d] = %.6g, want %.6g (scores in fp32)", b ? "cpu" : "ref", i, got[b * L * D + i], want[i]);
-    print_message("  sdpa with a key mask expanded over the queries keeps fp32 scores on ref and cpu\n");
+    print_message("  sdpa with %s keeps fp32 scores on ref and cpu\n",
+                  full ? "a mask that varies over the queries" : "a key mask expanded over the queries");
+}
+
+static void test_sdpa_expanded_key_mask(void **st) {
+    (void)st;
+    sdpa_case(0);
+}
+
+static void test_sdpa_query_mask(void **st) {
+    (void)st;
+    sdpa_case(1);
 }
 
 int main(void) {
@@ -304,6 +321,7 @@ int main(void) {
         cmocka_unit_test(test_rms_norm_eps_none),
         cmocka_unit_test(test_autocast_region_fp32),
         cmocka_unit_test(test_sdpa_expanded_key_mask),
+        cmocka_unit_test(test_sdpa_query_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
