@@ -25,8 +25,39 @@ const aten_node *al_cur_node(const lctx *c) { return &c->g->nodes[c->cur]; }
 /* Positional argument i, else keyword kw, else NULL (absent). */
 const drift_json_value *al_arg(const lctx *c, int i, const char *kw) {
     const aten_node *n = al_cur_node(c);
-    if (i >= 0 && (size_t)i < n->args->n_items) return &n->args->items[i];
-    return kw && n->kwargs ? drift_json_object_get(n->kwargs, kw) : NULL;
+    lctx *mc = (lctx *)c; /* the read marks only: what the lowering looked at, for unread_args */
+    if (i >= 0 && (size_t)i < n->args->n_items) {
+        if (i < 64) mc->args_read |= (uint64_t)1 << i;
+        return &n->args->items[i];
+    }
+    for (size_t k = 0; kw && n->kwargs && k < n->kwargs->n_members; k++)
+        if (!strcmp(n->kwargs->members[k].key, kw)) {
+            if (k < 64) mc->kwargs_read |= (uint64_t)1 << k;
+            return &n->kwargs->members[k].value;
+        }
+    return NULL;
+}
+
+/* After a node's lowering: an argument it never looked at is refused rather than
+ * ignored (an eps, scale, approximate, alpha or autocast setting replayed with its
+ * default gives wrong numbers silently), except the keywords that only place or lay
+ * out the result (device, layout, pin_memory, memory_format, non_blocking, copy) or
+ * restate a size the lowering computes (output_size). */
+static int unread_args(lctx *c) {
+    static const char *const harmless[] = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "copy",
+                                           "output_size", NULL};
+    const aten_node *n = al_cur_node(c);
+    for (size_t i = 0; i < n->args->n_items && i < 64; i++)
+        if (!(c->args_read >> i & 1))
+            return FAIL(c, "argument %zu is not supported by the importer's lowering (it would be ignored)", i);
+    for (size_t k = 0; n->kwargs && k < n->kwargs->n_members && k < 64; k++) {
+        const char *key = n->kwargs->members[k].key;
+        int ok = 0;
+        for (int h = 0; harmless[h]; h++) ok |= !strcmp(key, harmless[h]);
+        if (!ok && !(c->kwargs_read >> k & 1))
+            return FAIL(c, "keyword argument '%s' is not supported by the importer's lowering (it would be ignored)", key);
+    }
+    return DRIFT_OK;
 }
 
 int al_is_none(const drift_json_value *v) { return !v || v->type == DRIFT_JSON_NULL; }
@@ -702,6 +733,7 @@ int al_lower_linspace(lctx *c, const char *base, const char *target) {
     if ((rc = al_get_num(c, al_arg(c, 0, "start"), "start", 0, &a)) || (rc = al_get_num(c, al_arg(c, 1, "end"), "end", 0, &b)) ||
         (rc = al_get_int(c, al_arg(c, 2, "steps"), "steps", 0, &n)))
         return rc;
+    (void)al_arg(c, -1, "dtype"); /* the captured 'val' dtype is used */
     if (n < 1 || n > DRIFT_GRAPH_MAX_DIM || !isfinite(a) || !isfinite(b)) return FAIL(c, "linspace arguments out of range");
     drift_dtype dt;
     if ((rc = al_val_dtype(c, &dt))) return rc;
@@ -1176,7 +1208,7 @@ int al_lower_to(lctx *c, const char *base, const char *target) {
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
     const drift_json_value *dv = NULL;
     if (!strcmp(target, "aten.to.dtype")) dv = al_arg(c, 1, "dtype");
-    else if (!strcmp(target, "aten.to.device")) dv = al_arg(c, 2, "dtype");
+    else if (!strcmp(target, "aten.to.device")) dv = al_arg(c, 2, "dtype"), (void)al_arg(c, 1, "device");
     else dv = al_arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
     int given, is_int;
     drift_dtype dt;
@@ -1426,6 +1458,7 @@ int al_lower_norm(lctx *c, const char *base, const char *target) {
     const drift_json_value *bias = layer ? al_arg(c, 3, "bias") : NULL;
     double eps;
     const drift_json_value *ev = al_arg(c, layer ? 4 : 3, "eps");
+    if (layer) (void)al_arg(c, 5, "cudnn_enable"); /* a kernel choice, not a value */
     if (!layer && al_is_none(ev)) {
         /* eps=None: the epsilon of the *accumulate* type of the dtype the capture saw
          * (ATen's rms_norm_composite and _fused_rms_norm: FLT_EPSILON for fp32, bf16 and
@@ -1647,6 +1680,7 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
         int64_t tr;
         if ((rc = al_get_int(c, al_arg(c, 6, "transposed"), "transposed", 0, &tr))) return rc;
         if (tr) return FAIL(c, "transposed convolutions are not supported yet");
+        (void)al_arg(c, 7, "output_padding"); /* only a transposed convolution reads it */
         sp = drift_graph_value(c->out, w)->ndim - 2;
         if (sp < 1 || sp > 3) return FAIL(c, "a convolution over %d spatial dims", sp);
     }
@@ -1761,6 +1795,12 @@ static int lower_fill_complex(lctx *c, double value, int nd, const int64_t *sh) 
 int al_lower_fill(lctx *c, const char *base, const char *target) {
     (void)target;
     int rc, id;
+    /* the size and the dtype (of the self of new_*) are the captured 'val', which the
+     * lowered shape is checked against: taken, not ignored */
+    (void)al_arg(c, -1, "dtype");
+    if (!strncmp(base, "new_", 4)) (void)al_arg(c, 0, "self"), (void)al_arg(c, 1, "size");
+    else if (!strcmp(base, "zeros") || !strcmp(base, "ones") || !strcmp(base, "full") || !strcmp(base, "empty"))
+        (void)al_arg(c, 0, "size");
     drift_op op;
     memset(&op, 0, sizeof op);
     drift_dtype dt = DRIFT_F32;
@@ -2045,7 +2085,10 @@ static int lower_call(lctx *c) {
             if (a >= 0 && c->fx[a].cplx) return FAIL(c, "complex operands are not supported by %s", t);
         }
     }
-    return row->lower(c, base, t);
+    c->args_read = c->kwargs_read = 0;
+    int rc = row->lower(c, base, t);
+    if (rc) return rc;
+    return unread_args(c);
 }
 
 /* 1 if val is one tensor with a 0-size dim (and no negative one). */

@@ -14,7 +14,10 @@
  *    fused kernels keep the scores in fp32, not the math path that rounds q k^T to
  *    bf16 first; and a mask that varies over the queries (HunyuanVideo's
  *    `mask.view(B, 1, 1, L).repeat(1, 1, L, 1)`): explicit ops, still with fp32
- *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them. */
+ *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them;
+ *  - an argument no lowering reads (a positional past the schema the importer knows,
+ *    an unknown keyword) is refused naming it, not ignored; the keywords that only
+ *    place the result (device, layout, pin_memory, memory_format, ...) are not. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -316,12 +319,34 @@ static void test_sdpa_query_mask(void **st) {
     sdpa_case(1);
 }
 
+static void test_unread_arguments(void **st) {
+    (void)st;
+    const int64_t xs[2] = {3, 4}, ys1[2] = {3, 1};
+    char *doc = doc_of("float32", 2, xs, "", "", "aten.relu.default", "[{\"node\": \"x\"}, 3]", "{}", "float32", 2, xs);
+    refused("relu with an extra argument", doc, "argument 1 is not supported");
+    free(doc);
+    doc = doc_of("float32", 2, xs, "", "", "aten.mean.dim", "[{\"node\": \"x\"}, [1], true]", "{\"scale\": 2.0}", "float32", 2,
+                 ys1);
+    refused("mean with an unknown keyword", doc, "keyword argument 'scale' is not supported");
+    free(doc);
+    /* placement keywords and the fill's size are not values: lowered */
+    doc = doc_of("float32", 2, xs, "", "", "aten.clone.default", "[{\"node\": \"x\"}]",
+                 "{\"memory_format\": {\"memory_format\": \"contiguous_format\"}}", "float32", 2, xs);
+    float x[12], got[24];
+    for (int i = 0; i < 12; i++) x[i] = (float)i;
+    run_both("clone with memory_format", doc, NULL, 2, xs, x, 12, got);
+    for (int i = 0; i < 24; i++) assert_true(got[i] == x[i % 12]);
+    free(doc);
+    print_message("  unread arguments refused by name; placement keywords accepted\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
         cmocka_unit_test(test_autocast_region_fp32),
         cmocka_unit_test(test_sdpa_expanded_key_mask),
         cmocka_unit_test(test_sdpa_query_mask),
+        cmocka_unit_test(test_unread_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
