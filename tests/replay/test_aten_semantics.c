@@ -15,6 +15,8 @@
  *    bf16 first; and a mask that varies over the queries (HunyuanVideo's
  *    `mask.view(B, 1, 1, L).repeat(1, 1, L, 1)`): explicit ops, still with fp32
  *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them;
+ *  - a lower-precision-list op (linear, matmul, ...) whose operands are all fp64 runs
+ *    in fp64 under autocast: autocast casts only eligible operands, and fp64 is not;
  *  - an argument no lowering reads (a positional past the schema the importer knows,
  *    an unknown keyword) is refused naming it, not ignored; the keywords that only
  *    place the result (device, layout, pin_memory, memory_format, ...) are not. */
@@ -172,6 +174,14 @@ static void test_rms_norm_eps_none(void **st) {
     print_message("  rms_norm(eps=None) of a bf16 / fp32 capture uses FLT_EPSILON on ref and cpu\n");
 }
 
+/* 1 if v is not a bf16 value (more than 8 significant bits). */
+static int not_bf16(double v) {
+    const float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (double)f != v || (u & 0xffffu) != 0;
+}
+
 /* m * 2^-3, m in -8..8 (exact in bf16; products and short sums exact in fp32). */
 static float small(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -187,7 +197,7 @@ static void test_autocast_region_fp32(void **st) {
     float x[R * K], w[O * K], got[2 * R * O];
     double want[R * O];
     uint64_t s = 3;
-    for (int i = 0; i < R * K; i++) x[i] = small(&s);
+    for (int i = 0; i < R * K; i++) x[i] = small(&s) + 0.0078125f * (float)(i % 3); /* bf16-exact, finer grid */
     for (int i = 0; i < O * K; i++) w[i] = small(&s);
     int inexact = 0;
     for (int r = 0; r < R; r++)
@@ -195,7 +205,7 @@ static void test_autocast_region_fp32(void **st) {
             double acc = 0;
             for (int k = 0; k < K; k++) acc += (double)x[r * K + k] * w[o * K + k];
             want[r * O + o] = acc;
-            inexact += fabs(acc) >= 2.0 && fmod(acc * 32.0, 1.0) != 0.0; /* needs more than bf16's 8 bits */
+            inexact += not_bf16(acc); /* needs more than bf16's 8 bits */
         }
     assert_true(inexact > 0);
     const int64_t xs[2] = {R, K}, ws[2] = {O, K}, ys[2] = {R, O};
@@ -319,6 +329,51 @@ static void test_sdpa_query_mask(void **st) {
     sdpa_case(1);
 }
 
+/* linear(x.double(), w.double()) in a bf16 forward: fp64 throughout (exact here), not bf16. */
+static void test_autocast_fp64_operands(void **st) {
+    (void)st;
+    enum { R = 6, K = 16, O = 5 };
+    float x[R * K], w[O * K], got[2 * R * O];
+    uint64_t s = 5;
+    for (int i = 0; i < R * K; i++) x[i] = small(&s) + 0.0078125f * (float)(i % 3); /* bf16-exact, finer grid */
+    for (int i = 0; i < O * K; i++) w[i] = small(&s);
+    const int64_t xs[2] = {R, K}, ws[2] = {O, K};
+    char doc[8192];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"L\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [5, 16], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [6, 16], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"xd\", \"op\": \"call_function\", \"target\": \"aten.to.dtype\", \"args\": [{\"node\": \"x\"}, {\"dtype\": \"float64\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [6, 16], \"dtype\": \"float64\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"wd\", \"op\": \"call_function\", \"target\": \"aten.to.dtype\", \"args\": [{\"node\": \"w\"}, {\"dtype\": \"float64\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [5, 16], \"dtype\": \"float64\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.linear.default\", \"args\": [{\"node\": \"xd\"}, {\"node\": \"wd\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [6, 5], \"dtype\": \"float64\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, 2, ws, w, NULL, NULL, &e), 0);
+    run_plan("fp64 linear under autocast", doc, ps, NULL, 2, xs, x, R * O, got, 1);
+    int inexact = 0;
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < O; o++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)x[r * K + k] * w[o * K + k];
+            inexact += not_bf16(acc);
+            for (int b = 0; b < 2; b++)
+                if (got[b * R * O + r * O + o] != (float)acc)
+                    fail_msg("fp64 linear on %s: y[%d] = %.9g, want %.9g (fp64, not bf16)", b ? "cpu" : "ref", r * O + o,
+                             got[b * R * O + r * O + o], acc);
+        }
+    assert_true(inexact > 0);
+    print_message("  linear of fp64 operands under bf16 autocast stays fp64 on ref and cpu\n");
+}
+
 static void test_unread_arguments(void **st) {
     (void)st;
     const int64_t xs[2] = {3, 4}, ys1[2] = {3, 1};
@@ -346,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_autocast_region_fp32),
         cmocka_unit_test(test_sdpa_expanded_key_mask),
         cmocka_unit_test(test_sdpa_query_mask),
+        cmocka_unit_test(test_autocast_fp64_operands),
         cmocka_unit_test(test_unread_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
