@@ -25,8 +25,39 @@ const aten_node *al_cur_node(const lctx *c) { return &c->g->nodes[c->cur]; }
 /* Positional argument i, else keyword kw, else NULL (absent). */
 const drift_json_value *al_arg(const lctx *c, int i, const char *kw) {
     const aten_node *n = al_cur_node(c);
-    if (i >= 0 && (size_t)i < n->args->n_items) return &n->args->items[i];
-    return kw && n->kwargs ? drift_json_object_get(n->kwargs, kw) : NULL;
+    lctx *mc = (lctx *)c; /* the read marks only: what the lowering looked at, for unread_args */
+    if (i >= 0 && (size_t)i < n->args->n_items) {
+        if (i < 64) mc->args_read |= (uint64_t)1 << i;
+        return &n->args->items[i];
+    }
+    for (size_t k = 0; kw && n->kwargs && k < n->kwargs->n_members; k++)
+        if (!strcmp(n->kwargs->members[k].key, kw)) {
+            if (k < 64) mc->kwargs_read |= (uint64_t)1 << k;
+            return &n->kwargs->members[k].value;
+        }
+    return NULL;
+}
+
+/* After a node's lowering: an argument it never looked at is refused rather than
+ * ignored (an eps, scale, approximate, alpha or autocast setting replayed with its
+ * default gives wrong numbers silently), except the keywords that only place or lay
+ * out the result (device, layout, pin_memory, memory_format, non_blocking, copy) or
+ * restate a size the lowering computes (output_size). */
+static int unread_args(lctx *c) {
+    static const char *const harmless[] = {"device", "layout", "pin_memory", "memory_format", "non_blocking", "copy",
+                                           "output_size", NULL};
+    const aten_node *n = al_cur_node(c);
+    for (size_t i = 0; i < n->args->n_items && i < 64; i++)
+        if (!(c->args_read >> i & 1))
+            return FAIL(c, "argument %zu is not supported by the importer's lowering (it would be ignored)", i);
+    for (size_t k = 0; n->kwargs && k < n->kwargs->n_members && k < 64; k++) {
+        const char *key = n->kwargs->members[k].key;
+        int ok = 0;
+        for (int h = 0; harmless[h]; h++) ok |= !strcmp(key, harmless[h]);
+        if (!ok && !(c->kwargs_read >> k & 1))
+            return FAIL(c, "keyword argument '%s' is not supported by the importer's lowering (it would be ignored)", key);
+    }
+    return DRIFT_OK;
 }
 
 int al_is_none(const drift_json_value *v) { return !v || v->type == DRIFT_JSON_NULL; }
@@ -703,6 +734,7 @@ int al_lower_linspace(lctx *c, const char *base, const char *target) {
     if ((rc = al_get_num(c, al_arg(c, 0, "start"), "start", 0, &a)) || (rc = al_get_num(c, al_arg(c, 1, "end"), "end", 0, &b)) ||
         (rc = al_get_int(c, al_arg(c, 2, "steps"), "steps", 0, &n)))
         return rc;
+    (void)al_arg(c, -1, "dtype"); /* the captured 'val' dtype is used */
     if (n < 1 || n > DRIFT_GRAPH_MAX_DIM || !isfinite(a) || !isfinite(b)) return FAIL(c, "linspace arguments out of range");
     drift_dtype dt;
     if ((rc = al_val_dtype(c, &dt))) return rc;
@@ -1177,7 +1209,7 @@ int al_lower_to(lctx *c, const char *base, const char *target) {
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j))) return rc;
     const drift_json_value *dv = NULL;
     if (!strcmp(target, "aten.to.dtype")) dv = al_arg(c, 1, "dtype");
-    else if (!strcmp(target, "aten.to.device")) dv = al_arg(c, 2, "dtype");
+    else if (!strcmp(target, "aten.to.device")) dv = al_arg(c, 2, "dtype"), (void)al_arg(c, 1, "device");
     else dv = al_arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
     int given, is_int;
     drift_dtype dt;
@@ -1427,6 +1459,7 @@ int al_lower_norm(lctx *c, const char *base, const char *target) {
     const drift_json_value *bias = layer ? al_arg(c, 3, "bias") : NULL;
     double eps;
     const drift_json_value *ev = al_arg(c, layer ? 4 : 3, "eps");
+    if (layer) (void)al_arg(c, 5, "cudnn_enable"); /* a kernel choice, not a value */
     if (!layer && al_is_none(ev)) {
         /* eps=None: the epsilon of the *accumulate* type of the dtype the capture saw
          * (ATen's rms_norm_composite and _fused_rms_norm: FLT_EPSILON for fp32, bf16 and
@@ -1483,11 +1516,24 @@ static int mask_bias(lctx *c, int m, int *id) {
     return al_add_node(c, &s, id);
 }
 
-/* SDPA with a mask that varies over the queries, as torch's math backend writes it:
- * s = (q k^T) * scale + mask, p = softmax(s), o = p v (explicit ops: the fused kernel
- * takes key masks only). */
+/* x rounded as autocast rounds an operand of the lower-precision list (x * 1, exact,
+ * in the autocast dtype; the promoted dtype without autocast). */
+static int autocast_operand(lctx *c, int x, int *id) {
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_MUL;
+    op.scalar = 1.0;
+    return al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_AUTOCAST_LOWER, id);
+}
+
+/* SDPA with a mask that varies over the queries, as torch's fused CUDA kernels
+ * (memory-efficient, cuDNN) compute it for any mask: the operands in the autocast
+ * dtype, s = (q k^T) * scale + mask in fp32 (the scores are never rounded to bf16:
+ * the products of bf16 operands are exact in fp32, so q and k are widened),
+ * p = softmax(s) in fp32, o = p v with p in v's dtype (explicit ops: drift's fused
+ * kernel takes key masks only). */
 static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
-    int jm, rc, kt, sc, m, p, in2[2];
+    int jm, rc, kt, sc, m, p, in2[2], q1, v1;
     if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
     const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
     const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
@@ -1495,10 +1541,12 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     memset(&op, 0, sizeof op);
     op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
     if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
-    in2[0] = in[0], in2[1] = kt;
+    if ((rc = autocast_operand(c, in[0], &q1)) || (rc = autocast_operand(c, kt, &kt)) || (rc = autocast_operand(c, in[2], &v1)))
+        return rc;
+    in2[0] = q1, in2[1] = kt;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, &sc))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_FP32, &sc))) return rc;
     memset(&op, 0, sizeof op);
     op.sub = DRIFT_SCALAR_MUL;
     op.scalar = scale;
@@ -1523,8 +1571,8 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     memset(&op, 0, sizeof op);
     op.dim = -1;
     if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
-    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
-    in2[0] = p, in2[1] = in[2];
+    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, v1, &p))) return rc;
+    in2[0] = p, in2[1] = v1;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
     return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
@@ -1633,6 +1681,7 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
         int64_t tr;
         if ((rc = al_get_int(c, al_arg(c, 6, "transposed"), "transposed", 0, &tr))) return rc;
         if (tr) return FAIL(c, "transposed convolutions are not supported yet");
+        (void)al_arg(c, 7, "output_padding"); /* only a transposed convolution reads it */
         sp = drift_graph_value(c->out, w)->ndim - 2;
         if (sp < 1 || sp > 3) return FAIL(c, "a convolution over %d spatial dims", sp);
     }
@@ -1747,6 +1796,12 @@ static int lower_fill_complex(lctx *c, double value, int nd, const int64_t *sh) 
 int al_lower_fill(lctx *c, const char *base, const char *target) {
     (void)target;
     int rc, id;
+    /* the size and the dtype (of the self of new_*) are the captured 'val', which the
+     * lowered shape is checked against: taken, not ignored */
+    (void)al_arg(c, -1, "dtype");
+    if (!strncmp(base, "new_", 4)) (void)al_arg(c, 0, "self"), (void)al_arg(c, 1, "size");
+    else if (!strcmp(base, "zeros") || !strcmp(base, "ones") || !strcmp(base, "full") || !strcmp(base, "empty"))
+        (void)al_arg(c, 0, "size");
     drift_op op;
     memset(&op, 0, sizeof op);
     drift_dtype dt = DRIFT_F32;
@@ -2031,7 +2086,10 @@ static int lower_call(lctx *c) {
             if (a >= 0 && c->fx[a].cplx) return FAIL(c, "complex operands are not supported by %s", t);
         }
     }
-    return row->lower(c, base, t);
+    c->args_read = c->kwargs_read = 0;
+    int rc = row->lower(c, base, t);
+    if (rc) return rc;
+    return unread_args(c);
 }
 
 /* 1 if val is one tensor with a 0-size dim (and no negative one). */

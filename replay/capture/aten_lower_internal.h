@@ -49,6 +49,8 @@ typedef struct lctx {
     int64_t rb_from, rb_to;  /* re-batching the graph from batch rb_from to rb_to (0: off) */
     int *rb_dims_out;        /* per FX node: bax1 found, or NULL */
     const int *rb_dims_in;   /* per FX node: bax1 imposed, or NULL */
+    uint64_t args_read;      /* positional arguments of the current node that al_arg handed out (bit i) */
+    uint64_t kwargs_read;    /* its keyword arguments that al_arg handed out (bit: member index) */
 } lctx;
 
 

@@ -595,6 +595,7 @@ int al_lower_group_norm(lctx *c, const char *base, const char *target) {
         (rc = al_get_int(c, al_arg(c, 1, "num_groups"), "num_groups", 1, &groups)) ||
         (rc = al_get_num(c, al_arg(c, 4, "eps"), "eps", 1e-5, &eps)))
         return rc;
+    (void)al_arg(c, 5, "cudnn_enabled"); /* a kernel choice, not a value */
     const drift_json_value *w = al_arg(c, 2, "weight"), *b = al_arg(c, 3, "bias");
     if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
     if (!al_is_none(b)) {

@@ -191,6 +191,17 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
     drift_dtype opmath = p == DRIFT_F64 ? DRIFT_F64 : DRIFT_F32;
     switch (v->rule) {
     case DRIFT_RULE_AUTOCAST_LOWER:
+        /* autocast casts only eligible operands, and fp64 is not (autocast_mode.h is_eligible):
+         * an op whose floating operands are all fp64 runs in fp64 under autocast too */
+        if (c->autocast && p == DRIFT_F64) {
+            int all64 = 1;
+            for (int i = 0; i < n; i++) all64 &= drift_dtype_is_int(in_dt[i]) || in_dt[i] == DRIFT_F64;
+            if (all64) {
+                r->out = r->compute = DRIFT_F64;
+                for (int i = 0; i < n; i++) r->target[i] = DRIFT_F64;
+                break;
+            }
+        }
         if (c->autocast) {
             r->out = r->compute = c->autocast;
             r->cast_origin = DRIFT_ORIGIN_AUTOCAST;

@@ -12,7 +12,14 @@
  *  - SDPA with a key mask expanded over the queries (stride 0: Lumina-Next's
  *    `mask.view(B, 1, 1, -1).expand(-1, H, Lq, -1)`): a key mask, for which torch's
  *    fused kernels keep the scores in fp32, not the math path that rounds q k^T to
- *    bf16 first. */
+ *    bf16 first; and a mask that varies over the queries (HunyuanVideo's
+ *    `mask.view(B, 1, 1, L).repeat(1, 1, L, 1)`): explicit ops, still with fp32
+ *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them;
+ *  - a lower-precision-list op (linear, matmul, ...) whose operands are all fp64 runs
+ *    in fp64 under autocast: autocast casts only eligible operands, and fp64 is not;
+ *  - an argument no lowering reads (a positional past the schema the importer knows,
+ *    an unknown keyword) is refused naming it, not ignored; the keywords that only
+ *    place the result (device, layout, pin_memory, memory_format, ...) are not. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -167,6 +174,14 @@ static void test_rms_norm_eps_none(void **st) {
     print_message("  rms_norm(eps=None) of a bf16 / fp32 capture uses FLT_EPSILON on ref and cpu\n");
 }
 
+/* 1 if v is not a bf16 value (more than 8 significant bits). */
+static int not_bf16(double v) {
+    const float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (double)f != v || (u & 0xffffu) != 0;
+}
+
 /* m * 2^-3, m in -8..8 (exact in bf16; products and short sums exact in fp32). */
 static float small(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -182,7 +197,7 @@ static void test_autocast_region_fp32(void **st) {
     float x[R * K], w[O * K], got[2 * R * O];
     double want[R * O];
     uint64_t s = 3;
-    for (int i = 0; i < R * K; i++) x[i] = small(&s);
+    for (int i = 0; i < R * K; i++) x[i] = small(&s) + 0.0078125f * (float)(i % 3); /* bf16-exact, finer grid */
     for (int i = 0; i < O * K; i++) w[i] = small(&s);
     int inexact = 0;
     for (int r = 0; r < R; r++)
@@ -190,7 +205,7 @@ static void test_autocast_region_fp32(void **st) {
             double acc = 0;
             for (int k = 0; k < K; k++) acc += (double)x[r * K + k] * w[o * K + k];
             want[r * O + o] = acc;
-            inexact += fabs(acc) >= 2.0 && fmod(acc * 32.0, 1.0) != 0.0; /* needs more than bf16's 8 bits */
+            inexact += not_bf16(acc); /* needs more than bf16's 8 bits */
         }
     assert_true(inexact > 0);
     const int64_t xs[2] = {R, K}, ws[2] = {O, K}, ys[2] = {R, O};
@@ -227,8 +242,7 @@ static void test_autocast_region_fp32(void **st) {
  * constant: torch's definition with fp32 scores, softmax, P v (here in fp64; the bf16
  * rounding of P and of the output stays within 1 %, the bf16 rounding of the scores that
  * the math path did moves logits of about 40 by up to 0.25). */
-static void test_sdpa_expanded_key_mask(void **st) {
-    (void)st;
+static void sdpa_case(int full) {
     enum { L = 4, S = 5, D = 4 };
     float q[L * D], k[S * D], v[S * D], got[2 * L * D];
     double want[L * D];
@@ -244,13 +258,16 @@ static void test_sdpa_expanded_key_mask(void **st) {
         memcpy(k + j * D, r, sizeof r);
         memcpy(v + j * D, w, sizeof w);
     }
-    const int keep[S] = {1, 1, 0, 1, 1};
+    /* full: a mask that varies over the queries (row i drops key (i + 1) % S); else key 2 */
+    int keep[L][S];
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < S; j++) keep[i][j] = full ? j != (i + 1) % S : j != 2;
     for (int i = 0; i < L; i++) {
         double sc[S], mx = -1e300, z = 0;
         for (int j = 0; j < S; j++) {
             double a = 0;
             for (int d = 0; d < D; d++) a += (double)q[i * D + d] * k[j * D + d];
-            sc[j] = keep[j] ? (double)(float)a * 0.5 : -INFINITY;
+            sc[j] = keep[i][j] ? (double)(float)a * 0.5 : -INFINITY;
             if (sc[j] > mx) mx = sc[j];
         }
         for (int j = 0; j < S; j++) z += sc[j] == -INFINITY ? 0 : exp(sc[j] - mx);
@@ -266,9 +283,9 @@ static void test_sdpa_expanded_key_mask(void **st) {
              " \"nodes\": [\n"
              "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
              "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 5, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
-             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, %d, 5], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
              "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, 4, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
-             "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.expand.default\", \"args\": [{\"node\": \"m\"}, [-1, 1, 4, -1]], \"kwargs\": {},\n"
+             "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": [{\"node\": \"m\"}%s], \"kwargs\": {},\n"
              "   \"val\": {\"shape\": [1, 1, 4, 5], \"dtype\": \"bool\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
              "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.scaled_dot_product_attention.default\",\n"
              "   \"args\": [{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"e\"}], \"kwargs\": {},\n"
@@ -278,7 +295,8 @@ static void test_sdpa_expanded_key_mask(void **st) {
              "            {\"node\": \"m\", \"kind\": \"constant\", \"target\": \"mask\"},\n"
              "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}],\n"
-             " \"constants\": {\"mask\": {\"shape\": [1, 1, 1, 5], \"dtype\": \"bool\", \"data\": [1, 1, 0, 1, 1]}}, \"non_tensor_inputs\": {}}\n");
+             " \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             full ? L : 1, full ? "aten.alias.default" : "aten.expand.default", full ? "" : ", [-1, 1, 4, -1]");
     const int64_t qs[4] = {1, 1, L, D}, ks[4] = {1, 1, S, D};
     drift_err e;
     drift_hostset *ps = NULL;
@@ -287,8 +305,9 @@ static void test_sdpa_expanded_key_mask(void **st) {
     assert_int_equal(drift_hostset_add(ps, "m.v", DRIFT_F32, 4, ks, v, NULL, NULL, &e), 0);
     drift_hostset *bs = NULL;
     assert_int_equal(drift_hostset_create(&bs, &e), 0);
-    const float mv[S] = {1, 1, 0, 1, 1};
-    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, 1, S}, mv, NULL, NULL, &e), 0);
+    float mv[L * S];
+    for (int i = 0; i < L * S; i++) mv[i] = (float)keep[full ? i / S : 0][i % S];
+    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, full ? L : 1, S}, mv, NULL, NULL, &e), 0);
     run_plan("sdpa expanded key mask", doc, ps, bs, 4, qs, q, L * D, got, 1);
     double mx = 0;
     for (int i = 0; i < L * D; i++) mx = fmax(mx, fabs(want[i]));
@@ -296,7 +315,84 @@ static void test_sdpa_expanded_key_mask(void **st) {
         for (int i = 0; i < L * D; i++)
             if (fabs(got[b * L * D + i] - want[i]) > 1e-2 * mx)
                 fail_msg("sdpa on %s: y[%d] = %.6g, want %.6g (scores in fp32)", b ? "cpu" : "ref", i, got[b * L * D + i], want[i]);
-    print_message("  sdpa with a key mask expanded over the queries keeps fp32 scores on ref and cpu\n");
+    print_message("  sdpa with %s keeps fp32 scores on ref and cpu\n",
+                  full ? "a mask that varies over the queries" : "a key mask expanded over the queries");
+}
+
+static void test_sdpa_expanded_key_mask(void **st) {
+    (void)st;
+    sdpa_case(0);
+}
+
+static void test_sdpa_query_mask(void **st) {
+    (void)st;
+    sdpa_case(1);
+}
+
+/* linear(x.double(), w.double()) in a bf16 forward: fp64 throughout (exact here), not bf16. */
+static void test_autocast_fp64_operands(void **st) {
+    (void)st;
+    enum { R = 6, K = 16, O = 5 };
+    float x[R * K], w[O * K], got[2 * R * O];
+    uint64_t s = 5;
+    for (int i = 0; i < R * K; i++) x[i] = small(&s) + 0.0078125f * (float)(i % 3); /* bf16-exact, finer grid */
+    for (int i = 0; i < O * K; i++) w[i] = small(&s);
+    const int64_t xs[2] = {R, K}, ws[2] = {O, K};
+    char doc[8192];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"L\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [5, 16], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [6, 16], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"xd\", \"op\": \"call_function\", \"target\": \"aten.to.dtype\", \"args\": [{\"node\": \"x\"}, {\"dtype\": \"float64\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [6, 16], \"dtype\": \"float64\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"wd\", \"op\": \"call_function\", \"target\": \"aten.to.dtype\", \"args\": [{\"node\": \"w\"}, {\"dtype\": \"float64\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [5, 16], \"dtype\": \"float64\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.linear.default\", \"args\": [{\"node\": \"xd\"}, {\"node\": \"wd\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [6, 5], \"dtype\": \"float64\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, 2, ws, w, NULL, NULL, &e), 0);
+    run_plan("fp64 linear under autocast", doc, ps, NULL, 2, xs, x, R * O, got, 1);
+    int inexact = 0;
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < O; o++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)x[r * K + k] * w[o * K + k];
+            inexact += not_bf16(acc);
+            for (int b = 0; b < 2; b++)
+                if (got[b * R * O + r * O + o] != (float)acc)
+                    fail_msg("fp64 linear on %s: y[%d] = %.9g, want %.9g (fp64, not bf16)", b ? "cpu" : "ref", r * O + o,
+                             got[b * R * O + r * O + o], acc);
+        }
+    assert_true(inexact > 0);
+    print_message("  linear of fp64 operands under bf16 autocast stays fp64 on ref and cpu\n");
+}
+
+static void test_unread_arguments(void **st) {
+    (void)st;
+    const int64_t xs[2] = {3, 4}, ys1[2] = {3, 1};
+    char *doc = doc_of("float32", 2, xs, "", "", "aten.relu.default", "[{\"node\": \"x\"}, 3]", "{}", "float32", 2, xs);
+    refused("relu with an extra argument", doc, "argument 1 is not supported");
+    free(doc);
+    doc = doc_of("float32", 2, xs, "", "", "aten.mean.dim", "[{\"node\": \"x\"}, [1], true]", "{\"scale\": 2.0}", "float32", 2,
+                 ys1);
+    refused("mean with an unknown keyword", doc, "keyword argument 'scale' is not supported");
+    free(doc);
+    /* placement keywords and the fill's size are not values: lowered */
+    doc = doc_of("float32", 2, xs, "", "", "aten.clone.default", "[{\"node\": \"x\"}]",
+                 "{\"memory_format\": {\"memory_format\": \"contiguous_format\"}}", "float32", 2, xs);
+    float x[12], got[24];
+    for (int i = 0; i < 12; i++) x[i] = (float)i;
+    run_both("clone with memory_format", doc, NULL, 2, xs, x, 12, got);
+    for (int i = 0; i < 24; i++) assert_true(got[i] == x[i % 12]);
+    free(doc);
+    print_message("  unread arguments refused by name; placement keywords accepted\n");
 }
 
 int main(void) {
@@ -304,6 +400,9 @@ int main(void) {
         cmocka_unit_test(test_rms_norm_eps_none),
         cmocka_unit_test(test_autocast_region_fp32),
         cmocka_unit_test(test_sdpa_expanded_key_mask),
+        cmocka_unit_test(test_sdpa_query_mask),
+        cmocka_unit_test(test_autocast_fp64_operands),
+        cmocka_unit_test(test_unread_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
