@@ -1447,14 +1447,11 @@ static int mask_bias(lctx *c, int m, int *id) {
     return al_add_node(c, &s, id);
 }
 
-/* SDPA with a mask that varies over the queries, as torch's math backend writes it:
- * s = (q k^T) * scale + mask, p = softmax(s), o = p v (explicit ops: the fused kernel
- * takes key masks only). */
-static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
-    int jm, rc, kt, sc, m, p, in2[2];
-    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
-    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
-    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
+/* SDPA with an additive fp32 bias (drift value bias, broadcasting to [B, H, Lq, Lk]) as
+ * torch's math backend writes it: s = (q k^T) * scale + bias, p = softmax(s), o = p v
+ * (explicit ops: the fused kernel takes key masks only). */
+static int sdpa_biased(lctx *c, const int *in, double scale, int bias, int *out) {
+    int rc, kt, sc, p, in2[2];
     drift_op op;
     memset(&op, 0, sizeof op);
     op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
@@ -1467,6 +1464,25 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     op.sub = DRIFT_SCALAR_MUL;
     op.scalar = scale;
     if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    in2[0] = sc, in2[1] = bias;
+    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    memset(&op, 0, sizeof op);
+    op.dim = -1;
+    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
+    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
+    in2[0] = p, in2[1] = in[2];
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+}
+
+/* SDPA with a mask that varies over the queries: the mask broadcast to [B, H, Lq, Lk]
+ * (a bool one as 0 / -inf) is the bias. */
+static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
+    int jm, rc, m;
+    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
+    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
+    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
     const aten_view *mv = &c->fx[jm].t;
     aten_view ex; /* the mask broadcast to [B, H, Lq, Lk] */
     memset(&ex, 0, sizeof ex);
@@ -1482,16 +1498,47 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     if ((rc = al_mat_view(c, &ex, &m))) return rc;
     const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
     if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, m, &m))) return rc;
-    in2[0] = sc, in2[1] = m;
-    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
-    memset(&op, 0, sizeof op);
-    op.dim = -1;
-    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
-    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
-    in2[0] = p, in2[1] = in[2];
-    memset(&op, 0, sizeof op);
-    op.alpha = op.beta = 1.0f;
-    return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+    return sdpa_biased(c, in, scale, m, out);
+}
+
+/* is_causal: torch's mask ones(Lq, Lk).tril(0) (top-left aligned: query i sees keys
+ * j <= i) as a bias [Lq, Lk]: 0 where j <= i, -inf elsewhere. */
+static int sdpa_causal(lctx *c, const int *in, double scale, int *out) {
+    const int64_t Lq = drift_graph_value(c->out, in[0])->shape[2], Lk = drift_graph_value(c->out, in[1])->shape[2];
+    int rc, qi, ki, m;
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.sub = 1; /* iota */
+    s.op.step = 1.0;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = 2, s.shape[0] = Lq, s.shape[1] = 1;
+    if ((rc = al_add_node(c, &s, &qi))) return rc;
+    s.shape[0] = 1, s.shape[1] = Lk;
+    if ((rc = al_add_node(c, &s, &ki))) return rc;
+    drift_node_spec_init(&s, DRIFT_OP_BINARY);
+    s.op.n_in = 2;
+    s.op.sub = DRIFT_BINARY_GE; /* i >= j */
+    s.in[0] = qi, s.in[1] = ki;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_BOOL;
+    if ((rc = al_add_node(c, &s, &m)) || (rc = mask_bias(c, m, &m))) return rc;
+    return sdpa_biased(c, in, scale, m, out);
+}
+
+/* enable_gqa: key/value [B, Hkv, L, D] with Hkv dividing the query's H heads are
+ * repeated as torch does (repeat_interleave(H / Hkv, dim=-3): query head h reads kv
+ * head h / (H / Hkv)), one gather each. */
+static int gqa_repeat(lctx *c, int64_t H, int *x) {
+    const drift_value v = *drift_graph_value(c->out, *x);
+    if (v.ndim != 4) return FAIL(c, "enable_gqa: key and value must be 4-d [B, Hkv, L, D]");
+    const int64_t B = v.shape[0], Hk = v.shape[1], L = v.shape[2], D = v.shape[3];
+    if (Hk == H) return DRIFT_OK;
+    if (Hk < 1 || H % Hk) return FAIL(c, "enable_gqa: %lld key/value heads do not divide %lld query heads", (long long)Hk, (long long)H);
+    const int64_t sh[5] = {B, Hk, H / Hk, L, D}, st[5] = {Hk * L * D, L * D, 0, D, 1};
+    int rc;
+    if ((rc = al_emit_gather(c, *x, 5, sh, st, 0, x))) return rc;
+    return al_emit_view_to(c, *x, 4, (int64_t[]){B, H, L, D}, x);
 }
 
 static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
@@ -1554,12 +1601,18 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         (rc = al_get_num(c, al_arg(c, 6, "scale"), "scale", 0, &scale)) ||
         (rc = al_get_int(c, al_arg(c, 7, "enable_gqa"), "enable_gqa", 0, &gqa)))
         return rc;
-    if (p != 0.0 || causal || gqa) return FAIL(c, "dropout_p, is_causal and enable_gqa must be off");
-    const drift_value *q = drift_graph_value(c->out, in[0]);
-    if (q->ndim != 4) return FAIL(c, "query must be 4-d [B, H, L, D]");
+    if (p != 0.0) return FAIL(c, "dropout_p %g: SDPA replays in eval (dropout_p must be 0)", p);
+    if (causal && !al_is_none(mask)) return FAIL(c, "is_causal with an attn_mask (torch refuses both)");
+    const drift_value qv = *drift_graph_value(c->out, in[0]);
+    if (qv.ndim != 4) return FAIL(c, "query must be 4-d [B, H, L, D]");
+    if (gqa && ((rc = gqa_repeat(c, qv.shape[1], &in[1])) || (rc = gqa_repeat(c, qv.shape[1], &in[2])))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
-    op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)qv.shape[3]));
+    if (causal) {
+        if ((rc = sdpa_causal(c, in, op.scale, &id))) return rc;
+        return al_set_result(c, id);
+    }
     if (!al_is_none(mask)) {
         int jm = al_ref_of(c, mask);
         if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {

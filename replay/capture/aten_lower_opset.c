@@ -876,8 +876,51 @@ static int emit_padded(lctx *c, int x, int nd, const int64_t *sh, const int64_t 
     return al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, id);
 }
 
+/* The source index of padded position i (i < 0: before, >= n: after) along a dim of n:
+ * replicate clamps, reflect mirrors without repeating the edge, circular wraps. */
+static int64_t pad_source(int mode, int64_t i, int64_t n) {
+    if (mode == 1) return i < 0 ? 0 : i >= n ? n - 1 : i;
+    if (mode == 2) return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i;
+    return ((i % n) + n) % n;
+}
+
+/* pad modes replicate (1), reflect (2), circular (3): dim by dim (last first, as torch's
+ * pad list runs), each padded position one gathered slice of the current tensor, joined
+ * to it by CONCATs; exact (values are moved, not computed). */
+static int pad_by_copies(lctx *c, int x, int mode, int np, const int64_t *pad, int *id) {
+    int rc;
+    for (int k = 0; k < np / 2; k++) {
+        const drift_value v = *val_of(c, x);
+        const int d = v.ndim - 1 - k;
+        const int64_t n = v.shape[d], lo = pad[2 * k], hi = pad[2 * k + 1];
+        if (lo == 0 && hi == 0) continue;
+        if ((mode == 2 && (lo >= n || hi >= n)) || (mode == 3 && (lo > n || hi > n)))
+            return FAIL(c, "pad: padding %lld, %lld of a dim of %lld is more than the mode allows", (long long)lo, (long long)hi, (long long)n);
+        if (n < 1) return FAIL(c, "pad: a dim of size 0 cannot be padded in this mode");
+        int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
+        contig_strides(v.ndim, v.shape, st);
+        memcpy(sh, v.shape, sizeof(int64_t) * (size_t)v.ndim);
+        sh[d] = 1;
+        int cur = -1;
+        for (int64_t i = -lo; i < n + hi; i++) {
+            int piece;
+            if (i == 0) piece = x, i = n - 1; /* the tensor itself */
+            else if ((rc = al_emit_gather(c, x, v.ndim, sh, st, pad_source(mode, i, n) * st[d], &piece))) return rc;
+            if (cur < 0) { cur = piece; continue; }
+            drift_op op;
+            memset(&op, 0, sizeof op);
+            op.dim = d;
+            int in[2] = {cur, piece};
+            if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &cur))) return rc;
+        }
+        x = cur;
+    }
+    *id = x;
+    return DRIFT_OK;
+}
+
 /* constant_pad_nd(self, pad, value) / pad(self, pad, mode, value): a fill of the padded
- * shape with x scattered into its interior. */
+ * shape with x scattered into its interior; other modes: pad_by_copies. */
 int al_lower_pad(lctx *c, const char *base, const char *target) {
     (void)target;
     int x, rc, np = 0, id;
@@ -892,7 +935,22 @@ int al_lower_pad(lctx *c, const char *base, const char *target) {
     if (!strcmp(base, "pad")) {
         const char *mode = NULL;
         if ((rc = al_get_str(c, al_arg(c, 2, "mode"), "mode", "constant", &mode))) return rc;
-        if (strcmp(mode, "constant")) return FAIL(c, "pad mode '%s' is not supported yet (constant only)", mode);
+        const int m = !strcmp(mode, "replicate") ? 1 : !strcmp(mode, "reflect") ? 2 : !strcmp(mode, "circular") ? 3 : 0;
+        if (!m && strcmp(mode, "constant"))
+            return FAIL(c, "pad mode '%s': expected constant, replicate, reflect or circular", mode);
+        if (m) {
+            if (np / 2 > val_of(c, x)->ndim) return FAIL(c, "pad of %d dims on a %d-d tensor", np / 2, val_of(c, x)->ndim);
+            for (int k = 0; k < np; k++)
+                if (pad[k] < 0) return FAIL(c, "negative padding (cropping) is not supported yet");
+            if ((rc = pad_by_copies(c, x, m, np, pad, &id))) return rc;
+            if (id == x) { /* nothing padded: still a new tensor (a later in-place write must not reach self) */
+                const drift_value v = *val_of(c, x);
+                int64_t st[DRIFT_MAX_DIMS];
+                contig_strides(v.ndim, v.shape, st);
+                if ((rc = al_emit_gather(c, x, v.ndim, v.shape, st, 0, &id))) return rc;
+            }
+            return al_set_result(c, id);
+        }
         if ((rc = al_get_num(c, al_arg(c, 3, "value"), "value", 0.0, &value))) return rc;
     } else if ((rc = al_get_num(c, al_arg(c, 2, "value"), "value", 0.0, &value))) {
         return rc;
@@ -1061,8 +1119,14 @@ int al_lower_vector_norm(lctx *c, const char *base, const char *target) {
     const drift_json_value *dv = al_arg(c, 2, "dim");
     if (!al_is_none(dv) && (rc = al_get_ints(c, dv, "dim", dims, &n))) return rc;
     if ((rc = al_get_int(c, al_arg(c, 3, "keepdim"), "keepdim", 0, &keep))) return rc;
-    if (!al_is_none(al_arg(c, -1, "dtype"))) return FAIL(c, "linalg_vector_norm with a dtype is not supported yet");
+    int given = 0, is_int = 0;
+    drift_dtype dt = DRIFT_DTYPE_INVALID;
+    const drift_json_value *dtv = al_arg(c, -1, "dtype");
+    if (!al_is_none(dtv) && (rc = al_get_dtype(c, dtv, "dtype", &given, &dt, &is_int))) return rc;
+    if (given && is_int) return FAIL(c, "linalg_vector_norm: 'dtype' must be a floating dtype");
     if ((rc = al_mat_fx(c, j, &x))) return rc;
+    /* dtype=: torch casts the input to it first, then computes in it (Cosmos' learnable_pos_embed) */
+    if (given && (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, dt, -1, &x))) return rc;
     const drift_dtype_rule rule = al_rule_of(target);
     int in[2] = {x, x};
     if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, rule, &sq)) || (rc = al_set_result(c, sq))) return rc;
@@ -1131,12 +1195,66 @@ static int permute_letters(lctx *c, int x, const char *have, const char *want, i
     return al_emit_gather(c, x, n, sh, pst, 0, id);
 }
 
-/* einsum("A,B->O", a, b) without ellipsis or repeated letters in one operand: letters in
+/* einsum("A,B->O", a, b) without repeated letters in one operand ('...' becomes letters): letters in
  * both and the output are batch dims, in both and not the output contracted, in one
  * operand and the output free; each operand permuted to [batch, free, contracted], one
  * BMM (the autocast list's: einsum reaches bmm), the result permuted to O. */
+/* An equation with '...' rewritten with letters of its own (capitals the equation does not
+ * use), right-aligned as torch broadcasts them: an operand with fewer ellipsis dims lacks
+ * the leading ones (a letter of the other operand only, which the output keeps). */
+static int einsum_expand_ellipsis(lctx *c, const char *eq, const drift_json_value *ops, char *buf, size_t nbuf) {
+    char fresh[DRIFT_MAX_DIMS];
+    int nf = 0, rc, ne = 0, nd[2];
+    for (char l = 'A'; l <= 'Z' && nf < DRIFT_MAX_DIMS; l++)
+        if (!strchr(eq, l)) fresh[nf++] = l;
+    for (int k = 0; k < 2; k++) {
+        int j;
+        if ((rc = al_tensor_arg(c, &ops->items[k], k ? "tensors[1]" : "tensors[0]", &j))) return rc;
+        nd[k] = c->fx[j].t.nd;
+    }
+    /* pass 1: the ellipsis dims of each operand; the output has the most */
+    const char *arrow = strstr(eq, "->");
+    int ell[2] = {0, 0};
+    for (int k = 0, pos = 0; k < 2; k++) {
+        const char *start = eq + pos, *end = k == 0 ? strchr(eq, ',') : arrow;
+        if (!end) return FAIL(c, "einsum '%s': expected 'A,B->O'", eq);
+        int letters = 0, has = 0;
+        for (const char *q = start; q < end; q++) {
+            if (!strncmp(q, "...", 3)) { has = 1; q += 2; }
+            else letters++;
+        }
+        ell[k] = has ? nd[k] - letters : 0;
+        if (ell[k] < 0) return FAIL(c, "einsum '%s': operand %d has %d dims", eq, k, nd[k]);
+        if (ell[k] > ne) ne = ell[k];
+        pos = (int)(end - eq) + 1;
+    }
+    if (ne > nf) return FAIL(c, "einsum '%s': too many dims", eq);
+    size_t o = 0;
+    int part = 0;
+    for (const char *q = eq; *q; q++) {
+        if (*q == ',') part = 1;
+        else if (*q == '-' && q[1] == '>') part = 2;
+        if (!strncmp(q, "...", 3)) {
+            const int n = part == 2 ? ne : ell[part];
+            for (int i = ne - n; i < ne && o + 1 < nbuf; i++) buf[o++] = fresh[i];
+            q += 2;
+            continue;
+        }
+        if (o + 1 < nbuf) buf[o++] = *q;
+    }
+    buf[o] = 0;
+    return DRIFT_OK;
+}
+
 int al_lower_einsum2(lctx *c, const char *eq) {
     const drift_json_value *ops = al_arg(c, 1, "tensors");
+    char expanded[128];
+    if (strstr(eq, "...")) {
+        int rc;
+        if (strlen(eq) >= sizeof expanded - DRIFT_MAX_DIMS * 3) return FAIL(c, "einsum '%s': too long", eq);
+        if ((rc = einsum_expand_ellipsis(c, eq, ops, expanded, sizeof expanded))) return rc;
+        eq = expanded;
+    }
     char la[DRIFT_MAX_DIMS + 1] = "", lb[DRIFT_MAX_DIMS + 1] = "", lo[DRIFT_MAX_DIMS + 1] = "";
     const char *comma = strchr(eq, ','), *arrow = strstr(eq, "->");
     if (!comma || !arrow || comma > arrow || strchr(eq, '.'))
