@@ -367,6 +367,196 @@ static void test_empty_operands(void **st) {
     drift_aten_graph_free(gr);
 }
 
+/* ---- zoo ops (issue 31's zoo: the first op each model stopped at) ---- */
+
+/* One op of latents x (xnd, xs) -> y (ond, os), the node given as text with its kwargs;
+ * pre: extra nodes (JSON, each ending in ",\n") between x and y. */
+static void run_doc_x(const char *name, const char *pre, const char *target, const char *args, const char *kwargs,
+                      int xnd, const int64_t *xs, const float *x, int ond, const int64_t *os, float *got) {
+    char xshape[96], oshape[96], doc[8192];
+    fmt_shape(xshape, sizeof xshape, xnd, xs);
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "%s"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": %s,\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             xshape, pre, target, args, kwargs, oshape);
+    int64_t n = 1;
+    for (int i = 0; i < ond; i++) n *= os[i];
+    run_both(name, doc, params_with(NULL, 0, NULL, NULL), xnd, xs, x, n, got);
+}
+
+/* The error drift_aten_graph_lower gives for a one-op doc (must name want). */
+static void lower_fails(const char *target, const char *args, const char *kwargs, int xnd, const int64_t *xs, int ond,
+                        const int64_t *os, const char *want) {
+    char xshape[96], oshape[96], doc[4096];
+    fmt_shape(xshape, sizeof xshape, xnd, xs);
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": %s,\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             xshape, target, args, kwargs, oshape);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), "fails.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, want)) fail_msg("message: %s (want '%s')", e.msg, want);
+    drift_aten_graph_free(gr);
+}
+
+/* torch's SDPA math definition for q [H, L, D] (x's heads), k/v heads chosen per query head. */
+static void sdpa_want(const float *x, int H, int L, int D, const int *kh, const int *vh, int causal, double *want) {
+    const double sc = 1.0 / sqrt((double)D);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < L; i++) {
+            double s[16], mx = -INFINITY, den = 0;
+            for (int j = 0; j < L; j++) {
+                double d = 0;
+                for (int t = 0; t < D; t++) d += (double)x[(h * L + i) * D + t] * x[(kh[h] * L + j) * D + t];
+                s[j] = causal && j > i ? -INFINITY : d * sc;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int j = 0; j < L; j++) den += s[j] = exp(s[j] - mx);
+            for (int t = 0; t < D; t++) {
+                double o = 0;
+                for (int j = 0; j < L; j++) o += s[j] / den * x[(vh[h] * L + j) * D + t];
+                want[(h * L + i) * D + t] = o;
+            }
+        }
+}
+
+/* SDPA is_causal (Cosmos3-Omni) and enable_gqa (AceStep, Cosmos3-Omni): q = x [1, 4, 5, 2],
+ * k = x's heads 0..1, v = its heads 2..3 (Hkv = 2: query head h reads kv head h / 2, as
+ * repeat_interleave); causal: key j <= query i (tril, top-left). Against the definition in
+ * fp64 within 1e-6 relative; dropout_p > 0 and is_causal with a mask are refused. */
+static void test_sdpa_causal_gqa(void **st) {
+    (void)st;
+    enum { H = 4, L = 5, D = 2, N = H * L * D };
+    float x[N], got[2 * N];
+    double want[N];
+    uint64_t s = 5;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    static const char KV[] =
+        "  {\"name\": \"k\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"x\"}, 1, 0, 2], \"kwargs\": {},"
+        " \"val\": {\"shape\": [1, 2, 5, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"x\"}, 1, 2, 4], \"kwargs\": {},"
+        " \"val\": {\"shape\": [1, 2, 5, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    const int64_t xs[4] = {1, H, L, D};
+    const int kh[H] = {0, 0, 1, 1}, vh[H] = {2, 2, 3, 3}, same[H] = {0, 1, 2, 3};
+    run_doc_x("sdpa gqa causal", KV, "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, null, 0.0, true]", "{\"enable_gqa\": true}", 4, xs, x, 4, xs,
+              got);
+    sdpa_want(x, H, L, D, kh, vh, 1, want);
+    near("sdpa gqa causal", got, want, N);
+    run_doc_x("sdpa gqa", KV, "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}]", "{\"enable_gqa\": true}", 4, xs, x, 4, xs, got);
+    sdpa_want(x, H, L, D, kh, vh, 0, want);
+    near("sdpa gqa", got, want, N);
+    run_doc_x("sdpa causal", "", "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}]", "{\"is_causal\": true}", 4, xs, x, 4, xs, got);
+    sdpa_want(x, H, L, D, same, same, 1, want);
+    near("sdpa causal", got, want, N);
+    lower_fails("aten.scaled_dot_product_attention.default", "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}, null, 0.1]", "{}",
+                4, xs, 4, xs, "dropout_p 0.1");
+}
+
+/* linalg_vector_norm(dtype=float32) (Cosmos), add/rsub with alpha (Cosmos), einsum with '...'
+ * (Ernie-Image's pos_embed), a 0-d element of unbind (WanVACE's per-layer scales). */
+static void test_norm_alpha_einsum_unbind(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4 };
+    float x[N], got[2 * N * 5];
+    double want[N * 5];
+    uint64_t s = 9;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    const int64_t xs[3] = {2, 3, 4};
+    run_doc_x("vector_norm dtype", "", "aten.linalg_vector_norm.default", "[{\"node\": \"x\"}, 2, [-1], true]",
+              "{\"dtype\": {\"dtype\": \"float32\"}}", 3, xs, x, 3, (int64_t[]){2, 3, 1}, got);
+    for (int r = 0; r < 6; r++) {
+        double a = 0;
+        for (int k = 0; k < 4; k++) a += (double)x[r * 4 + k] * x[r * 4 + k];
+        want[r] = sqrt(a);
+    }
+    near("linalg_vector_norm dtype=", got, want, 6);
+    run_doc_x("add alpha", "", "aten.add.Tensor", "[{\"node\": \"x\"}, {\"node\": \"x\"}]", "{\"alpha\": 0.25}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = 1.25 * x[i];
+    near("add alpha", got, want, N);
+    run_doc_x("add scalar alpha", "", "aten.add.Tensor", "[0.5, {\"node\": \"x\"}]", "{\"alpha\": 2.0}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = 0.5 + 2.0 * x[i];
+    near("add(number, x, alpha)", got, want, N);
+    run_doc_x("rsub alpha", "", "aten.rsub.Scalar", "[{\"node\": \"x\"}, 1.0, 2.0]", "{}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = 1.0 - 2.0 * x[i];
+    near("rsub alpha", got, want, N);
+    /* einsum('...n,d->...nd', x, x[0, 0]) : an outer product per leading index */
+    static const char W[] =
+        "  {\"name\": \"w\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"x\"}, 0, 1], \"kwargs\": {},"
+        " \"val\": {\"shape\": [3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"w1\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"w\"}, 0, 2], \"kwargs\": {},"
+        " \"val\": {\"shape\": [4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    run_doc_x("einsum ellipsis", W, "aten.einsum.default", "[\"...n,d->...nd\", [{\"node\": \"x\"}, {\"node\": \"w1\"}]]", "{}", 3, xs, x,
+              4, (int64_t[]){2, 3, 4, 4}, got);
+    for (int i = 0; i < N; i++)
+        for (int d = 0; d < 4; d++) want[i * 4 + d] = (double)x[i] * x[12 + 8 + d];
+    near("einsum '...n,d->...nd'", got, want, N * 4);
+    /* x * unbind(new_ones(x, [2]))[1] */
+    static const char U[] =
+        "  {\"name\": \"o\", \"op\": \"call_function\", \"target\": \"aten.new_ones.default\", \"args\": [{\"node\": \"x\"}, [2]], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"u\", \"op\": \"call_function\", \"target\": \"aten.unbind.int\", \"args\": [{\"node\": \"o\"}], \"kwargs\": {},"
+        " \"val\": [{\"shape\": [], \"dtype\": \"float32\"}, {\"shape\": [], \"dtype\": \"float32\", \"storage_offset\": 1}], \"module\": \"m\"},\n"
+        "  {\"name\": \"g\", \"op\": \"call_function\", \"target\": \"getitem\", \"args\": [{\"node\": \"u\"}, 1], \"kwargs\": {},"
+        " \"val\": {\"shape\": [], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    run_doc_x("unbind 0-d", U, "aten.mul.Tensor", "[{\"node\": \"x\"}, {\"node\": \"g\"}]", "{}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    near("x * unbind(ones)[1]", got, want, N);
+}
+
+/* pad modes replicate (Helios), reflect and circular: x [2, 3, 4] padded (1, 2) on the last
+ * dim and (2, 1) on the one before; exact (moved values). */
+static void test_pad_modes(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4, M = 2 * 6 * 7 };
+    float x[N], got[2 * M];
+    double want[M];
+    uint64_t s = 13;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    const int64_t xs[3] = {2, 3, 4}, os[3] = {2, 6, 7};
+    static const char *modes[3] = {"replicate", "reflect", "circular"};
+    for (int m = 0; m < 3; m++) {
+        char args[160];
+        snprintf(args, sizeof args, "[{\"node\": \"x\"}, [1, 2, 2, 1], \"%s\"]", modes[m]);
+        run_doc_x(modes[m], "", "aten.pad.default", args, "{}", 3, xs, x, 3, os, got);
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 7; j++) {
+                    int si = i - 2, sj = j - 1; /* torch: F.pad's definition per mode */
+                    if (m == 0) si = si < 0 ? 0 : si > 2 ? 2 : si, sj = sj < 0 ? 0 : sj > 3 ? 3 : sj;
+                    else if (m == 1) si = si < 0 ? -si : si > 2 ? 4 - si : si, sj = sj < 0 ? -sj : sj > 3 ? 6 - sj : sj;
+                    else si = (si + 3) % 3, sj = (sj + 4) % 4;
+                    want[(b * 6 + i) * 7 + j] = x[(b * 3 + si) * 4 + sj];
+                }
+        near(modes[m], got, want, M);
+    }
+    lower_fails("aten.pad.default", "[{\"node\": \"x\"}, [4, 0], \"reflect\"]", "{}", 3, xs, 3, (int64_t[]){2, 3, 8},
+                "more than the mode allows");
+    lower_fails("aten.pad.default", "[{\"node\": \"x\"}, [1, 0], \"wrap\"]", "{}", 3, xs, 3, (int64_t[]){2, 3, 5},
+                "expected constant, replicate, reflect or circular");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -374,6 +564,9 @@ int main(void) {
         cmocka_unit_test(test_pool_and_norm),
         cmocka_unit_test(test_einsum_two),
         cmocka_unit_test(test_empty_operands),
+        cmocka_unit_test(test_sdpa_causal_gqa),
+        cmocka_unit_test(test_norm_alpha_einsum_unbind),
+        cmocka_unit_test(test_pad_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
