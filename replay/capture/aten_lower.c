@@ -1147,11 +1147,20 @@ int al_lower_to(lctx *c, const char *base, const char *target) {
     else dv = al_arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
     int given, is_int;
     drift_dtype dt;
-    if (c->fx[j].cplx) { /* complex64 -> complex64 (a device move) is the only complex cast drift carries */
+    if (c->fx[j].cplx) { /* complex -> complex64 / complex128: the (re, im) pairs cast to fp32 / fp64 */
         const drift_json_value *nm = dv && dv->type == DRIFT_JSON_OBJECT ? drift_json_object_get(dv, "dtype") : NULL;
-        if (!al_is_none(dv) && !(nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64")))
-            return FAIL(c, "casting a complex tensor is not supported");
-        return al_set_view(c, &c->fx[j].t);
+        if (al_is_none(dv)) return al_set_view(c, &c->fx[j].t); /* a device move */
+        const int c64 = nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64");
+        const int c128 = nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex128");
+        if (!c64 && !c128)
+            return FAIL(c, "casting a complex tensor to %s is not supported (complex64 or complex128 only)",
+                        nm && nm->type == DRIFT_JSON_STRING ? nm->str : "?");
+        const char *had = al_val_dtype_str(&c->g->nodes[j]);
+        if (had && !strcmp(had, nm->str)) return al_set_view(c, &c->fx[j].t); /* no dtype change: torch returns self */
+        int x, out;
+        if ((rc = al_mat_fx(c, j, &x)) || (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, c64 ? DRIFT_F32 : DRIFT_F64, -1, &out)))
+            return rc;
+        return al_set_result_cplx(c, out);
     }
     if ((rc = al_get_dtype(c, dv, "dtype", &given, &dt, &is_int))) return rc;
     if (!given) return al_set_view(c, &c->fx[j].t); /* no dtype change: a device move */
@@ -1919,9 +1928,14 @@ static int lower_cat(lctx *c, int stack) {
 
 /* Writes drift value src into FX tensor dj's view (its root gets a new version), as copy_
  * does: src broadcast to the view's shape and cast to the root's dtype. */
-static int write_into(lctx *c, int dj, int src) {
+static int write_into_view(lctx *c, const aten_view *dstv, int src);
+
+static int write_into(lctx *c, int dj, int src) { return write_into_view(c, &c->fx[dj].t, src); }
+
+/* dst's view, src a drift value broadcasting to it; the result is dst's view. */
+static int write_into_view(lctx *c, const aten_view *dstv, int src) {
     int rc;
-    const aten_view dst = c->fx[dj].t;
+    const aten_view dst = *dstv;
     root *r = &c->roots[dst.root];
     const drift_value *sv = drift_graph_value(c->out, src);
     /* src broadcasts to dst's shape */
@@ -1969,6 +1983,16 @@ int al_lower_copy_(lctx *c, const char *base, const char *target) {
     (void)target;
     int dj, rc, src;
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &dj)) || (rc = al_mat_arg(c, al_arg(c, 1, "src"), "src", &src))) return rc;
+    if (c->fx[dj].cplx || c->last_cplx) { /* complex into complex (ZImage's pad_sequence): the (re, im) pairs */
+        if (!c->fx[dj].cplx || !c->last_cplx) return FAIL(c, "copy_ between a complex and a real tensor is not supported");
+        aten_view d = c->fx[dj].t;
+        if (d.nd >= DRIFT_MAX_DIMS) return FAIL(c, "copy_ of a complex tensor of %d dims", d.nd);
+        d.size[d.nd] = 2, d.stride[d.nd] = 1, d.nd++;
+        if ((rc = write_into_view(c, &d, src))) return rc;
+        c->fx[c->cur].t = c->fx[dj].t; /* the result: self, complex */
+        c->fx[c->cur].cplx = 1;
+        return DRIFT_OK;
+    }
     return write_into(c, dj, src);
 }
 
@@ -2043,7 +2067,7 @@ static int takes_complex(const char *base) {
                                      "permute", "transpose", "swapaxes", "expand", "slice", "select", "split_with_sizes",
                                      "split", "chunk", "unbind", "alias", "detach", "detach_", "lift_fresh_copy", "clone",
                                      "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex", "polar",
-                                     NULL};
+                                     "copy_", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(base, ok[i])) return 1;
     return 0;

@@ -557,6 +557,45 @@ static void test_pad_modes(void **st) {
                 "expected constant, replicate, reflect or circular");
 }
 
+/* Complex copy_ into a slice of a complex fill (ZImage's pad_sequence) and complex casts
+ * complex64 -> complex128 -> complex64 (AnyFlow's rope): x [2, 3, 4, 2] as (re, im) pairs. */
+static void test_complex_copy_and_cast(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4 * 2, M = 2 * 5 * 4 * 2 };
+    float x[N], got[2 * M];
+    double want[M];
+    uint64_t s = 17;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    const int64_t xs[4] = {2, 3, 4, 2};
+    static const char CP[] =
+        "  {\"name\": \"z\", \"op\": \"call_function\", \"target\": \"aten.view_as_complex.default\", \"args\": [{\"node\": \"x\"}], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.full.default\", \"args\": [[2, 5, 4], 0.0], \"kwargs\": {\"dtype\": {\"dtype\": \"complex64\"}},"
+        " \"val\": {\"shape\": [2, 5, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"sl\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"e\"}, 1, 1, 4], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"cp\", \"op\": \"call_function\", \"target\": \"aten.copy_.default\", \"args\": [{\"node\": \"sl\"}, {\"node\": \"z\"}], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n";
+    run_doc_x("complex copy_", CP, "aten.view_as_real.default", "[{\"node\": \"e\"}]", "{}", 4, xs, x, 4, (int64_t[]){2, 5, 4, 2}, got);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 5; i++)
+            for (int k = 0; k < 8; k++) want[(b * 5 + i) * 8 + k] = i >= 1 && i < 4 ? x[(b * 3 + i - 1) * 8 + k] : 0.0;
+    near("complex copy_ into a slice", got, want, M);
+    static const char TO[] =
+        "  {\"name\": \"z\", \"op\": \"call_function\", \"target\": \"aten.view_as_complex.default\", \"args\": [{\"node\": \"x\"}], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"w\", \"op\": \"call_function\", \"target\": \"aten.to.dtype_layout\", \"args\": [{\"node\": \"z\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"complex128\"}},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex128\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"w2\", \"op\": \"call_function\", \"target\": \"aten.to.dtype_layout\", \"args\": [{\"node\": \"w\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"complex128\"}},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex128\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.to.dtype_layout\", \"args\": [{\"node\": \"w2\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"complex64\"}},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n";
+    run_doc_x("complex to", TO, "aten.view_as_real.default", "[{\"node\": \"v\"}]", "{}", 4, xs, x, 4, xs, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    near("complex64 -> complex128 -> complex64", got, want, N);
+    lower_fails("aten.to.dtype", "[{\"node\": \"x\"}, {\"dtype\": \"complex32\"}]", "{}", 4, xs, 4, xs, "dtype complex32");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -567,6 +606,7 @@ int main(void) {
         cmocka_unit_test(test_sdpa_causal_gqa),
         cmocka_unit_test(test_norm_alpha_einsum_unbind),
         cmocka_unit_test(test_pad_modes),
+        cmocka_unit_test(test_complex_copy_and_cast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
