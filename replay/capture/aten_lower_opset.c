@@ -663,8 +663,24 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
-/* The one integer index tensor of an index/index_put list, its position p. */
-static int one_index(lctx *c, const drift_json_value *list, int *p, int *ij) {
+/* The recorded count n of a 1-d boolean mask as int64 indices [n]: NONZERO with the count of
+ * the graph's shapes (a dispatch-level trace is specialised to its step); a replayed step
+ * whose mask has another count is an error naming both counts (NONZERO's). */
+static int mask_indices(lctx *c, int mask, int64_t n, int *idx) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_NONZERO);
+    s.op.n_in = 1;
+    s.in[0] = mask;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = 2, s.shape[0] = n, s.shape[1] = 1;
+    int rc = al_add_node(c, &s, idx);
+    return rc ? rc : al_emit_view_to(c, *idx, 1, &n, idx);
+}
+
+/* The one index tensor of an index/index_put list, its position p; *is_mask: a boolean mask. */
+static int one_index_m(lctx *c, const drift_json_value *list, int *p, int *ij, int *is_mask) {
+    if (is_mask) *is_mask = 0;
     if (!list || list->type != DRIFT_JSON_ARRAY) return FAIL(c, "indices: expected a list");
     *p = -1;
     for (size_t i = 0; i < list->n_items; i++) {
@@ -674,8 +690,10 @@ static int one_index(lctx *c, const drift_json_value *list, int *p, int *ij) {
         int rc = al_tensor_arg(c, &list->items[i], "indices", ij);
         if (rc) return rc;
         const char *d = al_val_dtype_str(&c->g->nodes[*ij]);
-        if (d && !strcmp(d, "bool"))
-            return FAIL(c, "indexing with a boolean mask (a data-dependent shape) is not supported yet");
+        if (d && !strcmp(d, "bool")) {
+            if (!is_mask) return FAIL(c, "indexing with a boolean mask (a data-dependent shape) is not supported here");
+            *is_mask = 1;
+        }
     }
     if (*p < 0) return FAIL(c, "indices: no index tensor");
     return DRIFT_OK;
@@ -687,13 +705,22 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     int x, p, ij, idx, rc, id;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     const int cplx = c->last_cplx; /* x holds (re, im) pairs in a trailing dim: select over the logical dims */
-    if ((rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij))) return rc;
+    int is_mask;
+    if ((rc = one_index_m(c, al_arg(c, 1, "indices"), &p, &ij, &is_mask))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     const int lnd = xv->ndim - cplx;
     if (p >= lnd) return FAIL(c, "index position %d of a %d-d tensor", p, lnd);
-    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
-    /* negative indices count from the end: idx + size where idx < 0 */
-    {
+    if (is_mask) { /* x[mask], a 1-d mask over dim p: the recorded count is the result's dim p */
+        int nd;
+        int64_t vs[DRIFT_MAX_DIMS];
+        if (c->fx[ij].t.nd != 1 || c->fx[ij].t.size[0] != xv->shape[p])
+            return FAIL(c, "index with a boolean mask: a 1-d mask over one dim of self is supported");
+        if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, vs))) return rc;
+        if (nd != lnd || (rc = al_mat_fx(c, ij, &idx)) || (rc = mask_indices(c, idx, vs[p], &idx))) return rc ? rc : FAIL(c, "index with a boolean mask: 'val' of %d dims", nd);
+    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
+        return rc;
+    }
+    if (!is_mask) { /* negative indices count from the end: idx + size where idx < 0 */
         int zero, neg, wrapped, in[3];
         if ((rc = fill_like(c, idx, 0.0, &zero))) return rc;
         drift_op lt;
@@ -709,8 +736,9 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
         in[0] = neg, in[1] = wrapped, in[2] = idx;
         if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, &idx))) return rc;
     }
-    const aten_view iv = c->fx[ij].t;
+    aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
+    if (is_mask) iv.size[0] = n; /* the selected count, not the mask's length */
     if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;
     if ((rc = select_along(c, x, p, idx, &id))) return rc;
     int64_t sh[DRIFT_MAX_DIMS];
@@ -766,18 +794,59 @@ static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
     return al_set_result(c, id);
 }
 
+/* x[mask] = values where the recorded count is 0 (values empty): nothing is written, and the
+ * replay checks that the mask is still all false (NONZERO of [mask..., true] must find exactly
+ * the one appended element; its index, numel(mask), scaled to the factor 1 that x is
+ * multiplied by, exact for every value). */
+static int mask_put_none(lctx *c, int x, int mask) {
+    int rc, one, cat, nz, g, id, in[2];
+    const int64_t mn = val_of(c, mask)->numel;
+    if ((rc = as_bool(c, mask, &mask)) || (rc = al_emit_view_to(c, mask, 1, &mn, &mask)) || (rc = fill_shape(c, 1, (int64_t[]){1}, DRIFT_BOOL, 0, 1.0, 0, &one)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.dim = 0;
+    in[0] = mask, in[1] = one;
+    if ((rc = emit_fixed(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_BOOL, &cat))) return rc;
+    if ((rc = mask_indices(c, cat, 1, &nz))) return rc;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_ADD;
+    op.scalar = (double)(1 - mn);
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &nz, DRIFT_RULE_PROMOTE, &g))) return rc;
+    if ((rc = al_emit_cast(c, g, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &g))) return rc;
+    in[0] = x, in[1] = g;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
+}
+
 int al_lower_index_put(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
-    int x, p, ij, idx, vals, rc, flat;
+    int x, p, ij, idx, vals, rc, flat, is_mask, vj;
     int64_t acc;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij)) ||
-        (rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals)) ||
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = one_index_m(c, al_arg(c, 1, "indices"), &p, &ij, &is_mask)) ||
         (rc = al_get_int(c, al_arg(c, 3, "accumulate"), "accumulate", 0, &acc)))
         return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
-    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    if (is_mask) { /* x[mask] = values, a 1-d mask over dim p: the count is the values' (recorded) */
+        const aten_view *mv = &c->fx[ij].t;
+        if (mv->nd != 1 || mv->size[0] != xv->shape[p])
+            return FAIL(c, "index_put with a boolean mask: a 1-d mask over one dim of self is supported (this one has %d dims)", mv->nd);
+        int mask;
+        if ((rc = al_mat_fx(c, ij, &mask))) return rc;
+        vj = al_ref_of(c, al_arg(c, 2, "values"));
+        if (vj >= 0 && c->fx[vj].kind == FX_EMPTY) return mask_put_none(c, x, mask);
+        if ((rc = al_tensor_arg(c, al_arg(c, 2, "values"), "values", &vj))) return rc;
+        const aten_view *vv = &c->fx[vj].t;
+        if (vv->nd != xv->ndim - p)
+            return FAIL(c, "index_put with a boolean mask: values of %d dims (expected %d: [count, dims after the mask])", vv->nd,
+                        xv->ndim - p);
+        if ((rc = mask_indices(c, mask, vv->size[0], &idx))) return rc;
+    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
+        return rc;
+    }
+    if ((rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals))) return rc;
     int64_t n = val_of(c, idx)->numel, st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
     contig_strides(xv->ndim, xv->shape, st);
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;

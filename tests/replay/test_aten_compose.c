@@ -596,6 +596,95 @@ static void test_complex_copy_and_cast(void **st) {
     lower_fails("aten.to.dtype", "[{\"node\": \"x\"}, {\"dtype\": \"complex32\"}]", "{}", 4, xs, 4, xs, "dtype complex32");
 }
 
+/* Boolean-mask indexing in a graph whose shapes fix the mask's count (GLM-Image's
+ * dispatch-level trace): x [2, 3, 4], mask = x[0, 0] > t over the last dim. index gives the
+ * selected columns, index_put writes values there, and with a recorded count 0 (values
+ * empty) index_put writes nothing, while a replayed mask with another count is an error. */
+static void mask_doc(char *doc, size_t n, double t, const char *y_target, const char *y_args, int ond, const int64_t *os,
+                     const char *extra) {
+    char oshape[96];
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, n,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"r\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"x\"}, 0, 0], \"kwargs\": {}, \"val\": {\"shape\": [3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"r0\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"r\"}, 0, 0], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"mask\", \"op\": \"call_function\", \"target\": \"aten.gt.Scalar\", \"args\": [{\"node\": \"r0\"}, %g], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+             "%s"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             t, extra, y_target, y_args, oshape);
+}
+
+static void test_bool_mask_index(void **st) {
+    (void)st;
+    enum { N = 24 };
+    float x[N], got[2 * N];
+    double want[N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 5.0f; /* x[0, 0] = -5, 2, -2, 5 */
+    const int64_t xs[3] = {2, 3, 4};
+    char doc[8192];
+    /* x[:, :, mask], mask = x[0, 0] > 0 -> columns 1, 3 */
+    mask_doc(doc, sizeof doc, 0.0, "aten.index.Tensor", "[{\"node\": \"x\"}, [null, null, {\"node\": \"mask\"}]]", 3, (int64_t[]){2, 3, 2}, "");
+    run_both("index mask", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, 12, got);
+    for (int r = 0; r < 6; r++) want[r * 2] = x[r * 4 + 1], want[r * 2 + 1] = x[r * 4 + 3];
+    near("x[:, :, mask]", got, want, 12);
+    /* x[:, :, mask] = [0.5, -0.25] */
+    static const char V[] =
+        "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.arange.start_step\", \"args\": [0.5, -1.0, -0.75], \"kwargs\": {\"dtype\": {\"dtype\": \"float32\"}},"
+        " \"val\": {\"shape\": [2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    mask_doc(doc, sizeof doc, 0.0, "aten.index_put.default", "[{\"node\": \"x\"}, [null, null, {\"node\": \"mask\"}], {\"node\": \"v\"}]", 3, xs, V);
+    run_both("index_put mask", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
+    for (int i = 0; i < N; i++) want[i] = i % 4 == 1 ? 0.5 : i % 4 == 3 ? -0.25 : x[i];
+    near("x[:, :, mask] = v", got, want, N);
+    /* a recorded count of 0 (mask = x[0, 0] > 10, values empty): x unchanged */
+    static const char E[] =
+        "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.new_zeros.default\", \"args\": [{\"node\": \"x\"}, [0]], \"kwargs\": {},"
+        " \"val\": {\"shape\": [0], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    mask_doc(doc, sizeof doc, 10.0, "aten.index_put.default", "[{\"node\": \"x\"}, [null, null, {\"node\": \"mask\"}], {\"node\": \"e\"}]", 3, xs, E);
+    run_both("index_put mask none", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    near("x[:, :, all false] = empty", got, want, N);
+    /* the same graph on data whose mask selects (x[0, 0] > 10 after x[0, 0, 3] = 11): refused at run time */
+    x[3] = 11.0f;
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL, *as = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), "mask.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_OK);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_F32;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    o.side = DRIFT_SIDE_TRAINER;
+    assert_int_equal(drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e), DRIFT_OK);
+    drift_hostset *ps = params_with(NULL, 0, NULL, NULL), *bs = params_with(NULL, 0, NULL, NULL), *is = params_with(NULL, 0, NULL, NULL);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, xs, x, NULL, NULL, &e), 0);
+    drift_backend *be = NULL;
+    assert_int_equal(drift_backend_create("cpu", &be, &e), DRIFT_OK);
+    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    assert_int_not_equal(drift_exec_run(as, be, &in, &r, &e), DRIFT_OK);
+    if (!strstr(e.msg, "1 non-zero elements where the recording had 0") && !strstr(e.msg, "2 non-zero elements where the recording had 1"))
+        fail_msg("message: %s", e.msg);
+    drift_exec_result_free(&r);
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_plan_free(&plan);
+    drift_aten_graph_free(gr);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -607,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_norm_alpha_einsum_unbind),
         cmocka_unit_test(test_pad_modes),
         cmocka_unit_test(test_complex_copy_and_cast),
+        cmocka_unit_test(test_bool_mask_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
