@@ -1672,9 +1672,12 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     if (generic) {
         int64_t tr;
         if ((rc = al_get_int(c, al_arg(c, 6, "transposed"), "transposed", 0, &tr))) return rc;
-        if (tr) return FAIL(c, "transposed convolutions are not supported yet");
         sp = drift_graph_value(c->out, w)->ndim - 2;
         if (sp < 1 || sp > 3) return FAIL(c, "a convolution over %d spatial dims", sp);
+        if (tr) { /* aten_lower_linalg.c: stride == kernel only */
+            if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
+            return al_lower_conv_transposed(c, x, w, b, sp);
+        }
     }
     if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
     /* copies: emitting a node may move the graph's values */
