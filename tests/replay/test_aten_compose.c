@@ -685,6 +685,119 @@ static void test_bool_mask_index(void **st) {
     drift_hostset_free(is);
 }
 
+/* linalg_qr (WanAnimate's motion encoder) against LAPACK's (numpy.linalg.qr and torch's
+ * CPU give these digits for [[1, 2], [3, 4], [5, 6]]: geqrf + orgqr's signs), within
+ * 1e-6; and on a 6 x 3 matrix: Q^T Q = I, Q R = A, R upper triangular (1e-5). */
+static void qr_run(const float *a, int64_t m, int64_t n, float *q, float *r) {
+    char pre[512];
+    snprintf(pre, sizeof pre,
+             "  {\"name\": \"qr\", \"op\": \"call_function\", \"target\": \"aten.linalg_qr.default\", \"args\": [{\"node\": \"x\"}], \"kwargs\": {},"
+             " \"val\": [{\"shape\": [%lld, %lld], \"dtype\": \"float32\"}, {\"shape\": [%lld, %lld], \"dtype\": \"float32\"}], \"module\": \"m\"},\n",
+             (long long)m, (long long)n, (long long)n, (long long)n);
+    float *got = malloc((size_t)(2 * m * n) * sizeof(float));
+    run_doc_x("qr Q", pre, "getitem", "[{\"node\": \"qr\"}, 0]", "{}", 2, (int64_t[]){m, n}, a, 2, (int64_t[]){m, n}, got);
+    memcpy(q, got, (size_t)(2 * m * n) * sizeof(float)); /* ref then cpu */
+    run_doc_x("qr R", pre, "getitem", "[{\"node\": \"qr\"}, 1]", "{}", 2, (int64_t[]){m, n}, a, 2, (int64_t[]){n, n}, got);
+    memcpy(r, got, (size_t)(2 * n * n) * sizeof(float));
+    free(got);
+}
+
+static void test_linalg_qr(void **st) {
+    (void)st;
+    const float a[6] = {1, 2, 3, 4, 5, 6};
+    float q[12], r[8];
+    qr_run(a, 3, 2, q, r);
+    const double wq[6] = {-0.16903085094570325, 0.89708523179051, -0.50709255283711, 0.27602622516631, -0.84515425472852, -0.34503278145789};
+    const double wr[4] = {-5.9160797830996, -7.4373574416109, 0.0, 0.82807867121082};
+    near("linalg_qr Q (LAPACK)", q, wq, 6);
+    near("linalg_qr R (LAPACK)", r, wr, 4);
+    enum { M = 6, N = 3 };
+    float b[M * N], q2[2 * M * N], r2[2 * N * N];
+    uint64_t s = 23;
+    for (int i = 0; i < M * N; i++) b[i] = small(&s) + (i % (N + 1) == 0 ? 1.0f : 0.0f);
+    qr_run(b, M, N, q2, r2);
+    for (int k = 0; k < 2; k++) {
+        const float *Q = q2 + k * M * N, *R = r2 + k * N * N;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) {
+                double d = 0;
+                for (int t = 0; t < M; t++) d += (double)Q[t * N + i] * Q[t * N + j];
+                if (fabs(d - (i == j)) > 1e-5) fail_msg("Q^T Q [%d, %d] = %g on %s", i, j, d, k ? "cpu" : "ref");
+                if (i > j && R[i * N + j] != 0.0f) fail_msg("R [%d, %d] = %g below the diagonal", i, j, R[i * N + j]);
+            }
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double d = 0;
+                for (int t = 0; t < N; t++) d += (double)Q[i * N + t] * R[t * N + j];
+                if (fabs(d - b[i * N + j]) > 1e-5) fail_msg("(Q R)[%d, %d] = %g, A = %g on %s", i, j, d, b[i * N + j], k ? "cpu" : "ref");
+            }
+    }
+}
+
+/* diag_embed (WanAnimate): [2, 3] onto the diagonal of [2, 3, 3], and offset 1 / -1 ([2, 4, 4]); exact. */
+static void test_diag_embed(void **st) {
+    (void)st;
+    float x[6] = {1, 2, 3, 4, 5, 6}, got[2 * 32];
+    double want[32];
+    run_doc_x("diag_embed", "", "aten.diag_embed.default", "[{\"node\": \"x\"}]", "{}", 2, (int64_t[]){2, 3}, x, 3, (int64_t[]){2, 3, 3}, got);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) want[(b * 3 + i) * 3 + j] = i == j ? x[b * 3 + i] : 0.0;
+    near("diag_embed", got, want, 18);
+    for (int off = -1; off <= 1; off += 2) {
+        char args[96];
+        snprintf(args, sizeof args, "[{\"node\": \"x\"}, %d]", off);
+        run_doc_x("diag_embed offset", "", "aten.diag_embed.default", args, "{}", 2, (int64_t[]){2, 3}, x, 3, (int64_t[]){2, 4, 4}, got);
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) {
+                    const int k = off > 0 ? i : j; /* element index along the diagonal */
+                    want[(b * 4 + i) * 4 + j] = j - i == off ? x[b * 3 + k] : 0.0;
+                }
+        near(off > 0 ? "diag_embed offset 1" : "diag_embed offset -1", got, want, 32);
+    }
+}
+
+/* A transposed 1-d convolution with stride == kernel (AceStep's proj_out):
+ * y[b, o, t k + j] = sum_c x[b, c, t] w[c, o, j] + bias[o]; exact (small dyadic values). */
+static void test_conv_transposed(void **st) {
+    (void)st;
+    enum { B = 2, C = 4, T = 3, O = 5, K = 2 };
+    float x[B * C * T], w[C * O * K], bias[O], got[2 * B * O * T * K];
+    double want[B * O * T * K];
+    uint64_t s = 31;
+    for (int i = 0; i < B * C * T; i++) x[i] = small(&s);
+    for (int i = 0; i < C * O * K; i++) w[i] = small(&s);
+    for (int i = 0; i < O; i++) bias[i] = small(&s);
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"CT\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [4, 5, 2], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"b\", \"op\": \"placeholder\", \"target\": \"b\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [5], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 4, 3], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.convolution.default\", \"args\": [{\"node\": \"x\"}, {\"node\": \"w\"}, {\"node\": \"b\"}, [2], [0], [1], true, [0], 1], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [2, 5, 6], \"dtype\": \"float32\"}, \"module\": \"conv\", \"module_stack\": [\"conv\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"conv.weight\"},\n"
+             "            {\"node\": \"b\", \"kind\": \"parameter\", \"target\": \"conv.bias\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
+    drift_hostset *ps = params_with("conv.weight", 3, (int64_t[]){C, O, K}, w);
+    drift_err e;
+    assert_int_equal(drift_hostset_add(ps, "conv.bias", DRIFT_F32, 1, (int64_t[]){O}, bias, NULL, NULL, &e), 0);
+    run_both("conv_transpose1d", doc, ps, 3, (int64_t[]){B, C, T}, x, B * O * T * K, got);
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < O; o++)
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < K; j++) {
+                    double acc = 0;
+                    for (int c = 0; c < C; c++) acc += (double)x[(b * C + c) * T + t] * w[(c * O + o) * K + j];
+                    want[(b * O + o) * T * K + t * K + j] = acc + bias[o];
+                }
+    near("conv_transpose1d", got, want, B * O * T * K);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -697,6 +810,9 @@ int main(void) {
         cmocka_unit_test(test_pad_modes),
         cmocka_unit_test(test_complex_copy_and_cast),
         cmocka_unit_test(test_bool_mask_index),
+        cmocka_unit_test(test_linalg_qr),
+        cmocka_unit_test(test_diag_embed),
+        cmocka_unit_test(test_conv_transposed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
