@@ -1473,38 +1473,61 @@ static int mask_bias(lctx *c, int m, int *id) {
     return al_add_node(c, &s, id);
 }
 
-/* SDPA with an additive fp32 bias (drift value bias, broadcasting to [B, H, Lq, Lk]) as
- * torch's math backend writes it: s = (q k^T) * scale + bias, p = softmax(s), o = p v
- * (explicit ops: the fused kernel takes key masks only). */
-static int sdpa_biased(lctx *c, const int *in, double scale, int bias, int *out) {
-    int rc, kt, sc, p, in2[2];
+/* SDPA with an additive fp32 bias (drift value bias, broadcasting to [B, H, Lq, Lk]) as explicit
+ * ops: s = (q k^T) * scale + bias, p = softmax(s), o = p v. mode SDPA_AS_BEFORE: the scores
+ * and p v under autocast (bf16 GEMMs), the form a query-varying mask always had here;
+ * SDPA_FLASH: the scores in fp32 (q, k widened exactly), p rounded to v's dtype for p v, as
+ * flash attention (torch's choice for is_causal / enable_gqa without a mask on an H200);
+ * SDPA_MATH32: torch's math backend, which widens q, k, v to fp32 (bf16/fp16 reductions off
+ * by default since torch 2.5), scales q and k by sqrt(scale) each and casts the output back
+ * once (its choice for enable_gqa with a mask: no fused kernel takes both). */
+enum { SDPA_AS_BEFORE = 0, SDPA_FLASH, SDPA_MATH32 };
+
+static int sdpa_biased(lctx *c, const int *in_, double scale, int bias, int mode, int *out) {
+    int rc, kt, sc, p, in2[2], in[3] = {in_[0], in_[1], in_[2]};
     drift_op op;
+    const drift_dtype_rule gemm = mode == SDPA_AS_BEFORE ? DRIFT_RULE_AUTOCAST_LOWER : DRIFT_RULE_PROMOTE;
+    if (mode != SDPA_AS_BEFORE)
+        for (int i = 0; i < (mode == SDPA_MATH32 ? 3 : 2); i++)
+            if ((rc = al_emit_cast(c, in_[i], DRIFT_RULE_CAST_TO, DRIFT_F32, -1, &in[i]))) return rc;
+    if (mode == SDPA_MATH32) {
+        memset(&op, 0, sizeof op);
+        op.sub = DRIFT_SCALAR_MUL;
+        op.scalar = sqrt(scale);
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[0], DRIFT_RULE_PROMOTE, &in[0])) ||
+            (rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[1], DRIFT_RULE_PROMOTE, &in[1])))
+            return rc;
+    }
     memset(&op, 0, sizeof op);
     op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
     if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
     in2[0] = in[0], in2[1] = kt;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, &sc))) return rc;
-    memset(&op, 0, sizeof op);
-    op.sub = DRIFT_SCALAR_MUL;
-    op.scalar = scale;
-    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, gemm, &sc))) return rc;
+    if (mode != SDPA_MATH32) {
+        memset(&op, 0, sizeof op);
+        op.sub = DRIFT_SCALAR_MUL;
+        op.scalar = scale;
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    }
     in2[0] = sc, in2[1] = bias;
     if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
     memset(&op, 0, sizeof op);
     op.dim = -1;
     if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
-    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
+    if (mode != SDPA_MATH32 && (rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in[2], &p))) return rc;
     in2[0] = p, in2[1] = in[2];
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
-    return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+    if (mode != SDPA_MATH32) return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &p))) return rc;
+    return al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, in_[0], out);
 }
 
 /* SDPA with a mask that varies over the queries: the mask broadcast to [B, H, Lq, Lk]
  * (a bool one as 0 / -inf) is the bias. */
-static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
+static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int mode, int *out) {
     int jm, rc, m;
     if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
     const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
@@ -1524,7 +1547,7 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     if ((rc = al_mat_view(c, &ex, &m))) return rc;
     const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
     if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, m, &m))) return rc;
-    return sdpa_biased(c, in, scale, m, out);
+    return sdpa_biased(c, in, scale, m, mode, out);
 }
 
 /* is_causal: torch's mask ones(Lq, Lk).tril(0) (top-left aligned: query i sees keys
@@ -1549,7 +1572,7 @@ static int sdpa_causal(lctx *c, const int *in, double scale, int *out) {
     s.rule = DRIFT_RULE_FIXED;
     s.rule_dtype = DRIFT_BOOL;
     if ((rc = al_add_node(c, &s, &m)) || (rc = mask_bias(c, m, &m))) return rc;
-    return sdpa_biased(c, in, scale, m, out);
+    return sdpa_biased(c, in, scale, m, SDPA_FLASH, out);
 }
 
 /* enable_gqa: key/value [B, Hkv, L, D] with Hkv dividing the query's H heads are
@@ -1639,13 +1662,17 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         if ((rc = sdpa_causal(c, in, op.scale, &id))) return rc;
         return al_set_result(c, id);
     }
+    if (!al_is_none(mask) && gqa) { /* no fused kernel takes a mask and GQA: torch's math backend */
+        if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_MATH32, &id))) return rc;
+        return al_set_result(c, id);
+    }
     if (!al_is_none(mask)) {
         int jm = al_ref_of(c, mask);
         if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {
             const aten_view *mv = &c->fx[jm].t;
             int lq_dim = mv->nd - 2; /* [..., Lq, Lk] */
             if (mv->nd >= 2 && mv->size[lq_dim] != 1) { /* varies over the queries */
-                if ((rc = sdpa_full_mask(c, mask, in, op.scale, &id))) return rc;
+                if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_AS_BEFORE, &id))) return rc;
                 return al_set_result(c, id);
             }
         }
