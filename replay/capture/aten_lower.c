@@ -1213,11 +1213,20 @@ int al_lower_to(lctx *c, const char *base, const char *target) {
     else dv = al_arg(c, -1, "dtype"); /* to.dtype_layout, _to_copy: keyword-only */
     int given, is_int;
     drift_dtype dt;
-    if (c->fx[j].cplx) { /* complex64 -> complex64 (a device move) is the only complex cast drift carries */
+    if (c->fx[j].cplx) { /* complex -> complex64 / complex128: the (re, im) pairs cast to fp32 / fp64 */
         const drift_json_value *nm = dv && dv->type == DRIFT_JSON_OBJECT ? drift_json_object_get(dv, "dtype") : NULL;
-        if (!al_is_none(dv) && !(nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64")))
-            return FAIL(c, "casting a complex tensor is not supported");
-        return al_set_view(c, &c->fx[j].t);
+        if (al_is_none(dv)) return al_set_view(c, &c->fx[j].t); /* a device move */
+        const int c64 = nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex64");
+        const int c128 = nm && nm->type == DRIFT_JSON_STRING && !strcmp(nm->str, "complex128");
+        if (!c64 && !c128)
+            return FAIL(c, "casting a complex tensor to %s is not supported (complex64 or complex128 only)",
+                        nm && nm->type == DRIFT_JSON_STRING ? nm->str : "?");
+        const char *had = al_val_dtype_str(&c->g->nodes[j]);
+        if (had && !strcmp(had, nm->str)) return al_set_view(c, &c->fx[j].t); /* no dtype change: torch returns self */
+        int x, out;
+        if ((rc = al_mat_fx(c, j, &x)) || (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, c64 ? DRIFT_F32 : DRIFT_F64, -1, &out)))
+            return rc;
+        return al_set_result_cplx(c, out);
     }
     if ((rc = al_get_dtype(c, dv, "dtype", &given, &dt, &is_int))) return rc;
     if (!given) return al_set_view(c, &c->fx[j].t); /* no dtype change: a device move */
@@ -1316,7 +1325,18 @@ int al_lower_binary(lctx *c, const char *base, const char *target) {
         return rc;
     double alpha = 1.0;
     if ((rc = al_get_num(c, al_arg(c, 2, "alpha"), "alpha", 1.0, &alpha))) return rc;
-    if (alpha != 1.0) return FAIL(c, "alpha = %g is not supported (only 1)", alpha);
+    if (alpha != 1.0) { /* add/sub(self, other, alpha): other * alpha first (torch fuses it: an fma, one
+                           rounding; here two, within an ULP of it) */
+        if (strcmp(base, "add") && strcmp(base, "sub")) return FAIL(c, "alpha = %g on %s", alpha, base);
+        if (b.is_num) b.num *= alpha;
+        else {
+            drift_op op;
+            memset(&op, 0, sizeof op);
+            op.sub = DRIFT_SCALAR_MUL;
+            op.scalar = alpha;
+            if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &b.id, DRIFT_RULE_PROMOTE, &b.id))) return rc;
+        }
+    }
     if (!strcmp(base, "div") && !a.is_num && !b.is_num) { /* true division of integers gives float32 */
         const char *ad = al_val_dtype_str(&c->g->nodes[a.fx]), *bd = al_val_dtype_str(&c->g->nodes[b.fx]);
         if (ad && (!strncmp(ad, "int", 3) || !strcmp(ad, "bool")) &&
@@ -1374,7 +1394,13 @@ int al_lower_rsub(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_num(c, al_arg(c, 1, "other"), "other", 0, &s)) ||
         (rc = al_get_num(c, al_arg(c, 2, "alpha"), "alpha", 1.0, &alpha)))
         return rc;
-    if (alpha != 1.0) return FAIL(c, "alpha = %g is not supported (only 1)", alpha);
+    if (alpha != 1.0) { /* rsub(self, other, alpha) = other - alpha * self */
+        drift_op op;
+        memset(&op, 0, sizeof op);
+        op.sub = DRIFT_SCALAR_MUL;
+        op.scalar = alpha;
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_PROMOTE, &x))) return rc;
+    }
     return al_emit_scalar(c, x, DRIFT_SCALAR_RSUB, s, al_rule_of(target));
 }
 
@@ -1526,31 +1552,69 @@ static int autocast_operand(lctx *c, int x, int *id) {
     return al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_AUTOCAST_LOWER, id);
 }
 
-/* SDPA with a mask that varies over the queries, as torch's fused CUDA kernels
- * (memory-efficient, cuDNN) compute it for any mask: the operands in the autocast
- * dtype, s = (q k^T) * scale + mask in fp32 (the scores are never rounded to bf16:
- * the products of bf16 operands are exact in fp32, so q and k are widened),
- * p = softmax(s) in fp32, o = p v with p in v's dtype (explicit ops: drift's fused
- * kernel takes key masks only). */
-static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int *out) {
-    int jm, rc, kt, sc, m, p, in2[2], q1, v1;
-    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
-    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
-    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
+/* SDPA with an additive fp32 bias (drift value bias, broadcasting to [B, H, Lq, Lk]) as explicit
+ * ops, the operands first rounded as autocast hands them to SDPA. SDPA_FUSED: torch's fused
+ * CUDA kernels (flash for is_causal, memory-efficient / cuDNN for any mask): s = (q k^T) *
+ * scale + bias in fp32 (the products of the rounded operands are exact in fp32, so q and k
+ * are widened: the scores are never rounded), p = softmax(s) in fp32, o = p v with p in v's
+ * dtype. SDPA_MATH32: torch's math backend, which widens q, k, v to fp32 (bf16/fp16
+ * reductions off by default since torch 2.5), scales q and k by sqrt(scale) each and casts
+ * the output back once (its choice for enable_gqa with a mask: no fused kernel takes both). */
+enum { SDPA_FUSED = 0, SDPA_MATH32 };
+
+static int sdpa_biased(lctx *c, const int *in_, double scale, int bias, int mode, int *out) {
+    int rc, kt, sc, p, in2[2], in[3], q_r, v_r;
     drift_op op;
+    for (int i = 0; i < 3; i++)
+        if ((rc = autocast_operand(c, in_[i], &in[i]))) return rc;
+    q_r = in[0], v_r = in[2];
+    for (int i = 0; i < (mode == SDPA_MATH32 ? 3 : 2); i++)
+        if ((rc = al_emit_cast(c, in[i], DRIFT_RULE_CAST_TO, DRIFT_F32, -1, &in[i]))) return rc;
+    if (mode == SDPA_MATH32) {
+        memset(&op, 0, sizeof op);
+        op.sub = DRIFT_SCALAR_MUL;
+        op.scalar = sqrt(scale);
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[0], DRIFT_RULE_PROMOTE, &in[0])) ||
+            (rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[1], DRIFT_RULE_PROMOTE, &in[1])))
+            return rc;
+    }
     memset(&op, 0, sizeof op);
     op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
     if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
-    if ((rc = autocast_operand(c, in[0], &q1)) || (rc = autocast_operand(c, kt, &kt)) || (rc = autocast_operand(c, in[2], &v1)))
-        return rc;
-    in2[0] = q1, in2[1] = kt;
+    in2[0] = in[0], in2[1] = kt;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_FP32, &sc))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    if (mode != SDPA_MATH32) {
+        memset(&op, 0, sizeof op);
+        op.sub = DRIFT_SCALAR_MUL;
+        op.scalar = scale;
+        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    }
+    in2[0] = sc, in2[1] = bias;
+    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
     memset(&op, 0, sizeof op);
-    op.sub = DRIFT_SCALAR_MUL;
-    op.scalar = scale;
-    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    op.dim = -1;
+    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    if (mode != SDPA_MATH32) {
+        if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, v_r, &p))) return rc;
+        in2[0] = p, in2[1] = v_r;
+        return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+    }
+    in2[0] = p, in2[1] = in[2];
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &p))) return rc;
+    return al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, q_r, out);
+}
+
+/* SDPA with a mask that varies over the queries: the mask broadcast to [B, H, Lq, Lk]
+ * (a bool one as 0 / -inf) is the bias. */
+static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int mode, int *out) {
+    int jm, rc, m;
+    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
+    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
+    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
     const aten_view *mv = &c->fx[jm].t;
     aten_view ex; /* the mask broadcast to [B, H, Lq, Lk] */
     memset(&ex, 0, sizeof ex);
@@ -1566,16 +1630,47 @@ static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, 
     if ((rc = al_mat_view(c, &ex, &m))) return rc;
     const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
     if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, m, &m))) return rc;
-    in2[0] = sc, in2[1] = m;
-    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
-    memset(&op, 0, sizeof op);
-    op.dim = -1;
-    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
-    if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, v1, &p))) return rc;
-    in2[0] = p, in2[1] = v1;
-    memset(&op, 0, sizeof op);
-    op.alpha = op.beta = 1.0f;
-    return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
+    return sdpa_biased(c, in, scale, m, mode, out);
+}
+
+/* is_causal: torch's mask ones(Lq, Lk).tril(0) (top-left aligned: query i sees keys
+ * j <= i) as a bias [Lq, Lk]: 0 where j <= i, -inf elsewhere. */
+static int sdpa_causal(lctx *c, const int *in, double scale, int *out) {
+    const int64_t Lq = drift_graph_value(c->out, in[0])->shape[2], Lk = drift_graph_value(c->out, in[1])->shape[2];
+    int rc, qi, ki, m;
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_FILL);
+    s.op.sub = 1; /* iota */
+    s.op.step = 1.0;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = 2, s.shape[0] = Lq, s.shape[1] = 1;
+    if ((rc = al_add_node(c, &s, &qi))) return rc;
+    s.shape[0] = 1, s.shape[1] = Lk;
+    if ((rc = al_add_node(c, &s, &ki))) return rc;
+    drift_node_spec_init(&s, DRIFT_OP_BINARY);
+    s.op.n_in = 2;
+    s.op.sub = DRIFT_BINARY_GE; /* i >= j */
+    s.in[0] = qi, s.in[1] = ki;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_BOOL;
+    if ((rc = al_add_node(c, &s, &m)) || (rc = mask_bias(c, m, &m))) return rc;
+    return sdpa_biased(c, in, scale, m, SDPA_FUSED, out);
+}
+
+/* enable_gqa: key/value [B, Hkv, L, D] with Hkv dividing the query's H heads are
+ * repeated as torch does (repeat_interleave(H / Hkv, dim=-3): query head h reads kv
+ * head h / (H / Hkv)), one gather each. */
+static int gqa_repeat(lctx *c, int64_t H, int *x) {
+    const drift_value v = *drift_graph_value(c->out, *x);
+    if (v.ndim != 4) return FAIL(c, "enable_gqa: key and value must be 4-d [B, Hkv, L, D]");
+    const int64_t B = v.shape[0], Hk = v.shape[1], L = v.shape[2], D = v.shape[3];
+    if (Hk == H) return DRIFT_OK;
+    if (Hk < 1 || H % Hk) return FAIL(c, "enable_gqa: %lld key/value heads do not divide %lld query heads", (long long)Hk, (long long)H);
+    const int64_t sh[5] = {B, Hk, H / Hk, L, D}, st[5] = {Hk * L * D, L * D, 0, D, 1};
+    int rc;
+    if ((rc = al_emit_gather(c, *x, 5, sh, st, 0, x))) return rc;
+    return al_emit_view_to(c, *x, 4, (int64_t[]){B, H, L, D}, x);
 }
 
 static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
@@ -1638,12 +1733,22 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         (rc = al_get_num(c, al_arg(c, 6, "scale"), "scale", 0, &scale)) ||
         (rc = al_get_int(c, al_arg(c, 7, "enable_gqa"), "enable_gqa", 0, &gqa)))
         return rc;
-    if (p != 0.0 || causal || gqa) return FAIL(c, "dropout_p, is_causal and enable_gqa must be off");
-    const drift_value *q = drift_graph_value(c->out, in[0]);
-    if (q->ndim != 4) return FAIL(c, "query must be 4-d [B, H, L, D]");
+    if (p != 0.0) return FAIL(c, "dropout_p %g: SDPA replays in eval (dropout_p must be 0)", p);
+    if (causal && !al_is_none(mask)) return FAIL(c, "is_causal with an attn_mask (torch refuses both)");
+    const drift_value qv = *drift_graph_value(c->out, in[0]);
+    if (qv.ndim != 4) return FAIL(c, "query must be 4-d [B, H, L, D]");
+    if (gqa && ((rc = gqa_repeat(c, qv.shape[1], &in[1])) || (rc = gqa_repeat(c, qv.shape[1], &in[2])))) return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
-    op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)qv.shape[3]));
+    if (causal) {
+        if ((rc = sdpa_causal(c, in, op.scale, &id))) return rc;
+        return al_set_result(c, id);
+    }
+    if (!al_is_none(mask) && gqa) { /* no fused kernel takes a mask and GQA: torch's math backend */
+        if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_MATH32, &id))) return rc;
+        return al_set_result(c, id);
+    }
     if (!al_is_none(mask)) {
         int jm = al_ref_of(c, mask);
         if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {
@@ -1653,7 +1758,7 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
              * expanded to [B, H, Lq, Lk]) is a key mask, which torch's fused kernels take
              * with the scores kept in fp32 */
             if (mv->nd >= 2 && mv->size[lq_dim] != 1 && mv->stride[lq_dim] != 0) {
-                if ((rc = sdpa_full_mask(c, mask, in, op.scale, &id))) return rc;
+                if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_FUSED, &id))) return rc;
                 return al_set_result(c, id);
             }
         }
@@ -1680,10 +1785,13 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     if (generic) {
         int64_t tr;
         if ((rc = al_get_int(c, al_arg(c, 6, "transposed"), "transposed", 0, &tr))) return rc;
-        if (tr) return FAIL(c, "transposed convolutions are not supported yet");
-        (void)al_arg(c, 7, "output_padding"); /* only a transposed convolution reads it */
         sp = drift_graph_value(c->out, w)->ndim - 2;
         if (sp < 1 || sp > 3) return FAIL(c, "a convolution over %d spatial dims", sp);
+        if (tr) { /* aten_lower_linalg.c: stride == kernel only */
+            if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
+            return al_lower_conv_transposed(c, x, w, b, sp);
+        }
+        (void)al_arg(c, 7, "output_padding"); /* only a transposed convolution reads it */
     }
     if (!al_is_none(al_arg(c, 2, "bias")) && (rc = al_mat_arg(c, al_arg(c, 2, "bias"), "bias", &b))) return rc;
     /* copies: emitting a node may move the graph's values */
@@ -1836,7 +1944,7 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         if ((rc = al_add_node(c, &s, &id))) return rc;
         return al_set_result(c, id);
     }
-    double value = !strncmp(base, "ones", 4) ? 1.0 : 0.0;
+    double value = !strncmp(base, "ones", 4) || !strcmp(base, "new_ones") ? 1.0 : 0.0; /* new_ones too (was 0: WanVACE's scales) */
     int like = !strcmp(base, "empty_like") || !strcmp(base, "zeros_like") || !strcmp(base, "ones_like") ||
                !strcmp(base, "full_like");
     if (!strcmp(base, "full") || !strcmp(base, "full_like") || !strcmp(base, "new_full") || !strcmp(base, "scalar_tensor")) {
@@ -1943,9 +2051,14 @@ static int lower_cat(lctx *c, int stack) {
 
 /* Writes drift value src into FX tensor dj's view (its root gets a new version), as copy_
  * does: src broadcast to the view's shape and cast to the root's dtype. */
-static int write_into(lctx *c, int dj, int src) {
+static int write_into_view(lctx *c, const aten_view *dstv, int src);
+
+static int write_into(lctx *c, int dj, int src) { return write_into_view(c, &c->fx[dj].t, src); }
+
+/* dst's view, src a drift value broadcasting to it; the result is dst's view. */
+static int write_into_view(lctx *c, const aten_view *dstv, int src) {
     int rc;
-    const aten_view dst = c->fx[dj].t;
+    const aten_view dst = *dstv;
     root *r = &c->roots[dst.root];
     const drift_value *sv = drift_graph_value(c->out, src);
     /* src broadcasts to dst's shape */
@@ -1993,6 +2106,16 @@ int al_lower_copy_(lctx *c, const char *base, const char *target) {
     (void)target;
     int dj, rc, src;
     if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &dj)) || (rc = al_mat_arg(c, al_arg(c, 1, "src"), "src", &src))) return rc;
+    if (c->fx[dj].cplx || c->last_cplx) { /* complex into complex (ZImage's pad_sequence): the (re, im) pairs */
+        if (!c->fx[dj].cplx || !c->last_cplx) return FAIL(c, "copy_ between a complex and a real tensor is not supported");
+        aten_view d = c->fx[dj].t;
+        if (d.nd >= DRIFT_MAX_DIMS) return FAIL(c, "copy_ of a complex tensor of %d dims", d.nd);
+        d.size[d.nd] = 2, d.stride[d.nd] = 1, d.nd++;
+        if ((rc = write_into_view(c, &d, src))) return rc;
+        c->fx[c->cur].t = c->fx[dj].t; /* the result: self, complex */
+        c->fx[c->cur].cplx = 1;
+        return DRIFT_OK;
+    }
     return write_into(c, dj, src);
 }
 
@@ -2067,7 +2190,7 @@ static int takes_complex(const char *base) {
                                      "permute", "transpose", "swapaxes", "expand", "slice", "select", "split_with_sizes",
                                      "split", "chunk", "unbind", "alias", "detach", "detach_", "lift_fresh_copy", "clone",
                                      "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex", "polar",
-                                     NULL};
+                                     "copy_", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(base, ok[i])) return 1;
     return 0;

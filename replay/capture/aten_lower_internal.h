@@ -200,5 +200,10 @@ int al_lower_pad(lctx *c, const char *base, const char *target);
 int al_lower_inplace(lctx *c, const char *base, const char *target);
 int al_lower_polar(lctx *c, const char *base, const char *target);
 int al_lower_native_group_norm(lctx *c, const char *base, const char *target);
+/* aten_lower_linalg.c */
+int al_lower_linalg_qr(lctx *c, const char *base, const char *target);
+int al_lower_diag_embed(lctx *c, const char *base, const char *target);
+/* convolution(..., transposed=True) of drift values x, w, bias b (-1: none) over sp dims. */
+int al_lower_conv_transposed(lctx *c, int x, int w, int b, int sp);
 
 #endif

@@ -664,8 +664,24 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
-/* The one integer index tensor of an index/index_put list, its position p. */
-static int one_index(lctx *c, const drift_json_value *list, int *p, int *ij) {
+/* The recorded count n of a 1-d boolean mask as int64 indices [n]: NONZERO with the count of
+ * the graph's shapes (a dispatch-level trace is specialised to its step); a replayed step
+ * whose mask has another count is an error naming both counts (NONZERO's). */
+static int mask_indices(lctx *c, int mask, int64_t n, int *idx) {
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_NONZERO);
+    s.op.n_in = 1;
+    s.in[0] = mask;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = 2, s.shape[0] = n, s.shape[1] = 1;
+    int rc = al_add_node(c, &s, idx);
+    return rc ? rc : al_emit_view_to(c, *idx, 1, &n, idx);
+}
+
+/* The one index tensor of an index/index_put list, its position p; *is_mask: a boolean mask. */
+static int one_index_m(lctx *c, const drift_json_value *list, int *p, int *ij, int *is_mask) {
+    if (is_mask) *is_mask = 0;
     if (!list || list->type != DRIFT_JSON_ARRAY) return FAIL(c, "indices: expected a list");
     *p = -1;
     for (size_t i = 0; i < list->n_items; i++) {
@@ -675,8 +691,10 @@ static int one_index(lctx *c, const drift_json_value *list, int *p, int *ij) {
         int rc = al_tensor_arg(c, &list->items[i], "indices", ij);
         if (rc) return rc;
         const char *d = al_val_dtype_str(&c->g->nodes[*ij]);
-        if (d && !strcmp(d, "bool"))
-            return FAIL(c, "indexing with a boolean mask (a data-dependent shape) is not supported yet");
+        if (d && !strcmp(d, "bool")) {
+            if (!is_mask) return FAIL(c, "indexing with a boolean mask (a data-dependent shape) is not supported here");
+            *is_mask = 1;
+        }
     }
     if (*p < 0) return FAIL(c, "indices: no index tensor");
     return DRIFT_OK;
@@ -688,13 +706,22 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     int x, p, ij, idx, rc, id;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     const int cplx = c->last_cplx; /* x holds (re, im) pairs in a trailing dim: select over the logical dims */
-    if ((rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij))) return rc;
+    int is_mask;
+    if ((rc = one_index_m(c, al_arg(c, 1, "indices"), &p, &ij, &is_mask))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     const int lnd = xv->ndim - cplx;
     if (p >= lnd) return FAIL(c, "index position %d of a %d-d tensor", p, lnd);
-    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
-    /* negative indices count from the end: idx + size where idx < 0 */
-    {
+    if (is_mask) { /* x[mask], a 1-d mask over dim p: the recorded count is the result's dim p */
+        int nd;
+        int64_t vs[DRIFT_MAX_DIMS];
+        if (c->fx[ij].t.nd != 1 || c->fx[ij].t.size[0] != xv->shape[p])
+            return FAIL(c, "index with a boolean mask: a 1-d mask over one dim of self is supported");
+        if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, vs))) return rc;
+        if (nd != lnd || (rc = al_mat_fx(c, ij, &idx)) || (rc = mask_indices(c, idx, vs[p], &idx))) return rc ? rc : FAIL(c, "index with a boolean mask: 'val' of %d dims", nd);
+    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
+        return rc;
+    }
+    if (!is_mask) { /* negative indices count from the end: idx + size where idx < 0 */
         int zero, neg, wrapped, in[3];
         if ((rc = fill_like(c, idx, 0.0, &zero))) return rc;
         drift_op lt;
@@ -710,8 +737,9 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
         in[0] = neg, in[1] = wrapped, in[2] = idx;
         if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, &idx))) return rc;
     }
-    const aten_view iv = c->fx[ij].t;
+    aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
+    if (is_mask) iv.size[0] = n; /* the selected count, not the mask's length */
     if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;
     if ((rc = select_along(c, x, p, idx, &id))) return rc;
     int64_t sh[DRIFT_MAX_DIMS];
@@ -767,18 +795,59 @@ static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
     return al_set_result(c, id);
 }
 
+/* x[mask] = values where the recorded count is 0 (values empty): nothing is written, and the
+ * replay checks that the mask is still all false (NONZERO of [mask..., true] must find exactly
+ * the one appended element; its index, numel(mask), scaled to the factor 1 that x is
+ * multiplied by, exact for every value). */
+static int mask_put_none(lctx *c, int x, int mask) {
+    int rc, one, cat, nz, g, id, in[2];
+    const int64_t mn = val_of(c, mask)->numel;
+    if ((rc = as_bool(c, mask, &mask)) || (rc = al_emit_view_to(c, mask, 1, &mn, &mask)) || (rc = fill_shape(c, 1, (int64_t[]){1}, DRIFT_BOOL, 0, 1.0, 0, &one)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.dim = 0;
+    in[0] = mask, in[1] = one;
+    if ((rc = emit_fixed(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_BOOL, &cat))) return rc;
+    if ((rc = mask_indices(c, cat, 1, &nz))) return rc;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_ADD;
+    op.scalar = (double)(1 - mn);
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &nz, DRIFT_RULE_PROMOTE, &g))) return rc;
+    if ((rc = al_emit_cast(c, g, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &g))) return rc;
+    in[0] = x, in[1] = g;
+    if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
+}
+
 int al_lower_index_put(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
-    int x, p, ij, idx, vals, rc, flat;
+    int x, p, ij, idx, vals, rc, flat, is_mask, vj;
     int64_t acc;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = one_index(c, al_arg(c, 1, "indices"), &p, &ij)) ||
-        (rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals)) ||
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = one_index_m(c, al_arg(c, 1, "indices"), &p, &ij, &is_mask)) ||
         (rc = al_get_int(c, al_arg(c, 3, "accumulate"), "accumulate", 0, &acc)))
         return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
-    if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
+    if (is_mask) { /* x[mask] = values, a 1-d mask over dim p: the count is the values' (recorded) */
+        const aten_view *mv = &c->fx[ij].t;
+        if (mv->nd != 1 || mv->size[0] != xv->shape[p])
+            return FAIL(c, "index_put with a boolean mask: a 1-d mask over one dim of self is supported (this one has %d dims)", mv->nd);
+        int mask;
+        if ((rc = al_mat_fx(c, ij, &mask))) return rc;
+        vj = al_ref_of(c, al_arg(c, 2, "values"));
+        if (vj >= 0 && c->fx[vj].kind == FX_EMPTY) return mask_put_none(c, x, mask);
+        if ((rc = al_tensor_arg(c, al_arg(c, 2, "values"), "values", &vj))) return rc;
+        const aten_view *vv = &c->fx[vj].t;
+        if (vv->nd != xv->ndim - p)
+            return FAIL(c, "index_put with a boolean mask: values of %d dims (expected %d: [count, dims after the mask])", vv->nd,
+                        xv->ndim - p);
+        if ((rc = mask_indices(c, mask, vv->size[0], &idx))) return rc;
+    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
+        return rc;
+    }
+    if ((rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals))) return rc;
     int64_t n = val_of(c, idx)->numel, st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS], vs[DRIFT_MAX_DIMS];
     contig_strides(xv->ndim, xv->shape, st);
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;
@@ -877,8 +946,51 @@ static int emit_padded(lctx *c, int x, int nd, const int64_t *sh, const int64_t 
     return al_emit(c, DRIFT_OP_SCATTER, &op, 2, in, DRIFT_RULE_LIKE_INPUT0, id);
 }
 
+/* The source index of padded position i (i < 0: before, >= n: after) along a dim of n:
+ * replicate clamps, reflect mirrors without repeating the edge, circular wraps. */
+static int64_t pad_source(int mode, int64_t i, int64_t n) {
+    if (mode == 1) return i < 0 ? 0 : i >= n ? n - 1 : i;
+    if (mode == 2) return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i;
+    return ((i % n) + n) % n;
+}
+
+/* pad modes replicate (1), reflect (2), circular (3): dim by dim (last first, as torch's
+ * pad list runs), each padded position one gathered slice of the current tensor, joined
+ * to it by CONCATs; exact (values are moved, not computed). */
+static int pad_by_copies(lctx *c, int x, int mode, int np, const int64_t *pad, int *id) {
+    int rc;
+    for (int k = 0; k < np / 2; k++) {
+        const drift_value v = *val_of(c, x);
+        const int d = v.ndim - 1 - k;
+        const int64_t n = v.shape[d], lo = pad[2 * k], hi = pad[2 * k + 1];
+        if (lo == 0 && hi == 0) continue;
+        if ((mode == 2 && (lo >= n || hi >= n)) || (mode == 3 && (lo > n || hi > n)))
+            return FAIL(c, "pad: padding %lld, %lld of a dim of %lld is more than the mode allows", (long long)lo, (long long)hi, (long long)n);
+        if (n < 1) return FAIL(c, "pad: a dim of size 0 cannot be padded in this mode");
+        int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
+        contig_strides(v.ndim, v.shape, st);
+        memcpy(sh, v.shape, sizeof(int64_t) * (size_t)v.ndim);
+        sh[d] = 1;
+        int cur = -1;
+        for (int64_t i = -lo; i < n + hi; i++) {
+            int piece;
+            if (i == 0) piece = x, i = n - 1; /* the tensor itself */
+            else if ((rc = al_emit_gather(c, x, v.ndim, sh, st, pad_source(mode, i, n) * st[d], &piece))) return rc;
+            if (cur < 0) { cur = piece; continue; }
+            drift_op op;
+            memset(&op, 0, sizeof op);
+            op.dim = d;
+            int in[2] = {cur, piece};
+            if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &cur))) return rc;
+        }
+        x = cur;
+    }
+    *id = x;
+    return DRIFT_OK;
+}
+
 /* constant_pad_nd(self, pad, value) / pad(self, pad, mode, value): a fill of the padded
- * shape with x scattered into its interior. */
+ * shape with x scattered into its interior; other modes: pad_by_copies. */
 int al_lower_pad(lctx *c, const char *base, const char *target) {
     (void)target;
     int x, rc, np = 0, id;
@@ -893,7 +1005,22 @@ int al_lower_pad(lctx *c, const char *base, const char *target) {
     if (!strcmp(base, "pad")) {
         const char *mode = NULL;
         if ((rc = al_get_str(c, al_arg(c, 2, "mode"), "mode", "constant", &mode))) return rc;
-        if (strcmp(mode, "constant")) return FAIL(c, "pad mode '%s' is not supported yet (constant only)", mode);
+        const int m = !strcmp(mode, "replicate") ? 1 : !strcmp(mode, "reflect") ? 2 : !strcmp(mode, "circular") ? 3 : 0;
+        if (!m && strcmp(mode, "constant"))
+            return FAIL(c, "pad mode '%s': expected constant, replicate, reflect or circular", mode);
+        if (m) {
+            if (np / 2 > val_of(c, x)->ndim) return FAIL(c, "pad of %d dims on a %d-d tensor", np / 2, val_of(c, x)->ndim);
+            for (int k = 0; k < np; k++)
+                if (pad[k] < 0) return FAIL(c, "negative padding (cropping) is not supported yet");
+            if ((rc = pad_by_copies(c, x, m, np, pad, &id))) return rc;
+            if (id == x) { /* nothing padded: still a new tensor (a later in-place write must not reach self) */
+                const drift_value v = *val_of(c, x);
+                int64_t st[DRIFT_MAX_DIMS];
+                contig_strides(v.ndim, v.shape, st);
+                if ((rc = al_emit_gather(c, x, v.ndim, v.shape, st, 0, &id))) return rc;
+            }
+            return al_set_result(c, id);
+        }
         if ((rc = al_get_num(c, al_arg(c, 3, "value"), "value", 0.0, &value))) return rc;
     } else if ((rc = al_get_num(c, al_arg(c, 2, "value"), "value", 0.0, &value))) {
         return rc;
@@ -1062,8 +1189,14 @@ int al_lower_vector_norm(lctx *c, const char *base, const char *target) {
     const drift_json_value *dv = al_arg(c, 2, "dim");
     if (!al_is_none(dv) && (rc = al_get_ints(c, dv, "dim", dims, &n))) return rc;
     if ((rc = al_get_int(c, al_arg(c, 3, "keepdim"), "keepdim", 0, &keep))) return rc;
-    if (!al_is_none(al_arg(c, -1, "dtype"))) return FAIL(c, "linalg_vector_norm with a dtype is not supported yet");
+    int given = 0, is_int = 0;
+    drift_dtype dt = DRIFT_DTYPE_INVALID;
+    const drift_json_value *dtv = al_arg(c, -1, "dtype");
+    if (!al_is_none(dtv) && (rc = al_get_dtype(c, dtv, "dtype", &given, &dt, &is_int))) return rc;
+    if (given && is_int) return FAIL(c, "linalg_vector_norm: 'dtype' must be a floating dtype");
     if ((rc = al_mat_fx(c, j, &x))) return rc;
+    /* dtype=: torch casts the input to it first, then computes in it (Cosmos' learnable_pos_embed) */
+    if (given && (rc = al_emit_cast(c, x, DRIFT_RULE_CAST_TO, dt, -1, &x))) return rc;
     const drift_dtype_rule rule = al_rule_of(target);
     int in[2] = {x, x};
     if ((rc = al_emit(c, DRIFT_OP_MUL, NULL, 2, in, rule, &sq)) || (rc = al_set_result(c, sq))) return rc;
@@ -1132,12 +1265,66 @@ static int permute_letters(lctx *c, int x, const char *have, const char *want, i
     return al_emit_gather(c, x, n, sh, pst, 0, id);
 }
 
-/* einsum("A,B->O", a, b) without ellipsis or repeated letters in one operand: letters in
+/* einsum("A,B->O", a, b) without repeated letters in one operand ('...' becomes letters): letters in
  * both and the output are batch dims, in both and not the output contracted, in one
  * operand and the output free; each operand permuted to [batch, free, contracted], one
  * BMM (the autocast list's: einsum reaches bmm), the result permuted to O. */
+/* An equation with '...' rewritten with letters of its own (capitals the equation does not
+ * use), right-aligned as torch broadcasts them: an operand with fewer ellipsis dims lacks
+ * the leading ones (a letter of the other operand only, which the output keeps). */
+static int einsum_expand_ellipsis(lctx *c, const char *eq, const drift_json_value *ops, char *buf, size_t nbuf) {
+    char fresh[DRIFT_MAX_DIMS];
+    int nf = 0, rc, ne = 0, nd[2];
+    for (char l = 'A'; l <= 'Z' && nf < DRIFT_MAX_DIMS; l++)
+        if (!strchr(eq, l)) fresh[nf++] = l;
+    for (int k = 0; k < 2; k++) {
+        int j;
+        if ((rc = al_tensor_arg(c, &ops->items[k], k ? "tensors[1]" : "tensors[0]", &j))) return rc;
+        nd[k] = c->fx[j].t.nd;
+    }
+    /* pass 1: the ellipsis dims of each operand; the output has the most */
+    const char *arrow = strstr(eq, "->");
+    int ell[2] = {0, 0};
+    for (int k = 0, pos = 0; k < 2; k++) {
+        const char *start = eq + pos, *end = k == 0 ? strchr(eq, ',') : arrow;
+        if (!end) return FAIL(c, "einsum '%s': expected 'A,B->O'", eq);
+        int letters = 0, has = 0;
+        for (const char *q = start; q < end; q++) {
+            if (!strncmp(q, "...", 3)) { has = 1; q += 2; }
+            else letters++;
+        }
+        ell[k] = has ? nd[k] - letters : 0;
+        if (ell[k] < 0) return FAIL(c, "einsum '%s': operand %d has %d dims", eq, k, nd[k]);
+        if (ell[k] > ne) ne = ell[k];
+        pos = (int)(end - eq) + 1;
+    }
+    if (ne > nf) return FAIL(c, "einsum '%s': too many dims", eq);
+    size_t o = 0;
+    int part = 0;
+    for (const char *q = eq; *q; q++) {
+        if (*q == ',') part = 1;
+        else if (*q == '-' && q[1] == '>') part = 2;
+        if (!strncmp(q, "...", 3)) {
+            const int n = part == 2 ? ne : ell[part];
+            for (int i = ne - n; i < ne && o + 1 < nbuf; i++) buf[o++] = fresh[i];
+            q += 2;
+            continue;
+        }
+        if (o + 1 < nbuf) buf[o++] = *q;
+    }
+    buf[o] = 0;
+    return DRIFT_OK;
+}
+
 int al_lower_einsum2(lctx *c, const char *eq) {
     const drift_json_value *ops = al_arg(c, 1, "tensors");
+    char expanded[128];
+    if (strstr(eq, "...")) {
+        int rc;
+        if (strlen(eq) >= sizeof expanded - DRIFT_MAX_DIMS * 3) return FAIL(c, "einsum '%s': too long", eq);
+        if ((rc = einsum_expand_ellipsis(c, eq, ops, expanded, sizeof expanded))) return rc;
+        eq = expanded;
+    }
     char la[DRIFT_MAX_DIMS + 1] = "", lb[DRIFT_MAX_DIMS + 1] = "", lo[DRIFT_MAX_DIMS + 1] = "";
     const char *comma = strchr(eq, ','), *arrow = strstr(eq, "->");
     if (!comma || !arrow || comma > arrow || strchr(eq, '.'))

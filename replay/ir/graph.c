@@ -474,7 +474,9 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
 
     int ndim = 0;
     int64_t shape[DRIFT_MAX_DIMS] = {0};
-    int given = s->ndim > 0;
+    /* STRIDED and VIEW cannot infer a shape, so ndim 0 there is a 0-d result (a captured
+     * graph's scalar: unbind of a 1-d tensor), not "not given" */
+    int given = s->ndim > 0 || op.kind == DRIFT_OP_STRIDED || op.kind == DRIFT_OP_VIEW;
     if (s->ndim < 0 || s->ndim > DRIFT_MAX_DIMS) return fail_node(me, &op, err, "ndim must be in 0..%d", DRIFT_MAX_DIMS);
     if (op.kind == DRIFT_OP_VIEW || op.kind == DRIFT_OP_UNPATCHIFY || op.kind == DRIFT_OP_STRIDED ||
         op.kind == DRIFT_OP_NONZERO || (op.kind == DRIFT_OP_FILL && op.n_in == 0)) {

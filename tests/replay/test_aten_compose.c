@@ -367,6 +367,437 @@ static void test_empty_operands(void **st) {
     drift_aten_graph_free(gr);
 }
 
+/* ---- zoo ops (issue 31's zoo: the first op each model stopped at) ---- */
+
+/* One op of latents x (xnd, xs) -> y (ond, os), the node given as text with its kwargs;
+ * pre: extra nodes (JSON, each ending in ",\n") between x and y. */
+static void run_doc_x(const char *name, const char *pre, const char *target, const char *args, const char *kwargs,
+                      int xnd, const int64_t *xs, const float *x, int ond, const int64_t *os, float *got) {
+    char xshape[96], oshape[96], doc[8192];
+    fmt_shape(xshape, sizeof xshape, xnd, xs);
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "%s"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": %s,\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             xshape, pre, target, args, kwargs, oshape);
+    int64_t n = 1;
+    for (int i = 0; i < ond; i++) n *= os[i];
+    run_both(name, doc, params_with(NULL, 0, NULL, NULL), xnd, xs, x, n, got);
+}
+
+/* The error drift_aten_graph_lower gives for a one-op doc (must name want). */
+static void lower_fails(const char *target, const char *args, const char *kwargs, int xnd, const int64_t *xs, int ond,
+                        const int64_t *os, const char *want) {
+    char xshape[96], oshape[96], doc[4096];
+    fmt_shape(xshape, sizeof xshape, xnd, xs);
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": %s,\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             xshape, target, args, kwargs, oshape);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), "fails.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, want)) fail_msg("message: %s (want '%s')", e.msg, want);
+    drift_aten_graph_free(gr);
+}
+
+/* torch's SDPA math definition for q [H, L, D] (x's heads), k/v heads chosen per query head. */
+static void sdpa_want(const float *x, int H, int L, int D, const int *kh, const int *vh, int causal, double *want) {
+    const double sc = 1.0 / sqrt((double)D);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < L; i++) {
+            double s[16], mx = -INFINITY, den = 0;
+            for (int j = 0; j < L; j++) {
+                double d = 0;
+                for (int t = 0; t < D; t++) d += (double)x[(h * L + i) * D + t] * x[(kh[h] * L + j) * D + t];
+                s[j] = causal && j > i ? -INFINITY : d * sc;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int j = 0; j < L; j++) den += s[j] = exp(s[j] - mx);
+            for (int t = 0; t < D; t++) {
+                double o = 0;
+                for (int j = 0; j < L; j++) o += s[j] / den * x[(vh[h] * L + j) * D + t];
+                want[(h * L + i) * D + t] = o;
+            }
+        }
+}
+
+/* SDPA is_causal (Cosmos3-Omni) and enable_gqa (AceStep, Cosmos3-Omni): q = x [1, 4, 5, 2],
+ * k = x's heads 0..1, v = its heads 2..3 (Hkv = 2: query head h reads kv head h / 2, as
+ * repeat_interleave); causal: key j <= query i (tril, top-left). Against the definition in
+ * fp64 within 1e-6 relative; dropout_p > 0 and is_causal with a mask are refused. */
+static void test_sdpa_causal_gqa(void **st) {
+    (void)st;
+    enum { H = 4, L = 5, D = 2, N = H * L * D };
+    float x[N], got[2 * N];
+    double want[N];
+    uint64_t s = 5;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    static const char KV[] =
+        "  {\"name\": \"k\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"x\"}, 1, 0, 2], \"kwargs\": {},"
+        " \"val\": {\"shape\": [1, 2, 5, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"x\"}, 1, 2, 4], \"kwargs\": {},"
+        " \"val\": {\"shape\": [1, 2, 5, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    const int64_t xs[4] = {1, H, L, D};
+    const int kh[H] = {0, 0, 1, 1}, vh[H] = {2, 2, 3, 3}, same[H] = {0, 1, 2, 3};
+    run_doc_x("sdpa gqa causal", KV, "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, null, 0.0, true]", "{\"enable_gqa\": true}", 4, xs, x, 4, xs,
+              got);
+    sdpa_want(x, H, L, D, kh, vh, 1, want);
+    near("sdpa gqa causal", got, want, N);
+    run_doc_x("sdpa gqa", KV, "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}]", "{\"enable_gqa\": true}", 4, xs, x, 4, xs, got);
+    sdpa_want(x, H, L, D, kh, vh, 0, want);
+    near("sdpa gqa", got, want, N);
+    run_doc_x("sdpa causal", "", "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}]", "{\"is_causal\": true}", 4, xs, x, 4, xs, got);
+    sdpa_want(x, H, L, D, same, same, 1, want);
+    near("sdpa causal", got, want, N);
+    lower_fails("aten.scaled_dot_product_attention.default", "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}, null, 0.1]", "{}",
+                4, xs, 4, xs, "dropout_p 0.1");
+}
+
+/* linalg_vector_norm(dtype=float32) (Cosmos), add/rsub with alpha (Cosmos), einsum with '...'
+ * (Ernie-Image's pos_embed), a 0-d element of unbind (WanVACE's per-layer scales). */
+static void test_norm_alpha_einsum_unbind(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4 };
+    float x[N], got[2 * N * 5];
+    double want[N * 5];
+    uint64_t s = 9;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    const int64_t xs[3] = {2, 3, 4};
+    run_doc_x("vector_norm dtype", "", "aten.linalg_vector_norm.default", "[{\"node\": \"x\"}, 2, [-1], true]",
+              "{\"dtype\": {\"dtype\": \"float32\"}}", 3, xs, x, 3, (int64_t[]){2, 3, 1}, got);
+    for (int r = 0; r < 6; r++) {
+        double a = 0;
+        for (int k = 0; k < 4; k++) a += (double)x[r * 4 + k] * x[r * 4 + k];
+        want[r] = sqrt(a);
+    }
+    near("linalg_vector_norm dtype=", got, want, 6);
+    run_doc_x("add alpha", "", "aten.add.Tensor", "[{\"node\": \"x\"}, {\"node\": \"x\"}]", "{\"alpha\": 0.25}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = 1.25 * x[i];
+    near("add alpha", got, want, N);
+    run_doc_x("add scalar alpha", "", "aten.add.Tensor", "[0.5, {\"node\": \"x\"}]", "{\"alpha\": 2.0}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = 0.5 + 2.0 * x[i];
+    near("add(number, x, alpha)", got, want, N);
+    run_doc_x("rsub alpha", "", "aten.rsub.Scalar", "[{\"node\": \"x\"}, 1.0, 2.0]", "{}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = 1.0 - 2.0 * x[i];
+    near("rsub alpha", got, want, N);
+    /* einsum('...n,d->...nd', x, x[0, 0]) : an outer product per leading index */
+    static const char W[] =
+        "  {\"name\": \"w\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"x\"}, 0, 1], \"kwargs\": {},"
+        " \"val\": {\"shape\": [3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"w1\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"w\"}, 0, 2], \"kwargs\": {},"
+        " \"val\": {\"shape\": [4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    run_doc_x("einsum ellipsis", W, "aten.einsum.default", "[\"...n,d->...nd\", [{\"node\": \"x\"}, {\"node\": \"w1\"}]]", "{}", 3, xs, x,
+              4, (int64_t[]){2, 3, 4, 4}, got);
+    for (int i = 0; i < N; i++)
+        for (int d = 0; d < 4; d++) want[i * 4 + d] = (double)x[i] * x[12 + 8 + d];
+    near("einsum '...n,d->...nd'", got, want, N * 4);
+    /* x * unbind(new_ones(x, [2]))[1] */
+    static const char U[] =
+        "  {\"name\": \"o\", \"op\": \"call_function\", \"target\": \"aten.new_ones.default\", \"args\": [{\"node\": \"x\"}, [2]], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"u\", \"op\": \"call_function\", \"target\": \"aten.unbind.int\", \"args\": [{\"node\": \"o\"}], \"kwargs\": {},"
+        " \"val\": [{\"shape\": [], \"dtype\": \"float32\"}, {\"shape\": [], \"dtype\": \"float32\", \"storage_offset\": 1}], \"module\": \"m\"},\n"
+        "  {\"name\": \"g\", \"op\": \"call_function\", \"target\": \"getitem\", \"args\": [{\"node\": \"u\"}, 1], \"kwargs\": {},"
+        " \"val\": {\"shape\": [], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    run_doc_x("unbind 0-d", U, "aten.mul.Tensor", "[{\"node\": \"x\"}, {\"node\": \"g\"}]", "{}", 3, xs, x, 3, xs, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    near("x * unbind(ones)[1]", got, want, N);
+}
+
+/* pad modes replicate (Helios), reflect and circular: x [2, 3, 4] padded (1, 2) on the last
+ * dim and (2, 1) on the one before; exact (moved values). */
+static void test_pad_modes(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4, M = 2 * 6 * 7 };
+    float x[N], got[2 * M];
+    double want[M];
+    uint64_t s = 13;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    const int64_t xs[3] = {2, 3, 4}, os[3] = {2, 6, 7};
+    static const char *modes[3] = {"replicate", "reflect", "circular"};
+    for (int m = 0; m < 3; m++) {
+        char args[160];
+        snprintf(args, sizeof args, "[{\"node\": \"x\"}, [1, 2, 2, 1], \"%s\"]", modes[m]);
+        run_doc_x(modes[m], "", "aten.pad.default", args, "{}", 3, xs, x, 3, os, got);
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 7; j++) {
+                    int si = i - 2, sj = j - 1; /* torch: F.pad's definition per mode */
+                    if (m == 0) si = si < 0 ? 0 : si > 2 ? 2 : si, sj = sj < 0 ? 0 : sj > 3 ? 3 : sj;
+                    else if (m == 1) si = si < 0 ? -si : si > 2 ? 4 - si : si, sj = sj < 0 ? -sj : sj > 3 ? 6 - sj : sj;
+                    else si = (si + 3) % 3, sj = (sj + 4) % 4;
+                    want[(b * 6 + i) * 7 + j] = x[(b * 3 + si) * 4 + sj];
+                }
+        near(modes[m], got, want, M);
+    }
+    lower_fails("aten.pad.default", "[{\"node\": \"x\"}, [4, 0], \"reflect\"]", "{}", 3, xs, 3, (int64_t[]){2, 3, 8},
+                "more than the mode allows");
+    lower_fails("aten.pad.default", "[{\"node\": \"x\"}, [1, 0], \"wrap\"]", "{}", 3, xs, 3, (int64_t[]){2, 3, 5},
+                "expected constant, replicate, reflect or circular");
+}
+
+/* Complex copy_ into a slice of a complex fill (ZImage's pad_sequence) and complex casts
+ * complex64 -> complex128 -> complex64 (AnyFlow's rope): x [2, 3, 4, 2] as (re, im) pairs. */
+static void test_complex_copy_and_cast(void **st) {
+    (void)st;
+    enum { N = 2 * 3 * 4 * 2, M = 2 * 5 * 4 * 2 };
+    float x[N], got[2 * M];
+    double want[M];
+    uint64_t s = 17;
+    for (int i = 0; i < N; i++) x[i] = small(&s);
+    const int64_t xs[4] = {2, 3, 4, 2};
+    static const char CP[] =
+        "  {\"name\": \"z\", \"op\": \"call_function\", \"target\": \"aten.view_as_complex.default\", \"args\": [{\"node\": \"x\"}], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.full.default\", \"args\": [[2, 5, 4], 0.0], \"kwargs\": {\"dtype\": {\"dtype\": \"complex64\"}},"
+        " \"val\": {\"shape\": [2, 5, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"sl\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"e\"}, 1, 1, 4], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"cp\", \"op\": \"call_function\", \"target\": \"aten.copy_.default\", \"args\": [{\"node\": \"sl\"}, {\"node\": \"z\"}], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n";
+    run_doc_x("complex copy_", CP, "aten.view_as_real.default", "[{\"node\": \"e\"}]", "{}", 4, xs, x, 4, (int64_t[]){2, 5, 4, 2}, got);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 5; i++)
+            for (int k = 0; k < 8; k++) want[(b * 5 + i) * 8 + k] = i >= 1 && i < 4 ? x[(b * 3 + i - 1) * 8 + k] : 0.0;
+    near("complex copy_ into a slice", got, want, M);
+    static const char TO[] =
+        "  {\"name\": \"z\", \"op\": \"call_function\", \"target\": \"aten.view_as_complex.default\", \"args\": [{\"node\": \"x\"}], \"kwargs\": {},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"w\", \"op\": \"call_function\", \"target\": \"aten.to.dtype_layout\", \"args\": [{\"node\": \"z\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"complex128\"}},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex128\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"w2\", \"op\": \"call_function\", \"target\": \"aten.to.dtype_layout\", \"args\": [{\"node\": \"w\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"complex128\"}},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex128\"}, \"module\": \"m\"},\n"
+        "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.to.dtype_layout\", \"args\": [{\"node\": \"w2\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"complex64\"}},"
+        " \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"complex64\"}, \"module\": \"m\"},\n";
+    run_doc_x("complex to", TO, "aten.view_as_real.default", "[{\"node\": \"v\"}]", "{}", 4, xs, x, 4, xs, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    near("complex64 -> complex128 -> complex64", got, want, N);
+    lower_fails("aten.to.dtype", "[{\"node\": \"x\"}, {\"dtype\": \"complex32\"}]", "{}", 4, xs, 4, xs, "dtype complex32");
+}
+
+/* Boolean-mask indexing in a graph whose shapes fix the mask's count (GLM-Image's
+ * dispatch-level trace): x [2, 3, 4], mask = x[0, 0] > t over the last dim. index gives the
+ * selected columns, index_put writes values there, and with a recorded count 0 (values
+ * empty) index_put writes nothing, while a replayed mask with another count is an error. */
+static void mask_doc(char *doc, size_t n, double t, const char *y_target, const char *y_args, int ond, const int64_t *os,
+                     const char *extra) {
+    char oshape[96];
+    fmt_shape(oshape, sizeof oshape, ond, os);
+    snprintf(doc, n,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"r\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"x\"}, 0, 0], \"kwargs\": {}, \"val\": {\"shape\": [3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"r0\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"r\"}, 0, 0], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"mask\", \"op\": \"call_function\", \"target\": \"aten.gt.Scalar\", \"args\": [{\"node\": \"r0\"}, %g], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+             "%s"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             t, extra, y_target, y_args, oshape);
+}
+
+static void test_bool_mask_index(void **st) {
+    (void)st;
+    enum { N = 24 };
+    float x[N], got[2 * N];
+    double want[N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 5.0f; /* x[0, 0] = -5, 2, -2, 5 */
+    const int64_t xs[3] = {2, 3, 4};
+    char doc[8192];
+    /* x[:, :, mask], mask = x[0, 0] > 0 -> columns 1, 3 */
+    mask_doc(doc, sizeof doc, 0.0, "aten.index.Tensor", "[{\"node\": \"x\"}, [null, null, {\"node\": \"mask\"}]]", 3, (int64_t[]){2, 3, 2}, "");
+    run_both("index mask", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, 12, got);
+    for (int r = 0; r < 6; r++) want[r * 2] = x[r * 4 + 1], want[r * 2 + 1] = x[r * 4 + 3];
+    near("x[:, :, mask]", got, want, 12);
+    /* x[:, :, mask] = [0.5, -0.25] */
+    static const char V[] =
+        "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.arange.start_step\", \"args\": [0.5, -1.0, -0.75], \"kwargs\": {\"dtype\": {\"dtype\": \"float32\"}},"
+        " \"val\": {\"shape\": [2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    mask_doc(doc, sizeof doc, 0.0, "aten.index_put.default", "[{\"node\": \"x\"}, [null, null, {\"node\": \"mask\"}], {\"node\": \"v\"}]", 3, xs, V);
+    run_both("index_put mask", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
+    for (int i = 0; i < N; i++) want[i] = i % 4 == 1 ? 0.5 : i % 4 == 3 ? -0.25 : x[i];
+    near("x[:, :, mask] = v", got, want, N);
+    /* a recorded count of 0 (mask = x[0, 0] > 10, values empty): x unchanged */
+    static const char E[] =
+        "  {\"name\": \"e\", \"op\": \"call_function\", \"target\": \"aten.new_zeros.default\", \"args\": [{\"node\": \"x\"}, [0]], \"kwargs\": {},"
+        " \"val\": {\"shape\": [0], \"dtype\": \"float32\"}, \"module\": \"m\"},\n";
+    mask_doc(doc, sizeof doc, 10.0, "aten.index_put.default", "[{\"node\": \"x\"}, [null, null, {\"node\": \"mask\"}], {\"node\": \"e\"}]", 3, xs, E);
+    run_both("index_put mask none", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    near("x[:, :, all false] = empty", got, want, N);
+    /* the same graph on data whose mask selects (x[0, 0] > 10 after x[0, 0, 3] = 11): refused at run time */
+    x[3] = 11.0f;
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL, *as = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc, strlen(doc), "mask.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_OK);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_F32;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    o.side = DRIFT_SIDE_TRAINER;
+    assert_int_equal(drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e), DRIFT_OK);
+    drift_hostset *ps = params_with(NULL, 0, NULL, NULL), *bs = params_with(NULL, 0, NULL, NULL), *is = params_with(NULL, 0, NULL, NULL);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, 3, xs, x, NULL, NULL, &e), 0);
+    drift_backend *be = NULL;
+    assert_int_equal(drift_backend_create("cpu", &be, &e), DRIFT_OK);
+    drift_exec_inputs in = {.params = ps, .buffers = bs, .inputs = is};
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    assert_int_not_equal(drift_exec_run(as, be, &in, &r, &e), DRIFT_OK);
+    if (!strstr(e.msg, "1 non-zero elements where the recording had 0") && !strstr(e.msg, "2 non-zero elements where the recording had 1"))
+        fail_msg("message: %s", e.msg);
+    drift_exec_result_free(&r);
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_plan_free(&plan);
+    drift_aten_graph_free(gr);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+}
+
+/* linalg_qr (WanAnimate's motion encoder) against LAPACK's (numpy.linalg.qr and torch's
+ * CPU give these digits for [[1, 2], [3, 4], [5, 6]]: geqrf + orgqr's signs), within
+ * 1e-6; and on a 6 x 3 matrix: Q^T Q = I, Q R = A, R upper triangular (1e-5). */
+static void qr_run(const float *a, int64_t m, int64_t n, float *q, float *r) {
+    char pre[512];
+    snprintf(pre, sizeof pre,
+             "  {\"name\": \"qr\", \"op\": \"call_function\", \"target\": \"aten.linalg_qr.default\", \"args\": [{\"node\": \"x\"}], \"kwargs\": {},"
+             " \"val\": [{\"shape\": [%lld, %lld], \"dtype\": \"float32\"}, {\"shape\": [%lld, %lld], \"dtype\": \"float32\"}], \"module\": \"m\"},\n",
+             (long long)m, (long long)n, (long long)n, (long long)n);
+    float *got = malloc((size_t)(2 * m * n) * sizeof(float));
+    run_doc_x("qr Q", pre, "getitem", "[{\"node\": \"qr\"}, 0]", "{}", 2, (int64_t[]){m, n}, a, 2, (int64_t[]){m, n}, got);
+    memcpy(q, got, (size_t)(2 * m * n) * sizeof(float)); /* ref then cpu */
+    run_doc_x("qr R", pre, "getitem", "[{\"node\": \"qr\"}, 1]", "{}", 2, (int64_t[]){m, n}, a, 2, (int64_t[]){n, n}, got);
+    memcpy(r, got, (size_t)(2 * n * n) * sizeof(float));
+    free(got);
+}
+
+static void test_linalg_qr(void **st) {
+    (void)st;
+    const float a[6] = {1, 2, 3, 4, 5, 6};
+    float q[12], r[8];
+    qr_run(a, 3, 2, q, r);
+    const double wq[6] = {-0.16903085094570325, 0.89708523179051, -0.50709255283711, 0.27602622516631, -0.84515425472852, -0.34503278145789};
+    const double wr[4] = {-5.9160797830996, -7.4373574416109, 0.0, 0.82807867121082};
+    near("linalg_qr Q (LAPACK)", q, wq, 6);
+    near("linalg_qr R (LAPACK)", r, wr, 4);
+    enum { M = 6, N = 3 };
+    float b[M * N], q2[2 * M * N], r2[2 * N * N];
+    uint64_t s = 23;
+    for (int i = 0; i < M * N; i++) b[i] = small(&s) + (i % (N + 1) == 0 ? 1.0f : 0.0f);
+    qr_run(b, M, N, q2, r2);
+    for (int k = 0; k < 2; k++) {
+        const float *Q = q2 + k * M * N, *R = r2 + k * N * N;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) {
+                double d = 0;
+                for (int t = 0; t < M; t++) d += (double)Q[t * N + i] * Q[t * N + j];
+                if (fabs(d - (i == j)) > 1e-5) fail_msg("Q^T Q [%d, %d] = %g on %s", i, j, d, k ? "cpu" : "ref");
+                if (i > j && R[i * N + j] != 0.0f) fail_msg("R [%d, %d] = %g below the diagonal", i, j, R[i * N + j]);
+            }
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double d = 0;
+                for (int t = 0; t < N; t++) d += (double)Q[i * N + t] * R[t * N + j];
+                if (fabs(d - b[i * N + j]) > 1e-5) fail_msg("(Q R)[%d, %d] = %g, A = %g on %s", i, j, d, b[i * N + j], k ? "cpu" : "ref");
+            }
+    }
+}
+
+/* diag_embed (WanAnimate): [2, 3] onto the diagonal of [2, 3, 3], and offset 1 / -1 ([2, 4, 4]); exact. */
+static void test_diag_embed(void **st) {
+    (void)st;
+    float x[6] = {1, 2, 3, 4, 5, 6}, got[2 * 32];
+    double want[32];
+    run_doc_x("diag_embed", "", "aten.diag_embed.default", "[{\"node\": \"x\"}]", "{}", 2, (int64_t[]){2, 3}, x, 3, (int64_t[]){2, 3, 3}, got);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) want[(b * 3 + i) * 3 + j] = i == j ? x[b * 3 + i] : 0.0;
+    near("diag_embed", got, want, 18);
+    for (int off = -1; off <= 1; off += 2) {
+        char args[96];
+        snprintf(args, sizeof args, "[{\"node\": \"x\"}, %d]", off);
+        run_doc_x("diag_embed offset", "", "aten.diag_embed.default", args, "{}", 2, (int64_t[]){2, 3}, x, 3, (int64_t[]){2, 4, 4}, got);
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) {
+                    const int k = off > 0 ? i : j; /* element index along the diagonal */
+                    want[(b * 4 + i) * 4 + j] = j - i == off ? x[b * 3 + k] : 0.0;
+                }
+        near(off > 0 ? "diag_embed offset 1" : "diag_embed offset -1", got, want, 32);
+    }
+}
+
+/* A transposed 1-d convolution with stride == kernel (AceStep's proj_out):
+ * y[b, o, t k + j] = sum_c x[b, c, t] w[c, o, j] + bias[o]; exact (small dyadic values). */
+static void test_conv_transposed(void **st) {
+    (void)st;
+    enum { B = 2, C = 4, T = 3, O = 5, K = 2 };
+    float x[B * C * T], w[C * O * K], bias[O], got[2 * B * O * T * K];
+    double want[B * O * T * K];
+    uint64_t s = 31;
+    for (int i = 0; i < B * C * T; i++) x[i] = small(&s);
+    for (int i = 0; i < C * O * K; i++) w[i] = small(&s);
+    for (int i = 0; i < O; i++) bias[i] = small(&s);
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"CT\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [4, 5, 2], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"b\", \"op\": \"placeholder\", \"target\": \"b\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [5], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 4, 3], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.convolution.default\", \"args\": [{\"node\": \"x\"}, {\"node\": \"w\"}, {\"node\": \"b\"}, [2], [0], [1], true, [0], 1], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [2, 5, 6], \"dtype\": \"float32\"}, \"module\": \"conv\", \"module_stack\": [\"conv\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"conv.weight\"},\n"
+             "            {\"node\": \"b\", \"kind\": \"parameter\", \"target\": \"conv.bias\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
+    drift_hostset *ps = params_with("conv.weight", 3, (int64_t[]){C, O, K}, w);
+    drift_err e;
+    assert_int_equal(drift_hostset_add(ps, "conv.bias", DRIFT_F32, 1, (int64_t[]){O}, bias, NULL, NULL, &e), 0);
+    run_both("conv_transpose1d", doc, ps, 3, (int64_t[]){B, C, T}, x, B * O * T * K, got);
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < O; o++)
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < K; j++) {
+                    double acc = 0;
+                    for (int c = 0; c < C; c++) acc += (double)x[(b * C + c) * T + t] * w[(c * O + o) * K + j];
+                    want[(b * O + o) * T * K + t * K + j] = acc + bias[o];
+                }
+    near("conv_transpose1d", got, want, B * O * T * K);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -374,6 +805,14 @@ int main(void) {
         cmocka_unit_test(test_pool_and_norm),
         cmocka_unit_test(test_einsum_two),
         cmocka_unit_test(test_empty_operands),
+        cmocka_unit_test(test_sdpa_causal_gqa),
+        cmocka_unit_test(test_norm_alpha_einsum_unbind),
+        cmocka_unit_test(test_pad_modes),
+        cmocka_unit_test(test_complex_copy_and_cast),
+        cmocka_unit_test(test_bool_mask_index),
+        cmocka_unit_test(test_linalg_qr),
+        cmocka_unit_test(test_diag_embed),
+        cmocka_unit_test(test_conv_transposed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
