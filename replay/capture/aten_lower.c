@@ -1744,7 +1744,8 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         if ((rc = al_add_node(c, &s, &id))) return rc;
         return al_set_result(c, id);
     }
-    double value = !strncmp(base, "ones", 4) ? 1.0 : 0.0;
+    /* ones, ones_like and new_ones (whose name does not start with "ones": it filled zeros) */
+    double value = !strncmp(base, "ones", 4) || !strcmp(base, "new_ones") ? 1.0 : 0.0;
     int like = !strcmp(base, "empty_like") || !strcmp(base, "zeros_like") || !strcmp(base, "ones_like") ||
                !strcmp(base, "full_like");
     if (!strcmp(base, "full") || !strcmp(base, "full_like") || !strcmp(base, "new_full") || !strcmp(base, "scalar_tensor")) {
