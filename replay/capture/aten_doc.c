@@ -109,7 +109,30 @@ static int add_op(drift_aten_graph *g, const char *target) {
     return DRIFT_OK;
 }
 
-static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift_err *err) {
+/* A node's "autocast" (the innermost model-code CUDA autocast region it ran in,
+ * docs/aten-graph.md "Nodes"): {"enabled": false} makes the autocast rules of
+ * the node's ops type promotion (torch.autocast(enabled=False): Ideogram4's
+ * RoPE angle matmul in fp32); an enabled region must have the export's own
+ * autocast dtype (a region of another dtype is refused rather than replayed
+ * under the plan's). */
+static int parse_node_autocast(drift_aten_graph *g, int i, const drift_json_value *ac, const char *ambient,
+                               drift_err *err) {
+    if (!ac) return DRIFT_OK;
+    const drift_json_value *en = ac->type == DRIFT_JSON_OBJECT ? drift_json_object_get(ac, "enabled") : NULL;
+    const drift_json_value *dt = ac->type == DRIFT_JSON_OBJECT ? drift_json_object_get(ac, "dtype") : NULL;
+    if (!en || en->type != DRIFT_JSON_BOOL || (dt && dt->type != DRIFT_JSON_STRING && dt->type != DRIFT_JSON_NULL))
+        return aten_node_fail(g, i, err, "'autocast' must be {\"enabled\": true|false, \"dtype\": NAME|null}");
+    g->nodes[i].autocast_off = !en->boolean;
+    if (en->boolean && dt && dt->type == DRIFT_JSON_STRING && (!ambient || strcmp(dt->str, ambient)))
+        return aten_node_fail(g, i, err,
+                              "an autocast region of dtype %s inside an export %s%s is not supported (only "
+                              "regions that disable autocast or keep the export's dtype)",
+                              dt->str, ambient ? "under autocast " : "without autocast", ambient ? ambient : "");
+    return DRIFT_OK;
+}
+
+static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, const char *ambient, drift_err *err) {
+    int arc;
     if (!nodes || nodes->type != DRIFT_JSON_ARRAY || nodes->n_items == 0)
         return doc_fail(g, nodes ? nodes : g->doc, err, "'nodes': expected a non-empty array");
     if (nodes->n_items > DRIFT_ATEN_MAX_NODES) {
@@ -177,6 +200,7 @@ static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift
             if (cls->items[k].type != DRIFT_JSON_STRING)
                 return aten_node_fail(g, i, err, "'module_classes' must be an array of strings");
         n->module_class = cls && cls->n_items ? cls->items[cls->n_items - 1].str : "";
+        if ((arc = parse_node_autocast(g, i, drift_json_object_get(o, "autocast"), ambient, err))) return arc;
         const drift_json_value *md = drift_json_object_get(o, "module");
         if (md && md->type != DRIFT_JSON_STRING) return aten_node_fail(g, i, err, "'module' must be a string");
         if (aten_find(g, n->name) >= 0)
@@ -338,7 +362,11 @@ int drift_aten_graph_parse(const char *text, size_t len, const char *source_name
         rc = doc_fail(g, g->constants, err, "'constants': expected an object");
         goto fail;
     }
-    if ((rc = parse_nodes(g, drift_json_object_get(d, "nodes"), err))) goto fail;
+    const drift_json_value *cap = drift_json_object_get(d, "capture"); /* the export's own autocast dtype */
+    const drift_json_value *amb = cap && cap->type == DRIFT_JSON_OBJECT ? drift_json_object_get(cap, "autocast") : NULL;
+    if ((rc = parse_nodes(g, drift_json_object_get(d, "nodes"), amb && amb->type == DRIFT_JSON_STRING ? amb->str : NULL,
+                          err)))
+        goto fail;
     if ((rc = parse_inputs(g, drift_json_object_get(d, "inputs"), err))) goto fail;
     if ((rc = parse_module_outputs(g, drift_json_object_get(d, "module_outputs"), err))) goto fail;
     if ((rc = parse_device_values(g, drift_json_object_get(d, "device_values"), err))) goto fail;

@@ -15,6 +15,7 @@ typedef struct aten_node {
     const char *module_class;           /* class of the innermost module (module_classes' last), or "" */
     int line, col;
     int input;                          /* placeholders: index into inputs, else -1 */
+    int autocast_off;                   /* in a model-code region with autocast disabled ("autocast": {"enabled": false}) */
 } aten_node;
 
 typedef struct aten_op_count {

@@ -154,6 +154,9 @@ int al_new_root(lctx *c, int id, aten_view *v) {
 
 int al_add_node(lctx *c, drift_node_spec *s, int *id) {
     if (!s->name) s->name = al_cur_node(c)->name;
+    /* autocast disabled by the model code around this node: its autocast-list ops promote */
+    if (al_cur_node(c)->autocast_off && (s->rule == DRIFT_RULE_AUTOCAST_LOWER || s->rule == DRIFT_RULE_AUTOCAST_FP32))
+        s->rule = DRIFT_RULE_PROMOTE;
     drift_err inner;
     drift_err_clear(&inner);
     int rc = drift_graph_add_node(c->out, s, id, &inner);
