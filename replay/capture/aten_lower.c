@@ -216,7 +216,7 @@ static int region_rule(lctx *c, drift_dtype_rule *rule) {
 
 int al_add_node(lctx *c, drift_node_spec *s, int *id) {
     if (!s->name) s->name = al_cur_node(c)->name;
-    int rrc = region_rule(c, &s->rule);
+    int rrc = region_rule(c, &s->rule); /* the model code's own autocast region (Ideogram4's RoPE: disabled) */
     if (rrc) return rrc;
     drift_err inner;
     drift_err_clear(&inner);
@@ -1944,7 +1944,8 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         if ((rc = al_add_node(c, &s, &id))) return rc;
         return al_set_result(c, id);
     }
-    double value = !strncmp(base, "ones", 4) || !strcmp(base, "new_ones") ? 1.0 : 0.0; /* new_ones too (was 0: WanVACE's scales) */
+    /* ones, ones_like and new_ones (whose name does not start with "ones": it filled zeros) */
+    double value = !strncmp(base, "ones", 4) || !strcmp(base, "new_ones") ? 1.0 : 0.0;
     int like = !strcmp(base, "empty_like") || !strcmp(base, "zeros_like") || !strcmp(base, "ones_like") ||
                !strcmp(base, "full_like");
     if (!strcmp(base, "full") || !strcmp(base, "full_like") || !strcmp(base, "new_full") || !strcmp(base, "scalar_tensor")) {
