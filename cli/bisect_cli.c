@@ -29,10 +29,12 @@ typedef struct stream_ctx {
 static void on_probe(const drift_bisect_probe *p, void *user) {
     stream_ctx *c = user;
     char line[512], m[32];
-    snprintf(line, sizeof line, "probe %ld (round %d): %zu of %zu difference%s applied -> %s (%s %s, %.2f s)", p->seq,
+    char reuse[48] = "";
+    if (p->prefix_skipped > 0) snprintf(reuse, sizeof reuse, ", %.0f%% of the forward reused", 100.0 * p->prefix_skipped);
+    snprintf(line, sizeof line, "probe %ld (round %d): %zu of %zu difference%s applied -> %s (%s %s, %.2f s%s)", p->seq,
              p->round, p->n_applied, p->n_diffs, p->n_diffs == 1 ? "" : "s",
              p->fails < 0 ? "error" : p->fails ? "drifts" : "as good", c->metric, drift_report_num(p->metric, m, sizeof m),
-             p->seconds);
+             p->seconds, reuse);
     drift_cli_progress_line(c->prog, line);
 }
 

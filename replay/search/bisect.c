@@ -524,7 +524,8 @@ static const drift_exec_snapshot *prefix_for(const session *s, const int kfirst[
 }
 
 static int run_plan_all(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
-                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, int prefix, drift_err *err) {
+                        drift_site_metrics *all, drift_exec_site_fn site0, void *site0_user, int prefix, double *skipped_frac,
+                        drift_err *err) {
     drift_forward *f = NULL;
     int rc = drift_forward_prepare(s->m, plan, DRIFT_SIDE_TRAINER, s->handed, &f, err);
     if (rc) return rc;
@@ -599,6 +600,7 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
     drift_exec_cache_free(cache);
     drift_forward_free(f);
     if (rc) return rc;
+    if (skipped_frac) *skipped_frac = live > 0 ? (double)skipped / (double)live : 0.0;
     pthread_mutex_lock(&s->log_mu);
     s->replays++;
     if (prefix == PREFIX_RESUME) {
@@ -621,8 +623,9 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
 }
 
 static int run_plan(session *s, const drift_plan *plan, int slot, float **ref, float **outs, int nudge, double *metric,
+                    double *skipped_frac,
                     drift_err *err) {
-    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, PREFIX_RESUME, err);
+    return run_plan_all(s, plan, slot, ref, outs, nudge, metric, NULL, NULL, NULL, PREFIX_RESUME, skipped_frac, err);
 }
 
 static double mono_s(void) {
@@ -663,7 +666,8 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
     int rc = drift_bisect_apply(s->o->good, s->o->bad, &s->m->table, s->diffs, n, mask, &p, err);
     if (rc) return rc;
     double metric = 0;
-    rc = run_plan(s, &p, slot, s->ref, NULL, 0, &metric, err);
+    double skipped = 0;
+    rc = run_plan(s, &p, slot, s->ref, NULL, 0, &metric, &skipped, err);
     drift_plan_free(&p);
     if (!rc) *fails = metric > s->threshold || isnan(metric);
     double secs = mono_s() - t;
@@ -682,7 +686,7 @@ static int probe(const unsigned char *mask, size_t n, int slot, void *user, int 
     }
     if (s->o->on_probe) {
         drift_bisect_probe ev = {.seq = id, .round = s->round, .n_diffs = s->remaining, .fails = rc ? -1 : *fails, .metric = metric,
-                                 .seconds = secs, .device = s->slot_dev[slot]};
+                                 .seconds = secs, .device = s->slot_dev[slot], .prefix_skipped = skipped};
         for (size_t i = 0; i < n; i++) ev.n_applied += mask[i] != 0;
         pthread_mutex_lock(&s->log_mu);
         s->o->on_probe(&ev, s->o->event_user);
@@ -870,7 +874,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     s.phase = "reference replays (good, noise floor, bad): step";
     s.phase_total = 3 * (long)s.n_steps;
     if ((rc = prefix_setup(&s, o, err))) goto done;
-    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, PREFIX_CAPTURE_GOOD, err))) {
+    if ((rc = run_plan_all(&s, o->good, 0, s.ref, good_out, 0, &good_vs_ref, NULL, cache_site, s.good0, PREFIX_CAPTURE_GOOD, NULL, err))) {
         drift_err_prefix(err, "good plan");
         goto done;
     }
@@ -879,14 +883,14 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         good_vs_ref = 0;
     }
     float **base = o->ref == DRIFT_BISECT_REF_GOOD ? s.ref : good_out;
-    if ((rc = run_plan(&s, o->good, 0, base, NULL, 1, &floor_metric, err))) goto done;
+    if ((rc = run_plan(&s, o->good, 0, base, NULL, 1, &floor_metric, NULL, err))) goto done;
     /* the bad plan's first divergent site, from the same replay: with one
      * difference it is the culprit's */
     char bad_first[256] = "";
     firstdiff_ctx bc;
     memset(&bc, 0, sizeof bc);
     bc.good = s.good0;
-    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, PREFIX_CAPTURE_BAD, err);
+    rc = run_plan_all(&s, o->bad, 0, s.ref, NULL, 0, &bad_metric, NULL, diff_site, &bc, PREFIX_CAPTURE_BAD, NULL, err);
     if (!rc && bc.first) snprintf(bad_first, sizeof bad_first, "%s", bc.first);
     free(bc.first);
     free(bc.buf);
@@ -1002,14 +1006,14 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         mask[e->diff] = 1;
         drift_plan p;
         if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &p, err))) goto done;
-        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &e->metric, err);
+        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &e->metric, NULL, err);
         if (!rc) rc = first_divergent(&s, &p, e->first_divergent, sizeof e->first_divergent, err);
         drift_plan_free(&p);
         if (rc) goto done;
         memset(mask, 1, nd);
         mask[e->diff] = 0;
         if ((rc = drift_bisect_apply(o->good, o->bad, &s.m->table, diffs, nd, mask, &p, err))) goto done;
-        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &e->metric_without, err);
+        rc = run_plan(&s, &p, 0, s.ref, NULL, 0, &e->metric_without, NULL, err);
         drift_plan_free(&p);
         if (rc) goto done;
         e->floor_units = drift_metrics_floor_ratio(e->metric, floor_metric);
@@ -1047,14 +1051,14 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
                 res->fix_metric = good_vs_ref;
                 memset(&fm, 0, sizeof fm);
                 if (o->ref != DRIFT_BISECT_REF_GOOD &&
-                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, err)))
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, NULL, err)))
                     break;
                 fm = gm;
             } else {
-                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, PREFIX_RESUME, err)))
+                if ((rc = run_plan_all(&s, &res->fix_plan, 0, s.ref, NULL, 0, &res->fix_metric, &fm, NULL, NULL, PREFIX_RESUME, NULL, err)))
                     break;
                 if (o->ref != DRIFT_BISECT_REF_GOOD &&
-                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, err)))
+                    (rc = run_plan_all(&s, o->good, 0, s.ref, NULL, 0, &good_vs_ref, &gm, NULL, NULL, PREFIX_RESUME, NULL, err)))
                     break;
             }
             res->fix_output_mean_abs_diff = fm.mean_abs_diff;

@@ -69,6 +69,7 @@ typedef struct drift_bisect_probe {
     double metric;               /* the probe's metric vs the reference */
     double seconds;
     const char *device;          /* the slot's backend */
+    double prefix_skipped;       /* fraction of the probe's forward (graph values, all steps) not run: prefix reuse */
 } drift_bisect_probe;
 
 struct drift_bisect_result;

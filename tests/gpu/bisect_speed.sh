@@ -14,7 +14,8 @@
 #            probes, 48 s, 16 one-member sets).
 #   one      the same trace, one pattern difference (*.norm2.*): target
 #            <= 3x one replay (drift replay of the bad plan).
-# It also runs the bitwise question (--threshold 0, the old default
+# It also runs the same bisection with --no-prefix-cache (every probe from the
+# inputs: the same answer is checked, the time reported), and the bitwise question (--threshold 0, the old default
 # threshold) with the same binary, and OLD_BUILD's drift (a build of main
 # before issue 35) when OLD_BUILD is set, for the old time and probes.
 # Prints PASS/FAIL lines and a RESULT table; logs and JSON under $OUT/bisect_speed.
@@ -98,6 +99,9 @@ NSETS=$(jget "$W/new.out" 'len(d["culprit_sets"])')
 NHARM=$(jget "$W/new.out" 'len(d["harmless"] or [])')
 BYPAT=$(jget "$W/new.out" '"; ".join("%s: %d culprits, %s harmless of %d" % (p["pattern"], len(p["culprits"]), p["harmless"], p["differences"]) for p in d["patterns"])')
 out "new: $NDIFF differences, $NPROBES probes, $NREPLAYS replays, $NSETS culprit sets, $NHARM harmless; by pattern: $BYPAT"
+# prefix reuse (the good and bad replays' activations at each difference's first node)
+PFX=$(jget "$W/new.out" '"%d of %d replays reused, %.1f%% skipped, %.1f MiB" % (d["prefix_cache"]["reused"], d["prefix_cache"]["replays"], 100 * d["prefix_cache"]["skipped_fraction"], d["prefix_cache"]["bytes"] / 1048576)')
+out "prefix reuse: $PFX"
 if [ "$MODE" = param25 ]; then
   check "25 parameter differences (got $NDIFF)" "[ '$NDIFF' = 25 ]"
   check "bisect of 25 parameter differences < 20 s (got $NEW s)" "le $NEW 19.999"
@@ -105,6 +109,13 @@ else
   check "one difference, no probe (got $NDIFF differences, $NPROBES probes)" "[ '$NDIFF' = 1 ] && [ '$NPROBES' = 0 ]"
   check "one difference <= 3x one replay ($NEW s vs $REPLAY s)" "le $NEW $(awk -v r="$REPLAY" 'BEGIN { print 3 * r }')"
 fi
+
+# the same bisection replaying every probe from the inputs: the same answer, bit for bit
+bisect noprefix "$D" --no-prefix-cache
+NOPFX=$SECS
+out "--no-prefix-cache: exit $RC, $NOPFX s"
+SAME=$(jget "$W/noprefix.out" '[d[k] for k in ("culprit_sets", "harmless", "differences", "good_metric", "bad_metric", "noise_floor")] == [json.load(open("'"$W/new.out"'"))[k] for k in ("culprit_sets", "harmless", "differences", "good_metric", "bad_metric", "noise_floor")]')
+check "--no-prefix-cache gives the same answer (culprits, effects, metrics: $SAME)" "[ '$SAME' = True ]"
 
 # the bitwise question (the old default threshold), same binary
 bisect bitwise "$D" --threshold 0
@@ -119,6 +130,6 @@ if [ -n "${OLD_BUILD:-}" ]; then
   OLDP=$(jget "$W/old.out" 'd["probes"]'); OLDS=$(jget "$W/old.out" 'len(d["culprit_sets"])')
   out "old ($OLD_BUILD): exit $RC, $OLD s, $OLDP probes, $OLDS culprit sets"
 fi
-out "RESULT mode=$MODE device=$DEVICE replay=${REPLAY}s new=${NEW}s probes=$NPROBES replays=$NREPLAYS sets=$NSETS harmless=$NHARM bitwise=${BIT}s old=${OLD}s old_probes=$OLDP old_sets=$OLDS"
+out "RESULT mode=$MODE device=$DEVICE replay=${REPLAY}s new=${NEW}s probes=$NPROBES replays=$NREPLAYS sets=$NSETS harmless=$NHARM no_prefix_cache=${NOPFX}s prefix=\"$PFX\" bitwise=${BIT}s old=${OLD}s old_probes=$OLDP old_sets=$OLDS"
 [ "${KEEP:-0}" = 1 ] || rm -f "$TR" "${TR%.h5}.rollout.h5"
 [ $FAILS -eq 0 ]

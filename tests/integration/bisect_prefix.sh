@@ -32,6 +32,8 @@ grep -Eq '^prefix reuse: [1-9][0-9]* of [0-9]+ probe replays started past the in
   || fail "no prefix reuse line: $(tail -2 "$W/on.txt")"
 "$D" bisect "$W/t.h5" "${ARGS[@]}" --no-prefix-cache >"$W/off.txt" 2>/dev/null || fail "bisect text off"
 grep -q '^prefix reuse' "$W/off.txt" && fail "prefix reuse line with --no-prefix-cache"
+"$D" bisect "$W/t.h5" "${ARGS[@]}" 2>"$W/stream.txt" >/dev/null || fail "bisect stream"
+grep -Eq "^probe [0-9]+ .*, [0-9]+% of the forward reused\)" "$W/stream.txt" || fail "no reuse share on the probe lines: $(head -3 "$W/stream.txt")"
 
 for bad in 0 -3 12x; do
   "$D" bisect "$W/t.h5" "${ARGS[@]}" --prefix-cache-mb "$bad" >/dev/null 2>"$W/err.txt"; rc=$?
