@@ -798,6 +798,51 @@ static void test_conv_transposed(void **st) {
     near("conv_transpose1d", got, want, B * O * T * K);
 }
 
+/* Under bf16 autocast an einsum with a contracted letter is a bmm (bf16) while one without
+ * (an outer product: Helios' rope 'd,bthw->dbthw') is torch's plain multiply and stays in
+ * the operands' fp32: the assigned output dtype of each. */
+static drift_dtype einsum_out_dtype(const char *eq, const char *ws, const char *os) {
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"E\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [3], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.einsum.default\", \"args\": [\"%s\", [{\"node\": \"x\"}, {\"node\": \"w\"}]], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"buffer\", \"target\": \"x\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             ws, eq, os);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL, *as = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), eq, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e)) fail_msg("%s: %s", eq, e.msg);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_BF16;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    o.side = DRIFT_SIDE_TRAINER;
+    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("assign: %s", e.msg);
+    /* the output view's input: the einsum's last node */
+    const drift_value *out = drift_graph_value(as, drift_graph_output(as));
+    const drift_dtype dt = out->dtype;
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_plan_free(&plan);
+    drift_aten_graph_free(gr);
+    return dt;
+}
+
+static void test_einsum_autocast(void **st) {
+    (void)st;
+    assert_int_equal(einsum_out_dtype("d,j->dj", "[4]", "[3, 4]"), DRIFT_F32);
+    assert_int_equal(einsum_out_dtype("d,dj->j", "[3, 4]", "[4]"), DRIFT_BF16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -813,6 +858,7 @@ int main(void) {
         cmocka_unit_test(test_linalg_qr),
         cmocka_unit_test(test_diag_embed),
         cmocka_unit_test(test_conv_transposed),
+        cmocka_unit_test(test_einsum_autocast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
