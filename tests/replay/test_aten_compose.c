@@ -470,6 +470,22 @@ static void test_sdpa_causal_gqa(void **st) {
               "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}]", "{\"is_causal\": true}", 4, xs, x, 4, xs, got);
     sdpa_want(x, H, L, D, same, same, 1, want);
     near("sdpa causal", got, want, N);
+    /* enable_gqa with a boolean mask (AceStep): torch's math backend; the mask tril, so the causal values */
+    char kvm[2048];
+    snprintf(kvm, sizeof kvm, "%s%s", KV,
+             "  {\"name\": \"a\", \"op\": \"call_function\", \"target\": \"aten.arange.default\", \"args\": [5], \"kwargs\": {\"dtype\": {\"dtype\": \"int64\"}},"
+             " \"val\": {\"shape\": [5], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"r\", \"op\": \"call_function\", \"target\": \"aten.unsqueeze.default\", \"args\": [{\"node\": \"a\"}, 1], \"kwargs\": {},"
+             " \"val\": {\"shape\": [5, 1], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"cc\", \"op\": \"call_function\", \"target\": \"aten.unsqueeze.default\", \"args\": [{\"node\": \"a\"}, 0], \"kwargs\": {},"
+             " \"val\": {\"shape\": [1, 5], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"msk\", \"op\": \"call_function\", \"target\": \"aten.ge.Tensor\", \"args\": [{\"node\": \"r\"}, {\"node\": \"cc\"}], \"kwargs\": {},"
+             " \"val\": {\"shape\": [5, 5], \"dtype\": \"bool\"}, \"module\": \"m\"},\n");
+    run_doc_x("sdpa gqa mask", kvm, "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"msk\"}]", "{\"enable_gqa\": true}", 4, xs, x, 4,
+              xs, got);
+    sdpa_want(x, H, L, D, kh, vh, 1, want);
+    near("sdpa gqa with a mask", got, want, N);
     lower_fails("aten.scaled_dot_product_attention.default", "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}, null, 0.1]", "{}",
                 4, xs, 4, xs, "dropout_p 0.1");
 }
