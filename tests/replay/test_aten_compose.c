@@ -8,7 +8,11 @@
  *    dims that are not adjacent (Cosmos): within 1e-6 relative (a mean and a
  *    square root round);
  *  - einsum of two operands (Ernie-Image) as permutes + one BMM: exact;
- *  - empty tensors (Bria): skipped by a cat, refused where their values are needed. */
+ *  - empty tensors (Bria): skipped by a cat, refused where their values are needed;
+ *  - the zoo's first stops (below "zoo ops"): SDPA is_causal / enable_gqa, vector_norm
+ *    dtype=, add/rsub alpha, einsum '...', 0-d unbind, pad modes, complex copy_ and casts,
+ *    boolean-mask index / index_put, linalg_qr, diag_embed, transposed conv, einsum's
+ *    autocast dtype. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
