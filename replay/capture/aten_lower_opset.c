@@ -1377,7 +1377,10 @@ int al_lower_einsum2(lctx *c, const char *eq) {
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
     int in[2] = {a, b};
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y))) return rc;
+    /* no contracted letter: torch's einsum multiplies (sumproduct_pair without sum dims), no bmm,
+     * so autocast leaves it in the operands' dtype (Helios' rope 'd,bthw->dbthw' stays fp32);
+     * a BMM over K = 1 gives the product's one rounding */
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in, ncon ? DRIFT_RULE_AUTOCAST_LOWER : DRIFT_RULE_PROMOTE, &y))) return rc;
     /* [batch, fa, fb] -> the output's letter order */
     char have[DRIFT_MAX_DIMS * 3 + 1];
     int64_t hs[DRIFT_MAX_DIMS], os[DRIFT_MAX_DIMS];

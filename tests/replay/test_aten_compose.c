@@ -8,7 +8,11 @@
  *    dims that are not adjacent (Cosmos): within 1e-6 relative (a mean and a
  *    square root round);
  *  - einsum of two operands (Ernie-Image) as permutes + one BMM: exact;
- *  - empty tensors (Bria): skipped by a cat, refused where their values are needed. */
+ *  - empty tensors (Bria): skipped by a cat, refused where their values are needed;
+ *  - the zoo's first stops (below "zoo ops"): SDPA is_causal / enable_gqa, vector_norm
+ *    dtype=, add/rsub alpha, einsum '...', 0-d unbind, pad modes, complex copy_ and casts,
+ *    boolean-mask index / index_put, linalg_qr, diag_embed, transposed conv, einsum's
+ *    autocast dtype. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -470,6 +474,22 @@ static void test_sdpa_causal_gqa(void **st) {
               "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}]", "{\"is_causal\": true}", 4, xs, x, 4, xs, got);
     sdpa_want(x, H, L, D, same, same, 1, want);
     near("sdpa causal", got, want, N);
+    /* enable_gqa with a boolean mask (AceStep): torch's math backend; the mask tril, so the causal values */
+    char kvm[2048];
+    snprintf(kvm, sizeof kvm, "%s%s", KV,
+             "  {\"name\": \"a\", \"op\": \"call_function\", \"target\": \"aten.arange.default\", \"args\": [5], \"kwargs\": {\"dtype\": {\"dtype\": \"int64\"}},"
+             " \"val\": {\"shape\": [5], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"r\", \"op\": \"call_function\", \"target\": \"aten.unsqueeze.default\", \"args\": [{\"node\": \"a\"}, 1], \"kwargs\": {},"
+             " \"val\": {\"shape\": [5, 1], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"cc\", \"op\": \"call_function\", \"target\": \"aten.unsqueeze.default\", \"args\": [{\"node\": \"a\"}, 0], \"kwargs\": {},"
+             " \"val\": {\"shape\": [1, 5], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"msk\", \"op\": \"call_function\", \"target\": \"aten.ge.Tensor\", \"args\": [{\"node\": \"r\"}, {\"node\": \"cc\"}], \"kwargs\": {},"
+             " \"val\": {\"shape\": [5, 5], \"dtype\": \"bool\"}, \"module\": \"m\"},\n");
+    run_doc_x("sdpa gqa mask", kvm, "aten.scaled_dot_product_attention.default",
+              "[{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"msk\"}]", "{\"enable_gqa\": true}", 4, xs, x, 4,
+              xs, got);
+    sdpa_want(x, H, L, D, kh, vh, 1, want);
+    near("sdpa gqa with a mask", got, want, N);
     lower_fails("aten.scaled_dot_product_attention.default", "[{\"node\": \"x\"}, {\"node\": \"x\"}, {\"node\": \"x\"}, null, 0.1]", "{}",
                 4, xs, 4, xs, "dropout_p 0.1");
 }
@@ -798,6 +818,51 @@ static void test_conv_transposed(void **st) {
     near("conv_transpose1d", got, want, B * O * T * K);
 }
 
+/* Under bf16 autocast an einsum with a contracted letter is a bmm (bf16) while one without
+ * (an outer product: Helios' rope 'd,bthw->dbthw') is torch's plain multiply and stays in
+ * the operands' fp32: the assigned output dtype of each. */
+static drift_dtype einsum_out_dtype(const char *eq, const char *ws, const char *os) {
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"E\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [3], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.einsum.default\", \"args\": [\"%s\", [{\"node\": \"x\"}, {\"node\": \"w\"}]], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"buffer\", \"target\": \"x\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             ws, eq, os);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL, *as = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), eq, &gr, &e) || drift_aten_graph_lower(gr, &sem, &e)) fail_msg("%s: %s", eq, e.msg);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_BF16;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    o.side = DRIFT_SIDE_TRAINER;
+    if (drift_assign_dtypes(sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("assign: %s", e.msg);
+    /* the output view's input: the einsum's last node */
+    const drift_value *out = drift_graph_value(as, drift_graph_output(as));
+    const drift_dtype dt = out->dtype;
+    drift_graph_free(as);
+    drift_graph_free(sem);
+    drift_plan_free(&plan);
+    drift_aten_graph_free(gr);
+    return dt;
+}
+
+static void test_einsum_autocast(void **st) {
+    (void)st;
+    assert_int_equal(einsum_out_dtype("d,j->dj", "[4]", "[3, 4]"), DRIFT_F32);
+    assert_int_equal(einsum_out_dtype("d,dj->j", "[3, 4]", "[4]"), DRIFT_BF16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_cases),
@@ -813,6 +878,7 @@ int main(void) {
         cmocka_unit_test(test_linalg_qr),
         cmocka_unit_test(test_diag_embed),
         cmocka_unit_test(test_conv_transposed),
+        cmocka_unit_test(test_einsum_autocast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
