@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A zoo trace of diffusers' Chroma (tests/data/graphs/recorded_bf16/README.md):
+# A zoo trace of diffusers' Chroma (tests/data/graphs/recorded/zoo, tests/gpu/zoo.py on the H200):
 # `drift replay --device cpu --ref trainer` under the recorded plan is bitwise
 # equal to torch's bf16 recording at every recorded site, both steps. It was
 # not while the importer read rms_norm's eps=None as finfo(bf16).eps.
@@ -7,8 +7,8 @@ set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/captured_zoo_chroma"; rm -rf "$W"; mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }
-R="$T/graphs/recorded_bf16"
-"$D" replay "$R/chroma_trainer.h5" --plan "$R/chroma_trainer_plan.json" --ref trainer --device cpu --json >"$W/replay.json" \
+R="$T/graphs/recorded/zoo"
+"$D" replay "$R/ChromaTransformer2DModel.h5" --ref trainer --device cpu --json >"$W/replay.json" \
   2>"$W/replay.err" || fail "replay exit $? ($(tail -1 "$W/replay.err"))"
 "$PY" - "$W/replay.json" <<'PY' || fail "replay of the Chroma trace"
 import json, sys
