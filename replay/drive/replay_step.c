@@ -440,6 +440,24 @@ static double rmse_of(const float *a, const float *b, int64_t n) {
     return n ? sqrt(s / (double)n) : NAN;
 }
 
+/* The noise floor of a model without a latents input (Cosmos3-Omni's noisy input is
+ * vision_tokens, a user input of role "other"): the first per-step user input holding a
+ * non-integer value (never ids, indices or masks, whose values are integers) gets the
+ * latents' nudge, one element by one ULP of the forward dtype; none: no nudge (floor 0). */
+static void nudge_other_input(const drift_replay_shared *s, drift_hostset *in) {
+    for (size_t i = 0; i < drift_hostset_count(in); i++) {
+        drift_host_tensor *t = (drift_host_tensor *)drift_hostset_at(in, i); /* the set is this step's own */
+        if (strncmp(t->name, "input:", 6) || t->numel <= 0 || !t->f32) continue;
+        int frac = 0;
+        for (int64_t e = 0; e < t->numel && !frac; e++) frac = t->f32[e] != floorf(t->f32[e]);
+        if (!frac) continue;
+        float *x = t->f32 + t->numel / 2;
+        drift_metrics_nudge_ulp_f32(x, 1, drift_assign_forward_dtype(s->o->plan, s->o->side), 1.0, 12345);
+        if (t->f64) t->f64[t->numel / 2] = (double)*x;
+        return;
+    }
+}
+
 int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, int64_t k, drift_replay_step_partial *st, drift_err *err) {
     const drift_replay_opts *o = s->o;
     drift_replay_step_partial_reset(s, st);
@@ -470,6 +488,7 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
     }
     /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
     if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;
+    if (o->nudge_latents && !model_takes_input(s->m, DRIFT_INPUT_LATENTS)) nudge_other_input(s, in);
     if (w->prof) pt1 = rs_now();
     if (w->fo) {
         drift_site_cache_clear(w->oracle);
