@@ -488,7 +488,7 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
     }
     /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
     if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;
-    if (o->nudge_latents && !model_takes_input(s->m, DRIFT_INPUT_LATENTS)) nudge_other_input(s, in);
+    if (o->nudge_latents && !drift_capture_model_takes_input(s->m, DRIFT_INPUT_LATENTS)) nudge_other_input(s, in);
     if (w->prof) pt1 = rs_now();
     if (w->fo) {
         drift_site_cache_clear(w->oracle);
