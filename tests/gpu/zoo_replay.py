@@ -107,13 +107,13 @@ def main():
     tags = sorted(set(rows) | {d for d in os.listdir(a.rec) if os.path.isdir(os.path.join(a.rec, d))})
     table = []
     n = {"models": 0, "captured": 0, "replays_cuda": 0, "bitwise_cuda": 0, "cpu_floor": 0, "replays_cpu": 0,
-         "bisect_names_island": 0}
+         "bisect_names_island": 0, "cpu_torch_floor_2x": 0}
     for tag in tags:
         n["models"] += 1
         r = rows.get(tag, {})
         tr = os.path.join(a.rec, tag, "trainer.h5")
         row = {"model": tag, "captured": r.get("mode") if r.get("captured") else "no",
-               "cuda": "", "bitwise": "", "cpu": "", "bisect": "", "reason": ""}
+               "cuda": "", "bitwise": "", "cpu": "", "cpu_torch_floor": "", "bisect": "", "reason": ""}
         if r.get("captured"):
             n["captured"] += 1
         if not os.path.exists(tr):
@@ -173,22 +173,36 @@ def main():
             xf = s2.get("x_floor")
             row["cpu"] = ("within 2x floor" if ok else "over 2x floor") + " (%s x floor, mean |d| %.3g)" % (
                 "%.2f" % xf if isinstance(xf, (int, float)) else "?", s2.get("mean_abs_diff", 0))
+            # the criterion: torch's own noise floor (zoo.py: the middle latent moved by one
+            # bf16 ULP, the mean |d| of torch's output over the steps)
+            tf = [x for x in (r.get("torch_floor") or []) if isinstance(x, (int, float))]
+            tfm = sum(tf) / len(tf) if tf else 0.0
+            md = s2.get("mean_abs_diff", 0) or 0.0
+            if tfm > 0:
+                u = md / tfm
+                row["cpu_torch_floor"] = "%.2f" % u
+                n["cpu_torch_floor_2x"] += u <= 2
+            elif md == 0:
+                row["cpu_torch_floor"] = "0 (bitwise)"
+                n["cpu_torch_floor_2x"] += 1
+            else:
+                row["cpu_torch_floor"] = "torch's floor is 0"
         if row["cpu"] != "no" and os.path.exists(os.path.join(a.rec, tag, "trainer_plan.json")):
             row["bisect"] = bisect_island(a, env, tag, "cuda" if "cuda" in a.devices.split(",") else "cpu")
             n["bisect_names_island"] += row["bisect"].startswith("names the island")
         table.append(row)
         print("ZOO_REPLAY " + json.dumps(row), flush=True)
     with open(os.path.join(a.out, "zoo_table.md"), "w") as f:
-        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu in noise-floor units | bisect (island "
-                "fp32 -> bf16) | reason |\n")
-        f.write("|---|---|---|---|---|---|---|\n")
+        f.write("| model | captured | replays on cuda | bitwise on cuda | cpu in drift's noise-floor units | cpu "
+                "in torch's noise-floor units | bisect (island fp32 -> bf16) | reason |\n")
+        f.write("|---|---|---|---|---|---|---|---|\n")
         for row in table:
-            f.write("| %s | %s | %s | %s | %s | %s | %s |\n" % (row["model"], row["captured"], row["cuda"],
-                                                               row["bitwise"], row["cpu"], row["bisect"],
-                                                               row["reason"].replace("|", "/")))
+            f.write("| %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
+                row["model"], row["captured"], row["cuda"], row["bitwise"], row["cpu"], row["cpu_torch_floor"],
+                row["bisect"], row["reason"].replace("|", "/")))
     print("zoo: %(models)d models, %(captured)d captured, %(replays_cuda)d replay on cuda, %(bitwise_cuda)d bitwise "
-          "on cuda, %(replays_cpu)d replay on cpu, %(cpu_floor)d within 2x the floor on cpu, bisect names the island "
-          "in %(bisect_names_island)d" % n)
+          "on cuda, %(replays_cpu)d replay on cpu, %(cpu_floor)d within 2x drift's floor on cpu, "
+          "%(cpu_torch_floor_2x)d within 2x torch's floor on cpu, bisect names the island in %(bisect_names_island)d" % n)
     return 0
 
 
