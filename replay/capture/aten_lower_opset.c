@@ -637,6 +637,11 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, emb ? "weight" : "self"), emb ? "weight" : "self", &x))) return rc;
     if (!emb && (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim))) return rc;
     if ((rc = al_tensor_arg(c, al_arg(c, emb ? 1 : 2, emb ? "indices" : "index"), "index", &ij))) return rc;
+    if (emb) { /* padding_idx, scale_grad_by_freq, sparse: the gradient's, not the forward's (OmniGen) */
+        (void)al_arg(c, 2, "padding_idx");
+        (void)al_arg(c, 3, "scale_grad_by_freq");
+        (void)al_arg(c, 4, "sparse");
+    }
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
