@@ -90,18 +90,37 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
 }
 
 static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
-                        int64_t rb_to, drift_model **out, drift_err *err);
+                        int64_t rb_to, int compute_dv, drift_model **out, drift_err *err);
 
 int drift_capture_model_create_against(const char *json, size_t len, const char *source, drift_trace_reader *r,
                                        drift_model **out, drift_err *err) {
-    return create_model(json, len, source, r, 0, 0, out, err);
+    return create_model(json, len, source, r, 0, 0, 0, out, err);
 }
 
-int drift_capture_model_rebatch(const drift_model *base, int batch, drift_model **out, drift_err *err) {
+int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out, drift_err *err) {
     *out = NULL;
     if (!base->captured || !base->captured_json)
         return drift_err_set(err, DRIFT_E_INTERNAL, "rebatch", "not a captured model");
-    int rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, out, err);
+    int rc;
+    if (base->rebatch_device_values == 0) { /* decide once: read the tables, or lower them as ops */
+        rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, 0, out, err);
+        if (rc) {
+            drift_err first = *err;
+            drift_err_clear(err);
+            if (create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, 1, out,
+                             err)) {
+                *err = first; /* the tables as recorded: the failure to report */
+            } else {
+                rc = DRIFT_OK;
+                base->rebatch_device_values = 2;
+            }
+        } else {
+            base->rebatch_device_values = 1;
+        }
+    } else {
+        rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch,
+                          base->rebatch_device_values == 2, out, err);
+    }
     if (rc) {
         drift_err_prefix(err, "the captured graph at batch %d (recorded at %d): ", batch, base->cfg.batch);
         return rc;
@@ -111,7 +130,7 @@ int drift_capture_model_rebatch(const drift_model *base, int batch, drift_model 
 }
 
 static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
-                        int64_t rb_to, drift_model **out, drift_err *err) {
+                        int64_t rb_to, int compute_dv, drift_model **out, drift_err *err) {
     *out = NULL;
     drift_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
@@ -129,9 +148,9 @@ static int create_model(const char *json, size_t len, const char *source, drift_
             goto fail;
         }
         drift_graph *probe = NULL;
-        /* the tables the recording's GPU built from constants are stored at the recorded batch
-         * (LTX-Video's rope grid is repeated by it): lowered as ops instead, at every batch alike */
-        lo.compute_device_values = 1;
+        /* the tables the recording's GPU built from constants are stored at the recorded batch:
+         * lowered as ops when that is what re-batches (LTX-Video's rope grid is repeated by it) */
+        if (compute_dv) lo.compute_device_values = 1;
         lo.notes = NULL;
         lo.rebatch_from = rb_from;
         lo.rebatch_to = rb_from + 1;

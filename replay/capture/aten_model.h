@@ -29,8 +29,10 @@ int drift_capture_model_create_against(const char *json, size_t len, const char 
 /* "graph:PATH.json": reads and imports the file. */
 /* base's captured graph lowered again at another batch size (docs/invariance.md
  * "Captured graphs"); parameters and buffers not loaded. An op that cannot be
- * re-batched is DRIFT_E_INPUT naming it. Caller owns *out. */
-int drift_capture_model_rebatch(const drift_model *base, int batch, drift_model **out, drift_err *err);
+ * re-batched is DRIFT_E_INPUT naming it. The recorded device values are read when
+ * that re-batches, else lowered as ops (a table stored at the recorded batch: LTX-Video's
+ * rope grid); the first call decides, in base, for every later one. Caller owns *out. */
+int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out, drift_err *err);
 int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err);
 /* The model of trace r: its captured /graph when family is a captured spec
  * ("graph:..."), or when family is empty and /graph is a drift-aten-graph;

@@ -47,6 +47,8 @@ typedef struct drift_model {
     size_t captured_len;
     char *captured_notes;        /* owned, NULL or lines ending in '\n': module sites the import left unmapped
                                     (drift_aten_graph_lower_ex) */
+    int rebatch_device_values;   /* re-batching this captured model: 0 not decided yet, 1 read the recorded
+                                    device values, 2 lower them as ops (one choice for every batch) */
 } drift_model;
 
 /* Parses spec, builds the parameter table and the semantic graph. The model
