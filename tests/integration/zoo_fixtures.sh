@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nine diffusers DiTs recorded by tests/gpu/zoo.py on the H200 (each at its own
+# Ten diffusers DiTs recorded by tests/gpu/zoo.py on the H200 (each at its own
 # diffusers test configuration: FSDP2 per block in bf16, an fp32 island, bf16
 # autocast, 2 steps, the torch.export graph in /graph), committed in
 # tests/data/graphs/recorded/zoo, replayed here without torch (issue 31):
@@ -8,7 +8,8 @@
 #     2x drift's noise floor of what the H200 computed (Chroma was 9x before
 #     rms_norm(eps=None) took the accumulate type's epsilon);
 #   * drift invariance --device cpu --batch 1,2,3: invariant (the cpu backend
-#     gives a sample the same bits at every batch), on the re-batched graph;
+#     gives a sample the same bits at every batch), on the re-batched graph
+#     (StableAudio3, recorded at batch 2, expands its memory tokens by the batch);
 #   * drift bisect between the plan and the plan without its island runs on a
 #     model without a text condition (DiT: the trace has no input:cond site).
 set -u
@@ -33,7 +34,7 @@ for f in "$R"/*.h5; do
     fail "$m: invariance exited $?: $(grep -v libraries "$W/$m.inv.err" | tail -2)"
   fi
 done
-[ "$n" -ge 9 ] || fail "expected the 9 zoo fixtures in $R, found $n"
+[ "$n" -ge 10 ] || fail "expected the 10 zoo fixtures in $R, found $n"
 
 # bisect on a captured model with no text condition
 f="$R/DiTTransformer2DModel.h5"
