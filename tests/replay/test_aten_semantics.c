@@ -17,6 +17,11 @@
  *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them;
  *  - a lower-precision-list op (linear, matmul, ...) whose operands are all fp64 runs
  *    in fp64 under autocast: autocast casts only eligible operands, and fp64 is not;
+ *  - new_ones(x, size) fills ones (Krea2's key mask cat([mask, mask.new_ones(...)])
+ *    filled zeros: every image token was masked out of attention);
+ *  - a matmul in a model-code region that disables autocast (Ideogram4's RoPE
+ *    `with torch.autocast(enabled=False)`) stays fp32 under a bf16 plan (position
+ *    65537 stays 65537, not bf16's 65536);
  *  - an argument no lowering reads (a positional past the schema the importer knows,
  *    an unknown keyword) is refused naming it, not ignored; the keywords that only
  *    place the result (device, layout, pin_memory, memory_format, ...) are not. */
@@ -412,6 +417,63 @@ static void test_unread_arguments(void **st) {
     print_message("  unread arguments refused by name; placement keywords and embedding's gradient options accepted\n");
 }
 
+/* y = x.new_ones([2, 3]) + x: torch.Tensor.new_ones fills 1 in x's dtype. */
+static void test_new_ones(void **st) {
+    (void)st;
+    enum { N = 6 };
+    float x[N], got[2 * N];
+    double want[N];
+    for (int i = 0; i < N; i++) x[i] = 0.25f * (float)i - 0.5f, want[i] = 1.0 + x[i];
+    const int64_t xs[2] = {2, 3};
+    const char *ones = "  {\"name\": \"o\", \"op\": \"call_function\", \"target\": \"aten.new_ones.default\", "
+                       "\"args\": [{\"node\": \"x\"}, [2, 3]], \"kwargs\": {\"pin_memory\": false}, "
+                       "\"val\": {\"shape\": [2, 3], \"dtype\": \"float32\"}, \"module\": \"\"},\n";
+    char *doc = doc_of("float32", 2, xs, "", "", "aten.add.Tensor", "[{\"node\": \"o\"}, {\"node\": \"x\"}]", "{}", "float32", 2, xs);
+    /* o reads x: inserted after x's placeholder, before y */
+    char *py = strstr(doc, "  {\"name\": \"y\"");
+    const size_t nn = strlen(ones), head = (size_t)(py - doc);
+    char *d2 = malloc(strlen(doc) + nn + 1);
+    memcpy(d2, doc, head);
+    memcpy(d2 + head, ones, nn);
+    strcpy(d2 + head + nn, py);
+    run_both("new_ones", d2, NULL, 2, xs, x, N, got);
+    near("new_ones + x", got, want, N, 1e-6);
+    free(doc);
+    free(d2);
+    print_message("  new_ones(x, size) fills ones on ref and cpu\n");
+}
+
+/* y = x @ w, x = 65530..65537 as [8, 1], w = [[1]], under a bf16 plan: in a region that disables
+ * autocast the matmul is fp32 (exact), without one it rounds x to bf16 (65537 -> 65536). */
+static void test_autocast_disabled_region(void **st) {
+    (void)st;
+    const int64_t xs[2] = {8, 1}, ws[2] = {1, 1};
+    float x[8], w[1] = {1.0f}, got[16];
+    for (int i = 0; i < 8; i++) x[i] = 65530.0f + (float)i;
+    const char *pj = "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, "
+                     "\"val\": {\"shape\": [1, 1], \"dtype\": \"float32\"}, \"module\": \"\"},\n";
+    const char *ij = "{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"}, ";
+    const char *cap = ", \"capture\": {\"mode\": \"fake\", \"autocast\": \"bfloat16\"}";
+    for (int off = 1; off >= 0; off--) {
+        char *doc = doc_ext("float32", 2, xs, pj, ij, "aten.matmul.default", "[{\"node\": \"x\"}, {\"node\": \"w\"}]", "{}",
+                            "float32", 2, xs, off ? ", \"autocast\": {\"enabled\": false, \"dtype\": \"bfloat16\"}" : "",
+                            cap);
+        drift_err e;
+        drift_hostset *ps = NULL;
+        assert_int_equal(drift_hostset_create(&ps, &e), 0);
+        assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, 2, ws, w, NULL, NULL, &e), 0);
+        run_plan(off ? "autocast off" : "autocast on", doc, ps, NULL, 2, xs, x, 8, got, 1);
+        for (int k = off ? 0 : 1; k < 2; k++) { /* ref, the fp64 oracle, is exact either way */
+            const float want7 = off ? 65537.0f : 65536.0f; /* fp32 exact, or x rounded to bf16 */
+            if (got[k * 8 + 7] != want7)
+                fail_msg("autocast %s on %s: y[7] = %.9g, want %.9g", off ? "off" : "on", k ? "cpu" : "ref", got[k * 8 + 7],
+                         want7);
+        }
+        free(doc);
+    }
+    print_message("  a matmul in an autocast-disabled region is fp32 under a bf16 plan, bf16 without the region\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
@@ -420,6 +482,8 @@ int main(void) {
         cmocka_unit_test(test_sdpa_query_mask),
         cmocka_unit_test(test_autocast_fp64_operands),
         cmocka_unit_test(test_unread_arguments),
+        cmocka_unit_test(test_new_ones),
+        cmocka_unit_test(test_autocast_disabled_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
