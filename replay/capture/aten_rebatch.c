@@ -84,27 +84,29 @@ void al_rb_unflatten(const lctx *c, int j, int d, int np, int64_t *parts) {
     if (b >= 0) parts[b] = parts[b] / c->rb_from * c->rb_to;
 }
 
+/* x (value j) is batch-free and the shape argument (n entries, aligned right with x's dims)
+ * spreads its size-1 leading dim by the recorded batch (LTX-Video's rope grid
+ * grid.unsqueeze(0).repeat(batch_size, ...), StableAudio3's memory tokens
+ * p.unsqueeze(0).expand(batch_size, -1, -1)): that entry becomes the new batch. A recorded
+ * batch of 1 cannot tell that factor from any other 1. */
+static void batch_free_lead(const lctx *c, const fxv *f, int n, int64_t *arg) {
+    if (c->rb_from < 2 || f->bax1 || n < 1 || arg[0] != c->rb_from) return;
+    const int k = f->t.nd - n; /* the input dim aligned with arg[0] (< 0: a new leading dim) */
+    if (k < 0 || f->t.size[k] == 1) arg[0] = c->rb_to;
+}
+
 void al_rb_expand(const lctx *c, int j, int nd, int64_t *size) {
     const fxv *f = &c->fx[j];
     if (!c->rb_from) return;
-    if (!f->bax1) { /* a batch-free x expanded by the recorded batch (StableAudio3's memory tokens:
-                     * p.unsqueeze(0).expand(batch_size, -1, -1)): the new batch */
-        const int k = f->t.nd - nd;
-        /* a recorded batch of 1 cannot tell that factor from any other size-1 expand */
-        if (c->rb_from > 1 && nd >= 1 && size[0] == c->rb_from && (k < 0 || f->t.size[k] == 1)) size[0] = c->rb_to;
+    if (!f->bax1) {
+        batch_free_lead(c, f, nd, size);
         return;
     }
     int i = f->bax1 - 1 + nd - f->t.nd;
     if (i >= 0 && i < nd) size[i] = -1;
 }
 
-void al_rb_repeat(const lctx *c, int j, int nr, int64_t *reps) {
-    const fxv *f = &c->fx[j];
-    if (c->rb_from < 2 || f->bax1 || nr < 1 || reps[0] != c->rb_from) return; /* a factor 1 says nothing */
-    const int k = f->t.nd - nr; /* the input dim aligned with reps[0] (< 0: a new leading dim) */
-    if (k >= 0 && f->t.size[k] != 1) return;
-    reps[0] = c->rb_to;
-}
+void al_rb_repeat(const lctx *c, int j, int nr, int64_t *reps) { batch_free_lead(c, &c->fx[j], nr, reps); }
 
 int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim) {
     if (!c->rb_from || !untagged || bdim < 0 || bdim == cat_dim) return DRIFT_OK;
