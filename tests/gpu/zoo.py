@@ -33,6 +33,9 @@ from drift_recorder import Recorder  # noqa: E402
 import zoo_models  # noqa: E402
 
 STEPS = 2
+# ZOO_WATCH: globs of the modules whose outputs are recorded (default: the blocks); "*" records
+# every module, so a replay names the first leaf module whose output differs
+WATCH = [g for g in os.environ.get("ZOO_WATCH", "").split(",") if g]
 REC_OPTS = {"policy": "block", "block_timeout_ms": 30000, "close_timeout_ms": 120000}
 # fp32 island candidates, first that names whole modules with parameters wins
 ISLANDS = ["*.norm2.*", "*.norm2_context.*", "*norm_out*", "*time_embed*", "*timestep_embedder*",
@@ -208,7 +211,7 @@ def _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row):
         with Recorder(path, side="trainer", run_id="zoo-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
             rec.record_params(m)
             g = rec.capture_graph(m, step_inputs(kw, main, 0))
-            rec.watch(m, outputs=blocks)
+            rec.watch(m, outputs=WATCH or blocks)
             for s in range(STEPS):
                 k = step_inputs(kw, main, s)
                 with rec.step(s), torch.no_grad():

@@ -15,7 +15,7 @@
 #   invariance  tests/gpu/zoo_invariance.py (issue 33): per captured model, PyTorch's own
 #           batch verdicts (1,2,4,8 at both positions, CFG joined) against drift invariance
 #           --kernels torch; $OUT/zoo_invariance.md.
-# Env: BUILD (/tmp/drift-gpu-build), WORK (/tmp/zoo), MODELS (comma list), ZOO_SHARDS,
+# Env: BUILD (/tmp/drift-gpu-build), WORK (/tmp/zoo), MODELS (comma list), ZOO_SHARDS, ZOO_WATCH (globs, "*": every module),
 # TIME_BUDGET (s, default 540), ZOO_PACK_TRACES (1: bring the traces back). At most 8 files under $OUT.
 set -u
 S="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -128,6 +128,9 @@ def main():
         if "cuda" in a.devices.split(","):
             rc, out, err, dt = run([a.drift, "replay", tr, "--device", "cuda", "--kernels", "torch", "--ref", "trainer",
                                     "--json"], env, 120)  # every recorded site: where a difference starts
+        if out.strip():  # every site's verdict, brought back with the trace (zoo.sh packs rec/)
+            with open(os.path.join(a.rec, tag, "replay_cuda.json"), "w") as f:
+                f.write(out)
         js = None
         try:
             js = json.loads(out) if out.strip() else None

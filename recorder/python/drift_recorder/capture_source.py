@@ -418,6 +418,16 @@ def capture_for_recording(model, kwargs, factory=None, mode="auto", autocast=Non
                             return d2, t2
                     except CaptureError:
                         pass
+                    # torch.export traces with fake tensors even on a device copy: a constant the
+                    # forward builds through `.data` has no value there; the dispatch trace runs
+                    # on the real tensors and keeps it
+                    try:
+                        d3, t3 = _capture(real, kwargs, factory, "dispatch", autocast)
+                        if not d3["capture"].get("missing_values"):
+                            d3["capture"]["fallback"] = fallback
+                            return d3, t3
+                    except CaptureError as e:
+                        fallback += "; dispatch trace: " + str(e)[:300]
                     return doc, tensors
                 except CaptureError as e:
                     fallback = "fake copy: " + str(e)[:600]
