@@ -12,7 +12,12 @@ test_models_*.py: a config class with `model_class`, `get_init_dict()` and
 `get_dummy_inputs()`), imported from the diffusers checkout's tests folder
 (DIFFUSERS_TESTS, default <repo>/.pydeps/dtests) with any import it needs
 that this machine lacks replaced by an empty stand-in module: the configs
-are read, not copied. A class no test module names has entry["error"].
+are read, not copied. A class no model test names is built from the diffusers
+pipeline test that constructs it, or from drift's own configuration where
+diffusers ships none (zoo_pipeline_configs.py; entry["test"] says which, and
+that the inputs are drift's); a class with neither has entry["error"].
+
+    python3 tests/gpu/zoo_models.py --list-configs   # those classes' configs and inputs, no torch
 
 The plain-PyTorch DiTs of plain_dits.py join the zoo as "plain:NAME".
 """
@@ -28,6 +33,9 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, "..", "..")
 TESTS_ROOT = os.environ.get("DIFFUSERS_TESTS", os.path.join(REPO, ".pydeps", "dtests"))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+import zoo_pipeline_configs  # noqa: E402
 
 
 def _decorator(*a, **k):
@@ -172,6 +180,8 @@ def zoo():
             fn, c = configs[name][:2]
             out.append({"tag": name, "class": cls, "test": fn, "config": c,
                         "from_config": len(configs[name]) > 2})
+        elif name in zoo_pipeline_configs.SPECS:
+            out.append(zoo_pipeline_configs.entry_for(name, cls))
         else:
             out.append({"tag": name, "class": cls, "error": "no diffusers test configuration names it" + (
                 " (%d test modules failed to import; first: %s)" % (len(errors), "; ".join(
@@ -208,6 +218,9 @@ def build(entry, seed=7):
         torch.manual_seed(0)
         m, kw = plain_dits.build(entry["plain"])
         main = "x" if "x" in kw else next(iter(kw))
+    elif entry.get("pipeline"):  # no model test: a pipeline test's configuration (or drift's), drift's inputs
+        torch.manual_seed(0)
+        m, kw, main = zoo_pipeline_configs.build(entry)
     else:
         c = entry["config"]
         inst = c()
@@ -236,3 +249,9 @@ def build(entry, seed=7):
     kw = dev(kw)
     kw.setdefault("return_dict", False) if "return_dict" in inspect.signature(m.forward).parameters else None
     return m, kw, main
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--list-configs"]:
+        sys.exit(zoo_pipeline_configs.main(sys.argv[1:]))
+    sys.exit("usage: python3 tests/gpu/zoo_models.py --list-configs [--tests-root DIR] [--diffusers-src DIR]")
