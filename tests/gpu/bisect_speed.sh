@@ -23,7 +23,9 @@
 # Knobs: BUILD (default /tmp/drift-gpu-build), OLD_BUILD (unset: skipped),
 # DEVICE (default cuda:0; cpu to dry-run), SPEC (the model), STEPS
 # (default 2), RUN_TIMEOUT (seconds per command, default 300), KEEP=1 keeps
-# the trace (else it is deleted at the end: ~11 GB for the 1.3B model).
+# the trace (else it is deleted at the end: ~11 GB for the 1.3B model),
+# SWEEP ("name:args;...": the same bisection with other options, timed and
+# checked against the default's answer), SKIP_BITWISE=1.
 set -u
 S="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-/tmp/drift-gpu-build}"
@@ -117,10 +119,24 @@ out "--no-prefix-cache: exit $RC, $NOPFX s"
 SAME=$(jget "$W/noprefix.out" '[d[k] for k in ("culprit_sets", "harmless", "differences", "good_metric", "bad_metric", "noise_floor")] == [json.load(open("'"$W/new.out"'"))[k] for k in ("culprit_sets", "harmless", "differences", "good_metric", "bad_metric", "noise_floor")]')
 check "--no-prefix-cache gives the same answer (culprits, effects, metrics: $SAME)" "[ '$SAME' = True ]"
 
-# the bitwise question (the old default threshold), same binary
-bisect bitwise "$D" --threshold 0
-BIT=$SECS
-out "bitwise (--threshold 0): exit $RC, $BIT s, $(jget "$W/bitwise.out" 'd["probes"]') probes, $(jget "$W/bitwise.out" 'len(d["culprit_sets"])') culprit sets"
+# SWEEP="name:extra args;...": the same bisection with other options (--parallel N, --kernels
+# torch), each timed and checked against the default's answer
+IFS=';' read -r -a SW <<< "${SWEEP:-}"
+for e in "${SW[@]}"; do
+  [ -n "$e" ] || continue
+  n=${e%%:*}; read -r -a xa <<< "${e#*:}"
+  bisect "sweep_$n" "$D" "${xa[@]}"
+  SAME=$(jget "$W/sweep_$n.out" '[d[k] for k in ("culprit_sets", "harmless")] == [json.load(open("'"$W/new.out"'"))[k] for k in ("culprit_sets", "harmless")]')
+  out "sweep $n (${e#*:}): exit $RC, $SECS s, $(jget "$W/sweep_$n.out" 'd["probes"]') probes, $(jget "$W/sweep_$n.out" 'd["replays"]') replays, same culprits and harmless as the default: $SAME"
+done
+
+# the bitwise question (the old default threshold), same binary (SKIP_BITWISE=1 skips it)
+BIT="-"
+if [ "${SKIP_BITWISE:-0}" != 1 ]; then
+  bisect bitwise "$D" --threshold 0
+  BIT=$SECS
+  out "bitwise (--threshold 0): exit $RC, $BIT s, $(jget "$W/bitwise.out" 'd["probes"]') probes, $(jget "$W/bitwise.out" 'len(d["culprit_sets"])') culprit sets"
+fi
 
 # the old binary, when given
 OLD="-"; OLDP="-"; OLDS="-"
