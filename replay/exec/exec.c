@@ -2,6 +2,7 @@
 #include "replay/exec/exec.h"
 
 #include "formats/alloc.h"
+#include "replay/exec/exec_keys.h"
 #include "replay/exec/exec_plan.h"
 #include "replay/exec/exec_snapshot.h"
 #include "replay/exec/exec_profile.h"
@@ -36,6 +37,9 @@ struct drift_exec_cache {
     drift_tensor *t;      /* per value id */
     unsigned char *have;
     unsigned char *alias; /* per value id: the entry borrows another entry's storage (never released) */
+    uint64_t *key;        /* per value id: its structural key (exec_keys.h), for the next graph */
+    size_t adopted;       /* entries handed from one graph to the next (drift_exec_cache_adopted) */
+    int adopt;            /* drift_exec_cache_set_adopt: 0 (default) empties the cache for another graph */
 };
 
 int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, drift_err *err) {
@@ -51,9 +55,11 @@ static void cache_clear(drift_exec_cache *c) {
     drift_free(c->t);
     drift_free(c->have);
     drift_free(c->alias);
+    drift_free(c->key);
     c->t = NULL;
     c->have = NULL;
     c->alias = NULL;
+    c->key = NULL;
     c->n = 0;
     c->g = NULL;
 }
@@ -70,20 +76,84 @@ size_t drift_exec_cache_count(const drift_exec_cache *c) {
     return k;
 }
 
+typedef struct keyed {
+    uint64_t key;
+    int id;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+    const keyed *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key ? 1 : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Moves the old graph's entries (storage owners only) whose structural key,
+ * dtype and shape a value of the new graph has into that value's slot: a
+ * probe's graph differs from the last one in a few parameters' casts, and
+ * everything else it would upload and cast again is already on the device. */
+static void cache_adopt(drift_exec_cache *c, const drift_graph *g, drift_tensor *t, unsigned char *have,
+                        const uint64_t *key, int n) {
+    keyed *old = drift_malloc((size_t)c->n * sizeof *old);
+    if (!old) return; /* nothing adopted: the new graph computes its values again */
+    int m = 0;
+    for (int i = 0; i < c->n; i++)
+        if (c->have[i] && !c->alias[i]) old[m].key = c->key[i], old[m].id = i, m++;
+    qsort(old, (size_t)m, sizeof *old, keyed_cmp);
+    for (int j = 0; j < n; j++) {
+        const drift_value *v = drift_graph_value(g, j);
+        int lo = 0, hi = m;
+        while (lo < hi) { /* the first old entry with key >= key[j] */
+            int mid = lo + (hi - lo) / 2;
+            if (old[mid].key < key[j]) lo = mid + 1;
+            else hi = mid;
+        }
+        for (; lo < m && old[lo].key == key[j]; lo++) {
+            int i = old[lo].id;
+            if (!c->have[i]) continue; /* already moved */
+            const drift_tensor *o = &c->t[i];
+            int ok = o->dtype == v->dtype && o->ndim == v->ndim;
+            for (int d = 0; ok && d < v->ndim; d++) ok = o->shape[d] == v->shape[d];
+            if (!ok) continue;
+            t[j] = *o;
+            have[j] = 1;
+            c->have[i] = 0; /* moved: not released by cache_clear */
+            c->adopted++;
+            break;
+        }
+    }
+    drift_free(old);
+}
+
 static int cache_bind(drift_exec_cache *c, const drift_graph *g, drift_err *err) {
-    if (c->g == g && c->n == drift_graph_count(g)) return DRIFT_OK;
-    cache_clear(c);
+    if (c->g && c->g == g && c->n == drift_graph_count(g)) return DRIFT_OK;
     int n = drift_graph_count(g);
-    c->t = drift_calloc((size_t)(n ? n : 1), sizeof *c->t);
-    c->have = drift_calloc((size_t)(n ? n : 1), 1);
-    c->alias = drift_calloc((size_t)(n ? n : 1), 1);
-    if (!c->t || !c->have || !c->alias) {
+    size_t nn = (size_t)(n ? n : 1);
+    drift_tensor *t = drift_calloc(nn, sizeof *t);
+    unsigned char *have = drift_calloc(nn, 1), *alias = drift_calloc(nn, 1);
+    uint64_t *key = drift_calloc(nn, sizeof *key);
+    if (!t || !have || !alias || !key) {
+        drift_free(t), drift_free(have), drift_free(alias), drift_free(key);
         cache_clear(c);
         return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory (cache)");
     }
+    drift_exec_value_keys(g, key);
+    const char *off = getenv("DRIFT_EXEC_ADOPT"); /* "0": every graph computes its values afresh (A/B) */
+    if (c->adopt && c->n > 0 && c->key && drift_exec_cache_count(c) > 0 && !(off && !strcmp(off, "0")))
+        cache_adopt(c, g, t, have, key, n);
+    cache_clear(c);
+    c->t = t, c->have = have, c->alias = alias, c->key = key;
     c->n = n;
     c->g = g;
     return DRIFT_OK;
+}
+
+size_t drift_exec_cache_adopted(const drift_exec_cache *c) { return c ? c->adopted : 0; }
+
+void drift_exec_cache_set_adopt(drift_exec_cache *c, int on) {
+    if (c) c->adopt = on != 0;
+}
+
+void drift_exec_cache_detach(drift_exec_cache *c) {
+    if (c) c->g = NULL; /* the entries and their keys stay for the next graph's cache_bind */
 }
 
 /* drift_exec_cache_put (exec.h): a value computed elsewhere (e.g. an FSDP

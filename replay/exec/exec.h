@@ -110,8 +110,12 @@ typedef struct drift_exec_inputs {
  * them) are the same in every run of one graph: with a cache they are
  * computed on the first run and kept on the backend, as a trainer keeps its
  * gathered bf16 parameters, so later runs upload and cast nothing but the
- * boundary inputs. A cache belongs to one backend and one graph; given
- * another graph it empties itself first. */
+ * boundary inputs. A cache belongs to one backend and one graph at a time;
+ * given another graph it empties itself first, or, with adoption on
+ * (drift_exec_cache_set_adopt), keeps the entries that graph computes the
+ * same way (equal structural keys, exec_keys.h: a bisect probe's plan changes
+ * a few parameters' casts) and releases the rest. Adoption assumes the host
+ * parameters and buffers did not change between the two graphs' runs. */
 typedef struct drift_exec_cache drift_exec_cache;
 /* Creates an empty cache for be (borrowed; must outlive the cache). */
 int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, drift_err *err);
@@ -119,6 +123,16 @@ int drift_exec_cache_create(const drift_backend *be, drift_exec_cache **out, dri
 void drift_exec_cache_free(drift_exec_cache *c);
 /* Tensors and bytes held. */
 size_t drift_exec_cache_count(const drift_exec_cache *c);
+/* Entries handed from one bound graph to the next (same structural key,
+ * replay/exec/exec_keys.h) instead of being computed again. */
+size_t drift_exec_cache_adopted(const drift_exec_cache *c);
+/* Adoption across graphs on (1) or off (0, the default); DRIFT_EXEC_ADOPT=0
+ * turns it off everywhere (an A/B switch). */
+void drift_exec_cache_set_adopt(drift_exec_cache *c, int on);
+/* Forgets the bound graph (call before freeing it while the cache lives on):
+ * the next run's graph, even one at the same address, is bound afresh and
+ * adopts the entries it computes the same way. */
+void drift_exec_cache_detach(drift_exec_cache *c);
 
 /* Adopts t (allocated on c's backend, with value id's dtype and shape) as
  * the cached value of value id of g, binding c to g first (which empties it

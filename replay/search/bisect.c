@@ -356,6 +356,8 @@ typedef struct session {
     float **ref;                 /* per step: reference output */
     int64_t out_numel;
     drift_backend *be[MAX_SLOTS];
+    drift_exec_cache *cache[MAX_SLOTS]; /* per slot, across probes: what a probe's graph computes like
+                                           the last one (every parameter it casts the same way) stays */
     int slots;
     drift_plan_diff *diffs;
     size_t n_diffs;
@@ -400,6 +402,7 @@ static void session_free(session *s) {
         free(x->bounds);
         drift_forward_free(x->f);
     }
+    for (int i = 0; i < MAX_SLOTS; i++) drift_exec_cache_free(s->cache[i]);
     for (int i = 0; i < MAX_SLOTS; i++) drift_backend_free(s->be[i]);
     drift_model_free(s->m);
 }
@@ -535,11 +538,12 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
         if (s->src[q].f) kfirst[q] = first_change(&s->src[q], f);
     int reused = 0;
     int64_t skipped = 0, live = 0;
-    drift_exec_cache *cache = NULL;
-    if ((rc = drift_exec_cache_create(s->be[slot], &cache, err))) {
+    if (!s->cache[slot] && (rc = drift_exec_cache_create(s->be[slot], &s->cache[slot], err))) {
         drift_forward_free(f);
         return rc;
     }
+    drift_exec_cache *cache = s->cache[slot];
+    drift_exec_cache_set_adopt(cache, 1); /* the masters never change during a bisection */
     drift_site_acc acc;
     drift_metrics_site_init(&acc, DRIFT_F32);
     drift_exec_result res;
@@ -597,7 +601,7 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
     }
     drift_exec_result_free(&res);
     drift_hostset_free(nudged);
-    drift_exec_cache_free(cache);
+    drift_exec_cache_detach(cache); /* its graph goes with f; the entries stay for the next probe */
     drift_forward_free(f);
     if (rc) return rc;
     if (skipped_frac) *skipped_frac = live > 0 ? (double)skipped / (double)live : 0.0;

@@ -120,6 +120,59 @@ static void test_cache_keeps_params_resident(void **state) {
     fixture_close(&x);
 }
 
+/* With adoption on, a second graph (another plan: norm2 in bf16 too) takes
+ * the first graph's entries it computes the same way (every master, the casts
+ * it shares) and computes the rest: its output is the same as with a fresh
+ * cache, and a master changed on the host in between stays the cached one for
+ * what was adopted (adoption's premise: the masters do not change). Off, the
+ * second graph empties the cache. */
+static void test_cache_adopts_across_graphs(void **state) {
+    (void)state;
+    drift_err err;
+    fixture x;
+    fixture_open(&x);
+    drift_plan p2;
+    drift_plan_init(&p2);
+    drift_forward *g = NULL;
+    assert_int_equal(drift_forward_prepare(x.m, &p2, DRIFT_SIDE_TRAINER, NULL, &g, &err), DRIFT_OK);
+    drift_exec_result fresh, a, b, c;
+    run(g, x.m, x.be, x.in, NULL, &fresh);
+    for (int adopt = 0; adopt <= 1; adopt++) {
+        drift_exec_cache *cache = NULL;
+        assert_int_equal(drift_exec_cache_create(x.be, &cache, &err), DRIFT_OK);
+        drift_exec_cache_set_adopt(cache, adopt);
+        run(x.f, x.m, x.be, x.in, cache, &a);
+        size_t held = drift_exec_cache_count(cache);
+        drift_exec_cache_detach(cache);
+        run(g, x.m, x.be, x.in, cache, &b);
+        assert_memory_equal(fresh.f32, b.f32, (size_t)fresh.numel * sizeof(float));
+        if (adopt) {
+            /* every master and most casts came over; the norm2 ones (fp32 -> bf16 now) did not */
+            assert_true(drift_exec_cache_adopted(cache) > 69);
+            assert_true(drift_exec_cache_adopted(cache) < held);
+        } else {
+            assert_int_equal(drift_exec_cache_adopted(cache), 0);
+        }
+        /* the island's plan again, after doubling every master on the host */
+        drift_hostset *dbl = doubled_masters(x.m, NULL), *orig = x.m->params;
+        x.m->params = dbl;
+        drift_exec_cache_detach(cache);
+        run(x.f, x.m, x.be, x.in, cache, &c);
+        if (adopt) /* the masters came from the cache: the old weights */
+            assert_memory_equal(a.f32, c.f32, (size_t)a.numel * sizeof(float));
+        else
+            assert_memory_not_equal(a.f32, c.f32, (size_t)a.numel * sizeof(float));
+        x.m->params = orig;
+        drift_hostset_free(dbl);
+        drift_exec_result_free(&a); drift_exec_result_free(&b); drift_exec_result_free(&c);
+        drift_exec_cache_free(cache);
+    }
+    drift_exec_result_free(&fresh);
+    drift_forward_free(g);
+    drift_plan_free(&p2);
+    fixture_close(&x);
+}
+
 static void test_cache_other_backend_refused(void **state) {
     (void)state;
     drift_err err;
@@ -248,6 +301,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_keeps_params_resident),
         cmocka_unit_test(test_warm_fills_cache),
+        cmocka_unit_test(test_cache_adopts_across_graphs),
         cmocka_unit_test(test_cache_other_backend_refused),
         cmocka_unit_test(test_site_cache),
         cmocka_unit_test(test_model_errors),
