@@ -2551,7 +2551,7 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         const aten_node *n = &g->nodes[i];
         if (n->op == ATEN_OUTPUT) break;
         if (!c.live[i]) continue; /* FX_NONE */
-        if (n->op == ATEN_CALL && val_is_empty(n->val)) { /* no values to compute */
+        if ((n->op == ATEN_CALL || n->op == ATEN_PLACEHOLDER) && val_is_empty(n->val)) { /* no values to compute or read */
             c.fx[i].kind = FX_EMPTY;
             continue;
         }

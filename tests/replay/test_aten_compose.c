@@ -369,6 +369,21 @@ static void test_empty_operands(void **st) {
     assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
     if (!strstr(e.msg, "node 'e' is an empty tensor")) fail_msg("message: %s", e.msg);
     drift_aten_graph_free(gr);
+    /* an empty buffer placeholder (Kandinsky5's rope table of an axis of width 0): no values read,
+       a cat skips it */
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"b\", \"op\": \"placeholder\", \"target\": \"b\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 0, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.cat.default\", \"args\": [[{\"node\": \"b\"}, {\"node\": \"x\"}], 1], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [2, 3, 4, 4, 6], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"},\n"
+             "            {\"node\": \"b\", \"kind\": \"buffer\", \"target\": \"rope.table\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
+    run_both("empty buffer", doc, params_with(NULL, 0, NULL, NULL), 5, (int64_t[]){2, 3, 4, 4, 6}, x, n, got);
+    near("cat with an empty buffer", got, want, n);
 }
 
 /* ---- zoo ops (issue 31's zoo: the first op each model stopped at) ---- */
