@@ -26,6 +26,31 @@ import time
 from .capture import CaptureError, flatten_inputs
 
 
+def _data_as_detach():
+    """A TorchFunctionMode that reads `t.data` as `t.detach()` while the trace runs.
+
+    `.data` makes an alias the trace cannot see (no dispatched op): a write through
+    it (CogVideoX's patch embedding fills `joint.data[:, n:]` with its positional
+    table) lands in a lifted constant and the graph reads the untouched original.
+    detach is the same alias as an op, so the write reaches its root in the graph
+    (drift's importer versions a root written through any view). Same values: the
+    trace runs on the real tensors under no_grad. None when torch lacks the modes."""
+    try:
+        import torch
+        from torch.overrides import TorchFunctionMode
+    except Exception:  # noqa: BLE001
+        return None
+    data_get = torch.Tensor.data.__get__
+
+    class DataAsDetach(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func == data_get and len(args) == 1 and isinstance(args[0], torch.Tensor):
+                return args[0].detach()
+            return func(*args, **(kwargs or {}))
+
+    return DataAsDetach()
+
+
 class _ModuleStack:
     """Forward pre/post hooks on every submodule: the current module stack,
     attached to each FX node created meanwhile as nn_module_stack."""
@@ -141,7 +166,8 @@ def trace_forward(model, kwargs, autocast=None, fqn_of=lambda n: n, tap=None):
     t0 = time.perf_counter()
     try:
         with amp, torch.autocast("cpu", enabled=False), torch.no_grad(), \
-                _ModuleStack(model, fqn_of), (tap or contextlib.nullcontext()):
+                _ModuleStack(model, fqn_of), (tap or contextlib.nullcontext()), \
+                (_data_as_detach() or contextlib.nullcontext()):
             # a .item() / data-dependent value is read from the real tensor and burnt in: the
             # trace is specialised to this step (what "never gives up" means)
             gm = make_fx(fn, tracing_mode="real", pre_dispatch=True, _error_on_data_dependent_ops=False)(*args)
