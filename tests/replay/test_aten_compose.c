@@ -434,6 +434,57 @@ static void test_copy_through_detach(void **st) {
     near("z after z.detach()[:, 2:].copy_(x), plus 1", got, want, 6);
 }
 
+/* linear of a slice along the sequence: torch folds a contiguous input into addmm (the bias
+ * in the GEMM: LINEAR with 3 inputs) and runs a non-contiguous one as matmul, then add_ (LINEAR
+ * with 2 inputs, then ADD). The recorded strides decide: [2, 4, 4] sliced from [2, 6, 4] is not
+ * contiguous, [1, 4, 4] sliced from [1, 6, 4] is (a dim of size 1 has no stride to keep); a
+ * capture under bf16 autocast of an fp32 slice hands linear autocast's contiguous copy. */
+static void linear_form(int b, const char *autocast, int want_split) {
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"capture\": {\"mode\": \"fake\", \"autocast\": %s},\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, 6, 4], \"dtype\": \"float32\", \"stride\": [24, 4, 1]}, \"module\": \"\"},\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [3, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"bb\", \"op\": \"placeholder\", \"target\": \"bb\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [3], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"s\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"x\"}, 1, 2, 6], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [%d, 4, 4], \"dtype\": \"float32\", \"stride\": [24, 4, 1]}, \"module\": \"m\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.linear.default\", \"args\": [{\"node\": \"s\"}, {\"node\": \"w\"}, {\"node\": \"bb\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [%d, 4, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"},\n"
+             "            {\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"p.weight\"}, {\"node\": \"bb\", \"kind\": \"parameter\", \"target\": \"p.bias\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             autocast, b, b, b);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gr = NULL;
+    drift_graph *sem = NULL;
+    if (drift_aten_graph_parse(doc, strlen(doc), "linear_form.json", &gr, &e) || drift_aten_graph_lower(gr, &sem, &e))
+        fail_msg("linear form: %s: %s", e.where, e.msg);
+    int lin2 = 0, lin3 = 0, add = 0;
+    for (int i = 0; i < drift_graph_count(sem); i++) {
+        const drift_value *v = drift_graph_value(sem, i);
+        if (v->kind != DRIFT_VAL_NODE) continue;
+        lin2 += v->op.kind == DRIFT_OP_LINEAR && v->op.n_in == 2;
+        lin3 += v->op.kind == DRIFT_OP_LINEAR && v->op.n_in == 3;
+        add += v->op.kind == DRIFT_OP_ADD;
+    }
+    if (want_split ? !(lin2 == 1 && add == 1 && lin3 == 0) : !(lin3 == 1 && lin2 == 0 && add == 0))
+        fail_msg("batch %d, autocast %s: LINEAR(3) %d, LINEAR(2) %d, ADD %d; want %s", b, autocast, lin3, lin2, add,
+                 want_split ? "matmul then add_" : "addmm");
+    drift_graph_free(sem);
+    drift_aten_graph_free(gr);
+}
+
+static void test_linear_noncontiguous_input(void **st) {
+    (void)st;
+    linear_form(2, "null", 1);          /* a strided slice: matmul, then add_ */
+    linear_form(1, "null", 0);          /* batch 1: the slice is contiguous */
+    linear_form(2, "\"bfloat16\"", 0); /* autocast's bf16 copy of the fp32 slice is contiguous */
+}
+
 /* The error drift_aten_graph_lower gives for a one-op doc (must name want). */
 static void lower_fails(const char *target, const char *args, const char *kwargs, int xnd, const int64_t *xs, int ond,
                         const int64_t *os, const char *want) {
@@ -909,6 +960,7 @@ int main(void) {
         cmocka_unit_test(test_einsum_two),
         cmocka_unit_test(test_empty_operands),
         cmocka_unit_test(test_copy_through_detach),
+        cmocka_unit_test(test_linear_noncontiguous_input),
         cmocka_unit_test(test_sdpa_causal_gqa),
         cmocka_unit_test(test_norm_alpha_einsum_unbind),
         cmocka_unit_test(test_pad_modes),
