@@ -90,6 +90,7 @@ int al_get_num(lctx *c, const drift_json_value *v, const char *what, double dflt
 int al_get_ints(lctx *c, const drift_json_value *v, const char *what, int64_t *out, int *n);
 int al_get_str(lctx *c, const drift_json_value *v, const char *what, const char *dflt, const char **out);
 int al_parse_dtype(const char *s, drift_dtype *dt, int *is_int);
+drift_dtype al_complex_part(const char *s);
 int al_get_dtype(lctx *c, const drift_json_value *v, const char *what, int *given, drift_dtype *dt, int *is_int);
 int al_new_root(lctx *c, int id, aten_view *v);
 int al_add_node(lctx *c, drift_node_spec *s, int *id);

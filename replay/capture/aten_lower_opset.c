@@ -764,20 +764,35 @@ int al_lower_gather(lctx *c, const char *base, const char *target) {
     (void)target;
     int x, ij, idx, rc, id, flat;
     int64_t dim;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
-        (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const int cplx = c->last_cplx; /* x holds (re, im) pairs in a trailing dim: both taken at each index */
+    if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) || (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
         return rc;
+    if (c->fx[ij].cplx) return FAIL(c, "gather: a complex index");
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
-    int d = aten_view_dim(dim, xv->ndim);
-    if (d < 0 || iv->ndim != xv->ndim) return FAIL(c, "gather: index and input must have the same number of dims");
+    const int lnd = xv->ndim - cplx;
+    int d = aten_view_dim(dim, lnd);
+    if (d < 0 || iv->ndim != lnd) return FAIL(c, "gather: index and input must have the same number of dims");
+    for (int i = 0; i < lnd; i++)
+        if (i != d && iv->shape[i] > xv->shape[i])
+            return FAIL(c, "gather: index dim %d (%lld) is larger than the input's (%lld)", i, (long long)iv->shape[i],
+                        (long long)xv->shape[i]);
     int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
     contig_strides(xv->ndim, xv->shape, st);
     memcpy(sh, iv->shape, sizeof sh);
-    if ((rc = flat_index(c, iv->ndim, sh, st, d, idx, &flat))) return rc;
+    if (cplx) { /* the index broadcast over the pair dim */
+        if (lnd + 1 > DRIFT_MAX_DIMS) return FAIL(c, "gather of a complex tensor of %d dims", lnd);
+        sh[lnd] = 2;
+        int64_t vs[DRIFT_MAX_DIMS];
+        memcpy(vs, iv->shape, sizeof(int64_t) * (size_t)lnd);
+        vs[lnd] = 1;
+        if ((rc = al_emit_view_to(c, idx, lnd + 1, vs, &idx))) return rc;
+    }
+    if ((rc = flat_index(c, lnd + cplx, sh, st, d, idx, &flat))) return rc;
     int in[2] = {x, flat};
     if ((rc = al_emit(c, DRIFT_OP_TAKE, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
-    return al_set_result(c, id);
+    return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
 /* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat. */
