@@ -2473,9 +2473,12 @@ static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsi
 static void compute_live(const drift_aten_graph *g, int dv, unsigned char *live) {
     for (int i = g->n - 1; i >= 0; i--) {
         const aten_node *n = &g->nodes[i];
-        size_t tl = strlen(n->target);
-        int inplace = n->op == ATEN_CALL && tl > 9 && !strcmp(n->target + tl - 9, "_.default") &&
-                      strcmp(n->target, "aten.detach_.default");
+        /* an in-place op of any overload (fill_.Tensor, add_.Tensor: the op name ends in '_'),
+         * not only *_.default: Lumina2's position ids are fill_.Tensor writes into views */
+        char b[96];
+        size_t bl = strlen(drift_aten_op_base(n->target, b, sizeof b));
+        int inplace = n->op == ATEN_CALL && !strncmp(n->target, "aten.", 5) && bl > 1 && b[bl - 1] == '_' &&
+                      strcmp(b, "detach_");
         if (n->op == ATEN_OUTPUT || n->op == ATEN_PLACEHOLDER || inplace) live[i] = 1;
         if (!live[i] || (dv && g->device_value && g->device_value[i])) continue;
         mark_refs(g, n->args, live);

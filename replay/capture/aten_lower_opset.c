@@ -930,6 +930,33 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
     return put_values(c, x, flat, vals, !strcmp(base, "scatter_add"));
 }
 
+/* fill(self, value): self's shape and dtype holding a number (fill.Scalar) or a 0-d
+ * tensor's value (fill.Tensor: broadcast with stride 0, cast to self's dtype); fill_ writes
+ * it into self (al_lower_inplace). */
+int al_lower_fill_value(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int j, self, rc, out;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_mat_fx(c, j, &self))) return rc;
+    const drift_json_value *v = al_arg(c, 1, "value");
+    if (al_node_ref(v)) {
+        int vj, x;
+        if ((rc = al_tensor_arg(c, v, "value", &vj))) return rc;
+        aten_view e = c->fx[vj].t;
+        if (e.nd != 0) return FAIL(c, "value: a tensor of %d dims (fill takes a 0-d tensor)", e.nd);
+        const aten_view *sv = &c->fx[j].t;
+        e.nd = sv->nd;
+        for (int i = 0; i < sv->nd; i++) e.size[i] = sv->size[i], e.stride[i] = 0;
+        if ((rc = al_mat_view(c, &e, &x)) || (rc = al_emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, self, &out)))
+            return rc;
+    } else {
+        double value;
+        if ((rc = al_get_num(c, v, "value", 0, &value))) return rc;
+        if ((rc = fill_like(c, self, value, &out))) return rc;
+    }
+    return al_set_result(c, out);
+}
+
 int al_lower_nonzero(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;

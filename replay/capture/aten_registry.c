@@ -203,6 +203,7 @@ static const aten_op_row k_rows[] = {
     {"full", al_lower_fill, RCC, "FILL; complex64: (value, 0) pairs"},
     {"empty", al_lower_fill, RCC, "FILL"},
     {"scalar_tensor", al_lower_fill, RCC, "FILL"},
+    {"fill", al_lower_fill_value, RCC, "FILL like self (Scalar); a 0-d tensor's value broadcast and cast (Tensor)"},
     {"cat", al_lower_cat, RCC, "CONCAT"},
     {"stack", al_lower_cat, RCC, "CONCAT of unsqueezed views"},
 };

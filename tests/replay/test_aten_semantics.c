@@ -39,6 +39,7 @@
 #include "formats/plan.h"
 #include "kernels/backend.h"
 #include "replay/capture/aten_graph.h"
+#include "replay/capture/aten_model.h"
 #include "replay/exec/exec.h"
 #include "replay/ir/assign.h"
 #include "tests/fp32_run.h"
@@ -474,6 +475,118 @@ static void test_autocast_disabled_region(void **st) {
     print_message("  a matmul in an autocast-disabled region is fp32 under a bf16 plan, bf16 without the region\n");
 }
 
+/* A whole hand-written document (nodes after the latents placeholder x [xs]) lowered
+ * through drift_capture_model_create, so that its inline constants load as a replay loads
+ * them; runs on ref then cpu under an fp32 plan, the n outputs of each into got (fp64). */
+static void run_model(const char *name, const char *nodes, const char *constants, int xnd, const int64_t *xs,
+                      const float *x, int64_t n, double *got) {
+    char xsh[96];
+    fmt_shape(xsh, sizeof xsh, xnd, xs);
+    char *doc = malloc(32768);
+    snprintf(doc, 32768,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "%s"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [%s{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {%s}, \"non_tensor_inputs\": {}}\n",
+             xsh, nodes, constants[0] ? "{\"node\": \"c\", \"kind\": \"constant\", \"target\": \"tab\"}, " : "", constants);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_model *m = NULL;
+    if (drift_capture_model_create(doc, strlen(doc), name, &m, &e)) fail_msg("%s: %s: %s", name, e.where, e.msg);
+    drift_hostset *is, *ps;
+    drift_hostset_create(&is, &e);
+    drift_hostset_create(&ps, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
+    const char *bes[2] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        drift_exec_result r;
+        test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, bes[k], ps, m->buffers[DRIFT_BUF_RECORDED], is, NULL, NULL, &r);
+        assert_int_equal(r.numel, n);
+        for (int64_t i = 0; i < n; i++) got[k * n + i] = r.f64 ? r.f64[i] : r.f32[i];
+        drift_exec_result_free(&r);
+    }
+    drift_hostset_free(is);
+    drift_hostset_free(ps);
+    drift_model_free(m);
+    free(doc);
+}
+
+#define CALL(name, target, args, kwargs, shape, dtype)                                                                 \
+    "  {\"name\": \"" name "\", \"op\": \"call_function\", \"target\": \"" target "\", \"args\": " args            \
+    ", \"kwargs\": " kwargs ", \"val\": {\"shape\": " shape ", \"dtype\": \"" dtype "\"}, \"module\": \"m\", "         \
+    "\"module_stack\": [\"m\"]},\n"
+
+/* Lumina2's RoPE (diffusers Lumina2RotaryPosEmbed + apply_rotary_emb(use_real=False)): a
+ * complex128 table built in fp64 (a lifted constant), unsqueezed, repeated over the batch and
+ * gathered at int64 positions, copied into a complex128 zeros, multiplied with the complex64
+ * view of x (complex128 product), view_as_real (fp64). The table's fp64 values are kept
+ * (an fp32 copy changes the products' low bits), the product is (ac - bd, ad + bc) in fp64. */
+static void test_complex128_rope(void **st) {
+    (void)st;
+    const double tab[6] = {1.0, 0.0, 0.5403023058681398, 0.8414709848078965, -0.4161468365471424, 0.9092974268256817};
+    const char *consts = "\"tab\": {\"shape\": [3], \"dtype\": \"complex128\", \"data\": [1.0, 0.0, 0.5403023058681398, "
+                         "0.8414709848078965, -0.4161468365471424, 0.9092974268256817]}";
+    const char *nodes =
+        "  {\"name\": \"c\", \"op\": \"placeholder\", \"target\": \"c\", \"args\": [], \"kwargs\": {}, "
+        "\"val\": {\"shape\": [3], \"dtype\": \"complex128\"}, \"module\": \"\"},\n"
+        CALL("t", "aten.to.dtype_layout", "[{\"node\": \"c\"}]", "{\"dtype\": {\"dtype\": \"complex128\"}, \"layout\": {\"layout\": \"strided\"}}", "[3]", "complex128")
+        CALL("u", "aten.unsqueeze.default", "[{\"node\": \"t\"}, 0]", "{}", "[1, 3]", "complex128")
+        CALL("r", "aten.repeat.default", "[{\"node\": \"u\"}, [2, 1]]", "{}", "[2, 3]", "complex128")
+        CALL("a", "aten.arange.default", "[2]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2]", "int64")
+        CALL("v", "aten.view.default", "[{\"node\": \"a\"}, [2, 1]]", "{}", "[2, 1]", "int64")
+        CALL("i", "aten.add.Tensor", "[{\"node\": \"v\"}, 1]", "{}", "[2, 1]", "int64")
+        CALL("g", "aten.gather.default", "[{\"node\": \"r\"}, 1, {\"node\": \"i\"}]", "{}", "[2, 1]", "complex128")
+        CALL("gv", "aten.view.default", "[{\"node\": \"g\"}, [2]]", "{}", "[2]", "complex128")
+        CALL("z", "aten.zeros.default", "[[2]]", "{\"dtype\": {\"dtype\": \"complex128\"}}", "[2]", "complex128")
+        CALL("cz", "aten.copy_.default", "[{\"node\": \"z\"}, {\"node\": \"gv\"}]", "{}", "[2]", "complex128")
+        CALL("xc", "aten.view_as_complex.default", "[{\"node\": \"x\"}]", "{}", "[2]", "complex64")
+        CALL("m", "aten.mul.Tensor", "[{\"node\": \"xc\"}, {\"node\": \"z\"}]", "{}", "[2]", "complex128")
+        CALL("y", "aten.view_as_real.default", "[{\"node\": \"m\"}]", "{}", "[2, 2]", "float64");
+    const int64_t xs[2] = {2, 2};
+    const float x[4] = {0.3f, -1.7f, 2.1f, 0.9f};
+    double got[8], want[4];
+    for (int i = 0; i < 2; i++) { /* row i takes the table's entry i + 1 */
+        const double a = x[2 * i], b = x[2 * i + 1], cr = tab[2 * (i + 1)], ci = tab[2 * (i + 1) + 1];
+        want[2 * i] = a * cr - b * ci;
+        want[2 * i + 1] = a * ci + b * cr;
+    }
+    run_model("complex128 rope", nodes, consts, 2, xs, x, 4, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            if (got[k * 4 + i] != want[i])
+                fail_msg("complex128 rope on %s: y[%d] = %.17g, want %.17g", k ? "cpu" : "ref", i, got[k * 4 + i], want[i]);
+    print_message("  a complex128 table: fp64 pairs kept through repeat, gather, copy_ and the product, bitwise\n");
+}
+
+/* In-place fills into views of a clone (Lumina2's position ids: `ids[i, L:, 0] = L` is
+ * fill_.Tensor with a 0-d tensor): c = x.clone(); c[1].fill_(7); c[0].fill_(x[0, 2]); y = 2c.
+ * Both writes reach y: an in-place op of an overload other than .default is live. */
+static void test_fill_into_views(void **st) {
+    (void)st;
+    const char *nodes =
+        CALL("c", "aten.clone.default", "[{\"node\": \"x\"}]", "{}", "[2, 3]", "float32")
+        CALL("s1", "aten.select.int", "[{\"node\": \"c\"}, 0, 1]", "{}", "[3]", "float32")
+        CALL("f1", "aten.fill_.Scalar", "[{\"node\": \"s1\"}, 7.0]", "{}", "[3]", "float32")
+        CALL("e", "aten.select.int", "[{\"node\": \"x\"}, 0, 0]", "{}", "[3]", "float32")
+        CALL("e0", "aten.select.int", "[{\"node\": \"e\"}, 0, 2]", "{}", "[]", "float32")
+        CALL("s0", "aten.select.int", "[{\"node\": \"c\"}, 0, 0]", "{}", "[3]", "float32")
+        CALL("f0", "aten.fill_.Tensor", "[{\"node\": \"s0\"}, {\"node\": \"e0\"}]", "{}", "[3]", "float32")
+        CALL("y", "aten.mul.Tensor", "[{\"node\": \"c\"}, 2.0]", "{}", "[2, 3]", "float32");
+    const int64_t xs[2] = {2, 3};
+    const float x[6] = {0.5f, -1.25f, 3.0f, 4.0f, 5.0f, 6.0f};
+    const double want[6] = {6.0, 6.0, 6.0, 14.0, 14.0, 14.0};
+    double got[12];
+    run_model("fill_ into views", nodes, "", 2, xs, x, 6, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            if (got[k * 6 + i] != want[i])
+                fail_msg("fill_ on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want[i]);
+    print_message("  fill_.Scalar and fill_.Tensor into views of a clone reach the output\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
@@ -484,6 +597,8 @@ int main(void) {
         cmocka_unit_test(test_unread_arguments),
         cmocka_unit_test(test_new_ones),
         cmocka_unit_test(test_autocast_disabled_region),
+        cmocka_unit_test(test_complex128_rope),
+        cmocka_unit_test(test_fill_into_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
