@@ -188,6 +188,7 @@ int al_lower_reduce_ext(lctx *c, const char *base, const char *target);
 int al_lower_cumsum(lctx *c, const char *base, const char *target);
 int al_lower_softmax(lctx *c, const char *base, const char *target);
 int al_lower_argsort(lctx *c, const char *base, const char *target);
+int al_lower_topk(lctx *c, const char *base, const char *target);
 int al_lower_matmul(lctx *c, const char *base, const char *target);
 int al_lower_group_norm(lctx *c, const char *base, const char *target);
 int al_lower_index_select(lctx *c, const char *base, const char *target);

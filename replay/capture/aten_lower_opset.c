@@ -521,6 +521,73 @@ int al_lower_argsort(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
+/* topk(self, k, dim=-1, largest=True, sorted=True), sort(self, dim=-1, descending=False)
+ * and sort.stable(self, *, stable, dim, descending): (values, indices). ARGSORT along dim
+ * (stable: equal values in index order; NaN above every number, as torch's sort), its
+ * first k indices (a STRIDED slice; sort: all), the values TAKEn there (exact). torch's
+ * CUDA topk orders exact ties as its radix select finds them (not documented; for an
+ * MoE gate's fp32 / bf16 scores ties are rare); sorted=False returns them sorted too
+ * (torch leaves that order unspecified). */
+int al_lower_topk(lctx *c, const char *base, const char *target) {
+    int j, x, rc, ord, idx, flat, vals;
+    int64_t dim = -1, k = INT64_MIN, desc = 1, sorted = 1, stable = 0;
+    const int topk = !strcmp(base, "topk");
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_mat_fx(c, j, &x))) return rc;
+    if (topk) {
+        if ((rc = al_get_int(c, al_arg(c, 1, "k"), "k", INT64_MIN, &k)) || (rc = al_get_int(c, al_arg(c, 2, "dim"), "dim", -1, &dim)) ||
+            (rc = al_get_int(c, al_arg(c, 3, "largest"), "largest", 1, &desc)) ||
+            (rc = al_get_int(c, al_arg(c, 4, "sorted"), "sorted", 1, &sorted)))
+            return rc;
+        if (k == INT64_MIN) return FAIL(c, "topk: k is missing");
+    } else if (!strcmp(target, "aten.sort.stable")) {
+        if ((rc = al_get_int(c, al_arg(c, -1, "stable"), "stable", 0, &stable)) ||
+            (rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim)) ||
+            (rc = al_get_int(c, al_arg(c, -1, "descending"), "descending", 0, &desc)))
+            return rc;
+    } else if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", -1, &dim)) ||
+               (rc = al_get_int(c, al_arg(c, 2, "descending"), "descending", 0, &desc))) {
+        return rc;
+    }
+    (void)sorted;
+    (void)stable; /* drift's order is stable either way */
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
+    const int nd = xv->ndim;
+    if (nd == 0) return FAIL(c, "%s of a 0-d tensor is not supported", base);
+    const int d = aten_view_dim(dim, nd);
+    if (d < 0) return FAIL(c, "dim %lld is out of range for a %d-d tensor", (long long)dim, nd);
+    const int64_t n = xv->shape[d];
+    if (!topk) k = n;
+    if (k < 1 || k > n)
+        return FAIL(c, "k = %lld is out of range for dim %d of size %lld (expected 1..%lld)", (long long)k, d, (long long)n,
+                    (long long)n);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = desc != 0;
+    op.dim = d;
+    if ((rc = emit_fixed(c, DRIFT_OP_ARGSORT, &op, 1, &x, DRIFT_I64, &ord))) return rc;
+    int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
+    contig_strides(nd, xv->shape, st);
+    memcpy(sh, xv->shape, sizeof(int64_t) * (size_t)nd);
+    sh[d] = k;
+    idx = ord;
+    if (k < n && (rc = al_emit_gather(c, ord, nd, sh, st, 0, &idx))) return rc;
+    if ((rc = flat_index(c, nd, sh, st, d, idx, &flat))) return rc;
+    int in[2] = {x, flat};
+    if ((rc = al_emit(c, DRIFT_OP_TAKE, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &vals))) return rc;
+    aten_view v[2];
+    if ((rc = al_set_result(c, vals))) return rc;
+    v[0] = c->fx[c->cur].t;
+    if ((rc = al_set_result(c, idx))) return rc;
+    v[1] = c->fx[c->cur].t;
+    fxv *f = &c->fx[c->cur];
+    if (!(f->multi = drift_calloc(2, sizeof *f->multi))) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    f->multi[0] = v[0];
+    f->multi[1] = v[1];
+    f->n_multi = 2;
+    f->kind = FX_MULTI;
+    return DRIFT_OK;
+}
+
 /* ---- matmuls, group norm ---------------------------------------------------------- */
 
 int al_lower_matmul(lctx *c, const char *base, const char *target) {

@@ -153,6 +153,8 @@ static const aten_op_row k_rows[] = {
     {"log_softmax", al_lower_softmax, RCH, "SOFTMAX (log)"},
     {"_log_softmax", al_lower_softmax, RCH, "SOFTMAX (log)"},
     {"argsort", al_lower_argsort, RCH, "ARGSORT (stable)"},
+    {"topk", al_lower_topk, RCH, "ARGSORT (stable; NaN largest) + the first k indices (STRIDED) + TAKE of the values"},
+    {"sort", al_lower_topk, RCH, "ARGSORT (stable; NaN largest) + TAKE of the values"},
     /* indexing */
     {"embedding", al_lower_index_select, RCH, "TAKE of rows"},
     {"index_select", al_lower_index_select, RCH, "TAKE along a dim"},

@@ -478,8 +478,7 @@ static void test_autocast_disabled_region(void **st) {
 /* A whole hand-written document (nodes after the latents placeholder x [xs]) lowered
  * through drift_capture_model_create, so that its inline constants load as a replay loads
  * them; runs on ref then cpu under an fp32 plan, the n outputs of each into got (fp64). */
-static void run_model(const char *name, const char *nodes, const char *constants, int xnd, const int64_t *xs,
-                      const float *x, int64_t n, double *got) {
+static char *model_doc(const char *nodes, const char *constants, int xnd, const int64_t *xs) {
     char xsh[96];
     fmt_shape(xsh, sizeof xsh, xnd, xs);
     char *doc = malloc(32768);
@@ -492,6 +491,12 @@ static void run_model(const char *name, const char *nodes, const char *constants
              " \"inputs\": [%s{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {%s}, \"non_tensor_inputs\": {}}\n",
              xsh, nodes, constants[0] ? "{\"node\": \"c\", \"kind\": \"constant\", \"target\": \"tab\"}, " : "", constants);
+    return doc;
+}
+
+static void run_model(const char *name, const char *nodes, const char *constants, int xnd, const int64_t *xs,
+                      const float *x, int64_t n, double *got) {
+    char *doc = model_doc(nodes, constants, xnd, xs);
     drift_err e;
     drift_err_clear(&e);
     drift_model *m = NULL;
@@ -587,6 +592,61 @@ static void test_fill_into_views(void **st) {
     print_message("  fill_.Scalar and fill_.Tensor into views of a clone reach the output\n");
 }
 
+/* topk / sort as an MoE gate uses them: y = values + 1000 * indices of topk(x, 3) (largest,
+ * ties in index order: row 0 has two 3s) and of sort(x) ascending; k or dim out of range is
+ * refused naming it. */
+static void topk_doc(char *doc, size_t cap, const char *op, const char *args, int k) {
+    char ks[16];
+    snprintf(ks, sizeof ks, "[2, %d]", k);
+    char nodes[4096];
+    snprintf(nodes, sizeof nodes,
+             "  {\"name\": \"t\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {}, "
+             "\"val\": [{\"shape\": %s, \"dtype\": \"float32\"}, {\"shape\": %s, \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+             CALL("v", "getitem", "[{\"node\": \"t\"}, 0]", "{}", "%s", "float32")
+             CALL("i", "getitem", "[{\"node\": \"t\"}, 1]", "{}", "%s", "int64")
+             CALL("fi", "aten.to.dtype", "[{\"node\": \"i\"}, {\"dtype\": \"float32\"}]", "{}", "%s", "float32")
+             CALL("s", "aten.mul.Tensor", "[{\"node\": \"fi\"}, 1000.0]", "{}", "%s", "float32")
+             CALL("y", "aten.add.Tensor", "[{\"node\": \"v\"}, {\"node\": \"s\"}]", "{}", "%s", "float32"),
+             op, args, ks, ks, ks, ks, ks, ks, ks);
+    snprintf(doc, cap, "%s", nodes);
+}
+
+static void test_topk_sort(void **st) {
+    (void)st;
+    const int64_t xs[2] = {2, 5};
+    const float x[10] = {1.0f, 3.0f, 3.0f, -2.0f, 0.5f, -1.0f, -5.0f, 2.0f, 7.0f, 0.0f};
+    const double want_topk[6] = {3 + 1000, 3 + 2000, 1 + 0, 7 + 3000, 2 + 2000, 0 + 4000};
+    const double want_sort[10] = {-2 + 3000, 0.5 + 4000, 1, 3 + 1000, 3 + 2000, -5 + 1000, -1, 0 + 4000, 2 + 2000, 7 + 3000};
+    char nodes[4096];
+    double got[20];
+    topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 3]", 3);
+    run_model("topk", nodes, "", 2, xs, x, 6, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            if (got[k * 6 + i] != want_topk[i])
+                fail_msg("topk on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_topk[i]);
+    topk_doc(nodes, sizeof nodes, "aten.sort.default", "[{\"node\": \"x\"}]", 5);
+    run_model("sort", nodes, "", 2, xs, x, 10, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 10; i++)
+            if (got[k * 10 + i] != want_sort[i])
+                fail_msg("sort on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 10 + i], want_sort[i]);
+    /* hostile: k past the dim, a dim past the rank */
+    const struct { const char *args; const char *want; } bad[] = {
+        {"[{\"node\": \"x\"}, 6]", "k = 6 is out of range for dim 1 of size 5"},
+        {"[{\"node\": \"x\"}, 0]", "k = 0 is out of range"},
+        {"[{\"node\": \"x\"}, 3, 2]", "dim 2 is out of range for a 2-d tensor"},
+        {"[{\"node\": \"x\"}, 3.5]", "k: expected an integer"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        topk_doc(nodes, sizeof nodes, "aten.topk.default", bad[b].args, 3);
+        char *doc = model_doc(nodes, "", 2, xs);
+        refused("topk hostile", doc, bad[b].want);
+        free(doc);
+    }
+    print_message("  topk (largest, ties in index order) and sort on ref and cpu; bad k and dim refused\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
@@ -599,6 +659,7 @@ int main(void) {
         cmocka_unit_test(test_autocast_disabled_region),
         cmocka_unit_test(test_complex128_rope),
         cmocka_unit_test(test_fill_into_views),
+        cmocka_unit_test(test_topk_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
