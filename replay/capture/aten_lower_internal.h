@@ -199,6 +199,7 @@ int al_lower_index_copy(lctx *c, const char *base, const char *target);
 int al_lower_scatter(lctx *c, const char *base, const char *target);
 int al_lower_nonzero(lctx *c, const char *base, const char *target);
 int al_lower_fill_value(lctx *c, const char *base, const char *target);
+int al_lower_nonzero_numpy(lctx *c, const char *base, const char *target);
 int al_lower_pad(lctx *c, const char *base, const char *target);
 int al_lower_inplace(lctx *c, const char *base, const char *target);
 int al_lower_polar(lctx *c, const char *base, const char *target);

@@ -970,7 +970,19 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
         (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
         return rc;
-    if (!al_is_none(al_arg(c, -1, "reduce"))) return FAIL(c, "scatter with a reduce mode is not supported yet");
+    const int sr = !strcmp(base, "scatter_reduce");
+    int64_t include_self = 1;
+    if (sr) { /* scatter_reduce.two(self, dim, index, src, reduce, *, include_self=True) */
+        const char *mode = NULL;
+        if ((rc = al_get_str(c, al_arg(c, 4, "reduce"), "reduce", NULL, &mode)) ||
+            (rc = al_get_int(c, al_arg(c, 5, "include_self"), "include_self", 1, &include_self)))
+            return rc;
+        if (!mode || strcmp(mode, "sum"))
+            return FAIL(c, "scatter_reduce with reduce '%s' is not supported yet (sum only: HiDream's MoE combine)",
+                        mode ? mode : "(none)");
+    } else if (!al_is_none(al_arg(c, -1, "reduce"))) {
+        return FAIL(c, "scatter with a reduce mode is not supported yet");
+    }
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
@@ -994,7 +1006,54 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         }
         if ((rc = al_mat_view(c, &sv, &vals))) return rc;
     }
-    return put_values(c, x, flat, vals, !strcmp(base, "scatter_add"));
+    if (sr && !include_self) { /* the indexed positions start from zero, not from self */
+        int z, res;
+        if ((rc = fill_like(c, vals, 0.0, &z)) || (rc = put_values(c, x, flat, z, 0)) || (rc = al_mat_fx(c, c->cur, &res)))
+            return rc;
+        x = res;
+    }
+    return put_values(c, x, flat, vals, sr || !strcmp(base, "scatter_add"));
+}
+
+/* nonzero_numpy(self): one int64 index tensor per dim of self ([count] each), the columns
+ * of NONZERO with the count of the graph's shapes (a replay whose count differs stops,
+ * naming both counts). */
+int al_lower_nonzero_numpy(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, rc, nz;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const drift_json_value *val = al_cur_node(c)->val;
+    const int nd = val_of(c, x)->ndim;
+    if (nd < 1) return FAIL(c, "nonzero_numpy of a 0-d tensor is not supported");
+    if (!val || val->type != DRIFT_JSON_ARRAY || (int)val->n_items != nd)
+        return FAIL(c, "nonzero_numpy: 'val' must list %d tensors (one per dim of self)", nd);
+    int vnd;
+    int64_t vs[DRIFT_MAX_DIMS];
+    if ((rc = al_val_shape(c, &val->items[0], &vnd, vs))) return rc;
+    if (vnd != 1) return FAIL(c, "nonzero_numpy: 'val' tensors must be 1-d ([count])");
+    const int64_t n = vs[0];
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_NONZERO);
+    s.op.n_in = 1;
+    s.in[0] = x;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = 2, s.shape[0] = n, s.shape[1] = nd;
+    if ((rc = al_add_node(c, &s, &nz))) return rc;
+    aten_view cols[DRIFT_MAX_DIMS];
+    for (int k = 0; k < nd; k++) {
+        int col;
+        const int64_t one = (int64_t)nd;
+        if ((rc = al_emit_gather(c, nz, 1, &n, &one, k, &col)) || (rc = al_set_result(c, col))) return rc;
+        cols[k] = c->fx[c->cur].t;
+    }
+    fxv *f = &c->fx[c->cur];
+    if (!(f->multi = drift_calloc((size_t)nd, sizeof *f->multi))) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    memcpy(f->multi, cols, sizeof(aten_view) * (size_t)nd);
+    f->n_multi = nd;
+    f->kind = FX_MULTI;
+    return DRIFT_OK;
 }
 
 /* fill(self, value): self's shape and dtype holding a number (fill.Scalar) or a 0-d

@@ -647,6 +647,58 @@ static void test_topk_sort(void **st) {
     print_message("  topk (largest, ties in index order) and sort on ref and cpu; bad k and dim refused\n");
 }
 
+/* HiDream's MoE combine, `cache.scatter_reduce_(0, idx.repeat(1, D), out, reduce="sum")`:
+ * y = scatter_reduce(x, 0, idx, src=2x[:2] , "sum", include_self) with idx = [[1, 1, 1], [1, 1, 1]]
+ * (both source rows into row 1); and the nonzero_numpy columns of (x > 0) at the recorded
+ * count; a reduce mode drift lacks is refused naming it. */
+static void test_scatter_reduce_nonzero(void **st) {
+    (void)st;
+    const int64_t xs[2] = {3, 3};
+    const float x[9] = {1, -2, 3, 4, 5, -6, 0.5f, 0, 8};
+    char nodes[4096];
+    double got[18];
+    for (int self = 1; self >= 0; self--) {
+        snprintf(nodes, sizeof nodes,
+                 CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
+                 CALL("s2", "aten.slice.Tensor", "[{\"node\": \"x\"}, 0, 0, 2]", "{}", "[2, 3]", "float32")
+                 CALL("src", "aten.mul.Tensor", "[{\"node\": \"s2\"}, 2.0]", "{}", "[2, 3]", "float32")
+                 CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"src\"}, \"sum\"]",
+                      "{\"include_self\": %s}", "[3, 3]", "float32"),
+                 self ? "true" : "false");
+        run_model("scatter_reduce", nodes, "", 2, xs, x, 9, got);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 9; i++) {
+                const int r = i / 3, col = i % 3;
+                const double want = r == 1 ? (self ? x[i] : 0.0) + 2.0 * x[col] + 2.0 * x[3 + col] : x[i];
+                if (got[k * 9 + i] != want)
+                    fail_msg("scatter_reduce include_self=%d on %s: y[%d] = %g, want %g", self, k ? "cpu" : "ref", i, got[k * 9 + i], want);
+            }
+    }
+    /* nonzero_numpy(x > 0): 6 positives; y = 10 * rows + cols */
+    snprintf(nodes, sizeof nodes,
+             CALL("p", "aten.gt.Scalar", "[{\"node\": \"x\"}, 0.0]", "{}", "[3, 3]", "bool")
+             "  {\"name\": \"nz\", \"op\": \"call_function\", \"target\": \"aten.nonzero_numpy.default\", \"args\": [{\"node\": \"p\"}], \"kwargs\": {}, "
+             "\"val\": [{\"shape\": [6], \"dtype\": \"int64\"}, {\"shape\": [6], \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+             CALL("r", "getitem", "[{\"node\": \"nz\"}, 0]", "{}", "[6]", "int64")
+             CALL("cc", "getitem", "[{\"node\": \"nz\"}, 1]", "{}", "[6]", "int64")
+             CALL("r10", "aten.mul.Tensor", "[{\"node\": \"r\"}, 10]", "{}", "[6]", "int64")
+             CALL("s", "aten.add.Tensor", "[{\"node\": \"r10\"}, {\"node\": \"cc\"}]", "{}", "[6]", "int64")
+             CALL("y", "aten.to.dtype", "[{\"node\": \"s\"}, {\"dtype\": \"float32\"}]", "{}", "[6]", "float32"));
+    run_model("nonzero_numpy", nodes, "", 2, xs, x, 6, got);
+    const double want_nz[6] = {0, 2, 10, 11, 20, 22};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            if (got[k * 6 + i] != want_nz[i])
+                fail_msg("nonzero_numpy on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_nz[i]);
+    snprintf(nodes, sizeof nodes,
+             CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
+             CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"x\"}, \"amax\"]", "{}", "[3, 3]", "float32"));
+    char *doc = model_doc(nodes, "", 2, xs);
+    refused("scatter_reduce amax", doc, "scatter_reduce with reduce 'amax' is not supported yet");
+    free(doc);
+    print_message("  scatter_reduce sum (include_self both ways), nonzero_numpy columns; reduce amax refused\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
@@ -660,6 +712,7 @@ int main(void) {
         cmocka_unit_test(test_complex128_rope),
         cmocka_unit_test(test_fill_into_views),
         cmocka_unit_test(test_topk_sort),
+        cmocka_unit_test(test_scatter_reduce_nonzero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
