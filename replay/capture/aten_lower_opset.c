@@ -943,14 +943,29 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
     return put_values(c, x, flat, vals, (int)acc);
 }
 
+/* index_copy(self, dim, index, source) and index_add(self, dim, index, source, *, alpha=1)
+ * (the MoE combine `out.index_add_(0, rows, expert_out)`): PUT along dim, accumulating for
+ * index_add (source scaled by alpha first when alpha != 1). */
 int al_lower_index_copy(lctx *c, const char *base, const char *target) {
-    (void)base;
     (void)target;
     int x, idx, src, rc, flat;
     int64_t dim;
+    const int add = !strcmp(base, "index_add");
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
         (rc = al_mat_arg(c, al_arg(c, 2, "index"), "index", &idx)) || (rc = al_mat_arg(c, al_arg(c, 3, "source"), "source", &src)))
         return rc;
+    if (add) {
+        double alpha;
+        if ((rc = al_get_num(c, al_arg(c, -1, "alpha"), "alpha", 1.0, &alpha))) return rc;
+        if (alpha != 1.0) {
+            drift_op op;
+            memset(&op, 0, sizeof op);
+            op.sub = DRIFT_SCALAR_MUL;
+            op.scalar = alpha;
+            if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &src, DRIFT_RULE_PROMOTE, &src))) return rc;
+        }
+    }
+    if (val_of(c, idx)->ndim > 1) return FAIL(c, "%s: the index must be 0-d or 1-d", base);
     if ((rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
@@ -959,8 +974,14 @@ int al_lower_index_copy(lctx *c, const char *base, const char *target) {
     contig_strides(xv->ndim, xv->shape, st);
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == d ? n : xv->shape[i], vs[i] = i == d ? n : 1;
     if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
+    const drift_value sv_c = *val_of(c, src), *sv = &sv_c;
+    if (sv->ndim != xv->ndim && !(sv->ndim == 0 && xv->ndim == 0))
+        return FAIL(c, "%s: source has %d dims, self %d", base, sv->ndim, xv->ndim);
+    for (int i = 0; i < xv->ndim && sv->ndim == xv->ndim; i++)
+        if (sv->shape[i] != sh[i])
+            return FAIL(c, "%s: source dim %d is %lld, expected %lld", base, i, (long long)sv->shape[i], (long long)sh[i]);
     if ((rc = flat_index(c, xv->ndim, sh, st, d, idx, &flat))) return rc;
-    return put_values(c, x, flat, src, 0);
+    return put_values(c, x, flat, src, add);
 }
 
 /* scatter(self, dim, index, src | value) and scatter_add(self, dim, index, src). */

@@ -163,6 +163,7 @@ static const aten_op_row k_rows[] = {
     {"index_put", al_lower_index_put, RCH, "PUT (one integer index tensor, or a 1-d boolean mask: NONZERO with the recorded count)"},
     {"index_put_", al_lower_index_put, RCH, "PUT (functionalized)"},
     {"index_copy", al_lower_index_copy, RCH, "PUT along a dim"},
+    {"index_add", al_lower_index_copy, RCH, "PUT accumulate along a dim (alpha: SCALAR mul first)"},
     {"scatter", al_lower_scatter, RCH, "PUT with coordinates"},
     {"scatter_add", al_lower_scatter, RCH, "PUT accumulate with coordinates"},
     {"nonzero", al_lower_nonzero, RCH, "NONZERO (the recorded count)"},

@@ -699,6 +699,65 @@ static void test_scatter_reduce_nonzero(void **st) {
     print_message("  scatter_reduce sum (include_self both ways), nonzero_numpy columns; reduce amax refused\n");
 }
 
+/* The plain-PyTorch MoE of tests/gpu/plain_dits.py (MoEFFN) as a dispatch trace records it:
+ * softmax gate, topk(2), per expert `rows = (idx == e).any(-1).nonzero(as_tuple=True)[0]`
+ * (nonzero_numpy at the recorded count), `flat[rows]`, `(w * sel).sum(-1)[rows]` and
+ * `out.index_add_(0, rows, expert(flat[rows]) * we[:, None])`; expert e is x * (e + 1). */
+static void test_moe_dispatch(void **st) {
+    (void)st;
+    const int64_t xs[2] = {4, 3};
+    const float x[12] = {2, 1, 0, 0, 3, 1, 1, 0, 2, 5, 4, -1}; /* top-2 experts: {0,1} {1,2} {2,0} {0,1} */
+    static const int cnt[3] = {3, 3, 2};
+    char *nodes = malloc(32768);
+    size_t k = (size_t)snprintf(nodes, 32768, "%s",
+        CALL("p", "aten._softmax.default", "[{\"node\": \"x\"}, -1, false]", "{}", "[4, 3]", "float32")
+        "  {\"name\": \"t\", \"op\": \"call_function\", \"target\": \"aten.topk.default\", \"args\": [{\"node\": \"p\"}, 2], \"kwargs\": {}, "
+        "\"val\": [{\"shape\": [4, 2], \"dtype\": \"float32\"}, {\"shape\": [4, 2], \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+        CALL("w", "getitem", "[{\"node\": \"t\"}, 0]", "{}", "[4, 2]", "float32")
+        CALL("idx", "getitem", "[{\"node\": \"t\"}, 1]", "{}", "[4, 2]", "int64")
+        CALL("ws", "aten.sum.dim_IntList", "[{\"node\": \"w\"}, [-1], true]", "{}", "[4, 1]", "float32")
+        CALL("wn", "aten.div.Tensor", "[{\"node\": \"w\"}, {\"node\": \"ws\"}]", "{}", "[4, 2]", "float32")
+        CALL("out", "aten.zeros_like.default", "[{\"node\": \"x\"}]", "{}", "[4, 3]", "float32"));
+    for (int e = 0; e < 3; e++) {
+        char prev[16];
+        snprintf(prev, sizeof prev, e ? "ia%d" : "out", e - 1);
+        k += (size_t)snprintf(nodes + k, 32768 - k,
+            "  {\"name\": \"sel%d\", \"op\": \"call_function\", \"target\": \"aten.eq.Scalar\", \"args\": [{\"node\": \"idx\"}, %d], \"kwargs\": {}, \"val\": {\"shape\": [4, 2], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"any%d\", \"op\": \"call_function\", \"target\": \"aten.any.dim\", \"args\": [{\"node\": \"sel%d\"}, -1], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"nz%d\", \"op\": \"call_function\", \"target\": \"aten.nonzero_numpy.default\", \"args\": [{\"node\": \"any%d\"}], \"kwargs\": {}, \"val\": [{\"shape\": [%d], \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+            "  {\"name\": \"rows%d\", \"op\": \"call_function\", \"target\": \"getitem\", \"args\": [{\"node\": \"nz%d\"}, 0], \"kwargs\": {}, \"val\": {\"shape\": [%d], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"sf%d\", \"op\": \"call_function\", \"target\": \"aten._to_copy.default\", \"args\": [{\"node\": \"sel%d\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"float32\"}}, \"val\": {\"shape\": [4, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"m%d\", \"op\": \"call_function\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"node\": \"wn\"}, {\"node\": \"sf%d\"}], \"kwargs\": {}, \"val\": {\"shape\": [4, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"s%d\", \"op\": \"call_function\", \"target\": \"aten.sum.dim_IntList\", \"args\": [{\"node\": \"m%d\"}, [-1]], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"we%d\", \"op\": \"call_function\", \"target\": \"aten.index.Tensor\", \"args\": [{\"node\": \"s%d\"}, [{\"node\": \"rows%d\"}]], \"kwargs\": {}, \"val\": {\"shape\": [%d], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"xr%d\", \"op\": \"call_function\", \"target\": \"aten.index.Tensor\", \"args\": [{\"node\": \"x\"}, [{\"node\": \"rows%d\"}]], \"kwargs\": {}, \"val\": {\"shape\": [%d, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"ex%d\", \"op\": \"call_function\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"node\": \"xr%d\"}, %d.0], \"kwargs\": {}, \"val\": {\"shape\": [%d, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"wu%d\", \"op\": \"call_function\", \"target\": \"aten.unsqueeze.default\", \"args\": [{\"node\": \"we%d\"}, 1], \"kwargs\": {}, \"val\": {\"shape\": [%d, 1], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"o%d\", \"op\": \"call_function\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"node\": \"ex%d\"}, {\"node\": \"wu%d\"}], \"kwargs\": {}, \"val\": {\"shape\": [%d, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"ia%d\", \"op\": \"call_function\", \"target\": \"aten.index_add_.default\", \"args\": [{\"node\": \"%s\"}, 0, {\"node\": \"rows%d\"}, {\"node\": \"o%d\"}], \"kwargs\": {}, \"val\": {\"shape\": [4, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n",
+            e, e, e, e, e, e, cnt[e], e, e, cnt[e], e, e, e, e, e, e, e, e, e, cnt[e], e, e, cnt[e], e, e, e + 1, cnt[e], e, e,
+            cnt[e], e, e, e, cnt[e], e, prev, e, e);
+    }
+    snprintf(nodes + k, 32768 - k, CALL("y", "aten.mul.Tensor", "[{\"node\": \"ia2\"}, 1.0]", "{}", "[4, 3]", "float32"));
+    double want[12] = {0}, got[24];
+    for (int r = 0; r < 4; r++) { /* softmax, top 2 normalised, sum of w_e * (e + 1) * x */
+        double p[3], z = 0;
+        for (int j = 0; j < 3; j++) z += p[j] = exp(x[3 * r + j]);
+        int a = 0;
+        for (int j = 1; j < 3; j++) a = p[j] > p[a] ? j : a;
+        int b = a ? 0 : 1;
+        for (int j = 0; j < 3; j++) b = j != a && p[j] > p[b] ? j : b;
+        const double wa = p[a] / (p[a] + p[b]), wb = p[b] / (p[a] + p[b]);
+        for (int j = 0; j < 3; j++) want[3 * r + j] = (wa * (a + 1) + wb * (b + 1)) * x[3 * r + j];
+    }
+    run_model("moe", nodes, "", 2, xs, x, 12, got);
+    float gf[24];
+    for (int i = 0; i < 24; i++) gf[i] = (float)got[i];
+    near("moe combine", gf, want, 12, 1e-6);
+    free(nodes);
+    print_message("  a dispatch-traced top-2 MoE (topk, nonzero_numpy, index, index_add_) on ref and cpu\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
@@ -713,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_fill_into_views),
         cmocka_unit_test(test_topk_sort),
         cmocka_unit_test(test_scatter_reduce_nonzero),
+        cmocka_unit_test(test_moe_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
