@@ -205,7 +205,7 @@ static const aten_op_row k_rows[] = {
     {"new_empty", al_lower_fill, RCC, "FILL"},
     {"zeros", al_lower_fill, RCC, "FILL"},
     {"ones", al_lower_fill, RCC, "FILL"},
-    {"full", al_lower_fill, RCC, "FILL; complex64: (value, 0) pairs"},
+    {"full", al_lower_fill, RCC, "FILL; complex: (value, 0) pairs"},
     {"empty", al_lower_fill, RCC, "FILL"},
     {"scalar_tensor", al_lower_fill, RCC, "FILL"},
     {"fill", al_lower_fill_value, RCC, "FILL like self (Scalar); a 0-d tensor's value broadcast and cast (Tensor)"},
