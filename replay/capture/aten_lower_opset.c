@@ -862,8 +862,9 @@ int al_lower_gather(lctx *c, const char *base, const char *target) {
     return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
-/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat. */
-static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
+/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat;
+ * mode: PUT's sub (0 set, 1 accumulate, 2 amax, 3 amin, 4 prod). */
+static int put_values(lctx *c, int x, int flat, int vals, int mode) {
     int rc, z, id, in[3];
     if ((rc = al_emit_cast(c, vals, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &vals))) return rc;
     const drift_value fv_c = *val_of(c, flat), *fv = &fv_c, vv_c = *val_of(c, vals), *vv = &vv_c; /* copies: emitting a node may move the graph's values */
@@ -876,7 +877,7 @@ static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
     }
     drift_op op;
     memset(&op, 0, sizeof op);
-    op.sub = accumulate != 0;
+    op.sub = mode;
     in[0] = x, in[1] = flat, in[2] = vals;
     if ((rc = al_emit(c, DRIFT_OP_PUT, &op, 3, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
     return al_set_result(c, id);
@@ -940,7 +941,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;
     if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
     if ((rc = flat_index(c, xv->ndim, sh, st, p, idx, &flat))) return rc;
-    return put_values(c, x, flat, vals, (int)acc);
+    return put_values(c, x, flat, vals, acc != 0);
 }
 
 /* index_copy(self, dim, index, source) and index_add(self, dim, index, source, *, alpha=1)
@@ -993,14 +994,23 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         return rc;
     const int sr = !strcmp(base, "scatter_reduce");
     int64_t include_self = 1;
+    int mode = !strcmp(base, "scatter_add"), mean = 0; /* PUT's sub; mean: a sum and a count */
     if (sr) { /* scatter_reduce.two(self, dim, index, src, reduce, *, include_self=True) */
-        const char *mode = NULL;
-        if ((rc = al_get_str(c, al_arg(c, 4, "reduce"), "reduce", NULL, &mode)) ||
+        const char *m = NULL;
+        if ((rc = al_get_str(c, al_arg(c, 4, "reduce"), "reduce", NULL, &m)) ||
             (rc = al_get_int(c, al_arg(c, 5, "include_self"), "include_self", 1, &include_self)))
             return rc;
-        if (!mode || strcmp(mode, "sum"))
-            return FAIL(c, "scatter_reduce with reduce '%s' is not supported yet (sum only: HiDream's MoE combine)",
-                        mode ? mode : "(none)");
+        static const char *const modes[] = {"sum", "amax", "amin", "prod", "mean"};
+        static const int subs[] = {1, 2, 3, 4, 1};
+        mode = -1;
+        for (int i = 0; i < 5; i++)
+            if (m && !strcmp(m, modes[i])) mode = subs[i], mean = i == 4;
+        if (mode < 0)
+            return FAIL(c, "reduce: '%s' is not a scatter_reduce mode (sum, prod, mean, amax, amin)", m ? m : "(none)");
+        const int sj = al_ref_of(c, al_arg(c, 0, "self"));
+        if (sj >= 0 && captured_int(c, sj) && (mean || (!include_self && (mode == 2 || mode == 3))))
+            return FAIL(c, "scatter_reduce '%s'%s of an integer tensor is not supported yet", m,
+                        mean ? "" : " with include_self=False");
     } else if (!al_is_none(al_arg(c, -1, "reduce"))) {
         return FAIL(c, "scatter with a reduce mode is not supported yet");
     }
@@ -1027,13 +1037,29 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         }
         if ((rc = al_mat_view(c, &sv, &vals))) return rc;
     }
-    if (sr && !include_self) { /* the indexed positions start from zero, not from self */
+    if (sr && !include_self) { /* the indexed positions start from the reduction's identity, not from self */
+        const double id = mode == 2 ? -INFINITY : mode == 3 ? INFINITY : mode == 4 ? 1.0 : 0.0;
         int z, res;
-        if ((rc = fill_like(c, vals, 0.0, &z)) || (rc = put_values(c, x, flat, z, 0)) || (rc = al_mat_fx(c, c->cur, &res)))
+        if ((rc = fill_like(c, vals, id, &z)) || (rc = put_values(c, x, flat, z, 0)) || (rc = al_mat_fx(c, c->cur, &res)))
             return rc;
         x = res;
     }
-    return put_values(c, x, flat, vals, sr || !strcmp(base, "scatter_add"));
+    if (!mean) return put_values(c, x, flat, vals, mode);
+    /* mean: the sum over the indexed values (and self when included) over their count; an
+     * element nothing indexes keeps self (its count is 1) */
+    int sum, cnt0, ones, cnt, id, in[2];
+    if ((rc = put_values(c, x, flat, vals, 1)) || (rc = al_mat_fx(c, c->cur, &sum))) return rc;
+    if ((rc = fill_like(c, x, 0.0, &cnt0)) || (rc = fill_like(c, vals, 1.0, &ones)) || (rc = put_values(c, cnt0, flat, ones, 1)) ||
+        (rc = al_mat_fx(c, c->cur, &cnt)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = include_self ? DRIFT_SCALAR_ADD : DRIFT_SCALAR_MAX;
+    op.scalar = 1.0;
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &cnt, DRIFT_RULE_LIKE_INPUT0, &cnt))) return rc;
+    in[0] = sum, in[1] = cnt;
+    if ((rc = al_emit(c, DRIFT_OP_DIV, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
 }
 
 /* nonzero_numpy(self): one int64 index tensor per dim of self ([count] each), the columns

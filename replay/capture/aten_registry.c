@@ -168,7 +168,7 @@ static const aten_op_row k_rows[] = {
     {"scatter_add", al_lower_scatter, RCH, "PUT accumulate with coordinates"},
     {"nonzero", al_lower_nonzero, RCH, "NONZERO (the recorded count)"},
     {"nonzero_numpy", al_lower_nonzero_numpy, RCH, "NONZERO (the recorded count), one STRIDED column per dim"},
-    {"scatter_reduce", al_lower_scatter, RCH, "PUT accumulate with coordinates (reduce sum; include_self=False: zeros PUT first)"},
+    {"scatter_reduce", al_lower_scatter, RCH, "PUT accumulate / amax / amin / prod with coordinates; mean: sum / count (include_self=False: the identity PUT first)"},
     {"constant_pad_nd", al_lower_pad, RCH, "FILL + SCATTER"},
     {"pad", al_lower_pad, RCH, "FILL + SCATTER (mode constant); replicate, reflect, circular: STRIDED slices + CONCAT"},
     {"repeat", al_lower_repeat, RCC, "views + materialisation"},

@@ -647,33 +647,49 @@ static void test_topk_sort(void **st) {
     print_message("  topk (largest, ties in index order) and sort on ref and cpu; bad k and dim refused\n");
 }
 
-/* HiDream's MoE combine, `cache.scatter_reduce_(0, idx.repeat(1, D), out, reduce="sum")`:
- * y = scatter_reduce(x, 0, idx, src=2x[:2] , "sum", include_self) with idx = [[1, 1, 1], [1, 1, 1]]
- * (both source rows into row 1); and the nonzero_numpy columns of (x > 0) at the recorded
- * count; a reduce mode drift lacks is refused naming it. */
+/* HiDream's MoE combine, `cache.scatter_reduce_(0, idx.repeat(1, D), out, reduce="sum")`, and
+ * the other modes: y = scatter_reduce(x, 0, idx, src=2x[:2], mode, include_self) with
+ * idx = [[1, 1, 1], [1, 1, 1]] (both source rows into row 1); the nonzero_numpy columns of
+ * (x > 0) at the recorded count; an unknown mode is refused naming it. */
 static void test_scatter_reduce_nonzero(void **st) {
     (void)st;
     const int64_t xs[2] = {3, 3};
     const float x[9] = {1, -2, 3, 4, 5, -6, 0.5f, 0, 8};
     char nodes[4096];
     double got[18];
-    for (int self = 1; self >= 0; self--) {
-        snprintf(nodes, sizeof nodes,
-                 CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
-                 CALL("s2", "aten.slice.Tensor", "[{\"node\": \"x\"}, 0, 0, 2]", "{}", "[2, 3]", "float32")
-                 CALL("src", "aten.mul.Tensor", "[{\"node\": \"s2\"}, 2.0]", "{}", "[2, 3]", "float32")
-                 CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"src\"}, \"sum\"]",
-                      "{\"include_self\": %s}", "[3, 3]", "float32"),
-                 self ? "true" : "false");
-        run_model("scatter_reduce", nodes, "", 2, xs, x, 9, got);
-        for (int k = 0; k < 2; k++)
-            for (int i = 0; i < 9; i++) {
-                const int r = i / 3, col = i % 3;
-                const double want = r == 1 ? (self ? x[i] : 0.0) + 2.0 * x[col] + 2.0 * x[3 + col] : x[i];
-                if (got[k * 9 + i] != want)
-                    fail_msg("scatter_reduce include_self=%d on %s: y[%d] = %g, want %g", self, k ? "cpu" : "ref", i, got[k * 9 + i], want);
-            }
-    }
+    static const char *const modes[5] = {"sum", "prod", "mean", "amax", "amin"};
+    /* src shifted so that self and the identity matter: below self for amax, above it for amin */
+    static const double off[5] = {0.0, 0.0, 0.0, -20.0, 20.0};
+    for (int md = 0; md < 5; md++)
+        for (int self = 1; self >= 0; self--) {
+            snprintf(nodes, sizeof nodes,
+                     CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
+                     CALL("s2", "aten.slice.Tensor", "[{\"node\": \"x\"}, 0, 0, 2]", "{}", "[2, 3]", "float32")
+                     CALL("m2", "aten.mul.Tensor", "[{\"node\": \"s2\"}, 2.0]", "{}", "[2, 3]", "float32")
+                     CALL("src", "aten.add.Tensor", "[{\"node\": \"m2\"}, %g]", "{}", "[2, 3]", "float32")
+                     CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"src\"}, \"%s\"]",
+                          "{\"include_self\": %s}", "[3, 3]", "float32"),
+                     off[md], modes[md], self ? "true" : "false");
+            run_model("scatter_reduce", nodes, "", 2, xs, x, 9, got);
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 9; i++) {
+                    const int r = i / 3, col = i % 3;
+                    const double a = 2.0 * x[col] + off[md], b = 2.0 * x[3 + col] + off[md], sv = x[i];
+                    double want = x[i];
+                    if (r == 1) {
+                        switch (md) {
+                        case 0: want = (self ? sv : 0.0) + a + b; break;
+                        case 1: want = (self ? sv : 1.0) * a * b; break;
+                        case 2: want = self ? (sv + a + b) / 3.0 : (a + b) / 2.0; break;
+                        case 3: want = fmax(self ? sv : -INFINITY, fmax(a, b)); break;
+                        default: want = fmin(self ? sv : INFINITY, fmin(a, b)); break;
+                        }
+                    }
+                    if (fabs(got[k * 9 + i] - want) > 1e-6 * fabs(want))
+                        fail_msg("scatter_reduce %s include_self=%d on %s: y[%d] = %g, want %g", modes[md], self,
+                                 k ? "cpu" : "ref", i, got[k * 9 + i], want);
+                }
+        }
     /* nonzero_numpy(x > 0): 6 positives; y = 10 * rows + cols */
     snprintf(nodes, sizeof nodes,
              CALL("p", "aten.gt.Scalar", "[{\"node\": \"x\"}, 0.0]", "{}", "[3, 3]", "bool")
@@ -692,11 +708,11 @@ static void test_scatter_reduce_nonzero(void **st) {
                 fail_msg("nonzero_numpy on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_nz[i]);
     snprintf(nodes, sizeof nodes,
              CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
-             CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"x\"}, \"amax\"]", "{}", "[3, 3]", "float32"));
+             CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"x\"}, \"median\"]", "{}", "[3, 3]", "float32"));
     char *doc = model_doc(nodes, "", 2, xs);
-    refused("scatter_reduce amax", doc, "scatter_reduce with reduce 'amax' is not supported yet");
+    refused("scatter_reduce median", doc, "reduce: 'median' is not a scatter_reduce mode");
     free(doc);
-    print_message("  scatter_reduce sum (include_self both ways), nonzero_numpy columns; reduce amax refused\n");
+    print_message("  scatter_reduce sum, prod, mean, amax, amin (include_self both ways), nonzero_numpy columns; an unknown mode refused\n");
 }
 
 /* The plain-PyTorch MoE of tests/gpu/plain_dits.py (MoEFFN) as a dispatch trace records it:
