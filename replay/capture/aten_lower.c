@@ -502,7 +502,8 @@ static int lower_placeholder(lctx *c) {
     const drift_dtype part = al_complex_part(vdt && vdt->type == DRIFT_JSON_STRING ? vdt->str : NULL);
     const int cplx = part != DRIFT_DTYPE_INVALID;
     /* a complex128 buffer or constant (Lumina2's RoPE table, built in fp64) keeps its fp64 pairs */
-    const drift_dtype leaf_dt = part == DRIFT_F64 ? DRIFT_F64 : DRIFT_F32;
+    const int f64 = part == DRIFT_F64 || (vdt && vdt->type == DRIFT_JSON_STRING && !strcmp(vdt->str, "float64"));
+    const drift_dtype leaf_dt = f64 ? DRIFT_F64 : DRIFT_F32;
     if (cplx) { /* stored as (real, imag) pairs: a trailing dim of 2 */
         if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "a complex input of %d dims", nd);
         shape[nd++] = 2;

@@ -566,6 +566,27 @@ static void test_complex128_rope(void **st) {
     print_message("  a complex128 table: fp64 pairs kept through repeat, gather, copy_ and the product, bitwise\n");
 }
 
+/* A float64 lifted constant (a table the model code builds in fp64) times fp32 x: torch promotes
+ * to fp64, and the constant's fp64 values are used (0.1 and 0.3 are not fp32 numbers). */
+static void test_float64_constant(void **st) {
+    (void)st;
+    const char *consts = "\"tab\": {\"shape\": [2], \"dtype\": \"float64\", \"data\": [0.1, 0.3]}";
+    const char *nodes =
+        "  {\"name\": \"c\", \"op\": \"placeholder\", \"target\": \"c\", \"args\": [], \"kwargs\": {}, "
+        "\"val\": {\"shape\": [2], \"dtype\": \"float64\"}, \"module\": \"\"},\n"
+        CALL("y", "aten.mul.Tensor", "[{\"node\": \"x\"}, {\"node\": \"c\"}]", "{}", "[2]", "float64");
+    const int64_t xs[1] = {2};
+    const float x[2] = {1.7f, -2.9f};
+    double got[4];
+    run_model("float64 constant", nodes, consts, 1, xs, x, 2, got);
+    const double want[2] = {(double)x[0] * 0.1, (double)x[1] * 0.3};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            if (got[k * 2 + i] != want[i])
+                fail_msg("float64 constant on %s: y[%d] = %.17g, want %.17g", k ? "cpu" : "ref", i, got[k * 2 + i], want[i]);
+    print_message("  a float64 constant keeps its fp64 values and promotes the product to fp64\n");
+}
+
 /* In-place fills into views of a clone (Lumina2's position ids: `ids[i, L:, 0] = L` is
  * fill_.Tensor with a 0-d tensor): c = x.clone(); c[1].fill_(7); c[0].fill_(x[0, 2]); y = 2c.
  * Both writes reach y: an in-place op of an overload other than .default is live. */
@@ -785,6 +806,7 @@ int main(void) {
         cmocka_unit_test(test_new_ones),
         cmocka_unit_test(test_autocast_disabled_region),
         cmocka_unit_test(test_complex128_rope),
+        cmocka_unit_test(test_float64_constant),
         cmocka_unit_test(test_fill_into_views),
         cmocka_unit_test(test_topk_sort),
         cmocka_unit_test(test_scatter_reduce_nonzero),
