@@ -1,8 +1,9 @@
 /* Lowerings of the closed opset's newer ops (aten_registry.c names them):
  * comparisons and logic, where/masked fills, the wider unary and binary
  * families, reductions beyond sum/mean, softmax, cumsum, argsort, matmuls,
- * group norm, and indexing (embedding, index_select, index, gather,
- * index_put, index_copy, scatter, nonzero, constant padding).
+ * group norm, topk/sort, and indexing (embedding, index_select, index, gather,
+ * index_put, index_copy/index_add, scatter/scatter_add/scatter_reduce, nonzero,
+ * nonzero_numpy, fill, constant padding).
  *
  * Integer results keep an integer dtype whatever the plan (DRIFT_RULE_FIXED
  * with int64 or bool: replay/ir/assign.c); indexing lowers to TAKE/PUT over

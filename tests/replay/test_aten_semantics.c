@@ -24,7 +24,14 @@
  *    65537 stays 65537, not bf16's 65536);
  *  - an argument no lowering reads (a positional past the schema the importer knows,
  *    an unknown keyword) is refused naming it, not ignored; the keywords that only
- *    place the result (device, layout, pin_memory, memory_format, ...) are not. */
+ *    place the result (device, layout, pin_memory, memory_format, ...) are not;
+ *  - the dispatch-captured zoo models (issue 31, closed opset), whole documents through
+ *    drift_capture_model_create so that inline constants load as a replay loads them:
+ *    Lumina2's complex128 RoPE chain (fp64 pairs, bitwise), a float64 constant, fill_
+ *    into views (live although nothing reads the fill's node), topk / sort (ties in
+ *    index order; bad k and dim refused), scatter_reduce in every mode both ways,
+ *    nonzero_numpy, and a top-2 MoE as a dispatch trace records it (topk,
+ *    nonzero_numpy, index, index_add_). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
