@@ -675,6 +675,43 @@ static void test_topk_sort(void **st) {
     print_message("  topk (largest, ties in index order) and sort on ref and cpu; bad k and dim refused\n");
 }
 
+/* Lowers nodes (model_doc) and runs them on cpu under an fp32 plan: the run must fail
+ * with a message holding want (a replayed step the specialised graph does not fit). */
+static void run_fails(const char *name, const char *nodes, int xnd, const int64_t *xs, const float *x, const char *want) {
+    char *doc = model_doc(nodes, "", xnd, xs);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_model *m = NULL;
+    if (drift_capture_model_create(doc, strlen(doc), name, &m, &e)) fail_msg("%s: %s: %s", name, e.where, e.msg);
+    drift_hostset *is, *ps;
+    drift_hostset_create(&is, &e);
+    drift_hostset_create(&ps, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_F32;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    drift_graph *as = NULL;
+    if (drift_assign_dtypes(m->sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("assign: %s", e.msg);
+    drift_backend *be = NULL;
+    if (drift_backend_create("cpu", &be, &e)) fail_msg("backend: %s", e.msg);
+    drift_exec_inputs in = {.params = ps, .buffers = m->buffers[DRIFT_BUF_RECORDED], .inputs = is};
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    drift_err_clear(&e);
+    if (drift_exec_run(as, be, &in, &r, &e) == DRIFT_OK) fail_msg("%s: ran, want refused (%s)", name, want);
+    if (!strstr(e.msg, want)) fail_msg("%s: message '%s' lacks '%s'", name, e.msg, want);
+    drift_exec_result_free(&r);
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_plan_free(&plan);
+    drift_hostset_free(is);
+    drift_hostset_free(ps);
+    drift_model_free(m);
+    free(doc);
+}
+
 /* HiDream's MoE combine, `cache.scatter_reduce_(0, idx.repeat(1, D), out, reduce="sum")`, and
  * the other modes: y = scatter_reduce(x, 0, idx, src=2x[:2], mode, include_self) with
  * idx = [[1, 1, 1], [1, 1, 1]] (both source rows into row 1); the nonzero_numpy columns of
@@ -734,6 +771,9 @@ static void test_scatter_reduce_nonzero(void **st) {
         for (int i = 0; i < 6; i++)
             if (got[k * 6 + i] != want_nz[i])
                 fail_msg("nonzero_numpy on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_nz[i]);
+    /* a step whose mask selects another count than the recorded 6 stops, naming both */
+    const float x5[9] = {1, -2, 3, 4, 5, -6, 0.5f, 0, -8};
+    run_fails("nonzero_numpy count", nodes, 2, xs, x5, "5 non-zero elements where the recording had 6");
     snprintf(nodes, sizeof nodes,
              CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
              CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"x\"}, \"median\"]", "{}", "[3, 3]", "float32"));
