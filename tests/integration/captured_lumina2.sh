@@ -8,7 +8,7 @@
 #     recording (layers.0:out mean |d| was 1.1e-2 while fill_.Tensor into a view was dead
 #     code: the image tokens kept axis-0 position 0), the output within 2x the noise floor
 #     (--max-floor 2; it was refused first, complex128 unsupported, then 36x the floor);
-#   * --ref oracle runs (complex128 in the fp64 oracle).
+#   * --ref oracle and --device ref run (complex128 in the fp64 oracle and on the ref backend).
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/captured_lumina2"; rm -rf "$W"; mkdir -p "$W"
@@ -31,4 +31,6 @@ PY
 echo "ok: $(grep -o "this replay's.*" "$W/floor.out" "$W/floor.err" | head -1 | cut -d: -f2-)"
 "$D" replay "$f" --device cpu --ref oracle --output-only > "$W/oracle.out" 2> "$W/oracle.err" ||
   fail "replay --ref oracle exited $?: $(tail -2 "$W/oracle.err")"
+"$D" replay "$f" --device ref --ref trainer --output-only > "$W/ref.out" 2> "$W/ref.err" ||
+  fail "replay --device ref exited $?: $(tail -2 "$W/ref.err")"
 echo "captured_lumina2: ok"
