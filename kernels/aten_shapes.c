@@ -19,7 +19,7 @@ static const char *const binary_names[DRIFT_BINARY_COUNT] = {
     "max", "min", "pow", "atan2", "remainder", "fmod", "floordiv", "truncdiv", "bitwise_and", "bitwise_or",
     "bitwise_xor", "logical_and", "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge"};
 static const char *const two_names[2] = {"0", "1"};
-static const char *const put_names[2] = {"set", "accumulate"};
+static const char *const put_names[5] = {"set", "accumulate", "amax", "amin", "prod"};
 static const char *const sort_names[2] = {"ascending", "descending"};
 static const char *const cum_names[2] = {"sum", "prod"};
 static const char *const softmax_names[2] = {"softmax", "log_softmax"};
@@ -31,7 +31,7 @@ static const char *const *sub_table(drift_op_kind k, int *n) {
     case DRIFT_OP_REDUCE: *n = DRIFT_REDUCE_COUNT; return reduce_names;
     case DRIFT_OP_FILL: *n = 3; return fill_names;
     case DRIFT_OP_BINARY: *n = DRIFT_BINARY_COUNT; return binary_names;
-    case DRIFT_OP_PUT: *n = 2; return put_names;
+    case DRIFT_OP_PUT: *n = 5; return put_names;
     case DRIFT_OP_ARGSORT: *n = 2; return sort_names;
     case DRIFT_OP_CUMSUM: *n = 2; return cum_names;
     case DRIFT_OP_SOFTMAX: *n = 2; return softmax_names;
@@ -190,7 +190,7 @@ int drift_aten_infer_shape(const drift_op *op, const drift_tensor *const *in, in
         memcpy(shape, b->shape, sizeof b->shape[0] * (size_t)b->ndim);
         return DRIFT_OK;
     case DRIFT_OP_PUT:
-        if (op->sub < 0 || op->sub > 1) return drift_op_shape_err(err, op, "unknown put variant %d", op->sub);
+        if (op->sub < 0 || op->sub > 4) return drift_op_shape_err(err, op, "unknown put variant %d", op->sub);
         if (b->dtype != DRIFT_I64 && b->dtype != DRIFT_DTYPE_INVALID)
             return drift_op_shape_err(err, op, "the index is %s, not int64", drift_dtype_name(b->dtype));
         if (b->numel != in[2]->numel)

@@ -99,7 +99,9 @@ typedef enum drift_op_kind {
                               index outside is an error (exact) */
     DRIFT_OP_PUT,          /* out = in0 with flat(out)[in1[j]] = in2[j] in j order (op->sub 0: the last
                               write wins) or += in2[j] (sub 1: accumulated in opmath in j order, each
-                              touched element rounded once); in1 int64, numel(in1) == numel(in2) */
+                              touched element rounded once; sub 2 / 3 / 4: max / min (NaN wins) /
+                              product likewise: scatter_reduce's amax, amin, prod); in1 int64,
+                              numel(in1) == numel(in2) */
     DRIFT_OP_ARGSORT,      /* int64 indices sorting in0 along op->dim, stable; op->sub 1: descending;
                               NaN sorts above every number (exact) */
     DRIFT_OP_CUMSUM,       /* running sum (sub 0) or product (sub 1) along op->dim, opmath

@@ -202,8 +202,15 @@ static int run_put(const drift_op *op, const drift_tensor *const *in, drift_tens
     for (int64_t j = 0; j < in[1]->numel; j++) {
         double v = dd(in[1])[j];
         if (!(v >= 0.0 && v < (double)n)) return bad_index(err, "op put", v, j, n);
-        if (op->sub) dd(out)[(int64_t)v] += dd(in[2])[j];
-        else dd(out)[(int64_t)v] = dd(in[2])[j];
+        double *o = &dd(out)[(int64_t)v];
+        const double w = dd(in[2])[j];
+        switch (op->sub) {
+        case 1: *o += w; break;
+        case 2: *o = (*o != *o || w != w) ? NAN : fmax(*o, w); break; /* amax: NaN wins, as torch's */
+        case 3: *o = (*o != *o || w != w) ? NAN : fmin(*o, w); break;
+        case 4: *o *= w; break;
+        default: *o = w; break;
+        }
     }
     return DRIFT_OK;
 }

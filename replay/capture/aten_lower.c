@@ -165,6 +165,14 @@ int al_get_dtype(lctx *c, const drift_json_value *v, const char *what, int *give
 
 int al_val_dtype(lctx *c, drift_dtype *dt);
 
+/* The real dtype of a complex dtype's (re, im) pairs: fp32 for complex64, fp64 for
+ * complex128; DRIFT_DTYPE_INVALID for any other name (or NULL). */
+drift_dtype al_complex_part(const char *s) {
+    if (s && !strcmp(s, "complex64")) return DRIFT_F32;
+    if (s && !strcmp(s, "complex128")) return DRIFT_F64;
+    return DRIFT_DTYPE_INVALID;
+}
+
 /* ---- values ------------------------------------------------------------------- */
 
 int al_new_root(lctx *c, int id, aten_view *v) {
@@ -491,7 +499,11 @@ static int lower_placeholder(lctx *c) {
     int64_t shape[DRIFT_MAX_DIMS];
     if ((rc = al_val_shape(c, n->val, &nd, shape))) return rc;
     const drift_json_value *vdt = drift_json_object_get(n->val, "dtype");
-    int cplx = vdt && vdt->type == DRIFT_JSON_STRING && !strcmp(vdt->str, "complex64");
+    const drift_dtype part = al_complex_part(vdt && vdt->type == DRIFT_JSON_STRING ? vdt->str : NULL);
+    const int cplx = part != DRIFT_DTYPE_INVALID;
+    /* a complex128 buffer or constant (Lumina2's RoPE table, built in fp64) keeps its fp64 pairs */
+    const int f64 = part == DRIFT_F64 || (vdt && vdt->type == DRIFT_JSON_STRING && !strcmp(vdt->str, "float64"));
+    const drift_dtype leaf_dt = f64 ? DRIFT_F64 : DRIFT_F32;
     if (cplx) { /* stored as (real, imag) pairs: a trailing dim of 2 */
         if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "a complex input of %d dims", nd);
         shape[nd++] = 2;
@@ -504,11 +516,11 @@ static int lower_placeholder(lctx *c) {
         rc = drift_graph_add_leaf(c->out, DRIFT_VAL_PARAM, in->target, DRIFT_F32, nd, shape, &id, &inner);
         break;
     case DRIFT_ATEN_IN_BUFFER:
-        rc = drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, in->target, DRIFT_F32, nd, shape, &id, &inner);
+        rc = drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, in->target, leaf_dt, nd, shape, &id, &inner);
         break;
     case DRIFT_ATEN_IN_CONSTANT:
         snprintf(name, sizeof name, "constant:%s", in->target);
-        rc = drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, name, DRIFT_F32, nd, shape, &id, &inner);
+        rc = drift_graph_add_leaf(c->out, DRIFT_VAL_BUFFER, name, leaf_dt, nd, shape, &id, &inner);
         break;
     default: {
         al_rb_input(c, nd - cplx, shape);
@@ -628,7 +640,7 @@ int al_lower_repeat(lctx *c, const char *base, const char *target) {
     const aten_view v = c->fx[j].t;
     int extra = 0; /* a stride-0 dim before each dim repeated more than once */
     for (int i = 0; i < nr; i++) extra += reps[i] > 1;
-    if (nr < v.nd || nr + extra > DRIFT_MAX_DIMS)
+    if (nr < v.nd || nr + extra + c->fx[j].cplx > DRIFT_MAX_DIMS) /* a complex tensor's pair dim counts */
         return FAIL(c, "repeat of a %d-d tensor by %d factors (%d of them > 1) is not supported", v.nd, nr, extra);
     aten_view o;
     memset(&o, 0, sizeof o);
@@ -1940,8 +1952,9 @@ int al_val_dtype(lctx *c, drift_dtype *dt) {
     return DRIFT_OK;
 }
 
-/* A complex64 fill of the logical shape (nd, sh): (value, 0) pairs, the pair a trailing dim of 2. */
-static int lower_fill_complex(lctx *c, double value, int nd, const int64_t *sh) {
+/* A complex fill of the logical shape (nd, sh): (value, 0) pairs of dtype part (fp32 for
+ * complex64, fp64 for complex128), the pair a trailing dim of 2. */
+static int lower_fill_complex(lctx *c, double value, drift_dtype pdt, int nd, const int64_t *sh) {
     if (nd >= DRIFT_MAX_DIMS) return FAIL(c, "a complex fill of %d dims", nd);
     int part[2], id, rc;
     for (int k = 0; k < 2; k++) {
@@ -1949,7 +1962,7 @@ static int lower_fill_complex(lctx *c, double value, int nd, const int64_t *sh) 
         drift_node_spec_init(&s, DRIFT_OP_FILL);
         s.op.scalar = k == 0 ? value : 0.0;
         s.rule = DRIFT_RULE_FIXED;
-        s.rule_dtype = DRIFT_F32;
+        s.rule_dtype = pdt;
         s.ndim = nd + 1;
         memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
         s.shape[nd] = 1;
@@ -1975,7 +1988,8 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
     memset(&op, 0, sizeof op);
     drift_dtype dt = DRIFT_F32;
     const char *vds = al_val_dtype_str(al_cur_node(c));
-    const int cplx = vds && !strcmp(vds, "complex64");
+    const drift_dtype part = al_complex_part(vds);
+    const int cplx = part != DRIFT_DTYPE_INVALID;
     if (!cplx && (rc = al_val_dtype(c, &dt))) return rc;
     if (cplx && !strcmp(base, "arange")) return FAIL(c, "a complex arange is not supported");
     if (!strcmp(base, "arange")) {
@@ -2023,7 +2037,7 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         } else if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) {
             return rc;
         }
-        if (cplx) return lower_fill_complex(c, value, nd, sh);
+        if (cplx) return lower_fill_complex(c, value, part, nd, sh);
     }
     int given, is_int;
     drift_dtype kdt;
@@ -2252,7 +2266,7 @@ static int takes_complex(const char *base) {
                                      "permute", "transpose", "swapaxes", "expand", "slice", "select", "split_with_sizes",
                                      "split", "chunk", "unbind", "alias", "detach", "detach_", "lift_fresh_copy", "clone",
                                      "contiguous", "to", "_to_copy", "cat", "mul", "view_as_real", "view_as_complex", "polar",
-                                     "copy_", NULL};
+                                     "copy_", "repeat", "gather", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(base, ok[i])) return 1;
     return 0;
@@ -2521,9 +2535,12 @@ static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsi
 static void compute_live(const drift_aten_graph *g, int dv, unsigned char *live) {
     for (int i = g->n - 1; i >= 0; i--) {
         const aten_node *n = &g->nodes[i];
-        size_t tl = strlen(n->target);
-        int inplace = n->op == ATEN_CALL && tl > 9 && !strcmp(n->target + tl - 9, "_.default") &&
-                      strcmp(n->target, "aten.detach_.default");
+        /* an in-place op of any overload (fill_.Tensor, add_.Tensor: the op name ends in '_'),
+         * not only *_.default: Lumina2's position ids are fill_.Tensor writes into views */
+        char b[96];
+        size_t bl = strlen(drift_aten_op_base(n->target, b, sizeof b));
+        int inplace = n->op == ATEN_CALL && !strncmp(n->target, "aten.", 5) && bl > 1 && b[bl - 1] == '_' &&
+                      strcmp(b, "detach_");
         if (n->op == ATEN_OUTPUT || n->op == ATEN_PLACEHOLDER || inplace) live[i] = 1;
         if (!live[i] || (dv && g->device_value && g->device_value[i])) continue;
         mark_refs(g, n->args, live);

@@ -1,8 +1,9 @@
 /* Lowerings of the closed opset's newer ops (aten_registry.c names them):
  * comparisons and logic, where/masked fills, the wider unary and binary
  * families, reductions beyond sum/mean, softmax, cumsum, argsort, matmuls,
- * group norm, and indexing (embedding, index_select, index, gather,
- * index_put, index_copy, scatter, nonzero, constant padding).
+ * group norm, topk/sort, and indexing (embedding, index_select, index, gather,
+ * index_put, index_copy/index_add, scatter/scatter_add/scatter_reduce, nonzero,
+ * nonzero_numpy, fill, constant padding).
  *
  * Integer results keep an integer dtype whatever the plan (DRIFT_RULE_FIXED
  * with int64 or bool: replay/ir/assign.c); indexing lowers to TAKE/PUT over
@@ -521,6 +522,73 @@ int al_lower_argsort(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
+/* topk(self, k, dim=-1, largest=True, sorted=True), sort(self, dim=-1, descending=False)
+ * and sort.stable(self, *, stable, dim, descending): (values, indices). ARGSORT along dim
+ * (stable: equal values in index order; NaN above every number, as torch's sort), its
+ * first k indices (a STRIDED slice; sort: all), the values TAKEn there (exact). torch's
+ * CUDA topk orders exact ties as its radix select finds them (not documented; for an
+ * MoE gate's fp32 / bf16 scores ties are rare); sorted=False returns them sorted too
+ * (torch leaves that order unspecified). */
+int al_lower_topk(lctx *c, const char *base, const char *target) {
+    int j, x, rc, ord, idx, flat, vals;
+    int64_t dim = -1, k = INT64_MIN, desc = 1, sorted = 1, stable = 0;
+    const int topk = !strcmp(base, "topk");
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_mat_fx(c, j, &x))) return rc;
+    if (topk) {
+        if ((rc = al_get_int(c, al_arg(c, 1, "k"), "k", INT64_MIN, &k)) || (rc = al_get_int(c, al_arg(c, 2, "dim"), "dim", -1, &dim)) ||
+            (rc = al_get_int(c, al_arg(c, 3, "largest"), "largest", 1, &desc)) ||
+            (rc = al_get_int(c, al_arg(c, 4, "sorted"), "sorted", 1, &sorted)))
+            return rc;
+        if (k == INT64_MIN) return FAIL(c, "topk: k is missing");
+    } else if (!strcmp(target, "aten.sort.stable")) {
+        if ((rc = al_get_int(c, al_arg(c, -1, "stable"), "stable", 0, &stable)) ||
+            (rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim)) ||
+            (rc = al_get_int(c, al_arg(c, -1, "descending"), "descending", 0, &desc)))
+            return rc;
+    } else if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", -1, &dim)) ||
+               (rc = al_get_int(c, al_arg(c, 2, "descending"), "descending", 0, &desc))) {
+        return rc;
+    }
+    (void)sorted;
+    (void)stable; /* drift's order is stable either way */
+    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
+    const int nd = xv->ndim;
+    if (nd == 0) return FAIL(c, "%s of a 0-d tensor is not supported", base);
+    const int d = aten_view_dim(dim, nd);
+    if (d < 0) return FAIL(c, "dim %lld is out of range for a %d-d tensor", (long long)dim, nd);
+    const int64_t n = xv->shape[d];
+    if (!topk) k = n;
+    if (k < 1 || k > n)
+        return FAIL(c, "k = %lld is out of range for dim %d of size %lld (expected 1..%lld)", (long long)k, d, (long long)n,
+                    (long long)n);
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = desc != 0;
+    op.dim = d;
+    if ((rc = emit_fixed(c, DRIFT_OP_ARGSORT, &op, 1, &x, DRIFT_I64, &ord))) return rc;
+    int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
+    contig_strides(nd, xv->shape, st);
+    memcpy(sh, xv->shape, sizeof(int64_t) * (size_t)nd);
+    sh[d] = k;
+    idx = ord;
+    if (k < n && (rc = al_emit_gather(c, ord, nd, sh, st, 0, &idx))) return rc;
+    if ((rc = flat_index(c, nd, sh, st, d, idx, &flat))) return rc;
+    int in[2] = {x, flat};
+    if ((rc = al_emit(c, DRIFT_OP_TAKE, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &vals))) return rc;
+    aten_view v[2];
+    if ((rc = al_set_result(c, vals))) return rc;
+    v[0] = c->fx[c->cur].t;
+    if ((rc = al_set_result(c, idx))) return rc;
+    v[1] = c->fx[c->cur].t;
+    fxv *f = &c->fx[c->cur];
+    if (!(f->multi = drift_calloc(2, sizeof *f->multi))) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    f->multi[0] = v[0];
+    f->multi[1] = v[1];
+    f->n_multi = 2;
+    f->kind = FX_MULTI;
+    return DRIFT_OK;
+}
+
 /* ---- matmuls, group norm ---------------------------------------------------------- */
 
 int al_lower_matmul(lctx *c, const char *base, const char *target) {
@@ -764,24 +832,40 @@ int al_lower_gather(lctx *c, const char *base, const char *target) {
     (void)target;
     int x, ij, idx, rc, id, flat;
     int64_t dim;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
-        (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const int cplx = c->last_cplx; /* x holds (re, im) pairs in a trailing dim: both taken at each index */
+    if ((rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) || (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
         return rc;
+    if (c->fx[ij].cplx) return FAIL(c, "gather: a complex index");
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
-    int d = aten_view_dim(dim, xv->ndim);
-    if (d < 0 || iv->ndim != xv->ndim) return FAIL(c, "gather: index and input must have the same number of dims");
+    const int lnd = xv->ndim - cplx;
+    int d = aten_view_dim(dim, lnd);
+    if (d < 0 || iv->ndim != lnd) return FAIL(c, "gather: index and input must have the same number of dims");
+    for (int i = 0; i < lnd; i++)
+        if (i != d && iv->shape[i] > xv->shape[i])
+            return FAIL(c, "gather: index dim %d (%lld) is larger than the input's (%lld)", i, (long long)iv->shape[i],
+                        (long long)xv->shape[i]);
     int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
     contig_strides(xv->ndim, xv->shape, st);
     memcpy(sh, iv->shape, sizeof sh);
-    if ((rc = flat_index(c, iv->ndim, sh, st, d, idx, &flat))) return rc;
+    if (cplx) { /* the index broadcast over the pair dim */
+        if (lnd + 1 > DRIFT_MAX_DIMS) return FAIL(c, "gather of a complex tensor of %d dims", lnd);
+        sh[lnd] = 2;
+        int64_t vs[DRIFT_MAX_DIMS];
+        memcpy(vs, iv->shape, sizeof(int64_t) * (size_t)lnd);
+        vs[lnd] = 1;
+        if ((rc = al_emit_view_to(c, idx, lnd + 1, vs, &idx))) return rc;
+    }
+    if ((rc = flat_index(c, lnd + cplx, sh, st, d, idx, &flat))) return rc;
     int in[2] = {x, flat};
     if ((rc = al_emit(c, DRIFT_OP_TAKE, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
-    return al_set_result(c, id);
+    return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
-/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat. */
-static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
+/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat;
+ * mode: PUT's sub (0 set, 1 accumulate, 2 amax, 3 amin, 4 prod). */
+static int put_values(lctx *c, int x, int flat, int vals, int mode) {
     int rc, z, id, in[3];
     if ((rc = al_emit_cast(c, vals, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &vals))) return rc;
     const drift_value fv_c = *val_of(c, flat), *fv = &fv_c, vv_c = *val_of(c, vals), *vv = &vv_c; /* copies: emitting a node may move the graph's values */
@@ -794,7 +878,7 @@ static int put_values(lctx *c, int x, int flat, int vals, int accumulate) {
     }
     drift_op op;
     memset(&op, 0, sizeof op);
-    op.sub = accumulate != 0;
+    op.sub = mode;
     in[0] = x, in[1] = flat, in[2] = vals;
     if ((rc = al_emit(c, DRIFT_OP_PUT, &op, 3, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
     return al_set_result(c, id);
@@ -858,17 +942,32 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;
     if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
     if ((rc = flat_index(c, xv->ndim, sh, st, p, idx, &flat))) return rc;
-    return put_values(c, x, flat, vals, (int)acc);
+    return put_values(c, x, flat, vals, acc != 0);
 }
 
+/* index_copy(self, dim, index, source) and index_add(self, dim, index, source, *, alpha=1)
+ * (the MoE combine `out.index_add_(0, rows, expert_out)`): PUT along dim, accumulating for
+ * index_add (source scaled by alpha first when alpha != 1). */
 int al_lower_index_copy(lctx *c, const char *base, const char *target) {
-    (void)base;
     (void)target;
     int x, idx, src, rc, flat;
     int64_t dim;
+    const int add = !strcmp(base, "index_add");
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
         (rc = al_mat_arg(c, al_arg(c, 2, "index"), "index", &idx)) || (rc = al_mat_arg(c, al_arg(c, 3, "source"), "source", &src)))
         return rc;
+    if (add) {
+        double alpha;
+        if ((rc = al_get_num(c, al_arg(c, -1, "alpha"), "alpha", 1.0, &alpha))) return rc;
+        if (alpha != 1.0) {
+            drift_op op;
+            memset(&op, 0, sizeof op);
+            op.sub = DRIFT_SCALAR_MUL;
+            op.scalar = alpha;
+            if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &src, DRIFT_RULE_PROMOTE, &src))) return rc;
+        }
+    }
+    if (val_of(c, idx)->ndim > 1) return FAIL(c, "%s: the index must be 0-d or 1-d", base);
     if ((rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
@@ -877,8 +976,14 @@ int al_lower_index_copy(lctx *c, const char *base, const char *target) {
     contig_strides(xv->ndim, xv->shape, st);
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == d ? n : xv->shape[i], vs[i] = i == d ? n : 1;
     if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
+    const drift_value sv_c = *val_of(c, src), *sv = &sv_c;
+    if (sv->ndim != xv->ndim && !(sv->ndim == 0 && xv->ndim == 0))
+        return FAIL(c, "%s: source has %d dims, self %d", base, sv->ndim, xv->ndim);
+    for (int i = 0; i < xv->ndim && sv->ndim == xv->ndim; i++)
+        if (sv->shape[i] != sh[i])
+            return FAIL(c, "%s: source dim %d is %lld, expected %lld", base, i, (long long)sv->shape[i], (long long)sh[i]);
     if ((rc = flat_index(c, xv->ndim, sh, st, d, idx, &flat))) return rc;
-    return put_values(c, x, flat, src, 0);
+    return put_values(c, x, flat, src, add);
 }
 
 /* scatter(self, dim, index, src | value) and scatter_add(self, dim, index, src). */
@@ -888,7 +993,28 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", 0, &dim)) ||
         (rc = al_tensor_arg(c, al_arg(c, 2, "index"), "index", &ij)))
         return rc;
-    if (!al_is_none(al_arg(c, -1, "reduce"))) return FAIL(c, "scatter with a reduce mode is not supported yet");
+    const int sr = !strcmp(base, "scatter_reduce");
+    int64_t include_self = 1;
+    int mode = !strcmp(base, "scatter_add"), mean = 0; /* PUT's sub; mean: a sum and a count */
+    if (sr) { /* scatter_reduce.two(self, dim, index, src, reduce, *, include_self=True) */
+        const char *m = NULL;
+        if ((rc = al_get_str(c, al_arg(c, 4, "reduce"), "reduce", NULL, &m)) ||
+            (rc = al_get_int(c, al_arg(c, 5, "include_self"), "include_self", 1, &include_self)))
+            return rc;
+        static const char *const modes[] = {"sum", "amax", "amin", "prod", "mean"};
+        static const int subs[] = {1, 2, 3, 4, 1};
+        mode = -1;
+        for (int i = 0; i < 5; i++)
+            if (m && !strcmp(m, modes[i])) mode = subs[i], mean = i == 4;
+        if (mode < 0)
+            return FAIL(c, "reduce: '%s' is not a scatter_reduce mode (sum, prod, mean, amax, amin)", m ? m : "(none)");
+        const int sj = al_ref_of(c, al_arg(c, 0, "self"));
+        if (sj >= 0 && captured_int(c, sj) && (mean || (!include_self && (mode == 2 || mode == 3))))
+            return FAIL(c, "scatter_reduce '%s'%s of an integer tensor is not supported yet", m,
+                        mean ? "" : " with include_self=False");
+    } else if (!al_is_none(al_arg(c, -1, "reduce"))) {
+        return FAIL(c, "scatter with a reduce mode is not supported yet");
+    }
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
@@ -912,7 +1038,97 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         }
         if ((rc = al_mat_view(c, &sv, &vals))) return rc;
     }
-    return put_values(c, x, flat, vals, !strcmp(base, "scatter_add"));
+    if (sr && !include_self) { /* the indexed positions start from the reduction's identity, not from self */
+        const double id = mode == 2 ? -INFINITY : mode == 3 ? INFINITY : mode == 4 ? 1.0 : 0.0;
+        int z, res;
+        if ((rc = fill_like(c, vals, id, &z)) || (rc = put_values(c, x, flat, z, 0)) || (rc = al_mat_fx(c, c->cur, &res)))
+            return rc;
+        x = res;
+    }
+    if (!mean) return put_values(c, x, flat, vals, mode);
+    /* mean: the sum over the indexed values (and self when included) over their count; an
+     * element nothing indexes keeps self (its count is 1) */
+    int sum, cnt0, ones, cnt, id, in[2];
+    if ((rc = put_values(c, x, flat, vals, 1)) || (rc = al_mat_fx(c, c->cur, &sum))) return rc;
+    if ((rc = fill_like(c, x, 0.0, &cnt0)) || (rc = fill_like(c, vals, 1.0, &ones)) || (rc = put_values(c, cnt0, flat, ones, 1)) ||
+        (rc = al_mat_fx(c, c->cur, &cnt)))
+        return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.sub = include_self ? DRIFT_SCALAR_ADD : DRIFT_SCALAR_MAX;
+    op.scalar = 1.0;
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &cnt, DRIFT_RULE_LIKE_INPUT0, &cnt))) return rc;
+    in[0] = sum, in[1] = cnt;
+    if ((rc = al_emit(c, DRIFT_OP_DIV, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
+    return al_set_result(c, id);
+}
+
+/* nonzero_numpy(self): one int64 index tensor per dim of self ([count] each), the columns
+ * of NONZERO with the count of the graph's shapes (a replay whose count differs stops,
+ * naming both counts). */
+int al_lower_nonzero_numpy(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int x, rc, nz;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
+    const drift_json_value *val = al_cur_node(c)->val;
+    const int nd = val_of(c, x)->ndim;
+    if (nd < 1) return FAIL(c, "nonzero_numpy of a 0-d tensor is not supported");
+    if (!val || val->type != DRIFT_JSON_ARRAY || (int)val->n_items != nd)
+        return FAIL(c, "nonzero_numpy: 'val' must list %d tensors (one per dim of self)", nd);
+    int vnd;
+    int64_t vs[DRIFT_MAX_DIMS];
+    if ((rc = al_val_shape(c, &val->items[0], &vnd, vs))) return rc;
+    if (vnd != 1) return FAIL(c, "nonzero_numpy: 'val' tensors must be 1-d ([count])");
+    const int64_t n = vs[0];
+    drift_node_spec s;
+    drift_node_spec_init(&s, DRIFT_OP_NONZERO);
+    s.op.n_in = 1;
+    s.in[0] = x;
+    s.rule = DRIFT_RULE_FIXED;
+    s.rule_dtype = DRIFT_I64;
+    s.ndim = 2, s.shape[0] = n, s.shape[1] = nd;
+    if ((rc = al_add_node(c, &s, &nz))) return rc;
+    aten_view cols[DRIFT_MAX_DIMS];
+    for (int k = 0; k < nd; k++) {
+        int col;
+        const int64_t one = (int64_t)nd;
+        if ((rc = al_emit_gather(c, nz, 1, &n, &one, k, &col)) || (rc = al_set_result(c, col))) return rc;
+        cols[k] = c->fx[c->cur].t;
+    }
+    fxv *f = &c->fx[c->cur];
+    if (!(f->multi = drift_calloc((size_t)nd, sizeof *f->multi))) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    memcpy(f->multi, cols, sizeof(aten_view) * (size_t)nd);
+    f->n_multi = nd;
+    f->kind = FX_MULTI;
+    return DRIFT_OK;
+}
+
+/* fill(self, value): self's shape and dtype holding a number (fill.Scalar) or a 0-d
+ * tensor's value (fill.Tensor: broadcast with stride 0, cast to self's dtype); fill_ writes
+ * it into self (al_lower_inplace). */
+int al_lower_fill_value(lctx *c, const char *base, const char *target) {
+    (void)base;
+    (void)target;
+    int j, self, rc, out;
+    if ((rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &j)) || (rc = al_mat_fx(c, j, &self))) return rc;
+    const drift_json_value *v = al_arg(c, 1, "value");
+    if (al_node_ref(v)) {
+        int vj, x;
+        if ((rc = al_tensor_arg(c, v, "value", &vj))) return rc;
+        aten_view e = c->fx[vj].t;
+        if (e.nd != 0) return FAIL(c, "value: a tensor of %d dims (fill takes a 0-d tensor)", e.nd);
+        const aten_view *sv = &c->fx[j].t;
+        e.nd = sv->nd;
+        for (int i = 0; i < sv->nd; i++) e.size[i] = sv->size[i], e.stride[i] = 0;
+        if ((rc = al_mat_view(c, &e, &x)) || (rc = al_emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, self, &out)))
+            return rc;
+    } else {
+        double value;
+        if ((rc = al_get_num(c, v, "value", 0, &value))) return rc;
+        if ((rc = fill_like(c, self, value, &out))) return rc;
+    }
+    return al_set_result(c, out);
 }
 
 int al_lower_nonzero(lctx *c, const char *base, const char *target) {

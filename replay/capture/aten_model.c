@@ -25,6 +25,7 @@ static int inline_constants(drift_model *m, const drift_aten_graph *g, const cha
     drift_hostset *b = NULL;
     int rc = drift_hostset_create(&b, err);
     float *v = NULL;
+    double *v64 = NULL;
     for (size_t i = 0; !rc && i < g->constants->n_members; i++) {
         const drift_json_member *mb = &g->constants->members[i];
         char name[DRIFT_MAX_FQN + 16];
@@ -47,21 +48,33 @@ static int inline_constants(drift_model *m, const drift_aten_graph *g, const cha
             rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
             break;
         }
+        /* an fp64 leaf (a complex128 constant's pairs) keeps the exact values too */
+        const int f64 = x->dtype == DRIFT_F64;
+        drift_free(v64);
+        v64 = NULL;
+        if (f64 && !(v64 = drift_malloc((size_t)(x->numel ? x->numel : 1) * sizeof *v64))) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+            break;
+        }
         for (int64_t e = 0; !rc && e < x->numel; e++) {
             const drift_json_value *it = &data->items[e];
             const drift_json_value *fl = it->type == DRIFT_JSON_OBJECT ? drift_json_object_get(it, "float") : NULL;
-            if (it->type == DRIFT_JSON_NUMBER) v[e] = (float)it->number;
-            else if (it->type == DRIFT_JSON_BOOL) v[e] = (float)it->boolean;
-            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "nan")) v[e] = NAN;
-            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "inf")) v[e] = INFINITY;
-            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "-inf")) v[e] = -INFINITY;
+            double d = 0;
+            if (it->type == DRIFT_JSON_NUMBER) d = it->number;
+            else if (it->type == DRIFT_JSON_BOOL) d = (double)it->boolean;
+            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "nan")) d = NAN;
+            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "inf")) d = INFINITY;
+            else if (fl && fl->type == DRIFT_JSON_STRING && !strcmp(fl->str, "-inf")) d = -INFINITY;
             else
                 rc = drift_err_set(err, DRIFT_E_INPUT, source, "constants.%s.data[%lld]: expected a number", mb->key,
                                    (long long)e);
+            v[e] = (float)d;
+            if (f64) v64[e] = d;
         }
-        if (!rc) rc = drift_hostset_add(b, name, DRIFT_F32, x->ndim, x->shape, v, NULL, NULL, err);
+        if (!rc) rc = drift_hostset_add(b, name, f64 ? DRIFT_F64 : DRIFT_F32, x->ndim, x->shape, v, v64, NULL, err);
     }
     drift_free(v);
+    drift_free(v64);
     if (rc) {
         drift_hostset_free(b);
         return rc;

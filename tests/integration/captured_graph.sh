@@ -91,4 +91,24 @@ grep -q "3 ops drift cannot run" "$W/err.txt" || fail "three unknown ops: not al
 for t in aten.frobnicate.default aten.wibble.default aten.wobble.int; do
   grep -q "$t x1" "$W/err.txt" || fail "three unknown ops: $t missing: $(cat "$W/err.txt")"
 done
+# the MoE rows' hostile arguments (issue 31): a topk k past its dim, an unknown scatter_reduce mode
+M="$DRIFT_SRC/fuzz/corpus/fuzz_aten_graph/mini_moe.json"
+"$PY" - "$M" "$W" <<'PY' || fail "editing mini_moe.json"
+import json, sys
+for name, node, pos, value in (("bad_k", "t", 1, 9), ("bad_mode", "sr", 4, "median")):
+    d = json.load(open(sys.argv[1]))
+    [n for n in d["nodes"] if n["name"] == node][0]["args"][pos] = value
+    json.dump(d, open("%s/%s.json" % (sys.argv[2], name), "w"))
+PY
+for f in bad_k bad_mode; do
+  "$D" record --synthetic "graph:$W/$f.json" --steps 1 \
+    --trainer-plan "$P/all_bf16.json" --rollout-plan "$P/all_bf16.json" -o "$W/bad.h5" 2>"$W/err.txt"
+  rc=$?
+  [ $rc -eq 2 ] || fail "$f: exit $rc, expected 2"
+  case $f in
+    bad_k) want="node 2 't' (aten.topk.default) in module 'm'.*k = 9 is out of range for dim 1 of size 3" ;;
+    *) want="node 13 'sr' (aten.scatter_reduce.two) in module 'm'.*'median' is not a scatter_reduce mode" ;;
+  esac
+  grep -q "$want" "$W/err.txt" || fail "$f: $(cat "$W/err.txt")"
+done
 echo "captured_graph: ok"

@@ -33,9 +33,9 @@
  * relative errors: per-element sin/cos errors up to ~1e-4, mean square far
  * below): 1e-8 (measured ~7e-11).
  *
- * The ATen-level ops of captured graphs (UNARY .. FILL), inputs in the
- * output's dtype: on devices bit-exact against the cpu for STRIDED, SCATTER,
- * FILL, DIV, REDUCE (sequential fp32 sums in index order on both), SCALAR
+ * The ATen-level ops of captured graphs (UNARY .. FILL, PUT, TAKE), inputs in
+ * the output's dtype (PUT's and TAKE's int64 indices: PARITY_INDEX): on devices
+ * bit-exact against the cpu for STRIDED, SCATTER, FILL, PUT, TAKE, DIV, REDUCE (sequential fp32 sums in index order on both), SCALAR
  * add/sub/rsub/mul/div/max/min and pow by 2, 3, 0.5, -0.5, -1, -2, UNARY
  * neg/rsqrt/sqrt/reciprocal/abs/relu/mask_bias; 4 ULPs of the output dtype
  * + 1e-6 for UNARY exp/sin/cos/tanh/sigmoid/gelu_erf, SCALAR pow 1.7 / -0.3
@@ -230,6 +230,12 @@ static void adj_move(parity_case *c) {
     {{.family = "fill",                                                                                          \
       .op = {.kind = DRIFT_OP_FILL, .n_in = 1, .out = F32, .compute = F32, .sub = sub_, .scalar = s_, .step = 0.5}, \
       .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4)}, .tol = {.exact = 1}},                                       \
+     PARITY_SW_OUT, ADJ_NONE}
+
+#define ATEN_PUT(sub_)                                                                                            \
+    {{.family = "put", .op = {.kind = DRIFT_OP_PUT, .n_in = 3, .out = F32, .compute = F32, .sub = sub_},          \
+      .in = {IN(OUTD, -2, 2, UNIF, 2, 3, 4), IN(DRIFT_I64, 0, 12, PARITY_INDEX, 1, 24), IN(OUTD, -2, 2, UNIF, 2, 4, 6)}, \
+      .tol = ATEN_TOL(1, 1e-4, 1e-6, 1e-11)},                                                                 \
      PARITY_SW_OUT, ADJ_NONE}
 
 const parity_row parity_rows[] = {
@@ -431,6 +437,14 @@ const parity_row parity_rows[] = {
     {{.family = "strided", .op = {.kind = DRIFT_OP_STRIDED, .n_in = 1, .out = F32, .compute = F32, .start = 1, .stride = {12, 4, 2}}, .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4)}, .out_nd = 3, .out_sh = {2, 3, 2}, .tol = ATEN_MOVE}, PARITY_SW_OUT, ADJ_NONE},
     {{.family = "strided", .op = {.kind = DRIFT_OP_STRIDED, .n_in = 1, .out = F32, .compute = F32, .start = 4, .stride = {0, 1}}, .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4)}, .out_nd = 2, .out_sh = {5, 3}, .tol = ATEN_MOVE}, PARITY_SW_OUT, ADJ_NONE},
     /* SCATTER: copy_ of [2, 3] into x[:, :, 3] of [2, 3, 4] */
+    /* PUT (index_put, scatter*, index_add, scatter_reduce): 24 int64 indices into 12 elements,
+     * repeats included; every variant (set, accumulate, amax, amin, prod) is one fp64 body rounded
+     * once on every backend (an int64 input sends the op to it): exact against the cpu */
+    ATEN_PUT(0), ATEN_PUT(1), ATEN_PUT(2), ATEN_PUT(3), ATEN_PUT(4),
+    /* TAKE (gather, index, topk's and sort's values): int64 indices into 12 elements, a move */
+    {{.family = "take", .op = {.kind = DRIFT_OP_TAKE, .n_in = 2, .out = F32, .compute = F32},
+      .in = {IN(OUTD, -4, 4, UNIF, 2, 3, 4), IN(DRIFT_I64, 0, 12, PARITY_INDEX, 2, 5, 7)}, .tol = ATEN_MOVE},
+     PARITY_SW_OUT, ADJ_NONE},
     {{.family = "scatter", .op = {.kind = DRIFT_OP_SCATTER, .n_in = 2, .out = F32, .compute = F32, .start = 3, .stride = {12, 4}}, .in = {IN(OUTD, -4, 4, UNIF, 3, 2, 3, 4), IN(OUTD, -4, 4, UNIF, 2, 2, 3)}, .tol = ATEN_MOVE}, PARITY_SW_OUT, ADJ_NONE},
     /* FILL like input 0: a constant, an iota, a linspace */
     ATEN_FILL(0, 1.0 / 3.0), ATEN_FILL(1, -3.0), ATEN_FILL(2, -3.0),

@@ -141,8 +141,13 @@ static int guards_ok(dev *d) {
 /* ---- inputs ---------------------------------------------------------------- */
 
 static void fill(const parity_in *in, float *v, int64_t n) {
+    if (in->fill == PARITY_INDEX) {
+        for (int64_t k = 0; k < n; k++) v[k] = floorf((float)(in->lo + (in->hi - in->lo) * parity_rng_unif()));
+        return;
+    }
     for (int64_t k = 0; k < n; k++) v[k] = rng_val(in->lo, in->hi, in->dt);
     switch (in->fill) {
+    case PARITY_INDEX: break;
     case PARITY_UNIF: break;
     case PARITY_NONFINITE:
         v[0] = NAN;

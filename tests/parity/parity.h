@@ -35,7 +35,8 @@ typedef enum parity_fill {
     PARITY_SPECIALS,     /* uniform, then ~5% NaN/inf/-inf/+-0/huge/tiny (elementwise ops) */
     PARITY_PATTERNS,     /* every 16-bit pattern of dt (bf16/fp16; numel 65536) */
     PARITY_TIES,         /* fp32 values at bf16 and fp16 rounding ties (numel 65536) */
-    PARITY_NONFINITE     /* uniform with NaN at 0, +inf at n/2, -inf at n-1 */
+    PARITY_NONFINITE,    /* uniform with NaN at 0, +inf at n/2, -inf at n-1 */
+    PARITY_INDEX         /* integers uniform in [lo, hi), zero included (an int64 index input) */
 } parity_fill;
 
 typedef struct parity_in {

@@ -24,7 +24,14 @@
  *    65537 stays 65537, not bf16's 65536);
  *  - an argument no lowering reads (a positional past the schema the importer knows,
  *    an unknown keyword) is refused naming it, not ignored; the keywords that only
- *    place the result (device, layout, pin_memory, memory_format, ...) are not. */
+ *    place the result (device, layout, pin_memory, memory_format, ...) are not;
+ *  - the dispatch-captured zoo models (issue 31, closed opset), whole documents through
+ *    drift_capture_model_create so that inline constants load as a replay loads them:
+ *    Lumina2's complex128 RoPE chain (fp64 pairs, bitwise), a float64 constant, fill_
+ *    into views (live although nothing reads the fill's node), topk / sort (ties in
+ *    index order; bad k and dim refused), scatter_reduce in every mode both ways,
+ *    nonzero_numpy, and a top-2 MoE as a dispatch trace records it (topk,
+ *    nonzero_numpy, index, index_add_). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +46,7 @@
 #include "formats/plan.h"
 #include "kernels/backend.h"
 #include "replay/capture/aten_graph.h"
+#include "replay/capture/aten_model.h"
 #include "replay/exec/exec.h"
 #include "replay/ir/assign.h"
 #include "tests/fp32_run.h"
@@ -474,6 +482,366 @@ static void test_autocast_disabled_region(void **st) {
     print_message("  a matmul in an autocast-disabled region is fp32 under a bf16 plan, bf16 without the region\n");
 }
 
+/* A whole hand-written document (nodes after the latents placeholder x [xs]) lowered
+ * through drift_capture_model_create, so that its inline constants load as a replay loads
+ * them; runs on ref then cpu under an fp32 plan, the n outputs of each into got (fp64). */
+static char *model_doc(const char *nodes, const char *constants, int xnd, const int64_t *xs) {
+    char xsh[96];
+    fmt_shape(xsh, sizeof xsh, xnd, xs);
+    char *doc = malloc(32768);
+    snprintf(doc, 32768,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "%s"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [%s{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {%s}, \"non_tensor_inputs\": {}}\n",
+             xsh, nodes, constants[0] ? "{\"node\": \"c\", \"kind\": \"constant\", \"target\": \"tab\"}, " : "", constants);
+    return doc;
+}
+
+static void run_model(const char *name, const char *nodes, const char *constants, int xnd, const int64_t *xs,
+                      const float *x, int64_t n, double *got) {
+    char *doc = model_doc(nodes, constants, xnd, xs);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_model *m = NULL;
+    if (drift_capture_model_create(doc, strlen(doc), name, &m, &e)) fail_msg("%s: %s: %s", name, e.where, e.msg);
+    drift_hostset *is, *ps;
+    drift_hostset_create(&is, &e);
+    drift_hostset_create(&ps, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
+    const char *bes[2] = {"ref", "cpu"};
+    for (int k = 0; k < 2; k++) {
+        drift_exec_result r;
+        test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, bes[k], ps, m->buffers[DRIFT_BUF_RECORDED], is, NULL, NULL, &r);
+        assert_int_equal(r.numel, n);
+        for (int64_t i = 0; i < n; i++) got[k * n + i] = r.f64 ? r.f64[i] : r.f32[i];
+        drift_exec_result_free(&r);
+    }
+    drift_hostset_free(is);
+    drift_hostset_free(ps);
+    drift_model_free(m);
+    free(doc);
+}
+
+#define CALL(name, target, args, kwargs, shape, dtype)                                                                 \
+    "  {\"name\": \"" name "\", \"op\": \"call_function\", \"target\": \"" target "\", \"args\": " args            \
+    ", \"kwargs\": " kwargs ", \"val\": {\"shape\": " shape ", \"dtype\": \"" dtype "\"}, \"module\": \"m\", "         \
+    "\"module_stack\": [\"m\"]},\n"
+
+/* Lumina2's RoPE (diffusers Lumina2RotaryPosEmbed + apply_rotary_emb(use_real=False)): a
+ * complex128 table built in fp64 (a lifted constant), unsqueezed, repeated over the batch and
+ * gathered at int64 positions, copied into a complex128 zeros, multiplied with the complex64
+ * view of x (complex128 product), view_as_real (fp64). The table's fp64 values are kept
+ * (an fp32 copy changes the products' low bits), the product is (ac - bd, ad + bc) in fp64. */
+static void test_complex128_rope(void **st) {
+    (void)st;
+    const double tab[6] = {1.0, 0.0, 0.5403023058681398, 0.8414709848078965, -0.4161468365471424, 0.9092974268256817};
+    const char *consts = "\"tab\": {\"shape\": [3], \"dtype\": \"complex128\", \"data\": [1.0, 0.0, 0.5403023058681398, "
+                         "0.8414709848078965, -0.4161468365471424, 0.9092974268256817]}";
+    const char *nodes =
+        "  {\"name\": \"c\", \"op\": \"placeholder\", \"target\": \"c\", \"args\": [], \"kwargs\": {}, "
+        "\"val\": {\"shape\": [3], \"dtype\": \"complex128\"}, \"module\": \"\"},\n"
+        CALL("t", "aten.to.dtype_layout", "[{\"node\": \"c\"}]", "{\"dtype\": {\"dtype\": \"complex128\"}, \"layout\": {\"layout\": \"strided\"}}", "[3]", "complex128")
+        CALL("u", "aten.unsqueeze.default", "[{\"node\": \"t\"}, 0]", "{}", "[1, 3]", "complex128")
+        CALL("r", "aten.repeat.default", "[{\"node\": \"u\"}, [2, 1]]", "{}", "[2, 3]", "complex128")
+        CALL("a", "aten.arange.default", "[2]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2]", "int64")
+        CALL("v", "aten.view.default", "[{\"node\": \"a\"}, [2, 1]]", "{}", "[2, 1]", "int64")
+        CALL("i", "aten.add.Tensor", "[{\"node\": \"v\"}, 1]", "{}", "[2, 1]", "int64")
+        CALL("g", "aten.gather.default", "[{\"node\": \"r\"}, 1, {\"node\": \"i\"}]", "{}", "[2, 1]", "complex128")
+        CALL("gv", "aten.view.default", "[{\"node\": \"g\"}, [2]]", "{}", "[2]", "complex128")
+        CALL("z", "aten.zeros.default", "[[2]]", "{\"dtype\": {\"dtype\": \"complex128\"}}", "[2]", "complex128")
+        CALL("cz", "aten.copy_.default", "[{\"node\": \"z\"}, {\"node\": \"gv\"}]", "{}", "[2]", "complex128")
+        CALL("xc", "aten.view_as_complex.default", "[{\"node\": \"x\"}]", "{}", "[2]", "complex64")
+        CALL("m", "aten.mul.Tensor", "[{\"node\": \"xc\"}, {\"node\": \"z\"}]", "{}", "[2]", "complex128")
+        CALL("y", "aten.view_as_real.default", "[{\"node\": \"m\"}]", "{}", "[2, 2]", "float64");
+    const int64_t xs[2] = {2, 2};
+    const float x[4] = {0.3f, -1.7f, 2.1f, 0.9f};
+    double got[8], want[4];
+    for (int i = 0; i < 2; i++) { /* row i takes the table's entry i + 1 */
+        const double a = x[2 * i], b = x[2 * i + 1], cr = tab[2 * (i + 1)], ci = tab[2 * (i + 1) + 1];
+        want[2 * i] = a * cr - b * ci;
+        want[2 * i + 1] = a * ci + b * cr;
+    }
+    run_model("complex128 rope", nodes, consts, 2, xs, x, 4, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            if (got[k * 4 + i] != want[i])
+                fail_msg("complex128 rope on %s: y[%d] = %.17g, want %.17g", k ? "cpu" : "ref", i, got[k * 4 + i], want[i]);
+    print_message("  a complex128 table: fp64 pairs kept through repeat, gather, copy_ and the product, bitwise\n");
+}
+
+/* A float64 lifted constant (a table the model code builds in fp64) times fp32 x: torch promotes
+ * to fp64, and the constant's fp64 values are used (0.1 and 0.3 are not fp32 numbers). */
+static void test_float64_constant(void **st) {
+    (void)st;
+    const char *consts = "\"tab\": {\"shape\": [2], \"dtype\": \"float64\", \"data\": [0.1, 0.3]}";
+    const char *nodes =
+        "  {\"name\": \"c\", \"op\": \"placeholder\", \"target\": \"c\", \"args\": [], \"kwargs\": {}, "
+        "\"val\": {\"shape\": [2], \"dtype\": \"float64\"}, \"module\": \"\"},\n"
+        CALL("y", "aten.mul.Tensor", "[{\"node\": \"x\"}, {\"node\": \"c\"}]", "{}", "[2]", "float64");
+    const int64_t xs[1] = {2};
+    const float x[2] = {1.7f, -2.9f};
+    double got[4];
+    run_model("float64 constant", nodes, consts, 1, xs, x, 2, got);
+    const double want[2] = {(double)x[0] * 0.1, (double)x[1] * 0.3};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            if (got[k * 2 + i] != want[i])
+                fail_msg("float64 constant on %s: y[%d] = %.17g, want %.17g", k ? "cpu" : "ref", i, got[k * 2 + i], want[i]);
+    print_message("  a float64 constant keeps its fp64 values and promotes the product to fp64\n");
+}
+
+/* In-place fills into views of a clone (Lumina2's position ids: `ids[i, L:, 0] = L` is
+ * fill_.Tensor with a 0-d tensor): c = x.clone(); c[1].fill_(7); c[0].fill_(x[0, 2]); y = 2c.
+ * Both writes reach y: an in-place op of an overload other than .default is live. */
+static void test_fill_into_views(void **st) {
+    (void)st;
+    const char *nodes =
+        CALL("c", "aten.clone.default", "[{\"node\": \"x\"}]", "{}", "[2, 3]", "float32")
+        CALL("s1", "aten.select.int", "[{\"node\": \"c\"}, 0, 1]", "{}", "[3]", "float32")
+        CALL("f1", "aten.fill_.Scalar", "[{\"node\": \"s1\"}, 7.0]", "{}", "[3]", "float32")
+        CALL("e", "aten.select.int", "[{\"node\": \"x\"}, 0, 0]", "{}", "[3]", "float32")
+        CALL("e0", "aten.select.int", "[{\"node\": \"e\"}, 0, 2]", "{}", "[]", "float32")
+        CALL("s0", "aten.select.int", "[{\"node\": \"c\"}, 0, 0]", "{}", "[3]", "float32")
+        CALL("f0", "aten.fill_.Tensor", "[{\"node\": \"s0\"}, {\"node\": \"e0\"}]", "{}", "[3]", "float32")
+        CALL("y", "aten.mul.Tensor", "[{\"node\": \"c\"}, 2.0]", "{}", "[2, 3]", "float32");
+    const int64_t xs[2] = {2, 3};
+    const float x[6] = {0.5f, -1.25f, 3.0f, 4.0f, 5.0f, 6.0f};
+    const double want[6] = {6.0, 6.0, 6.0, 14.0, 14.0, 14.0};
+    double got[12];
+    run_model("fill_ into views", nodes, "", 2, xs, x, 6, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            if (got[k * 6 + i] != want[i])
+                fail_msg("fill_ on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want[i]);
+    print_message("  fill_.Scalar and fill_.Tensor into views of a clone reach the output\n");
+}
+
+/* topk / sort as an MoE gate uses them: y = values + 1000 * indices of topk(x, 3) (largest,
+ * ties in index order: row 0 has two 3s) and of sort(x) ascending; k or dim out of range is
+ * refused naming it. */
+static void topk_doc(char *doc, size_t cap, const char *op, const char *args, int k) {
+    char ks[16];
+    snprintf(ks, sizeof ks, "[2, %d]", k);
+    char nodes[4096];
+    snprintf(nodes, sizeof nodes,
+             "  {\"name\": \"t\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {}, "
+             "\"val\": [{\"shape\": %s, \"dtype\": \"float32\"}, {\"shape\": %s, \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+             CALL("v", "getitem", "[{\"node\": \"t\"}, 0]", "{}", "%s", "float32")
+             CALL("i", "getitem", "[{\"node\": \"t\"}, 1]", "{}", "%s", "int64")
+             CALL("fi", "aten.to.dtype", "[{\"node\": \"i\"}, {\"dtype\": \"float32\"}]", "{}", "%s", "float32")
+             CALL("s", "aten.mul.Tensor", "[{\"node\": \"fi\"}, 1000.0]", "{}", "%s", "float32")
+             CALL("y", "aten.add.Tensor", "[{\"node\": \"v\"}, {\"node\": \"s\"}]", "{}", "%s", "float32"),
+             op, args, ks, ks, ks, ks, ks, ks, ks);
+    snprintf(doc, cap, "%s", nodes);
+}
+
+static void test_topk_sort(void **st) {
+    (void)st;
+    const int64_t xs[2] = {2, 5};
+    const float x[10] = {1.0f, 3.0f, 3.0f, -2.0f, 0.5f, -1.0f, -5.0f, 2.0f, 7.0f, 0.0f};
+    const double want_topk[6] = {3 + 1000, 3 + 2000, 1 + 0, 7 + 3000, 2 + 2000, 0 + 4000};
+    const double want_sort[10] = {-2 + 3000, 0.5 + 4000, 1, 3 + 1000, 3 + 2000, -5 + 1000, -1, 0 + 4000, 2 + 2000, 7 + 3000};
+    char nodes[4096];
+    double got[20];
+    topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 3]", 3);
+    run_model("topk", nodes, "", 2, xs, x, 6, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            if (got[k * 6 + i] != want_topk[i])
+                fail_msg("topk on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_topk[i]);
+    topk_doc(nodes, sizeof nodes, "aten.sort.default", "[{\"node\": \"x\"}]", 5);
+    run_model("sort", nodes, "", 2, xs, x, 10, got);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 10; i++)
+            if (got[k * 10 + i] != want_sort[i])
+                fail_msg("sort on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 10 + i], want_sort[i]);
+    /* hostile: k past the dim, a dim past the rank */
+    const struct { const char *args; const char *want; } bad[] = {
+        {"[{\"node\": \"x\"}, 6]", "k = 6 is out of range for dim 1 of size 5"},
+        {"[{\"node\": \"x\"}, 0]", "k = 0 is out of range"},
+        {"[{\"node\": \"x\"}, 3, 2]", "dim 2 is out of range for a 2-d tensor"},
+        {"[{\"node\": \"x\"}, 3.5]", "k: expected an integer"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        topk_doc(nodes, sizeof nodes, "aten.topk.default", bad[b].args, 3);
+        char *doc = model_doc(nodes, "", 2, xs);
+        refused("topk hostile", doc, bad[b].want);
+        free(doc);
+    }
+    print_message("  topk (largest, ties in index order) and sort on ref and cpu; bad k and dim refused\n");
+}
+
+/* Lowers nodes (model_doc) and runs them on cpu under an fp32 plan: the run must fail
+ * with a message holding want (a replayed step the specialised graph does not fit). */
+static void run_fails(const char *name, const char *nodes, int xnd, const int64_t *xs, const float *x, const char *want) {
+    char *doc = model_doc(nodes, "", xnd, xs);
+    drift_err e;
+    drift_err_clear(&e);
+    drift_model *m = NULL;
+    if (drift_capture_model_create(doc, strlen(doc), name, &m, &e)) fail_msg("%s: %s: %s", name, e.where, e.msg);
+    drift_hostset *is, *ps;
+    drift_hostset_create(&is, &e);
+    drift_hostset_create(&ps, &e);
+    assert_int_equal(drift_hostset_add(is, "latents", DRIFT_F32, xnd, xs, x, NULL, NULL, &e), 0);
+    drift_plan plan;
+    drift_plan_init(&plan);
+    plan.diffusion_forward_dtype = DRIFT_F32;
+    drift_assign_opts o;
+    drift_assign_opts_init(&o);
+    drift_graph *as = NULL;
+    if (drift_assign_dtypes(m->sem, &plan, NULL, NULL, &o, &as, &e)) fail_msg("assign: %s", e.msg);
+    drift_backend *be = NULL;
+    if (drift_backend_create("cpu", &be, &e)) fail_msg("backend: %s", e.msg);
+    drift_exec_inputs in = {.params = ps, .buffers = m->buffers[DRIFT_BUF_RECORDED], .inputs = is};
+    drift_exec_result r;
+    memset(&r, 0, sizeof r);
+    drift_err_clear(&e);
+    if (drift_exec_run(as, be, &in, &r, &e) == DRIFT_OK) fail_msg("%s: ran, want refused (%s)", name, want);
+    if (!strstr(e.msg, want)) fail_msg("%s: message '%s' lacks '%s'", name, e.msg, want);
+    drift_exec_result_free(&r);
+    drift_backend_free(be);
+    drift_graph_free(as);
+    drift_plan_free(&plan);
+    drift_hostset_free(is);
+    drift_hostset_free(ps);
+    drift_model_free(m);
+    free(doc);
+}
+
+/* HiDream's MoE combine, `cache.scatter_reduce_(0, idx.repeat(1, D), out, reduce="sum")`, and
+ * the other modes: y = scatter_reduce(x, 0, idx, src=2x[:2], mode, include_self) with
+ * idx = [[1, 1, 1], [1, 1, 1]] (both source rows into row 1); the nonzero_numpy columns of
+ * (x > 0) at the recorded count; an unknown mode is refused naming it. */
+static void test_scatter_reduce_nonzero(void **st) {
+    (void)st;
+    const int64_t xs[2] = {3, 3};
+    const float x[9] = {1, -2, 3, 4, 5, -6, 0.5f, 0, 8};
+    char nodes[4096];
+    double got[18];
+    static const char *const modes[5] = {"sum", "prod", "mean", "amax", "amin"};
+    /* src shifted so that self and the identity matter: below self for amax, above it for amin */
+    static const double off[5] = {0.0, 0.0, 0.0, -20.0, 20.0};
+    for (int md = 0; md < 5; md++)
+        for (int self = 1; self >= 0; self--) {
+            snprintf(nodes, sizeof nodes,
+                     CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
+                     CALL("s2", "aten.slice.Tensor", "[{\"node\": \"x\"}, 0, 0, 2]", "{}", "[2, 3]", "float32")
+                     CALL("m2", "aten.mul.Tensor", "[{\"node\": \"s2\"}, 2.0]", "{}", "[2, 3]", "float32")
+                     CALL("src", "aten.add.Tensor", "[{\"node\": \"m2\"}, %g]", "{}", "[2, 3]", "float32")
+                     CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"src\"}, \"%s\"]",
+                          "{\"include_self\": %s}", "[3, 3]", "float32"),
+                     off[md], modes[md], self ? "true" : "false");
+            run_model("scatter_reduce", nodes, "", 2, xs, x, 9, got);
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 9; i++) {
+                    const int r = i / 3, col = i % 3;
+                    const double a = 2.0 * x[col] + off[md], b = 2.0 * x[3 + col] + off[md], sv = x[i];
+                    double want = x[i];
+                    if (r == 1) {
+                        switch (md) {
+                        case 0: want = (self ? sv : 0.0) + a + b; break;
+                        case 1: want = (self ? sv : 1.0) * a * b; break;
+                        case 2: want = self ? (sv + a + b) / 3.0 : (a + b) / 2.0; break;
+                        case 3: want = fmax(self ? sv : -INFINITY, fmax(a, b)); break;
+                        default: want = fmin(self ? sv : INFINITY, fmin(a, b)); break;
+                        }
+                    }
+                    if (fabs(got[k * 9 + i] - want) > 1e-6 * fabs(want))
+                        fail_msg("scatter_reduce %s include_self=%d on %s: y[%d] = %g, want %g", modes[md], self,
+                                 k ? "cpu" : "ref", i, got[k * 9 + i], want);
+                }
+        }
+    /* nonzero_numpy(x > 0): 6 positives; y = 10 * rows + cols */
+    snprintf(nodes, sizeof nodes,
+             CALL("p", "aten.gt.Scalar", "[{\"node\": \"x\"}, 0.0]", "{}", "[3, 3]", "bool")
+             "  {\"name\": \"nz\", \"op\": \"call_function\", \"target\": \"aten.nonzero_numpy.default\", \"args\": [{\"node\": \"p\"}], \"kwargs\": {}, "
+             "\"val\": [{\"shape\": [6], \"dtype\": \"int64\"}, {\"shape\": [6], \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+             CALL("r", "getitem", "[{\"node\": \"nz\"}, 0]", "{}", "[6]", "int64")
+             CALL("cc", "getitem", "[{\"node\": \"nz\"}, 1]", "{}", "[6]", "int64")
+             CALL("r10", "aten.mul.Tensor", "[{\"node\": \"r\"}, 10]", "{}", "[6]", "int64")
+             CALL("s", "aten.add.Tensor", "[{\"node\": \"r10\"}, {\"node\": \"cc\"}]", "{}", "[6]", "int64")
+             CALL("y", "aten.to.dtype", "[{\"node\": \"s\"}, {\"dtype\": \"float32\"}]", "{}", "[6]", "float32"));
+    run_model("nonzero_numpy", nodes, "", 2, xs, x, 6, got);
+    const double want_nz[6] = {0, 2, 10, 11, 20, 22};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            if (got[k * 6 + i] != want_nz[i])
+                fail_msg("nonzero_numpy on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_nz[i]);
+    /* a step whose mask selects another count than the recorded 6 stops, naming both */
+    const float x5[9] = {1, -2, 3, 4, 5, -6, 0.5f, 0, -8};
+    run_fails("nonzero_numpy count", nodes, 2, xs, x5, "5 non-zero elements where the recording had 6");
+    snprintf(nodes, sizeof nodes,
+             CALL("o", "aten.ones.default", "[[2, 3]]", "{\"dtype\": {\"dtype\": \"int64\"}}", "[2, 3]", "int64")
+             CALL("y", "aten.scatter_reduce.two", "[{\"node\": \"x\"}, 0, {\"node\": \"o\"}, {\"node\": \"x\"}, \"median\"]", "{}", "[3, 3]", "float32"));
+    char *doc = model_doc(nodes, "", 2, xs);
+    refused("scatter_reduce median", doc, "reduce: 'median' is not a scatter_reduce mode");
+    free(doc);
+    print_message("  scatter_reduce sum, prod, mean, amax, amin (include_self both ways), nonzero_numpy columns; an unknown mode refused\n");
+}
+
+/* The plain-PyTorch MoE of tests/gpu/plain_dits.py (MoEFFN) as a dispatch trace records it:
+ * softmax gate, topk(2), per expert `rows = (idx == e).any(-1).nonzero(as_tuple=True)[0]`
+ * (nonzero_numpy at the recorded count), `flat[rows]`, `(w * sel).sum(-1)[rows]` and
+ * `out.index_add_(0, rows, expert(flat[rows]) * we[:, None])`; expert e is x * (e + 1). */
+static void test_moe_dispatch(void **st) {
+    (void)st;
+    const int64_t xs[2] = {4, 3};
+    const float x[12] = {2, 1, 0, 0, 3, 1, 1, 0, 2, 5, 4, -1}; /* top-2 experts: {0,1} {1,2} {2,0} {0,1} */
+    static const int cnt[3] = {3, 3, 2};
+    char *nodes = malloc(32768);
+    size_t k = (size_t)snprintf(nodes, 32768, "%s",
+        CALL("p", "aten._softmax.default", "[{\"node\": \"x\"}, -1, false]", "{}", "[4, 3]", "float32")
+        "  {\"name\": \"t\", \"op\": \"call_function\", \"target\": \"aten.topk.default\", \"args\": [{\"node\": \"p\"}, 2], \"kwargs\": {}, "
+        "\"val\": [{\"shape\": [4, 2], \"dtype\": \"float32\"}, {\"shape\": [4, 2], \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+        CALL("w", "getitem", "[{\"node\": \"t\"}, 0]", "{}", "[4, 2]", "float32")
+        CALL("idx", "getitem", "[{\"node\": \"t\"}, 1]", "{}", "[4, 2]", "int64")
+        CALL("ws", "aten.sum.dim_IntList", "[{\"node\": \"w\"}, [-1], true]", "{}", "[4, 1]", "float32")
+        CALL("wn", "aten.div.Tensor", "[{\"node\": \"w\"}, {\"node\": \"ws\"}]", "{}", "[4, 2]", "float32")
+        CALL("out", "aten.zeros_like.default", "[{\"node\": \"x\"}]", "{}", "[4, 3]", "float32"));
+    for (int e = 0; e < 3; e++) {
+        char prev[16];
+        snprintf(prev, sizeof prev, e ? "ia%d" : "out", e - 1);
+        k += (size_t)snprintf(nodes + k, 32768 - k,
+            "  {\"name\": \"sel%d\", \"op\": \"call_function\", \"target\": \"aten.eq.Scalar\", \"args\": [{\"node\": \"idx\"}, %d], \"kwargs\": {}, \"val\": {\"shape\": [4, 2], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"any%d\", \"op\": \"call_function\", \"target\": \"aten.any.dim\", \"args\": [{\"node\": \"sel%d\"}, -1], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"nz%d\", \"op\": \"call_function\", \"target\": \"aten.nonzero_numpy.default\", \"args\": [{\"node\": \"any%d\"}], \"kwargs\": {}, \"val\": [{\"shape\": [%d], \"dtype\": \"int64\"}], \"module\": \"m\"},\n"
+            "  {\"name\": \"rows%d\", \"op\": \"call_function\", \"target\": \"getitem\", \"args\": [{\"node\": \"nz%d\"}, 0], \"kwargs\": {}, \"val\": {\"shape\": [%d], \"dtype\": \"int64\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"sf%d\", \"op\": \"call_function\", \"target\": \"aten._to_copy.default\", \"args\": [{\"node\": \"sel%d\"}], \"kwargs\": {\"dtype\": {\"dtype\": \"float32\"}}, \"val\": {\"shape\": [4, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"m%d\", \"op\": \"call_function\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"node\": \"wn\"}, {\"node\": \"sf%d\"}], \"kwargs\": {}, \"val\": {\"shape\": [4, 2], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"s%d\", \"op\": \"call_function\", \"target\": \"aten.sum.dim_IntList\", \"args\": [{\"node\": \"m%d\"}, [-1]], \"kwargs\": {}, \"val\": {\"shape\": [4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"we%d\", \"op\": \"call_function\", \"target\": \"aten.index.Tensor\", \"args\": [{\"node\": \"s%d\"}, [{\"node\": \"rows%d\"}]], \"kwargs\": {}, \"val\": {\"shape\": [%d], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"xr%d\", \"op\": \"call_function\", \"target\": \"aten.index.Tensor\", \"args\": [{\"node\": \"x\"}, [{\"node\": \"rows%d\"}]], \"kwargs\": {}, \"val\": {\"shape\": [%d, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"ex%d\", \"op\": \"call_function\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"node\": \"xr%d\"}, %d.0], \"kwargs\": {}, \"val\": {\"shape\": [%d, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"wu%d\", \"op\": \"call_function\", \"target\": \"aten.unsqueeze.default\", \"args\": [{\"node\": \"we%d\"}, 1], \"kwargs\": {}, \"val\": {\"shape\": [%d, 1], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"o%d\", \"op\": \"call_function\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"node\": \"ex%d\"}, {\"node\": \"wu%d\"}], \"kwargs\": {}, \"val\": {\"shape\": [%d, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+            "  {\"name\": \"ia%d\", \"op\": \"call_function\", \"target\": \"aten.index_add_.default\", \"args\": [{\"node\": \"%s\"}, 0, {\"node\": \"rows%d\"}, {\"node\": \"o%d\"}], \"kwargs\": {}, \"val\": {\"shape\": [4, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n",
+            e, e, e, e, e, e, cnt[e], e, e, cnt[e], e, e, e, e, e, e, e, e, e, cnt[e], e, e, cnt[e], e, e, e + 1, cnt[e], e, e,
+            cnt[e], e, e, e, cnt[e], e, prev, e, e);
+    }
+    snprintf(nodes + k, 32768 - k, CALL("y", "aten.mul.Tensor", "[{\"node\": \"ia2\"}, 1.0]", "{}", "[4, 3]", "float32"));
+    double want[12] = {0}, got[24];
+    for (int r = 0; r < 4; r++) { /* softmax, top 2 normalised, sum of w_e * (e + 1) * x */
+        double p[3], z = 0;
+        for (int j = 0; j < 3; j++) z += p[j] = exp(x[3 * r + j]);
+        int a = 0;
+        for (int j = 1; j < 3; j++) a = p[j] > p[a] ? j : a;
+        int b = a ? 0 : 1;
+        for (int j = 0; j < 3; j++) b = j != a && p[j] > p[b] ? j : b;
+        const double wa = p[a] / (p[a] + p[b]), wb = p[b] / (p[a] + p[b]);
+        for (int j = 0; j < 3; j++) want[3 * r + j] = (wa * (a + 1) + wb * (b + 1)) * x[3 * r + j];
+    }
+    run_model("moe", nodes, "", 2, xs, x, 12, got);
+    float gf[24];
+    for (int i = 0; i < 24; i++) gf[i] = (float)got[i];
+    near("moe combine", gf, want, 12, 1e-6);
+    free(nodes);
+    print_message("  a dispatch-traced top-2 MoE (topk, nonzero_numpy, index, index_add_) on ref and cpu\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm_eps_none),
@@ -484,6 +852,12 @@ int main(void) {
         cmocka_unit_test(test_unread_arguments),
         cmocka_unit_test(test_new_ones),
         cmocka_unit_test(test_autocast_disabled_region),
+        cmocka_unit_test(test_complex128_rope),
+        cmocka_unit_test(test_float64_constant),
+        cmocka_unit_test(test_fill_into_views),
+        cmocka_unit_test(test_topk_sort),
+        cmocka_unit_test(test_scatter_reduce_nonzero),
+        cmocka_unit_test(test_moe_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
