@@ -61,6 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(fuzz_status_ok(r2), "rebatch rc %d: %s: %s", r2, err.where, err.msg);
             FUZZ_CHECK(r2 == DRIFT_OK ? rb != NULL : (rb == NULL && err.msg[0]), "rebatch result inconsistent (rc %d)", r2);
             drift_graph_free(rb);
+            /* the probe that decides which shape arguments spell the batch, from a recorded batch of 2 */
+            unsigned char lead[sizeof dims / sizeof dims[0]];
+            drift_err_clear(&err);
+            r2 = drift_aten_rebatch_probe(g, NULL, 2, dims, lead, &err);
+            FUZZ_CHECK(fuzz_status_ok(r2), "probe rc %d: %s: %s", r2, err.where, err.msg);
+            FUZZ_CHECK(r2 == DRIFT_OK || err.msg[0], "probe failed without a message (rc %d)", r2);
         }
     }
     drift_graph_free(sem);
