@@ -3,11 +3,15 @@
  * program at others. The lowering re-binds the batch while it lowers: user
  * inputs whose dim 0 is the recorded batch get the new one, every op computes
  * its shape from its (re-batched) operands as it always does, and only the
- * ops whose arguments spell a shape (view, reshape, unflatten, expand, repeat) have
- * that argument rewritten. The batch dim of each value is not guessed: it is
- * the one dim where the lowered shape differs from the shape the capture
- * recorded ('val'), by the factor rb_to / rb_from. An op whose result differs
- * otherwise cannot be re-batched and is named (aten_node_fail). */
+ * ops whose arguments spell a shape (view, reshape, unflatten, expand, repeat,
+ * factories) have that argument rewritten. The batch dim of each value is not
+ * guessed: it is the one dim where the lowered shape differs from the shape the
+ * capture recorded ('val'), by the factor rb_to / rb_from. An op whose result
+ * differs otherwise cannot be re-batched and is named (aten_node_fail). A shape
+ * argument whose leading entry is the recorded batch (ones(B, L), a repeat of a
+ * batch-free tensor by B) may be a coincidence (2 heads at batch 2): the probe
+ * (drift_aten_rebatch_probe) takes it as the batch only where the program
+ * fails without it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
