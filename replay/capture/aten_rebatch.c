@@ -220,15 +220,15 @@ static int refs_batch(const drift_aten_graph *g, int k, const int *dims, unsigne
     return 0;
 }
 
-/* Appends to err where, among the nodes that node `fail` depends on, the batch dim was first
- * lost: a tensor without it computed from one with it (a sample picked by a slice, select or
- * index: a loop over the samples unrolled at the recorded batch). A getitem answers for its
- * split (which records no dim of its own). */
-static void explain_lost(const drift_aten_graph *g, int fail, const int *dims, drift_err *err) {
+/* Appends to err where, among the nodes that node `fail` depends on (and `fail` itself when
+ * self: it was lowered), the batch dim was first lost: a tensor without it computed from one
+ * with it (a sample picked by a slice, select or index: a loop over the samples unrolled at the
+ * recorded batch). A getitem answers for its split (which records no dim of its own). */
+static void explain_lost(const drift_aten_graph *g, int fail, int self, const int *dims, drift_err *err) {
     unsigned char *anc = drift_malloc((size_t)g->n), *scr = drift_malloc((size_t)g->n);
     if (anc && scr && fail >= 0 && fail < g->n) {
         ancestors(g, fail, anc);
-        for (int k = 0; k < fail; k++) {
+        for (int k = 0; k < fail + (self != 0); k++) {
             const aten_node *n = &g->nodes[k];
             if (!anc[k] || n->op != ATEN_CALL || dims[k] > 0 || !has_values(n)) continue;
             int at = k;
@@ -269,7 +269,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     drift_aten_lower_opts lo;
     memset(&lo, 0, sizeof lo);
     if (o) lo = *o;
-    int fail = -1, best = -1, last = -1, fail0 = -1, rc = DRIFT_OK;
+    int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK;
     lo.notes = NULL;
     lo.rebatch_from = rb_from;
     lo.rebatch_to = rb_from + 1;
@@ -290,6 +290,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         drift_graph *probe = NULL;
         drift_err e;
         drift_err_clear(&e);
+        int outchk = 0; /* the failure is the output's check (the output node was lowered) */
         memset(dims, 0, ((size_t)n + 1) * sizeof *dims);
         rc = drift_aten_graph_lower_ex(g, &lo, &probe, &e);
         drift_graph_free(probe);
@@ -299,9 +300,11 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
             if (a && a->type == DRIFT_JSON_ARRAY && a->n_items) a = &a->items[0];
             int oj = a && al_node_ref(a) ? aten_find(g, a->members[0].value.str) : -1;
             if (oj < 0 || dims[oj] == 1) break;
-            rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output does not hold the batch in dim 0 "
-                                           "(its dim %d does)", dims[oj] - 1);
+            if (dims[oj]) rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output holds the batch in dim %d, "
+                                                          "not in dim 0", dims[oj] - 1);
+            else rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output holds no batch dim");
             fail = oj;
+            outchk = 1;
         }
         if (e.code == DRIFT_E_NOMEM) { /* not the program's shape */
             *err = e;
@@ -310,6 +313,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         if (round == 0) {
             first = e;
             fail0 = fail;
+            out0 = outchk;
             memcpy(dims0, dims, ((size_t)n + 1) * sizeof *dims);
         }
         if (last >= 0 && fail <= best) { /* that shape argument was not the batch: undone */
@@ -321,7 +325,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         last = best >= 0 && round < 64 ? next_lead(g, best, rb_from, lead, tried, anc) : -1;
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
             *err = first;
-            explain_lost(g, fail0, dims0, err);
+            explain_lost(g, fail0, out0, dims0, err);
             break;
         }
         lead[last] = 1;

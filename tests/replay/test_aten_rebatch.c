@@ -12,7 +12,8 @@
  *    number of pieces follows the batch (WanAnimate's chunked motion encoder), a loop over
  *    the samples unrolled at the recorded batch (Mochi's attention: the slice that picks a
  *    sample is named), a model whose shapes only work at batch 1 (GlmImage: the batch the
- *    probe lowered at is named, not the recorded one). */
+ *    probe lowered at is named, not the recorded one), a model whose output has lost the
+ *    batch (the sample's output row is read in dim 0). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -181,6 +182,13 @@ static void test_batch1_only_model_names_the_probe_batch(void **state) {
             "node 2 'y' (aten.add.Tensor)", "do not broadcast", NULL);
 }
 
+static void test_output_without_the_batch_is_named(void **state) {
+    (void)state;
+    refused("output_without_batch.json", 3, "node 2 'y' (aten.mul.Tensor) in module 'head'",
+            "the model's output holds no batch dim",
+            "the batch dim is lost at node 1 's' (aten.slice.Tensor) in module 'head'", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
@@ -189,6 +197,7 @@ int main(void) {
         cmocka_unit_test(test_split_of_the_batch_is_named),
         cmocka_unit_test(test_sample_loop_names_where_the_batch_is_lost),
         cmocka_unit_test(test_batch1_only_model_names_the_probe_batch),
+        cmocka_unit_test(test_output_without_the_batch_is_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
