@@ -106,12 +106,15 @@ typedef struct drift_aten_lower_opts {
      * recorded one included, build the same program. */
     int *batch_dims_out;
     const int *batch_dims_in;
-    /* Re-batching (NULL: none): per document node, 1 where the shape argument
-     * of the node spells the batch in its leading entry, which the lowering
-     * then rewrites: a factory (ones(B, L), x.new_zeros(B, L, D)), a repeat or
-     * expand of a batch-free tensor by B. Nothing tells that B from any other
-     * size equal to it (2 heads at batch 2), so drift_aten_rebatch_probe
-     * decides it: only where the program fails without it. */
+    /* Re-batching (NULL: none): per document node, 1 where the probe
+     * flipped what a size equal to the recorded batch B means: the shape
+     * argument of the node spells the batch in its leading entry, which the
+     * lowering then rewrites (a factory ones(B, L), x.new_zeros(B, L, D); a
+     * repeat or expand of a batch-free tensor by B), or a user input's dim 0
+     * (not latents, cond, timestep) is not the batch and keeps its recorded
+     * size. Nothing tells that B from any other size equal to it (2 heads at
+     * batch 2), so drift_aten_rebatch_probe decides it: only where the
+     * program fails without the flip. */
     const unsigned char *batch_lead;
     /* Receives the node at which the lowering failed (-1: none); NULL: not asked. */
     int *failed_node;

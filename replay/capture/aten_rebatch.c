@@ -22,6 +22,7 @@
 
 void al_rb_input(lctx *c, int nd, int64_t *shape) {
     if (!c->rb_from || nd < 1 || shape[0] != c->rb_from) return;
+    if (c->rb_lead && c->rb_lead[c->cur]) return; /* the probe found its dim 0 is not the batch (2 heads at batch 2) */
     shape[0] = c->rb_to;
     c->fx[c->cur].bax1 = 1;
     if (c->rb_dims_out) c->rb_dims_out[c->cur] = 1;
@@ -169,11 +170,21 @@ static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
         }
 }
 
-/* 1 if node i's shape argument may spell the recorded batch rb_from in its leading entry:
- * a factory whose captured shape starts with it, or a repeat/expand by it. */
+/* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
+ * recorded batch rb_from in its leading entry (a factory whose captured shape starts with it, a
+ * repeat/expand by it: batch-free unless flipped), or a user input other than the boundary three
+ * whose dim 0 is rb_from (the batch unless flipped). */
 static int lead_candidate(const drift_aten_graph *g, int i, int64_t rb_from) {
     const aten_node *n = &g->nodes[i];
-    if (n->op != ATEN_CALL || rb_from < 2) return 0; /* at a recorded batch of 1 every 1 would be one */
+    if (rb_from < 2) return 0; /* at a recorded batch of 1 every 1 would be one */
+    if (n->op == ATEN_PLACEHOLDER) {
+        const drift_aten_input *in = n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
+        const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+        return in && in->kind == DRIFT_ATEN_IN_USER && in->is_tensor && drift_graph_input_parse(in->role) < 0 && sh &&
+               sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
+               sh->items[0].is_int && sh->items[0].integer == rb_from;
+    }
+    if (n->op != ATEN_CALL) return 0;
     char base[96];
     drift_aten_op_base(n->target, base, sizeof base);
     static const char *const factory[] = {"zeros", "ones", "full", "empty", "new_zeros", "new_ones", "new_full",

@@ -128,6 +128,15 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
     return m->captured ? read_other_inputs(rd, path, step, m, out, err) : DRIFT_OK;
 }
 
+void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1) {
+    if (!m1->captured || r->batch == 1) return;
+    for (int k = DRIFT_INPUT_COUNT; k < r->n; k++) {
+        const int id = r->present[k] ? drift_graph_find_leaf(m1->sem, DRIFT_VAL_BUFFER, r->name[k]) : -1;
+        const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
+        if (v && v->ndim >= 1 && v->shape[0] == r->batch) r->whole[k] = 1;
+    }
+}
+
 /* splitmix64 -> N(0, 1) by Box-Muller: the seeded pad rows. */
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -151,6 +160,10 @@ int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *
     float *buf = NULL;
     for (int i = 0; i < rc_->n && !rc; i++) {
         if (!rc_->present[i]) continue;
+        if (rc_->whole[i]) { /* not per sample: as recorded at every batch */
+            rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], rc_->shape[i], rc_->v[i], NULL, NULL, err);
+            continue;
+        }
         int64_t rn = rc_->row[i];
         buf = drift_malloc((size_t)(rn * B) * sizeof *buf);
         if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }

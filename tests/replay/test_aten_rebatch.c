@@ -4,8 +4,8 @@
  * as `drift invariance` does:
  *  - a factory that builds a per-sample tensor at the recorded batch (LuminaNext's key mask
  *    ones(B, L)) re-batches, and a factory or an expand whose leading size is the recorded
- *    batch by coincidence (2 heads at batch 2) stays batch-free: the values are checked
- *    against the definition at batch 1, 2, 3;
+ *    batch by coincidence (2 heads at batch 2) stays batch-free, and so does a user input
+ *    whose dim 0 is 2 heads: the values are checked against the definition;
  *  - a matmul whose batch dims broadcast (Ideogram4's rope at another batch) runs, and the
  *    sample's rows equal the batch-1 program's bit for bit on cpu;
  *  - what cannot be re-batched is an error naming the op and its module: a split whose
@@ -57,7 +57,8 @@ static int rebatch(drift_model *base, int B, drift_model **out, drift_err *e) {
 
 static float xval(int64_t i) { return (float)((i * 37 % 23) - 11) * 0.125f; }
 
-/* Runs m on cpu with latents xval(i) over its shape and each parameter k * 0.25 + 1 at element k. */
+/* Runs m on cpu with every input xval(i) over its shape and each parameter and buffer k * 0.25 + 1
+ * at element k. */
 static void run(const drift_model *m, drift_exec_result *r) {
     drift_err e;
     drift_err_clear(&e);
@@ -67,12 +68,11 @@ static void run(const drift_model *m, drift_exec_result *r) {
     drift_hostset_create(&is, &e);
     for (int i = 0; i < drift_graph_count(m->sem); i++) {
         const drift_value *v = drift_graph_value(m->sem, i);
-        if (v->kind != DRIFT_VAL_PARAM && v->kind != DRIFT_VAL_INPUT) continue;
+        if (v->kind != DRIFT_VAL_PARAM && v->kind != DRIFT_VAL_INPUT && v->kind != DRIFT_VAL_BUFFER) continue;
         float *d = malloc((size_t)v->numel * sizeof *d);
-        for (int64_t k = 0; k < v->numel; k++) d[k] = v->kind == DRIFT_VAL_PARAM ? (float)k * 0.25f + 1.0f : xval(k);
-        assert_int_equal(drift_hostset_add(v->kind == DRIFT_VAL_PARAM ? ps : is, v->name, DRIFT_F32, v->ndim, v->shape, d,
-                                           NULL, NULL, &e),
-                         0);
+        for (int64_t k = 0; k < v->numel; k++) d[k] = v->kind == DRIFT_VAL_INPUT ? xval(k) : (float)k * 0.25f + 1.0f;
+        drift_hostset *to = v->kind == DRIFT_VAL_PARAM ? ps : v->kind == DRIFT_VAL_BUFFER ? bs : is;
+        assert_int_equal(drift_hostset_add(to, v->name, DRIFT_F32, v->ndim, v->shape, d, NULL, NULL, &e), 0);
         free(d);
     }
     test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, r);
@@ -114,6 +114,28 @@ static void test_expand_by_heads_is_not_the_batch(void **state) {
     run(m, &r);
     assert_int_equal(r.shape[0], 3);
     for (int64_t k = 0; k < r.numel; k++) assert_true(r.f32[k] == xval(k) + (float)(k % 8) * 0.25f + 1.0f);
+    drift_exec_result_free(&r);
+    drift_model_free(m);
+    drift_model_free(base);
+}
+
+/* input_heads.json at batch 3: the head table input keeps its 2 rows; y = (x + tbl) * t + c. */
+static void test_input_with_heads_in_dim0_is_not_the_batch(void **state) {
+    (void)state;
+    drift_model *base = load("input_heads.json");
+    drift_model *m = NULL;
+    drift_err e;
+    if (rebatch(base, 3, &m, &e)) fail_msg("%s", e.msg);
+    const drift_value *tbl = drift_graph_value(m->sem, drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, "input:head_table"));
+    assert_non_null(tbl);
+    assert_int_equal(tbl->shape[0], 2);
+    drift_exec_result r;
+    run(m, &r);
+    assert_int_equal(r.shape[0], 3);
+    for (int64_t k = 0; k < r.numel; k++) {
+        const float a = xval(k) + (float)(k % 16) * 0.25f + 1.0f, b = a * xval(k / 16);
+        assert_true(r.f32[k] == b + xval(k));
+    }
     drift_exec_result_free(&r);
     drift_model_free(m);
     drift_model_free(base);
@@ -193,6 +215,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
         cmocka_unit_test(test_expand_by_heads_is_not_the_batch),
+        cmocka_unit_test(test_input_with_heads_in_dim0_is_not_the_batch),
         cmocka_unit_test(test_matmul_broadcast_batch_dims),
         cmocka_unit_test(test_split_of_the_batch_is_named),
         cmocka_unit_test(test_sample_loop_names_where_the_batch_is_lost),
