@@ -82,6 +82,8 @@ int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err 
 typedef struct drift_inv_ref {
     uint64_t hash;
     int64_t numel, dim0;
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS]; /* the value's shape at batch 1 */
     int seen;
     char gemm[128];              /* LINEAR: drift_backend_last_gemm right after it ran */
 } drift_inv_ref;

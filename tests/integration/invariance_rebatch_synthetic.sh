@@ -4,6 +4,9 @@
 #   * input_heads.json: a user input whose dim 0 is 2 heads (not the batch) keeps its 2 rows at
 #     every batch, in the graph and in the inputs invariance builds: invariant at 1, 2, 3 and
 #     CFG-joined (it was refused: [3, 2, 8] and [3, 8] do not broadcast);
+#   * batch_mix_dim1.json: a cumsum over the batch on a value whose batch is dim 1 ([4, B]) is the
+#     first divergent node named (values whose batch is not dim 0 were not compared: the next
+#     op, a mul, was named);
 #   * index_rows.json: index data that address the rows of the recorded batch (MiniMax-H3's
 #     per-token timestep indices): the forward fails as it runs, and invariance exits 2 saying
 #     that the graph was re-batched and from which batch.
@@ -40,4 +43,10 @@ rec index_rows.json "$W/idx.h5"
 grep -q "the captured graph re-batched from 2 to 1 failed as it ran" "$W/inv.err" &&
   grep -q "index 4 at position 0 is outside \[0, 4)" "$W/inv.err" || { cat "$W/inv.err"; fail "index_rows message"; }
 echo "  index_rows: $(cut -c1-160 "$W/inv.err")"
+rec batch_mix_dim1.json "$W/mix.h5"
+"$D" invariance "$W/mix.h5" --device cpu --batch 1,2 > "$W/mix.txt" 2>&1; rc=$?
+[ "$rc" = 1 ] || { cat "$W/mix.txt"; fail "batch_mix_dim1: exit $rc, expected 1"; }
+tail -n 1 "$W/mix.txt" | grep -q "first at cs (cumsum, input \[4, 2\] at batch 2 vs \[4, 1\] alone)" ||
+  { cat "$W/mix.txt"; fail "batch_mix_dim1: the cumsum over the batch in dim 1 is not named first"; }
+echo "  batch_mix_dim1: $(tail -n 1 "$W/mix.txt")"
 echo "invariance_rebatch_synthetic: ok"
