@@ -123,10 +123,11 @@ typedef struct drift_aten_lower_opts {
  * options o (its rebatch and batch_* fields ignored) from its recorded batch
  * rb_from to rb_from + 1, and fills dims (node count + 1 entries, as
  * batch_dims_out) and lead (node count entries, as batch_lead) for the
- * lowerings at every batch. A shape argument is taken as the batch only
- * where the program fails without it, nearest the failing node first, and
- * kept only when the failure moves later. On failure err names the op and
- * its module, and the node where the batch dim was lost, if one was. */
+ * lowerings at every batch. A default (batch_lead) is flipped only where
+ * the program fails without the flip, nearest the failing node first, and
+ * kept only when the failure moves later. The output must hold the batch in
+ * dim 0. On failure err names the op and its module, and the node where the
+ * batch dim was lost, if one was. */
 int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_opts *o, int64_t rb_from, int *dims,
                              unsigned char *lead, drift_err *err);
 /* Number of nodes whose device value the document records ("device_values"). */
