@@ -106,7 +106,30 @@ typedef struct drift_aten_lower_opts {
      * recorded one included, build the same program. */
     int *batch_dims_out;
     const int *batch_dims_in;
+    /* Re-batching (NULL: none): per document node, 1 where the probe
+     * flipped what a size equal to the recorded batch B means: the shape
+     * argument of the node spells the batch in its leading entry, which the
+     * lowering then rewrites (a factory ones(B, L), x.new_zeros(B, L, D); a
+     * repeat or expand of a batch-free tensor by B), or a user input's dim 0
+     * (not latents, cond, timestep) is not the batch and keeps its recorded
+     * size. Nothing tells that B from any other size equal to it (2 heads at
+     * batch 2), so drift_aten_rebatch_probe decides it: only where the
+     * program fails without the flip. */
+    const unsigned char *batch_lead;
+    /* Receives the node at which the lowering failed (-1: none); NULL: not asked. */
+    int *failed_node;
 } drift_aten_lower_opts;
+/* Re-batching's probe (docs/invariance.md "Captured graphs"): lowers g with
+ * options o (its rebatch and batch_* fields ignored) from its recorded batch
+ * rb_from to rb_from + 1, and fills dims (node count + 1 entries, as
+ * batch_dims_out) and lead (node count entries, as batch_lead) for the
+ * lowerings at every batch. A default (batch_lead) is flipped only where
+ * the program fails without the flip, nearest the failing node first, and
+ * kept only when the failure moves later. The output must hold the batch in
+ * dim 0. On failure err names the op and its module, and the node where the
+ * batch dim was lost, if one was. */
+int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_opts *o, int64_t rb_from, int *dims,
+                             unsigned char *lead, drift_err *err);
 /* Number of nodes whose device value the document records ("device_values"). */
 int drift_aten_graph_device_value_count(const drift_aten_graph *g);
 /* drift_aten_graph_lower with options (o may be NULL). */

@@ -2037,6 +2037,7 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
         } else if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) {
             return rc;
         }
+        al_rb_factory(c, nd, sh);
         if (cplx) return lower_fill_complex(c, value, part, nd, sh);
     }
     int given, is_int;
@@ -2060,6 +2061,8 @@ int al_lower_fill(lctx *c, const char *base, const char *target) {
             memcpy(sh, c->fx[j].t.size, sizeof(int64_t) * (size_t)nd);
         } else if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) {
             return rc;
+        } else {
+            al_rb_factory(c, nd, sh);
         }
         s.op.n_in = 0;
         s.rule = DRIFT_RULE_FIXED;
@@ -2318,6 +2321,8 @@ static int check_val(lctx *c) {
         c->fx[c->cur].bax1 = bax1;
     }
     if (f->kind == FX_MULTI) {
+        if (c->rb_from && val && val->type == DRIFT_JSON_ARRAY && (int)val->n_items != f->n_multi)
+            return al_rb_multi_count(c, (int)val->n_items, f->n_multi);
         if (!val || val->type != DRIFT_JSON_ARRAY || (int)val->n_items != f->n_multi)
             return FAIL(c, "shape mismatch: 'val' must list %d tensors", f->n_multi);
         for (int k = 0; k < f->n_multi; k++) {
@@ -2605,7 +2610,9 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         c.rb_to = o->rebatch_to;
         c.rb_dims_out = o->batch_dims_out;
         c.rb_dims_in = o->batch_dims_in;
+        c.rb_lead = o->batch_lead;
     }
+    if (o && o->failed_node) *o->failed_node = -1;
     int rc = drift_graph_create(0, &c.out, err);
     if (rc) return rc;
     c.fx = drift_calloc((size_t)g->n, sizeof *c.fx);
@@ -2665,6 +2672,7 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
     if (drift_graph_set_site(c.out, oid, "output:noise_pred", &inner) || drift_graph_set_output(c.out, oid, &inner))
         rc = FAIL(&c, "%s", inner.msg);
 done:
+    if (rc && o && o->failed_node) *o->failed_node = c.cur;
     for (int i = 0; c.fx && i < g->n; i++) drift_free(c.fx[i].multi);
     drift_free(c.fx);
     drift_free(c.live);

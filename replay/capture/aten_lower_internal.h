@@ -49,6 +49,7 @@ typedef struct lctx {
     int64_t rb_from, rb_to;  /* re-batching the graph from batch rb_from to rb_to (0: off) */
     int *rb_dims_out;        /* per FX node: bax1 found, or NULL */
     const int *rb_dims_in;   /* per FX node: bax1 imposed, or NULL */
+    const unsigned char *rb_lead; /* per FX node: its shape argument's leading entry is the batch, or NULL */
     uint64_t args_read;      /* positional arguments of the current node that al_arg handed out (bit i) */
     uint64_t kwargs_read;    /* its keyword arguments that al_arg handed out (bit: member index) */
 } lctx;
@@ -132,6 +133,12 @@ void al_rb_expand(const lctx *c, int j, int nd, int64_t *size);
  * (LTX-Video's rope grid: grid.unsqueeze(0).repeat(batch_size, 1, ...)): the factor becomes
  * the new batch. */
 void al_rb_repeat(const lctx *c, int j, int nr, int64_t *reps);
+/* A factory's shape (nd, sh: its 'val'), the leading entry rewritten for the new batch where
+ * the probe found it is the batch (c->rb_lead). */
+void al_rb_factory(const lctx *c, int nd, int64_t *sh);
+/* check_val of an op that gives another number of tensors at the new batch (a split of the batch
+ * dim): the error naming it. */
+int al_rb_multi_count(lctx *c, int n_val, int n_got);
 /* Drift value *x (untagged: 1 if it holds no batch), one operand of a cat
  * along cat_dim whose other operands hold the batch in dim bdim: broadcast
  * from the recorded batch 1 (a node at every batch, so programs match). */

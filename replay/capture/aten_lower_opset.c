@@ -591,6 +591,25 @@ int al_lower_topk(lctx *c, const char *base, const char *target) {
 
 /* ---- matmuls, group norm ---------------------------------------------------------- */
 
+/* Operand *x of a matmul (nx dims, shape sh, contiguous) gathered to the batch dims bs (nbat of
+ * them, its own aligned right; a missing or size-1 dim repeated by stride 0), unless it has them. */
+static int matmul_broadcast(lctx *c, int *x, int nx, const int64_t *sh, int nbat, const int64_t *bs) {
+    int same = nx - 2 == nbat;
+    for (int i = 0; same && i < nbat; i++) same = sh[i] == bs[i];
+    if (same) return DRIFT_OK;
+    int64_t st[DRIFT_MAX_DIMS], size[DRIFT_MAX_DIMS], stride[DRIFT_MAX_DIMS];
+    st[nx - 1] = 1;
+    for (int k = nx - 2; k >= 0; k--) st[k] = st[k + 1] * sh[k + 1];
+    for (int i = 0; i < nbat; i++) {
+        const int k = i - (nbat - (nx - 2));
+        size[i] = bs[i];
+        stride[i] = k >= 0 && sh[k] != 1 ? st[k] : 0;
+    }
+    size[nbat] = sh[nx - 2], stride[nbat] = st[nx - 2];
+    size[nbat + 1] = sh[nx - 1], stride[nbat + 1] = 1;
+    return al_emit_gather(c, *x, nbat + 2, size, stride, 0, x);
+}
+
 int al_lower_matmul(lctx *c, const char *base, const char *target) {
     (void)target;
     int rc, a, b, cc = -1, id;
@@ -634,11 +653,20 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
         if ((rc = al_emit_view_to(c, a, 2, (int64_t[]){rows, K}, &a))) return rc;
         for (int i = 0; i < na - 1; i++) out[no++] = va->shape[i];
         out[no++] = N;
-    } else {
-        if (na != nb) return FAIL(c, "matmul of a %d-d and a %d-d operand (broadcast batches) is not supported yet", na, nb);
-        for (int i = 0; i < na - 2; i++)
-            if (va->shape[i] != vb->shape[i]) return FAIL(c, "matmul with broadcast batch dims is not supported yet");
-        for (int i = 0; i < na - 1; i++) out[no++] = va->shape[i];
+    } else { /* the batch dims broadcast, as torch.matmul's do */
+        const int nbat = (na > nb ? na : nb) - 2;
+        int64_t bs[DRIFT_MAX_DIMS];
+        for (int i = 0; i < nbat; i++) {
+            const int ia = i - (nbat - (na - 2)), ib = i - (nbat - (nb - 2));
+            const int64_t sa = ia >= 0 ? va->shape[ia] : 1, sb = ib >= 0 ? vb->shape[ib] : 1;
+            if (sa != sb && sa != 1 && sb != 1)
+                return FAIL(c, "matmul: batch dims %lld and %lld do not broadcast", (long long)sa, (long long)sb);
+            bs[i] = sa == 1 ? sb : sa;
+        }
+        if ((rc = matmul_broadcast(c, &a, na, va->shape, nbat, bs)) || (rc = matmul_broadcast(c, &b, nb, vb->shape, nbat, bs)))
+            return rc;
+        for (int i = 0; i < nbat; i++) out[no++] = bs[i];
+        out[no++] = M;
         out[no++] = N;
     }
     (void)M;

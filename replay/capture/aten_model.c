@@ -135,7 +135,7 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
                           base->rebatch_device_values == 2, out, err);
     }
     if (rc) {
-        drift_err_prefix(err, "the captured graph at batch %d (recorded at %d): ", batch, base->cfg.batch);
+        drift_err_prefix(err, "the captured graph at batch %d (recorded at %d)", batch, base->cfg.batch);
         return rc;
     }
     (*out)->cfg.batch = batch;
@@ -153,34 +153,36 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     int rc = drift_aten_graph_parse(json, len, source, &g, err);
     const char *dv = getenv("DRIFT_DEVICE_VALUES"); /* "0": compute them (docs/aten-graph.md "Device values") */
     drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r, dv && !strcmp(dv, "0"), 0, 0,
-                                NULL, NULL};
+                                NULL, NULL, NULL, NULL};
     int *dims = NULL;
+    unsigned char *lead = NULL;
     if (!rc && rb_from > 0) { /* find each value's batch dim at a batch the capture did not see, then impose it */
-        if (!(dims = drift_calloc((size_t)drift_aten_graph_node_count(g) + 1, sizeof *dims))) {
+        const int n = drift_aten_graph_node_count(g);
+        dims = drift_calloc((size_t)n + 1, sizeof *dims);
+        lead = drift_calloc((size_t)n + 1, 1);
+        if (!dims || !lead) {
+            drift_free(dims);
+            drift_free(lead);
             rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
             goto fail;
         }
-        drift_graph *probe = NULL;
         /* the tables the recording's GPU built from constants are stored at the recorded batch:
          * lowered as ops when that is what re-batches (LTX-Video's rope grid is repeated by it) */
         if (compute_dv) lo.compute_device_values = 1;
-        lo.notes = NULL;
-        lo.rebatch_from = rb_from;
-        lo.rebatch_to = rb_from + 1;
-        lo.batch_dims_out = dims;
-        rc = drift_aten_graph_lower_ex(g, &lo, &probe, err);
-        drift_graph_free(probe);
-        if (rc) {
+        if ((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err))) {
+            drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
             drift_free(dims);
+            drift_free(lead);
             goto fail;
         }
-        lo.notes = &m->captured_notes;
+        lo.rebatch_from = rb_from;
         lo.rebatch_to = rb_to;
-        lo.batch_dims_out = NULL;
         lo.batch_dims_in = dims;
+        lo.batch_lead = lead;
     }
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
     drift_free(dims);
+    drift_free(lead);
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
     snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");

@@ -3,18 +3,26 @@
  * program at others. The lowering re-binds the batch while it lowers: user
  * inputs whose dim 0 is the recorded batch get the new one, every op computes
  * its shape from its (re-batched) operands as it always does, and only the
- * ops whose arguments spell a shape (view, reshape, unflatten, expand, repeat) have
- * that argument rewritten. The batch dim of each value is not guessed: it is
- * the one dim where the lowered shape differs from the shape the capture
- * recorded ('val'), by the factor rb_to / rb_from. An op whose result differs
- * otherwise cannot be re-batched and is named (aten_node_fail). */
+ * ops whose arguments spell a shape (view, reshape, unflatten, expand, repeat,
+ * factories) have that argument rewritten. The batch dim of each value is not
+ * guessed: it is the one dim where the lowered shape differs from the shape the
+ * capture recorded ('val'), by the factor rb_to / rb_from. An op whose result
+ * differs otherwise cannot be re-batched and is named (aten_node_fail). A shape
+ * argument whose leading entry is the recorded batch (ones(B, L), a repeat of a
+ * batch-free tensor by B) may be a coincidence (2 heads at batch 2): the probe
+ * (drift_aten_rebatch_probe) takes it as the batch only where the program
+ * fails without it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "formats/alloc.h"
 
 #include "replay/capture/aten_lower_internal.h"
 
 void al_rb_input(lctx *c, int nd, int64_t *shape) {
     if (!c->rb_from || nd < 1 || shape[0] != c->rb_from) return;
+    if (c->rb_lead && c->rb_lead[c->cur]) return; /* the probe found its dim 0 is not the batch (2 heads at batch 2) */
     shape[0] = c->rb_to;
     c->fx[c->cur].bax1 = 1;
     if (c->rb_dims_out) c->rb_dims_out[c->cur] = 1;
@@ -84,12 +92,24 @@ void al_rb_unflatten(const lctx *c, int j, int d, int np, int64_t *parts) {
     if (b >= 0) parts[b] = parts[b] / c->rb_from * c->rb_to;
 }
 
+void al_rb_factory(const lctx *c, int nd, int64_t *sh) {
+    if (c->rb_from && c->rb_lead && c->rb_lead[c->cur] && nd >= 1 && sh[0] == c->rb_from) sh[0] = c->rb_to;
+}
+
+int al_rb_multi_count(lctx *c, int n_val, int n_got) {
+    return FAIL(c, "cannot be re-batched from batch %lld to %lld: it gives %d tensors at the recorded batch and %d "
+                   "at batch %lld (it splits or unbinds the dim that holds the batch: a loop over the samples, or over "
+                   "chunks of the batch, unrolled at the recorded batch)",
+                (long long)c->rb_from, (long long)c->rb_to, n_val, n_got, (long long)c->rb_to);
+}
+
 /* x (value j) is batch-free and the shape argument (n entries, aligned right with x's dims)
  * spreads its size-1 leading dim by the recorded batch (LTX-Video's rope grid
  * grid.unsqueeze(0).repeat(batch_size, ...), StableAudio3's memory tokens
  * p.unsqueeze(0).expand(batch_size, -1, -1)): that entry becomes the new batch. A recorded
  * batch of 1 cannot tell that factor from any other 1. */
 static void batch_free_lead(const lctx *c, const fxv *f, int n, int64_t *arg) {
+    if (!c->rb_lead || !c->rb_lead[c->cur]) return; /* the probe decides (drift_aten_rebatch_probe) */
     if (c->rb_from < 2 || f->bax1 || n < 1 || arg[0] != c->rb_from) return;
     const int k = f->t.nd - n; /* the input dim aligned with arg[0] (< 0: a new leading dim) */
     if (k < 0 || f->t.size[k] == 1) arg[0] = c->rb_to;
@@ -122,4 +142,208 @@ int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim) {
     ex.size[bdim] = c->rb_to;
     ex.stride[bdim] = 0;
     return al_emit_gather(c, *x, ex.nd, ex.size, ex.stride, 0, x);
+}
+
+/* ---- the probe (drift_aten_rebatch_probe) ------------------------------------------ */
+
+/* Marks in mark[] the nodes that v (a node's args or kwargs) refers to. */
+static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsigned char *mark) {
+    if (!v) return;
+    if (al_node_ref(v)) {
+        int k = aten_find(g, v->members[0].value.str);
+        if (k >= 0) mark[k] = 1;
+    } else if (v->type == DRIFT_JSON_ARRAY) {
+        for (size_t i = 0; i < v->n_items; i++) mark_refs(g, &v->items[i], mark);
+    } else if (v->type == DRIFT_JSON_OBJECT) {
+        for (size_t i = 0; i < v->n_members; i++) mark_refs(g, &v->members[i].value, mark);
+    }
+}
+
+/* mark[k] = 1 for node i and every node it depends on (refs point backwards). */
+static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
+    memset(mark, 0, (size_t)g->n);
+    mark[i] = 1;
+    for (int k = i; k >= 0; k--)
+        if (mark[k]) {
+            mark_refs(g, g->nodes[k].args, mark);
+            mark_refs(g, g->nodes[k].kwargs, mark);
+        }
+}
+
+/* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
+ * recorded batch rb_from in its leading entry (a factory whose captured shape starts with it, a
+ * repeat/expand by it: batch-free unless flipped), or a user input other than the boundary three
+ * whose dim 0 is rb_from (the batch unless flipped). */
+static int lead_candidate(const drift_aten_graph *g, int i, int64_t rb_from) {
+    const aten_node *n = &g->nodes[i];
+    if (rb_from < 2) return 0; /* at a recorded batch of 1 every 1 would be one */
+    if (n->op == ATEN_PLACEHOLDER) {
+        const drift_aten_input *in = n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
+        const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+        return in && in->kind == DRIFT_ATEN_IN_USER && in->is_tensor && drift_graph_input_parse(in->role) < 0 && sh &&
+               sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
+               sh->items[0].is_int && sh->items[0].integer == rb_from;
+    }
+    if (n->op != ATEN_CALL) return 0;
+    char base[96];
+    drift_aten_op_base(n->target, base, sizeof base);
+    static const char *const factory[] = {"zeros", "ones", "full", "empty", "new_zeros", "new_ones", "new_full",
+                                          "new_empty"};
+    for (size_t k = 0; k < sizeof factory / sizeof *factory; k++) {
+        if (strcmp(base, factory[k])) continue;
+        const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+        return sh && sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
+               sh->items[0].is_int && sh->items[0].integer == rb_from;
+    }
+    if (strcmp(base, "repeat") && strcmp(base, "expand")) return 0;
+    const drift_json_value *a = n->args && n->args->type == DRIFT_JSON_ARRAY && n->args->n_items >= 2 ? &n->args->items[1] : NULL;
+    return a && a->type == DRIFT_JSON_ARRAY && a->n_items >= 1 && a->items[0].type == DRIFT_JSON_NUMBER &&
+           a->items[0].is_int && a->items[0].integer == rb_from;
+}
+
+static int is_tensor_val(const aten_node *n) {
+    return n->val && n->val->type == DRIFT_JSON_OBJECT && drift_json_object_get(n->val, "shape");
+}
+
+/* 1 if node n's value is a tensor with values (no 0-size dim). */
+static int has_values(const aten_node *n) {
+    const drift_json_value *sh = is_tensor_val(n) ? drift_json_object_get(n->val, "shape") : NULL;
+    if (!sh || sh->type != DRIFT_JSON_ARRAY) return 0;
+    for (size_t i = 0; i < sh->n_items; i++)
+        if (sh->items[i].type == DRIFT_JSON_NUMBER && sh->items[i].integer == 0) return 0;
+    return 1;
+}
+
+/* 1 if a node whose values node k reads holds the batch (dims[] > 0); type_as reads only
+ * the dtype of its second operand, x.new_zeros(...) only the dtype of x. */
+static int refs_batch(const drift_aten_graph *g, int k, const int *dims, unsigned char *scratch) {
+    const aten_node *n = &g->nodes[k];
+    char base[96];
+    drift_aten_op_base(n->target, base, sizeof base);
+    if (!strncmp(base, "new_", 4)) return 0;
+    memset(scratch, 0, (size_t)g->n);
+    if (!strcmp(base, "type_as") && n->args && n->args->type == DRIFT_JSON_ARRAY && n->args->n_items)
+        mark_refs(g, &n->args->items[0], scratch);
+    else
+        mark_refs(g, n->args, scratch), mark_refs(g, n->kwargs, scratch);
+    for (int j = 0; j < k; j++)
+        if (scratch[j] && dims[j] > 0) return 1;
+    return 0;
+}
+
+/* Appends to err where, among the nodes that node `fail` depends on (and `fail` itself when
+ * self: it was lowered), the batch dim was first lost: a tensor without it computed from one
+ * with it (a sample picked by a slice, select or index: a loop over the samples unrolled at the
+ * recorded batch). A getitem answers for its split (which records no dim of its own). */
+static void explain_lost(const drift_aten_graph *g, int fail, int self, const int *dims, drift_err *err) {
+    unsigned char *anc = drift_malloc((size_t)g->n), *scr = drift_malloc((size_t)g->n);
+    if (anc && scr && fail >= 0 && fail < g->n) {
+        ancestors(g, fail, anc);
+        for (int k = 0; k < fail + (self != 0); k++) {
+            const aten_node *n = &g->nodes[k];
+            if (!anc[k] || n->op != ATEN_CALL || dims[k] > 0 || !has_values(n)) continue;
+            int at = k;
+            if (!strcmp(n->target, "getitem")) { /* the split it reads */
+                memset(scr, 0, (size_t)g->n);
+                mark_refs(g, n->args, scr);
+                at = -1;
+                for (int j = 0; j < k && at < 0; j++)
+                    if (scr[j] && !is_tensor_val(&g->nodes[j])) at = j;
+                if (at < 0) continue;
+            }
+            if (!refs_batch(g, at, dims, scr)) continue;
+            const aten_node *l = &g->nodes[at];
+            size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len,
+                     "; the batch dim is lost at node %d '%s' (%s) in module '%s': its operand holds the batch, its "
+                     "result does not (it picks samples, e.g. a loop over the batch unrolled at the recorded batch)",
+                     at, l->name, l->target, l->module);
+            break;
+        }
+    }
+    drift_free(anc);
+    drift_free(scr);
+}
+
+/* The nearest node before `fail` that it depends on, may spell the batch, and was not tried. */
+static int next_lead(const drift_aten_graph *g, int fail, int64_t rb_from, const unsigned char *lead,
+                     const unsigned char *tried, unsigned char *anc) {
+    ancestors(g, fail, anc);
+    for (int k = fail; k >= 0; k--)
+        if (anc[k] && !lead[k] && !tried[k] && lead_candidate(g, k, rb_from)) return k;
+    return -1;
+}
+
+int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_opts *o, int64_t rb_from, int *dims,
+                             unsigned char *lead, drift_err *err) {
+    const int n = g->n;
+    drift_aten_lower_opts lo;
+    memset(&lo, 0, sizeof lo);
+    if (o) lo = *o;
+    int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK;
+    lo.notes = NULL;
+    lo.rebatch_from = rb_from;
+    lo.rebatch_to = rb_from + 1;
+    lo.batch_dims_out = dims;
+    lo.batch_dims_in = NULL;
+    lo.batch_lead = lead;
+    lo.failed_node = &fail;
+    memset(lead, 0, (size_t)n);
+    unsigned char *tried = drift_calloc((size_t)n + 1, 1), *anc = drift_malloc((size_t)n + 1);
+    int *dims0 = drift_malloc(((size_t)n + 1) * sizeof *dims0);
+    drift_err first;
+    drift_err_clear(&first);
+    if (!tried || !anc || !dims0) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, "rebatch", "out of memory");
+        goto done;
+    }
+    for (int round = 0;; round++) {
+        drift_graph *probe = NULL;
+        drift_err e;
+        drift_err_clear(&e);
+        int outchk = 0; /* the failure is the output's check (the output node was lowered) */
+        memset(dims, 0, ((size_t)n + 1) * sizeof *dims);
+        rc = drift_aten_graph_lower_ex(g, &lo, &probe, &e);
+        drift_graph_free(probe);
+        if (!rc) { /* the output must hold the batch in dim 0: the sample's row is read there */
+            const aten_node *out = &g->nodes[g->output];
+            const drift_json_value *a = out->args && out->args->n_items ? &out->args->items[0] : NULL;
+            if (a && a->type == DRIFT_JSON_ARRAY && a->n_items) a = &a->items[0];
+            int oj = a && al_node_ref(a) ? aten_find(g, a->members[0].value.str) : -1;
+            if (oj < 0 || dims[oj] == 1) break;
+            if (dims[oj]) rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output holds the batch in dim %d, "
+                                                          "not in dim 0", dims[oj] - 1);
+            else rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output holds no batch dim");
+            fail = oj;
+            outchk = 1;
+        }
+        if (e.code == DRIFT_E_NOMEM) { /* not the program's shape */
+            *err = e;
+            goto done;
+        }
+        if (round == 0) {
+            first = e;
+            fail0 = fail;
+            out0 = outchk;
+            memcpy(dims0, dims, ((size_t)n + 1) * sizeof *dims);
+        }
+        if (last >= 0 && fail <= best) { /* that shape argument was not the batch: undone */
+            lead[last] = 0;
+            tried[last] = 1;
+        } else {
+            best = fail;
+        }
+        last = best >= 0 && round < 64 ? next_lead(g, best, rb_from, lead, tried, anc) : -1;
+        if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
+            *err = first;
+            explain_lost(g, fail0, out0, dims0, err);
+            break;
+        }
+        lead[last] = 1;
+    }
+done:
+    drift_free(tried);
+    drift_free(anc);
+    drift_free(dims0);
+    return rc;
 }

@@ -104,6 +104,15 @@ static void summarise(drift_invariance_report *rep, const drift_invariance_opts 
 }
 
 /* ---- the check ----------------------------------------------------------------- */
+
+/* A forward of a captured graph re-batched to B failed while it ran (the program lowered): an
+ * index the trace recorded (an input, a table) may address rows of the recorded batch only. */
+static void run_failed(drift_err *err, const drift_model *m, int B, int recorded) {
+    if (!m->captured || B == recorded) return;
+    drift_err_prefix(err, "the captured graph re-batched from %d to %d failed as it ran (an index the graph takes from "
+                          "its inputs may address the rows of the recorded batch only)", recorded, B);
+}
+
 static int check_opts(const drift_invariance_opts *o, drift_err *err) {
     if (!o->trace) return drift_err_set(err, DRIFT_E_USAGE, "invariance", "no trace");
     if (o->n_batches < 1 || o->n_batches > DRIFT_INV_MAX_BATCHES)
@@ -177,6 +186,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
 
     /* the reference: the sample alone; the buffers built once in m, shared by every batch */
     if ((rc = drift_inv_fwd_make(m, 1, pl, side, rec.dt, &ref, err))) goto done;
+    drift_inv_keep_fixed_inputs(&rec, ref.m);
     {
         const drift_hostset *bufs;
         if ((rc = drift_model_buffers(m, ref.f->rope, &bufs, err))) goto done;
@@ -199,7 +209,10 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     st.sites = sites;
     if (o->progress) o->progress("the reference (batch 1)", 0, 0, o->progress_user);
     double t0 = now_s();
-    if ((rc = drift_inv_run_one(&ref, be, in, &st, 0, &ref_out, &out_row, err))) goto done;
+    if ((rc = drift_inv_run_one(&ref, be, in, &st, 0, &ref_out, &out_row, err))) {
+        run_failed(err, m, 1, rec.batch);
+        goto done;
+    }
     rep->ref_seconds = now_s() - t0;
     drift_hostset_free(in);
     in = NULL;
@@ -301,7 +314,10 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         c->seconds = now_s() - t0;
         drift_hostset_free(in);
         in = NULL;
-        if (rc) goto done;
+        if (rc) {
+            run_failed(err, m, c->batch, rec.batch);
+            goto done;
+        }
         c->bitwise = c->nodes_diff == 0;
         drift_metric_acc acc;
         drift_metric_acc_init(&acc);

@@ -90,6 +90,24 @@ static int read_other_inputs(drift_trace_reader *rd, const char *path, int64_t s
     return DRIFT_OK;
 }
 
+/* A captured graph without a latents input: the error, naming the inputs it has. */
+static int no_latents(const char *path, const drift_model *m, drift_err *err) {
+    char names[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < drift_graph_count(m->sem) && len < sizeof names; i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        const char *nm = v->kind == DRIFT_VAL_INPUT                                      ? v->name
+                         : v->kind == DRIFT_VAL_BUFFER && !strncmp(v->name, "input:", 6) ? v->name + 6
+                                                                                         : NULL;
+        if (nm) len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", nm);
+    }
+    return drift_err_set(err, DRIFT_E_INPUT, path,
+                         "the captured graph has no input with the role 'latents' (its inputs: %s): invariance puts "
+                         "the sample in a batch along dim 0 of the latents; a model that takes its samples as a list "
+                         "or packs them into one sequence has no batch dim to re-batch",
+                         names[0] ? names : "none");
+}
+
 int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
                           drift_inv_recorded *out, drift_err *err) {
     memset(out, 0, sizeof *out);
@@ -99,6 +117,8 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
         snprintf(out->name[i], sizeof out->name[i], "%s", INPUT_NAME[i]);
         long id = drift_trace_reader_find_site(rd, INPUT_SITE[i]);
+        if (id < 0 && i == DRIFT_INPUT_LATENTS && m->captured && !drift_capture_model_takes_input(m, i))
+            return no_latents(path, m, err);
         if (id < 0 && i != DRIFT_INPUT_LATENTS && !drift_capture_model_takes_input(m, i)) continue;
         if (id < 0)
             return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s' is missing: invariance needs the boundary inputs",
@@ -106,6 +126,15 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
         if ((rc = read_slot(rd, path, INPUT_SITE[i], id, step, i, out, err))) return rc;
     }
     return m->captured ? read_other_inputs(rd, path, step, m, out, err) : DRIFT_OK;
+}
+
+void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1) {
+    if (!m1->captured || r->batch == 1) return;
+    for (int k = DRIFT_INPUT_COUNT; k < r->n; k++) {
+        const int id = r->present[k] ? drift_graph_find_leaf(m1->sem, DRIFT_VAL_BUFFER, r->name[k]) : -1;
+        const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
+        if (v && v->ndim >= 1 && v->shape[0] == r->batch) r->whole[k] = 1;
+    }
 }
 
 /* splitmix64 -> N(0, 1) by Box-Muller: the seeded pad rows. */
@@ -131,6 +160,10 @@ int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *
     float *buf = NULL;
     for (int i = 0; i < rc_->n && !rc; i++) {
         if (!rc_->present[i]) continue;
+        if (rc_->whole[i]) { /* not per sample: as recorded at every batch */
+            rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], rc_->shape[i], rc_->v[i], NULL, NULL, err);
+            continue;
+        }
         int64_t rn = rc_->row[i];
         buf = drift_malloc((size_t)(rn * B) * sizeof *buf);
         if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }

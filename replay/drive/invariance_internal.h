@@ -31,8 +31,14 @@ typedef struct drift_inv_recorded {
     int64_t shape[DRIFT_INV_MAX_INPUTS][DRIFT_MAX_DIMS];
     int64_t row[DRIFT_INV_MAX_INPUTS]; /* elements per sample */
     float *v[DRIFT_INV_MAX_INPUTS];    /* owned: the recorded batch */
+    int whole[DRIFT_INV_MAX_INPUTS];   /* 1: its dim 0 is not the batch (the re-batching found): passed as recorded */
     int batch;
 } drift_inv_recorded;
+
+/* Marks whole the per-sample inputs of r (past the boundary three) that m1, the captured graph
+ * re-batched to 1, keeps at their recorded size: a dim 0 equal to the recorded batch by
+ * coincidence (2 heads at batch 2). */
+void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1);
 
 /* Reads step's stored inputs (input:*:pre_cast) of rd into *out (caller
  * frees with drift_inv_recorded_free, also on error); path names rd in errors.
@@ -76,6 +82,8 @@ int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err 
 typedef struct drift_inv_ref {
     uint64_t hash;
     int64_t numel, dim0;
+    int ndim;
+    int64_t shape[DRIFT_MAX_DIMS]; /* the value's shape at batch 1 */
     int seen;
     char gemm[128];              /* LINEAR: drift_backend_last_gemm right after it ran */
 } drift_inv_ref;

@@ -97,6 +97,63 @@ static void fill_op(const drift_graph *g, int id, drift_inv_op *op) {
     memcpy(op->out_shape, v->shape, sizeof op->out_shape);
 }
 
+/* 1 + the one dim of t that is B times the reference's while every other dim equals it, else 0. */
+static int batch_dim(const drift_tensor *t, const drift_inv_ref *r, int B) {
+    int d = 0;
+    if (t->ndim != r->ndim) return 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == r->shape[i]) continue;
+        if (d || t->shape[i] != (int64_t)B * r->shape[i]) return 0;
+        d = i + 1;
+    }
+    return d;
+}
+
+/* The sample's block (position pos) of dim d of v (shape sh, nd dims), rb rows of it per sample,
+ * gathered into out. */
+static void gather_sample(const float *v, int nd, const int64_t *sh, int d, int64_t rb, int pos, float *out) {
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= sh[i];
+    for (int i = d + 1; i < nd; i++) inner *= sh[i];
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(out + (size_t)(o * rb * inner), v + (size_t)((o * sh[d] + pos * rb) * inner), (size_t)(rb * inner) * sizeof *out);
+}
+
+/* Counts node id (reference value rid, observed at site) compared, and as the first divergent
+ * node and site when mine (the sample's values) differs from the reference's. */
+static int compare(drift_inv_run *s, const drift_inv_fwd *bf, int id, int rid, const char *site, const drift_tensor *t,
+                   const drift_inv_ref *r, const float *mine, const char *gemm) {
+    drift_inv_config *c = s->c;
+    c->nodes_compared++;
+    if (hash_f32(mine, r->numel) == r->hash) return DRIFT_OK;
+    c->nodes_diff++;
+    if (c->op.node < 0) {
+        fill_op(bf->f->assigned, id, &c->op);
+        fill_op(s->ref_bf->f->assigned, rid, &c->op_ref);
+        snprintf(c->op.gemm, sizeof c->op.gemm, "%s", gemm);
+        snprintf(c->op_ref.gemm, sizeof c->op_ref.gemm, "%s", r->gemm);
+    }
+    if (site[0] != '@' && !c->first_site[0]) {
+        int64_t rn = 0;
+        drift_dtype dt = DRIFT_F32;
+        const float *rv = drift_site_cache_get(s->sites, site, &rn, &dt);
+        if (rv && rn == r->numel) {
+            snprintf(c->first_site, sizeof c->first_site, "%s", site);
+            drift_metric_acc acc;
+            drift_metric_acc_init(&acc);
+            drift_metric_acc_add_f32(&acc, mine, rv, (size_t)rn, NULL, NULL);
+            drift_ulp_acc ua;
+            drift_metrics_ulp_init(&ua);
+            drift_metrics_accumulate_ulp_f32(mine, rv, (size_t)rn, t->dtype, &ua);
+            c->site_n_diff = acc.n_diff;
+            c->site_numel = rn;
+            c->site_max_ulp = ua.max_ulp;
+            snprintf(c->site_dtype, sizeof c->site_dtype, "%s", drift_dtype_name(t->dtype));
+        }
+    }
+    return DRIFT_OK;
+}
+
 int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift_err *err) {
     drift_inv_run *s = user;
     const drift_inv_fwd *bf = s->bf;
@@ -128,48 +185,33 @@ int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift
         r->hash = hash_f32(s->buf, t->numel);
         r->numel = t->numel;
         r->dim0 = t->ndim ? t->shape[0] : 1;
+        r->ndim = t->ndim;
+        memcpy(r->shape, t->shape, sizeof r->shape);
         r->seen = 1;
         if (site[0] != '@') return drift_site_cache_put_f32(s->sites, site, t->dtype, s->buf, t->numel, err);
         return DRIFT_OK;
     }
     if (!r->seen) return DRIFT_OK;
-    /* the sample's block of dim 0, or the whole value when it has no batch dim */
+    /* the sample's block of dim 0, or of the one dim B times the reference's ([3, B, L, D]
+     * rope tables), or the whole value when it has no batch dim */
     const float *mine = NULL;
+    float *gathered = NULL;
     int64_t dim0 = t->ndim ? t->shape[0] : 1;
+    int bd = 0;
     if (s->B > 1 && t->numel == (int64_t)s->B * r->numel && dim0 == (int64_t)s->B * r->dim0)
         mine = s->buf + (size_t)s->pos * (size_t)r->numel;
     else if (t->numel == r->numel)
         mine = s->buf;
+    else if (s->B > 1 && t->numel == (int64_t)s->B * r->numel && (bd = batch_dim(t, r, s->B)) > 0) {
+        if (!(gathered = drift_malloc((size_t)(r->numel ? r->numel : 1) * sizeof *gathered)))
+            return drift_err_set(err, DRIFT_E_NOMEM, site, "out of memory");
+        gather_sample(s->buf, t->ndim, t->shape, bd - 1, r->shape[bd - 1], s->pos, gathered);
+        mine = gathered;
+    }
     if (!mine) return DRIFT_OK;
-    drift_inv_config *c = s->c;
-    c->nodes_compared++;
-    if (hash_f32(mine, r->numel) == r->hash) return DRIFT_OK;
-    c->nodes_diff++;
-    if (c->op.node < 0) {
-        fill_op(bf->f->assigned, id, &c->op);
-        fill_op(s->ref_bf->f->assigned, rid, &c->op_ref);
-        snprintf(c->op.gemm, sizeof c->op.gemm, "%s", gemm);
-        snprintf(c->op_ref.gemm, sizeof c->op_ref.gemm, "%s", r->gemm);
-    }
-    if (site[0] != '@' && !c->first_site[0]) {
-        int64_t rn = 0;
-        drift_dtype dt = DRIFT_F32;
-        const float *rv = drift_site_cache_get(s->sites, site, &rn, &dt);
-        if (rv && rn == r->numel) {
-            snprintf(c->first_site, sizeof c->first_site, "%s", site);
-            drift_metric_acc acc;
-            drift_metric_acc_init(&acc);
-            drift_metric_acc_add_f32(&acc, mine, rv, (size_t)rn, NULL, NULL);
-            drift_ulp_acc ua;
-            drift_metrics_ulp_init(&ua);
-            drift_metrics_accumulate_ulp_f32(mine, rv, (size_t)rn, t->dtype, &ua);
-            c->site_n_diff = acc.n_diff;
-            c->site_numel = rn;
-            c->site_max_ulp = ua.max_ulp;
-            snprintf(c->site_dtype, sizeof c->site_dtype, "%s", drift_dtype_name(t->dtype));
-        }
-    }
-    return DRIFT_OK;
+    rc = compare(s, bf, id, rid, site, t, r, mine, gemm);
+    drift_free(gathered);
+    return rc;
 }
 
 /* Runs bf on inputs; with st the nodes are observed (stored or compared).

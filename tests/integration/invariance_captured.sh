@@ -5,7 +5,8 @@
 # "Captured graphs"): on the fp64 oracle (--device ref, every op in one order)
 # sample 0 is bitwise equal at every compared node, so the re-batching itself
 # changes nothing; so is the cpu backend (issue 32's GEMM); a batch-dependent op planted in a captured graph (a mean
-# over the batch dim added back) is caught and named; bad usage exits 2.
+# over the batch dim added back) is caught and named; a graph without a latents input is
+# refused naming its inputs; bad usage exits 2.
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/invariance_captured"; rm -rf "$W"; mkdir -p "$W"
@@ -86,6 +87,29 @@ PY
 [ "$rc" = 1 ] || { cat "$W/planted.txt"; fail "planted: exit $rc, expected 1 (not invariant)"; }
 grep -q "first at planted_mean (reduce" "$W/planted.txt" || { cat "$W/planted.txt"; fail "planted op not named"; }
 echo "  planted: $(tail -n 1 "$W/planted.txt")"
+
+# 2b. a graph without a latents input (ZImage takes its samples as a list x.0, Cosmos3-Omni packs
+#     them into one sequence): refused naming the inputs it has (it said the latents site was missing)
+"$PY" - "$T/graphs/recorded/zoo/DiTTransformer2DModel.h5" "$W/nolat.h5" <<'PY' || fail "no-latents copy"
+import json, shutil, sys
+import h5py, numpy as np
+shutil.copyfile(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    raw = f["graph"][()]
+    doc = json.loads((raw.tobytes() if hasattr(raw, "tobytes") else raw).decode().rstrip("\0"))
+    for i in doc["inputs"]:
+        if i.get("role") == "latents":
+            i["role"], i["target"], i["site"] = "other", "x.0", "input:x.0:pre_cast"
+    f.move("sites/input:latents:pre_cast", "sites/input:x.0:pre_cast")
+    g = f["sites/input:x.0:pre_cast"]
+    g.attrs["name"] = np.bytes_(b"input:x.0:pre_cast") if isinstance(g.attrs["name"], bytes) else "input:x.0:pre_cast"
+    del f["graph"]
+    f.create_dataset("graph", data=np.bytes_(json.dumps(doc).encode()))
+PY
+"$D" invariance "$W/nolat.h5" --batch 1,2 --device cpu >/dev/null 2>"$W/nolat.err"; rc=$?
+[ "$rc" = 2 ] && grep -q "no input with the role 'latents' (its inputs: x.0, timestep, class_labels)" "$W/nolat.err" ||
+  { cat "$W/nolat.err"; fail "no latents: exit $rc"; }
+echo "  no latents: $(cut -c1-120 "$W/nolat.err")"
 
 # 3. usage: --kernels has no meaning on ref; an unknown device
 "$D" invariance "$T/graphs/recorded/flux.h5" --device ref --kernels torch >/dev/null 2>"$W/e1"; rc=$?

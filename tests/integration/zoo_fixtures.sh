@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ten diffusers DiTs recorded by tests/gpu/zoo.py on the H200 (each at its own
+# Eleven diffusers DiTs recorded by tests/gpu/zoo.py on the H200 (each at its own
 # diffusers test configuration: FSDP2 per block in bf16, an fp32 island, bf16
 # autocast, 2 steps, the torch.export graph in /graph), committed in
 # tests/data/graphs/recorded/zoo, replayed here without torch (issue 31):
@@ -10,7 +10,8 @@
 #   * drift invariance --device cpu --batch 1,2,3: invariant (the cpu backend
 #     gives a sample the same bits at every batch) except where torch's own program
 #     changes with the batch (Bria, Chroma: linear of a strided slice), on the re-batched graph
-#     (StableAudio3, recorded at batch 2, expands its memory tokens by the batch);
+#     (StableAudio3, recorded at batch 2, expands its memory tokens by the batch;
+#     Ideogram4, recorded at batch 1, broadcasts its rope table in a matmul at batch 2);
 #   * drift bisect between the plan and the plan without its island runs on a
 #     model without a text condition (DiT: the trace has no input:cond site).
 set -u

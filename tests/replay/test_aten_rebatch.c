@@ -1,0 +1,226 @@
+/* Re-batching a captured graph (docs/invariance.md "Captured graphs", issue 33): small
+ * hand-written graphs (tests/data/graphs/rebatch: JSON files, each naming the zoo model whose
+ * pattern it copies) lowered again at other batch sizes through drift_capture_model_rebatch,
+ * as `drift invariance` does:
+ *  - a factory that builds a per-sample tensor at the recorded batch (LuminaNext's key mask
+ *    ones(B, L)) re-batches, and a factory or an expand whose leading size is the recorded
+ *    batch by coincidence (2 heads at batch 2) stays batch-free, and so does a user input
+ *    whose dim 0 is 2 heads: the values are checked against the definition;
+ *  - a matmul whose batch dims broadcast (Ideogram4's rope at another batch) runs, and the
+ *    sample's rows equal the batch-1 program's bit for bit on cpu;
+ *  - what cannot be re-batched is an error naming the op and its module: a split whose
+ *    number of pieces follows the batch (WanAnimate's chunked motion encoder), a loop over
+ *    the samples unrolled at the recorded batch (Mochi's attention: the slice that picks a
+ *    sample is named), a model whose shapes only work at batch 1 (GlmImage: the batch the
+ *    probe lowered at is named, not the recorded one), a model whose output has lost the
+ *    batch (the sample's output row is read in dim 0). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "formats/plan.h"
+#include "kernels/backend.h"
+#include "replay/capture/aten_model.h"
+#include "replay/exec/exec.h"
+#include "replay/ir/assign.h"
+#include "tests/fp32_run.h"
+#include "tests/slurp.h"
+
+static drift_model *load(const char *name) {
+    char path[1024];
+    const char *td = getenv("DRIFT_TESTDATA");
+    snprintf(path, sizeof path, "%s/graphs/rebatch/%s", td ? td : "tests/data", name);
+    size_t len = 0;
+    char *json = test_slurp(path, &len);
+    if (!json) fail_msg("cannot read %s", path);
+    drift_model *m = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_capture_model_create(json, len, path, &m, &e)) fail_msg("%s: %s", e.where, e.msg);
+    free(json);
+    return m;
+}
+
+/* base re-batched to B: 0 and *out, or the error code with e filled. */
+static int rebatch(drift_model *base, int B, drift_model **out, drift_err *e) {
+    drift_err_clear(e);
+    *out = NULL;
+    return drift_capture_model_rebatch(base, B, out, e);
+}
+
+static float xval(int64_t i) { return (float)((i * 37 % 23) - 11) * 0.125f; }
+
+/* Runs m on cpu with every input xval(i) over its shape and each parameter and buffer k * 0.25 + 1
+ * at element k. */
+static void run(const drift_model *m, drift_exec_result *r) {
+    drift_err e;
+    drift_err_clear(&e);
+    drift_hostset *ps = NULL, *bs = NULL, *is = NULL;
+    drift_hostset_create(&ps, &e);
+    drift_hostset_create(&bs, &e);
+    drift_hostset_create(&is, &e);
+    for (int i = 0; i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        if (v->kind != DRIFT_VAL_PARAM && v->kind != DRIFT_VAL_INPUT && v->kind != DRIFT_VAL_BUFFER) continue;
+        float *d = malloc((size_t)v->numel * sizeof *d);
+        for (int64_t k = 0; k < v->numel; k++) d[k] = v->kind == DRIFT_VAL_INPUT ? xval(k) : (float)k * 0.25f + 1.0f;
+        drift_hostset *to = v->kind == DRIFT_VAL_PARAM ? ps : v->kind == DRIFT_VAL_BUFFER ? bs : is;
+        assert_int_equal(drift_hostset_add(to, v->name, DRIFT_F32, v->ndim, v->shape, d, NULL, NULL, &e), 0);
+        free(d);
+    }
+    test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, r);
+    drift_hostset_free(ps);
+    drift_hostset_free(bs);
+    drift_hostset_free(is);
+}
+
+/* factory_mask.json: y = (x + 0.5) * 1 at every batch; the output [B, 2, 8]. */
+static void test_factory_mask_rebatches_and_coincident_table_stays(void **state) {
+    (void)state;
+    drift_model *base = load("factory_mask.json");
+    assert_int_equal(base->cfg.batch, 2);
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 3);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], 2);
+        assert_int_equal(r.shape[2], 8);
+        for (int64_t k = 0; k < r.numel; k++) assert_true(r.f32[k] == xval(k) + 0.5f);
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
+/* expand_heads.json: y = x + w over 2 heads; at batch 3 the expand still gives [2 heads, 8]. */
+static void test_expand_by_heads_is_not_the_batch(void **state) {
+    (void)state;
+    drift_model *base = load("expand_heads.json");
+    drift_model *m = NULL;
+    drift_err e;
+    if (rebatch(base, 3, &m, &e)) fail_msg("%s", e.msg);
+    drift_exec_result r;
+    run(m, &r);
+    assert_int_equal(r.shape[0], 3);
+    for (int64_t k = 0; k < r.numel; k++) assert_true(r.f32[k] == xval(k) + (float)(k % 8) * 0.25f + 1.0f);
+    drift_exec_result_free(&r);
+    drift_model_free(m);
+    drift_model_free(base);
+}
+
+/* input_heads.json at batch 3: the head table input keeps its 2 rows; y = (x + tbl) * t + c. */
+static void test_input_with_heads_in_dim0_is_not_the_batch(void **state) {
+    (void)state;
+    drift_model *base = load("input_heads.json");
+    drift_model *m = NULL;
+    drift_err e;
+    if (rebatch(base, 3, &m, &e)) fail_msg("%s", e.msg);
+    const drift_value *tbl = drift_graph_value(m->sem, drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, "input:head_table"));
+    assert_non_null(tbl);
+    assert_int_equal(tbl->shape[0], 2);
+    drift_exec_result r;
+    run(m, &r);
+    assert_int_equal(r.shape[0], 3);
+    for (int64_t k = 0; k < r.numel; k++) {
+        const float a = xval(k) + (float)(k % 16) * 0.25f + 1.0f, b = a * xval(k / 16);
+        assert_true(r.f32[k] == b + xval(k));
+    }
+    drift_exec_result_free(&r);
+    drift_model_free(m);
+    drift_model_free(base);
+}
+
+/* matmul_broadcast.json at batch 2: sample 0's rows are the batch-1 program's, bit for bit (the
+ * latents of batch 1 are the first rows of batch 2's: xval over the flat index), and the values
+ * are w[i] * x[s, l, c]. */
+static void test_matmul_broadcast_batch_dims(void **state) {
+    (void)state;
+    drift_model *base = load("matmul_broadcast.json");
+    drift_model *m1 = NULL, *m2 = NULL;
+    drift_err e;
+    if (rebatch(base, 1, &m1, &e) || rebatch(base, 2, &m2, &e)) fail_msg("%s", e.msg);
+    drift_exec_result r1, r2;
+    run(m1, &r1);
+    run(m2, &r2);
+    assert_int_equal(r2.ndim, 4);
+    assert_int_equal(r2.shape[0], 2);
+    assert_int_equal(r2.numel, 2 * r1.numel);
+    assert_memory_equal(r1.f32, r2.f32, (size_t)r1.numel * sizeof(float));
+    for (int s = 0; s < 2; s++) /* y[s, c, i, l] = w[i] * x[s, l, c] */
+        for (int c = 0; c < 3; c++)
+            for (int i = 0; i < 4; i++)
+                for (int l = 0; l < 8; l++)
+                    assert_true(r2.f32[((s * 3 + c) * 4 + i) * 8 + l] == ((float)i * 0.25f + 1.0f) * xval((s * 8 + l) * 3 + c));
+    drift_exec_result_free(&r1);
+    drift_exec_result_free(&r2);
+    drift_model_free(m1);
+    drift_model_free(m2);
+    drift_model_free(base);
+}
+
+/* The re-batching of `file` to batch B fails (DRIFT_E_INPUT) with a message holding every one of
+ * the NULL-terminated strings. */
+static void refused(const char *file, int B, ...) {
+    drift_model *base = load(file), *m = NULL;
+    drift_err e;
+    assert_int_equal(rebatch(base, B, &m, &e), DRIFT_E_INPUT);
+    assert_null(m);
+    va_list ap;
+    va_start(ap, B);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        if (!strstr(e.msg, s)) fail_msg("%s: expected '%s' in: %s", file, s, e.msg);
+    va_end(ap);
+    if (strstr(e.msg, ": : ")) fail_msg("%s: an empty prefix in: %s", file, e.msg);
+    drift_model_free(base);
+}
+
+static void test_split_of_the_batch_is_named(void **state) {
+    (void)state;
+    refused("split_batch.json", 2, "node 2 'sp' (aten.split.Tensor) in module 'enc'",
+            "cannot be re-batched from batch 1 to 2: it gives 2 tensors at the recorded batch and 3 at batch 2", NULL);
+}
+
+static void test_sample_loop_names_where_the_batch_is_lost(void **state) {
+    (void)state;
+    refused("sample_loop.json", 1, "lowered at batch 3 to find each value's batch dim",
+            "node 6 'y' (aten.add.Tensor) in module 'norm'",
+            "the batch dim is lost at node 1 's0' (aten.slice.Tensor) in module 'attn'", NULL);
+}
+
+static void test_batch1_only_model_names_the_probe_batch(void **state) {
+    (void)state;
+    refused("batch1_only.json", 1, "the captured graph at batch 1 (recorded at 1): lowered at batch 2 to find each value's batch dim",
+            "node 2 'y' (aten.add.Tensor)", "do not broadcast", NULL);
+}
+
+static void test_output_without_the_batch_is_named(void **state) {
+    (void)state;
+    refused("output_without_batch.json", 3, "node 2 'y' (aten.mul.Tensor) in module 'head'",
+            "the model's output holds no batch dim",
+            "the batch dim is lost at node 1 's' (aten.slice.Tensor) in module 'head'", NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
+        cmocka_unit_test(test_expand_by_heads_is_not_the_batch),
+        cmocka_unit_test(test_input_with_heads_in_dim0_is_not_the_batch),
+        cmocka_unit_test(test_matmul_broadcast_batch_dims),
+        cmocka_unit_test(test_split_of_the_batch_is_named),
+        cmocka_unit_test(test_sample_loop_names_where_the_batch_is_lost),
+        cmocka_unit_test(test_batch1_only_model_names_the_probe_batch),
+        cmocka_unit_test(test_output_without_the_batch_is_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
