@@ -1745,7 +1745,11 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         if ((rc = sdpa_causal(c, in, op.scale, &id))) return rc;
         return al_set_result(c, id);
     }
-    if (!al_is_none(mask) && gqa) { /* no fused kernel takes a mask and GQA: torch's math backend */
+    const int64_t dv = drift_graph_value(c->out, in[2])->shape[3];
+    /* no fused kernel takes a mask with GQA, nor a mask with a head dim that is no multiple of 8
+     * (memory-efficient and cuDNN attention need 16-byte aligned rows of 16-bit values; flash
+     * takes no mask): torch's math backend (HunyuanVideo's token refiner, head dim 10) */
+    if (!al_is_none(mask) && (gqa || qv.shape[3] % 8 || dv % 8)) {
         if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_MATH32, &id))) return rc;
         return al_set_result(c, id);
     }
