@@ -1,16 +1,17 @@
 import os, sys, math; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_emulate import *
 tr=sys.argv[1]
+BASE=eval(sys.argv[2]) if len(sys.argv)>2 else {}
 def score(cfg):
     t=0; per={}
     for st in (0,1):
-        e=Emu(tr,st,{'lin_split':cfg}); e.run()
+        o=dict(BASE); o['lin_split']=cfg; e=Emu(tr,st,o); e.run()
         r=e.site('output:noise_pred'); c=int((np.asarray(e.out[0]).reshape(r.shape)!=r).sum()); t+=c; per['out']=per.get('out',0)+c
         for s in e.f['sites']:
             if s.endswith(':out'):
                 nn=site_node(e,s[:-4]); c=int((np.asarray(e.env[nn]).reshape(e.site(s).shape)!=e.site(s)).sum()); t+=c; per[s]=per.get(s,0)+c
     return t, per
-e=Emu(tr,0); e.run()
+e=Emu(tr,0,BASE); e.run()
 gem=[n for n in e.doc['nodes'] if n['op']=='call_function' and n['target'] in ('aten.linear.default','aten.matmul.default') and isinstance(n.get('val'),dict) and n['val']['dtype'] in ('bfloat16','float16')]
 cfg={}; cur,per=score(cfg); print('base',cur,per,flush=True)
 for n in gem:

@@ -87,7 +87,7 @@ class Emu:
 
     def call(self, n):
         t = n['target']
-        op = t.split('.')[1] if t.startswith('aten.') else t
+        op = t.split('.')[1] if t.startswith('aten.') else t.replace('.', '_')
         args = [self.arg(a) for a in n['args']]
         kw = {k: self.arg(v) for k, v in n['kwargs'].items()}
         val = n['val']
@@ -215,8 +215,15 @@ class Emu:
         return rnd(np.power(x, self._c(y, o)), o)
     def _un(self, a, o, f): return rnd(f(self._c(a[0], o)), o)
     def op_exp(self, a, k, o, n): return self._un(a, o, np.exp)
-    def op_sin(self, a, k, o, n): return self._un(a, o, np.sin)
-    def op_cos(self, a, k, o, n): return self._un(a, o, np.cos)
+    def _trig(self, a, o, f64, name):
+        if self.opts.get('cuda_trig') and o == 'float32':
+            import cudatrig
+            fn = getattr(cudatrig, name)
+            x = np.asarray(a[0], np.float32)
+            return np.array([fn(v) for v in x.ravel()], np.float32).reshape(x.shape)
+        return self._un(a, o, f64)
+    def op_sin(self, a, k, o, n): return self._trig(a, o, np.sin, 'sinf')
+    def op_cos(self, a, k, o, n): return self._trig(a, o, np.cos, 'cosf')
     def op_rsqrt(self, a, k, o, n): return self._un(a, o, lambda x: 1 / np.sqrt(x))
     def op_sqrt(self, a, k, o, n): return self._un(a, o, np.sqrt)
     def op_neg(self, a, k, o, n): return self._un(a, o, np.negative)
@@ -240,6 +247,7 @@ class Emu:
         if lo is not None: x = np.maximum(x, lo)
         if hi is not None: x = np.minimum(x, hi)
         return rnd(x, o)
+    def op_clip(self, a, k, o, n): return self.op_clamp(a, k, o, n)
     def op_where(self, a, k, o, n): return rnd(np.where(a[0], a[1], a[2]), o)
     # ---- reductions ----
     def op_mean(self, a, k, o, n):
@@ -408,6 +416,32 @@ class Emu:
         dst = a[0]; np.copyto(dst, rnd(np.broadcast_to(a[1], dst.shape), n['val']['dtype']).astype(dst.dtype))
         return dst
     def op_view_as_real(self, a, k, o, n): return a[0]
+    def op_drift_tuple(self, a, k, o, n): return list(a[0]) if len(a) == 1 and isinstance(a[0], list) else list(a)
+    def op_drift_constant(self, a, k, o, n):
+        v = n['val']; return rnd(np.full(v['shape'], a[0]), v['dtype'])
+    def op_bitwise_and(self, a, k, o, n): return np.logical_and(a[0], a[1]) if o == 'bool' else (np.asarray(a[0]) & np.asarray(a[1]))
+    def op_bitwise_or(self, a, k, o, n): return np.logical_or(a[0], a[1]) if o == 'bool' else (np.asarray(a[0]) | np.asarray(a[1]))
+    def op_logical_not(self, a, k, o, n): return np.logical_not(a[0])
+    def op_eq(self, a, k, o, n): return np.asarray(a[0]) == a[1]
+    def op_ne(self, a, k, o, n): return np.asarray(a[0]) != a[1]
+    def op_lt(self, a, k, o, n): return np.asarray(a[0]) < a[1]
+    def op_gt(self, a, k, o, n): return np.asarray(a[0]) > a[1]
+    def op_le(self, a, k, o, n): return np.asarray(a[0]) <= a[1]
+    def op_ge(self, a, k, o, n): return np.asarray(a[0]) >= a[1]
+    def op_repeat_interleave(self, a, k, o, n):
+        d = a[2] if len(a) > 2 else k.get('dim'); return np.repeat(a[0], a[1], axis=d)
+    def op_index(self, a, k, o, n):
+        idx = tuple(slice(None) if i is None else (np.asarray(i).astype(bool) if np.asarray(i).dtype == bool else np.asarray(i).astype(np.int64)) for i in a[1])
+        return a[0][idx]
+    def op_leaky_relu(self, a, k, o, n):
+        sl = a[1] if len(a) > 1 else 0.01
+        return self._un(a, o, lambda x: np.where(x > 0, x, x * np.float32(sl)))
+    def op_masked_fill(self, a, k, o, n): return rnd(np.where(a[1], a[2], self._c(a[0], o)), o)
+    def op_softplus(self, a, k, o, n): return self._un(a, o, lambda x: np.log1p(np.exp(x)))
+    def op_amax(self, a, k, o, n): return rnd(np.max(a[0], axis=tuple(a[1]), keepdims=a[2] if len(a) > 2 else False), o)
+    def op_fill_(self, a, k, o, n):
+        dst = a[0]; np.copyto(dst, np.broadcast_to(np.asarray(a[1], dst.dtype), dst.shape)); return dst
+    def op_fill(self, a, k, o, n): return rnd(np.full(a[0].shape, a[1]), o)
     def op_pad(self, a, k, o, n):
         x = a[0]; p = a[1]; mode = a[2] if len(a) > 2 else 'constant'; v = a[3] if len(a) > 3 else 0.0
         assert mode == 'constant'
@@ -423,7 +457,8 @@ class Emu:
             r = q.shape[-3] // kk.shape[-3]
             kk = np.repeat(kk, r, axis=-3); v = np.repeat(v, r, axis=-3)
         scale = k.get('scale') or 1 / math.sqrt(q.shape[-1])
-        if self.opts.get('sdpa_math8', False) and (q.shape[-1] % 8 or v.shape[-1] % 8) and o in ('bfloat16', 'float16'):
+        masked8 = self.opts.get('sdpa_math_masked8') and mask is not None and (q.shape[-1] % 8 or v.shape[-1] % 8)
+        if (masked8 or self.opts.get('sdpa_math8', False) and (q.shape[-1] % 8 or v.shape[-1] % 8)) and o in ('bfloat16', 'float16'):
             # torch's math backend: fp32 operands, q and k each scaled by sqrt(scale)
             sf = np.float32(math.sqrt(scale))
             qs = (q * sf).astype(np.float32); ks = (kk * sf).astype(np.float32)
@@ -440,6 +475,10 @@ class Emu:
             s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf).astype(np.float32)
         if mask is not None:
             s = (s + (np.where(mask, 0, -np.inf) if mask.dtype == bool else mask.astype(np.float32))).astype(np.float32)
+        tile = self.opts.get('sdpa_tile')
+        if isinstance(tile, dict): tile = tile.get(n['name'])
+        if tile and o in ('bfloat16', 'float16'):
+            return self._flash_tiled(s, v, tile, o, scale)
         m = s.max(-1, keepdims=True); m = np.where(np.isinf(m), 0, m)
         e = np.exp(s - m).astype(np.float32)
         if self.opts.get('sdpa_exp2'):
@@ -452,6 +491,41 @@ class Emu:
         p = rnd(e, o) if o in ('bfloat16', 'float16') and not self.opts.get('sdpa_exact') else e
         y = (p.astype(np.float64) @ v.astype(np.float64)).astype(np.float32) / l
         return rnd(y, o)
+
+    def _flash_tiled(self, s, v, tile, o, scale):
+        # online softmax over key tiles (a flash kernel's order); tile ('split', T, S): S key splits of
+        # T-key tiles each, every split normalised alone, combined through their log-sum-exp (flash-decoding)
+        Lk = s.shape[-1]
+        exp2 = self.opts.get('sdpa_exp2')
+        def one(s, v, T):
+            m = np.full(s.shape[:-1] + (1,), -np.inf, np.float32); l = np.zeros_like(m)
+            acc = np.zeros(s.shape[:-1] + (v.shape[-1],), np.float32)
+            for c0 in range(0, s.shape[-1], T):
+                st = s[..., c0:c0 + T]
+                mt = np.maximum(m, st.max(-1, keepdims=True))
+                ms = np.where(np.isinf(mt), 0, mt).astype(np.float32)
+                if exp2:
+                    sl = np.float32(math.log2(math.e))
+                    a = np.where(np.isinf(m), 0, np.exp2(((m - ms) * sl).astype(np.float32))).astype(np.float32)
+                    p = np.exp2(((st - ms) * sl).astype(np.float32)).astype(np.float32)
+                else:
+                    a = np.where(np.isinf(m), 0, np.exp(m - ms)).astype(np.float32)
+                    p = np.exp(st - ms).astype(np.float32)
+                l = (l * a + p.sum(-1, keepdims=True, dtype=np.float32)).astype(np.float32)
+                pv = (rnd(p, o).astype(np.float64) @ v[..., c0:c0 + T, :].astype(np.float64)).astype(np.float32)
+                acc = (acc * a + pv).astype(np.float32)
+                m = mt
+            return acc, l, m
+        if isinstance(tile, tuple):
+            T, S = tile[1], tile[2]
+            per = -(-Lk // S); per = -(-per // T) * T
+            outs = [one(s[..., i:i + per], v[..., i:i + per, :], T) for i in range(0, Lk, per)]
+            lse = [np.log(l) + m for acc, l, m in outs]
+            L = np.logaddexp.reduce(np.stack(lse), axis=0)
+            y = sum((acc / l) * np.exp(ls - L) for (acc, l, m), ls in zip(outs, lse))
+            return rnd(y.astype(np.float32), o)
+        acc, l, m = one(s, v, tile)
+        return rnd((acc / l).astype(np.float32), o)
 
 def cmp(tr, opts):
     for step in (0, 1):
