@@ -1818,7 +1818,11 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         if ((rc = sdpa_causal(c, in, op.scale, &id))) return rc;
         return al_set_result(c, id);
     }
-    if (!al_is_none(mask) && gqa) { /* no fused kernel takes a mask and GQA: torch's math backend */
+    const int64_t dv = drift_graph_value(c->out, in[2])->shape[3];
+    /* no fused kernel takes a mask with GQA, nor a mask with a head dim that is no multiple of 8
+     * (memory-efficient and cuDNN attention need 16-byte aligned rows of 16-bit values; flash
+     * takes no mask): torch's math backend (HunyuanVideo's token refiner, head dim 10) */
+    if (!al_is_none(mask) && (gqa || qv.shape[3] % 8 || dv % 8)) {
         if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_MATH32, &id))) return rc;
         return al_set_result(c, id);
     }
@@ -2359,6 +2363,8 @@ typedef struct modlast {
     int node;
     int values[MODLAST_VALUES]; /* resolved escaping values, in first-use order */
     int n_values;               /* > MODLAST_VALUES: more than were kept */
+    int run_s, run_e;           /* the module's first call: its first run of consecutive call nodes */
+    int run_closed;             /* a call node outside the module came after that run */
 } modlast;
 
 static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
@@ -2369,20 +2375,29 @@ static modlast *modlast_get(modlast *ml, int *nml, int cap, const char *m) {
     e->module = m;
     e->node = -1;
     e->n_values = 0;
+    e->run_s = e->run_e = -1;
+    e->run_closed = 0;
     return e;
 }
 
 /* Node i, used by node u (c->cur), escapes each module of its stack that is not
- * in u's stack (user_stack: NULL for the output node). */
+ * in u's stack (user_stack: NULL for the output node), or whose first call
+ * ended before u. Only the first call counts: a module called several times
+ * in a step (Helios' timesteps_proj on zeros, then on the timestep;
+ * CogVideoX's norm on the video, then on the text stream) has its site
+ * recorded with call_index 0 first, and that record is the one a replay
+ * compares with. */
 static void mark_escape(lctx *c, int i, const drift_json_value *user_stack, modlast *ml, int *nml, int cap) {
     const drift_aten_graph *g = c->g;
     int r = c->fx[i].kind == FX_TENSOR ? al_resolve_alias(c, i, 0) : i;
     const drift_json_value *s = g->nodes[i].stack, *rs = g->nodes[r].stack;
     for (size_t k = 0; s && k < s->n_items; k++) {
         const char *m = s->items[k].str;
-        if (!*m || in_stack(user_stack, m)) continue;
+        if (!*m) continue;
         modlast *e = modlast_get(ml, nml, cap, m);
         if (!e) continue;
+        if (e->run_s >= 0 && (i < e->run_s || i > e->run_e)) continue; /* a later call's value */
+        if (in_stack(user_stack, m) && (e->run_s < 0 || c->cur <= e->run_e)) continue;
         if (i > e->node) e->node = i;
         if (!c->live[r] || c->fx[r].kind != FX_TENSOR || !in_stack(rs, m)) continue; /* an alias of a value from outside */
         int seen = 0;
@@ -2426,6 +2441,39 @@ static int val_has_shape(const aten_node *n, int ndim, const int64_t *shape) {
     return 1;
 }
 
+/* 1 if FX nodes a and b have vals of one shape. */
+static int same_val_shape(const aten_node *a, const aten_node *b) {
+    const drift_json_value *sa = a->val && a->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(a->val, "shape") : NULL;
+    const drift_json_value *sb = b->val && b->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(b->val, "shape") : NULL;
+    if (!sa || !sb || sa->type != DRIFT_JSON_ARRAY || sb->type != DRIFT_JSON_ARRAY || sa->n_items != sb->n_items) return 0;
+    for (size_t d = 0; d < sa->n_items; d++)
+        if (sa->items[d].type != DRIFT_JSON_NUMBER || sb->items[d].type != DRIFT_JSON_NUMBER ||
+            sa->items[d].integer != sb->items[d].integer)
+            return 0;
+    return 1;
+}
+
+/* Node j, which a later call of module e computed (the capture's module_outputs
+ * names the last call's tensors), as its twin in the first call: the node at the
+ * same call-node offset from the start of its run, when that node has j's target
+ * and shape; else -1. */
+static int first_call_twin(lctx *c, const modlast *e, int j) {
+    const drift_aten_graph *g = c->g;
+    int off = 0; /* call nodes of the module before j in j's run */
+    for (int p = j - 1; p > e->run_e; p--) {
+        if (g->nodes[p].op != ATEN_CALL) continue;
+        if (!in_stack(g->nodes[p].stack, e->module)) break;
+        off++;
+    }
+    int q = e->run_s;
+    for (int k = 0; k < off && q <= e->run_e; q++)
+        if (g->nodes[q].op == ATEN_CALL) k += 1;
+    while (q <= e->run_e && g->nodes[q].op != ATEN_CALL) q++;
+    if (q > e->run_e || strcmp(g->nodes[q].target, g->nodes[j].target) || !same_val_shape(&g->nodes[q], &g->nodes[j]))
+        return -1;
+    return c->live[q] && c->fx[q].kind == FX_TENSOR ? q : -1;
+}
+
 /* The node whose value M:out is, or -1 (with a note when the site matters):
  * what the Recorder recorded is the first tensor of M's output.
  *  1. The capture's "module_outputs" names it for a module that returned
@@ -2444,6 +2492,15 @@ static int site_node(lctx *c, const modlast *e, const drift_aten_lower_opts *o) 
     if (a) {
         const drift_json_value *f = &a->items[0];
         int j = f->type == DRIFT_JSON_STRING ? aten_find(c->g, f->str) : -1;
+        if (j >= 0 && e->run_s >= 0 && j > e->run_e) { /* a later call's tensor: its twin in the first call */
+            int q = first_call_twin(c, e, j);
+            if (q >= 0) return q;
+            snprintf(line, sizeof line, "%s:out not mapped: module '%s' ran more than once and the capture names "
+                     "'%s' of a later call, with no twin in the first call (the recorded one)", e->module, e->module,
+                     f->str);
+            if (o) add_note(o->notes, line);
+            return -1;
+        }
         if (j >= 0 && c->live[j] && c->fx[j].kind == FX_TENSOR) return j;
         if (j < 0)
             snprintf(why, sizeof why, "returns %zu tensors and the capture did not match the first one to a graph node",
@@ -2480,6 +2537,20 @@ static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
     int cap = g->n * 2 + 16, nml = 0, rc = DRIFT_OK;
     modlast *ml = drift_malloc((size_t)cap * sizeof *ml);
     if (!ml) return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    /* each module's first call: its first run of consecutive call nodes */
+    for (int j = 0, prev = -1; j < g->n; j++) {
+        const aten_node *n = &g->nodes[j];
+        if (n->op != ATEN_CALL) continue;
+        for (size_t k = 0; n->stack && k < n->stack->n_items; k++) {
+            const char *m = n->stack->items[k].str;
+            modlast *e = *m ? modlast_get(ml, &nml, cap, m) : NULL;
+            if (!e || e->run_closed) continue;
+            if (e->run_s < 0) e->run_s = e->run_e = j;
+            else if (e->run_e == prev) e->run_e = j;
+            else e->run_closed = 1;
+        }
+        prev = j;
+    }
     for (int j = 0; j < g->n; j++) {
         const aten_node *n = &g->nodes[j];
         const drift_json_value *us = n->op == ATEN_OUTPUT ? NULL : n->stack;

@@ -14,7 +14,9 @@
  *    fused kernels keep the scores in fp32, not the math path that rounds q k^T to
  *    bf16 first; and a mask that varies over the queries (HunyuanVideo's
  *    `mask.view(B, 1, 1, L).repeat(1, 1, L, 1)`): explicit ops, still with fp32
- *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them;
+ *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them; with a
+ *    head dim that is no multiple of 8 (HunyuanVideo's token refiner: 10) no fused
+ *    kernel takes a mask and torch runs its math backend: p and p v in fp32;
  *  - a lower-precision-list op (linear, matmul, ...) whose operands are all fp64 runs
  *    in fp64 under autocast: autocast casts only eligible operands, and fp64 is not;
  *  - new_ones(x, size) fills ones (Krea2's key mask cat([mask, mask.new_ones(...)])
@@ -340,6 +342,88 @@ static void test_sdpa_expanded_key_mask(void **st) {
 static void test_sdpa_query_mask(void **st) {
     (void)st;
     sdpa_case(1);
+}
+
+static float bf16_round(double v) {
+    float f = (float)v;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* sdpa(q, k, v, mask) in a bf16 forward with a head dim of 4 (HunyuanVideo's token refiner:
+ * 10): no fused kernel takes a mask with a head dim that is no multiple of 8 (flash takes no
+ * mask; memory-efficient and cuDNN attention need 8 16-bit values per row), so torch runs
+ * its math backend: q, k, v widened to fp32, p = softmax(q k^T scale) in fp32, o = p v in
+ * fp32, rounded once to bf16. The fused form rounds p to bf16 before p v: with these
+ * probabilities (thirds, sixths) and v on a fine grid, that moves most outputs by a bf16 ULP. */
+static void test_sdpa_mask_head_dim_not_8(void **st) {
+    (void)st;
+    enum { L = 8, S = 6, D = 4 };
+    float q[L * D], k[S * D], v[S * D], got[2 * L * D];
+    double want[L * D];
+    for (int i = 0; i < L * D; i++) q[i] = (float)((i * 7) % 5) * 0.25f;
+    for (int i = 0; i < S * D; i++) k[i] = (float)((i * 3) % 4) * 0.5f;
+    for (int i = 0; i < S * D; i++) v[i] = bf16_round(1.0 + (double)((i * 5) % 11) / 13.0);
+    int keep[L][S];
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < S; j++) keep[i][j] = j != i % S; /* a mask that varies over the queries */
+    for (int i = 0; i < L; i++) {
+        double sc[S], mx = -1e300, z = 0;
+        for (int j = 0; j < S; j++) {
+            double a = 0;
+            for (int d = 0; d < D; d++) a += (double)q[i * D + d] * k[j * D + d];
+            sc[j] = keep[i][j] ? a * 0.5 : -INFINITY;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int j = 0; j < S; j++) z += keep[i][j] ? exp(sc[j] - mx) : 0;
+        for (int d = 0; d < D; d++) {
+            double o = 0;
+            for (int j = 0; j < S; j++) o += keep[i][j] ? exp(sc[j] - mx) / z * v[j * D + d] : 0;
+            want[i * D + d] = o;
+        }
+    }
+    char doc[8192];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"A\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, %d, %d], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, %d, %d], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"m\", \"op\": \"placeholder\", \"target\": \"m\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, %d, %d], \"dtype\": \"bool\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 1, %d, %d], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.scaled_dot_product_attention.default\",\n"
+             "   \"args\": [{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}, {\"node\": \"m\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 1, %d, %d], \"dtype\": \"bfloat16\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"k\", \"kind\": \"parameter\", \"target\": \"m.k\"}, {\"node\": \"v\", \"kind\": \"parameter\", \"target\": \"m.v\"},\n"
+             "            {\"node\": \"m\", \"kind\": \"constant\", \"target\": \"mask\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}],\n"
+             " \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             S, D, S, D, L, S, L, D, L, D);
+    const int64_t qs[4] = {1, 1, L, D}, ks[4] = {1, 1, S, D};
+    drift_err e;
+    drift_hostset *ps = NULL, *bs = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.k", DRIFT_F32, 4, ks, k, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.v", DRIFT_F32, 4, ks, v, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_create(&bs, &e), 0);
+    float mv[L * S];
+    for (int i = 0; i < L * S; i++) mv[i] = (float)keep[i / S][i % S];
+    assert_int_equal(drift_hostset_add(bs, "constant:mask", DRIFT_F32, 4, (int64_t[]){1, 1, L, S}, mv, NULL, NULL, &e), 0);
+    run_plan("sdpa mask head dim 4", doc, ps, bs, 4, qs, q, L * D, got, 1);
+    int off = 0; /* cpu: bf16 */
+    for (int i = 0; i < L * D; i++) {
+        if (fabs(got[i] - want[i]) > 1e-6 * fabs(want[i])) /* ref: the fp64 oracle, every dtype fp64 */
+            fail_msg("sdpa with a mask and head dim 4 on ref: y[%d] = %.9g, want %.9g", i, got[i], want[i]);
+        off += got[L * D + i] != bf16_round(want[i]);
+    }
+    if (off > 1) /* one output near a rounding tie may land on either side */
+        fail_msg("sdpa with a mask and head dim 4 on cpu: %d of %d outputs are not p v in fp32 rounded once to bf16 "
+                 "(the fused form's bf16 p?)", off, L * D);
+    print_message("  sdpa with a mask and a head dim that is no multiple of 8 is torch's math backend on ref and cpu\n");
 }
 
 /* linear(x.double(), w.double()) in a bf16 forward: fp64 throughout (exact here), not bf16. */
@@ -848,6 +932,7 @@ int main(void) {
         cmocka_unit_test(test_autocast_region_fp32),
         cmocka_unit_test(test_sdpa_expanded_key_mask),
         cmocka_unit_test(test_sdpa_query_mask),
+        cmocka_unit_test(test_sdpa_mask_head_dim_not_8),
         cmocka_unit_test(test_autocast_fp64_operands),
         cmocka_unit_test(test_unread_arguments),
         cmocka_unit_test(test_new_ones),
