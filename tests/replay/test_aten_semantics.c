@@ -705,11 +705,9 @@ static void test_fill_into_views(void **st) {
 }
 
 /* topk / sort as an MoE gate uses them: y = values + 1000 * indices of topk(x, 3) (largest,
- * ties in index order: row 0 has two 3s) and of sort(x) ascending; k or dim out of range is
- * refused naming it. */
-static void topk_doc(char *doc, size_t cap, const char *op, const char *args, int k) {
-    char ks[16];
-    snprintf(ks, sizeof ks, "[2, %d]", k);
+ * ties in index order: row 0 has two 3s), of sort(x) ascending and of the smallest along dim 0;
+ * k or dim out of range is refused naming it. */
+static void topk_doc(char *doc, size_t cap, const char *op, const char *args, const char *ks) {
     char nodes[4096];
     snprintf(nodes, sizeof nodes,
              "  {\"name\": \"t\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {}, "
@@ -731,18 +729,26 @@ static void test_topk_sort(void **st) {
     const double want_sort[10] = {-2 + 3000, 0.5 + 4000, 1, 3 + 1000, 3 + 2000, -5 + 1000, -1, 0 + 4000, 2 + 2000, 7 + 3000};
     char nodes[4096];
     double got[20];
-    topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 3]", 3);
+    topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 3]", "[2, 3]");
     run_model("topk", nodes, "", 2, xs, x, 6, got);
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 6; i++)
             if (got[k * 6 + i] != want_topk[i])
                 fail_msg("topk on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_topk[i]);
-    topk_doc(nodes, sizeof nodes, "aten.sort.default", "[{\"node\": \"x\"}]", 5);
+    topk_doc(nodes, sizeof nodes, "aten.sort.default", "[{\"node\": \"x\"}]", "[2, 5]");
     run_model("sort", nodes, "", 2, xs, x, 10, got);
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 10; i++)
             if (got[k * 10 + i] != want_sort[i])
                 fail_msg("sort on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 10 + i], want_sort[i]);
+    /* the smallest along dim 0 (largest=False, sorted=False) */
+    topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 1, 0, false, false]", "[1, 5]");
+    run_model("topk dim 0", nodes, "", 2, xs, x, 5, got);
+    const double want_min[5] = {-1 + 1000, -5 + 1000, 2 + 1000, -2, 0 + 1000};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 5; i++)
+            if (got[k * 5 + i] != want_min[i])
+                fail_msg("topk dim 0 smallest on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 5 + i], want_min[i]);
     /* hostile: k past the dim, a dim past the rank */
     const struct { const char *args; const char *want; } bad[] = {
         {"[{\"node\": \"x\"}, 6]", "k = 6 is out of range for dim 1 of size 5"},
@@ -751,7 +757,7 @@ static void test_topk_sort(void **st) {
         {"[{\"node\": \"x\"}, 3.5]", "k: expected an integer"},
     };
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
-        topk_doc(nodes, sizeof nodes, "aten.topk.default", bad[b].args, 3);
+        topk_doc(nodes, sizeof nodes, "aten.topk.default", bad[b].args, "[2, 3]");
         char *doc = model_doc(nodes, "", 2, xs);
         refused("topk hostile", doc, bad[b].want);
         free(doc);
