@@ -40,48 +40,89 @@ from drift_recorder.capture import ROLE_OF_KWARG  # noqa: E402
 from zoo import first_tensor, island_modules, ISLANDS, step_inputs  # noqa: E402
 
 
+def _leaves(v):
+    """The tensor leaves of an input (nested lists, tuples and dicts walked, as the Recorder flattens
+    them: each leaf is one graph input that drift re-batches on its own)."""
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, dict):
+        return [x for y in v.values() for x in _leaves(y)]
+    if isinstance(v, (list, tuple)):
+        return [x for y in v for x in _leaves(y)]
+    return []
+
+
+def _map_leaves(v, fn):
+    if isinstance(v, torch.Tensor):
+        return fn(v)
+    if isinstance(v, dict):
+        return {k: _map_leaves(x, fn) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        items = [_map_leaves(x, fn) for x in v]
+        return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    return v
+
+
+def _is_ps(v, b0):
+    return isinstance(v, torch.Tensor) and v.ndim >= 1 and v.shape[0] == b0
+
+
 def per_sample(kw, b0):
-    """Names of the tensor inputs whose dim 0 is the recorded batch."""
-    return [k for k, v in kw.items() if isinstance(v, torch.Tensor) and v.ndim >= 1 and v.shape[0] == b0]
+    """Names of the inputs with a tensor leaf whose dim 0 is the recorded batch."""
+    return [k for k, v in kw.items() if any(_is_ps(x, b0) for x in _leaves(v))]
 
 
 def rows_for(kw, names, b0, batch, pos, main, seed):
-    """kwargs at `batch` with sample 0 at `pos`; other rows as drift builds them."""
+    """kwargs at `batch` with sample 0 at `pos`; other rows as drift builds them (every tensor leaf
+    whose dim 0 is the recorded batch)."""
     g = torch.Generator("cpu").manual_seed(seed)
     out = dict(kw)
     others = list(range(1, b0))
     for k in names:
-        v = kw[k]
-        rows = []
-        for r in range(batch):
-            if r == pos:
-                rows.append(v[0:1])
-            elif others:
-                j = others[(r - (1 if r > pos else 0)) % len(others)]
-                rows.append(v[j:j + 1])
-            elif k == main and v.is_floating_point():
-                rows.append(torch.randn(v[0:1].shape, generator=g).to(v.device, v.dtype))
-            else:
-                rows.append(v[0:1])
-        out[k] = torch.cat(rows, 0)
+        def one(v, k=k):
+            if not _is_ps(v, b0):
+                return v
+            rows = []
+            for r in range(batch):
+                if r == pos:
+                    rows.append(v[0:1])
+                elif others:
+                    j = others[(r - (1 if r > pos else 0)) % len(others)]
+                    rows.append(v[j:j + 1])
+                elif k == main and v.is_floating_point():
+                    rows.append(torch.randn(v[0:1].shape, generator=g).to(v.device, v.dtype))
+                else:
+                    rows.append(v[0:1])
+            return torch.cat(rows, 0)
+        out[k] = _map_leaves(kw[k], one)
     return out
 
 
-def cfg_pair(kw, names):
+def cfg_pair(kw, names, b0=1):
     """[sample, sample with zero text embeddings] as one batch of 2."""
     out = dict(kw)
     for k in names:
-        v = kw[k][0:1]
-        u = torch.zeros_like(v) if ROLE_OF_KWARG.get(k) == "cond" else v
-        out[k] = torch.cat([v, u], 0)
+        def one(v, k=k):
+            if not _is_ps(v, b0):
+                return v
+            v = v[0:1]
+            u = torch.zeros_like(v) if ROLE_OF_KWARG.get(k) == "cond" else v
+            return torch.cat([v, u], 0)
+        out[k] = _map_leaves(kw[k], one)
     return out
 
 
-def alone(kw, names, row=0, zero_cond=False):
+def alone(kw, names, row=0, zero_cond=False, b0=None):
     out = dict(kw)
     for k in names:
-        v = kw[k][row:row + 1]
-        out[k] = torch.zeros_like(v) if zero_cond and ROLE_OF_KWARG.get(k) == "cond" else v
+        def one(v, k=k):
+            if b0 is not None and not _is_ps(v, b0):
+                return v
+            if not isinstance(v, torch.Tensor) or v.ndim < 1:
+                return v
+            x = v[row:row + 1]
+            return torch.zeros_like(x) if zero_cond and ROLE_OF_KWARG.get(k) == "cond" else x
+        out[k] = _map_leaves(kw[k], one)
     return out
 
 
@@ -136,9 +177,9 @@ def torch_verdicts(entry, batches, island_pat):
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             return first_tensor(m(**k)).float()
 
-    ref = run(alone(kw, names))[0]
+    ref = run(alone(kw, names, b0=b0))[0]
     out = {}
-    again = run(alone(kw, names))[0]  # the same forward twice: is PyTorch deterministic here at all?
+    again = run(alone(kw, names, b0=b0))[0]  # the same forward twice: is PyTorch deterministic here at all?
     out["repeat"] = (bool(torch.equal(again, ref)), int((again != ref).sum()), again.numel())
     if keep:  # the island in bf16 too: does PyTorch's output change? (what zoo_replay's bisect must say)
         saved = {n: p.data for n, p in m.named_parameters() if n in keep}
@@ -146,7 +187,7 @@ def torch_verdicts(entry, batches, island_pat):
             for n, p in m.named_parameters():
                 if n in keep:
                     p.data = p.data.to(torch.bfloat16)
-        o = run(alone(kw, names))[0]
+        o = run(alone(kw, names, b0=b0))[0]
         for n, p in m.named_parameters():
             if n in keep:
                 p.data = saved[n]
@@ -159,10 +200,10 @@ def torch_verdicts(entry, batches, island_pat):
             nd = int((o != ref).sum())
             out["batch %d, position %d" % (b, pos)] = (nd == 0, nd, o.numel())
     if out.get("batch 2, position 0", (True,))[0] is False:
-        out["first_module"] = first_divergent_module(m, run, alone(kw, names), rows_for(kw, names, b0, 2, 0, main, 1236))
+        out["first_module"] = first_divergent_module(m, run, alone(kw, names, b0=b0), rows_for(kw, names, b0, 2, 0, main, 1236))
     if any(ROLE_OF_KWARG.get(k) == "cond" for k in names):
-        o = run(cfg_pair(kw, names))
-        ref_u = run(alone(kw, names, zero_cond=True))[0]
+        o = run(cfg_pair(kw, names, b0))
+        ref_u = run(alone(kw, names, zero_cond=True, b0=b0))[0]
         for name, got, want in (("cfg joined, conditional branch", o[0], ref),
                                 ("cfg joined, unconditional branch", o[1], ref_u)):
             nd = int((got != want).sum())
