@@ -315,6 +315,7 @@ static int print_json(const drift_bisect_cli_opts *o, const drift_bisect_result 
     drift_json_buf_field_int(&b, "reused", (int64_t)r->prefix_reused);
     drift_json_buf_field_number(&b, "skipped_fraction", r->prefix_skipped_fraction);
     drift_json_buf_end_object(&b);
+    drift_json_buf_field_int(&b, "values_adopted", (int64_t)r->values_adopted);
     drift_json_buf_field_int(&b, "steps", r->n_steps);
     drift_json_buf_field_string(&b, "kernels", r->kernels[0] ? r->kernels : NULL);
     drift_json_buf_field_string(&b, "kernels_why", r->kernels[0] && o->kernels_why && o->kernels_why[0] ? o->kernels_why : NULL);
@@ -467,6 +468,8 @@ int drift_bisect_cli_run(const drift_bisect_cli_opts *o, FILE *out, drift_err *e
         fprintf(out, "prefix reuse: %zu of %zu probe replays started past the inputs, %.1f%% of their forward skipped (%zu boundaries, %.1f MiB)\n",
                 r.prefix_reused, r.prefix_candidates, 100.0 * r.prefix_skipped_fraction, r.prefix_boundaries,
                 (double)r.prefix_bytes / 1048576.0);
+    if (r.values_adopted)
+        fprintf(out, "device cache: %zu parameter values and casts kept from one replay to the next\n", r.values_adopted);
     drift_bisect_result_free(&r);
     return DRIFT_OK;
 }

@@ -1085,6 +1085,7 @@ done:
     }
     res->prefix_candidates = s.prefix_candidates;
     res->prefix_reused = s.prefix_reused;
+    for (int i = 0; i < MAX_SLOTS; i++) res->values_adopted += drift_exec_cache_adopted(s.cache[i]);
     res->prefix_skipped_fraction = s.prefix_live > 0 ? (double)s.prefix_skipped / (double)s.prefix_live : 0.0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

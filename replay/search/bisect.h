@@ -178,6 +178,9 @@ typedef struct drift_bisect_result {
     int prefix_on;
     size_t prefix_boundaries, prefix_bytes, prefix_candidates, prefix_reused;
     double prefix_skipped_fraction;
+    /* Device-resident values (parameters, their casts) a replay took over from the slot's
+     * previous replay instead of uploading and casting them again (replay/exec/exec_keys.h). */
+    size_t values_adopted;
 } drift_bisect_result;
 
 /* The differences between good and bad (pattern or parameter granularity);
