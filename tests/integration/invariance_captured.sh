@@ -3,8 +3,10 @@
 # (tests/data/graphs/recorded: torch.export graphs recorded at batch 1) are
 # lowered again at batch 3 (ref) and 2, 3 (cpu) and CFG-joined (docs/invariance.md
 # "Captured graphs"): on the fp64 oracle (--device ref, every op in one order)
-# sample 0 is bitwise equal at every compared node, so the re-batching itself
-# changes nothing; so is the cpu backend (issue 32's GEMM); a batch-dependent op planted in a captured graph (a mean
+# sample 0 is bitwise equal at every compared node for Wan and LTX-2, so the re-batching
+# itself changes nothing; so is the cpu backend (issue 32's GEMM); SD3, Flux and Qwen-Image
+# change at their joint attention's output linear as torch does (a strided slice at batch > 1:
+# matmul then add_); a batch-dependent op planted in a captured graph (a mean
 # over the batch dim added back) is caught and named; a graph without a latents input is
 # refused naming its inputs; bad usage exits 2.
 set -u
