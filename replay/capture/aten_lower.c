@@ -1512,14 +1512,73 @@ int al_lower_norm(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
+static int autocast_operand(lctx *c, int x, int *id);
+
+/* The captured strides of FX node j ("stride" of its val; absent: contiguous): 1 if the
+ * tensor has >= 3 dims and is not contiguous, 2 if it is also dense (non-overlapping, a
+ * permutation of contiguous strides: a cast with preserve_format keeps such strides). */
+static int noncontig_nd(const aten_node *n) {
+    const drift_json_value *v = n->val && n->val->type == DRIFT_JSON_OBJECT ? n->val : NULL;
+    const drift_json_value *sh = v ? drift_json_object_get(v, "shape") : NULL, *st = v ? drift_json_object_get(v, "stride") : NULL;
+    if (!sh || !st || sh->type != DRIFT_JSON_ARRAY || st->type != DRIFT_JSON_ARRAY || sh->n_items != st->n_items ||
+        sh->n_items < 3 || sh->n_items > DRIFT_MAX_DIMS)
+        return 0;
+    int64_t size[DRIFT_MAX_DIMS], stride[DRIFT_MAX_DIMS], expect = 1;
+    int nd = (int)sh->n_items, contiguous = 1;
+    for (int d = 0; d < nd; d++) {
+        if (sh->items[d].type != DRIFT_JSON_NUMBER || st->items[d].type != DRIFT_JSON_NUMBER) return 0;
+        size[d] = sh->items[d].integer, stride[d] = st->items[d].integer;
+    }
+    for (int d = nd - 1; d >= 0; d--) { /* torch's is_contiguous: size-1 dims do not count */
+        if (size[d] == 1) continue;
+        if (stride[d] != expect) contiguous = 0;
+        expect *= size[d];
+    }
+    if (contiguous) return 0;
+    expect = 1;
+    for (int k = 0; k < nd; k++) { /* dense: the strides of the non-1 dims, smallest first, are 1, s0, s0 s1, ... */
+        int best = -1;
+        for (int d = 0; d < nd; d++)
+            if (size[d] != 1 && (best < 0 || stride[d] < stride[best])) best = d;
+        if (best < 0) break;
+        if (stride[best] != expect) return 1;
+        expect *= size[best];
+        size[best] = 1; /* taken */
+    }
+    return 2;
+}
+
+/* linear(x, W, b): torch's aten::linear flattens a contiguous input and runs addmm with the
+ * bias in the GEMM's epilogue (rounded once); an input of 3 or more dims that is not
+ * contiguous takes matmul(x, W^T) and then `out.add_(b)`: the GEMM's output rounded to
+ * its dtype, then the bias added and rounded again (Sana's attn1.to_out, whose input is the
+ * linear attention's transposed output: 1008x the noise floor on cpu before). Under
+ * autocast the input reaches linear cast with preserve_format, which keeps the strides of a
+ * dense input and makes another one contiguous; an input already in the compute dtype is
+ * not cast. */
 int al_lower_linear(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
     int in[3], n = 2, rc, id;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0])) || (rc = al_mat_arg(c, al_arg(c, 1, "weight"), "weight", &in[1])))
+    const drift_json_value *xa = al_arg(c, 0, "input");
+    if ((rc = al_mat_arg(c, xa, "input", &in[0])) || (rc = al_mat_arg(c, al_arg(c, 1, "weight"), "weight", &in[1])))
         return rc;
     const drift_json_value *b = al_arg(c, 2, "bias");
     if (!al_is_none(b) && (rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
+    int jx = al_ref_of(c, xa), nc = n == 3 && jx >= 0 ? noncontig_nd(&c->g->nodes[jx]) : 0;
+    if (nc == 1) { /* not dense: contiguous after autocast's cast unless it is already in the compute dtype */
+        const char *xd = al_val_dtype_str(&c->g->nodes[jx]), *yd = al_val_dtype_str(&c->g->nodes[c->cur]);
+        if (!xd || !yd || strcmp(xd, yd)) nc = 0;
+    }
+    if (nc) {
+        int y, bc, ab[2];
+        if ((rc = al_emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y)) ||
+            (rc = autocast_operand(c, in[2], &bc)))
+            return rc;
+        ab[0] = y, ab[1] = bc;
+        if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, ab, DRIFT_RULE_PROMOTE, &id))) return rc;
+        return al_set_result(c, id);
+    }
     if ((rc = al_emit(c, DRIFT_OP_LINEAR, NULL, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return al_set_result(c, id);
 }
