@@ -262,7 +262,7 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_PERMUTE: memcpy(o->perm, in->perm, sizeof o->perm); break;
     case DRIFT_OP_PATCHIFY: memcpy(o->patch, in->patch, sizeof o->patch); o->layout = in->layout; break;
     case DRIFT_OP_UNPATCHIFY: memcpy(o->patch, in->patch, sizeof o->patch); break;
-    case DRIFT_OP_UNARY: o->sub = in->sub; break;
+    case DRIFT_OP_UNARY: o->sub = in->sub; o->scalar = in->scalar; o->step = in->step; break; /* softplus, elu, leaky_relu */
     case DRIFT_OP_SCALAR: o->sub = in->sub; o->scalar = in->scalar; break;
     case DRIFT_OP_REDUCE: o->sub = in->sub; o->dim = in->dim; o->length = in->length; o->scalar = in->scalar; break;
     case DRIFT_OP_FILL: o->sub = in->sub; o->scalar = in->scalar; o->step = in->step; break;

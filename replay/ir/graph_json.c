@@ -90,6 +90,8 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int v
         drift_json_buf_field_string(b, "sub", drift_op_sub_name(op->kind, op->sub));
         if (op->kind == DRIFT_OP_SCALAR || op->kind == DRIFT_OP_FILL) drift_json_buf_field_number(b, "scalar", op->scalar);
         if (op->kind == DRIFT_OP_FILL) drift_json_buf_field_number(b, "step", op->step);
+        if (op->kind == DRIFT_OP_UNARY && op->scalar != 0.0) drift_json_buf_field_number(b, "scalar", op->scalar);
+        if (op->kind == DRIFT_OP_UNARY && op->step != 0.0) drift_json_buf_field_number(b, "step", op->step);
         if (op->kind == DRIFT_OP_REDUCE || op->kind == DRIFT_OP_ARGSORT || op->kind == DRIFT_OP_CUMSUM ||
             op->kind == DRIFT_OP_SOFTMAX)
             drift_json_buf_field_int(b, "dim", op->dim);
@@ -307,7 +309,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_PERMUTE: req[0] = "perm"; break;
     case DRIFT_OP_PATCHIFY: req[0] = "patch"; opt = "layout"; break;
     case DRIFT_OP_UNPATCHIFY: req[0] = "patch"; break;
-    case DRIFT_OP_UNARY: req[0] = "sub"; break;
+    case DRIFT_OP_UNARY: req[0] = "sub"; opt = "step"; opt2 = "scalar"; break; /* softplus, elu, leaky_relu */
     case DRIFT_OP_SCALAR: req[0] = "sub"; req[1] = "scalar"; break;
     case DRIFT_OP_REDUCE: req[0] = "sub"; req[1] = "dim"; opt = "length"; opt2 = "scalar"; break;
     case DRIFT_OP_FILL: req[0] = "sub"; req[1] = "scalar"; req[2] = "step"; break;
@@ -366,6 +368,10 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     }
     if (opt) {
         const drift_json_value *v = drift_json_object_get(a, opt);
+        if (v && !strcmp(opt, "step")) {
+            if ((rc = expect_type(c, opt, v, DRIFT_JSON_NUMBER))) return rc;
+            op->step = v->number;
+        }
         if (v && !strcmp(opt, "layout")) {
             if ((rc = get_int(c, opt, v, 0, 1, &t))) return rc;
             op->layout = (int)t;
@@ -375,7 +381,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             op->length = t;
         }
     }
-    if (opt2) { /* REDUCE's correction */
+    if (opt2) { /* REDUCE's correction, UNARY's parameter */
         const drift_json_value *v = drift_json_object_get(a, opt2);
         if (v && (rc = expect_type(c, opt2, v, DRIFT_JSON_NUMBER))) return rc;
         if (v) op->scalar = v->number;

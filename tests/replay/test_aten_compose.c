@@ -451,12 +451,12 @@ static void linear_form(int b, const char *autocast, int want_split) {
              "  {\"name\": \"s\", \"op\": \"call_function\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"node\": \"x\"}, 1, 2, 6], \"kwargs\": {},\n"
              "   \"val\": {\"shape\": [%d, 4, 4], \"dtype\": \"float32\", \"stride\": [24, 4, 1]}, \"module\": \"m\"},\n"
              "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.linear.default\", \"args\": [{\"node\": \"s\"}, {\"node\": \"w\"}, {\"node\": \"bb\"}], \"kwargs\": {},\n"
-             "   \"val\": {\"shape\": [%d, 4, 3], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "   \"val\": {\"shape\": [%d, 4, 3], \"dtype\": \"%s\"}, \"module\": \"m\"},\n"
              "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
              " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"},\n"
              "            {\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"p.weight\"}, {\"node\": \"bb\", \"kind\": \"parameter\", \"target\": \"p.bias\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
-             autocast, b, b, b);
+             autocast, b, b, b, strcmp(autocast, "null") ? "bfloat16" : "float32");
     drift_err e;
     drift_err_clear(&e);
     drift_aten_graph *gr = NULL;
@@ -843,6 +843,27 @@ static void test_linalg_qr(void **st) {
     }
 }
 
+/* leaky_relu with its default slope 0.01 and with 0.2, elu with alpha 1 and softplus with beta 2
+ * (ConsisID's id_embedding_mapping: LeakyReLU() gave 0 for every negative input on the rec5 trace). */
+static void test_unary_parameters(void **st) {
+    (void)st;
+    float x[6] = {-2, -0.5f, 0, 0.25f, 1, 3}, got[12];
+    double want[6];
+    const int64_t xs[2] = {2, 3};
+    run_doc_x("leaky_relu", "", "aten.leaky_relu.default", "[{\"node\": \"x\"}]", "{}", 2, xs, x, 2, xs, got);
+    for (int i = 0; i < 6; i++) want[i] = x[i] > 0 ? x[i] : 0.01 * x[i];
+    near("leaky_relu default slope", got, want, 6);
+    run_doc_x("leaky_relu 0.2", "", "aten.leaky_relu.default", "[{\"node\": \"x\"}, 0.2]", "{}", 2, xs, x, 2, xs, got);
+    for (int i = 0; i < 6; i++) want[i] = x[i] > 0 ? x[i] : 0.2 * x[i];
+    near("leaky_relu 0.2", got, want, 6);
+    run_doc_x("elu", "", "aten.elu.default", "[{\"node\": \"x\"}]", "{}", 2, xs, x, 2, xs, got);
+    for (int i = 0; i < 6; i++) want[i] = x[i] > 0 ? x[i] : expm1(x[i]);
+    near("elu", got, want, 6);
+    run_doc_x("softplus", "", "aten.softplus.default", "[{\"node\": \"x\"}, 2.0]", "{}", 2, xs, x, 2, xs, got);
+    for (int i = 0; i < 6; i++) want[i] = log1p(exp(2.0 * x[i])) / 2.0;
+    near("softplus beta 2", got, want, 6);
+}
+
 /* diag_embed (WanAnimate): [2, 3] onto the diagonal of [2, 3, 3], and offset 1 / -1 ([2, 4, 4]); exact. */
 static void test_diag_embed(void **st) {
     (void)st;
@@ -968,6 +989,7 @@ int main(void) {
         cmocka_unit_test(test_bool_mask_index),
         cmocka_unit_test(test_linalg_qr),
         cmocka_unit_test(test_diag_embed),
+        cmocka_unit_test(test_unary_parameters),
         cmocka_unit_test(test_conv_transposed),
         cmocka_unit_test(test_einsum_autocast),
     };

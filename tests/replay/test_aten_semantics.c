@@ -17,6 +17,8 @@
  *    scores as torch's fused kernels (memory-efficient, cuDNN) compute them; with a
  *    head dim that is no multiple of 8 (HunyuanVideo's token refiner: 10) no fused
  *    kernel takes a mask and torch runs its math backend: p and p v in fp32;
+ *  - linear with a bias over a non-contiguous input of 3+ dims (Sana's attention output,
+ *    transposed) is torch's matmul + add_: two roundings, not the epilogue's one;
  *  - a lower-precision-list op (linear, matmul, ...) whose operands are all fp64 runs
  *    in fp64 under autocast: autocast casts only eligible operands, and fp64 is not;
  *  - new_ones(x, size) fills ones (Krea2's key mask cat([mask, mask.new_ones(...)])
@@ -424,6 +426,61 @@ static void test_sdpa_mask_head_dim_not_8(void **st) {
         fail_msg("sdpa with a mask and head dim 4 on cpu: %d of %d outputs are not p v in fp32 rounded once to bf16 "
                  "(the fused form's bf16 p?)", off, L * D);
     print_message("  sdpa with a mask and a head dim that is no multiple of 8 is torch's math backend on ref and cpu\n");
+}
+
+/* linear(x, w, b) in a bf16 forward, x [1, 2, 3] (rows (1, 2^-9, 2^-11) and (1, 0, 0)), w = [[1, 1, 1]],
+ * b = 2^-9: a contiguous x is flattened into addmm, the bias added in the GEMM's epilogue and
+ * rounded once (1 + 2^-9 + 2^-11 + 2^-9 -> 1 + 2^-7); x as a transposed view (strides [6, 1, 2],
+ * Sana's attention output) goes through matmul and then `out.add_(b)`: 1 + 2^-9 + 2^-11 rounds
+ * to 1 first, and 1 + 2^-9 rounds to 1 again. The fp64 oracle (ref) keeps every bit. */
+static void linear_input_case(int transposed, float want_cpu0) {
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"L\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"w\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1, 3], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"b\", \"op\": \"placeholder\", \"target\": \"b\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [1], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": %s, \"dtype\": \"float32\", \"stride\": %s}, \"module\": \"\"},\n"
+             "  {\"name\": \"t\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 2, 3], \"dtype\": \"float32\", \"stride\": %s}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.linear.default\",\n"
+             "   \"args\": [{\"node\": \"t\"}, {\"node\": \"w\"}, {\"node\": \"b\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [1, 2, 1], \"dtype\": \"bfloat16\", \"stride\": [2, 1, 1]}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"w\", \"kind\": \"parameter\", \"target\": \"m.w\"}, {\"node\": \"b\", \"kind\": \"parameter\", \"target\": \"m.b\"},\n"
+             "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             transposed ? "[1, 3, 2]" : "[1, 2, 3]", transposed ? "[6, 2, 1]" : "[6, 3, 1]",
+             transposed ? "aten.transpose.int" : "aten.alias.default",
+             transposed ? "[{\"node\": \"x\"}, 1, 2]" : "[{\"node\": \"x\"}]", transposed ? "[6, 1, 2]" : "[6, 3, 1]");
+    const float r0[3] = {1.0f, 0.001953125f, 0.00048828125f}, r1[3] = {1.0f, 0.0f, 0.0f};
+    float x[6];
+    for (int k = 0; k < 3; k++) { /* the logical [1, 2, 3] rows r0, r1 in the placeholder's layout */
+        x[transposed ? k * 2 + 0 : k] = r0[k];
+        x[transposed ? k * 2 + 1 : 3 + k] = r1[k];
+    }
+    const float w[3] = {1, 1, 1}, b = 0.001953125f;
+    drift_err e;
+    drift_hostset *ps = NULL;
+    assert_int_equal(drift_hostset_create(&ps, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.w", DRIFT_F32, 2, (int64_t[]){1, 3}, w, NULL, NULL, &e), 0);
+    assert_int_equal(drift_hostset_add(ps, "m.b", DRIFT_F32, 1, (int64_t[]){1}, &b, NULL, NULL, &e), 0);
+    const int64_t xs[3] = {1, transposed ? 3 : 2, transposed ? 2 : 3};
+    float got[4];
+    run_plan("linear input layout", doc, ps, NULL, 3, xs, x, 2, got, 1);
+    if (got[0] != 1.00439453125f || got[1] != 1.001953125f)
+        fail_msg("linear (%s input) on ref: %.9g %.9g, want 1.00439453 1.00195313", transposed ? "transposed" : "contiguous",
+                 got[0], got[1]);
+    if (got[2] != want_cpu0 || got[3] != 1.0f)
+        fail_msg("linear (%s input) in bf16 on cpu: %.9g %.9g, want %.9g 1 (%s)", transposed ? "transposed" : "contiguous",
+                 got[2], got[3], want_cpu0, transposed ? "matmul, then the bias added: two roundings" : "the bias in the epilogue: one rounding");
+}
+
+static void test_linear_noncontiguous_input(void **st) {
+    (void)st;
+    linear_input_case(0, 1.0078125f);
+    linear_input_case(1, 1.0f);
+    print_message("  linear of a non-contiguous 3-d input rounds the GEMM, then adds the bias (torch's matmul + add_) on cpu\n");
 }
 
 /* linear(x.double(), w.double()) in a bf16 forward: fp64 throughout (exact here), not bf16. */
@@ -939,6 +996,7 @@ int main(void) {
         cmocka_unit_test(test_sdpa_expanded_key_mask),
         cmocka_unit_test(test_sdpa_query_mask),
         cmocka_unit_test(test_sdpa_mask_head_dim_not_8),
+        cmocka_unit_test(test_linear_noncontiguous_input),
         cmocka_unit_test(test_autocast_fp64_operands),
         cmocka_unit_test(test_unread_arguments),
         cmocka_unit_test(test_new_ones),

@@ -1,5 +1,8 @@
 #!/usr/bin/python3
-"""Copy a trace and add the emulator's value of every module's output as a site."""
+"""Copy a trace and add the emulator's value of every module's output as a site, so that
+`drift replay OUT.h5 --device cpu` compares drift with the emulator at every module site
+(the recorded sites keep the recording). Usage: emulate_sites.py TRACE OUT.h5 [KEY=VALUE ...]
+(emulator options, e.g. sdpa_tile=128)."""
 import os, sys, shutil
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_emulate import *

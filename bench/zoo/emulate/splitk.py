@@ -1,3 +1,8 @@
+"""Split-K forms of a bf16 GEMM (A [..., M, K] @ B [..., K, N], fp64 operands holding bf16
+values): splitk(A, B, S, mode) with S equal chunks, chunked(A, B, C, mode) with chunks of C;
+mode B: the output accumulated in place in bf16 (bias_first: the bias in the first chunk),
+A: each chunk rounded to bf16 and the chunks summed in fp32, F: fp32 partials, the sum
+rounded, then the bias added and rounded again (cuBLASLt's split-K reduction with a bias)."""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_emulate import *
 def splitk(A, B, s, mode, o='bfloat16', bias=None):

@@ -1,3 +1,9 @@
+"""Which GEMM of a captured graph did cuBLASLt run as split-K on the recording GPU?
+For each bf16 linear/matmul with K >= 32 (in graph order, greedily), tries split-K 2, 3, 4
+accumulating in bf16 in place (chunks of roundup(K/S, 16), the bias in the first) and keeps
+the form that lowers the number of elements differing from the recording (every recorded
+site and the output, both steps). Usage: splitk_search.py TRACE [EMULATOR_OPTIONS_DICT]
+(e.g. "{'sdpa_math_masked8': True}"). HunyuanDiT: linear_6 (2x1556 @ 1556x64) -> 0 differences."""
 import os, sys, math; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_emulate import *
 tr=sys.argv[1]
