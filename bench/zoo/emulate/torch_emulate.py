@@ -276,6 +276,19 @@ class Emu:
         w = a[2] if len(a) > 2 else None; eps = a[3] if len(a) > 3 else None
         if eps is None: eps = float(np.finfo(np.float32).eps)
         ax = tuple(range(x.ndim - len(ns), x.ndim))
+        v = self.opts.get('rms_variant')
+        if v:
+            x32 = a[0].astype(np.float32); N = np.float32(np.prod([x.shape[d] for d in ax]))
+            ss = (x32.astype(np.float64) ** 2).sum(axis=ax, keepdims=True).astype(np.float32)
+            ms = (ss * (np.float32(1) / N)).astype(np.float32) if 'recipN' in v else (ss / N).astype(np.float32)
+            t = (ms + np.float32(eps)).astype(np.float32)
+            r = (1 / np.sqrt(t.astype(np.float64))).astype(np.float32) if 'crrsqrt' in v else (np.float32(1) / np.sqrt(t)).astype(np.float32)
+            if w is not None and 'rw' in v:
+                y = (x32 * (r * w.astype(np.float32)).astype(np.float32)).astype(np.float32)
+            else:
+                y = (x32 * r).astype(np.float32)
+                if w is not None: y = (y * w.astype(np.float32)).astype(np.float32)
+            return rnd(y, o)
         y = (x / np.sqrt((x * x).mean(axis=ax, keepdims=True) + eps)).astype(np.float32)
         if w is not None: y = y * w.astype(np.float32)
         return rnd(y, o)
