@@ -349,7 +349,7 @@ static void test_json_hostile(void **state) {
         {"\"in\": [3]", "\"in\": [-1]", "'in'"},
         {"\"in\": [3]", "\"in\": []", "value 4 (layer_norm): wrong number of inputs (0)"}, /* 0 entries parse (FILL) */
         {"\"in\": [5]", "\"in\": [5, 5]", "wrong number of inputs"},
-        {"\"in\": [3]", "\"in\": [3, 3, 3, 3]", "'in': expected 0..3 entries, got 4"},
+        {"\"in\": [3]", "\"in\": [3, 3, 3, 3, 3]", "'in': expected 0..4 entries, got 5"},
         {"\"ref\": 0", "\"ref\": 5", "'ref'"},
         {"\"op\": \"linear\"", "\"op\": \"conv7d\"", "unknown op \"conv7d\""},
         {"\"rule\": \"autocast_lower\"", "\"rule\": \"autocast_maybe\"", "unknown dtype rule"},
