@@ -10,12 +10,21 @@
  * attention scale as a by-value fp32 scalar and, in training mode, the
  * softmax statistics [B, H, Sq, 1] fp32. cuDNN picks its fastest engine.
  *
- * composite (older cuDNN, or sdpa_graph=composite): the graph torch's
+ * composite (older cuDNN, sdpa_graph=composite, or an additive bias: the
+ * unified operation has no bias attribute): the graph torch's
  * aten/src/ATen/native/cudnn/MHA.cpp asked older cudnn-frontends for:
  *
  *   S  = Q K^T              matmul, fp32 (K^T: K's descriptor with the last
  *                           two dims and strides swapped)
  *   S  = S * attn_scale     pointwise MUL with a by-value fp32 scalar
+ *   S  = S + bias           pointwise ADD, with ATTENTION's bias only (SDPA's
+ *                           attn_mask / is_causal): an fp32 tensor, broadcast
+ *                           dims at stride 0; first as torch describes its
+ *                           attn_bias (dims [B, Hb, Sq, Sk], Hb = 1 or H: torch
+ *                           expands the mask over B and Sq), then, if cuDNN
+ *                           declines that, [B, H, Sq, Sk] with stride 0 on
+ *                           every broadcast dim; declined both ways: the exact
+ *                           kernels run it, with the reason noted
  *   M  = max_j S            reduction MAX to [B, H, Sq, 1]
  *   E  = exp(S - M)         pointwise SUB, EXP
  *   Z  = sum_j E            reduction ADD
@@ -31,7 +40,7 @@
  * transpose), heuristics mode A, the first engine config that finalizes
  * (frontend's HEURISTICS_CHOICE). auto builds unified and falls back to
  * composite when cuDNN declines it. Plans are cached per shape, strides,
- * dtype, scale and graph. */
+ * dtype, scale, graph and the bias's broadcast dims and form. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,6 +72,8 @@ typedef struct sdpa_key {
     int dtype, stats;
     int unified; /* 1: the unified SDPA_FWD operation, 0: the composite graph */
     float scale;
+    int64_t bias[3]; /* Bb, Hb, Lqb of the additive bias; all 0: none */
+    int bias_form;   /* 0: dims [B, Hb, Sq, Sk] (torch's), 1: [B, H, Sq, Sk]; stride 0 where broadcast */
 } sdpa_key;
 
 typedef struct sdpa_plan {
@@ -125,7 +136,17 @@ static cudnnBackendDescriptor_t op_reduce(dct_cg *b, cudnnReduceTensorOp_t r, cu
     return o;
 }
 
-enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 };
+enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6, UID_BIAS = 7 };
+
+/* The bias's descriptor (k->bias_form) over the contiguous [Bb, Hb, Lqb, Sk] buffer. */
+static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
+    const int64_t Bb = k->bias[0], Hb = k->bias[1], Lqb = k->bias[2];
+    d[0] = k->B, d[1] = k->bias_form ? k->H : Hb, d[2] = k->Sq, d[3] = k->Sk;
+    s[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0;
+    s[1] = Hb > 1 || !k->bias_form ? Lqb * k->Sk : 0; /* a dim of size 1 (form 0): its natural stride */
+    s[2] = Lqb > 1 ? k->Sk : 0;
+    s[3] = 1;
+}
 
 #if CUDNN_VERSION >= 91300
 /* The unified graph: one SDPA_FWD operation (cuDNN >= 9.13). */
@@ -179,10 +200,18 @@ static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p
     cudnnBackendDescriptor_t E = dct_cg_tensor(b, 104, f32, 4, sd, ss, 1, 0);
     cudnnBackendDescriptor_t Z = dct_cg_tensor(b, 105, f32, 4, rd, rs, 1, 0);
     cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, f32, 4, sd, ss, 1, 0);
-    cudnnBackendDescriptor_t ops[10];
+    cudnnBackendDescriptor_t ops[12];
     int nops = 0;
     ops[nops++] = op_matmul(b, Q, KT, S1);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_MUL, S1, SC, S2);
+    if (k->bias[0]) { /* S = S + bias */
+        int64_t bd[4], bs[4];
+        bias_desc(k, bd, bs);
+        cudnnBackendDescriptor_t BI = dct_cg_tensor(b, UID_BIAS, f32, 4, bd, bs, 0, 0);
+        cudnnBackendDescriptor_t SB = dct_cg_tensor(b, 108, f32, 4, sd, ss, 1, 0);
+        ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, S2, BI, SB);
+        S2 = SB;
+    }
     ops[nops++] = op_reduce(b, CUDNN_REDUCE_TENSOR_MAX, S2, M);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_SUB, S2, M, S3);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_EXP, S3, NULL, E);
@@ -251,22 +280,39 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     key.dtype = (int)a->dtype;
     key.stats = st->sdpa_stats;
     key.scale = a->scale;
+    if (a->bias)
+        for (int i = 0; i < 3; i++) key.bias[i] = a->bias_dims[i];
     /* graph: 0 auto (unified, composite where cuDNN declines it), 1 unified, 2 composite */
     const int graph = st->sdpa_graph;
+    if (a->bias && graph == 1) {
+        snprintf(why, why_size, "sdpa_graph=unified, but cuDNN's unified SDPA operation takes no bias (attn_mask)");
+        return DRIFT_E_UNSUPPORTED;
+    }
+    /* candidates in order: (unified, bias form); a bias: the composite graph, torch's
+     * descriptor first */
+    int cand[2][2], nc = 0;
+    if (a->bias) {
+        cand[nc][0] = 0, cand[nc++][1] = 0;
+        cand[nc][0] = 0, cand[nc++][1] = 1;
+    } else {
+        for (int u = 1; u >= 0; u--)
+            if (!((graph == 1 && !u) || (graph == 2 && u))) cand[nc][0] = u, cand[nc++][1] = 0;
+    }
     sdpa_plan *p = NULL;
-    for (int u = 1; u >= 0 && !p; u--) {
-        if ((graph == 1 && !u) || (graph == 2 && u)) continue;
-        key.unified = u;
+    for (int ci = 0; ci < nc && !p; ci++) {
+        key.unified = cand[ci][0];
+        key.bias_form = cand[ci][1];
         for (int i = 0; i < SDPA_CACHE; i++)
             if (c->plans[i].used && memcmp(&c->plans[i].key, &key, sizeof key) == 0) p = &c->plans[i];
     }
     char first[256] = "";
-    for (int u = 1; u >= 0 && !p; u--) {
-        if ((graph == 1 && !u) || (graph == 2 && u)) continue;
-        key.unified = u;
+    for (int ci = 0; ci < nc && !p; ci++) {
+        key.unified = cand[ci][0];
+        key.bias_form = cand[ci][1];
+        const int last = ci == nc - 1;
         p = &c->plans[c->next];
         dct_cg_release(&p->g);
-        if (plan_build(h, &key, p, u ? first : why, u ? sizeof first : why_size)) {
+        if (plan_build(h, &key, p, last ? why : first, last ? why_size : sizeof first)) {
             dct_cg_release(&p->g);
             memset(p, 0, sizeof *p);
             p = NULL;
@@ -275,8 +321,7 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
         c->next = (c->next + 1) % SDPA_CACHE;
     }
     if (!p) {
-        if (graph == 1) snprintf(why, why_size, "%s", first);
-        else if (graph == 0) {
+        if (nc > 1) { /* the first candidate's reason, then the last's (in why) */
             char both[256];
             snprintf(both, sizeof both, "%.120s; %.120s", first, why);
             snprintf(why, why_size, "%s", both);
@@ -293,10 +338,12 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
         return rc;
     }
     float scale = a->scale;
-    int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
-    void *ptrs[6] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale, stats};
-    int64_t n = key.stats ? 6 : 5;
-    cudnnStatus_t s = dct_cg_execute(h, &p->g, (int)n, uids, ptrs, ws);
+    int64_t uids[7] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE};
+    void *ptrs[7] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale};
+    int n = 5;
+    if (key.stats) uids[n] = UID_STATS, ptrs[n++] = stats;
+    if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = (void *)a->bias;
+    cudnnStatus_t s = dct_cg_execute(h, &p->g, n, uids, ptrs, ws);
     dcu_free(ctx, ws);
     dcu_free(ctx, stats);
     if (s) {

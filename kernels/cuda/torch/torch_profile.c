@@ -182,6 +182,15 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
     a.dtype = op->compute;
     /* torch: scale = 1/sqrt(Dh) in double, handed to cuDNN as a float */
     a.scale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)a.D));
+    if (op->n_in > 3) { /* the additive bias (SDPA's attn_mask / is_causal) */
+        const drift_tensor *b = in[3];
+        if (b->dtype != DRIFT_F32) {
+            dct_torch_note_fallback(ctx, op->kind, "cuDNN SDPA bias: an fp32 bias only");
+            return DRIFT_OK;
+        }
+        a.bias = b->data;
+        for (int i = 0; i < 3; i++) a.bias_dims[i] = b->shape[i];
+    }
     why[0] = '\0';
     int rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err);
     if (rc == DRIFT_E_UNSUPPORTED) {
