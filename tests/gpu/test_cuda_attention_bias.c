@@ -1,6 +1,8 @@
 /* ATTENTION's additive bias (in3, kernels/backend.h: SDPA's attn_mask and
  * is_causal as an fp32 bias [Bb, Hb, Lqb, Lk]) on every CUDA path:
  *   - the GPU fp64 oracle (ref-cuda): bitwise the ref backend's doubles;
+ *   - cpu (attn_tile=0: one softmax over all keys, as the CUDA kernels):
+ *     the bounds below;
  *   - the exact profile (cuda; attention=unfused too): within the bounds of
  *     test_cuda_attention_layout.c of the ref result (2 bf16 ULPs of the
  *     output + 8e-3 max|v|), NaN exactly where ref has NaN (a row whose keys
@@ -126,8 +128,8 @@ static drift_backend *mk(const char *spec) {
 
 int main(void) {
     gc_require_gpu("test_cuda_attention_bias");
-    drift_backend *ref = mk("ref"), *cpu = mk("cpu"), *rcu = mk("ref-cuda"), *ex = mk("cuda"), *unf = mk("cuda:attention=unfused"),
-                  *fus = mk("cuda:attention=fused"), *tp = mk("cuda:kernels=torch");
+    drift_backend *ref = mk("ref"), *cpu = mk("cpu:attn_tile=0"), *rcu = mk("ref-cuda"), *ex = mk("cuda");
+    drift_backend *unf = mk("cuda:attention=unfused"), *fus = mk("cuda:attention=fused"), *tp = mk("cuda:kernels=torch");
     GC_CHECK(ref && cpu && rcu && ex && unf && fus && tp, "every backend must be creatable");
     if (!(ref && cpu && rcu && ex && unf && fus && tp)) return gc_finish("test_cuda_attention_bias");
     const int64_t shapes[3][5] = {{2, 4, 256, 256, 64}, {2, 4, 16, 16, 8}, {2, 4, 130, 70, 64}};
