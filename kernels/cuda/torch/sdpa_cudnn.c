@@ -349,6 +349,10 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     if (s) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof last);
+        if (a->bias) { /* a graph drift adds to torch's: its refusal at run time is a fallback too */
+            snprintf(why, why_size, "cuDNN SDPA execute with a bias: %s %.160s", cudnnGetErrorString(s), last);
+            return DRIFT_E_UNSUPPORTED;
+        }
         return drift_err_set(err, DRIFT_E_IO, ctx->name, "cuDNN SDPA execute: %s %s", cudnnGetErrorString(s), last);
     }
     return DRIFT_OK;
