@@ -23,8 +23,10 @@
  *                           attn_bias (dims [B, Hb, Sq, Sk], Hb = 1 or H: torch
  *                           expands the mask over B and Sq), then, if cuDNN
  *                           declines that, [B, H, Sq, Sk] with stride 0 on
- *                           every broadcast dim; declined both ways: the exact
- *                           kernels run it, with the reason noted
+ *                           every broadcast dim, then [B, Hb, Sq, Sk]
+ *                           materialised contiguous (no stride 0); declined
+ *                           every way: the exact kernels run it, with the
+ *                           reason noted
  *   M  = max_j S            reduction MAX to [B, H, Sq, 1]
  *   E  = exp(S - M)         pointwise SUB, EXP
  *   Z  = sum_j E            reduction ADD
@@ -73,7 +75,8 @@ typedef struct sdpa_key {
     int unified; /* 1: the unified SDPA_FWD operation, 0: the composite graph */
     float scale;
     int64_t bias[3]; /* Bb, Hb, Lqb of the additive bias; all 0: none */
-    int bias_form;   /* 0: dims [B, Hb, Sq, Sk] (torch's), 1: [B, H, Sq, Sk]; stride 0 where broadcast */
+    int bias_form;   /* 0: dims [B, Hb, Sq, Sk] (torch's), 1: [B, H, Sq, Sk], stride 0 where broadcast;
+                        2: [B, Hb, Sq, Sk] contiguous (the bias expanded into a scratch copy) */
 } sdpa_key;
 
 typedef struct sdpa_plan {
@@ -141,11 +144,34 @@ enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6,
 /* The bias's descriptor (k->bias_form) over the contiguous [Bb, Hb, Lqb, Sk] buffer. */
 static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
     const int64_t Bb = k->bias[0], Hb = k->bias[1], Lqb = k->bias[2];
-    d[0] = k->B, d[1] = k->bias_form ? k->H : Hb, d[2] = k->Sq, d[3] = k->Sk;
+    d[0] = k->B, d[1] = k->bias_form == 1 ? k->H : Hb, d[2] = k->Sq, d[3] = k->Sk;
+    if (k->bias_form == 2) { /* the expanded copy */
+        s[3] = 1, s[2] = k->Sk, s[1] = k->Sq * k->Sk, s[0] = Hb * k->Sq * k->Sk;
+        return;
+    }
     s[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0;
     s[1] = Hb > 1 || !k->bias_form ? Lqb * k->Sk : 0; /* a dim of size 1 (form 0): its natural stride */
     s[2] = Lqb > 1 ? k->Sk : 0;
     s[3] = 1;
+}
+
+/* Form 2's operand: the [Bb, Hb, Lqb, Sk] bias expanded into a contiguous [B, Hb, Sq, Sk] copy. */
+static int bias_expand(dcu_ctx *ctx, const sdpa_key *k, const void *bias, void **out, drift_err *err) {
+    const int64_t Bb = k->bias[0], Hb = k->bias[1], Lqb = k->bias[2];
+    int rc = dcu_check(dcu_malloc(ctx, out, (size_t)(k->B * Hb * k->Sq * k->Sk) * sizeof(float)), err, ctx->name,
+                       "allocating the expanded SDPA bias");
+    if (rc) return rc;
+    dcu_copy c;
+    memset(&c, 0, sizeof c);
+    c.nd = 4;
+    c.shape[0] = k->B, c.shape[1] = Hb, c.shape[2] = k->Sq, c.shape[3] = k->Sk;
+    c.ss[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0, c.ss[1] = Lqb * k->Sk, c.ss[2] = Lqb > 1 ? k->Sk : 0, c.ss[3] = 1;
+    c.ds[0] = Hb * k->Sq * k->Sk, c.ds[1] = k->Sq * k->Sk, c.ds[2] = k->Sk, c.ds[3] = 1;
+    c.src = bias;
+    c.ts = c.td = DRIFT_F32;
+    c.dst = *out;
+    dcu_copy_simplify(&c);
+    return dcu_check(dcu_launch_copy(ctx, &c), err, ctx->name, "expanding the SDPA bias");
 }
 
 #if CUDNN_VERSION >= 91300
@@ -290,10 +316,9 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     }
     /* candidates in order: (unified, bias form); a bias: the composite graph, torch's
      * descriptor first */
-    int cand[2][2], nc = 0;
+    int cand[3][2], nc = 0;
     if (a->bias) {
-        cand[nc][0] = 0, cand[nc++][1] = 0;
-        cand[nc][0] = 0, cand[nc++][1] = 1;
+        for (int f = 0; f < 3; f++) cand[nc][0] = 0, cand[nc++][1] = f;
     } else {
         for (int u = 1; u >= 0; u--)
             if (!((graph == 1 && !u) || (graph == 2 && u))) cand[nc][0] = u, cand[nc++][1] = 0;
@@ -333,8 +358,12 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     if (!rc && key.stats)
         rc = dcu_check(dcu_malloc(ctx, &stats, (size_t)(a->B * a->H * a->Sq) * sizeof(float)), err, ctx->name,
                        "allocating the SDPA statistics");
+    void *bias_x = NULL; /* form 2: the expanded bias */
+    if (!rc && a->bias && p->key.bias_form == 2) rc = bias_expand(ctx, &p->key, a->bias, &bias_x, err);
     if (rc) {
         dcu_free(ctx, ws);
+        dcu_free(ctx, stats);
+        dcu_free(ctx, bias_x);
         return rc;
     }
     float scale = a->scale;
@@ -342,10 +371,11 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     void *ptrs[7] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale};
     int n = 5;
     if (key.stats) uids[n] = UID_STATS, ptrs[n++] = stats;
-    if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = (void *)a->bias;
+    if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = bias_x ? bias_x : (void *)a->bias;
     cudnnStatus_t s = dct_cg_execute(h, &p->g, n, uids, ptrs, ws);
     dcu_free(ctx, ws);
     dcu_free(ctx, stats);
+    dcu_free(ctx, bias_x);
     if (s) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof last);
