@@ -330,14 +330,15 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
         for (int i = 0; i < SDPA_CACHE; i++)
             if (c->plans[i].used && memcmp(&c->plans[i].key, &key, sizeof key) == 0) p = &c->plans[i];
     }
-    char first[256] = "";
+    char first[256] = "", other[256] = ""; /* the first candidate's reason; a middle one's */
     for (int ci = 0; ci < nc && !p; ci++) {
         key.unified = cand[ci][0];
         key.bias_form = cand[ci][1];
         const int last = ci == nc - 1;
         p = &c->plans[c->next];
         dct_cg_release(&p->g);
-        if (plan_build(h, &key, p, last ? why : first, last ? why_size : sizeof first)) {
+        char *dst = last ? why : ci == 0 ? first : other;
+        if (plan_build(h, &key, p, dst, last ? why_size : sizeof first)) {
             dct_cg_release(&p->g);
             memset(p, 0, sizeof *p);
             p = NULL;
