@@ -284,6 +284,13 @@ static void copy_shape(const drift_tensor *t, int *ndim, int64_t *shape) {
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
 }
 
+void drift_attn_bias_strides(const drift_tensor *bias, int64_t s[3]) {
+    const int64_t Lk = bias->shape[3], Lqb = bias->shape[2], Hb = bias->shape[1];
+    s[0] = bias->shape[0] > 1 ? Hb * Lqb * Lk : 0;
+    s[1] = Hb > 1 ? Lqb * Lk : 0;
+    s[2] = Lqb > 1 ? Lk : 0;
+}
+
 int drift_op_norm_dim(int dim, int ndim) {
     if (dim < 0) dim += ndim;
     return (dim < 0 || dim >= ndim) ? -1 : dim;
@@ -302,7 +309,8 @@ static void n_in_range(drift_op_kind k, int *lo, int *hi) {
     case DRIFT_OP_ADD: case DRIFT_OP_SUB: case DRIFT_OP_MUL: case DRIFT_OP_CONCAT: *lo = 2; *hi = 2; return;
     case DRIFT_OP_LAYER_NORM: *lo = 1; *hi = 3; return;
     case DRIFT_OP_RMS_NORM: *lo = 1; *hi = 2; return;
-    case DRIFT_OP_ROPE: case DRIFT_OP_ATTENTION: *lo = 3; *hi = 3; return;
+    case DRIFT_OP_ROPE: *lo = 3; *hi = 3; return;
+    case DRIFT_OP_ATTENTION: *lo = 3; *hi = 4; return;
     default:
         if (drift_aten_is_kind(k)) drift_aten_n_in_range(k, lo, hi);
         else *lo = *hi = 1;
@@ -421,6 +429,23 @@ int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int 
                              s1, s2, names);
         if (b->shape[ld] < 1 || a->shape[3] < 1)
             return drift_op_shape_err(err, op, "attention needs Lk >= 1 and Dh >= 1 (q %s, k %s, %s)", s0, s1, names);
+        if (op->n_in > 3) { /* the additive bias [Bb, Hb, Lqb, Lk], in that order in either layout */
+            const drift_tensor *bias = in[3];
+            char s3[SHAPE_BUF];
+            fmt_shape(s3, sizeof s3, bias->ndim, bias->shape);
+            const int64_t want[4] = {a->shape[0], a->shape[hd], a->shape[ld], b->shape[ld]};
+            int ok = bias->ndim == 4 && bias->shape[3] == want[3];
+            for (int i = 0; ok && i < 3; i++) ok = bias->shape[i] == 1 || bias->shape[i] == want[i];
+            if (!ok)
+                return drift_op_shape_err(err, op,
+                                          "bias %s must be [Bb, Hb, Lqb, Lk] with Bb in {1, %lld}, Hb in {1, %lld}, "
+                                          "Lqb in {1, %lld}, Lk = %lld (q %s, k %s, %s)",
+                                          s3, (long long)want[0], (long long)want[1], (long long)want[2],
+                                          (long long)want[3], s0, s1, names);
+            if (bias->dtype != DRIFT_DTYPE_INVALID && bias->dtype != DRIFT_F32 && bias->dtype != DRIFT_F64)
+                return drift_op_shape_err(err, op, "bias must be fp32 (fp64 in the oracle), got %s",
+                                          drift_dtype_name(bias->dtype));
+        }
         copy_shape(a, ndim, shape);
         shape[3] = c->shape[3];
         return DRIFT_OK;

@@ -56,7 +56,12 @@ typedef enum drift_op_kind {
                               (b, h, l, d) elements, bitwise equal to layout 0 on permuted data:
                               s = q k^T * scale (fp32 accumulate), p = exp(s - rowmax) fp32,
                               l = sum p (fp32), p rounded to op->compute, o = (p v)/l fp32,
-                              rounded to op->out */
+                              rounded to op->out. Optional in3: an fp32 additive bias
+                              [Bb, Hb, Lqb, Lk] (this order in both layouts; Bb in {1, B},
+                              Hb in {1, H}, Lqb in {1, Lq}: broadcast over the dims of size
+                              1) added after the scale, s = fl(q k^T * scale) + bias, before
+                              the softmax (SDPA's attn_mask: a -inf bias is probability 0, a
+                              row of -inf biases gives NaN, as a plain softmax does) */
     DRIFT_OP_PERMUTE,      /* out[...] = in0 permuted by perm[0..ndim-1] (out dim i = in dim perm[i]) */
     DRIFT_OP_NARROW,       /* slice of in0 along dim: [start, start+length) */
     DRIFT_OP_CONCAT,       /* in0 ++ in1 along dim (same dtype) */
@@ -122,6 +127,9 @@ typedef enum drift_op_kind {
                               is an error (exact) */
     DRIFT_OP_COUNT
 } drift_op_kind;
+
+/* The most inputs an op takes (ATTENTION with its bias). */
+#define DRIFT_OP_MAX_IN 4
 
 typedef struct drift_op {
     drift_op_kind kind;
@@ -334,6 +342,9 @@ int64_t drift_shape_numel(int ndim, const int64_t *shape);
 int drift_op_infer_shape(const drift_op *op, const drift_tensor *const *in, int *ndim, int64_t *shape,
                          drift_err *err);
 const char *drift_op_name(drift_op_kind k);
+/* Element strides (b, h, l) of ATTENTION's contiguous bias [Bb, Hb, Lqb, Lk] (in3), 0 on the
+ * broadcast dims of size 1; its row of keys is contiguous. */
+void drift_attn_bias_strides(const drift_tensor *bias, int64_t s[3]);
 /* Initialises acc (argmax -1). Merges b into a. */
 void drift_metric_acc_init(drift_metric_acc *acc);
 void drift_metric_acc_merge(drift_metric_acc *a, const drift_metric_acc *b);

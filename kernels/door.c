@@ -112,9 +112,9 @@ int drift_backend_run(const drift_backend *be, const drift_op *op, const drift_t
         return drift_err_set(err, DRIFT_E_UNSUPPORTED, where, "backend '%s' does not support %s with compute %s, out %s",
                              be->name, drift_op_name(op->kind), drift_dtype_name(op->compute),
                              drift_dtype_name(op->out));
-    /* 0..3 here (FILL takes none); each kind's own range is checked by drift_op_infer_shape */
-    if (op->n_in < 0 || op->n_in > 3 || (op->n_in > 0 && !in))
-        return drift_err_set(err, DRIFT_E_INPUT, where, "n_in = %d (expected 0..3 inputs)", op->n_in);
+    /* 0..DRIFT_OP_MAX_IN here (FILL takes none); each kind's own range is checked by drift_op_infer_shape */
+    if (op->n_in < 0 || op->n_in > DRIFT_OP_MAX_IN || (op->n_in > 0 && !in))
+        return drift_err_set(err, DRIFT_E_INPUT, where, "n_in = %d (expected 0..%d inputs)", op->n_in, DRIFT_OP_MAX_IN);
     for (int i = 0; i < op->n_in; i++)
         if (!in[i]) return drift_err_set(err, DRIFT_E_INPUT, where, "input %d is NULL", i);
     int nd = out->ndim;

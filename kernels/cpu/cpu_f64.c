@@ -30,25 +30,26 @@ static int widen(const drift_tensor *t, drift_tensor *w, double **tmp, drift_err
 
 int drift_cpu_run_f64(int nthreads, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                       drift_err *err) {
-    drift_tensor wide[3], wout = *out;
-    const drift_tensor *win[3] = {NULL, NULL, NULL};
-    double *tmp[4] = {NULL, NULL, NULL, NULL};
+    enum { OUT = DRIFT_OP_MAX_IN }; /* tmp[OUT]: the fp64 output */
+    drift_tensor wide[DRIFT_OP_MAX_IN], wout = *out;
+    const drift_tensor *win[DRIFT_OP_MAX_IN] = {NULL};
+    double *tmp[DRIFT_OP_MAX_IN + 1] = {NULL};
     int rc = DRIFT_OK;
     for (int i = 0; i < op->n_in && !rc; i++) {
         win[i] = in[i];
         if (!drift_dtype_wide(in[i]->dtype) && !(rc = widen(in[i], &wide[i], &tmp[i], err))) win[i] = &wide[i];
     }
     if (!rc && !drift_dtype_wide(out->dtype)) {
-        tmp[3] = drift_malloc((size_t)(out->numel > 0 ? out->numel : 1) * sizeof(double));
-        if (!tmp[3])
+        tmp[OUT] = drift_malloc((size_t)(out->numel > 0 ? out->numel : 1) * sizeof(double));
+        if (!tmp[OUT])
             rc = drift_err_set(err, DRIFT_E_NOMEM, "cpu", "fp64 op: cannot allocate %lld elements", (long long)out->numel);
-        wout.data = tmp[3];
+        wout.data = tmp[OUT];
     }
     if (!rc) rc = drift_ref_run_op(nthreads, op, win, &wout, err);
     if (!rc && !drift_dtype_wide(out->dtype)) {
         float *y = out->data;
-        for (int64_t i = 0; i < out->numel; i++) y[i] = drift_round_to((float)tmp[3][i], out->dtype);
+        for (int64_t i = 0; i < out->numel; i++) y[i] = drift_round_to((float)tmp[OUT][i], out->dtype);
     }
-    for (int i = 0; i < 4; i++) drift_free(tmp[i]);
+    for (int i = 0; i <= OUT; i++) drift_free(tmp[i]);
     return rc;
 }

@@ -369,6 +369,8 @@ typedef struct flash_job {
     int64_t Lk, N, nt;
     float scale;
     drift_dtype compute;
+    const float *bias; /* NULL, or the additive bias of row 0 (rows bias_ld apart, 0: broadcast) */
+    int64_t bias_ld;
 } flash_job;
 
 /* Online softmax over key tiles of N columns, as a flash kernel runs it
@@ -383,12 +385,14 @@ static void flash_rows(void *p, int64_t r0, int64_t r1) {
     const int64_t Lk = j->Lk, N = j->N;
     for (int64_t r = r0; r < r1; r++) {
         float *s = j->s + r * Lk, *al = j->alpha + r * j->nt;
+        const float *bi = j->bias ? j->bias + r * j->bias_ld : NULL;
         float m = -INFINITY, l = 0.0f;
         for (int64_t t = 0; t * N < Lk; t++) {
             const int64_t c0 = t * N, c1 = min64(Lk, c0 + N);
             float mt = m;
             for (int64_t c = c0; c < c1; c++) {
                 float v = s[c] * j->scale;
+                if (bi) v += bi[c]; /* fl(fl(qk * scale) + bias) */
                 s[c] = v;
                 if (v > mt) mt = v;
             }
@@ -482,6 +486,8 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
     }
     const float scale = attn_scale(op, Dh);
     float *o = fd(out);
+    int64_t bs[3] = {0, 0, 0};
+    if (op->n_in > 3) drift_attn_bias_strides(in[3], bs);
     for (int64_t bh = 0; bh < BH; bh++) {
         const float *qh, *kh, *vh;
         float *oh;
@@ -505,7 +511,8 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                 rc = nomem(err, op);
                 goto done;
             }
-            flash_job fj = {S, l, al, Lk, kt, ntl, scale, op->compute};
+            flash_job fj = {S, l, al, Lk, kt, ntl, scale, op->compute, NULL, bs[2]};
+            if (op->n_in > 3) fj.bias = (const float *)fd(in[3]) + (bh / H) * bs[0] + (bh % H) * bs[1] + r0 * bs[2];
             drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
             if (flash) {
                 /* O = O alpha_t + P_t V_t over the key tiles */

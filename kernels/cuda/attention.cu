@@ -68,7 +68,28 @@ __global__ void k_attn_finalize(const float *__restrict__ o, const float *__rest
     }
 }
 
+/* s[(z*nr + i)*lk + j] += bias[b*bs0 + h*bs1 + (r0 + i)*bs2 + j] with bh0 + z = b*H + h:
+ * one fp32 rounding, after the scale (ATTENTION's additive bias, kernels/backend.h). */
+__global__ void k_attn_add_bias(float *__restrict__ s, const float *__restrict__ bias, int64_t nb, int64_t nr,
+                                int64_t lk, int64_t bh0, int64_t H, int64_t r0, int64_t bs0, int64_t bs1, int64_t bs2) {
+    const int64_t n = nb * nr * lk, stride = (int64_t)gridDim.x * (int64_t)blockDim.x;
+    for (int64_t idx = (int64_t)blockIdx.x * (int64_t)blockDim.x + (int64_t)threadIdx.x; idx < n; idx += stride) {
+        const int64_t j = idx % lk, row = idx / lk, z = row / nr, i = row - z * nr;
+        const int64_t bh = bh0 + z, b = bh / H, h = bh - b * H;
+        s[idx] = __fadd_rn(s[idx], bias[b * bs0 + h * bs1 + (r0 + i) * bs2 + j]);
+    }
+}
+
 } // namespace
+
+extern "C" cudaError_t dcu_launch_attn_add_bias(const dcu_ctx *ctx, float *s, const float *bias, int64_t nb, int64_t nr,
+                                                int64_t lk, int64_t bh0, int64_t H, int64_t r0, const int64_t *bs) {
+    const int64_t n = nb * nr * lk;
+    if (n <= 0) return cudaSuccess;
+    k_attn_add_bias<<<dcu_blocks_for(n, DCU_THREADS, ctx), DCU_THREADS, 0, ctx->stream>>>(s, bias, nb, nr, lk, bh0, H, r0,
+                                                                                        bs[0], bs[1], bs[2]);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t dcu_launch_softmax_rows(const dcu_ctx *ctx, const float *s, int64_t rows, int64_t cols,
                                                void *p, drift_dtype tp, float *l) {

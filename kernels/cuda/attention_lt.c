@@ -3,6 +3,9 @@
  *                          fp32 accumulate, fp32 output (alpha = scale: one
  *                          fp32 rounding of acc*scale, as the cpu backend's
  *                          separate multiply)
+ *   S = S + bias           with ATTENTION's optional additive bias (in3):
+ *                          attention.cu, fp32, one rounding; the fused
+ *                          kernels take no bias, so a bias always runs here
  *   P, l = softmax rows    attention.cu: p = expf(s - max) fp32, l = sum p
  *                          fp32, P rounded to op->compute
  *   O = P V                cuBLASLt strided-batched, fp32 output
@@ -184,7 +187,7 @@ static int swap12(dcu_ctx *ctx, const void *src, void *dst, drift_dtype dt, int6
  * qa[BH, Lq, Dh], ka[BH, Lk, Dh], va[BH, Lk, Dv] -> o[BH, Lq, Dv] in `to`. */
 static int attention_unfused(dcu_ctx *ctx, const drift_op *op, const void *qa, const void *ka, const void *va,
                              int64_t BH, int64_t Lq, int64_t Lk, int64_t Dh, int64_t Dv, void *o_out, drift_dtype to,
-                             drift_err *err) {
+                             const float *bias, const int64_t *bs, int64_t H, drift_err *err) {
     const drift_dtype c = op->compute;
     const size_t cs = drift_dtype_size(c), os = drift_dtype_size(to);
     const float scale = op->scale != 0.0f ? op->scale : (float)(1.0 / sqrt((double)Dh));
@@ -248,6 +251,11 @@ static int attention_unfused(dcu_ctx *ctx, const drift_op *op, const void *qa, c
             g1.tbias = DRIFT_F32;
             rc = dcu_gemm_run(ctx, &g1, err);
             if (rc) break;
+            if (bias) { /* S = fl(scale q k^T) + bias */
+                rc = dcu_check(dcu_launch_attn_add_bias(ctx, S, bias, cnb, cnr, Lk, bh0, H, r0, bs), err, "op attention",
+                               "bias kernel");
+                if (rc) break;
+            }
             rc = dcu_check(dcu_launch_softmax_rows(ctx, S, cnb * cnr, Lk, P, c, l), err, "op attention",
                            "softmax kernel");
             if (rc) break;
@@ -286,13 +294,22 @@ static int attention_unfused(dcu_ctx *ctx, const drift_op *op, const void *qa, c
 }
 
 int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
-                      const drift_tensor *v, drift_tensor *out, drift_err *err) {
+                      const drift_tensor *v, const drift_tensor *bias, drift_tensor *out, drift_err *err) {
     const attn_dims d = get_dims(op, q, k, v);
     const int64_t BH = d.B * d.H;
     if (BH == 0 || d.Lq == 0 || d.Dv == 0) return DRIFT_OK;
+    int64_t bs[3] = {0, 0, 0};
+    if (bias) {
+        if (bias->dtype != DRIFT_F32)
+            return drift_err_set(err, DRIFT_E_INPUT, "op attention", "the bias must be fp32, got %s",
+                                 drift_dtype_name(bias->dtype));
+        drift_attn_bias_strides(bias, bs);
+    }
+    const float *bp = bias ? (const float *)bias->data : NULL;
     const int mode = ctx->attn_mode;
     if (mode != DCU_ATTN_UNFUSED) {
-        const char *why = fused_unsupported(ctx, op, &d);
+        /* the fused kernels take no bias: the unfused path (the same contract) runs it */
+        const char *why = bias ? "the fused kernels take no additive bias (attn_mask)" : fused_unsupported(ctx, op, &d);
         const int have_wgmma = !why && dcu_attn_wgmma_available(ctx->device);
         if (!why && mode == DCU_ATTN_FUSED_WGMMA && !have_wgmma)
             why = "the wgmma kernel needs a compute capability 9.0 device";
@@ -316,7 +333,7 @@ int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, c
     if (!rc) rc = as_compute(ctx, v, c, &va, &tv, err);
     if (rc) goto done;
     if (!d.layout) {
-        rc = attention_unfused(ctx, op, qa, ka, va, BH, d.Lq, d.Lk, d.Dh, d.Dv, out->data, out->dtype, err);
+        rc = attention_unfused(ctx, op, qa, ka, va, BH, d.Lq, d.Lk, d.Dh, d.Dv, out->data, out->dtype, bp, bs, d.H, err);
         goto done;
     }
     /* layout 1: [B, L, H, D] -> [B, H, L, D] scratch, run as layout 0, output
@@ -339,7 +356,7 @@ int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, c
         rc = swap12(ctx, qa, qp, c, d.B, d.Lq, d.H, d.Dh, err);
         if (!rc) rc = swap12(ctx, ka, kp, c, d.B, d.Lk, d.H, d.Dh, err);
         if (!rc) rc = swap12(ctx, va, vp, c, d.B, d.Lk, d.H, d.Dv, err);
-        if (!rc) rc = attention_unfused(ctx, op, qp, kp, vp, BH, d.Lq, d.Lk, d.Dh, d.Dv, op0, out->dtype, err);
+        if (!rc) rc = attention_unfused(ctx, op, qp, kp, vp, BH, d.Lq, d.Lk, d.Dh, d.Dv, op0, out->dtype, bp, bs, d.H, err);
         if (!rc) rc = swap12(ctx, op0, out->data, out->dtype, d.B, d.H, d.Lq, d.Dv, err);
     }
 done:

@@ -493,7 +493,7 @@ static int run_op(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *i
                                          in[1]->data, in[1]->dtype, in[2]->data, in[2]->dtype, out->data, out->dtype),
                          err, where, "rope kernel");
     case DRIFT_OP_ATTENTION: {
-        int rc = dcu_attention_run(ctx, op, in[0], in[1], in[2], out, err);
+        int rc = dcu_attention_run(ctx, op, in[0], in[1], in[2], op->n_in > 3 ? in[3] : NULL, out, err);
         if (rc)
             drift_err_prefix(err, "%s [q %lldx%lldx%lldx%lld, Lk %lld, layout %d]", where, (long long)x->shape[0],
                              (long long)x->shape[1], (long long)x->shape[2], (long long)x->shape[3],

@@ -223,9 +223,14 @@ cudaError_t dcu_launch_softmax_rows(const dcu_ctx *ctx, const float *s, int64_t 
  * for z < nb, i < nr, e < Dv (out already offset to the chunk's first head). */
 cudaError_t dcu_launch_attn_finalize(const dcu_ctx *ctx, const float *o, const float *l, int64_t nb, int64_t nr,
                                      int64_t Dv, int64_t Lq, int64_t r0, void *out, drift_dtype to);
-/* ATTENTION (attention_lt.c) in either layout of op->layout (backend.h). */
+/* s[(z*nr + i)*lk + j] += bias[b*bs[0] + h*bs[1] + (r0 + i)*bs[2] + j] (fp32, one
+ * rounding) for the chunk's nb (batch*head) slices from bh0 = b*H + h, nr rows from r0. */
+cudaError_t dcu_launch_attn_add_bias(const dcu_ctx *ctx, float *s, const float *bias, int64_t nb, int64_t nr,
+                                     int64_t lk, int64_t bh0, int64_t H, int64_t r0, const int64_t *bs);
+/* ATTENTION (attention_lt.c) in either layout of op->layout (backend.h); bias: NULL or
+ * its fp32 additive bias (in3), which only the unfused path takes. */
 int dcu_attention_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *q, const drift_tensor *k,
-                      const drift_tensor *v, drift_tensor *out, drift_err *err);
+                      const drift_tensor *v, const drift_tensor *bias, drift_tensor *out, drift_err *err);
 
 /* ---- attention_fused.cu --------------------------------------------- */
 /* Element strides of the fused kernel's operands: element (b, h, l, d) of

@@ -40,9 +40,10 @@ static int widen(dcu_ctx *ctx, const drift_tensor *t, drift_tensor *wide, void *
 int dcu_run_f64(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, const char *where,
                 drift_err *err) {
     const rcu_exec x = {ctx->device, ctx->stream, ctx->attn_budget, ctx->name};
-    drift_tensor wide[3], wout = *out;
-    const drift_tensor *win[3] = {NULL, NULL, NULL};
-    void *tmp[4] = {NULL, NULL, NULL, NULL}, *tmp32[4] = {NULL, NULL, NULL, NULL};
+    enum { OUT = DRIFT_OP_MAX_IN }; /* tmp[OUT], tmp32[OUT]: the output's scratch */
+    drift_tensor wide[DRIFT_OP_MAX_IN], wout = *out;
+    const drift_tensor *win[DRIFT_OP_MAX_IN] = {NULL};
+    void *tmp[DRIFT_OP_MAX_IN + 1] = {NULL}, *tmp32[DRIFT_OP_MAX_IN + 1] = {NULL};
     int rc = DRIFT_OK;
     for (int i = 0; i < op->n_in && !rc; i++) {
         win[i] = in[i];
@@ -50,22 +51,22 @@ int dcu_run_f64(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in,
             win[i] = &wide[i];
     }
     if (!rc && !drift_dtype_wide(out->dtype)) {
-        rc = dcu_check(dcu_malloc(ctx, &tmp[3], bytes_of(out->numel, sizeof(double))), err, where, "fp64 op: scratch");
-        wout.data = tmp[3];
+        rc = dcu_check(dcu_malloc(ctx, &tmp[OUT], bytes_of(out->numel, sizeof(double))), err, where, "fp64 op: scratch");
+        wout.data = tmp[OUT];
     }
     if (!rc) rc = drift_rcu_run_op(&x, op, win, &wout, err);
     if (!rc && !drift_dtype_wide(out->dtype)) {
         float *f = out->data;
         if (out->dtype != DRIFT_F32) {
-            rc = dcu_check(dcu_malloc(ctx, &tmp32[3], bytes_of(out->numel, sizeof(float))), err, where, "fp64 op: scratch");
-            f = tmp32[3];
+            rc = dcu_check(dcu_malloc(ctx, &tmp32[OUT], bytes_of(out->numel, sizeof(float))), err, where, "fp64 op: scratch");
+            f = tmp32[OUT];
         }
-        if (!rc) rc = dcu_check(rcu_to_f32(ctx->stream, tmp[3], f, out->numel), err, where, "fp64 op: rounding");
+        if (!rc) rc = dcu_check(rcu_to_f32(ctx->stream, tmp[OUT], f, out->numel), err, where, "fp64 op: rounding");
         if (!rc && out->dtype != DRIFT_F32)
             rc = dcu_check(dcu_launch_unary(ctx, DCU_UN_CAST, f, DRIFT_F32, out->data, out->dtype, out->numel, 0.0f, 0.0f),
                            err, where, "fp64 op: rounding");
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i <= OUT; i++) {
         dcu_free(ctx, tmp[i]);
         dcu_free(ctx, tmp32[i]);
     }

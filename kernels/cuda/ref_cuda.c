@@ -319,7 +319,9 @@ static int run_strided(const rcu_exec *c, const drift_op *op, const drift_tensor
 
 int drift_rcu_run_op(const rcu_exec *c, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                      drift_err *err) {
-    if (drift_rcu_op_needs_host(op, in)) return drift_rcu_run_on_host(c, op, in, out, err);
+    /* ATTENTION with its additive bias: the ref body on the host (the same bits as --device ref) */
+    if (drift_rcu_op_needs_host(op, in) || (op->kind == DRIFT_OP_ATTENTION && op->n_in > 3))
+        return drift_rcu_run_on_host(c, op, in, out, err);
     int rc = DRIFT_OK;
     const drift_tensor *x = op->n_in > 0 ? in[0] : NULL;
     switch (op->kind) {

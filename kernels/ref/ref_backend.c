@@ -237,6 +237,8 @@ typedef struct attn_job {
     /* element strides of b, h, l (d is contiguous) */
     int64_t qs[3], ks[3], vs[3], os[3];
     double scale;
+    const double *bias; /* NULL, or the additive bias at strides bs (b, h, l; 0 where broadcast) */
+    int64_t bs[3];
 } attn_job;
 
 static double attn_score(const attn_job *j, const double *q, const double *k) {
@@ -254,15 +256,19 @@ static void attn_rows(void *p, int64_t r0, int64_t r1) {
         const double *k = j->k + b * j->ks[0] + h * j->ks[1], *v = j->v + b * j->vs[0] + h * j->vs[1];
         double *o = j->o + b * j->os[0] + h * j->os[1] + i * j->os[2];
         const int64_t kl = j->ks[2], vl = j->vs[2];
+        const double *bi = j->bias ? j->bias + b * j->bs[0] + h * j->bs[1] + i * j->bs[2] : NULL;
         double m = -INFINITY;
         for (int64_t c = 0; c < j->Lk; c++) {
             double s = attn_score(j, q, k + c * kl);
+            if (bi) s += bi[c];
             if (s > m) m = s;
         }
         double l = 0.0;
         for (int64_t d = 0; d < j->Dv; d++) o[d] = 0.0;
         for (int64_t c = 0; c < j->Lk; c++) {
-            const double pr = drift_m64_exp(attn_score(j, q, k + c * kl) - m);
+            double s = attn_score(j, q, k + c * kl);
+            if (bi) s += bi[c];
+            const double pr = drift_m64_exp(s - m);
             l += pr;
             for (int64_t d = 0; d < j->Dv; d++) o[d] += pr * v[c * vl + d];
         }
@@ -426,6 +432,7 @@ int drift_ref_run_op(int nt, const drift_op *op, const drift_tensor *const *in, 
         attn_strides(in[2], ly, j.vs);
         attn_strides(out, ly, j.os);
         j.scale = op->scale != 0.0f ? (double)op->scale : 1.0 / sqrt((double)Dh);
+        if (op->n_in > 3) drift_attn_bias_strides(in[3], j.bs), j.bias = dd(in[3]);
         drift_host_parallel_for(nt, x->shape[0] * j.H * j.Lq, row_grain(j.Lk * (2 * j.Dh + j.Dv)), attn_rows, &j);
         return DRIFT_OK;
     }

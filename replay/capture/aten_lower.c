@@ -1603,12 +1603,6 @@ int al_lower_linear(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
-/* A key mask (broadcastable to [B, H, Lq, Lk] with size 1 along Lq: padding
- * of the keys) folded into q and k: q' = [q, 1], k' = [k, bias] with bias 0
- * for a kept key and -inf for a masked one (a float mask is the bias itself),
- * so that q'.k' = q.k + bias: adding 0 leaves a kept score's bits unchanged
- * and a masked one is -inf, whose exp is 0, as SDPA's masking does. The
- * scale stays that of the original head dim. */
 /* A boolean mask as an additive fp32 bias: 0 where true, -inf where false. */
 static int mask_bias(lctx *c, int m, int *id) {
     drift_node_spec s;
@@ -1631,91 +1625,42 @@ static int autocast_operand(lctx *c, int x, int *id) {
     return al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_AUTOCAST_LOWER, id);
 }
 
-/* SDPA with an additive fp32 bias (drift value bias, broadcasting to [B, H, Lq, Lk]) as explicit
- * ops, the operands first rounded as autocast hands them to SDPA. SDPA_FUSED: torch's fused
- * CUDA kernels (flash for is_causal, memory-efficient / cuDNN for any mask): s = (q k^T) *
- * scale + bias in fp32 (the products of the rounded operands are exact in fp32, so q and k
- * are widened: the scores are never rounded), p = softmax(s) in fp32, o = p v with p in v's
- * dtype. SDPA_MATH32: torch's math backend, which widens q, k, v to fp32 (bf16/fp16
- * reductions off by default since torch 2.5), scales q and k by sqrt(scale) each and casts
- * the output back once (its choice for enable_gqa with a mask: no fused kernel takes both). */
-enum { SDPA_FUSED = 0, SDPA_MATH32 };
-
-static int sdpa_biased(lctx *c, const int *in_, double scale, int bias, int mode, int *out) {
-    int rc, kt, sc, p, in2[2], in[3], q_r, v_r;
-    drift_op op;
-    for (int i = 0; i < 3; i++)
-        if ((rc = autocast_operand(c, in_[i], &in[i]))) return rc;
-    q_r = in[0], v_r = in[2];
-    for (int i = 0; i < (mode == SDPA_MATH32 ? 3 : 2); i++)
-        if ((rc = al_emit_cast(c, in[i], DRIFT_RULE_CAST_TO, DRIFT_F32, -1, &in[i]))) return rc;
-    if (mode == SDPA_MATH32) {
-        memset(&op, 0, sizeof op);
-        op.sub = DRIFT_SCALAR_MUL;
-        op.scalar = sqrt(scale);
-        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[0], DRIFT_RULE_PROMOTE, &in[0])) ||
-            (rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[1], DRIFT_RULE_PROMOTE, &in[1])))
-            return rc;
-    }
-    memset(&op, 0, sizeof op);
-    op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
-    if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
-    in2[0] = in[0], in2[1] = kt;
-    memset(&op, 0, sizeof op);
-    op.alpha = op.beta = 1.0f;
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
-    if (mode != SDPA_MATH32) {
-        memset(&op, 0, sizeof op);
-        op.sub = DRIFT_SCALAR_MUL;
-        op.scalar = scale;
-        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &sc, DRIFT_RULE_PROMOTE, &sc))) return rc;
-    }
-    in2[0] = sc, in2[1] = bias;
-    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
-    memset(&op, 0, sizeof op);
-    op.dim = -1;
-    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
-    memset(&op, 0, sizeof op);
-    op.alpha = op.beta = 1.0f;
-    if (mode != SDPA_MATH32) {
-        if ((rc = al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, v_r, &p))) return rc;
-        in2[0] = p, in2[1] = v_r;
-        return al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_AUTOCAST_LOWER, out);
-    }
-    in2[0] = p, in2[1] = in[2];
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &p))) return rc;
-    return al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, q_r, out);
-}
-
-/* SDPA with a mask that varies over the queries: the mask broadcast to [B, H, Lq, Lk]
- * (a bool one as 0 / -inf) is the bias. */
-static int sdpa_full_mask(lctx *c, const drift_json_value *mask, const int *in, double scale, int mode, int *out) {
-    int jm, rc, m;
+/* attn_mask as ATTENTION's additive bias [Bb, Hb, Lqb, Lk] (kernels/backend.h): the mask
+ * broadcast to [B, H, Lq, Lk] (H: the query heads), each of B, H, Lq kept at 1 where the
+ * mask has size 1 or stride 0 there (an expand: Lumina's key mask expanded over the
+ * queries stays [B, 1, 1, Lk]). A bool mask is 0 / -inf in fp32, as torch converts it; a
+ * float mask is first rounded as autocast rounds SDPA's operands (fp32 -> bf16 under bf16
+ * autocast: the mask is a floating argument of a lower-precision op), then widened to
+ * fp32 exactly by ATTENTION's dtype rule. */
+static int sdpa_mask_bias(lctx *c, const drift_json_value *mask, const int64_t *want, int *out) {
+    int jm, rc;
     if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
-    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
-    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
     const aten_view *mv = &c->fx[jm].t;
-    aten_view ex; /* the mask broadcast to [B, H, Lq, Lk] */
+    if (mv->nd > 4) return FAIL(c, "attn_mask of %d dims does not broadcast to [B, H, Lq, Lk]", mv->nd);
+    aten_view ex;
     memset(&ex, 0, sizeof ex);
     ex.root = mv->root, ex.off = mv->off, ex.nd = 4;
-    const int64_t want[4] = {B, H, Lq, Lk};
     for (int i = 0; i < 4; i++) {
-        int kk = i - (4 - mv->nd);
-        int64_t sz = kk >= 0 ? mv->size[kk] : 1;
-        if (sz != 1 && sz != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
-        ex.size[i] = want[i];
-        ex.stride[i] = sz == 1 ? 0 : mv->stride[kk];
+        const int kk = i - (4 - mv->nd);
+        const int64_t sz = kk >= 0 ? mv->size[kk] : 1, st = kk >= 0 ? mv->stride[kk] : 0;
+        if (sz != 1 && sz != want[i])
+            return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk] = [%lld, %lld, %lld, %lld]",
+                        (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3]);
+        const int bcast = sz == 1 || st == 0;
+        ex.size[i] = bcast && i < 3 ? 1 : want[i];
+        ex.stride[i] = bcast ? 0 : st;
     }
-    if ((rc = al_mat_view(c, &ex, &m))) return rc;
+    if ((rc = al_mat_view(c, &ex, out))) return rc;
     const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
-    if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, m, &m))) return rc;
-    return sdpa_biased(c, in, scale, m, mode, out);
+    if (mdt && !strcmp(mdt, "bool")) return mask_bias(c, *out, out);
+    if (mdt && (!strcmp(mdt, "int64") || !strcmp(mdt, "int32") || !strcmp(mdt, "uint8")))
+        return FAIL(c, "attn_mask of dtype %s: SDPA takes a bool or floating mask", mdt);
+    return autocast_operand(c, *out, out);
 }
 
 /* is_causal: torch's mask ones(Lq, Lk).tril(0) (top-left aligned: query i sees keys
- * j <= i) as a bias [Lq, Lk]: 0 where j <= i, -inf elsewhere. */
-static int sdpa_causal(lctx *c, const int *in, double scale, int *out) {
-    const int64_t Lq = drift_graph_value(c->out, in[0])->shape[2], Lk = drift_graph_value(c->out, in[1])->shape[2];
+ * j <= i) as a bias [1, 1, Lq, Lk]: 0 where j <= i, -inf elsewhere. */
+static int sdpa_causal_bias(lctx *c, int64_t Lq, int64_t Lk, int *out) {
     int rc, qi, ki, m;
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
@@ -1734,7 +1679,7 @@ static int sdpa_causal(lctx *c, const int *in, double scale, int *out) {
     s.rule = DRIFT_RULE_FIXED;
     s.rule_dtype = DRIFT_BOOL;
     if ((rc = al_add_node(c, &s, &m)) || (rc = mask_bias(c, m, &m))) return rc;
-    return sdpa_biased(c, in, scale, m, SDPA_FUSED, out);
+    return al_emit_view_to(c, m, 4, (int64_t[]){1, 1, Lq, Lk}, out);
 }
 
 /* enable_gqa: key/value [B, Hkv, L, D] with Hkv dividing the query's H heads are
@@ -1752,55 +1697,51 @@ static int gqa_repeat(lctx *c, int64_t H, int *x) {
     return al_emit_view_to(c, *x, 4, (int64_t[]){B, H, L, D}, x);
 }
 
-static int masked_qk(lctx *c, const drift_json_value *mask, int *in) {
-    int jm, rc;
-    if ((rc = al_tensor_arg(c, mask, "attn_mask", &jm))) return rc;
-    const aten_view *m = &c->fx[jm].t;
-    const drift_value *q = drift_graph_value(c->out, in[0]), *k = drift_graph_value(c->out, in[1]);
-    const int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
-    if (m->nd > 4) return FAIL(c, "attn_mask of %d dims", m->nd);
-    int64_t ms[4], mt[4];
-    for (int i = 0; i < 4; i++) {
-        int kk = i - (4 - m->nd);
-        ms[i] = kk >= 0 ? m->size[kk] : 1;
-        mt[i] = kk >= 0 ? m->stride[kk] : 0;
-    }
-    const int64_t want[4] = {B, H, Lq, Lk};
-    for (int i = 0; i < 4; i++)
-        if (ms[i] != 1 && ms[i] != want[i]) return FAIL(c, "attn_mask does not broadcast to [B, H, Lq, Lk]");
-    if (ms[2] != 1 && mt[2] != 0) return FAIL(c, "attn_mask varies over the queries: only key masks are supported");
-    aten_view kv; /* [B, H, Lk, 1] */
-    memset(&kv, 0, sizeof kv);
-    kv.root = m->root, kv.off = m->off, kv.nd = 4;
-    kv.size[0] = B, kv.stride[0] = ms[0] == 1 ? 0 : mt[0];
-    kv.size[1] = H, kv.stride[1] = ms[1] == 1 ? 0 : mt[1];
-    kv.size[2] = Lk, kv.stride[2] = ms[3] == 1 ? 0 : mt[3];
-    kv.size[3] = 1, kv.stride[3] = 1;
-    int bias;
-    if ((rc = al_mat_view(c, &kv, &bias))) return rc;
-    const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
-    if (mdt && !strcmp(mdt, "bool") && (rc = mask_bias(c, bias, &bias))) return rc;
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_FILL);
-    s.op.scalar = 1.0;
-    s.rule = DRIFT_RULE_FIXED;
-    s.rule_dtype = DRIFT_F32;
-    s.ndim = 4;
-    s.shape[0] = B, s.shape[1] = H, s.shape[2] = Lq, s.shape[3] = 1;
-    int ones;
-    if ((rc = al_add_node(c, &s, &ones))) return rc;
-    drift_op cat;
-    memset(&cat, 0, sizeof cat);
-    cat.dim = 3;
-    int qi[2] = {in[0], ones}, ki[2] = {in[1], bias};
-    if ((rc = al_emit(c, DRIFT_OP_CONCAT, &cat, 2, qi, DRIFT_RULE_PROMOTE, &in[0]))) return rc;
-    return al_emit(c, DRIFT_OP_CONCAT, &cat, 2, ki, DRIFT_RULE_PROMOTE, &in[1]);
+/* torch's math backend as explicit ops: q, k, v as autocast hands them to SDPA, widened to
+ * fp32 (bf16/fp16 reductions off by default since torch 2.5), q and k each scaled by
+ * sqrt(scale), s = q k^T + bias, p = softmax(s), o = p v, all in fp32, cast back once
+ * (tests/gpu/sdpa_backend_probe.py: this form differs from the fused kernels exactly as
+ * torch's math backend does, in all 216 configurations). */
+static int sdpa_math32(lctx *c, const int *in_, double scale, int bias, int *out) {
+    int rc, kt, sc, p, in2[2], in[3], q_r;
+    drift_op op;
+    for (int i = 0; i < 3; i++)
+        if ((rc = autocast_operand(c, in_[i], &in[i]))) return rc;
+    q_r = in[0];
+    for (int i = 0; i < 3; i++)
+        if ((rc = al_emit_cast(c, in[i], DRIFT_RULE_CAST_TO, DRIFT_F32, -1, &in[i]))) return rc;
+    memset(&op, 0, sizeof op);
+    op.sub = DRIFT_SCALAR_MUL;
+    op.scalar = sqrt(scale);
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[0], DRIFT_RULE_PROMOTE, &in[0])) ||
+        (rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &in[1], DRIFT_RULE_PROMOTE, &in[1])))
+        return rc;
+    memset(&op, 0, sizeof op);
+    op.perm[0] = 0, op.perm[1] = 1, op.perm[2] = 3, op.perm[3] = 2;
+    if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &in[1], DRIFT_RULE_LIKE_INPUT0, &kt))) return rc;
+    in2[0] = in[0], in2[1] = kt;
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    in2[0] = sc, in2[1] = bias;
+    if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in2, DRIFT_RULE_PROMOTE, &sc))) return rc;
+    memset(&op, 0, sizeof op);
+    op.dim = -1;
+    if ((rc = al_emit(c, DRIFT_OP_SOFTMAX, &op, 1, &sc, DRIFT_RULE_AUTOCAST_FP32, &p))) return rc;
+    memset(&op, 0, sizeof op);
+    op.alpha = op.beta = 1.0f;
+    in2[0] = p, in2[1] = in[2];
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in2, DRIFT_RULE_PROMOTE, &p))) return rc;
+    return al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, q_r, out);
 }
 
+/* scaled_dot_product_attention: one ATTENTION in every case (torch 2.11 runs cuDNN's fused
+ * flash SDPA for all of them on an H200, tests/gpu/sdpa_backend_probe.py); attn_mask or
+ * is_causal as its additive bias (in3), enable_gqa as the kv heads repeated. */
 int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
-    int in[3], rc, id;
+    int in[4], rc, id;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "query"), "query", &in[0])) || (rc = al_mat_arg(c, al_arg(c, 1, "key"), "key", &in[1])) ||
         (rc = al_mat_arg(c, al_arg(c, 2, "value"), "value", &in[2])))
         return rc;
@@ -1817,37 +1758,24 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     const drift_value qv = *drift_graph_value(c->out, in[0]);
     if (qv.ndim != 4) return FAIL(c, "query must be 4-d [B, H, L, D]");
     if (gqa && ((rc = gqa_repeat(c, qv.shape[1], &in[1])) || (rc = gqa_repeat(c, qv.shape[1], &in[2])))) return rc;
+    const drift_value *kv = drift_graph_value(c->out, in[1]);
+    if (kv->ndim != 4) return FAIL(c, "key must be 4-d [B, H, L, D]");
+    const int64_t want[4] = {qv.shape[0], qv.shape[1], qv.shape[2], kv->shape[2]};
     drift_op op;
     memset(&op, 0, sizeof op);
     op.scale = scale > 0 ? (float)scale : (float)(1.0 / sqrt((double)qv.shape[3]));
-    if (causal) {
-        if ((rc = sdpa_causal(c, in, op.scale, &id))) return rc;
-        return al_set_result(c, id);
-    }
+    int n = 3;
+    if (causal && (rc = sdpa_causal_bias(c, want[2], want[3], &in[n++]))) return rc;
+    if (!causal && !al_is_none(mask) && (rc = sdpa_mask_bias(c, mask, want, &in[n++]))) return rc;
     const int64_t dv = drift_graph_value(c->out, in[2])->shape[3];
-    /* no fused kernel takes a mask with GQA, nor a mask with a head dim that is no multiple of 8
-     * (memory-efficient and cuDNN attention need 16-byte aligned rows of 16-bit values; flash
-     * takes no mask): torch's math backend (HunyuanVideo's token refiner, head dim 10) */
-    if (!al_is_none(mask) && (gqa || qv.shape[3] % 8 || dv % 8)) {
-        if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_MATH32, &id))) return rc;
+    /* a mask (or is_causal) with a head dim that is no multiple of 8: no fused kernel takes it
+     * (cuDNN and memory-efficient attention need 16-byte rows of 16-bit values; flash takes no
+     * mask): torch's math backend (HunyuanVideo's token refiner, head dim 10; Mochi, head dim 2) */
+    if (n == 4 && (qv.shape[3] % 8 || dv % 8)) {
+        if ((rc = sdpa_math32(c, in, op.scale, in[3], &id))) return rc;
         return al_set_result(c, id);
     }
-    if (!al_is_none(mask)) {
-        int jm = al_ref_of(c, mask);
-        if (jm >= 0 && c->fx[jm].kind == FX_TENSOR) {
-            const aten_view *mv = &c->fx[jm].t;
-            int lq_dim = mv->nd - 2; /* [..., Lq, Lk] */
-            /* varies over the queries; an expand over them (stride 0: Lumina's key mask
-             * expanded to [B, H, Lq, Lk]) is a key mask, which torch's fused kernels take
-             * with the scores kept in fp32 */
-            if (mv->nd >= 2 && mv->size[lq_dim] != 1 && mv->stride[lq_dim] != 0) {
-                if ((rc = sdpa_full_mask(c, mask, in, op.scale, SDPA_FUSED, &id))) return rc;
-                return al_set_result(c, id);
-            }
-        }
-        if ((rc = masked_qk(c, mask, in))) return rc;
-    }
-    if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, 3, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return al_set_result(c, id);
 }
 

@@ -187,7 +187,7 @@ static const aten_op_row k_rows[] = {
     {"native_group_norm", al_lower_native_group_norm, RCH, "GROUP_NORM (the mean and rstd outputs unused)"},
     {"linalg_qr", al_lower_linalg_qr, RCH, "Householder QR (LAPACK geqrf/orgqr signs) unrolled over the columns: elementwise ops, WHERE, column sums (2-d; reduced or complete)"},
     {"diag_embed", al_lower_diag_embed, RCC, "FILL + SCATTER onto the diagonal (last two dims)"},
-    {"scaled_dot_product_attention", al_lower_sdpa, RCC, "ATTENTION; enable_gqa: kv heads repeated (STRIDED); is_causal or a query-varying mask: BMM + bias + SOFTMAX + BMM (cuda: softmax on the host)"},
+    {"scaled_dot_product_attention", al_lower_sdpa, RCC, "ATTENTION; attn_mask / is_causal: its fp32 additive bias (in3); enable_gqa: kv heads repeated (STRIDED)"},
     {"conv1d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel); else im2col STRIDED + BMM (any stride, padding, dilation, groups)"},
     {"conv2d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel); else im2col STRIDED + BMM (any stride, padding, dilation, groups)"},
     {"conv3d", al_lower_conv, RCC, "PATCHIFY + LINEAR (stride == kernel)"},

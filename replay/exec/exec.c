@@ -314,7 +314,7 @@ static int64_t narrow_offset(const drift_op *op, const drift_tensor *x) {
 }
 
 static int run_node(ectx *c, int id, const drift_value *v, ebuf **out) {
-    const drift_tensor *ins[3] = {NULL, NULL, NULL};
+    const drift_tensor *ins[DRIFT_OP_MAX_IN] = {NULL};
     for (int k = 0; k < v->op.n_in; k++) {
         ebuf *b = c->slot[v->in[k]];
         if (!b || !b->live)

@@ -143,7 +143,7 @@ static int param_forward_dtype(const actx *c, const drift_compiled_plan *cp, con
  * input must be cast to (INVALID = keep), with the origin of those casts. */
 typedef struct resolved {
     drift_dtype out, compute;
-    drift_dtype target[3];
+    drift_dtype target[DRIFT_OP_MAX_IN];
     drift_node_origin cast_origin;
 } resolved;
 
@@ -186,7 +186,8 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
     /* promotion over the floating operands; integer and bool operands are read as they are
      * (torch promotes them to the float type: the kernels convert exactly) */
     drift_dtype p = DRIFT_DTYPE_INVALID;
-    for (int i = 0; i < n; i++)
+    const int np = v->op.kind == DRIFT_OP_ATTENTION && n > 3 ? 3 : n; /* ATTENTION's bias does not promote */
+    for (int i = 0; i < np; i++)
         if (!drift_dtype_is_int(in_dt[i])) p = drift_assign_promote(p, in_dt[i]);
     drift_dtype opmath = p == DRIFT_F64 ? DRIFT_F64 : DRIFT_F32;
     switch (v->rule) {
@@ -195,7 +196,7 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
          * an op whose floating operands are all fp64 runs in fp64 under autocast too */
         if (c->autocast && p == DRIFT_F64) {
             int all64 = 1;
-            for (int i = 0; i < n; i++) all64 &= drift_dtype_is_int(in_dt[i]) || in_dt[i] == DRIFT_F64;
+            for (int i = 0; i < np; i++) all64 &= drift_dtype_is_int(in_dt[i]) || in_dt[i] == DRIFT_F64;
             if (all64) {
                 r->out = r->compute = DRIFT_F64;
                 for (int i = 0; i < n; i++) r->target[i] = DRIFT_F64;
@@ -269,6 +270,8 @@ static int resolve(actx *c, int sem_id, const drift_value *v, const drift_dtype 
         return drift_err_set(c->err, DRIFT_E_INPUT, "assign", "value %d (%s): no dtype rule to resolve", sem_id,
                              drift_graph_op_name(v->op.kind));
     }
+    /* ATTENTION's additive bias is fp32 whatever the operands' dtype (fp64 beside fp64 operands) */
+    if (v->op.kind == DRIFT_OP_ATTENTION && n > 3) r->target[3] = r->compute == DRIFT_F64 ? DRIFT_F64 : DRIFT_F32;
     /* integer operands are read exactly by the kernels, except by a concat (one dtype) */
     for (int i = 0; i < n; i++)
         if (drift_dtype_is_int(in_dt[i]) && v->op.kind != DRIFT_OP_CONCAT) r->target[i] = DRIFT_DTYPE_INVALID;
@@ -314,8 +317,8 @@ static int add_leaf(actx *c, int sem_id, const drift_value *v, const drift_compi
 
 static int add_node(actx *c, int sem_id, const drift_value *v) {
     int rc;
-    drift_dtype in_dt[3] = {0};
-    int ins[3] = {-1, -1, -1};
+    drift_dtype in_dt[DRIFT_OP_MAX_IN] = {0};
+    int ins[DRIFT_OP_MAX_IN] = {-1, -1, -1, -1};
     for (int i = 0; i < v->op.n_in; i++) {
         ins[i] = c->map[v->in[i]];
         in_dt[i] = dtype_of(c, ins[i]);

@@ -167,7 +167,7 @@ int drift_graph_input_parse(const char *s) {
 void drift_node_spec_init(drift_node_spec *s, drift_op_kind kind) {
     memset(s, 0, sizeof *s);
     s->op.kind = kind;
-    s->in[0] = s->in[1] = s->in[2] = -1;
+    for (int i = 0; i < DRIFT_OP_MAX_IN; i++) s->in[i] = -1;
     s->rule_ref = -1;
     s->sem_id = -1;
 }
@@ -341,7 +341,8 @@ static int n_in_ok(drift_op_kind k, int n) {
     case DRIFT_OP_ADD: case DRIFT_OP_SUB: case DRIFT_OP_MUL: case DRIFT_OP_CONCAT: return n == 2;
     case DRIFT_OP_LAYER_NORM: return n >= 1 && n <= 3;
     case DRIFT_OP_RMS_NORM: return n == 1 || n == 2;
-    case DRIFT_OP_ROPE: case DRIFT_OP_ATTENTION: return n == 3;
+    case DRIFT_OP_ROPE: return n == 3;
+    case DRIFT_OP_ATTENTION: return n == 3 || n == 4; /* in3: the optional fp32 additive bias */
     case DRIFT_OP_DIV: case DRIFT_OP_SCATTER: case DRIFT_OP_BINARY: case DRIFT_OP_TAKE: return n == 2;
     case DRIFT_OP_FILL: return n == 0 || n == 1;
     case DRIFT_OP_WHERE: case DRIFT_OP_PUT: return n == 3;
@@ -424,7 +425,7 @@ int drift_graph_add_leaf(drift_graph *g, drift_value_kind kind, const char *name
     for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
     v->numel = numel;
     v->dtype = dtype;
-    v->in[0] = v->in[1] = v->in[2] = -1;
+    for (int i = 0; i < DRIFT_OP_MAX_IN; i++) v->in[i] = -1;
     v->rule_ref = -1;
     v->sem_id = -1;
     g->n++;
@@ -445,8 +446,8 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     if ((int)op.kind < 0 || op.kind >= DRIFT_OP_COUNT)
         return drift_err_set(err, DRIFT_E_INPUT, "graph", "value %d: unknown op kind %d", me, (int)op.kind);
     if (!n_in_ok(op.kind, op.n_in)) return fail_node(me, &op, err, "wrong number of inputs (%d)", op.n_in);
-    drift_tensor fake[3];
-    const drift_tensor *ins[3] = {NULL, NULL, NULL};
+    drift_tensor fake[DRIFT_OP_MAX_IN];
+    const drift_tensor *ins[DRIFT_OP_MAX_IN] = {NULL};
     for (int i = 0; i < op.n_in; i++) {
         int src = s->in[i];
         if (src < 0 || src >= me)
@@ -459,7 +460,7 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
         fake[i].numel = sv->numel;
         ins[i] = &fake[i];
     }
-    for (int i = op.n_in; i < 3; i++)
+    for (int i = op.n_in; i < DRIFT_OP_MAX_IN; i++)
         if (s->in[i] != -1) return fail_node(me, &op, err, "input slot %d set beyond n_in = %d", i, op.n_in);
     if (op.kind == DRIFT_OP_PERMUTE)
         for (int i = fake[0].ndim; i < DRIFT_MAX_DIMS; i++) op.perm[i] = 0; /* canonical: unused entries zero */
@@ -524,7 +525,7 @@ int drift_graph_add_node(drift_graph *g, const drift_node_spec *s, int *id, drif
     v->numel = numel;
     v->op = op;
     v->dtype = op.out;
-    for (int i = 0; i < 3; i++) v->in[i] = i < op.n_in ? s->in[i] : -1;
+    for (int i = 0; i < DRIFT_OP_MAX_IN; i++) v->in[i] = i < op.n_in ? s->in[i] : -1;
     v->rule = s->rule;
     v->rule_dtype = (s->rule == DRIFT_RULE_CAST_TO || s->rule == DRIFT_RULE_FIXED) ? s->rule_dtype : DRIFT_DTYPE_INVALID;
     v->rule_ref = (s->rule == DRIFT_RULE_TYPE_AS || s->rule == DRIFT_RULE_HALF_AS || s->rule == DRIFT_RULE_INPUT_POLICY)

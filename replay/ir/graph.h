@@ -86,7 +86,7 @@ typedef struct drift_value {
                               assignment decides); nodes: op.out (INVALID in a semantic graph) */
     /* NODE only */
     drift_op op;           /* kind and attributes; compute/out explicit in assigned graphs */
-    int in[3];             /* op.n_in input ids, each < this value's id */
+    int in[DRIFT_OP_MAX_IN]; /* op.n_in input ids, each < this value's id */
     drift_dtype_rule rule;
     drift_dtype rule_dtype; /* CAST_TO, FIXED */
     int rule_ref;          /* TYPE_AS: a value id < this id; INPUT_POLICY: DRIFT_INPUT_* */
@@ -97,7 +97,7 @@ typedef struct drift_value {
 /* Description of a node to add. Unused fields zero (use drift_node_spec_init). */
 typedef struct drift_node_spec {
     drift_op op;           /* kind, n_in, attributes; compute/out only for assigned graphs */
-    int in[3];
+    int in[DRIFT_OP_MAX_IN];
     drift_dtype_rule rule;
     drift_dtype rule_dtype;
     int rule_ref;

@@ -446,10 +446,10 @@ static int parse_value(jctx *c, drift_graph *g, const drift_json_value *o, size_
     s.site = site;
     s.ndim = (int)ndim;
     memcpy(s.shape, shape, sizeof(int64_t) * ndim);
-    int64_t ins[3];
+    int64_t ins[DRIFT_OP_MAX_IN];
     size_t n_in = 0;
     if (!(v = need(c, o, "in", &rc))) return rc;
-    if ((rc = get_int_array(c, "in", v, 0, 3, 0, (int64_t)idx - 1 < 0 ? 0 : (int64_t)idx - 1, ins, &n_in))) return rc;
+    if ((rc = get_int_array(c, "in", v, 0, DRIFT_OP_MAX_IN, 0, (int64_t)idx - 1 < 0 ? 0 : (int64_t)idx - 1, ins, &n_in))) return rc;
     if (idx == 0) return jfail(c, v, "'in': the first value cannot be a node");
     s.op.n_in = (int)n_in;
     for (size_t i = 0; i < n_in; i++) s.in[i] = (int)ins[i];

@@ -233,6 +233,44 @@ def torch_gen(outdir):
             return [q, k, v], (lambda: F.scaled_dot_product_attention(q, k, v)), ""
         CASES.append((nm, "sdpa", f))
 
+    # SDPA with a mask, is_causal, enable_gqa (torch 2.11 runs cuDNN's fused flash SDPA for
+    # every one of them on an H200: tests/gpu/sdpa_backend_probe.py). drift gets what its
+    # importer makes of them: ATTENTION with the fp32 additive bias [Bb, Hb, Lqb, Lk] as the
+    # 4th input (a bool mask as 0 / -inf, an additive bf16 mask widened, is_causal as tril
+    # top-left), GQA's kv heads repeated (repeat_interleave over the heads).
+    def sdpa_mask_case(kind, D, L):
+        B, H = 2, 4
+        Hk = 2 if kind.startswith("gqa") else H
+        q, k, v = rb(B, H, L, D), rb(B, Hk, L, D), rb(B, Hk, L, D)
+        mask, causal, ninf = None, False, float("-inf")
+        if kind.endswith("boolkey"):
+            mask = torch.rand(B, 1, 1, L, device=dev) > 0.3
+            mask[..., 0] = True
+            bias = torch.zeros(B, 1, 1, L, device=dev).masked_fill(~mask, ninf)
+        elif kind == "addkey":  # diffusers' additive key mask: 0 kept, a large negative dropped, in bf16
+            mask = (torch.randn(B, 1, 1, L, device=dev) * 0.5).to(bf16)
+            mask[..., L // 2:] = torch.finfo(bf16).min
+            bias = mask.float()
+        elif kind.endswith("boolfull"):
+            mask = torch.rand(B, 1, L, L, device=dev) > 0.3
+            mask[..., 0] = True
+            bias = torch.zeros(B, 1, L, L, device=dev).masked_fill(~mask, ninf)
+        else:  # causal
+            causal = True
+            tril = torch.ones(L, L, dtype=torch.bool, device=dev).tril()
+            bias = torch.zeros(L, L, device=dev).masked_fill(~tril, ninf).view(1, 1, L, L)
+        gqa = Hk != H
+        kr = k.repeat_interleave(H // Hk, dim=1) if gqa else k
+        vr = v.repeat_interleave(H // Hk, dim=1) if gqa else v
+        fn = (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa))
+        return [q, kr, vr, bias.contiguous()], fn, ""
+
+    for D, L in ((64, 256), (8, 16)):
+        for kind in ("boolkey", "addkey", "boolfull", "causal", "gqa_boolkey", "gqa_boolfull", "gqa_causal"):
+            def f(kind=kind, D=D, L=L):
+                return sdpa_mask_case(kind, D, L)
+            CASES.append(("sdpa_mask_%s_B2_H4_L%d_D%d" % (kind, L, D), "sdpa", f))
+
     # Conv3d patch embedding 16 -> 1536, patch (1, 2, 2), 5x32x32 latents -> 1280 tokens;
     # batch 2 as in the Wan 1.3B FSDP2 recording (its first divergent site)
     for B in (1, 2):

@@ -15,7 +15,8 @@
  *   end
  * OP: linear (x, w[, b]), layer_norm (x[, w, b]), rms_norm (x[, w]),
  * gelu_tanh, silu (x), modulation (x, scale, shift: fp32(x) * (1 + scale) +
- * shift), sdpa (q, k, v [B, H, L, D], bf16 compute), conv_patch (latents
+ * shift), sdpa (q, k, v [B, H, L, D], bf16 compute[, ATTENTION's fp32 bias
+ * [Bb, Hb, Lqb, Lk]: SDPA's mask / is_causal]), conv_patch (latents
  * [B, C, F, H, W], w [N, C*pf*ph*pw] in Conv3d order, b [N]: the weight
  * PERMUTEd to [N, pf, ph, pw, C], PATCHIFY layout 1 (channels-last), LINEAR,
  * ADD b: the replay graph's lowering of the conv),
@@ -35,7 +36,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 
-#define MAX_IN 3
+#define MAX_IN 4
 #define MAX_LINE 4096
 
 typedef struct hcase {
@@ -161,7 +162,7 @@ static drift_op mkop(drift_op_kind k, drift_dtype compute, drift_dtype out, int 
 
 /* Runs case hc on r->be: inputs uploaded, output downloaded into *outv. */
 static int run_case(runner *r, const hcase *hc, float **outv) {
-    drift_tensor *in[MAX_IN] = {NULL, NULL, NULL};
+    drift_tensor *in[MAX_IN] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < hc->n_in; i++) {
         in[i] = new_tensor(r, hc->in_dt[i], hc->in_nd[i], hc->in_shape[i]);
         if (!in[i]) return -1;
@@ -200,9 +201,10 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         if (!rc) rc = run1(r, &aff, in[1], NULL, NULL, s1);
         if (!rc) rc = run1(r, &mul, x32, s1, NULL, m);
         if (!rc) rc = run1(r, &add, m, in[2], NULL, out);
-    } else if (!strcmp(o, "sdpa") && hc->n_in == 3) {
-        drift_op op = mkop(DRIFT_OP_ATTENTION, hc->in_dt[0], hc->out_dt, 3);
-        rc = run1(r, &op, in[0], in[1], in[2], out);
+    } else if (!strcmp(o, "sdpa") && (hc->n_in == 3 || hc->n_in == 4)) {
+        drift_op op = mkop(DRIFT_OP_ATTENTION, hc->in_dt[0], hc->out_dt, hc->n_in);
+        const drift_tensor *ins[4] = {in[0], in[1], in[2], in[3]};
+        rc = drift_backend_run(r->be, &op, ins, out, r->err);
     } else if (!strcmp(o, "conv_patch") && hc->n_in == 3 && in[0]->ndim == 5) {
         const int64_t *s = in[0]->shape;
         int64_t L = (s[2] / hc->patch[0]) * (s[3] / hc->patch[1]) * (s[4] / hc->patch[2]);

@@ -489,6 +489,48 @@ static void test_sides_and_oracle(void **state) {
     tg_free(t);
 }
 
+/* ATTENTION's additive bias (in3) is fp32 whatever autocast does to q, k, v, and does not
+ * promote them (an fp32 mask beside bf16 operands: a bf16 SDPA); fp64 in the oracle. */
+static void test_attention_bias_stays_fp32(void **state) {
+    (void)state;
+    tg *t = tg_new();
+    const int64_t qs[4] = {1, 2, 3, 4}, bs[4] = {1, 1, 1, 3};
+    int x = -1, bias = -1;
+    OK(drift_graph_add_leaf(t->g, DRIFT_VAL_INPUT, "cond", DRIFT_DTYPE_INVALID, 4, qs, &x, &t->err), &t->err);
+    OK(drift_graph_add_leaf(t->g, DRIFT_VAL_BUFFER, "mask", DRIFT_F32, 4, bs, &bias, &t->err), &t->err);
+    drift_node_spec sp;
+    drift_node_spec_init(&sp, DRIFT_OP_ATTENTION);
+    sp.op.n_in = 4;
+    sp.op.scale = 0.5f;
+    sp.in[0] = sp.in[1] = sp.in[2] = x;
+    sp.in[3] = bias;
+    sp.rule = DRIFT_RULE_AUTOCAST_LOWER;
+    int y = -1;
+    OK(drift_graph_add_node(t->g, &sp, &y, &t->err), &t->err);
+    drift_plan p;
+    plan_make(&p, "bf16", NULL);
+    drift_graph *a = assign_with(t->g, &p, DRIFT_SIDE_TRAINER, NULL);
+    assert_int_equal(A(a, t->g, y)->op.compute, DRIFT_BF16);
+    for (int k = 0; k < 3; k++) assert_int_equal(in_dtype(a, t->g, y, k), DRIFT_BF16);
+    assert_int_equal(in_dtype(a, t->g, y, 3), DRIFT_F32);
+    drift_graph_free(a);
+    drift_plan_free(&p);
+    /* fp32 forward, bf16 operands handed over: a bf16 SDPA, the fp32 bias promotes nothing */
+    drift_dtype handed[3] = {DRIFT_F32, DRIFT_BF16, DRIFT_F32};
+    plan_make(&p, "fp32", NULL);
+    a = assign_with(t->g, &p, DRIFT_SIDE_TRAINER, handed);
+    assert_int_equal(A(a, t->g, y)->op.compute, DRIFT_BF16);
+    assert_int_equal(in_dtype(a, t->g, y, 0), DRIFT_BF16);
+    assert_int_equal(in_dtype(a, t->g, y, 3), DRIFT_F32);
+    drift_graph_free(a);
+    a = assign_with(t->g, &p, DRIFT_SIDE_ORACLE, NULL);
+    assert_int_equal(A(a, t->g, y)->op.compute, DRIFT_F64);
+    assert_int_equal(in_dtype(a, t->g, y, 3), DRIFT_F64);
+    drift_graph_free(a);
+    drift_plan_free(&p);
+    tg_free(t);
+}
+
 static void test_errors(void **state) {
     (void)state;
     tg *t = tg_new();
@@ -709,6 +751,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_param_cast),
         cmocka_unit_test(test_rule_autocast_lower),
+        cmocka_unit_test(test_attention_bias_stays_fp32),
         cmocka_unit_test(test_fp32_linear_override_is_noop),
         cmocka_unit_test(test_rule_autocast_fp32),
         cmocka_unit_test(test_rule_promote),

@@ -323,6 +323,35 @@ static void test_json_patchify_layout(void **state) {
     free(bad);
 }
 
+/* ATTENTION with its additive bias (4 inputs) survives the JSON round trip; a bias that does
+ * not broadcast, or a 5th input, is refused naming it. */
+static void test_json_attention_bias(void **state) {
+    (void)state;
+    static const char *const doc =
+        "{\"format\": \"drift-graph\", \"version\": 1, \"assigned\": false, \"model\": \"test\", \"output\": 2,\n"
+        " \"values\": [\n"
+        "  {\"id\": 0, \"kind\": \"input\", \"name\": \"latents\", \"shape\": [2, 3, 5, 8]},\n"
+        "  {\"id\": 1, \"kind\": \"buffer\", \"name\": \"mask\", \"shape\": [2, 1, 1, 5], \"dtype\": \"fp32\"},\n"
+        "  {\"id\": 2, \"kind\": \"node\", \"op\": \"attention\", \"in\": [0, 0, 0, 1], \"shape\": [2, 3, 5, 8], "
+        "\"rule\": \"autocast_lower\", \"attrs\": {\"scale\": 0.25}}\n"
+        " ]}";
+    drift_err err;
+    drift_err_clear(&err);
+    drift_graph *g = NULL;
+    OK(drift_graph_from_json(doc, strlen(doc), "attn.json", &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, 2)->op.n_in, 4);
+    assert_int_equal(drift_graph_value(g, 2)->in[3], 1);
+    roundtrip(g, 0);
+    drift_graph_free(g);
+    char *bad = replace(doc, "\"shape\": [2, 1, 1, 5]", "\"shape\": [2, 2, 1, 5]");
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "attn.json", &g, &err), DRIFT_E_INPUT);
+    assert_non_null(strstr(err.msg, "bias [2, 2, 1, 5]"));
+    free(bad);
+    bad = replace(doc, "[0, 0, 0, 1]", "[0, 0, 0, 1, 1]");
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "attn.json", &g, &err), DRIFT_E_INPUT);
+    free(bad);
+}
+
 typedef struct hostile {
     const char *from, *to; /* replacement in base_doc; from NULL: to is the whole document */
     const char *expect;    /* substring of the error message */
@@ -349,7 +378,7 @@ static void test_json_hostile(void **state) {
         {"\"in\": [3]", "\"in\": [-1]", "'in'"},
         {"\"in\": [3]", "\"in\": []", "value 4 (layer_norm): wrong number of inputs (0)"}, /* 0 entries parse (FILL) */
         {"\"in\": [5]", "\"in\": [5, 5]", "wrong number of inputs"},
-        {"\"in\": [3]", "\"in\": [3, 3, 3, 3]", "'in': expected 0..3 entries, got 4"},
+        {"\"in\": [3]", "\"in\": [3, 3, 3, 3, 3]", "'in': expected 0..4 entries, got 5"},
         {"\"ref\": 0", "\"ref\": 5", "'ref'"},
         {"\"op\": \"linear\"", "\"op\": \"conv7d\"", "unknown op \"conv7d\""},
         {"\"rule\": \"autocast_lower\"", "\"rule\": \"autocast_maybe\"", "unknown dtype rule"},
@@ -532,6 +561,7 @@ int main(void) {
         cmocka_unit_test(test_wan_sites),
         cmocka_unit_test(test_wan_rules),
         cmocka_unit_test(test_json_roundtrip),
+        cmocka_unit_test(test_json_attention_bias),
         cmocka_unit_test(test_json_base_valid),
         cmocka_unit_test(test_json_patchify_layout),
         cmocka_unit_test(test_json_hostile),

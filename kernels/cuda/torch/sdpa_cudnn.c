@@ -10,12 +10,23 @@
  * attention scale as a by-value fp32 scalar and, in training mode, the
  * softmax statistics [B, H, Sq, 1] fp32. cuDNN picks its fastest engine.
  *
- * composite (older cuDNN, or sdpa_graph=composite): the graph torch's
+ * composite (older cuDNN, sdpa_graph=composite, or an additive bias: the
+ * unified operation has no bias attribute): the graph torch's
  * aten/src/ATen/native/cudnn/MHA.cpp asked older cudnn-frontends for:
  *
  *   S  = Q K^T              matmul, fp32 (K^T: K's descriptor with the last
  *                           two dims and strides swapped)
  *   S  = S * attn_scale     pointwise MUL with a by-value fp32 scalar
+ *   S  = S + bias           pointwise ADD, with ATTENTION's bias only (SDPA's
+ *                           attn_mask / is_causal): an fp32 tensor, broadcast
+ *                           dims at stride 0; first as torch describes its
+ *                           attn_bias (dims [B, Hb, Sq, Sk], Hb = 1 or H: torch
+ *                           expands the mask over B and Sq), then, if cuDNN
+ *                           declines that, [B, H, Sq, Sk] with stride 0 on
+ *                           every broadcast dim, then [B, Hb, Sq, Sk]
+ *                           materialised contiguous (no stride 0); declined
+ *                           every way: the exact kernels run it, with the
+ *                           reason noted
  *   M  = max_j S            reduction MAX to [B, H, Sq, 1]
  *   E  = exp(S - M)         pointwise SUB, EXP
  *   Z  = sum_j E            reduction ADD
@@ -31,7 +42,7 @@
  * transpose), heuristics mode A, the first engine config that finalizes
  * (frontend's HEURISTICS_CHOICE). auto builds unified and falls back to
  * composite when cuDNN declines it. Plans are cached per shape, strides,
- * dtype, scale and graph. */
+ * dtype, scale, graph and the bias's broadcast dims and form. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,6 +74,9 @@ typedef struct sdpa_key {
     int dtype, stats;
     int unified; /* 1: the unified SDPA_FWD operation, 0: the composite graph */
     float scale;
+    int64_t bias[3]; /* Bb, Hb, Lqb of the additive bias; all 0: none */
+    int bias_form;   /* 0: dims [B, Hb, Sq, Sk] (torch's), 1: [B, H, Sq, Sk], stride 0 where broadcast;
+                        2: [B, Hb, Sq, Sk] contiguous (the bias expanded into a scratch copy) */
 } sdpa_key;
 
 typedef struct sdpa_plan {
@@ -125,7 +139,40 @@ static cudnnBackendDescriptor_t op_reduce(dct_cg *b, cudnnReduceTensorOp_t r, cu
     return o;
 }
 
-enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 };
+enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6, UID_BIAS = 7 };
+
+/* The bias's descriptor (k->bias_form) over the contiguous [Bb, Hb, Lqb, Sk] buffer. */
+static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
+    const int64_t Bb = k->bias[0], Hb = k->bias[1], Lqb = k->bias[2];
+    d[0] = k->B, d[1] = k->bias_form == 1 ? k->H : Hb, d[2] = k->Sq, d[3] = k->Sk;
+    if (k->bias_form == 2) { /* the expanded copy */
+        s[3] = 1, s[2] = k->Sk, s[1] = k->Sq * k->Sk, s[0] = Hb * k->Sq * k->Sk;
+        return;
+    }
+    s[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0;
+    s[1] = Hb > 1 || !k->bias_form ? Lqb * k->Sk : 0; /* a dim of size 1 (form 0): its natural stride */
+    s[2] = Lqb > 1 ? k->Sk : 0;
+    s[3] = 1;
+}
+
+/* Form 2's operand: the [Bb, Hb, Lqb, Sk] bias expanded into a contiguous [B, Hb, Sq, Sk] copy. */
+static int bias_expand(dcu_ctx *ctx, const sdpa_key *k, const void *bias, void **out, drift_err *err) {
+    const int64_t Bb = k->bias[0], Hb = k->bias[1], Lqb = k->bias[2];
+    int rc = dcu_check(dcu_malloc(ctx, out, (size_t)(k->B * Hb * k->Sq * k->Sk) * sizeof(float)), err, ctx->name,
+                       "allocating the expanded SDPA bias");
+    if (rc) return rc;
+    dcu_copy c;
+    memset(&c, 0, sizeof c);
+    c.nd = 4;
+    c.shape[0] = k->B, c.shape[1] = Hb, c.shape[2] = k->Sq, c.shape[3] = k->Sk;
+    c.ss[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0, c.ss[1] = Lqb * k->Sk, c.ss[2] = Lqb > 1 ? k->Sk : 0, c.ss[3] = 1;
+    c.ds[0] = Hb * k->Sq * k->Sk, c.ds[1] = k->Sq * k->Sk, c.ds[2] = k->Sk, c.ds[3] = 1;
+    c.src = bias;
+    c.ts = c.td = DRIFT_F32;
+    c.dst = *out;
+    dcu_copy_simplify(&c);
+    return dcu_check(dcu_launch_copy(ctx, &c), err, ctx->name, "expanding the SDPA bias");
+}
 
 #if CUDNN_VERSION >= 91300
 /* The unified graph: one SDPA_FWD operation (cuDNN >= 9.13). */
@@ -179,10 +226,18 @@ static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p
     cudnnBackendDescriptor_t E = dct_cg_tensor(b, 104, f32, 4, sd, ss, 1, 0);
     cudnnBackendDescriptor_t Z = dct_cg_tensor(b, 105, f32, 4, rd, rs, 1, 0);
     cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, f32, 4, sd, ss, 1, 0);
-    cudnnBackendDescriptor_t ops[10];
+    cudnnBackendDescriptor_t ops[12];
     int nops = 0;
     ops[nops++] = op_matmul(b, Q, KT, S1);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_MUL, S1, SC, S2);
+    if (k->bias[0]) { /* S = S + bias */
+        int64_t bd[4], bs[4];
+        bias_desc(k, bd, bs);
+        cudnnBackendDescriptor_t BI = dct_cg_tensor(b, UID_BIAS, f32, 4, bd, bs, 0, 0);
+        cudnnBackendDescriptor_t SB = dct_cg_tensor(b, 108, f32, 4, sd, ss, 1, 0);
+        ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, S2, BI, SB);
+        S2 = SB;
+    }
     ops[nops++] = op_reduce(b, CUDNN_REDUCE_TENSOR_MAX, S2, M);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_SUB, S2, M, S3);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_EXP, S3, NULL, E);
@@ -251,22 +306,39 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     key.dtype = (int)a->dtype;
     key.stats = st->sdpa_stats;
     key.scale = a->scale;
+    if (a->bias)
+        for (int i = 0; i < 3; i++) key.bias[i] = a->bias_dims[i];
     /* graph: 0 auto (unified, composite where cuDNN declines it), 1 unified, 2 composite */
     const int graph = st->sdpa_graph;
+    if (a->bias && graph == 1) {
+        snprintf(why, why_size, "sdpa_graph=unified, but cuDNN's unified SDPA operation takes no bias (attn_mask)");
+        return DRIFT_E_UNSUPPORTED;
+    }
+    /* candidates in order: (unified, bias form); a bias: the composite graph, torch's
+     * descriptor first */
+    int cand[3][2], nc = 0;
+    if (a->bias) {
+        for (int f = 0; f < 3; f++) cand[nc][0] = 0, cand[nc++][1] = f;
+    } else {
+        for (int u = 1; u >= 0; u--)
+            if (!((graph == 1 && !u) || (graph == 2 && u))) cand[nc][0] = u, cand[nc++][1] = 0;
+    }
     sdpa_plan *p = NULL;
-    for (int u = 1; u >= 0 && !p; u--) {
-        if ((graph == 1 && !u) || (graph == 2 && u)) continue;
-        key.unified = u;
+    for (int ci = 0; ci < nc && !p; ci++) {
+        key.unified = cand[ci][0];
+        key.bias_form = cand[ci][1];
         for (int i = 0; i < SDPA_CACHE; i++)
             if (c->plans[i].used && memcmp(&c->plans[i].key, &key, sizeof key) == 0) p = &c->plans[i];
     }
-    char first[256] = "";
-    for (int u = 1; u >= 0 && !p; u--) {
-        if ((graph == 1 && !u) || (graph == 2 && u)) continue;
-        key.unified = u;
+    char first[256] = "", other[256] = ""; /* the first candidate's reason; a middle one's */
+    for (int ci = 0; ci < nc && !p; ci++) {
+        key.unified = cand[ci][0];
+        key.bias_form = cand[ci][1];
+        const int last = ci == nc - 1;
         p = &c->plans[c->next];
         dct_cg_release(&p->g);
-        if (plan_build(h, &key, p, u ? first : why, u ? sizeof first : why_size)) {
+        char *dst = last ? why : ci == 0 ? first : other;
+        if (plan_build(h, &key, p, dst, last ? why_size : sizeof first)) {
             dct_cg_release(&p->g);
             memset(p, 0, sizeof *p);
             p = NULL;
@@ -275,8 +347,7 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
         c->next = (c->next + 1) % SDPA_CACHE;
     }
     if (!p) {
-        if (graph == 1) snprintf(why, why_size, "%s", first);
-        else if (graph == 0) {
+        if (nc > 1) { /* the first candidate's reason, then the last's (in why) */
             char both[256];
             snprintf(both, sizeof both, "%.120s; %.120s", first, why);
             snprintf(why, why_size, "%s", both);
@@ -288,20 +359,31 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     if (!rc && key.stats)
         rc = dcu_check(dcu_malloc(ctx, &stats, (size_t)(a->B * a->H * a->Sq) * sizeof(float)), err, ctx->name,
                        "allocating the SDPA statistics");
+    void *bias_x = NULL; /* form 2: the expanded bias */
+    if (!rc && a->bias && p->key.bias_form == 2) rc = bias_expand(ctx, &p->key, a->bias, &bias_x, err);
     if (rc) {
         dcu_free(ctx, ws);
+        dcu_free(ctx, stats);
+        dcu_free(ctx, bias_x);
         return rc;
     }
     float scale = a->scale;
-    int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
-    void *ptrs[6] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale, stats};
-    int64_t n = key.stats ? 6 : 5;
-    cudnnStatus_t s = dct_cg_execute(h, &p->g, (int)n, uids, ptrs, ws);
+    int64_t uids[7] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE};
+    void *ptrs[7] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale};
+    int n = 5;
+    if (key.stats) uids[n] = UID_STATS, ptrs[n++] = stats;
+    if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = bias_x ? bias_x : (void *)a->bias;
+    cudnnStatus_t s = dct_cg_execute(h, &p->g, n, uids, ptrs, ws);
     dcu_free(ctx, ws);
     dcu_free(ctx, stats);
+    dcu_free(ctx, bias_x);
     if (s) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof last);
+        if (a->bias) { /* a graph drift adds to torch's: its refusal at run time is a fallback too */
+            snprintf(why, why_size, "cuDNN SDPA execute with a bias: %s %.160s", cudnnGetErrorString(s), last);
+            return DRIFT_E_UNSUPPORTED;
+        }
         return drift_err_set(err, DRIFT_E_IO, ctx->name, "cuDNN SDPA execute: %s %s", cudnnGetErrorString(s), last);
     }
     return DRIFT_OK;

@@ -83,6 +83,8 @@ typedef struct dct_sdpa_args {
     int64_t qs[4], ks[4], vs[4], os[4];
     drift_dtype dtype;
     float scale;
+    const void *bias;     /* NULL, or ATTENTION's fp32 additive bias [Bb, Hb, Lqb, Sk], contiguous */
+    int64_t bias_dims[3]; /* Bb, Hb, Lqb (each 1 or B, H, Sq) */
 } dct_sdpa_args;
 /* DRIFT_OK; DRIFT_E_UNSUPPORTED with the reason in why and nothing queued
  * (cuDNN absent or declining the graph: the caller falls back); other codes
