@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Why is PyTorch batch-dependent where drift says invariant? (issue 33, on the GPU machine)
 
-    python3 tests/gpu/invariance_kernels.py --rec /tmp/zoo/rec [--models A,B]
+    python3 tests/gpu/invariance_kernels.py --rec /tmp/zoo/rec [--models A,B] [--module FQN]
 
 For each model: the first module (execution order) whose output row 0 differs between the
 sample alone and the sample inside a batch of 2 (as zoo_invariance.py finds it); then that
@@ -41,7 +41,7 @@ def describe(args):
             for a in args if isinstance(a, torch.Tensor)]
 
 
-def probe(entry, island_pat):
+def probe(entry, island_pat, module=None):
     m, kw, main = zoo_models.build(entry)
     kw = step_inputs(kw, main, 0)
     _, island = island_modules(m, [island_pat]) if island_pat else (None, [])
@@ -88,6 +88,11 @@ def probe(entry, island_pat):
         if y is not None and x.shape[1:] == y.shape[1:] and not torch.equal(x[0], y[0]):
             first = n
             break
+    if module is not None:  # a named module, whether it differs or not (why do torch's two paths agree?)
+        if module not in a_in or module not in b_in:
+            print("KERN %s module %s did not run" % (entry["tag"], module), flush=True)
+            return
+        first = module
     if first is None:
         print("KERN %s no module differs at batch 2" % entry["tag"], flush=True)
         return
@@ -123,6 +128,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rec", required=True)
     ap.add_argument("--models", default=DEFAULT)
+    ap.add_argument("--module", default=None, help="probe this module (FQN) instead of the first that differs")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -136,7 +142,7 @@ def main():
             isl = json.load(open(info)).get("island")
             island = isl if isinstance(isl, str) else None
         try:
-            probe(e, island)
+            probe(e, island, a.module)
         except Exception as ex:  # noqa: BLE001 - one model never stops the others
             print("KERN %s error %s: %s" % (e["tag"], type(ex).__name__, str(ex)[:300]), flush=True)
         torch.cuda.empty_cache()
