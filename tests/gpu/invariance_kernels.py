@@ -20,8 +20,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import zoo_models  # noqa: E402
-from zoo_invariance import alone, per_sample, rows_for  # noqa: E402
-from zoo import first_tensor, island_modules, step_inputs  # noqa: E402
+from zoo_invariance import alone, prepared, rows_for  # noqa: E402
+from zoo import first_tensor  # noqa: E402
 
 DEFAULT = ("BriaTransformer2DModel,JoyImageEditTransformer3DModel,LongCatImageTransformer2DModel,"
            "OvisImageTransformer2DModel,SD3Transformer2DModel,TransformerTemporalModel,plain_mmdit,PRXTransformer2DModel")
@@ -42,16 +42,7 @@ def describe(args):
 
 
 def probe(entry, island_pat, module=None):
-    m, kw, main = zoo_models.build(entry)
-    kw = step_inputs(kw, main, 0)
-    _, island = island_modules(m, [island_pat]) if island_pat else (None, [])
-    keep = {mn + "." + n for mn in island for n, _ in m.get_submodule(mn).named_parameters()}
-    with torch.no_grad():
-        for n, p in m.named_parameters():
-            if p.is_floating_point() and n not in keep:
-                p.data = p.data.to(torch.bfloat16)
-    b0 = kw[main].shape[0]
-    names = per_sample(kw, b0)
+    m, kw, main, b0, names, _ = prepared(entry, island_pat)
     seen_out, seen_in = {}, {}
 
     def hook(name):
@@ -78,7 +69,7 @@ def probe(entry, island_pat, module=None):
             m(**k)
         return dict(seen_out), dict(seen_in)
 
-    a_out, a_in = run(alone(kw, names))
+    a_out, a_in = run(alone(kw, names, b0=b0))
     b_out, b_in = run(rows_for(kw, names, b0, 2, 0, main, 1236))
     for h in hs:
         h.remove()

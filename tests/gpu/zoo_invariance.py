@@ -158,8 +158,9 @@ def first_divergent_module(m, run, k1, k2):
     return None
 
 
-def torch_verdicts(entry, batches, island_pat):
-    """{configuration name: (bitwise, n_diff, numel)} of PyTorch's own forward."""
+def prepared(entry, island_pat):
+    """The zoo model in the recording's plan (bf16 parameters, the fp32 island kept) with its
+    step-0 inputs: (model, kwargs, main input, recorded batch, per-sample names, island params)."""
     m, kw, main = zoo_models.build(entry)
     if main not in kw or not isinstance(kw[main], torch.Tensor) or not kw[main].is_floating_point():
         main = next((k for k, v in kw.items() if isinstance(v, torch.Tensor) and v.is_floating_point()), main)
@@ -171,7 +172,12 @@ def torch_verdicts(entry, batches, island_pat):
             if p.is_floating_point() and n not in keep:
                 p.data = p.data.to(torch.bfloat16)
     b0 = kw[main].shape[0]
-    names = per_sample(kw, b0)
+    return m, kw, main, b0, per_sample(kw, b0), keep
+
+
+def torch_verdicts(entry, batches, island_pat):
+    """{configuration name: (bitwise, n_diff, numel)} of PyTorch's own forward."""
+    m, kw, main, b0, names, keep = prepared(entry, island_pat)
 
     def run(k):
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
