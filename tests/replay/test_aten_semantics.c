@@ -159,6 +159,14 @@ static void refused(const char *name, const char *doc, const char *want) {
     drift_aten_graph_free(gr);
 }
 
+/* got (ref's n values, then cpu's) equal to want bit for bit, fp64 results compared as fp64. */
+static void exact_both(const char *what, const double *got, const double *want, int n) {
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n; i++)
+            if (got[k * n + i] != want[i])
+                fail_msg("%s on %s: y[%d] = %.17g, want %.17g", what, k ? "cpu" : "ref", i, got[k * n + i], want[i]);
+}
+
 static void near(const char *what, const float *got, const double *want, int64_t n, double rtol) {
     for (int k = 0; k < 2; k++)
         for (int64_t i = 0; i < n; i++)
@@ -707,10 +715,7 @@ static void test_complex128_rope(void **st) {
         want[2 * i + 1] = a * ci + b * cr;
     }
     run_model("complex128 rope", nodes, consts, 2, xs, x, 4, got);
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 4; i++)
-            if (got[k * 4 + i] != want[i])
-                fail_msg("complex128 rope on %s: y[%d] = %.17g, want %.17g", k ? "cpu" : "ref", i, got[k * 4 + i], want[i]);
+    exact_both("complex128 rope", got, want, 4);
     print_message("  a complex128 table: fp64 pairs kept through repeat, gather, copy_ and the product, bitwise\n");
 }
 
@@ -728,10 +733,7 @@ static void test_float64_constant(void **st) {
     double got[4];
     run_model("float64 constant", nodes, consts, 1, xs, x, 2, got);
     const double want[2] = {(double)x[0] * 0.1, (double)x[1] * 0.3};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 2; i++)
-            if (got[k * 2 + i] != want[i])
-                fail_msg("float64 constant on %s: y[%d] = %.17g, want %.17g", k ? "cpu" : "ref", i, got[k * 2 + i], want[i]);
+    exact_both("float64 constant", got, want, 2);
     print_message("  a float64 constant keeps its fp64 values and promotes the product to fp64\n");
 }
 
@@ -754,10 +756,7 @@ static void test_fill_into_views(void **st) {
     const double want[6] = {6.0, 6.0, 6.0, 14.0, 14.0, 14.0};
     double got[12];
     run_model("fill_ into views", nodes, "", 2, xs, x, 6, got);
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 6; i++)
-            if (got[k * 6 + i] != want[i])
-                fail_msg("fill_ on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want[i]);
+    exact_both("fill_", got, want, 6);
     print_message("  fill_.Scalar and fill_.Tensor into views of a clone reach the output\n");
 }
 
@@ -788,24 +787,15 @@ static void test_topk_sort(void **st) {
     double got[20];
     topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 3]", "[2, 3]");
     run_model("topk", nodes, "", 2, xs, x, 6, got);
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 6; i++)
-            if (got[k * 6 + i] != want_topk[i])
-                fail_msg("topk on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_topk[i]);
+    exact_both("topk", got, want_topk, 6);
     topk_doc(nodes, sizeof nodes, "aten.sort.default", "[{\"node\": \"x\"}]", "[2, 5]");
     run_model("sort", nodes, "", 2, xs, x, 10, got);
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 10; i++)
-            if (got[k * 10 + i] != want_sort[i])
-                fail_msg("sort on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 10 + i], want_sort[i]);
+    exact_both("sort", got, want_sort, 10);
     /* the smallest along dim 0 (largest=False, sorted=False) */
     topk_doc(nodes, sizeof nodes, "aten.topk.default", "[{\"node\": \"x\"}, 1, 0, false, false]", "[1, 5]");
     run_model("topk dim 0", nodes, "", 2, xs, x, 5, got);
     const double want_min[5] = {-1 + 1000, -5 + 1000, 2 + 1000, -2, 0 + 1000};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 5; i++)
-            if (got[k * 5 + i] != want_min[i])
-                fail_msg("topk dim 0 smallest on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 5 + i], want_min[i]);
+    exact_both("topk dim 0 smallest", got, want_min, 5);
     /* hostile: k past the dim, a dim past the rank */
     const struct { const char *args; const char *want; } bad[] = {
         {"[{\"node\": \"x\"}, 6]", "k = 6 is out of range for dim 1 of size 5"},
@@ -914,10 +904,7 @@ static void test_scatter_reduce_nonzero(void **st) {
              CALL("y", "aten.to.dtype", "[{\"node\": \"s\"}, {\"dtype\": \"float32\"}]", "{}", "[6]", "float32"));
     run_model("nonzero_numpy", nodes, "", 2, xs, x, 6, got);
     const double want_nz[6] = {0, 2, 10, 11, 20, 22};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 6; i++)
-            if (got[k * 6 + i] != want_nz[i])
-                fail_msg("nonzero_numpy on %s: y[%d] = %g, want %g", k ? "cpu" : "ref", i, got[k * 6 + i], want_nz[i]);
+    exact_both("nonzero_numpy", got, want_nz, 6);
     /* a step whose mask selects another count than the recorded 6 stops, naming both */
     const float x5[9] = {1, -2, 3, 4, 5, -6, 0.5f, 0, -8};
     run_fails("nonzero_numpy count", nodes, 2, xs, x5, "5 non-zero elements where the recording had 6");
