@@ -19,23 +19,13 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "test_rand.h"
 
 static uint64_t g_rng = 777;
 
-static double unif(void) {
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
+static double unif(void) { return test_unif(&g_rng); }
 
-static float *rand_vals(int64_t n, double a, drift_dtype dt) {
-    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++) v[i] = drift_round_to((float)(a * (2.0 * unif() - 1.0)), dt);
-    return v;
-}
+static float *rand_vals(int64_t n, double a, drift_dtype dt) { return test_rand_vals(&g_rng, n, a, dt); }
 
 static drift_tensor mk(const drift_backend *be, drift_dtype dt, const int64_t *s, const float *vals) {
     drift_tensor t;
