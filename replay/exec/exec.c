@@ -127,18 +127,20 @@ static int cache_bind(drift_exec_cache *c, const drift_graph *g, drift_err *err)
     if (c->g && c->g == g && c->n == drift_graph_count(g)) return DRIFT_OK;
     int n = drift_graph_count(g);
     size_t nn = (size_t)(n ? n : 1);
+    const char *off = getenv("DRIFT_EXEC_ADOPT"); /* "0": every graph computes its values afresh (A/B) */
+    const int adopt = c->adopt && !(off && !strcmp(off, "0"));
     drift_tensor *t = drift_calloc(nn, sizeof *t);
     unsigned char *have = drift_calloc(nn, 1), *alias = drift_calloc(nn, 1);
-    uint64_t *key = drift_calloc(nn, sizeof *key);
-    if (!t || !have || !alias || !key) {
+    uint64_t *key = adopt ? drift_calloc(nn, sizeof *key) : NULL; /* keys only where a next graph may adopt */
+    if (!t || !have || !alias || (adopt && !key)) {
         drift_free(t), drift_free(have), drift_free(alias), drift_free(key);
         cache_clear(c);
         return drift_err_set(err, DRIFT_E_NOMEM, "exec", "out of memory (cache)");
     }
-    drift_exec_value_keys(g, key);
-    const char *off = getenv("DRIFT_EXEC_ADOPT"); /* "0": every graph computes its values afresh (A/B) */
-    if (c->adopt && c->n > 0 && c->key && drift_exec_cache_count(c) > 0 && !(off && !strcmp(off, "0")))
-        cache_adopt(c, g, t, have, key, n);
+    if (adopt) {
+        drift_exec_value_keys(g, key);
+        if (c->n > 0 && c->key && drift_exec_cache_count(c) > 0) cache_adopt(c, g, t, have, key, n);
+    }
     cache_clear(c);
     c->t = t, c->have = have, c->alias = alias, c->key = key;
     c->n = n;

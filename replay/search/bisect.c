@@ -538,12 +538,14 @@ static int run_plan_all(session *s, const drift_plan *plan, int slot, float **re
         if (s->src[q].f) kfirst[q] = first_change(&s->src[q], f);
     int reused = 0;
     int64_t skipped = 0, live = 0;
-    if (!s->cache[slot] && (rc = drift_exec_cache_create(s->be[slot], &s->cache[slot], err))) {
-        drift_forward_free(f);
-        return rc;
+    if (!s->cache[slot]) {
+        if ((rc = drift_exec_cache_create(s->be[slot], &s->cache[slot], err))) {
+            drift_forward_free(f);
+            return rc;
+        }
+        drift_exec_cache_set_adopt(s->cache[slot], 1); /* the masters never change during a bisection */
     }
     drift_exec_cache *cache = s->cache[slot];
-    drift_exec_cache_set_adopt(cache, 1); /* the masters never change during a bisection */
     drift_site_acc acc;
     drift_metrics_site_init(&acc, DRIFT_F32);
     drift_exec_result res;
