@@ -109,6 +109,8 @@ drift_dtype_rule al_rule_of(const char *target);
 int al_emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int *in, drift_dtype_rule rule,
                 int *id);
 int al_emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref, int *id);
+/* A tensor of x's shape and dtype holding value (a FILL like x). */
+int al_fill_like(lctx *c, int x, double value, int *id);
 int al_emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id);
 /* A STRIDED gather of drift value x: (nd, shape) at stride from start, contiguous. */
 int al_emit_gather(lctx *c, int x, int nd, const int64_t *shape, const int64_t *stride, int64_t start, int *id);

@@ -18,17 +18,6 @@
 
 static const drift_value *vo(lctx *c, int id) { return drift_graph_value(c->out, id); }
 
-/* A value of x's shape and dtype holding v. */
-static int like(lctx *c, int x, double v, int *id) {
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_FILL);
-    s.op.n_in = 1;
-    s.op.scalar = v;
-    s.in[0] = x;
-    s.rule = DRIFT_RULE_LIKE_INPUT0;
-    return al_add_node(c, &s, id);
-}
-
 /* An int64 iota [n] viewed (nd, shape) with n along dim d. */
 static int iota_along(lctx *c, int64_t n, int nd, int d, int *id) {
     drift_node_spec s;
@@ -124,14 +113,14 @@ int al_lower_linalg_qr(lctx *c, const char *base, const char *target) {
         memset(&op, 0, sizeof op);
         op.sub = DRIFT_SCALAR_MUL;
         op.scalar = -1.0;
-        if ((rc = like(c, alpha, 0.0, &zero)) || (rc = cmp(c, DRIFT_BINARY_GE, alpha, zero, &ge)) ||
+        if ((rc = al_fill_like(c, alpha, 0.0, &zero)) || (rc = cmp(c, DRIFT_BINARY_GE, alpha, zero, &ge)) ||
             (rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &nrm, DRIFT_RULE_PROMOTE, &neg)) || (rc = where3(c, ge, neg, nrm, &beta)) ||
             (rc = bin(c, DRIFT_OP_SUB, beta, alpha, &tau)) || (rc = bin(c, DRIFT_OP_DIV, tau, beta, &tau)) ||
             (rc = bin(c, DRIFT_OP_SUB, alpha, beta, &den)) || (rc = bin(c, DRIFT_OP_DIV, sub, den, &vsub)))
             return rc;
         /* a zero column below the diagonal: H = I (tau 0, v finite) */
-        if ((rc = cmp(c, DRIFT_BINARY_EQ, ss, zero, &z)) || (rc = where3(c, z, zero, tau, &tau)) || (rc = like(c, vsub, 0.0, &v0)) ||
-            (rc = where3(c, z, v0, vsub, &vsub)) || (rc = like(c, alpha, 1.0, &one)))
+        if ((rc = cmp(c, DRIFT_BINARY_EQ, ss, zero, &z)) || (rc = where3(c, z, zero, tau, &tau)) || (rc = al_fill_like(c, vsub, 0.0, &v0)) ||
+            (rc = where3(c, z, v0, vsub, &vsub)) || (rc = al_fill_like(c, alpha, 1.0, &one)))
             return rc;
         memset(&op, 0, sizeof op);
         op.dim = 0;
@@ -145,7 +134,7 @@ int al_lower_linalg_qr(lctx *c, const char *base, const char *target) {
     const int64_t rr = complete ? m : kn;
     int r, ri, ci, le, zr, qm, ii, jj, eq;
     if ((rc = al_emit_gather(c, a, 2, (int64_t[]){rr, n}, (int64_t[]){n, 1}, 0, &r)) || (rc = iota_along(c, rr, 2, 0, &ri)) ||
-        (rc = iota_along(c, n, 2, 1, &ci)) || (rc = cmp(c, DRIFT_BINARY_LE, ri, ci, &le)) || (rc = like(c, r, 0.0, &zr)) ||
+        (rc = iota_along(c, n, 2, 1, &ci)) || (rc = cmp(c, DRIFT_BINARY_LE, ri, ci, &le)) || (rc = al_fill_like(c, r, 0.0, &zr)) ||
         (rc = where3(c, le, r, zr, &r)))
         return rc;
     /* Q = H_0 ... H_{nk-1} I[:, :q], the reflectors applied last first */

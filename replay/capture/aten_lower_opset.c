@@ -37,8 +37,8 @@ static int as_index(lctx *c, int x, int *id) { return al_emit_cast(c, x, DRIFT_R
 
 static int as_bool(lctx *c, int x, int *id) { return al_emit_cast(c, x, DRIFT_RULE_CAST_TO, DRIFT_BOOL, -1, id); }
 
-/* A tensor of x's shape and dtype holding value. */
-static int fill_like(lctx *c, int x, double value, int *id) {
+/* aten_lower_internal.h */
+int al_fill_like(lctx *c, int x, double value, int *id) {
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
     s.op.n_in = 1;
@@ -89,8 +89,8 @@ static int two_operands(lctx *c, const char *ka, const char *kb, int *a, int *b)
     int rc;
     if ((rc = al_get_operand(c, al_arg(c, 0, ka), ka, &x)) || (rc = al_get_operand(c, al_arg(c, 1, kb), kb, &y))) return rc;
     if (x.is_num && y.is_num) return FAIL(c, "both operands are numbers");
-    if (x.is_num && (rc = fill_like(c, y.id, x.num, &x.id))) return rc;
-    if (y.is_num && (rc = fill_like(c, x.id, y.num, &y.id))) return rc;
+    if (x.is_num && (rc = al_fill_like(c, y.id, x.num, &x.id))) return rc;
+    if (y.is_num && (rc = al_fill_like(c, x.id, y.num, &y.id))) return rc;
     *a = x.id;
     *b = y.id;
     return match_0d(c, a, b);
@@ -196,7 +196,7 @@ int al_lower_copy_out(lctx *c, const char *base, const char *target) {
     if ((rc = al_emit_cast(c, s, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &s))) return rc;
     int in[2] = {s, -1}, z;
     /* broadcast: zeros like self + src (ADD broadcasts in1 against in0), exact */
-    if ((rc = fill_like(c, x, 0.0, &z))) return rc;
+    if ((rc = al_fill_like(c, x, 0.0, &z))) return rc;
     in[0] = z, in[1] = s;
     if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_LIKE_INPUT0, &s))) return rc;
     return al_set_result(c, s);
@@ -304,8 +304,8 @@ int al_lower_where(lctx *c, const char *base, const char *target) {
         if ((rc = al_val_dtype(c, &dt))) return rc;
         if ((rc = fill_shape(c, 0, NULL, dt, 0, av, 0, &a.id)) || (rc = fill_shape(c, 0, NULL, dt, 0, bv, 0, &b.id))) return rc;
     } else {
-        if (a.is_num && (rc = fill_like(c, b.id, a.num, &a.id))) return rc;
-        if (b.is_num && (rc = fill_like(c, a.id, b.num, &b.id))) return rc;
+        if (a.is_num && (rc = al_fill_like(c, b.id, a.num, &a.id))) return rc;
+        if (b.is_num && (rc = al_fill_like(c, a.id, b.num, &b.id))) return rc;
         if ((rc = match_0d(c, &a.id, &b.id))) return rc;
     }
     in[1] = a.id, in[2] = b.id;
@@ -322,7 +322,7 @@ int al_lower_masked_fill(lctx *c, const char *base, const char *target) {
     if ((rc = as_bool(c, m, &in[0]))) return rc;
     operand v;
     if ((rc = al_get_operand(c, al_arg(c, 2, "value"), "value", &v))) return rc;
-    if (v.is_num) rc = fill_like(c, x, v.num, &in[1]);
+    if (v.is_num) rc = al_fill_like(c, x, v.num, &in[1]);
     else rc = al_emit_cast(c, v.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &in[1]);
     if (rc) return rc;
     in[2] = x;
@@ -824,7 +824,7 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     }
     if (!is_mask) { /* negative indices count from the end: idx + size where idx < 0 */
         int zero, neg, wrapped, in[3];
-        if ((rc = fill_like(c, idx, 0.0, &zero))) return rc;
+        if ((rc = al_fill_like(c, idx, 0.0, &zero))) return rc;
         drift_op lt;
         memset(&lt, 0, sizeof lt);
         lt.sub = DRIFT_BINARY_LT;
@@ -1069,7 +1069,7 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
     if (sr && !include_self) { /* the indexed positions start from the reduction's identity, not from self */
         const double id = mode == 2 ? -INFINITY : mode == 3 ? INFINITY : mode == 4 ? 1.0 : 0.0;
         int z, res;
-        if ((rc = fill_like(c, vals, id, &z)) || (rc = put_values(c, x, flat, z, 0)) || (rc = al_mat_fx(c, c->cur, &res)))
+        if ((rc = al_fill_like(c, vals, id, &z)) || (rc = put_values(c, x, flat, z, 0)) || (rc = al_mat_fx(c, c->cur, &res)))
             return rc;
         x = res;
     }
@@ -1078,7 +1078,7 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
      * element nothing indexes keeps self (its count is 1) */
     int sum, cnt0, ones, cnt, id, in[2];
     if ((rc = put_values(c, x, flat, vals, 1)) || (rc = al_mat_fx(c, c->cur, &sum))) return rc;
-    if ((rc = fill_like(c, x, 0.0, &cnt0)) || (rc = fill_like(c, vals, 1.0, &ones)) || (rc = put_values(c, cnt0, flat, ones, 1)) ||
+    if ((rc = al_fill_like(c, x, 0.0, &cnt0)) || (rc = al_fill_like(c, vals, 1.0, &ones)) || (rc = put_values(c, cnt0, flat, ones, 1)) ||
         (rc = al_mat_fx(c, c->cur, &cnt)))
         return rc;
     drift_op op;
@@ -1154,7 +1154,7 @@ int al_lower_fill_value(lctx *c, const char *base, const char *target) {
     } else {
         double value;
         if ((rc = al_get_num(c, v, "value", 0, &value))) return rc;
-        if ((rc = fill_like(c, self, value, &out))) return rc;
+        if ((rc = al_fill_like(c, self, value, &out))) return rc;
     }
     return al_set_result(c, out);
 }
