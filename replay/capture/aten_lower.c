@@ -1662,23 +1662,9 @@ static int sdpa_mask_bias(lctx *c, const drift_json_value *mask, const int64_t *
  * j <= i) as a bias [1, 1, Lq, Lk]: 0 where j <= i, -inf elsewhere. */
 static int sdpa_causal_bias(lctx *c, int64_t Lq, int64_t Lk, int *out) {
     int rc, qi, ki, m;
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_FILL);
-    s.op.sub = 1; /* iota */
-    s.op.step = 1.0;
-    s.rule = DRIFT_RULE_FIXED;
-    s.rule_dtype = DRIFT_I64;
-    s.ndim = 2, s.shape[0] = Lq, s.shape[1] = 1;
-    if ((rc = al_add_node(c, &s, &qi))) return rc;
-    s.shape[0] = 1, s.shape[1] = Lk;
-    if ((rc = al_add_node(c, &s, &ki))) return rc;
-    drift_node_spec_init(&s, DRIFT_OP_BINARY);
-    s.op.n_in = 2;
-    s.op.sub = DRIFT_BINARY_GE; /* i >= j */
-    s.in[0] = qi, s.in[1] = ki;
-    s.rule = DRIFT_RULE_FIXED;
-    s.rule_dtype = DRIFT_BOOL;
-    if ((rc = al_add_node(c, &s, &m)) || (rc = mask_bias(c, m, &m))) return rc;
+    if ((rc = al_iota_along(c, Lq, 2, 0, &qi)) || (rc = al_iota_along(c, Lk, 2, 1, &ki)) ||
+        (rc = al_cmp(c, DRIFT_BINARY_GE, qi, ki, &m)) || (rc = mask_bias(c, m, &m))) /* key j <= query i */
+        return rc;
     return al_emit_view_to(c, m, 4, (int64_t[]){1, 1, Lq, Lk}, out);
 }
 

@@ -111,6 +111,10 @@ int al_emit(lctx *c, drift_op_kind k, const drift_op *attrs, int n_in, const int
 int al_emit_cast(lctx *c, int x, drift_dtype_rule rule, drift_dtype to, int ref, int *id);
 /* A tensor of x's shape and dtype holding value (a FILL like x). */
 int al_fill_like(lctx *c, int x, double value, int *id);
+/* An int64 iota [n] viewed (nd, shape) with n along dim d (aten_lower_linalg.c). */
+int al_iota_along(lctx *c, int64_t n, int nd, int d, int *id);
+/* a (sub) b as a bool tensor: DRIFT_OP_BINARY comparison `sub` (aten_lower_linalg.c). */
+int al_cmp(lctx *c, int sub, int a, int b, int *id);
 int al_emit_view_to(lctx *c, int x, int nd, const int64_t *shape, int *id);
 /* A STRIDED gather of drift value x: (nd, shape) at stride from start, contiguous. */
 int al_emit_gather(lctx *c, int x, int nd, const int64_t *shape, const int64_t *stride, int64_t start, int *id);

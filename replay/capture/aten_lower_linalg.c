@@ -18,8 +18,8 @@
 
 static const drift_value *vo(lctx *c, int id) { return drift_graph_value(c->out, id); }
 
-/* An int64 iota [n] viewed (nd, shape) with n along dim d. */
-static int iota_along(lctx *c, int64_t n, int nd, int d, int *id) {
+/* aten_lower_internal.h */
+int al_iota_along(lctx *c, int64_t n, int nd, int d, int *id) {
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_FILL);
     s.op.sub = 1;
@@ -34,7 +34,8 @@ static int iota_along(lctx *c, int64_t n, int nd, int d, int *id) {
     return al_emit_view_to(c, *id, nd, sh, id);
 }
 
-static int cmp(lctx *c, int sub, int a, int b, int *id) {
+/* aten_lower_internal.h */
+int al_cmp(lctx *c, int sub, int a, int b, int *id) {
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_BINARY);
     s.op.n_in = 2;
@@ -113,13 +114,13 @@ int al_lower_linalg_qr(lctx *c, const char *base, const char *target) {
         memset(&op, 0, sizeof op);
         op.sub = DRIFT_SCALAR_MUL;
         op.scalar = -1.0;
-        if ((rc = al_fill_like(c, alpha, 0.0, &zero)) || (rc = cmp(c, DRIFT_BINARY_GE, alpha, zero, &ge)) ||
+        if ((rc = al_fill_like(c, alpha, 0.0, &zero)) || (rc = al_cmp(c, DRIFT_BINARY_GE, alpha, zero, &ge)) ||
             (rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &nrm, DRIFT_RULE_PROMOTE, &neg)) || (rc = where3(c, ge, neg, nrm, &beta)) ||
             (rc = bin(c, DRIFT_OP_SUB, beta, alpha, &tau)) || (rc = bin(c, DRIFT_OP_DIV, tau, beta, &tau)) ||
             (rc = bin(c, DRIFT_OP_SUB, alpha, beta, &den)) || (rc = bin(c, DRIFT_OP_DIV, sub, den, &vsub)))
             return rc;
         /* a zero column below the diagonal: H = I (tau 0, v finite) */
-        if ((rc = cmp(c, DRIFT_BINARY_EQ, ss, zero, &z)) || (rc = where3(c, z, zero, tau, &tau)) || (rc = al_fill_like(c, vsub, 0.0, &v0)) ||
+        if ((rc = al_cmp(c, DRIFT_BINARY_EQ, ss, zero, &z)) || (rc = where3(c, z, zero, tau, &tau)) || (rc = al_fill_like(c, vsub, 0.0, &v0)) ||
             (rc = where3(c, z, v0, vsub, &vsub)) || (rc = al_fill_like(c, alpha, 1.0, &one)))
             return rc;
         memset(&op, 0, sizeof op);
@@ -133,12 +134,12 @@ int al_lower_linalg_qr(lctx *c, const char *base, const char *target) {
     /* R = triu of A's first rows (q rows for complete, else kn) */
     const int64_t rr = complete ? m : kn;
     int r, ri, ci, le, zr, qm, ii, jj, eq;
-    if ((rc = al_emit_gather(c, a, 2, (int64_t[]){rr, n}, (int64_t[]){n, 1}, 0, &r)) || (rc = iota_along(c, rr, 2, 0, &ri)) ||
-        (rc = iota_along(c, n, 2, 1, &ci)) || (rc = cmp(c, DRIFT_BINARY_LE, ri, ci, &le)) || (rc = al_fill_like(c, r, 0.0, &zr)) ||
+    if ((rc = al_emit_gather(c, a, 2, (int64_t[]){rr, n}, (int64_t[]){n, 1}, 0, &r)) || (rc = al_iota_along(c, rr, 2, 0, &ri)) ||
+        (rc = al_iota_along(c, n, 2, 1, &ci)) || (rc = al_cmp(c, DRIFT_BINARY_LE, ri, ci, &le)) || (rc = al_fill_like(c, r, 0.0, &zr)) ||
         (rc = where3(c, le, r, zr, &r)))
         return rc;
     /* Q = H_0 ... H_{nk-1} I[:, :q], the reflectors applied last first */
-    if ((rc = iota_along(c, m, 2, 0, &ii)) || (rc = iota_along(c, q, 2, 1, &jj)) || (rc = cmp(c, DRIFT_BINARY_EQ, ii, jj, &eq)) ||
+    if ((rc = al_iota_along(c, m, 2, 0, &ii)) || (rc = al_iota_along(c, q, 2, 1, &jj)) || (rc = al_cmp(c, DRIFT_BINARY_EQ, ii, jj, &eq)) ||
         (rc = al_emit_cast(c, eq, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, a, &qm)))
         return rc;
     for (int k = nk - 1; k >= 0; k--)
