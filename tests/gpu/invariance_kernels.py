@@ -69,7 +69,7 @@ def probe(entry, island_pat, module=None):
             m(**k)
         return dict(seen_out), dict(seen_in)
 
-    a_out, a_in = run(alone(kw, names, b0=b0))
+    a_out, a_in = run(alone(kw, names, b0))
     b_out, b_in = run(rows_for(kw, names, b0, 2, 0, main, 1236))
     for h in hs:
         h.remove()

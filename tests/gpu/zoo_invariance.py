@@ -112,13 +112,13 @@ def cfg_pair(kw, names, b0=1):
     return out
 
 
-def alone(kw, names, row=0, zero_cond=False, b0=None):
+def alone(kw, names, b0, row=0, zero_cond=False):
+    """kwargs with row `row` of every per-sample tensor leaf (zeros for the text condition
+    when zero_cond): the sample alone, at batch 1."""
     out = dict(kw)
     for k in names:
         def one(v, k=k):
-            if b0 is not None and not _is_ps(v, b0):
-                return v
-            if not isinstance(v, torch.Tensor) or v.ndim < 1:
+            if not _is_ps(v, b0):
                 return v
             x = v[row:row + 1]
             return torch.zeros_like(x) if zero_cond and ROLE_OF_KWARG.get(k) == "cond" else x
@@ -183,9 +183,9 @@ def torch_verdicts(entry, batches, island_pat):
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             return first_tensor(m(**k)).float()
 
-    ref = run(alone(kw, names, b0=b0))[0]
+    ref = run(alone(kw, names, b0))[0]
     out = {}
-    again = run(alone(kw, names, b0=b0))[0]  # the same forward twice: is PyTorch deterministic here at all?
+    again = run(alone(kw, names, b0))[0]  # the same forward twice: is PyTorch deterministic here at all?
     out["repeat"] = (bool(torch.equal(again, ref)), int((again != ref).sum()), again.numel())
     if keep:  # the island in bf16 too: does PyTorch's output change? (what zoo_replay's bisect must say)
         saved = {n: p.data for n, p in m.named_parameters() if n in keep}
@@ -193,7 +193,7 @@ def torch_verdicts(entry, batches, island_pat):
             for n, p in m.named_parameters():
                 if n in keep:
                     p.data = p.data.to(torch.bfloat16)
-        o = run(alone(kw, names, b0=b0))[0]
+        o = run(alone(kw, names, b0))[0]
         for n, p in m.named_parameters():
             if n in keep:
                 p.data = saved[n]
@@ -206,10 +206,10 @@ def torch_verdicts(entry, batches, island_pat):
             nd = int((o != ref).sum())
             out["batch %d, position %d" % (b, pos)] = (nd == 0, nd, o.numel())
     if out.get("batch 2, position 0", (True,))[0] is False:
-        out["first_module"] = first_divergent_module(m, run, alone(kw, names, b0=b0), rows_for(kw, names, b0, 2, 0, main, 1236))
+        out["first_module"] = first_divergent_module(m, run, alone(kw, names, b0), rows_for(kw, names, b0, 2, 0, main, 1236))
     if any(ROLE_OF_KWARG.get(k) == "cond" for k in names):
         o = run(cfg_pair(kw, names, b0))
-        ref_u = run(alone(kw, names, zero_cond=True, b0=b0))[0]
+        ref_u = run(alone(kw, names, b0, zero_cond=True))[0]
         for name, got, want in (("cfg joined, conditional branch", o[0], ref),
                                 ("cfg joined, unconditional branch", o[1], ref_u)):
             nd = int((got != want).sum())
