@@ -16,6 +16,7 @@ import re
 import os
 import time
 
+from .capture_contiguous import contiguous_kept
 from .capture_outputs import OutputTap
 
 FORMAT = "drift-aten-graph"
@@ -327,7 +328,8 @@ def export_program(model, kwargs, autocast=None, tap=None):
     amp = (torch.autocast("cuda", dtype=autocast) if autocast is not None
            else torch.autocast("cuda", enabled=False))
     try:
-        with amp, torch.autocast("cpu", enabled=False), torch.no_grad(), (tap or contextlib.nullcontext()):
+        with amp, torch.autocast("cpu", enabled=False), torch.no_grad(), (tap or contextlib.nullcontext()), \
+                contiguous_kept():
             ep = torch.export.export(model, args=(), kwargs=kwargs, strict=False)
     except Exception as e:  # the recorder never raises into the job
         import traceback

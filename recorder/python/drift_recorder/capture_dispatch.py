@@ -24,6 +24,7 @@ import contextlib
 import time
 
 from .capture import CaptureError, flatten_inputs
+from .capture_contiguous import contiguous_kept
 
 
 def _data_as_detach():
@@ -167,7 +168,7 @@ def trace_forward(model, kwargs, autocast=None, fqn_of=lambda n: n, tap=None):
     try:
         with amp, torch.autocast("cpu", enabled=False), torch.no_grad(), \
                 _ModuleStack(model, fqn_of), (tap or contextlib.nullcontext()), \
-                (_data_as_detach() or contextlib.nullcontext()):
+                (_data_as_detach() or contextlib.nullcontext()), contiguous_kept():
             # a .item() / data-dependent value is read from the real tensor and burnt in: the
             # trace is specialised to this step (what "never gives up" means)
             gm = make_fx(fn, tracing_mode="real", pre_dispatch=True, _error_on_data_dependent_ops=False)(*args)
