@@ -19,6 +19,7 @@
 Only torch's documented Python API is used; nothing here needs drift.
 """
 import os
+import re
 import sys
 import traceback
 import zlib
@@ -251,6 +252,10 @@ def torch_gen(outdir):
             mask = (torch.randn(B, 1, 1, L, device=dev) * 0.5).to(bf16)
             mask[..., L // 2:] = torch.finfo(bf16).min
             bias = mask.float()
+        elif kind == "addkey32":  # an fp32 additive mask with bf16 operands: what torch hands cuDNN then
+            mask = torch.randn(B, 1, 1, L, device=dev) * 0.5
+            mask[..., L // 2:] = ninf
+            bias = mask
         elif kind.endswith("boolfull"):
             mask = torch.rand(B, 1, L, L, device=dev) > 0.3
             mask[..., 0] = True
@@ -266,7 +271,7 @@ def torch_gen(outdir):
         return [q, kr, vr, bias.contiguous()], fn, ""
 
     for D, L in ((64, 256), (8, 16)):
-        for kind in ("boolkey", "addkey", "boolfull", "causal", "gqa_boolkey", "gqa_boolfull", "gqa_causal"):
+        for kind in ("boolkey", "addkey", "addkey32", "boolfull", "causal", "gqa_boolkey", "gqa_boolfull", "gqa_causal"):
             def f(kind=kind, D=D, L=L):
                 return sdpa_mask_case(kind, D, L)
             CASES.append(("sdpa_mask_%s_B2_H4_L%d_D%d" % (kind, L, D), "sdpa", f))
@@ -309,7 +314,10 @@ def torch_gen(outdir):
     rms_upcast[0] = probe.dtype == torch.float32
     print("TORCH autocast_rms_norm_dtype=%s" % probe.dtype, flush=True)
 
+    only = os.environ.get("PARITY_CASES")  # a regular expression: only the cases it finds in their name
     for name, op, fn in CASES:
+        if only and not re.search(only, name):
+            continue
         run(name, op, fn)
     man.close()
 

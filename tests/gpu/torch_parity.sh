@@ -12,7 +12,8 @@
 # it: the table is the result), 1 when a step failed.
 #
 #   OUT=/some/dir bash tests/gpu/torch_parity.sh
-# Environment: OUT (default <repo>/gpu-out/torch_parity), BUILD (default
+# Environment: PARITY_CASES (a regex: only those cases), PARITY_QUICK=1 (only the torch profile's run),
+# OUT (default <repo>/gpu-out/torch_parity), BUILD (default
 # /tmp/drift-gpu-build), DATA (default /tmp/drift-torch-parity), PYTHON
 # (python3 with torch), PREFIX/DEBS as for run.sh.
 set -u
@@ -86,6 +87,12 @@ drift_run() {
     ${ops:+"$ops"} 2>&1 | grep -v '^RUN .* ok$' | tee -a "$LOG"
 }
 drift_run torch torch "" "$TORCHLIBS"
+if [ "${PARITY_QUICK:-0}" = 1 ]; then # only torch's own profile (with PARITY_CASES: a few cases in one short call)
+  (cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch) || OK=0
+  say "done (log: $LOG)"
+  [ $OK = 1 ]
+  exit
+fi
 drift_run exact exact "" "$TORCHLIBS"
 drift_run lt torch:torch_gemm=lt linear "$TORCHLIBS"
 drift_run cublas torch:torch_gemm=cublas linear "$TORCHLIBS"

@@ -18,7 +18,10 @@
  *                           two dims and strides swapped)
  *   S  = S * attn_scale     pointwise MUL with a by-value fp32 scalar
  *   S  = S + bias           pointwise ADD, with ATTENTION's bias only (SDPA's
- *                           attn_mask / is_causal): an fp32 tensor, broadcast
+ *                           attn_mask / is_causal): a tensor of the operands'
+ *                           dtype, as torch's graph leaves the bias's type to
+ *                           the graph's io type (drift's fp32 bias is rounded
+ *                           to it: 0 and -inf, a bf16 mask, exactly), broadcast
  *                           dims at stride 0; first as torch describes its
  *                           attn_bias (dims [B, Hb, Sq, Sk], Hb = 1 or H: torch
  *                           expands the mask over B and Sq), then, if cuDNN
@@ -30,12 +33,15 @@
  *   M  = max_j S            reduction MAX to [B, H, Sq, 1]
  *   E  = exp(S - M)         pointwise SUB, EXP
  *   Z  = sum_j E            reduction ADD
- *   P  = E / Z              pointwise DIV
+ *   P  = E / Z              pointwise DIV into a virtual tensor of the
+ *                           operands' dtype: the second matmul's A must be
+ *                           of the io type (cudnn-frontend sets it so for
+ *                           torch; an fp32 P leaves cuDNN no fused engine)
  *   (Stats = M + log Z      training mode only: the spec's sdpa_stats=1)
  *   O  = P V                matmul into the bf16/fp16 output
- * On cuDNN 9.14-9.19 this graph finalizes as SDPA_FWD with "No viable engine
- * configs" among the heuristics and runs a slower engine (4-5x torch's time
- * at B 1, H 24, L 4096, D 128), with the same numerics.
+ * With an fp32 P, cuDNN 9.14-9.19 found no engine for this graph with a
+ * bias and a slower one without (4-5x torch's time at B 1, H 24, L 4096,
+ * D 128).
  *
  * Both: I/O tensors at the operands' real strides (layout 0 [B, H, L, D] or
  * layout 1 [B, L, H, D], which is what diffusers hands torch after its
@@ -155,23 +161,27 @@ static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
     s[3] = 1;
 }
 
-/* Form 2's operand: the [Bb, Hb, Lqb, Sk] bias expanded into a contiguous [B, Hb, Sq, Sk] copy. */
-static int bias_expand(dcu_ctx *ctx, const sdpa_key *k, const void *bias, void **out, drift_err *err) {
+/* The bias operand in the io dtype (k->dtype): forms 0 and 1 the [Bb, Hb, Lqb, Sk]
+ * fp32 bias rounded, form 2 expanded into a contiguous [B, Hb, Sq, Sk] copy. */
+static int bias_prepare(dcu_ctx *ctx, const sdpa_key *k, const void *bias, void **out, drift_err *err) {
     const int64_t Bb = k->bias[0], Hb = k->bias[1], Lqb = k->bias[2];
-    int rc = dcu_check(dcu_malloc(ctx, out, (size_t)(k->B * Hb * k->Sq * k->Sk) * sizeof(float)), err, ctx->name,
-                       "allocating the expanded SDPA bias");
+    const int expand = k->bias_form == 2;
+    const int64_t n = expand ? k->B * Hb * k->Sq * k->Sk : Bb * Hb * Lqb * k->Sk;
+    int rc = dcu_check(dcu_malloc(ctx, out, (size_t)n * drift_dtype_size((drift_dtype)k->dtype)), err, ctx->name,
+                       "allocating the SDPA bias in the operands' dtype");
     if (rc) return rc;
     dcu_copy c;
     memset(&c, 0, sizeof c);
     c.nd = 4;
-    c.shape[0] = k->B, c.shape[1] = Hb, c.shape[2] = k->Sq, c.shape[3] = k->Sk;
+    c.shape[0] = expand ? k->B : Bb, c.shape[1] = Hb, c.shape[2] = expand ? k->Sq : Lqb, c.shape[3] = k->Sk;
     c.ss[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0, c.ss[1] = Lqb * k->Sk, c.ss[2] = Lqb > 1 ? k->Sk : 0, c.ss[3] = 1;
-    c.ds[0] = Hb * k->Sq * k->Sk, c.ds[1] = k->Sq * k->Sk, c.ds[2] = k->Sk, c.ds[3] = 1;
+    c.ds[3] = 1, c.ds[2] = k->Sk, c.ds[1] = c.shape[2] * k->Sk, c.ds[0] = Hb * c.shape[2] * k->Sk;
     c.src = bias;
-    c.ts = c.td = DRIFT_F32;
+    c.ts = DRIFT_F32;
+    c.td = (drift_dtype)k->dtype;
     c.dst = *out;
     dcu_copy_simplify(&c);
-    return dcu_check(dcu_launch_copy(ctx, &c), err, ctx->name, "expanding the SDPA bias");
+    return dcu_check(dcu_launch_copy(ctx, &c), err, ctx->name, "rounding the SDPA bias to the operands' dtype");
 }
 
 #if CUDNN_VERSION >= 91300
@@ -225,7 +235,7 @@ static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p
     cudnnBackendDescriptor_t S3 = dct_cg_tensor(b, 103, f32, 4, sd, ss, 1, 0);
     cudnnBackendDescriptor_t E = dct_cg_tensor(b, 104, f32, 4, sd, ss, 1, 0);
     cudnnBackendDescriptor_t Z = dct_cg_tensor(b, 105, f32, 4, rd, rs, 1, 0);
-    cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, io, 4, sd, ss, 1, 0); /* bmm2's A: the io type */
     cudnnBackendDescriptor_t ops[12];
     int nops = 0;
     ops[nops++] = op_matmul(b, Q, KT, S1);
@@ -233,7 +243,7 @@ static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p
     if (k->bias[0]) { /* S = S + bias */
         int64_t bd[4], bs[4];
         bias_desc(k, bd, bs);
-        cudnnBackendDescriptor_t BI = dct_cg_tensor(b, UID_BIAS, f32, 4, bd, bs, 0, 0);
+        cudnnBackendDescriptor_t BI = dct_cg_tensor(b, UID_BIAS, io, 4, bd, bs, 0, 0);
         cudnnBackendDescriptor_t SB = dct_cg_tensor(b, 108, f32, 4, sd, ss, 1, 0);
         ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, S2, BI, SB);
         S2 = SB;
@@ -359,8 +369,8 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     if (!rc && key.stats)
         rc = dcu_check(dcu_malloc(ctx, &stats, (size_t)(a->B * a->H * a->Sq) * sizeof(float)), err, ctx->name,
                        "allocating the SDPA statistics");
-    void *bias_x = NULL; /* form 2: the expanded bias */
-    if (!rc && a->bias && p->key.bias_form == 2) rc = bias_expand(ctx, &p->key, a->bias, &bias_x, err);
+    void *bias_x = NULL; /* the bias in the operands' dtype (form 2: expanded) */
+    if (!rc && a->bias) rc = bias_prepare(ctx, &p->key, a->bias, &bias_x, err);
     if (rc) {
         dcu_free(ctx, ws);
         dcu_free(ctx, stats);
@@ -372,7 +382,7 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     void *ptrs[7] = {(void *)a->q, (void *)a->k, (void *)a->v, a->o, &scale};
     int n = 5;
     if (key.stats) uids[n] = UID_STATS, ptrs[n++] = stats;
-    if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = bias_x ? bias_x : (void *)a->bias;
+    if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = bias_x;
     cudnnStatus_t s = dct_cg_execute(h, &p->g, n, uids, ptrs, ws);
     dcu_free(ctx, ws);
     dcu_free(ctx, stats);

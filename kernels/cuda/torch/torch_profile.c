@@ -191,22 +191,8 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
         a.bias = b->data;
         for (int i = 0; i < 3; i++) a.bias_dims[i] = b->shape[i];
     }
-    void *bias_copy = NULL; /* a bias view at an odd offset: a 16-byte aligned copy for cuDNN */
-    if (a.bias && ((uintptr_t)a.bias & 15u)) {
-        const size_t bytes = (size_t)in[3]->numel * sizeof(float);
-        int rc = dcu_check(dcu_malloc(ctx, &bias_copy, bytes), err, "op attention", "allocating an aligned bias copy");
-        if (!rc)
-            rc = dcu_check(cudaMemcpyAsync(bias_copy, a.bias, bytes, cudaMemcpyDeviceToDevice, ctx->stream), err,
-                           "op attention", "copying the bias to aligned memory");
-        if (rc) {
-            dcu_free(ctx, bias_copy);
-            return rc;
-        }
-        a.bias = bias_copy;
-    }
     why[0] = '\0';
-    int rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err);
-    dcu_free(ctx, bias_copy); /* stream-ordered: after the SDPA that reads it */
+    int rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err); /* it copies the bias into an aligned io-dtype buffer */
     if (rc == DRIFT_E_UNSUPPORTED) {
         dct_torch_note_fallback(ctx, op->kind, why);
         return DRIFT_OK;
