@@ -131,6 +131,10 @@ static void identity_text(const drift_replay_opts *o, const drift_replay_report 
     if (rep->kernels[0])
         fprintf(f, "  kernels %s%s%s%s\n", rep->kernels, rep->kernels_why[0] ? " (" : "", rep->kernels_why,
                 rep->kernels_why[0] ? ")" : "");
+    if (rep->kernel_fallbacks)
+        fprintf(f, "  kernel fallbacks: %lld op run%s of %s on drift's exact kernels, not torch's (last reason: %s)\n",
+                (long long)rep->kernel_fallbacks, rep->kernel_fallbacks == 1 ? "" : "s", rep->kernel_fallback_ops,
+                rep->kernel_fallback_why);
     drift_compile_floor fl;
     const drift_libraries *src = compiled_source(o, rep, &fl);
     if (!rep->has_libs_here && !rep->has_libs_rec) {
@@ -354,6 +358,11 @@ int drift_report_replay_json_checks(const drift_replay_opts *o, const drift_repl
     drift_json_buf_field_string(&b, "reference", rep->ref_desc);
     drift_json_buf_field_string(&b, "kernels", rep->kernels[0] ? rep->kernels : NULL);
     drift_json_buf_field_string(&b, "kernels_why", rep->kernels_why[0] ? rep->kernels_why : NULL);
+    if (rep->kernels[0]) {
+        drift_json_buf_field_int(&b, "kernel_fallbacks", rep->kernel_fallbacks);
+        drift_json_buf_field_string(&b, "kernel_fallback_ops", rep->kernel_fallback_ops[0] ? rep->kernel_fallback_ops : NULL);
+        drift_json_buf_field_string(&b, "kernel_fallback_why", rep->kernel_fallback_why[0] ? rep->kernel_fallback_why : NULL);
+    }
     drift_cli_json_libraries_cmp(&b, rep->has_libs_rec ? &rep->libs_rec : NULL, rep->has_libs_here ? &rep->libs_here : NULL);
     drift_json_buf_field_string(&b, "libraries_loaded", drift_cli_libraries_note()[0] ? drift_cli_libraries_note() : NULL);
     drift_compile_floor cfl;

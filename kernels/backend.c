@@ -149,6 +149,29 @@ const char *drift_backend_kernels(const drift_backend *be) {
 #endif
 }
 
+int64_t drift_backend_kernel_fallbacks(const drift_backend *be, char *ops, size_t ops_size, char *why,
+                                       size_t why_size) {
+    if (ops && ops_size) ops[0] = '\0';
+    if (why && why_size) why[0] = '\0';
+#ifdef DRIFT_HAVE_CUDA
+    if (!drift_cuda_backend_is_cuda(be)) return 0;
+    int64_t n = 0;
+    const uint64_t mask = drift_cuda_backend_torch_fallbacks(be, &n);
+    size_t len = 0;
+    for (int k = 0; k < 64 && ops && ops_size; k++) {
+        if (!(mask & (1ull << (unsigned)k))) continue;
+        int w = snprintf(ops + len, ops_size - len, "%s%s", len ? ", " : "", drift_op_name((drift_op_kind)k));
+        if (w < 0 || (size_t)w >= ops_size - len) break;
+        len += (size_t)w;
+    }
+    if (why && why_size) snprintf(why, why_size, "%s", n ? drift_cuda_backend_torch_fallback_reason(be) : "");
+    return n;
+#else
+    (void)be;
+    return 0;
+#endif
+}
+
 /* 1 if spec is "cuda", "cuda:..." (not ref-cuda). */
 static int spec_is_cuda(const char *spec) { return spec && strncmp(spec, "cuda", 4) == 0 && (!spec[4] || spec[4] == ':'); }
 

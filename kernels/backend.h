@@ -269,6 +269,14 @@ const char *drift_backend_name(const drift_backend *be);
 /* The kernel profile of be: "exact" or "torch" for a CUDA backend
  * (kernels/cuda/cuda_backend.h, kernels=), NULL for any other. Static string. */
 const char *drift_backend_kernels(const drift_backend *be);
+/* The ops the torch kernel profile handed to drift's exact kernels since be
+ * was created (a cuDNN graph declined, a shape torch's kernel does not take:
+ * such an op is not expected to be bitwise with torch): the number of such
+ * runs, the op names of their kinds ("attention, rms_norm") into ops and the
+ * last reason into why (both caller-owned, NUL-terminated, truncated to
+ * their sizes; NULL allowed). 0 for any backend that is not CUDA. */
+int64_t drift_backend_kernel_fallbacks(const drift_backend *be, char *ops, size_t ops_size, char *why,
+                                       size_t why_size);
 /* spec with the kernel profile kernels ("exact"/"torch") appended as
  * ":kernels=K" when spec is a CUDA backend ("cuda", "cuda:N", "cuda:N:...")
  * that names no kernels= itself; any other spec, or kernels NULL, is copied

@@ -93,6 +93,9 @@ typedef struct drift_replay_report {
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
     char kernels[8];             /* the kernel profile the replay's backend ran ("exact", "torch"); "" off CUDA */
     char kernels_why[96];        /* why that profile: filled by the caller that chose it (the cli), "" otherwise */
+    int64_t kernel_fallbacks;    /* ops the torch profile ran on drift's exact kernels (not expected bitwise with torch) */
+    char kernel_fallback_ops[128]; /* their op kinds ("attention, rms_norm"), "" when none */
+    char kernel_fallback_why[256]; /* the last reason given, "" when none */
     int has_libs_rec;            /* the trace has /libraries */
     drift_libraries libs_rec;    /* the recording's GPU and library identity (has_libs_rec) */
     int has_libs_here;           /* the replay ran on a CUDA backend */

@@ -452,6 +452,7 @@ int drift_replay_multi(const drift_replay_opts *o, drift_replay_report *rep, dri
             }
     if (!rc) rc = drift_replay_merger_finish(&mg, err);
     fill_rep_stats(rep, &jobs[0], W, kind, t_setup);
+    drift_replay_worker_fallbacks(jobs[0].w, rep); /* worker 0 speaks for all, as for the identity */
 done:
     for (int i = 0; i < W; i++) {
         drift_comm_free(jobs[i].comm);
@@ -518,6 +519,7 @@ int drift_replay_mpi(const drift_replay_opts *o, drift_replay_report *rep, drift
     run_job(&j);
     if (!j.rc) j.rc = drift_replay_merger_finish(&mg, &j.err);
     fill_rep_stats(rep, &j, size, kind, t_setup);
+    drift_replay_worker_fallbacks(j.w, rep);
 done:
     rc = j.rc;
     if (rc) {

@@ -343,6 +343,11 @@ void drift_replay_worker_identity(const drift_replay_worker *w, drift_replay_rep
     snprintf(rep->kernels, sizeof rep->kernels, "%s", k ? k : "");
     rep->has_libs_here = drift_backend_libraries(w->be, &rep->libs_here);
 }
+void drift_replay_worker_fallbacks(const drift_replay_worker *w, drift_replay_report *rep) {
+    if (!w || !rep) return;
+    rep->kernel_fallbacks = drift_backend_kernel_fallbacks(w->be, rep->kernel_fallback_ops, sizeof rep->kernel_fallback_ops,
+                                                           rep->kernel_fallback_why, sizeof rep->kernel_fallback_why);
+}
 const drift_forward *drift_replay_worker_forward(const drift_replay_worker *w) { return w->f; }
 drift_exec_cache *drift_replay_worker_cache(drift_replay_worker *w) { return w->cache; }
 

@@ -73,6 +73,9 @@ drift_exec_cache *drift_replay_worker_cache(drift_replay_worker *w);
 /* rep's kernels and libs_here from w's backend (the profile it was created
  * with, the GPU and library identity; nothing off CUDA). */
 void drift_replay_worker_identity(const drift_replay_worker *w, drift_replay_report *rep);
+/* rep's kernel_fallback_* from w's backend: what the torch profile handed to the exact kernels so
+ * far (kernels/backend.h drift_backend_kernel_fallbacks); call after the steps ran. */
+void drift_replay_worker_fallbacks(const drift_replay_worker *w, drift_replay_report *rep);
 /* Setup, before the first step: fills the worker's cache (no-op without
  * one) with the parameters and their casts, as the first step would, and
  * waits for the backend. After an FSDP gather, which puts the gathered

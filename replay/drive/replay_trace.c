@@ -85,6 +85,7 @@ int drift_replay_trace(const drift_replay_opts *o, drift_replay_report *rep, dri
     rep->steps_seconds = (double)(t1.tv_sec - t_steps.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t_steps.tv_nsec);
     rep->setup_seconds = (double)(t_steps.tv_sec - t0.tv_sec) + 1e-9 * (double)(t_steps.tv_nsec - t0.tv_nsec);
     rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    drift_replay_worker_fallbacks(w, rep);
     drift_replay_step_partial_free(&st);
     drift_replay_merger_free(&mg);
     drift_replay_worker_free(w);
