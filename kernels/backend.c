@@ -160,7 +160,9 @@ int64_t drift_backend_kernel_fallbacks(const drift_backend *be, char *ops, size_
     size_t len = 0;
     for (int k = 0; k < 64 && ops && ops_size; k++) {
         if (!(mask & (1ull << (unsigned)k))) continue;
-        int w = snprintf(ops + len, ops_size - len, "%s%s", len ? ", " : "", drift_op_name((drift_op_kind)k));
+        const char *r = drift_cuda_backend_torch_fallback_reason_of(be, k);
+        int w = snprintf(ops + len, ops_size - len, "%s%s%s%s%s", len ? "; " : "", drift_op_name((drift_op_kind)k),
+                         r[0] ? " (" : "", r, r[0] ? ")" : "");
         if (w < 0 || (size_t)w >= ops_size - len) break;
         len += (size_t)w;
     }

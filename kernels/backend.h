@@ -272,7 +272,7 @@ const char *drift_backend_kernels(const drift_backend *be);
 /* The ops the torch kernel profile handed to drift's exact kernels since be
  * was created (a cuDNN graph declined, a shape torch's kernel does not take:
  * such an op is not expected to be bitwise with torch): the number of such
- * runs, the op names of their kinds ("attention, rms_norm") into ops and the
+ * runs, the op names of their kinds, each with its first reason ("attention (why); reduce (why)"), into ops and the
  * last reason into why (both caller-owned, NUL-terminated, truncated to
  * their sizes; NULL allowed). 0 for any backend that is not CUDA. */
 int64_t drift_backend_kernel_fallbacks(const drift_backend *be, char *ops, size_t ops_size, char *why,

@@ -774,6 +774,11 @@ const char *drift_cuda_backend_torch_fallback_reason(const drift_backend *be) {
     return drift_cuda_backend_is_cuda(be) ? ctx_of(be)->torch_fallback_why : "";
 }
 
+const char *drift_cuda_backend_torch_fallback_reason_of(const drift_backend *be, int kind) {
+    if (!drift_cuda_backend_is_cuda(be) || kind < 0 || kind >= 64) return "";
+    return ctx_of(be)->torch_fallback_kind_why[kind];
+}
+
 int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **out, drift_err *err) {
     if (!out) return drift_err_set(err, DRIFT_E_INTERNAL, "cuda", "drift_cuda_backend_create: out is NULL");
     *out = NULL;

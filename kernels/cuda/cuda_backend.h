@@ -111,6 +111,8 @@ uint64_t drift_cuda_backend_torch_fallbacks(const drift_backend *be, int64_t *co
 /* The reason of the last such fallback ("" if none; borrowed, valid until
  * the next run on be). */
 const char *drift_cuda_backend_torch_fallback_reason(const drift_backend *be);
+/* The reason of the first fallback of an op of kind (a drift_op_kind) ("" if none; borrowed). */
+const char *drift_cuda_backend_torch_fallback_reason_of(const drift_backend *be, int kind);
 
 /* What the backend runs on, recorded at creation, for replay reports and for
  * comparing with a recording's (bitwise equality with torch is only expected

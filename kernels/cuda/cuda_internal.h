@@ -76,6 +76,7 @@ typedef struct dcu_ctx {
     uint64_t torch_fallback_mask; /* bit k: an op of kind k ran on the exact kernels under the torch profile */
     int64_t torch_fallbacks;      /* how many such runs */
     char torch_fallback_why[256]; /* the last fallback's reason ("" if none given) */
+    char torch_fallback_kind_why[64][96]; /* per op kind: the first fallback's reason */
     drift_cuda_identity identity; /* GPU, driver and library versions, filled at creation */
     char name[32];
 } dcu_ctx;

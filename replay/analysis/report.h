@@ -94,7 +94,7 @@ typedef struct drift_replay_report {
     char kernels[8];             /* the kernel profile the replay's backend ran ("exact", "torch"); "" off CUDA */
     char kernels_why[96];        /* why that profile: filled by the caller that chose it (the cli), "" otherwise */
     int64_t kernel_fallbacks;    /* ops the torch profile ran on drift's exact kernels (not expected bitwise with torch) */
-    char kernel_fallback_ops[128]; /* their op kinds ("attention, rms_norm"), "" when none */
+    char kernel_fallback_ops[1024]; /* their op kinds, each with its first reason ("attention (why); reduce (why)") */
     char kernel_fallback_why[256]; /* the last reason given, "" when none */
     int has_libs_rec;            /* the trace has /libraries */
     drift_libraries libs_rec;    /* the recording's GPU and library identity (has_libs_rec) */

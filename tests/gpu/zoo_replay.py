@@ -154,7 +154,7 @@ def main():
                 row["bitwise"] += ", first divergent per step %s" % fd
                 if js.get("kernel_fallbacks"):  # ops the torch profile left to drift's exact kernels
                     row["bitwise"] += "; %d runs of %s on exact kernels (%s)" % (
-                        js["kernel_fallbacks"], js.get("kernel_fallback_ops"), (js.get("kernel_fallback_why") or "")[:120])
+                        js["kernel_fallbacks"], js.get("kernel_fallback_ops"), (js.get("kernel_fallback_why") or "")[:60])
         rc2, out2, err2, _ = run([a.drift, "replay", tr, "--device", "cpu", "--ref", "trainer", "--output-only",
                                   "--max-floor", "2", "--json"], env, 180)
         try:

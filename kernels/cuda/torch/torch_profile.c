@@ -81,7 +81,12 @@ int dct_torch_exact_is_torch(drift_op_kind k) {
 }
 
 void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k, const char *why) {
-    if ((int)k >= 0 && (int)k < 64) ctx->torch_fallback_mask |= 1ull << (unsigned)k;
+    if ((int)k >= 0 && (int)k < 64) {
+        if (!(ctx->torch_fallback_mask & (1ull << (unsigned)k)))
+            snprintf(ctx->torch_fallback_kind_why[k], sizeof ctx->torch_fallback_kind_why[k], "%s",
+                     why ? why : "no torch-profile kernel");
+        ctx->torch_fallback_mask |= 1ull << (unsigned)k;
+    }
     ctx->torch_fallbacks++;
     snprintf(ctx->torch_fallback_why, sizeof ctx->torch_fallback_why, "%s: %s", drift_op_name(k),
              why ? why : "no torch-profile kernel");
