@@ -201,6 +201,26 @@ def torch_gen(outdir):
         return [x], (lambda: F.rms_norm(x, (D,), None, 1e-6)), "eps=1e-06"
     CASES.append(("rms_norm_xf32_noweight_1280x1536", "rms_norm", f_rms_now32))
 
+    # the composite RMSNorm diffusers and T5 write (x.float().pow(2).mean(-1) then rsqrt): the
+    # mean is reduce_kernel's order (a tree over lanes, four accumulators per lane), the rsqrt
+    # CUDA's rsqrtf; per-head widths and a model width, fp32 and bf16 inputs
+    for rows, N, dt in ((8, 32, torch.float32), (256, 16, torch.float32), (1024, 12, torch.float32),
+                        (64, 200, torch.float32), (16, 1536, torch.float32), (128, 64, bf16), (300, 24, torch.float32)):
+        def f_mean(rows=rows, N=N, dt=dt):
+            x = (torch.randn(rows, N, device=dev) * torch.exp(torch.randn(rows, 1, device=dev))).to(dt)
+            return [x], (lambda: x.pow(2).mean(-1, keepdim=True) if dt == torch.float32 else x.mean(-1, keepdim=True)), ""
+        CASES.append(("mean_last_%s_%dx%d" % ("f32" if dt == torch.float32 else "bf16", rows, N), "mean_last", f_mean))
+
+        def f_sum(rows=rows, N=N, dt=dt):
+            x = (torch.randn(rows, N, device=dev) * torch.exp(torch.randn(rows, 1, device=dev))).to(dt)
+            return [x], (lambda: x.sum(-1, keepdim=True)), ""
+        CASES.append(("sum_last_%s_%dx%d" % ("f32" if dt == torch.float32 else "bf16", rows, N), "sum_last", f_sum))
+
+    def f_rsqrt():
+        x = torch.rand(4096, 64, device=dev) * torch.exp(4 * torch.randn(4096, 1, device=dev)) + 1e-6
+        return [x], (lambda: torch.rsqrt(x)), ""
+    CASES.append(("rsqrt_f32_4096x64", "rsqrt", f_rsqrt))
+
     # activations on bf16 linear outputs (and an fp32 SiLU, the time embedder's)
     def f_gelu():
         x = rb(1, 1280, 8960, scale=3.0)

@@ -184,6 +184,26 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
                            hc->n_in);
         op.eps = hc->eps;
         rc = run1(r, &op, in[0], in[1], in[2], out);
+    } else if ((!strcmp(o, "mean_last") || !strcmp(o, "sum_last")) && hc->n_in == 1) {
+        /* mean_last: torch's pow(2) (x*x, fp32) then mean(-1) for fp32 x, mean(-1) of x for 16-bit x */
+        drift_tensor *sq = in[0];
+        rc = 0;
+        if (!strcmp(o, "mean_last") && in[0]->dtype == DRIFT_F32) {
+            sq = new_tensor(r, DRIFT_F32, in[0]->ndim, in[0]->shape);
+            if (!sq) return -1;
+            drift_op pw = mkop(DRIFT_OP_SCALAR, DRIFT_F32, DRIFT_F32, 1);
+            pw.sub = DRIFT_SCALAR_POW;
+            pw.scalar = 2.0;
+            rc = run1(r, &pw, in[0], NULL, NULL, sq);
+        }
+        drift_op red = mkop(DRIFT_OP_REDUCE, DRIFT_F32, hc->out_dt, 1);
+        red.sub = !strcmp(o, "mean_last") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
+        red.dim = in[0]->ndim - 1;
+        if (!rc) rc = run1(r, &red, sq, NULL, NULL, out);
+    } else if (!strcmp(o, "rsqrt") && hc->n_in == 1) {
+        drift_op op = mkop(DRIFT_OP_UNARY, DRIFT_F32, hc->out_dt, 1);
+        op.sub = DRIFT_UNARY_RSQRT;
+        rc = run1(r, &op, in[0], NULL, NULL, out);
     } else if (!strcmp(o, "gelu_tanh") || !strcmp(o, "silu")) {
         drift_op op = mkop(!strcmp(o, "silu") ? DRIFT_OP_SILU : DRIFT_OP_GELU_TANH, DRIFT_F32, hc->out_dt, 1);
         rc = run1(r, &op, in[0], NULL, NULL, out);

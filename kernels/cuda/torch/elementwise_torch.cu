@@ -7,6 +7,7 @@
  *              inner = kBeta * (x + kKappa * x3)   (nvcc: fmaf(kKappa, x3, x));
  *              y = 0.5f * x * (1 + tanhf(inner))
  *   silu:      y = x / (1 + expf(-x))
+ *   rsqrt:     y = rsqrtf(x)    (torch's rsqrt_kernel_cuda: ::rsqrt, not 1 / sqrt rounded twice)
  * Inputs widened to fp32, output rounded once (RNE) to its dtype. 16-bit
  * tensors in and out (aligned, a multiple of 8 elements) take a kernel with
  * 16-byte loads and stores: the same expression per element. */
@@ -21,6 +22,7 @@ constexpr double k2SqrtPi = 1.12837916709551257390;
 template <int OP>
 DCU_DEV float torch_unary(float x) {
     if (OP == DCT_UN_SILU) return x / (1.0f + expf(-x));
+    if (OP == DCT_UN_RSQRT) return rsqrtf(x);
     constexpr float kBeta = kSqrt2 * k2SqrtPi * float(0.5);
     constexpr float kKappa = 0.044715;
     float x_cube = x * x * x;
@@ -82,6 +84,8 @@ extern "C" cudaError_t dct_launch_unary(const dcu_ctx *ctx, int op, const void *
         k_unary_torch<DCT_UN_SILU><<<blocks, DCU_THREADS, 0, ctx->stream>>>(x, tx, y, ty, n);
     else if (op == DCT_UN_GELU_TANH)
         k_unary_torch<DCT_UN_GELU_TANH><<<blocks, DCU_THREADS, 0, ctx->stream>>>(x, tx, y, ty, n);
+    else if (op == DCT_UN_RSQRT)
+        k_unary_torch<DCT_UN_RSQRT><<<blocks, DCU_THREADS, 0, ctx->stream>>>(x, tx, y, ty, n);
     else
         return cudaErrorInvalidValue;
     return cudaGetLastError();

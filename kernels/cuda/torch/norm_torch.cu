@@ -174,16 +174,12 @@ __global__ void k_layer_norm_torch(const void *__restrict__ x, int tx, int N, co
  * vec: torch's 4-wide reduction layout, which the loads and the output pass
  * then also use (the per-element values and the reduction order are the
  * same either way: only the memory access is wider). */
-template <int TX, int TW, int TY>
-__global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t rows, int N, const void *__restrict__ w,
-                                 int tw, void *__restrict__ y, int ty, float eps, int vec, float factor,
-                                 int shfl_desc) {
-    extern __shared__ float sm[];
-    __shared__ float rs[512];
-    const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+/* reduce_kernel's sum of one row (of u*u for SQ, else of u) as the file comment describes; every
+ * thread of the block calls it (it synchronises); the row's sum is valid in lane 0. */
+template <int TX, int SQ>
+DCU_DEV float torch_row_sum(const void *__restrict__ x, int tx, int64_t base, int N, bool active, int vec,
+                            int shfl_desc, float *sm) {
     const int lane = threadIdx.x, bw = blockDim.x;
-    const bool active = row < rows && lane < N;
-    const int64_t base = row * N;
     float v = 0.f;
     if (active) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -192,13 +188,13 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
                 float u[4];
                 dcu_ld4<TX>(x, tx, base + idx * 4, u);
 #pragma unroll
-                for (int i = 0; i < 4; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(u[i], u[i]));
+                for (int i = 0; i < 4; i++) acc[i] = __fadd_rn(acc[i], SQ ? __fmul_rn(u[i], u[i]) : u[i]);
             }
         } else {
             int k = 0;
             for (int idx = lane; idx < N; idx += bw, k++) {
                 float u = dcu_ld<int64_t>(x, tx, base + idx);
-                acc[k & 3] = __fadd_rn(acc[k & 3], __fmul_rn(u, u));
+                acc[k & 3] = __fadd_rn(acc[k & 3], SQ ? __fmul_rn(u, u) : u);
             }
         }
         v = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), acc[2]), acc[3]);
@@ -221,6 +217,24 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
         for (int offset = dim_x / 2; offset > 0; offset >>= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
     else
         for (int offset = 1; offset < dim_x; offset <<= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+/* One row per blockDim.x-wide row of the block; see the file comment.
+ * TX/TW/TY: the dtypes as template constants (-1: the runtime tx/tw/ty);
+ * vec: torch's 4-wide reduction layout, which the loads and the output pass
+ * then also use (the per-element values and the reduction order are the
+ * same either way: only the memory access is wider). */
+template <int TX, int TW, int TY>
+__global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t rows, int N, const void *__restrict__ w,
+                                 int tw, void *__restrict__ y, int ty, float eps, int vec, float factor,
+                                 int shfl_desc) {
+    extern __shared__ float sm[];
+    __shared__ float rs[512];
+    const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    const int lane = threadIdx.x, bw = blockDim.x;
+    const int64_t base = row * N;
+    const float v = torch_row_sum<TX, 1>(x, tx, base, N, row < rows && lane < N, vec, shfl_desc, sm);
     if (threadIdx.x == 0) {
         const float m = __fmul_rn(v, factor);
         rs[threadIdx.y] = rsqrtf(__fadd_rn(m, eps));
@@ -247,6 +261,17 @@ __global__ void k_rms_norm_torch(const void *__restrict__ x, int tx, int64_t row
         const float o = w ? __fmul_rn(t, dcu_ld<int>(w, tw, j)) : t;
         dcu_st<int64_t>(y, ty, base + j, o);
     }
+}
+
+/* torch's sum / mean over the last dim (reduce_kernel with SumOps / MeanOps: the row's sum, times
+ * factor for a mean, rounded once to y's dtype); the same block shape and order as above. */
+template <int TX>
+__global__ void k_reduce_torch(const void *__restrict__ x, int tx, int64_t rows, int N, void *__restrict__ y, int ty,
+                               int mean, float factor, int vec) {
+    extern __shared__ float sm[];
+    const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    const float v = torch_row_sum<TX, 0>(x, tx, row * N, N, row < rows && (int)threadIdx.x < N, vec, 0, sm);
+    if (threadIdx.x == 0 && row < rows) dcu_st<int64_t>(y, ty, row, mean ? v * factor : v);
 }
 
 /* torch 2.11's fused rms_norm: vectorized_layer_norm_kernel<T, float, true>,
@@ -399,5 +424,21 @@ extern "C" cudaError_t dct_launch_rms_norm_fused(const dcu_ctx *ctx, const void 
     else if (wide && tx == DRIFT_F32 && ty == DRIFT_F32 && tw_ == DRIFT_F32) RMSF_LAUNCH(DRIFT_F32, DRIFT_F32, DRIFT_F32);
     else RMSF_LAUNCH(-1, -1, -1);
 #undef RMSF_LAUNCH
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dct_launch_reduce(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N,
+                                        void *y, drift_dtype ty, int mean, const dct_reduce_cfg *cfg) {
+    if (rows <= 0) return cudaSuccess;
+    dim3 blk(cfg->bw, cfg->bh);
+    const int64_t g = (rows + cfg->bh - 1) / cfg->bh;
+    if (g > INT32_MAX) return cudaErrorInvalidValue;
+    const size_t smem = cfg->bw > 32 ? (size_t)cfg->bw * cfg->bh * sizeof(float) : 0;
+    if (cfg->vectorize && tx == DRIFT_F32 && !((uintptr_t)x & 15))
+        k_reduce_torch<DRIFT_F32><<<(unsigned)g, blk, smem, ctx->stream>>>(x, tx, rows, (int)N, y, ty, mean, cfg->factor, 1);
+    else if (cfg->vectorize)
+        return cudaErrorInvalidValue; /* torch's 4-wide layout is emulated for aligned fp32 rows only */
+    else
+        k_reduce_torch<-1><<<(unsigned)g, blk, smem, ctx->stream>>>(x, tx, rows, (int)N, y, ty, mean, cfg->factor, 0);
     return cudaGetLastError();
 }

@@ -206,6 +206,31 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
     return rc;
 }
 
+/* sum / mean over trailing contiguous dims as torch's reduce_kernel orders it (the shapes
+ * dct_reduce_config emulates); anything else stays on the exact kernels. */
+static int run_reduce(dcu_ctx *ctx, const drift_op *op, const drift_tensor *x, drift_tensor *out, const char *where,
+                      int *handled, drift_err *err) {
+    if (op->sub != DRIFT_REDUCE_SUM && op->sub != DRIFT_REDUCE_MEAN) return DRIFT_OK;
+    if (x->dtype != DRIFT_F32 && x->dtype != DRIFT_BF16 && x->dtype != DRIFT_F16) return DRIFT_OK;
+    const int d = op->dim < 0 ? op->dim + x->ndim : op->dim, len = op->length > 0 ? op->length : 1;
+    if (d < 0 || d + len != x->ndim) {
+        dct_torch_note_fallback(ctx, op->kind, "torch's reduce_kernel order is emulated over the last dims only");
+        return DRIFT_OK;
+    }
+    int64_t N = 1;
+    for (int i = d; i < x->ndim; i++) N *= x->shape[i];
+    if (N == 0 || x->numel == 0) return DRIFT_OK;
+    dct_reduce_cfg cfg;
+    if (!dct_reduce_config(x->numel / N, N, &cfg) || (cfg.vectorize && (x->dtype != DRIFT_F32 || ((uintptr_t)x->data & 15)))) {
+        dct_torch_note_fallback(ctx, op->kind, "a reduce_kernel layout drift does not emulate (a row split across warps, or 4-wide loads of 16-bit data)");
+        return DRIFT_OK;
+    }
+    *handled = 1;
+    return dcu_check(dct_launch_reduce(ctx, x->data, x->dtype, x->numel / N, N, out->data, out->dtype,
+                                       op->sub == DRIFT_REDUCE_MEAN, &cfg),
+                     err, where, "torch-profile reduction kernel");
+}
+
 static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                      const char *where, int *handled, drift_err *err) {
     struct dct_state *st = ctx->torch;
@@ -257,6 +282,12 @@ static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const
                          err, where, "torch-profile rms_norm kernel");
     }
     case DRIFT_OP_ATTENTION: return run_attention(ctx, op, in, out, handled, err);
+    case DRIFT_OP_UNARY:
+        if (op->sub != DRIFT_UNARY_RSQRT || x->numel != out->numel) return DRIFT_OK;
+        *handled = 1;
+        return dcu_check(dct_launch_unary(ctx, DCT_UN_RSQRT, x->data, x->dtype, out->data, out->dtype, out->numel),
+                         err, where, "torch-profile rsqrt kernel");
+    case DRIFT_OP_REDUCE: return run_reduce(ctx, op, x, out, where, handled, err);
     default: return DRIFT_OK;
     }
 }

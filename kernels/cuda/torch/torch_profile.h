@@ -127,6 +127,11 @@ cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype t
                                 const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps,
                                 const dct_reduce_cfg *cfg);
 
+/* torch's sum / mean over the contiguous last dim of rows x N (reduce_kernel with SumOps /
+ * MeanOps, fp32 accumulation, cfg from dct_reduce_config): y[row] = round_ty(sum) or
+ * round_ty(sum * cfg->factor). cfg->vectorize needs an fp32, 16-byte aligned x. */
+cudaError_t dct_launch_reduce(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N, void *y,
+                              drift_dtype ty, int mean, const dct_reduce_cfg *cfg);
 /* torch's fused rms_norm (vectorized_layer_norm_kernel<T, float, true>, one
  * row per block of `threads`): r = rsqrt(sum(u*u) / N + eps) summed in
  * layer_norm's thread order; y = round_ty(w * (r * u)). N % 4 == 0. */
@@ -134,7 +139,7 @@ cudaError_t dct_launch_rms_norm_fused(const dcu_ctx *ctx, const void *x, drift_d
                                       const void *w, drift_dtype tw, void *y, drift_dtype ty, float eps, int threads);
 
 /* ---- elementwise_torch.cu ------------------------------------------- */
-enum { DCT_UN_SILU = 0, DCT_UN_GELU_TANH = 1 };
+enum { DCT_UN_SILU = 0, DCT_UN_GELU_TANH = 1, DCT_UN_RSQRT = 2 };
 cudaError_t dct_launch_unary(const dcu_ctx *ctx, int op, const void *x, drift_dtype tx, void *y, drift_dtype ty,
                              int64_t n);
 
