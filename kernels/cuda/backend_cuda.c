@@ -641,14 +641,15 @@ static int read_torch_options(dcu_ctx *ctx, const drift_backend_opts *o, drift_e
         (rc = pick(o, "sdpa_graph", sgraphs, 3, 0, &ctx->torch_opts.sdpa_graph, err)) ||
         (rc = pick(o, "conv_heur", heurs, 3, 0, &ctx->torch_opts.conv_heur, err)))
         return rc;
-    long cws = 0, lt = 1024, th = 128, comb = 0, rms = 0, stats = 0, skip = 0;
+    long cws = 0, lt = 1024, th = 128, comb = 0, rms = 0, stats = 0, skip = 0, ffast = 0;
     if ((rc = drift_backend_opt_int(o, "cublas_ws", 0, 1L << 32, &cws, err)) ||
         (rc = drift_backend_opt_int(o, "lt_ws_kib", 0, 1L << 22, &lt, err)) ||
         (rc = drift_backend_opt_int(o, "ln_threads", 32, 1024, &th, err)) ||
         (rc = drift_backend_opt_int(o, "ln_combine", 0, 2, &comb, err)) ||
         (rc = drift_backend_opt_int(o, "rms_variant", 0, 15, &rms, err)) ||
         (rc = drift_backend_opt_int(o, "sdpa_stats", 0, 1, &stats, err)) ||
-        (rc = drift_backend_opt_int(o, "conv_skip", 0, 1000, &skip, err)))
+        (rc = drift_backend_opt_int(o, "conv_skip", 0, 1000, &skip, err)) ||
+        (rc = drift_backend_opt_int(o, "flash_fast", 0, 1, &ffast, err)))
         return rc;
     if (th % 32)
         return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': ln_threads=%ld: expected a multiple of 32",
@@ -660,6 +661,7 @@ static int read_torch_options(dcu_ctx *ctx, const drift_backend_opts *o, drift_e
     ctx->torch_opts.rms_variant = (int)rms;
     ctx->torch_opts.sdpa_stats = (int)stats;
     ctx->torch_opts.conv_skip = (int)skip;
+    ctx->torch_opts.flash_fast = (int)ffast;
     return DRIFT_OK;
 }
 
@@ -668,7 +670,7 @@ static int read_variants(dcu_ctx *ctx, const drift_backend_opts *o, drift_err *e
     static const char *const keys[] = {"gemm",       "attention",  "i64",        "norm_smem",   "attn_scratch",
                                        "metrics_grid", "kernels",  "torch_gemm", "cublas_ws",   "lt_ws_kib",
                                        "ln_threads", "ln_combine", "rms_variant", "sdpa",       "sdpa_stats",
-                                       "sdpa_graph", "conv_heur",  "conv_skip",  NULL};
+                                       "sdpa_graph", "conv_heur",  "conv_skip",  "flash_fast", NULL};
     int rc = drift_backend_opts_check(o, keys, err);
     if (rc) return rc;
     if ((rc = read_torch_options(ctx, o, err))) return rc;

@@ -69,6 +69,7 @@ typedef struct dcu_ctx {
         int ln_threads, ln_combine, rms_variant;
         int sdpa_off, sdpa_stats;
         int sdpa_graph;         /* 0 auto, 1 unified, 2 composite */
+        int flash_fast;         /* 1: FlashAttention-2's exp2 and 1/l as --use_fast_math's ex2 / rcp (flash_torch.cu) */
         int conv_heur, conv_skip; /* conv_heur: 0 instant, 1 a, 2 b */
     } torch_opts;
     struct dct_state *torch;   /* the torch profile's handles (kernels/cuda/torch/), NULL for exact */

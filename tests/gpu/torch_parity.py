@@ -296,6 +296,16 @@ def torch_gen(outdir):
                 return sdpa_mask_case(kind, D, L)
             CASES.append(("sdpa_mask_%s_B2_H4_L%d_D%d" % (kind, L, D), "sdpa", f))
 
+    # head dims that are no multiple of 8, no mask: cuDNN declines them and torch pads q, k, v to a
+    # multiple of 8 and runs FlashAttention-2 (drift: flash_torch.cu), the zoo's small heads
+    for D, Lq, Lk in ((12, 128, 128), (12, 212, 212), (4, 512, 9), (4, 1024, 8), (2, 144, 144), (6, 64, 12),
+                      (20, 100, 256), (36, 77, 130)):
+        def f_flash(D=D, Lq=Lq, Lk=Lk):
+            B, H = 2, 2
+            q, k, v = rb(B, H, Lq, D), rb(B, H, Lk, D), rb(B, H, Lk, D)
+            return [q, k, v], (lambda: F.scaled_dot_product_attention(q, k, v)), ""
+        CASES.append(("sdpa_flash_D%d_Lq%d_Lk%d" % (D, Lq, Lk), "sdpa", f_flash))
+
     # Conv3d patch embedding 16 -> 1536, patch (1, 2, 2), 5x32x32 latents -> 1280 tokens;
     # batch 2 as in the Wan 1.3B FSDP2 recording (its first divergent site)
     for B in (1, 2):

@@ -88,7 +88,8 @@ drift_run() {
 }
 drift_run torch torch "" "$TORCHLIBS"
 if [ "${PARITY_QUICK:-0}" = 1 ]; then # only torch's own profile (with PARITY_CASES: a few cases in one short call)
-  (cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch) || OK=0
+  drift_run flashfast torch:flash_fast=1 sdpa "$TORCHLIBS"
+  (cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch flashfast) || OK=0
   say "done (log: $LOG)"
   [ $OK = 1 ]
   exit
@@ -113,11 +114,12 @@ drift_run convskip3 torch:conv_skip=3 conv_cudnn "$TORCHLIBS"
 drift_run sdpastats torch:sdpa_stats=1 sdpa "$TORCHLIBS"
 drift_run sdpacomp torch:sdpa_graph=composite sdpa "$TORCHLIBS"
 drift_run sdpauni torch:sdpa_graph=unified sdpa "$TORCHLIBS"
+drift_run flashfast torch:flash_fast=1 sdpa "$TORCHLIBS"
 drift_run syslibs torch linear,sdpa,conv_patch,conv_cudnn ""
 
 # ------------------------------------------------------------ table
 say "compare"
-(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 rmsnw rmscomp convheura convheurb convskip1 convskip2 convskip3 sdpastats sdpacomp sdpauni syslibs) ||
+(cd "$SRC" && step 90 "$PY" tests/gpu/torch_parity.py compare "$DATA/cases" torch exact lt cublas ws32m ws0 lnc1 lnc2 lnt256 rmsv1 rmsv2 rmsnw rmscomp convheura convheurb convskip1 convskip2 convskip3 sdpastats sdpacomp sdpauni flashfast syslibs) ||
   OK=0
 say "done (log: $LOG)"
 [ $OK = 1 ]

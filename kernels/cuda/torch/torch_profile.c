@@ -31,6 +31,7 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
     st->sdpa_graph = ctx->torch_opts.sdpa_graph;
     st->conv_heur = ctx->torch_opts.conv_heur;
     st->conv_skip = ctx->torch_opts.conv_skip;
+    st->flash_fast = ctx->torch_opts.flash_fast;
     st->cublas_ws_size = cublas_workspace_size(ctx->torch_opts.cublas_ws, major, minor);
     /* torch's getCUDABlasLtWorkspaceSize: CUBLASLT_WORKSPACE_SIZE KiB (default
        1024, the spec's lt_ws_kib), capped at the cuBLAS workspace */
@@ -170,8 +171,9 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
     a.Sq = q->shape[lay ? 1 : 2];
     a.Sk = k->shape[lay ? 1 : 2];
     a.D = q->shape[3];
+    const int flash = a.D % 8 != 0; /* cuDNN declines it; torch pads to a multiple of 8 and runs FlashAttention-2 */
     if (q->dtype != op->compute || k->dtype != op->compute || v->dtype != op->compute || out->dtype != op->compute ||
-        v->shape[3] != a.D || a.D % 8 != 0 || a.D > 256) {
+        v->shape[3] != a.D || (!flash && a.D % 8 != 0) || a.D > 256) {
         snprintf(why, sizeof why, "cuDNN SDPA needs q, k, v, out in the compute dtype and Dh == Dv, a multiple of 8 <= 256");
         dct_torch_note_fallback(ctx, op->kind, why);
         return DRIFT_OK;
@@ -197,6 +199,14 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
         for (int i = 0; i < 3; i++) a.bias_dims[i] = b->shape[i];
     }
     why[0] = '\0';
+    if (flash) {
+        if (!dct_flash_supported(&a, why, sizeof why)) {
+            dct_torch_note_fallback(ctx, op->kind, why);
+            return DRIFT_OK;
+        }
+        *handled = 1;
+        return dcu_check(dct_launch_flash(ctx, &a, st->flash_fast), err, "op attention", "torch-profile flash attention");
+    }
     int rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err); /* it copies the bias into an aligned io-dtype buffer */
     if (rc == DRIFT_E_UNSUPPORTED) {
         dct_torch_note_fallback(ctx, op->kind, why);

@@ -10,6 +10,7 @@
  *                      composite (pow, reduce_kernel mean, add, rsqrt, mul)
  *   elementwise_torch.cu  GELU_TANH, SILU with torch's expressions
  *   sdpa_cudnn.c       ATTENTION through cuDNN's fused flash SDPA (backend API)
+ *   flash_torch.cu     ATTENTION as torch's FlashAttention-2 (head dims no multiple of 8)
  *   torch_profile.c    state, dispatch, library identity
  *
  * Its test knobs are the backend spec's torch options (cuda_backend.h), fixed
@@ -43,6 +44,7 @@ struct dct_state {
     int sdpa_graph;          /* sdpa_graph: 0 auto, 1 unified, 2 composite (sdpa_cudnn.c) */
     int conv_heur;           /* conv_heur: 0 instant (torch's Conv_v8), 1 mode A, 2 mode B */
     int conv_skip;           /* conv_skip: engine configurations skipped */
+    int flash_fast;          /* flash_fast=1: fast-math exp2 / reciprocal in flash_torch.cu */
     void *cudnn;             /* cudnnHandle_t (cudnn_graph.c), made on first use */
     struct dct_sdpa_cache *sdpa; /* SDPA plans (sdpa_cudnn.c) */
     struct dct_conv_cache *conv; /* convolution plans (conv_cudnn.c) */
@@ -91,6 +93,13 @@ typedef struct dct_sdpa_args {
  * are errors of the run itself. */
 int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_size, drift_err *err);
 void dct_sdpa_cache_destroy(dcu_ctx *ctx);
+
+/* ---- flash_torch.cu -------------------------------------------------- */
+/* 1 if torch's FlashAttention-2 forward is emulated for a (no mask, bf16/fp16, head dim <= 64,
+ * at most 256 keys: one split); else 0 with the reason in why. */
+int dct_flash_supported(const dct_sdpa_args *a, char *why, size_t why_size);
+/* o = attention(q, k, v) in flash_fwd_kernel's order (flash_torch.cu); fast: the spec's flash_fast. */
+cudaError_t dct_launch_flash(const dcu_ctx *ctx, const dct_sdpa_args *a, int fast);
 /* Destroys the cuDNN handle (cudnn_graph.c; no-op without cuDNN). */
 void dct_cudnn_destroy(dcu_ctx *ctx);
 
