@@ -298,13 +298,51 @@ def torch_gen(outdir):
 
     # head dims that are no multiple of 8, no mask: cuDNN declines them and torch pads q, k, v to a
     # multiple of 8 and runs FlashAttention-2 (drift: flash_torch.cu), the zoo's small heads
-    for D, Lq, Lk in ((12, 128, 128), (12, 212, 212), (4, 512, 9), (4, 1024, 8), (2, 144, 144), (6, 64, 12),
-                      (20, 100, 256), (36, 77, 130)):
-        def f_flash(D=D, Lq=Lq, Lk=Lk):
-            B, H = 2, 2
+    # (B, H) 2, 2 unless given; Motif's and WanAnimate's long self-attention split the keys
+    # (flash's num_splits_heuristic), B 2 H 16 L 1024 fills the SMs (one split, 8 key blocks)
+    for D, Lq, Lk, B, H in ((12, 128, 128, 2, 2), (12, 212, 212, 2, 2), (4, 512, 9, 2, 2), (4, 1024, 8, 2, 2),
+                            (2, 144, 144, 2, 2), (6, 64, 12, 2, 2), (20, 100, 256, 2, 2), (36, 77, 130, 2, 2),
+                            (12, 2316, 2316, 1, 2), (12, 1344, 1344, 1, 2), (12, 1024, 1024, 2, 16),
+                            (44, 700, 3000, 1, 3)):
+        def f_flash(D=D, Lq=Lq, Lk=Lk, B=B, H=H):
             q, k, v = rb(B, H, Lq, D), rb(B, H, Lk, D), rb(B, H, Lk, D)
             return [q, k, v], (lambda: F.scaled_dot_product_attention(q, k, v)), ""
-        CASES.append(("sdpa_flash_D%d_Lq%d_Lk%d" % (D, Lq, Lk), "sdpa", f_flash))
+        CASES.append(("sdpa_flash_D%d_Lq%d_Lk%d_B%dH%d" % (D, Lq, Lk, B, H), "sdpa", f_flash))
+
+    # the zoo's masked attention as the models hand it to torch: q, k, v [B, L, H, D] transposed
+    # (drift's layout 1), the mask's own shape and dtype (Ernie, plain_mmdit, LTX-2, Lumina-Next,
+    # MiniMax-Music's causal); torch's KERNELS line says which backend ran
+    def sdpa_zoo(B, H, Lq, Lk, D, mask_kind, Hk=None):
+        Hk = Hk or H
+        q, k, v = rb(B, Lq, H, D), rb(B, Lk, Hk, D), rb(B, Lk, Hk, D)
+        causal, mask, bias = False, None, None
+        if mask_kind == "boolkey":
+            mask = torch.rand(B, 1, 1, Lk, device=dev) > 0.3
+            mask[..., 0] = True
+            bias = torch.zeros(B, 1, 1, Lk, device=dev).masked_fill(~mask, float("-inf"))
+        elif mask_kind == "f32head":
+            mask = torch.zeros(B, H, 1, Lk, device=dev).masked_fill(torch.rand(B, H, 1, Lk, device=dev) > 0.7, -1e9)
+            mask[..., 0] = 0
+            bias = mask
+        elif mask_kind == "boolfull_exp":
+            m = torch.rand(B, 1, 1, Lk, device=dev) > 0.3
+            m[..., 0] = True
+            mask = m.expand(B, H, Lq, Lk)
+            bias = torch.zeros(B, 1, 1, Lk, device=dev).masked_fill(~m, float("-inf"))
+        else:
+            causal = True
+            bias = torch.zeros(Lq, Lk, device=dev).masked_fill(
+                ~torch.ones(Lq, Lk, dtype=torch.bool, device=dev).tril(), float("-inf")).view(1, 1, Lq, Lk)
+        fn = (lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                     attn_mask=mask, is_causal=causal).transpose(1, 2))
+        return [q, k, v, bias.contiguous()], fn, "layout=1"
+    for nm, args in (("ernie", (1, 1, 272, 272, 16, "boolkey")), ("plain_mmdit", (1, 4, 76, 76, 16, "boolkey")),
+                     ("ltx2_cross", (2, 2, 512, 16, 8, "f32head")), ("lumina_next", (2, 3, 64, 64, 8, "boolfull_exp")),
+                     ("minimax_causal", (1, 2, 8, 8, 16, "causal")), ("key_L80", (2, 4, 80, 80, 64, "boolkey")),
+                     ("key_L72", (2, 4, 72, 72, 64, "boolkey"))):
+        def f_zoo(args=args):
+            return sdpa_zoo(*args)
+        CASES.append(("sdpa_zoo_%s" % nm, "sdpa", f_zoo))
 
     # Conv3d patch embedding 16 -> 1536, patch (1, 2, 2), 5x32x32 latents -> 1280 tokens;
     # batch 2 as in the Wan 1.3B FSDP2 recording (its first divergent site)

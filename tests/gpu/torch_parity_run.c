@@ -9,7 +9,7 @@
  * "RUN <case> error: ..." and its output file is not written.
  *
  * Manifest (one directive per line, '#' comments):
- *   case NAME OP [eps=X] [patch=PF,PH,PW]
+ *   case NAME OP [eps=X] [patch=PF,PH,PW] [layout=1]
  *   in DTYPE NDIM D0 .. FILE        (raw little-endian bits, FILE relative to DIR)
  *   out DTYPE NDIM D0 ..
  *   end
@@ -43,6 +43,7 @@ typedef struct hcase {
     char name[128], op[32];
     float eps;
     int patch[3];
+    int layout; /* sdpa: 1 = q, k, v, out given [B, L, H, D] (ATTENTION's layout 1) */
     int n_in;
     drift_dtype in_dt[MAX_IN];
     int in_nd[MAX_IN];
@@ -223,6 +224,7 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         if (!rc) rc = run1(r, &add, m, in[2], NULL, out);
     } else if (!strcmp(o, "sdpa") && (hc->n_in == 3 || hc->n_in == 4)) {
         drift_op op = mkop(DRIFT_OP_ATTENTION, hc->in_dt[0], hc->out_dt, hc->n_in);
+        op.layout = hc->layout;
         const drift_tensor *ins[4] = {in[0], in[1], in[2], in[3]};
         rc = drift_backend_run(r->be, &op, ins, out, r->err);
     } else if (!strcmp(o, "conv_patch") && hc->n_in == 3 && in[0]->ndim == 5) {
@@ -372,6 +374,8 @@ int main(int argc, char **argv) {
             while ((t = strtok(NULL, " \t\n")) != NULL) {
                 if (!strncmp(t, "eps=", 4))
                     hc.eps = strtof(t + 4, NULL);
+                else if (!strcmp(t, "layout=1"))
+                    hc.layout = 1;
                 else if (!strncmp(t, "patch=", 6) &&
                          sscanf(t + 6, "%d,%d,%d", &hc.patch[0], &hc.patch[1], &hc.patch[2]) == 3 &&
                          hc.patch[0] > 0 && hc.patch[1] > 0 && hc.patch[2] > 0)

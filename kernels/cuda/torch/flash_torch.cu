@@ -2,11 +2,21 @@
  * own code; the order of operations is a fact about torch's flash_fwd_kernel,
  * aten/src/ATen/native/transformers/cuda/flash_attn): a head dim that is no
  * multiple of 8 (cuDNN declines it; torch pads q, k, v to a multiple of 8 and
- * runs flash), no mask, bf16/fp16, one split (num_splits 1: at most one
- * 256-key block for head dims <= 64, which the caller checks).
+ * runs flash), no mask, bf16/fp16, head dims up to 64.
  *
- * Per row of a kBlockM x kBlockN = 128 x 128 tile, keys in blocks of 128 taken
- * from the last block to the first:
+ * Splits: torch's set_params_splitkv picks num_splits with flash's
+ * num_splits_heuristic (batch * heads * ceil(Sq / 64) blocks against 2 x the
+ * SM count, ceil(Sk / 256) key blocks). One split: flash_fwd_kernel, keys in
+ * blocks of kBlockN = 128. More: flash_fwd_splitkv_kernel over blocks of 256
+ * keys, split s taking blocks [s n, (s + 1) n) (n = ceil(blocks / splits)),
+ * each normalised on its own with lse = m * scale + __logf(l) (an FMA), then
+ * the combine kernel: lse_max over the splits, lse_sum = sum of
+ * expf(lse_s - lse_max) in its thread order (per thread the splits t, t + R,
+ * ... in turn, then an xor butterfly over R = min(128 / rows, max_splits)
+ * threads), lse_logsum = logf(lse_sum) + lse_max, O = sum over s in order of
+ * fma(expf(lse_s - lse_logsum), O_s, O), rounded once.
+ *
+ * Per row, keys in blocks taken from the last block to the first:
  *   S   = Q K^T with mma.sync m16n8k16 (fp32 accumulate) over the head dim in
  *         steps of 16 (the padded dims are zeros; a step of zeros adds
  *         nothing); keys past Sk are -inf;
@@ -26,8 +36,6 @@
 #include "kernels/cuda/torch/torch_profile.h"
 
 namespace {
-
-constexpr int kBlockN = 128;
 
 DCU_DEV uint32_t ld16(const void *p, int64_t i) { return ((const uint16_t *)p)[i]; }
 
@@ -72,10 +80,11 @@ DCU_DEV uint32_t elem(const void *p, int64_t base, int64_t row, int64_t rows, in
     return row < rows && col < cols ? ld16(p, base + row * rs + col) : 0u;
 }
 
-/* One warp per 16 query rows of one (batch, head); 4 warps per block. DP: the head dim padded
- * to a multiple of 16 (the MMA's k); D: the real one. */
-template <int DT, int DP>
-__global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast) {
+/* One warp per 16 query rows of one (batch, head), 4 warps per block, blockIdx.z the split.
+ * DP: the head dim padded to a multiple of 16 (the MMA's k); D: the real one. splits > 1:
+ * the split's normalised fp32 O into oacc [split][b][h][row][DP] and its lse into lse. */
+template <int DT, int DP, int kBlockN>
+__global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast, int splits, float *oacc, float *lse) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
     const int64_t row0 = ((int64_t)blockIdx.x * 4 + warp) * 16;
@@ -97,8 +106,9 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast) {
 #pragma unroll
     for (int n = 0; n < DP / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const int nblocks = (int)((a.Sk + kBlockN - 1) / kBlockN);
-    for (int nb = nblocks - 1; nb >= 0; nb--) {
+    const int nblocks = (int)((a.Sk + kBlockN - 1) / kBlockN), per = (nblocks + splits - 1) / splits;
+    const int nb_min = (int)blockIdx.z * per, nb_max = min(nblocks, ((int)blockIdx.z + 1) * per);
+    for (int nb = nb_max - 1; nb >= nb_min; nb--) {
         const int64_t key0 = (int64_t)nb * kBlockN;
         float s[kBlockN / 8][4];
 #pragma unroll
@@ -117,7 +127,7 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast) {
             for (int e = 0; e < 4; e++) /* keys past Sk: -inf (flash's apply_mask) */
                 if (key0 + 8 * j + 2 * t + (e & 1) >= a.Sk) s[j][e] = -INFINITY;
         }
-        const bool first = nb == nblocks - 1;
+        const bool first = nb == nb_max - 1;
 #pragma unroll
         for (int r = 0; r < 2; r++) { /* r: row g (elements 0, 1) or g + 8 (elements 2, 3) */
             float mx = first ? s[0][2 * r] : fmaxf(m[r], s[0][2 * r]);
@@ -166,14 +176,25 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast) {
         }
     }
     const int64_t ob = b * a.os[0] + h * a.os[1];
+    const float scale = a.scale;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float sum = l[r];
         sum = sum + __shfl_xor_sync(0xffffffffu, sum, 2);
         sum = sum + __shfl_xor_sync(0xffffffffu, sum, 1);
-        const float inv = (sum == 0.f || sum != sum) ? 1.f : recip(sum, fast);
+        const bool none = sum == 0.f || sum != sum; /* also an empty split: l stays 0 */
+        const float inv = none ? 1.f : recip(sum, fast);
         const int64_t row = row0 + g + 8 * r;
         if (row >= a.Sq) continue;
+        if (splits > 1) {
+            const int64_t srow = (((int64_t)blockIdx.z * a.B + b) * a.H + h) * a.Sq + row;
+            if (t == 0) lse[srow] = none ? -INFINITY : m[r] * scale + __logf(sum);
+#pragma unroll
+            for (int n = 0; n < DP / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) oacc[srow * DP + 8 * n + 2 * t + e] = o[n][2 * r + e] * inv;
+            continue;
+        }
 #pragma unroll
         for (int n = 0; n < DP / 8; n++)
 #pragma unroll
@@ -184,18 +205,112 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast) {
     }
 }
 
+/* flash's combine kernel per (b, h, row), one thread each (see the file comment); KD: the
+ * kernel's head dim (32 or 64), which sets its thread layout and so the order of lse_sum. */
+template <int DT, int DP>
+__global__ void k_flash_combine(dct_sdpa_args a, int splits, int kd, int fast, const float *oacc, const float *lse) {
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, rows = a.B * a.H * a.Sq;
+    if (idx >= rows) return;
+    const int64_t row = idx % a.Sq, h = (idx / a.Sq) % a.H, b = idx / (a.Sq * a.H);
+    int maxs = 2;
+    while (maxs < splits) maxs *= 2;
+    const int bm = kd % 128 == 0 ? 4 : (kd % 64 == 0 ? 8 : 16), rl = 128 / bm, R = rl < maxs ? rl : maxs;
+    const int nl = (maxs * bm + 127) / 128;
+    float e[128];
+    for (int i = 0; i < maxs; i++) e[i] = i < splits ? lse[(int64_t)i * rows + idx] : -INFINITY;
+    float mx = -INFINITY;
+    for (int i = 0; i < maxs; i++) mx = fmaxf(mx, e[i]);
+    if (mx == -INFINITY) mx = 0.f;
+    float part[128];
+    for (int t = 0; t < R; t++) {
+        float acc = fast ? __expf(e[t] - mx) : expf(e[t] - mx);
+        for (int l = 1; l < nl; l++) {
+            const int i = l * R + t;
+            acc += i < maxs ? (fast ? __expf(e[i] - mx) : expf(e[i] - mx)) : 0.f;
+        }
+        part[t] = acc;
+    }
+    for (int off = R / 2; off >= 1; off /= 2) { /* the xor butterfly; every lane ends with lane 0's value */
+        float nxt[128];
+        for (int t = 0; t < R; t++) nxt[t] = part[t] + part[t ^ off];
+        for (int t = 0; t < R; t++) part[t] = nxt[t];
+    }
+    const float sum = part[0];
+    const float logsum = (sum == 0.f || sum != sum) ? INFINITY : (fast ? __logf(sum) : logf(sum)) + mx;
+    float o[DP];
+    for (int d = 0; d < DP; d++) o[d] = 0.f;
+    for (int sp = 0; sp < splits; sp++) {
+        const float sc = fast ? __expf(e[sp] - logsum) : expf(e[sp] - logsum);
+        const float *src = oacc + ((int64_t)sp * rows + idx) * DP;
+        for (int d = 0; d < DP; d++) o[d] = fmaf(sc, src[d], o[d]);
+    }
+    const int64_t ob = b * a.os[0] + h * a.os[1] + row * a.os[2];
+    for (int d = 0; d < a.D; d++) dcu_st<int64_t>(a.o, DT, ob + d, o[d]);
+}
+
+/* flash's num_splits_heuristic(batch * heads * m_blocks, 2 * SMs, n_blocks, 128) */
+int num_splits(int64_t bhm, int sms2, int nblocks) {
+    if ((float)bhm >= 0.8f * (float)sms2) return 1;
+    int maxs = 128;
+    if (sms2 < maxs) maxs = sms2;
+    if (nblocks < maxs) maxs = nblocks;
+    float eff[129], best = 0.f;
+    auto cdiv = [](int x, int y) { return (x + y - 1) / y; };
+    auto eligible = [&](int ns) { return ns == 1 || cdiv(nblocks, ns) != cdiv(nblocks, ns - 1); };
+    for (int ns = 1; ns <= maxs; ns++) {
+        eff[ns] = 0.f;
+        if (!eligible(ns)) continue;
+        const float waves = (float)(bhm * ns) / (float)sms2;
+        eff[ns] = waves / ceilf(waves);
+        if (eff[ns] > best) best = eff[ns];
+    }
+    for (int ns = 1; ns <= maxs; ns++)
+        if (eligible(ns) && eff[ns] >= 0.85f * best) return ns;
+    return 1;
+}
+
+template <int DT, int DP>
+cudaError_t launch_dp(dcu_ctx *ctx, const dct_sdpa_args *a, float scale_log2, int fast) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device) != cudaSuccess || sms < 1) sms = 132;
+    const int64_t mblocks = (a->Sq + 63) / 64;
+    const int splits = num_splits(a->B * a->H * mblocks, 2 * sms, (int)((a->Sk + 255) / 256));
+    dim3 block(128);
+    if (splits <= 1) {
+        dim3 grid((unsigned)((a->Sq + 63) / 64), (unsigned)(a->B * a->H), 1);
+        k_flash_fwd<DT, DP, 128><<<grid, block, 0, ctx->stream>>>(*a, scale_log2, fast, 1, nullptr, nullptr);
+        return cudaGetLastError();
+    }
+    const int64_t rows = a->B * a->H * a->Sq;
+    void *oacc = nullptr, *lse = nullptr;
+    cudaError_t e = dcu_malloc(ctx, &oacc, (size_t)(splits * rows * DP) * sizeof(float));
+    if (e == cudaSuccess) e = dcu_malloc(ctx, &lse, (size_t)(splits * rows) * sizeof(float));
+    if (e == cudaSuccess) {
+        dim3 grid((unsigned)((a->Sq + 63) / 64), (unsigned)(a->B * a->H), (unsigned)splits);
+        k_flash_fwd<DT, DP, 256><<<grid, block, 0, ctx->stream>>>(*a, scale_log2, fast, splits, (float *)oacc, (float *)lse);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) {
+        const int kd = DP <= 32 ? 32 : 64; /* flash's kHeadDim for these head dims */
+        k_flash_combine<DT, DP><<<(unsigned)((rows + 127) / 128), 128, 0, ctx->stream>>>(*a, splits, kd, fast,
+                                                                                         (const float *)oacc,
+                                                                                         (const float *)lse);
+        e = cudaGetLastError();
+    }
+    dcu_free(ctx, oacc); /* stream-ordered: after the kernels that use them */
+    dcu_free(ctx, lse);
+    return e;
+}
+
 template <int DT>
-cudaError_t launch(const dcu_ctx *ctx, const dct_sdpa_args *a, float scale_log2, int fast) {
-    dim3 grid((unsigned)((a->Sq + 63) / 64), (unsigned)(a->B * a->H)), block(128);
-    const int dp = (int)((a->D + 15) / 16) * 16;
-    switch (dp) {
-    case 16: k_flash_fwd<DT, 16><<<grid, block, 0, ctx->stream>>>(*a, scale_log2, fast); break;
-    case 32: k_flash_fwd<DT, 32><<<grid, block, 0, ctx->stream>>>(*a, scale_log2, fast); break;
-    case 48: k_flash_fwd<DT, 48><<<grid, block, 0, ctx->stream>>>(*a, scale_log2, fast); break;
-    case 64: k_flash_fwd<DT, 64><<<grid, block, 0, ctx->stream>>>(*a, scale_log2, fast); break;
+cudaError_t launch(dcu_ctx *ctx, const dct_sdpa_args *a, float scale_log2, int fast) {
+    switch ((int)((a->D + 15) / 16) * 16) {
+    case 16: return launch_dp<DT, 16>(ctx, a, scale_log2, fast);
+    case 32: return launch_dp<DT, 32>(ctx, a, scale_log2, fast);
+    case 48: return launch_dp<DT, 48>(ctx, a, scale_log2, fast);
+    case 64: return launch_dp<DT, 64>(ctx, a, scale_log2, fast);
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 } // namespace
@@ -205,13 +320,12 @@ extern "C" int dct_flash_supported(const dct_sdpa_args *a, char *why, size_t why
     if (a->dtype != DRIFT_BF16 && a->dtype != DRIFT_F16) return snprintf(why, why_size, "flash: bf16/fp16 only"), 0;
     if (a->D < 1 || a->D > 64)
         return snprintf(why, why_size, "flash: head dims up to 64 emulated (this one %lld)", (long long)a->D), 0;
-    /* torch's set_params_splitkv: more than one 256-key block may be split across SMs */
-    if (a->Sk > 256) return snprintf(why, why_size, "flash: more than 256 keys (torch may split them)"), 0;
-    if (a->B * a->H > 65535 || a->Sq > (int64_t)64 * 2147483647LL) return snprintf(why, why_size, "flash: grid too large"), 0;
+    if (a->B * a->H > 65535 || (a->Sq + 63) / 64 > 2147483647LL || a->Sk > 2147483647LL)
+        return snprintf(why, why_size, "flash: grid too large"), 0;
     return 1;
 }
 
-extern "C" cudaError_t dct_launch_flash(const dcu_ctx *ctx, const dct_sdpa_args *a, int fast) {
+extern "C" cudaError_t dct_launch_flash(dcu_ctx *ctx, const dct_sdpa_args *a, int fast) {
     if (a->Sq <= 0 || a->B * a->H <= 0) return cudaSuccess;
     /* torch: params.scale_softmax_log2 = softmax_scale (a float) * M_LOG2E, in double, stored as float */
     const float scale_log2 = (float)((double)a->scale * 1.4426950408889634074);

@@ -95,11 +95,11 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
 void dct_sdpa_cache_destroy(dcu_ctx *ctx);
 
 /* ---- flash_torch.cu -------------------------------------------------- */
-/* 1 if torch's FlashAttention-2 forward is emulated for a (no mask, bf16/fp16, head dim <= 64,
- * at most 256 keys: one split); else 0 with the reason in why. */
+/* 1 if torch's FlashAttention-2 forward is emulated for a (no mask, bf16/fp16, head dim <= 64);
+ * else 0 with the reason in why. */
 int dct_flash_supported(const dct_sdpa_args *a, char *why, size_t why_size);
 /* o = attention(q, k, v) in flash_fwd_kernel's order (flash_torch.cu); fast: the spec's flash_fast. */
-cudaError_t dct_launch_flash(const dcu_ctx *ctx, const dct_sdpa_args *a, int fast);
+cudaError_t dct_launch_flash(dcu_ctx *ctx, const dct_sdpa_args *a, int fast);
 /* Destroys the cuDNN handle (cudnn_graph.c; no-op without cuDNN). */
 void dct_cudnn_destroy(dcu_ctx *ctx);
 
