@@ -545,6 +545,13 @@ static int lower_placeholder(lctx *c) {
     }
     }
     if (rc) return FAIL(c, "%s", inner.msg);
+    /* an integer or bool input is stored as fp32 values (exact up to 2^24): its dtype back, so
+     * that the ops reading it compute on integers (bitwise_and of two int64 masks, int64 sums) */
+    drift_dtype idt;
+    int is_int = 0;
+    if (!cplx && vdt && vdt->type == DRIFT_JSON_STRING && !al_parse_dtype(vdt->str, &idt, &is_int) && is_int &&
+        (rc = al_emit_cast(c, id, DRIFT_RULE_CAST_TO, idt, -1, &id)))
+        return rc;
     return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 

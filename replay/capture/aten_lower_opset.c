@@ -399,8 +399,7 @@ int al_lower_reduce_ext(lctx *c, const char *base, const char *target) {
     memset(&op, 0, sizeof op);
     const int full = !strcmp(target, "aten.sum.default") || !strcmp(target, "aten.mean.default") ||
                      !strcmp(target, "aten.prod.default") || !strcmp(target, "aten.any.default") ||
-                     !strcmp(target, "aten.all.default") || !strcmp(target, "aten.amax.default") ||
-                     !strcmp(target, "aten.amin.default");
+                     !strcmp(target, "aten.all.default"); /* amax/amin.default(self, dim=[], keepdim): [] is all */
     if (!full) {
         const drift_json_value *dv = al_arg(c, 1, "dim");
         if (!al_is_none(dv) && (rc = al_get_ints(c, dv, "dim", dims, &n))) return rc;
@@ -507,7 +506,9 @@ int al_lower_argsort(lctx *c, const char *base, const char *target) {
     int64_t dim = -1, desc = 0;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     if (!strcmp(target, "aten.argsort.stable")) { /* argsort(self, *, stable, dim, descending) */
-        rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim);
+        int64_t stable; /* drift's ARGSORT is stable either way */
+        rc = al_get_int(c, al_arg(c, -1, "stable"), "stable", 0, &stable);
+        if (!rc) rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim);
         if (!rc) rc = al_get_int(c, al_arg(c, -1, "descending"), "descending", 0, &desc);
     } else {
         rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", -1, &dim);
@@ -1299,6 +1300,10 @@ int al_lower_native_group_norm(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0])) ||
         (rc = al_get_int(c, al_arg(c, 6, "group"), "group", 1, &groups)) || (rc = al_get_num(c, al_arg(c, 7, "eps"), "eps", 1e-5, &eps)))
         return rc;
+    int64_t nchw[3]; /* N, C, HxW: restate the input's shape */
+    if ((rc = al_get_int(c, al_arg(c, 3, "N"), "N", -1, &nchw[0])) || (rc = al_get_int(c, al_arg(c, 4, "C"), "C", -1, &nchw[1])) ||
+        (rc = al_get_int(c, al_arg(c, 5, "HxW"), "HxW", -1, &nchw[2])))
+        return rc;
     const drift_json_value *w = al_arg(c, 1, "weight"), *b = al_arg(c, 2, "bias");
     if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
     if (!al_is_none(b)) {
@@ -1308,6 +1313,11 @@ int al_lower_native_group_norm(lctx *c, const char *base, const char *target) {
     const drift_value xv_c = *val_of(c, in[0]), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (xv->ndim < 2 || groups < 1 || xv->shape[1] % groups)
         return FAIL(c, "group_norm: %lld groups do not divide the channels", (long long)groups);
+    int64_t hw = 1;
+    for (int i = 2; i < xv->ndim; i++) hw *= xv->shape[i];
+    if ((nchw[0] >= 0 && nchw[0] != xv->shape[0]) || (nchw[1] >= 0 && nchw[1] != xv->shape[1]) || (nchw[2] >= 0 && nchw[2] != hw))
+        return FAIL(c, "native_group_norm: N, C, HxW = %lld, %lld, %lld for an input of %lld x %lld x %lld", (long long)nchw[0],
+                    (long long)nchw[1], (long long)nchw[2], (long long)xv->shape[0], (long long)xv->shape[1], (long long)hw);
     drift_op op;
     memset(&op, 0, sizeof op);
     op.length = groups;
