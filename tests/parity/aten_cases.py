@@ -18,7 +18,8 @@ One document per line. The "parity" member (ignored by the importer):
             default of the output dtype, tests/parity/parity_util.c)
   autocast  "bfloat16": also run under a bf16 plan (torch: bf16 autocast)
   torch     "bitwise" where the row claims torch's bits under the torch
-            profile, else {"rtol": R, "atol": A} against torch on the GPU
+            profile, else {"rtol": R, "atol": A} against torch on the GPU;
+            torch_fp32: the fp32 plan's claim where it is another
 All inputs are buffers (kind "buffer"): a plan never casts them, as autocast
 never casts a module's tensors (only at the ops of its lists).
 """
@@ -54,7 +55,7 @@ TORCH_TOL = {"float32": {"rtol": 1e-5, "atol": 1e-6}, "bfloat16": {"rtol": 1.6e-
              "float16": {"rtol": 2e-3, "atol": 1e-3}, "float64": {"rtol": 1e-12, "atol": 1e-12}}
 
 
-def case(name, ins, nodes, out, exact=False, nmse=0.0, autocast=None, torch=None):
+def case(name, ins, nodes, out, exact=False, nmse=0.0, autocast=None, torch=None, torch_fp32=None):
     """ins: {name: T}; nodes: [(name, target, args, kwargs, val)]; out: the output node."""
     SEED[0] += 1
     gnodes, ginputs, pin = [], [], {}
@@ -83,6 +84,8 @@ def case(name, ins, nodes, out, exact=False, nmse=0.0, autocast=None, torch=None
         if autocast:
             torch = dict(TORCH_TOL["bfloat16"])
     par["torch"] = torch
+    if torch_fp32:  # the fp32 plan's claim where it differs (torch's fp32 conv is TF32 cuDNN)
+        par["torch_fp32"] = torch_fp32
     CASES.append({"format": "drift-aten-graph", "version": 1, "producer": {"torch": "tests/parity/aten_cases.py"},
                   "model_class": "Parity", "nodes": gnodes, "inputs": ginputs,
                   "outputs": [{"node": out, "name": "output:noise_pred"}], "constants": {},
@@ -356,6 +359,7 @@ case("meshgrid", {"a": T([3]), "b": T([4])},
 
 # ---- matmuls, norms, attention, convolution: whole, as eager runs them ---------------------------
 AC = dict(autocast="bfloat16", torch="bitwise")
+SDPA_FP32 = {"rtol": 1e-4, "atol": 1e-5}  # torch's fp32 SDPA: the memory-efficient kernel, not cuDNN
 LIN = {"x": T([2, 3, 16]), "w": T([8, 16]), "b": T([8])}
 one("linear", "aten.linear.default", LIN, [x, N("w"), N("b")], [2, 3, 8], **AC)
 one("linear.nobias", "aten.linear.default", LIN, [x, N("w")], [2, 3, 8], **AC)
@@ -390,7 +394,8 @@ for k in (0, 1):
 one("diag_embed", "aten.diag_embed.default", {"x": T([2, 3])}, [x], [2, 3, 3], **V)
 QKV = {"q": T([1, 2, 8, 16]), "k": T([1, 2, 8, 16]), "v": T([1, 2, 8, 16])}
 q, k_, v = N("q"), N("k"), N("v")
-one("scaled_dot_product_attention", "aten.scaled_dot_product_attention.default", QKV, [q, k_, v], [1, 2, 8, 16], **AC)
+one("scaled_dot_product_attention", "aten.scaled_dot_product_attention.default", QKV, [q, k_, v], [1, 2, 8, 16],
+    torch_fp32=SDPA_FP32, **AC)
 one("sdpa.causal", "aten.scaled_dot_product_attention.default", QKV, [q, k_, v], [1, 2, 8, 16],
     kwargs={"is_causal": True}, autocast="bfloat16")
 one("sdpa.bool_mask", "aten.scaled_dot_product_attention.default",
@@ -398,8 +403,8 @@ one("sdpa.bool_mask", "aten.scaled_dot_product_attention.default",
     autocast="bfloat16")
 one("sdpa.gqa", "aten.scaled_dot_product_attention.default",
     {"q": T([1, 4, 8, 16]), "k": T([1, 2, 8, 16]), "v": T([1, 2, 8, 16])}, [q, k_, v], [1, 4, 8, 16],
-    kwargs={"enable_gqa": True}, autocast="bfloat16")
-CONV = dict(autocast="bfloat16")
+    kwargs={"enable_gqa": True}, autocast="bfloat16", torch="bitwise", torch_fp32=SDPA_FP32)
+CONV = dict(autocast="bfloat16", torch_fp32={"rtol": 1e-2, "atol": 1e-2})  # torch's fp32 conv: cuDNN in TF32
 one("conv1d.patch", "aten.conv1d.default", {"x": T([1, 2, 8]), "w": T([3, 2, 2]), "b": T([3])},
     [x, N("w"), N("b"), [2]], [1, 3, 4], **CONV, torch="bitwise")
 one("conv1d.pad", "aten.conv1d.default", {"x": T([1, 2, 8]), "w": T([3, 2, 3]), "b": T([3])},

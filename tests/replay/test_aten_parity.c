@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "formats/json.h"
 #include "tests/parity/aten_parity.h"
 
 static aten_parity_set *load_cases(const char *file) {
@@ -109,12 +110,40 @@ static void test_checks_can_fail(void **st) {
 static void test_cases_on_ref_and_cpu(void **st) {
     (void)st;
     aten_parity_set *s = load_cases("tests/data/parity/aten_cases.jsonl");
-    aten_parity_opts o = {getenv("ATEN_PARITY_ONLY"), NULL, NULL, getenv("ATEN_PARITY_VERBOSE") != NULL};
-    aten_parity_stats r = aten_parity_run(s, NULL, 0, &o);
+    /* a second cpu instance as the "device" whose outputs are dumped, as the GPU test dumps
+     * cuda:kernels=torch's for tests/gpu/aten_parity.py: every line must be JSON */
+    const char *tmp = getenv("DRIFT_TMP");
+    char dump[4096];
+    snprintf(dump, sizeof dump, "%s/aten_dump.jsonl", tmp ? tmp : "/tmp");
+    drift_err e;
+    drift_err_clear(&e);
+    aten_parity_backend be = {"cpu:threads=1", NULL, 0};
+    if (drift_backend_create(be.spec, &be.be, &e)) fail_msg("%s", e.msg);
+    aten_parity_opts o = {getenv("ATEN_PARITY_ONLY"), fopen(dump, "w"), be.spec, getenv("ATEN_PARITY_VERBOSE") != NULL};
+    assert_non_null(o.dump);
+    aten_parity_stats r = aten_parity_run(s, &be, 1, &o);
+    fclose(o.dump);
+    drift_backend_free(be.be);
     print_message("  aten parity: %ld cases, %ld runs, %ld failed\n", r.cases, r.runs, r.failed);
     aten_parity_free(s);
     assert_int_equal(r.failed, 0);
     assert_true(r.cases > 0);
+    FILE *f = fopen(dump, "rb");
+    assert_non_null(f);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    long lines = 0;
+    while ((got = getline(&line, &cap, f)) > 0) {
+        drift_json_value *v = NULL;
+        if (drift_json_parse(line, (size_t)got, dump, &v, &e)) fail_msg("%s: %s", e.where, e.msg);
+        assert_non_null(drift_json_object_get(v, "out"));
+        drift_json_free(v);
+        lines++;
+    }
+    free(line);
+    fclose(f);
+    assert_true(lines >= r.cases); /* one per case and plan */
 }
 
 int main(void) {
