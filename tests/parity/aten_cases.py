@@ -218,12 +218,12 @@ XY = {"x": T(S), "y": T(S)}
 XB = {"x": T(S), "y": T([4])}
 y = N("y")
 one("add", "aten.add.Tensor", XB, [x, y], S, torch="bitwise")
-one("add.alpha", "aten.add.Tensor", XY, [x, y], S, kwargs={"alpha": 2.5}, torch="bitwise")
+one("add.alpha", "aten.add.Tensor", XY, [x, y], S, kwargs={"alpha": 2.5})  # torch's a + alpha * b may be one FMA
 one("add.scalar", "aten.add.Tensor", X, [x, 1.25], S, torch="bitwise")
 one("add.int64", "aten.add.Tensor", {"i": T(S, "int64", gen="int", lo=-50, hi=50), "j": T(S, "int64", gen="int", lo=-50, hi=50)},
     [N("i"), N("j")], S, "int64", **V)
 one("sub", "aten.sub.Tensor", XB, [x, y], S, torch="bitwise")
-one("sub.alpha", "aten.sub.Tensor", XY, [x, y], S, kwargs={"alpha": 0.5}, torch="bitwise")
+one("sub.alpha", "aten.sub.Tensor", XY, [x, y], S, kwargs={"alpha": 0.5})
 one("mul", "aten.mul.Tensor", XB, [x, y], S, torch="bitwise")
 one("mul.scalar", "aten.mul.Tensor", X, [x, 0.3], S, torch="bitwise")
 one("mul.int64", "aten.mul.Tensor", {"i": T(S, "int64", gen="int", lo=-50, hi=50), "j": T(S, "int64", gen="int", lo=-50, hi=50)},
