@@ -245,6 +245,11 @@ int al_lower_unary_ext(lctx *c, const char *base, const char *target) {
         if ((rc = al_get_int(c, al_arg(c, -1, "decimals"), "decimals", 0, &dec))) return rc;
         if (dec) return FAIL(c, "round with decimals = %lld is not supported", (long long)dec);
     }
+    if (op.sub == DRIFT_UNARY_BITWISE_NOT) { /* of a bool tensor: logical not (~True is False, not -2) */
+        const int j = al_ref_of(c, al_arg(c, 0, "self"));
+        const char *d = j >= 0 ? al_val_dtype_str(&c->g->nodes[j]) : NULL;
+        if (d && !strcmp(d, "bool")) op.sub = DRIFT_UNARY_LOGICAL_NOT;
+    }
     if (drift_unary_is_bool(op.sub)) rc = emit_fixed(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_BOOL, &id);
     else if (op.sub == DRIFT_UNARY_BITWISE_NOT) rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_RULE_LIKE_INPUT0, &id);
     else rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, al_rule_of(target), &id);
@@ -286,6 +291,20 @@ int al_lower_binary_ext(lctx *c, const char *base, const char *target) {
     (void)target;
     if (drift_binary_is_bool(op.sub)) rc = emit_fixed(c, DRIFT_OP_BINARY, &op, 2, in, DRIFT_BOOL, &id);
     else rc = al_emit(c, DRIFT_OP_BINARY, &op, 2, in, op.sub == DRIFT_BINARY_POW ? DRIFT_RULE_AUTOCAST_FP32 : DRIFT_RULE_PROMOTE, &id);
+    if (!rc && base[0] == 'f' && (!strcmp(base, "fmax") || !strcmp(base, "fmin"))) {
+        /* fmax/fmin ignore a NaN operand: where(isnan(a), b, where(isnan(b), a, max(a, b))) */
+        drift_op isnan;
+        memset(&isnan, 0, sizeof isnan);
+        isnan.sub = DRIFT_UNARY_ISNAN;
+        int na, nb, w[3];
+        if ((rc = emit_fixed(c, DRIFT_OP_UNARY, &isnan, 1, &in[0], DRIFT_BOOL, &na)) ||
+            (rc = emit_fixed(c, DRIFT_OP_UNARY, &isnan, 1, &in[1], DRIFT_BOOL, &nb)))
+            return rc;
+        w[0] = nb, w[1] = in[0], w[2] = id;
+        if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, w, DRIFT_RULE_PROMOTE, &id))) return rc;
+        w[0] = na, w[1] = in[1], w[2] = id;
+        rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, w, DRIFT_RULE_PROMOTE, &id);
+    }
     return rc ? rc : al_set_result(c, id);
 }
 

@@ -11,12 +11,15 @@ the inputs drift drew and the output of drift's cuda torch profile
 the GPU, node by node with the real ATen ops (torch.ops.aten.*), under
 torch.autocast("cuda", torch.bfloat16) for the "bf16" plan, on the same
 inputs, and compares: bitwise where the case's "torch" is "bitwise", else
-|drift - torch| <= atol + rtol * |torch| elementwise, NaN where torch has NaN.
+|drift - torch| <= atol + rtol * |torch| elementwise (atol times max |torch| where the
+claim says "scale": "max": a sum's rounding scales with its terms, not its result), NaN
+where torch has NaN.
 Prints one PASS/FAIL line per case and plan and a summary line; exit 1 when
 any FAIL. Needs torch with CUDA; no other package.
 """
 import json
 import math
+import os
 import operator
 import sys
 
@@ -28,7 +31,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 DRIFT_NAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64",
               torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
 FACTORIES = ("arange", "linspace", "zeros", "ones", "full", "empty", "scalar_tensor")
-DEV = torch.device("cuda")
+DEV = torch.device(os.environ.get("ATEN_PARITY_DEVICE", "cuda"))  # "cpu": a dry run of this script without a GPU
 
 
 def num(v):
@@ -77,7 +80,7 @@ def run_graph(doc, inputs, autocast):
             vals = [float(num(x)) for x in inputs[n["name"]]]
             t = torch.tensor(vals, dtype=torch.float64).reshape(meta["shape"])
             env[n["name"]] = t.to(DTYPES[meta["dtype"]]).to(DEV)
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+    with torch.autocast(DEV.type, dtype=torch.bfloat16, enabled=autocast):
         for n in doc["nodes"]:
             if n["op"] != "call_function":
                 continue
@@ -87,6 +90,10 @@ def run_graph(doc, inputs, autocast):
             base = n["target"].split(".")[1] if n["target"].startswith("aten.") else ""
             if base in FACTORIES and "device" not in kwargs:
                 kwargs["device"] = DEV  # the capture's device; drift's cases leave it out
+            if autocast and base == "convolution":
+                # a model reaches aten.convolution through conv_transposeNd / convNd, which autocast
+                # casts; called directly it is below autocast's list: cast as those entries do
+                args = [a.to(torch.bfloat16) if torch.is_tensor(a) and a.is_floating_point() else a for a in args]
             env[n["name"]] = fn(*args, **kwargs)
     out = [n for n in doc["nodes"] if n["op"] == "output"][0]["args"][0][0]["node"]
     return env[out]
@@ -111,10 +118,15 @@ def compare(got, want, claim):
     diff[gw == ww] = 0  # equal infinities
     maxd = float(diff.max()) if diff.numel() else 0.0
     if claim == "bitwise":
-        same = (gw == ww) & (torch.signbit(gw) == torch.signbit(ww))
+        same = gw == ww
+        if want.is_floating_point():  # -0.0 is not 0.0 (an integer's zero has no sign)
+            same &= torch.signbit(gw) == torch.signbit(ww)
         bad = int((~same).sum())
         return bad == 0, "bitwise: %d of %d differ, max |d| %.3g" % (bad, g.numel(), maxd), wd
-    tol = claim["atol"] + claim["rtol"] * ww.abs()
+    atol = claim["atol"]
+    if claim.get("scale") == "max" and ww.numel():  # atol relative to the output's largest value
+        atol *= float(ww.abs()[torch.isfinite(ww)].max()) if bool(torch.isfinite(ww).any()) else 1.0
+    tol = atol + claim["rtol"] * ww.abs()
     bad = int((diff > tol).sum())
     return bad == 0, "rtol %g atol %g: %d of %d outside, max |d| %.3g" % (claim["rtol"], claim["atol"], bad, g.numel(), maxd), wd
 
@@ -147,7 +159,8 @@ def main():
             claim = doc["parity"].get("torch_" + plan, doc["parity"]["torch"])
             try:
                 want = run_graph(doc, r["inputs"], plan == "bf16")
-                torch.cuda.synchronize()
+                if DEV.type == "cuda":
+                    torch.cuda.synchronize()
                 ok, text, wd = compare(r["out"], want, claim)
                 if ok and wd != r["dtype"]:
                     ok, text = False, "dtype: drift %s, torch %s" % (r["dtype"], wd)

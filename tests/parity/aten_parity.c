@@ -241,15 +241,16 @@ static void run_one(const drift_graph *sem, int plan_kind, drift_backend *be, dr
 
 static double val_at(const drift_exec_result *r, int64_t i) { return r->f64 ? r->f64[i] : (double)r->f32[i]; }
 
-static int same_value(double a, double b) {
+static int same_value(double a, double b, drift_dtype dt) {
     if (a != a || b != b) return a != a && b != b;
-    if (a == 0 && b == 0) return signbit(a) == signbit(b);
+    if (a == 0 && b == 0) return drift_dtype_is_int(dt) || signbit(a) == signbit(b); /* an integer's zero has no sign */
     return a == b;
 }
 
 static void dump_num(FILE *f, double v) {
     if (v != v) fputs("\"nan\"", f);
     else if (isinf(v)) fputs(v > 0 ? "\"inf\"" : "\"-inf\"", f);
+    else if (v == 0 && signbit(v)) fputs("-0.0", f); /* "-0" would read back as Python's integer 0 */
     else fprintf(f, "%.17g", v);
 }
 
@@ -298,7 +299,7 @@ static void check_run(cctx *x, int plan, const char *spec, int device, const run
             /* the ref backend never rounds: its value rounded once to the output dtype */
             double want = val_at(&ref->r, i);
             if (!drift_dtype_wide(b->r.dtype)) want = drift_round_to((float)want, b->r.dtype);
-            if (!same_value(val_at(&b->r, i), want)) {
+            if (!same_value(val_at(&b->r, i), want, b->r.dtype)) {
                 snprintf(why, sizeof why, "not bitwise with ref: element %lld is %.9g, ref %.9g", (long long)i,
                          val_at(&b->r, i), want);
                 failf(x, pn, spec, "%s", why);
