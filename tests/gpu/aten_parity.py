@@ -173,7 +173,8 @@ def main():
     for name in missing:
         print("FAIL %s: drift wrote no output (see the gpu_test_parity log for why)" % name)
     nfail += len(missing)
-    print("RESULT aten_parity vs torch %s: %d passed, %d failed (%d cases)" % (torch.__version__, npass, nfail, len(cases)))
+    print("RESULT aten_parity vs torch %s on %s: %d passed, %d failed (case and plan pairs; %d cases)"
+          % (torch.__version__, DEV.type, npass, nfail, len(cases)))
     return 1 if nfail else 0
 
 

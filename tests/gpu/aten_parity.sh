@@ -8,7 +8,7 @@
 # the bf16 plan) and compares: bitwise where the case claims it, else its
 # tolerance. PASS/FAIL lines, RESULT lines; logs under $OUT.
 #
-#   STAGES="build scripts" SCRIPTS=aten_parity bash tests/gpu/run.sh
+#   DEBS=$PWD/.debs OUT=$OUT STAGES="build test scripts" TESTS=gpu_test_parity SCRIPTS=aten_parity bash tests/gpu/run.sh
 #   BUILD=/tmp/drift-gpu-build OUT=/some/dir bash tests/gpu/aten_parity.sh
 # Exit 0 when both sides ran and nothing failed, 1 otherwise, 77 without a GPU.
 set -u
