@@ -63,7 +63,9 @@ TRC=$?
 grep -E '^FAIL' "$OUT/torch.log"
 grep -E '^RESULT' "$OUT/torch.log"
 grep -E '^PASS' "$OUT/torch.log"
-[ "$TRC" = 0 ] || echo "FAIL aten_parity.py: rc $TRC (see torch.log)"
-tail -n 3 "$OUT/torch.log"
+if [ "$TRC" != 0 ]; then
+  echo "FAIL aten_parity.py: rc $TRC (see torch.log)"
+  grep -q '^RESULT' "$OUT/torch.log" || tail -n 20 "$OUT/torch.log" # it stopped early: why
+fi
 say "done"
 [ "$DRC" = 0 ] && [ "$TRC" = 0 ]
