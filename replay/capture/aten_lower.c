@@ -1409,16 +1409,28 @@ int al_lower_binary(lctx *c, const char *base, const char *target) {
 int al_lower_rsub(lctx *c, const char *base, const char *target) {
     (void)base;
     int x, rc;
-    double s, alpha;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_num(c, al_arg(c, 1, "other"), "other", 0, &s)) ||
+    double s = 0, alpha;
+    operand o;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_operand(c, al_arg(c, 1, "other"), "other", &o)) ||
         (rc = al_get_num(c, al_arg(c, 2, "alpha"), "alpha", 1.0, &alpha)))
         return rc;
+    if (o.is_num) s = o.num;
     if (alpha != 1.0) { /* rsub(self, other, alpha) = other - alpha * self */
         drift_op op;
         memset(&op, 0, sizeof op);
         op.sub = DRIFT_SCALAR_MUL;
         op.scalar = alpha;
         if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_PROMOTE, &x))) return rc;
+    }
+    if (!o.is_num) { /* rsub.Tensor with a tensor other: other - alpha * self (a 0-d one takes self's dtype) */
+        const drift_value vo = *drift_graph_value(c->out, o.id), vx = *drift_graph_value(c->out, x);
+        if (vo.ndim == 0 && vx.ndim > 0 && (rc = al_emit_cast(c, o.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &o.id)))
+            return rc;
+        if (vx.ndim == 0 && vo.ndim > 0 && (rc = al_emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, o.id, &x)))
+            return rc;
+        int in[2] = {o.id, x}, id;
+        if ((rc = al_emit(c, DRIFT_OP_SUB, NULL, 2, in, al_rule_of(target), &id))) return rc;
+        return al_set_result(c, id);
     }
     return al_emit_scalar(c, x, DRIFT_SCALAR_RSUB, s, al_rule_of(target));
 }

@@ -102,7 +102,7 @@ static const aten_op_row k_rows[] = {
     {"sub", al_lower_binary, RCC, "SUB / SCALAR sub, rsub (alpha: SCALAR mul first)"},
     {"mul", al_lower_mul, RCC, "MUL / SCALAR mul; complex: the complex product"},
     {"div", al_lower_binary, RCC, "DIV / SCALAR div; rounding modes: BINARY floordiv, truncdiv"},
-    {"rsub", al_lower_rsub, RCC, "SCALAR rsub (alpha: SCALAR mul first)"},
+    {"rsub", al_lower_rsub, RCC, "SCALAR rsub; a tensor other: SUB (alpha: SCALAR mul first)"},
     {"pow", al_lower_pow, RCC, "SCALAR pow, rpow; two tensors: BINARY pow"},
     {"clamp", al_lower_clamp, RCC, "SCALAR max/min"},
     {"clip", al_lower_clamp, RCC, "SCALAR max/min"},

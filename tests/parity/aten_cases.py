@@ -237,6 +237,8 @@ one("div.trunc", "aten.div.Tensor_mode", {"x": T(S), "y": T(S, **POS)}, [x, y], 
 one("div.int_floor", "aten.div.Tensor_mode", {"i": T(S, "int64", gen="int", lo=-50, hi=50), "j": T(S, "int64", gen="int", lo=1, hi=7)},
     [N("i"), N("j")], S, "int64", kwargs={"rounding_mode": "floor"}, **V)
 one("rsub", "aten.rsub.Scalar", X, [x, 1.0], S, torch="bitwise")
+one("rsub.tensor", "aten.rsub.Tensor", XB, [x, y], S, torch="bitwise")
+one("rsub.tensor_alpha", "aten.rsub.Tensor", XY, [x, y], S, kwargs={"alpha": 2.0})
 one("pow.scalar", "aten.pow.Tensor_Scalar", X, [x, 2], S, torch="bitwise")
 one("pow.scalar_frac", "aten.pow.Tensor_Scalar", {"x": T(S, **POS)}, [x, 1.5], S)
 one("pow.tensor", "aten.pow.Tensor_Tensor", {"x": T(S, **POS), "y": T(S, gen="unif", lo=-2.0, hi=2.0)}, [x, y], S)
