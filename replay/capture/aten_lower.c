@@ -725,12 +725,22 @@ int al_lower_clamp(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     const drift_json_value *lo = al_arg(c, 1, "min"), *hi = al_arg(c, 2, "max");
     if (!strcmp(base, "clamp_max")) hi = lo, lo = NULL;
-    if (al_node_ref(lo) || al_node_ref(hi)) return FAIL(c, "clamp with tensor bounds is not supported");
     if (al_is_none(lo) && al_is_none(hi)) return FAIL(c, "clamp needs a bound");
     double a, b;
     int id = x;
     drift_op op;
     memset(&op, 0, sizeof op);
+    if (al_node_ref(lo) || al_node_ref(hi)) { /* clamp.Tensor: maximum(x, min), then minimum(.., max); NaN propagates */
+        for (int k = 0; k < 2; k++) {
+            const drift_json_value *bound = k ? hi : lo;
+            if (al_is_none(bound)) continue;
+            int in[2] = {id, -1};
+            if ((rc = al_mat_arg(c, bound, k ? "max" : "min", &in[1]))) return rc;
+            op.sub = k ? DRIFT_BINARY_MIN : DRIFT_BINARY_MAX;
+            if ((rc = al_emit(c, DRIFT_OP_BINARY, &op, 2, in, DRIFT_RULE_PROMOTE, &id))) return rc;
+        }
+        return al_set_result(c, id);
+    }
     if (!al_is_none(lo)) {
         if ((rc = al_get_num(c, lo, "min", 0, &a))) return rc;
         op.sub = DRIFT_SCALAR_MAX, op.scalar = a;
@@ -1467,6 +1477,9 @@ int al_lower_reduce(lctx *c, const char *base, const char *target) {
     drift_dtype dt;
     if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
     if (given) return al_lower_reduce_ext(c, base, target); /* cast first, then reduce */
+    const char *jd = al_val_dtype_str(&c->g->nodes[j]);
+    if (jd && (!strncmp(jd, "int", 3) || !strncmp(jd, "uint", 4) || !strcmp(jd, "bool")))
+        return al_lower_reduce_ext(c, base, target); /* a sum of integers or bools is int64 */
     const aten_view *v = &c->fx[j].t;
     int d = -1, real = 0;
     for (int i = 0; i < nd; i++) {

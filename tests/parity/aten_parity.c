@@ -270,7 +270,8 @@ static void failf(cctx *x, const char *plan, const char *spec, const char *fmt, 
 
 /* Compares backend run b against the reference run ref (exact) or the oracle (NMSE). */
 static void check_run(cctx *x, int plan, const char *spec, int device, const runout *b, const runout *ref,
-                      const runout *orc, int exact, double nmse_bound, int out_nd, const int64_t *out_sh) {
+                      const runout *orc, int exact, double nmse_bound, int out_nd, const int64_t *out_sh,
+                      drift_dtype out_dt) {
     const char *pn = k_plan_name[plan];
     x->st->runs++;
     if (!b->ok) {
@@ -285,6 +286,11 @@ static void check_run(cctx *x, int plan, const char *spec, int device, const run
     if (!shape_ok) {
         snprintf(why, sizeof why, "shape: %d dims, %lld elements; the captured val has %d dims, %lld", b->r.ndim,
                  (long long)b->r.numel, out_nd, (long long)numel);
+        failf(x, pn, spec, "%s", why);
+        return;
+    }
+    if (plan == PLAN_F32 && out_dt != DRIFT_DTYPE_INVALID && b->r.dtype != out_dt) { /* the fp32 plan is the capture's */
+        snprintf(why, sizeof why, "dtype %s; the captured val has %s", drift_dtype_name(b->r.dtype), drift_dtype_name(out_dt));
         failf(x, pn, spec, "%s", why);
         return;
     }
@@ -354,6 +360,7 @@ static void run_case(const apcase *c, const aten_parity_backend *bes, int n, con
         failf(&x, "import", "-", "%s", "the output node has no val.shape");
         goto done;
     }
+    const drift_dtype out_dt = drift_dtype_parse_any(dtype_of(drift_json_object_get(onode, "val")));
     /* inputs: every placeholder a buffer of its name (fp32 values, rounded to its dtype) */
     drift_hostset *bufs = NULL;
     drift_hostset_create(&bufs, &e);
@@ -380,13 +387,13 @@ static void run_case(const apcase *c, const aten_parity_backend *bes, int n, con
         if (!exact && !orc.ok) failf(&x, "oracle", "ref", "%s", orc.why);
         for (int p = PLAN_F32; p <= (bf16 ? PLAN_BF16 : PLAN_F32); p++) {
             run_one(sem, p, ref, bufs, &rref[p]);
-            check_run(&x, p, "ref", 0, &rref[p], &rref[p], &orc, exact, nmse, out_nd, out_sh);
+            check_run(&x, p, "ref", 0, &rref[p], &rref[p], &orc, exact, nmse, out_nd, out_sh, out_dt);
             run_one(sem, p, cpu, bufs, &rb[n]);
-            check_run(&x, p, "cpu", 0, &rb[n], &rref[p], &orc, exact, nmse, out_nd, out_sh);
+            check_run(&x, p, "cpu", 0, &rb[n], &rref[p], &orc, exact, nmse, out_nd, out_sh, out_dt);
             drift_exec_result_free(&rb[n].r);
             for (int b = 0; b < n; b++) {
                 run_one(sem, p, bes[b].be, bufs, &rb[b]);
-                check_run(&x, p, bes[b].spec, bes[b].device, &rb[b], &rref[p], &orc, exact, nmse, out_nd, out_sh);
+                check_run(&x, p, bes[b].spec, bes[b].device, &rb[b], &rref[p], &orc, exact, nmse, out_nd, out_sh, out_dt);
                 if (o && o->dump && o->dump_spec && !strcmp(o->dump_spec, bes[b].spec) && rb[b].ok) {
                     fprintf(o->dump, "{\"name\":\"%s\",\"plan\":\"%s\",\"dtype\":\"%s\",\"inputs\":{", c->name,
                             k_plan_name[p], drift_dtype_name(rb[b].r.dtype));
