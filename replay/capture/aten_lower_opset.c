@@ -821,6 +821,24 @@ static int one_index_m(lctx *c, const drift_json_value *list, int *p, int *ij, i
     return DRIFT_OK;
 }
 
+/* Negative indices count from the end (x[-1], x[idx] = v): idx + size where idx < 0. */
+static int wrap_negative(lctx *c, int idx, int64_t size, int *out) {
+    int zero, neg, wrapped, in[3], rc;
+    if ((rc = al_fill_like(c, idx, 0.0, &zero))) return rc;
+    drift_op lt;
+    memset(&lt, 0, sizeof lt);
+    lt.sub = DRIFT_BINARY_LT;
+    in[0] = idx, in[1] = zero;
+    if ((rc = emit_fixed(c, DRIFT_OP_BINARY, &lt, 2, in, DRIFT_BOOL, &neg))) return rc;
+    drift_op add;
+    memset(&add, 0, sizeof add);
+    add.sub = DRIFT_SCALAR_ADD;
+    add.scalar = (double)size;
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &add, 1, &idx, DRIFT_RULE_PROMOTE, &wrapped))) return rc;
+    in[0] = neg, in[1] = wrapped, in[2] = idx;
+    return al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, out);
+}
+
 int al_lower_index(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
@@ -842,22 +860,7 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
         return rc;
     }
-    if (!is_mask) { /* negative indices count from the end: idx + size where idx < 0 */
-        int zero, neg, wrapped, in[3];
-        if ((rc = al_fill_like(c, idx, 0.0, &zero))) return rc;
-        drift_op lt;
-        memset(&lt, 0, sizeof lt);
-        lt.sub = DRIFT_BINARY_LT;
-        in[0] = idx, in[1] = zero;
-        if ((rc = emit_fixed(c, DRIFT_OP_BINARY, &lt, 2, in, DRIFT_BOOL, &neg))) return rc;
-        drift_op add;
-        memset(&add, 0, sizeof add);
-        add.sub = DRIFT_SCALAR_ADD;
-        add.scalar = (double)xv->shape[p];
-        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &add, 1, &idx, DRIFT_RULE_PROMOTE, &wrapped))) return rc;
-        in[0] = neg, in[1] = wrapped, in[2] = idx;
-        if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, &idx))) return rc;
-    }
+    if (!is_mask && (rc = wrap_negative(c, idx, xv->shape[p], &idx))) return rc;
     aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
     if (is_mask) iv.size[0] = n; /* the selected count, not the mask's length */
@@ -981,7 +984,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
             return FAIL(c, "index_put with a boolean mask: values of %d dims (expected %d: [count, dims after the mask])", vv->nd,
                         xv->ndim - p);
         if ((rc = mask_indices(c, mask, vv->size[0], &idx))) return rc;
-    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
+    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx)) || (rc = wrap_negative(c, idx, xv->shape[p], &idx))) {
         return rc;
     }
     if ((rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals))) return rc;
@@ -1060,8 +1063,11 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         if (sj >= 0 && captured_int(c, sj) && (mean || (!include_self && (mode == 2 || mode == 3))))
             return FAIL(c, "scatter_reduce '%s'%s of an integer tensor is not supported yet", m,
                         mean ? "" : " with include_self=False");
-    } else if (!al_is_none(al_arg(c, -1, "reduce"))) {
-        return FAIL(c, "scatter with a reduce mode is not supported yet");
+    } else if (!al_is_none(al_arg(c, -1, "reduce"))) { /* scatter.reduce / value_reduce(..., *, reduce) */
+        const char *m = NULL;
+        if ((rc = al_get_str(c, al_arg(c, -1, "reduce"), "reduce", NULL, &m))) return rc;
+        mode = m && !strcmp(m, "add") ? 1 : m && !strcmp(m, "multiply") ? 4 : -1;
+        if (mode < 0) return FAIL(c, "reduce: '%s' is not a scatter reduce mode (add, multiply)", m ? m : "(none)");
     }
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
@@ -1071,7 +1077,7 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
     contig_strides(xv->ndim, xv->shape, st);
     memcpy(sh, iv->shape, sizeof sh);
     if ((rc = flat_index(c, iv->ndim, sh, st, d, idx, &flat))) return rc;
-    if (!strcmp(target, "aten.scatter.value")) {
+    if (!strcmp(target, "aten.scatter.value") || !strcmp(target, "aten.scatter.value_reduce")) {
         double v;
         if ((rc = al_get_num(c, al_arg(c, 3, "value"), "value", 0, &v))) return rc;
         if ((rc = fill_shape(c, iv->ndim, sh, DRIFT_F32, 0, v, 0, &vals))) return rc;

@@ -504,6 +504,27 @@ one("cumsum.dtype", "aten.cumsum.default", R, [x, 1], [2, 3, 5], "float64", kwar
 one("unsqueeze.neg", "aten.unsqueeze.default", X, [x, -1], [2, 3, 4, 1], **V)
 one("permute.neg", "aten.permute.default", X, [x, [-1, 0, -2]], [4, 2, 3], **V)
 one("select.neg", "aten.select.int", X, [x, -1, -1], [2, 3], **V)
+one("index.negative", "aten.index.Tensor", {"x": T([5, 3]), "i": T([4], "int64", gen="values", values=[-1, 0, -5, 2])},
+    [x, [N("i")]], [4, 3], **V)
+one("index_put.negative", "aten.index_put.default", {"x": T([5, 4]), "i": T([2], "int64", gen="values", values=[-1, 1]),
+                                                     "v": T([2, 4])}, [x, [N("i")], N("v")], [5, 4], **V)
+for k, dt in ((0, "float32"), (1, "int64")):
+    case("topk.smallest.%d" % k, PERM, [("t", "aten.topk.default", [x, 3, 1, False], {}, [meta([2, 3, 5]), meta([2, 3, 5], "int64")]),
+                                        ("y", "getitem", [N("t"), k], {}, meta([2, 3, 5], dt))], "y", **V)
+case("sort.descending", PERM, [("t", "aten.sort.default", [x, -1, True], {}, [meta([2, 3, 5]), meta([2, 3, 5], "int64")]),
+                               ("y", "getitem", [N("t"), 1], {}, meta([2, 3, 5], "int64"))], "y", **V)
+one("argsort.descending", "aten.argsort.default", PERM, [x, 1, True], [2, 3, 5], "int64", **V)
+one("scatter.reduce_add", "aten.scatter.reduce", SC, [x, 1, N("i"), N("v")], [3, 5], kwargs={"reduce": "add"})
+one("scatter.reduce_multiply", "aten.scatter.value_reduce", SC, [x, 1, N("i"), 1.5], [3, 5], kwargs={"reduce": "multiply"})
+one("var.dim", "aten.var.dim", R, [x, [2], False, True], [2, 3, 1])
+one("where.bcast_cond", "aten.where.self", {"c": T([3, 1], "bool", gen="bool"), "x": T(S), "y": T([4])}, [N("c"), x, y], S, **V)
+one("pow.int_exponent", "aten.pow.Tensor_Tensor", {"x": T(S), "e": T(S, "int64", gen="int", lo=0, hi=4)}, [x, N("e")], S)
+one("linalg_vector_norm.dtype", "aten.linalg_vector_norm.default", R, [x, 2, [-1], False], [2, 3], "float64",
+    kwargs={"dtype": DT("float64")})
+one("index_select.dim0", "aten.index_select.default", {"x": T([5, 3]), "i": IDX([7], 5)}, [x, 0, N("i")], [7, 3], **V)
+one("gather.dim0", "aten.gather.default", {"x": T([4, 3]), "i": IDX([2, 3], 4)}, [x, 0, N("i")], [2, 3], **V)
+one("embedding.1d", "aten.embedding.default", {"w": T([10, 4]), "i": IDX([5], 10)}, [N("w"), N("i")], [5, 4], **V)
+
 # bf16 tensors as a model makes them (graph inputs are fp32 buffers: a bf16 buffer leaf is fp32 to the
 # importer, the report's open point): an explicit cast, then the op in bf16
 def bf16_then(name, target, ins, cast, args, out_shape, out_dtype="bfloat16", kwargs=None, **kw):
