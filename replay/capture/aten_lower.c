@@ -545,6 +545,13 @@ static int lower_placeholder(lctx *c) {
     }
     }
     if (rc) return FAIL(c, "%s", inner.msg);
+    /* an integer or bool input is stored as fp32 values (exact up to 2^24): its dtype back, so
+     * that the ops reading it compute on integers (bitwise_and of two int64 masks, int64 sums) */
+    drift_dtype idt;
+    int is_int = 0;
+    if (!cplx && vdt && vdt->type == DRIFT_JSON_STRING && !al_parse_dtype(vdt->str, &idt, &is_int) && is_int &&
+        (rc = al_emit_cast(c, id, DRIFT_RULE_CAST_TO, idt, -1, &id)))
+        return rc;
     return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
@@ -718,12 +725,22 @@ int al_lower_clamp(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     const drift_json_value *lo = al_arg(c, 1, "min"), *hi = al_arg(c, 2, "max");
     if (!strcmp(base, "clamp_max")) hi = lo, lo = NULL;
-    if (al_node_ref(lo) || al_node_ref(hi)) return FAIL(c, "clamp with tensor bounds is not supported");
     if (al_is_none(lo) && al_is_none(hi)) return FAIL(c, "clamp needs a bound");
     double a, b;
     int id = x;
     drift_op op;
     memset(&op, 0, sizeof op);
+    if (al_node_ref(lo) || al_node_ref(hi)) { /* clamp.Tensor: maximum(x, min), then minimum(.., max); NaN propagates */
+        for (int k = 0; k < 2; k++) {
+            const drift_json_value *bound = k ? hi : lo;
+            if (al_is_none(bound)) continue;
+            int in[2] = {id, -1};
+            if ((rc = al_mat_arg(c, bound, k ? "max" : "min", &in[1]))) return rc;
+            op.sub = k ? DRIFT_BINARY_MIN : DRIFT_BINARY_MAX;
+            if ((rc = al_emit(c, DRIFT_OP_BINARY, &op, 2, in, DRIFT_RULE_PROMOTE, &id))) return rc;
+        }
+        return al_set_result(c, id);
+    }
     if (!al_is_none(lo)) {
         if ((rc = al_get_num(c, lo, "min", 0, &a))) return rc;
         op.sub = DRIFT_SCALAR_MAX, op.scalar = a;
@@ -1402,16 +1419,28 @@ int al_lower_binary(lctx *c, const char *base, const char *target) {
 int al_lower_rsub(lctx *c, const char *base, const char *target) {
     (void)base;
     int x, rc;
-    double s, alpha;
-    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_num(c, al_arg(c, 1, "other"), "other", 0, &s)) ||
+    double s = 0, alpha;
+    operand o;
+    if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = al_get_operand(c, al_arg(c, 1, "other"), "other", &o)) ||
         (rc = al_get_num(c, al_arg(c, 2, "alpha"), "alpha", 1.0, &alpha)))
         return rc;
+    if (o.is_num) s = o.num;
     if (alpha != 1.0) { /* rsub(self, other, alpha) = other - alpha * self */
         drift_op op;
         memset(&op, 0, sizeof op);
         op.sub = DRIFT_SCALAR_MUL;
         op.scalar = alpha;
         if ((rc = al_emit(c, DRIFT_OP_SCALAR, &op, 1, &x, DRIFT_RULE_PROMOTE, &x))) return rc;
+    }
+    if (!o.is_num) { /* rsub.Tensor with a tensor other: other - alpha * self (a 0-d one takes self's dtype) */
+        const drift_value vo = *drift_graph_value(c->out, o.id), vx = *drift_graph_value(c->out, x);
+        if (vo.ndim == 0 && vx.ndim > 0 && (rc = al_emit_cast(c, o.id, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &o.id)))
+            return rc;
+        if (vx.ndim == 0 && vo.ndim > 0 && (rc = al_emit_cast(c, x, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, o.id, &x)))
+            return rc;
+        int in[2] = {o.id, x}, id;
+        if ((rc = al_emit(c, DRIFT_OP_SUB, NULL, 2, in, al_rule_of(target), &id))) return rc;
+        return al_set_result(c, id);
     }
     return al_emit_scalar(c, x, DRIFT_SCALAR_RSUB, s, al_rule_of(target));
 }
@@ -1448,6 +1477,9 @@ int al_lower_reduce(lctx *c, const char *base, const char *target) {
     drift_dtype dt;
     if ((rc = al_get_dtype(c, al_arg(c, -1, "dtype"), "dtype", &given, &dt, &is_int))) return rc;
     if (given) return al_lower_reduce_ext(c, base, target); /* cast first, then reduce */
+    const char *jd = al_val_dtype_str(&c->g->nodes[j]);
+    if (jd && (!strncmp(jd, "int", 3) || !strncmp(jd, "uint", 4) || !strcmp(jd, "bool")))
+        return al_lower_reduce_ext(c, base, target); /* a sum of integers or bools is int64 */
     const aten_view *v = &c->fx[j].t;
     int d = -1, real = 0;
     for (int i = 0; i < nd; i++) {

@@ -245,6 +245,11 @@ int al_lower_unary_ext(lctx *c, const char *base, const char *target) {
         if ((rc = al_get_int(c, al_arg(c, -1, "decimals"), "decimals", 0, &dec))) return rc;
         if (dec) return FAIL(c, "round with decimals = %lld is not supported", (long long)dec);
     }
+    if (op.sub == DRIFT_UNARY_BITWISE_NOT) { /* of a bool tensor: logical not (~True is False, not -2) */
+        const int j = al_ref_of(c, al_arg(c, 0, "self"));
+        const char *d = j >= 0 ? al_val_dtype_str(&c->g->nodes[j]) : NULL;
+        if (d && !strcmp(d, "bool")) op.sub = DRIFT_UNARY_LOGICAL_NOT;
+    }
     if (drift_unary_is_bool(op.sub)) rc = emit_fixed(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_BOOL, &id);
     else if (op.sub == DRIFT_UNARY_BITWISE_NOT) rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, DRIFT_RULE_LIKE_INPUT0, &id);
     else rc = al_emit(c, DRIFT_OP_UNARY, &op, 1, &x, al_rule_of(target), &id);
@@ -286,6 +291,20 @@ int al_lower_binary_ext(lctx *c, const char *base, const char *target) {
     (void)target;
     if (drift_binary_is_bool(op.sub)) rc = emit_fixed(c, DRIFT_OP_BINARY, &op, 2, in, DRIFT_BOOL, &id);
     else rc = al_emit(c, DRIFT_OP_BINARY, &op, 2, in, op.sub == DRIFT_BINARY_POW ? DRIFT_RULE_AUTOCAST_FP32 : DRIFT_RULE_PROMOTE, &id);
+    if (!rc && base[0] == 'f' && (!strcmp(base, "fmax") || !strcmp(base, "fmin"))) {
+        /* fmax/fmin ignore a NaN operand: where(isnan(a), b, where(isnan(b), a, max(a, b))) */
+        drift_op isnan;
+        memset(&isnan, 0, sizeof isnan);
+        isnan.sub = DRIFT_UNARY_ISNAN;
+        int na, nb, w[3];
+        if ((rc = emit_fixed(c, DRIFT_OP_UNARY, &isnan, 1, &in[0], DRIFT_BOOL, &na)) ||
+            (rc = emit_fixed(c, DRIFT_OP_UNARY, &isnan, 1, &in[1], DRIFT_BOOL, &nb)))
+            return rc;
+        w[0] = nb, w[1] = in[0], w[2] = id;
+        if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, w, DRIFT_RULE_PROMOTE, &id))) return rc;
+        w[0] = na, w[1] = in[1], w[2] = id;
+        rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, w, DRIFT_RULE_PROMOTE, &id);
+    }
     return rc ? rc : al_set_result(c, id);
 }
 
@@ -399,8 +418,7 @@ int al_lower_reduce_ext(lctx *c, const char *base, const char *target) {
     memset(&op, 0, sizeof op);
     const int full = !strcmp(target, "aten.sum.default") || !strcmp(target, "aten.mean.default") ||
                      !strcmp(target, "aten.prod.default") || !strcmp(target, "aten.any.default") ||
-                     !strcmp(target, "aten.all.default") || !strcmp(target, "aten.amax.default") ||
-                     !strcmp(target, "aten.amin.default");
+                     !strcmp(target, "aten.all.default"); /* amax/amin.default(self, dim=[], keepdim): [] is all */
     if (!full) {
         const drift_json_value *dv = al_arg(c, 1, "dim");
         if (!al_is_none(dv) && (rc = al_get_ints(c, dv, "dim", dims, &n))) return rc;
@@ -507,7 +525,9 @@ int al_lower_argsort(lctx *c, const char *base, const char *target) {
     int64_t dim = -1, desc = 0;
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     if (!strcmp(target, "aten.argsort.stable")) { /* argsort(self, *, stable, dim, descending) */
-        rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim);
+        int64_t stable; /* drift's ARGSORT is stable either way */
+        rc = al_get_int(c, al_arg(c, -1, "stable"), "stable", 0, &stable);
+        if (!rc) rc = al_get_int(c, al_arg(c, -1, "dim"), "dim", -1, &dim);
         if (!rc) rc = al_get_int(c, al_arg(c, -1, "descending"), "descending", 0, &desc);
     } else {
         rc = al_get_int(c, al_arg(c, 1, "dim"), "dim", -1, &dim);
@@ -801,6 +821,24 @@ static int one_index_m(lctx *c, const drift_json_value *list, int *p, int *ij, i
     return DRIFT_OK;
 }
 
+/* Negative indices count from the end (x[-1], x[idx] = v): idx + size where idx < 0. */
+static int wrap_negative(lctx *c, int idx, int64_t size, int *out) {
+    int zero, neg, wrapped, in[3], rc;
+    if ((rc = al_fill_like(c, idx, 0.0, &zero))) return rc;
+    drift_op lt;
+    memset(&lt, 0, sizeof lt);
+    lt.sub = DRIFT_BINARY_LT;
+    in[0] = idx, in[1] = zero;
+    if ((rc = emit_fixed(c, DRIFT_OP_BINARY, &lt, 2, in, DRIFT_BOOL, &neg))) return rc;
+    drift_op add;
+    memset(&add, 0, sizeof add);
+    add.sub = DRIFT_SCALAR_ADD;
+    add.scalar = (double)size;
+    if ((rc = al_emit(c, DRIFT_OP_SCALAR, &add, 1, &idx, DRIFT_RULE_PROMOTE, &wrapped))) return rc;
+    in[0] = neg, in[1] = wrapped, in[2] = idx;
+    return al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, out);
+}
+
 int al_lower_index(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
@@ -822,22 +860,7 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
         return rc;
     }
-    if (!is_mask) { /* negative indices count from the end: idx + size where idx < 0 */
-        int zero, neg, wrapped, in[3];
-        if ((rc = al_fill_like(c, idx, 0.0, &zero))) return rc;
-        drift_op lt;
-        memset(&lt, 0, sizeof lt);
-        lt.sub = DRIFT_BINARY_LT;
-        in[0] = idx, in[1] = zero;
-        if ((rc = emit_fixed(c, DRIFT_OP_BINARY, &lt, 2, in, DRIFT_BOOL, &neg))) return rc;
-        drift_op add;
-        memset(&add, 0, sizeof add);
-        add.sub = DRIFT_SCALAR_ADD;
-        add.scalar = (double)xv->shape[p];
-        if ((rc = al_emit(c, DRIFT_OP_SCALAR, &add, 1, &idx, DRIFT_RULE_PROMOTE, &wrapped))) return rc;
-        in[0] = neg, in[1] = wrapped, in[2] = idx;
-        if ((rc = al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, &idx))) return rc;
-    }
+    if (!is_mask && (rc = wrap_negative(c, idx, xv->shape[p], &idx))) return rc;
     aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
     if (is_mask) iv.size[0] = n; /* the selected count, not the mask's length */
@@ -961,7 +984,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
             return FAIL(c, "index_put with a boolean mask: values of %d dims (expected %d: [count, dims after the mask])", vv->nd,
                         xv->ndim - p);
         if ((rc = mask_indices(c, mask, vv->size[0], &idx))) return rc;
-    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
+    } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx)) || (rc = wrap_negative(c, idx, xv->shape[p], &idx))) {
         return rc;
     }
     if ((rc = al_mat_arg(c, al_arg(c, 2, "values"), "values", &vals))) return rc;
@@ -1040,8 +1063,11 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
         if (sj >= 0 && captured_int(c, sj) && (mean || (!include_self && (mode == 2 || mode == 3))))
             return FAIL(c, "scatter_reduce '%s'%s of an integer tensor is not supported yet", m,
                         mean ? "" : " with include_self=False");
-    } else if (!al_is_none(al_arg(c, -1, "reduce"))) {
-        return FAIL(c, "scatter with a reduce mode is not supported yet");
+    } else if (!al_is_none(al_arg(c, -1, "reduce"))) { /* scatter.reduce / value_reduce(..., *, reduce) */
+        const char *m = NULL;
+        if ((rc = al_get_str(c, al_arg(c, -1, "reduce"), "reduce", NULL, &m))) return rc;
+        mode = m && !strcmp(m, "add") ? 1 : m && !strcmp(m, "multiply") ? 4 : -1;
+        if (mode < 0) return FAIL(c, "reduce: '%s' is not a scatter reduce mode (add, multiply)", m ? m : "(none)");
     }
     if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) return rc;
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c, iv_c = *val_of(c, idx), *iv = &iv_c; /* copies: emitting a node may move the graph's values */
@@ -1051,7 +1077,7 @@ int al_lower_scatter(lctx *c, const char *base, const char *target) {
     contig_strides(xv->ndim, xv->shape, st);
     memcpy(sh, iv->shape, sizeof sh);
     if ((rc = flat_index(c, iv->ndim, sh, st, d, idx, &flat))) return rc;
-    if (!strcmp(target, "aten.scatter.value")) {
+    if (!strcmp(target, "aten.scatter.value") || !strcmp(target, "aten.scatter.value_reduce")) {
         double v;
         if ((rc = al_get_num(c, al_arg(c, 3, "value"), "value", 0, &v))) return rc;
         if ((rc = fill_shape(c, iv->ndim, sh, DRIFT_F32, 0, v, 0, &vals))) return rc;
@@ -1299,6 +1325,10 @@ int al_lower_native_group_norm(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "input"), "input", &in[0])) ||
         (rc = al_get_int(c, al_arg(c, 6, "group"), "group", 1, &groups)) || (rc = al_get_num(c, al_arg(c, 7, "eps"), "eps", 1e-5, &eps)))
         return rc;
+    int64_t nchw[3]; /* N, C, HxW: restate the input's shape */
+    if ((rc = al_get_int(c, al_arg(c, 3, "N"), "N", -1, &nchw[0])) || (rc = al_get_int(c, al_arg(c, 4, "C"), "C", -1, &nchw[1])) ||
+        (rc = al_get_int(c, al_arg(c, 5, "HxW"), "HxW", -1, &nchw[2])))
+        return rc;
     const drift_json_value *w = al_arg(c, 1, "weight"), *b = al_arg(c, 2, "bias");
     if (!al_is_none(w) && (rc = al_mat_arg(c, w, "weight", &in[n++]))) return rc;
     if (!al_is_none(b)) {
@@ -1308,6 +1338,11 @@ int al_lower_native_group_norm(lctx *c, const char *base, const char *target) {
     const drift_value xv_c = *val_of(c, in[0]), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (xv->ndim < 2 || groups < 1 || xv->shape[1] % groups)
         return FAIL(c, "group_norm: %lld groups do not divide the channels", (long long)groups);
+    int64_t hw = 1;
+    for (int i = 2; i < xv->ndim; i++) hw *= xv->shape[i];
+    if ((nchw[0] >= 0 && nchw[0] != xv->shape[0]) || (nchw[1] >= 0 && nchw[1] != xv->shape[1]) || (nchw[2] >= 0 && nchw[2] != hw))
+        return FAIL(c, "native_group_norm: N, C, HxW = %lld, %lld, %lld for an input of %lld x %lld x %lld", (long long)nchw[0],
+                    (long long)nchw[1], (long long)nchw[2], (long long)xv->shape[0], (long long)xv->shape[1], (long long)hw);
     drift_op op;
     memset(&op, 0, sizeof op);
     op.length = groups;
