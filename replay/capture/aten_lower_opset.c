@@ -671,7 +671,10 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
     }
     (void)M;
     int in[3] = {a, b, cc};
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, with_c ? 3 : 2, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    /* beta 0: torch ignores C (diffusers' get_attention_scores passes an empty [B*H, L, S]
+     * sized at the recorded batch, which a re-batched product no longer matches) */
+    const int use_c = with_c && !(c->rb_from && op.beta == 0.0f);
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, use_c ? 3 : 2, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     if (sq_a) { /* drop the unsqueezed M */
         for (int i = no - 2; i < no - 1; i++) out[i] = out[i + 1];
         no--;

@@ -172,9 +172,13 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     const char *kern = drift_backend_kernels(be);
     snprintf(rep->kernels, sizeof rep->kernels, "%s", kern ? kern : "");
     if ((rc = drift_inv_pick_step(rd, o->trace, o->step, &rep->step, err))) goto done;
-    if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, m, &rec, err))) goto done;
+    if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, m, o->batch_input, &rec, err))) goto done;
+    /* the recorded batch the graph is re-batched from: the latents' dim 0, else the stand-in's */
+    if (m->captured && !drift_capture_model_takes_input(m, DRIFT_INPUT_LATENTS)) m->cfg.batch = rec.batch;
     if ((rc = drift_inv_read_composition(rd, rep->step, rep, err))) goto done;
     rep->recorded_batch = rec.batch;
+    snprintf(rep->batch_input, sizeof rep->batch_input, "%.500s",
+             strncmp(rec.name[DRIFT_INPUT_LATENTS], "input:", 6) ? rec.name[DRIFT_INPUT_LATENTS] : rec.name[DRIFT_INPUT_LATENTS] + 6);
     rep->sample = o->sample;
     if (o->sample >= rec.batch) {
         rc = drift_err_set(err, DRIFT_E_USAGE, "--sample", "sample %d, step %lld of %s recorded %d", o->sample,
