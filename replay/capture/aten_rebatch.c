@@ -337,6 +337,8 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
             *err = first;
             explain_lost(g, fail0, out0, dims0, err);
+            memcpy(dims, dims0, ((size_t)n + 1) * sizeof *dims); /* the first round's: what aten_unroll reads */
+            for (int k = fail0 + 1; fail0 >= 0 && k < n; k++) dims[k] = -1; /* not reached: not known */
             break;
         }
         lead[last] = 1;

@@ -292,7 +292,6 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         if (have_B != c->batch) {
             drift_inv_fwd_free(&cur);
             if ((rc = drift_inv_fwd_make(m, c->batch, pl, side, rec.dt, &cur, err))) goto done;
-            if ((rc = drift_inv_fwd_match(&cur, &ref, err))) goto done;
             if (!m->captured && drift_graph_count(cur.f->assigned) != n_vals) {
                 rc = drift_err_set(err, DRIFT_E_INTERNAL, "invariance", "the forward at batch %d has %d values, at batch 1 %d",
                                    c->batch, drift_graph_count(cur.f->assigned), n_vals);
@@ -300,6 +299,8 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
             }
             have_B = c->batch;
         }
+        /* per configuration: the sample's iteration of a loop over the samples is its position's */
+        if ((rc = drift_inv_fwd_match(&cur, &ref, c->position, err))) goto done;
         if (o->progress) o->progress("configurations", i, rep->n_cfg, o->progress_user);
         drift_inv_layout(c, o->sample, rec.batch, rows, pad_k);
         if ((rc = drift_inv_make_inputs(&rec, o->sample, rows, pad_k, c->batch, o->seed, 0, DRIFT_F32, &in, err))) goto done;

@@ -77,8 +77,9 @@ int drift_inv_fwd_make(drift_model *base, int B, const drift_plan *plan, drift_s
 void drift_inv_fwd_free(drift_inv_fwd *b);
 /* cur->ref_id from ref (invariance_match.c): the same value of the reference
  * forward, matched by graph node, op and rank (a captured graph's program may
- * differ by a view between batches); -1 where there is none. */
-int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err *err);
+ * differ by a view between batches); -1 where there is none. pos: the sample's position
+ * (a loop over the samples unrolled again: its iteration pos is the sample's). */
+int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, int pos, drift_err *err);
 
 /* The reference's value of one node. */
 typedef struct drift_inv_ref {
