@@ -159,15 +159,11 @@ static int unroll_loops(const char *json, size_t len, const char *source, int64_
     int *dp = NULL, *df = NULL;
     unsigned char *lp = NULL, *lf = NULL;
     if (drift_aten_unroll(json, len, source, rb_from, rb_from + 1, *dims, &pj, &pl, &loops, &e) || !pj) goto keep;
-    if (getenv("DRIFT_UNROLL_DEBUG")) fprintf(stderr, "unroll: %d loops\n%s\n", loops, pj);
     if (drift_aten_graph_parse(pj, pl, source, &gp, &e)) goto keep;
     const int np = drift_aten_graph_node_count(gp);
     dp = drift_calloc((size_t)np + 1, sizeof *dp);
     lp = drift_calloc((size_t)np + 1, 1);
-    if (!dp || !lp || drift_aten_rebatch_probe(gp, lo, rb_from, dp, lp, &e)) {
-        if (getenv("DRIFT_UNROLL_DEBUG")) fprintf(stderr, "unroll probe: %s\n", e.msg);
-        goto keep;
-    }
+    if (!dp || !lp || drift_aten_rebatch_probe(gp, lo, rb_from, dp, lp, &e)) goto keep;
     if (drift_aten_unroll(json, len, source, rb_from, rb_to, *dims, &fj, &fl, &loops, &e)) goto keep;
     if (drift_aten_graph_parse(fj ? fj : json, fj ? fl : len, source, &gf, &e)) goto keep;
     const int nf = drift_aten_graph_node_count(gf);

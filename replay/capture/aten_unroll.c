@@ -376,9 +376,6 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         c.nd[k].on = c.nd[k].src >= 0;
         any |= c.nd[k].on;
     }
-    if (getenv("DRIFT_UNROLL_DEBUG"))
-        for (int k = 0; k < c.n; k++)
-            if (c.nd[k].src >= 0) fprintf(stderr, "source %d %s it %d\n", k, c.nd[k].name, c.nd[k].src);
     if (!any) goto done;
     for (int round = 0; round <= c.n && propagate(&c, refs, cap); round++) {}
     int joins = 0;
