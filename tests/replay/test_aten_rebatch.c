@@ -186,6 +186,32 @@ static void refused(const char *file, int B, ...) {
     drift_model_free(base);
 }
 
+/* prior_cat.json (PriorTransformer): the cat of the latents, a factory ones(B) and an expand of a
+ * parameter by B needs both taken as the batch (each alone fails at the same cat, so the probe
+ * kept neither and refused: "an operand of the cat holds 2 rows"); y = [x, 1, w] per row. */
+static void test_cat_of_two_shapes_spelling_the_batch(void **state) {
+    (void)state;
+    drift_model *base = load("prior_cat.json");
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 2);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], 9);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < 9; j++) {
+                const float want = j < 4 ? xval(b * 4 + j) : j == 4 ? 1.0f : (float)(j - 5) * 0.25f + 1.0f;
+                if (r.f32[b * 9 + j] != want) fail_msg("batch %d: y[%d, %d] = %g, want %g", B, b, j, r.f32[b * 9 + j], want);
+            }
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
 static void test_split_of_the_batch_is_named(void **state) {
     (void)state;
     refused("split_batch.json", 2, "node 2 'sp' (aten.split.Tensor) in module 'enc'",
@@ -251,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_expand_by_heads_is_not_the_batch),
         cmocka_unit_test(test_input_with_heads_in_dim0_is_not_the_batch),
         cmocka_unit_test(test_matmul_broadcast_batch_dims),
+        cmocka_unit_test(test_cat_of_two_shapes_spelling_the_batch),
         cmocka_unit_test(test_split_of_the_batch_is_named),
         cmocka_unit_test(test_sample_loop_is_unrolled_at_each_batch),
         cmocka_unit_test(test_unbind_loop_is_unrolled_at_each_batch),
