@@ -146,10 +146,11 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
 /* The probe failed on *g (err): a loop over the samples unrolled at the recorded batch
  * (aten_unroll.c) is unrolled again, at rb_from + 1 for the probe and at rb_to for the
  * lowering; on success *g, *dims and *lead are the rb_to graph's (each copy of iteration 0
- * takes its template's batch dim) and err is cleared; else err is left as the probe said. */
+ * takes its template's batch dim), *orig the probe's error and err cleared; else err is left as
+ * the probe said. */
 static int unroll_loops(const char *json, size_t len, const char *source, int64_t rb_from, int64_t rb_to,
                         const drift_aten_lower_opts *lo, drift_aten_graph **g, int **dims, unsigned char **lead,
-                        drift_err *err) {
+                        drift_err *orig, drift_err *err) {
     char *pj = NULL, *fj = NULL;
     size_t pl = 0, fl = 0;
     int loops = 0, rc;
@@ -184,6 +185,7 @@ static int unroll_loops(const char *json, size_t len, const char *source, int64_
     drift_free(*lead);
     *g = gf, *dims = df, *lead = lf;
     gf = NULL, df = NULL, lf = NULL;
+    *orig = *err;
     drift_err_clear(err);
     rc = DRIFT_OK;
     goto done;
@@ -216,6 +218,8 @@ static int create_model(const char *json, size_t len, const char *source, drift_
                                 NULL, NULL, NULL, NULL};
     int *dims = NULL;
     unsigned char *lead = NULL;
+    drift_err probe_err; /* set when the graph lowered is the probe's failure with its loops unrolled */
+    drift_err_clear(&probe_err);
     if (!rc && rb_from > 0) { /* find each value's batch dim at a batch the capture did not see, then impose it */
         const int n = drift_aten_graph_node_count(g);
         dims = drift_calloc((size_t)n + 1, sizeof *dims);
@@ -230,7 +234,7 @@ static int create_model(const char *json, size_t len, const char *source, drift_
          * lowered as ops when that is what re-batches (LTX-Video's rope grid is repeated by it) */
         if (compute_dv) lo.compute_device_values = 1;
         if ((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err)) && err->code != DRIFT_E_NOMEM)
-            rc = unroll_loops(json, len, source, rb_from, rb_to, &lo, &g, &dims, &lead, err);
+            rc = unroll_loops(json, len, source, rb_from, rb_to, &lo, &g, &dims, &lead, &probe_err, err);
         if (rc) {
             drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
             drift_free(dims);
@@ -243,6 +247,10 @@ static int create_model(const char *json, size_t len, const char *source, drift_
         lo.batch_lead = lead;
     }
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
+    if (rc && probe_err.code && err->code != DRIFT_E_NOMEM) { /* the loops unrolled did not lower: the probe's error */
+        *err = probe_err;
+        drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
+    }
     drift_free(dims);
     drift_free(lead);
     if (rc) goto fail;

@@ -11,8 +11,8 @@
  * iterations 0..N-1 in order, N the recorded batch) ends the loop. At a batch N' iteration 0
  * stays and iterations 1..N'-1 are copies of it (its nodes renamed NAME__bJ, their sources
  * indexing sample J; the recorded iterations 1..N-1 go); the joins list the N' iterations. A
- * source whose iteration reaches a node that is no join (another iteration's node, the output)
- * is no loop (a lone x[0:1]) and is left alone. */
+ * source whose iteration reaches a node that is no join (another iteration's node, the output,
+ * an op that writes in place) is no loop (a lone x[0:1]) and is left alone. */
 #include "replay/capture/aten_unroll.h"
 
 #include <stdio.h>
@@ -149,6 +149,15 @@ static int is_join(const un_ctx *c, int k) {
     return 1;
 }
 
+/* 1 for an op that writes its operand in place (aten.copy_, fill_, index_put_): a loop that
+ * writes each sample's rows into a buffer (Lumina2's position ids) has no join to extend. */
+static int in_place(const char *target) {
+    if (strncmp(target, "aten.", 5)) return 0;
+    const char *dot = strchr(target + 5, '.');
+    const size_t n = dot ? (size_t)(dot - target) : strlen(target);
+    return n > 5 && target[n - 1] == '_';
+}
+
 /* One pass of the iterations; 0 when consistent, else 1 with the offending sources switched off. */
 static int propagate(un_ctx *c, int *refs, int cap) {
     int bad = 0;
@@ -177,7 +186,7 @@ static int propagate(un_ctx *c, int *refs, int cap) {
             u->join = 1;
             continue;
         }
-        if (!conflict && !is_out) {
+        if (!conflict && !is_out && !in_place(u->target)) {
             u->tag = t;
             continue;
         }
