@@ -745,6 +745,9 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
     if (d < 0) return FAIL(c, "dim %lld out of range", (long long)dim);
+    int xj = -1;
+    if (!emb && (rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &xj))) return rc;
+    if (!emb && (rc = al_rb_index_rows(c, xj, d, ij))) return rc;
     const aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
     if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;

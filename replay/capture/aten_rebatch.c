@@ -144,6 +144,13 @@ int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim) {
     return al_emit_gather(c, *x, ex.nd, ex.size, ex.stride, 0, x);
 }
 
+int al_rb_index_rows(lctx *c, int x, int d, int ij) {
+    if (c->rb_from < 2 || c->fx[x].bax1 != d + 1 || c->fx[ij].bax1) return DRIFT_OK;
+    return FAIL(c, "cannot be re-batched from batch %lld to %lld: it picks rows of dim %d, which holds the batch, by "
+                   "an index that does not (rows addressed by their position in the recorded batch)",
+                (long long)c->rb_from, (long long)c->rb_to, d);
+}
+
 /* ---- the probe (drift_aten_rebatch_probe) ------------------------------------------ */
 
 /* Marks in mark[] the nodes that v (a node's args or kwargs) refers to. */
@@ -172,15 +179,17 @@ static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
 
 /* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
  * recorded batch rb_from in its leading entry (a factory whose captured shape starts with it, a
- * repeat/expand by it: batch-free unless flipped), or a user input other than the boundary three
- * whose dim 0 is rb_from (the batch unless flipped). */
+ * repeat/expand by it: batch-free unless flipped), or a user input other than the latents and
+ * text embeddings whose dim 0 is rb_from (the batch unless flipped; a timestep may be a table of
+ * noise levels addressed per token, MiniMax-H3's). */
 static int lead_candidate(const drift_aten_graph *g, int i, int64_t rb_from) {
     const aten_node *n = &g->nodes[i];
     if (rb_from < 2) return 0; /* at a recorded batch of 1 every 1 would be one */
     if (n->op == ATEN_PLACEHOLDER) {
         const drift_aten_input *in = n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
         const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
-        return in && in->kind == DRIFT_ATEN_IN_USER && in->is_tensor && drift_graph_input_parse(in->role) < 0 && sh &&
+        const int role = in ? drift_graph_input_parse(in->role) : -1;
+        return in && in->kind == DRIFT_ATEN_IN_USER && in->is_tensor && (role < 0 || role == DRIFT_INPUT_TIMESTEP) && sh &&
                sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
                sh->items[0].is_int && sh->items[0].integer == rb_from;
     }

@@ -223,6 +223,11 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
 
 void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1) {
     if (!m1->captured || r->batch == 1) return;
+    if (r->present[DRIFT_INPUT_TIMESTEP]) { /* a table of noise levels the probe kept whole (MiniMax-H3) */
+        const int id = drift_graph_find_leaf(m1->sem, DRIFT_VAL_INPUT, r->name[DRIFT_INPUT_TIMESTEP]);
+        const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
+        if (v && v->ndim >= 1 && v->shape[0] == r->batch) r->whole[DRIFT_INPUT_TIMESTEP] = 1;
+    }
     for (int k = DRIFT_INPUT_COUNT; k < r->n; k++) {
         const int id = r->present[k] ? drift_graph_find_leaf(m1->sem, DRIFT_VAL_BUFFER, r->name[k]) : -1;
         const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;

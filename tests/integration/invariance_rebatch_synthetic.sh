@@ -7,9 +7,10 @@
 #   * batch_mix_dim1.json: a cumsum over the batch on a value whose batch is dim 1 ([4, B]) is the
 #     first divergent node named (values whose batch is not dim 0 were not compared: the next
 #     op, a mul, was named);
-#   * index_rows.json: index data that address the rows of the recorded batch (MiniMax-H3's
-#     per-token timestep indices): the forward fails as it runs, and invariance exits 2 saying
-#     that the graph was re-batched and from which batch;
+#   * index_rows.json: index data that address the rows of the recorded batch of the latents:
+#     refused naming the index_select (the forward failed as it ran);
+#   * timestep_table.json: MiniMax-H3's timestep, two noise levels the tokens address: kept whole,
+#     invariant at 1, 2, 3 and CFG-joined;
 #   * two loops over the samples unrolled at the recorded batch (a slice per sample, an unbind
 #     per sample) are unrolled again at each batch, each position compared in its own iteration.
 set -u
@@ -42,9 +43,17 @@ echo "  input_heads: $(tail -n 1 "$W/heads.txt")"
 rec index_rows.json "$W/idx.h5"
 "$D" invariance "$W/idx.h5" --device cpu --batch 1,2 > "$W/inv.txt" 2> "$W/inv.err"; rc=$?
 [ "$rc" = 2 ] || { cat "$W/inv.txt" "$W/inv.err"; fail "index_rows: exit $rc, expected 2"; }
-grep -q "the captured graph re-batched from 2 to 1 failed as it ran" "$W/inv.err" &&
-  grep -q "index 4 at position 0 is outside \[0, 4)" "$W/inv.err" || { cat "$W/inv.err"; fail "index_rows message"; }
+grep -q "node 4 's' (aten.index_select.default) in module 'mod'.*cannot be re-batched from batch 2 to 3: it picks rows of dim 0, which holds the batch, by an index that does not" "$W/inv.err" ||
+  { cat "$W/inv.err"; fail "index_rows message"; }
 echo "  index_rows: $(cut -c1-160 "$W/inv.err")"
+
+# MiniMax-H3's timestep: a table of two noise levels that the tokens address (not one per sample):
+# kept whole at every batch (the forward failed as it ran: index 1 outside [0, 1) at batch 1)
+rec timestep_table.json "$W/tt.h5"
+"$D" invariance "$W/tt.h5" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/tt.txt" 2>&1; rc=$?
+[ "$rc" = 0 ] && tail -n 1 "$W/tt.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" ||
+  { cat "$W/tt.txt"; fail "timestep_table: exit $rc"; }
+echo "  timestep_table: $(tail -n 1 "$W/tt.txt")"
 rec batch_mix_dim1.json "$W/mix.h5"
 "$D" invariance "$W/mix.h5" --device cpu --batch 1,2 > "$W/mix.txt" 2>&1; rc=$?
 [ "$rc" = 1 ] || { cat "$W/mix.txt"; fail "batch_mix_dim1: exit $rc, expected 1"; }
