@@ -158,7 +158,8 @@ static int in_place(const char *target) {
     return n > 5 && target[n - 1] == '_';
 }
 
-/* One pass of the iterations; 0 when consistent, else 1 with the offending sources switched off. */
+/* One pass of the iterations; 0 when consistent, 1 with the offending sources switched off, -1 when
+ * a node has more operands than refs holds (cap). */
 static int propagate(un_ctx *c, int *refs, int cap) {
     int bad = 0;
     for (int k = 0; k < c->n; k++) {
@@ -172,7 +173,7 @@ static int propagate(un_ctx *c, int *refs, int cap) {
         }
         int m = collect(c, u->args, refs, 0, cap);
         m = collect(c, drift_json_object_get(u->obj, "kwargs"), refs, m, cap);
-        if (m > cap) m = cap;
+        if (m > cap) return -1; /* more operands than refs holds: not unrolled */
         int t = -1, conflict = 0;
         for (int j = 0; j < m; j++) {
             const un_node *r = &c->nd[refs[j]];
@@ -386,7 +387,9 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         any |= c.nd[k].on;
     }
     if (!any) goto done;
-    for (int round = 0; round <= c.n && propagate(&c, refs, cap); round++) {}
+    int bad = 1;
+    for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
+    if (bad) goto done;
     int joins = 0;
     for (int k = 0; k < c.n; k++) joins += c.nd[k].join;
     if (!joins) {
