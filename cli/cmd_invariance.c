@@ -33,6 +33,9 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--side", NULL, "S", "which forward dtype of the plan applies (default: the trace's side,\n"
                           "trainer for a trainer or replay trace)", SIDE_CHOICES, 0},
     {"--seed", NULL, "N", "seed of the seeded pad rows (default 1)", NULL, 0},
+    {"--batch-input", NULL, "NAME", "a captured graph without a latents input: the per-sample input that\n"
+                                    "holds the sample (seeded in pad rows, nudged for the noise floor);\n"
+                                    "default: the first with fractional values", NULL, 0},
     {"--json", NULL, NULL, "one JSON document on stdout (errors too)", NULL, 0},
     {0}};
 
@@ -41,7 +44,7 @@ static const drift_cli_cmd_spec SPEC = {
     "TRACE [--batch 1,2,4,8] [--cfg-batch split|joined]\n"
     "                        [--step S] [--sample I] [--device cpu|ref|cuda[:N]]\n"
     "                        [--kernels exact|torch] [--libraries recorded|system|DIR] [--plan P | flags]\n"
-    "                        [--side trainer|rollout] [--seed N] [--json]",
+    "                        [--side trainer|rollout] [--seed N] [--batch-input NAME] [--json]",
     "Replays one recorded sample (row I of step S's batch) alone and inside\n"
     "batches of each size (the sample at position 0 and at the last position,\n"
     "the other rows the step's other recorded samples, or seeded copies when it\n"
@@ -105,6 +108,7 @@ int drift_cmd_invariance(int argc, char **argv) {
     const char *step = drift_cli_args_get(&a, "--step"), *sample = drift_cli_args_get(&a, "--sample");
     const char *seed = drift_cli_args_get(&a, "--seed"), *side = drift_cli_args_get(&a, "--side");
     const char *libraries = drift_cli_args_get(&a, "--libraries");
+    o.batch_input = drift_cli_args_get(&a, "--batch-input");
     drift_cli_args_free(&a); /* the values stay: they are argv's strings */
     if (!device) device = "cpu";
     long long n;

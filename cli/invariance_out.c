@@ -25,6 +25,8 @@ static void op_str(char *buf, size_t sz, const drift_inv_op *op) {
 void drift_invariance_print_text(const drift_invariance_report *rep, FILE *f) {
     fprintf(f, "model %s on %s, %s side, step %lld, sample %d of a recorded batch of %d\n", rep->model, rep->backend,
             rep->side, (long long)rep->step, rep->sample, rep->recorded_batch);
+    if (rep->batch_input[0] && strcmp(rep->batch_input, "latents"))
+        fprintf(f, "the graph has no latents input: the sample in input %s (--batch-input)\n", rep->batch_input);
     if (rep->kernels[0])
         fprintf(f, "kernels %s%s%s%s\n", rep->kernels, rep->kernels_why[0] ? " (" : "", rep->kernels_why,
                 rep->kernels_why[0] ? ")" : "");
@@ -105,6 +107,7 @@ int drift_invariance_print_json(const drift_invariance_report *rep, FILE *f) {
     drift_json_buf_field_int(&b, "step", rep->step);
     drift_json_buf_field_int(&b, "sample", rep->sample);
     drift_json_buf_field_int(&b, "recorded_batch", rep->recorded_batch);
+    drift_json_buf_field_string(&b, "batch_input", rep->batch_input);
     drift_json_buf_add_key(&b, "composition");
     if (rep->has_composition) {
         drift_json_buf_begin_object(&b);

@@ -127,7 +127,8 @@ typedef struct drift_aten_lower_opts {
  * the program fails without the flip, nearest the failing node first, and
  * kept only when the failure moves later. The output must hold the batch in
  * dim 0. On failure err names the op and its module, and the node where the
- * batch dim was lost, if one was. */
+ * batch dim was lost, if one was, and dims holds the first lowering's (-1 past
+ * the failing node: not known). */
 int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_opts *o, int64_t rb_from, int *dims,
                              unsigned char *lead, drift_err *err);
 /* Number of nodes whose device value the document records ("device_values"). */

@@ -129,6 +129,11 @@ void al_rb_input(lctx *c, int nd, int64_t *shape);
 /* The current node's output against its 'val': equal except in one dim, the
  * batch, scaled by rb_to / rb_from (that dim tagged), or equal (no batch). */
 int al_rb_check(lctx *c, int nd_val, const int64_t *val, int nd, const int64_t *got, int *bax1);
+/* Re-batching from a batch >= 2: an index_select along the dim that holds the batch of FX node x,
+ * by an index (FX node ij) without it, picks rows of the recorded batch by their position (a table
+ * whose rows are not samples: MiniMax-H3's noise levels per timestep): an error, so that the probe
+ * tries that table's input as batch-free. */
+int al_rb_index_rows(lctx *c, int x, int d, int ij);
 /* A view/reshape size list of FX tensor j rewritten for the new batch. */
 void al_rb_reshape(const lctx *c, int j, int nd, int64_t *size);
 /* An unflatten of dim d of FX tensor j into parts, rewritten likewise. */

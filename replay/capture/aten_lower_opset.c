@@ -691,7 +691,10 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
     }
     (void)M;
     int in[3] = {a, b, cc};
-    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, with_c ? 3 : 2, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
+    /* beta 0: torch ignores C (diffusers' get_attention_scores passes an empty [B*H, L, S]
+     * sized at the recorded batch, which a re-batched product no longer matches) */
+    const int use_c = with_c && !(c->rb_from && op.beta == 0.0f);
+    if ((rc = al_emit(c, DRIFT_OP_BMM, &op, use_c ? 3 : 2, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     if (sq_a) { /* drop the unsqueezed M */
         for (int i = no - 2; i < no - 1; i++) out[i] = out[i + 1];
         no--;
@@ -762,6 +765,9 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     int d = aten_view_dim(dim, xv->ndim);
     if (d < 0) return FAIL(c, "dim %lld out of range", (long long)dim);
+    int xj = -1;
+    if (!emb && (rc = al_tensor_arg(c, al_arg(c, 0, "self"), "self", &xj))) return rc;
+    if (!emb && (rc = al_rb_index_rows(c, xj, d, ij))) return rc;
     const aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
     if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;

@@ -11,6 +11,7 @@
 #include "formats/safetensors.h"
 #include "replay/capture/aten_graph.h"
 #include "replay/capture/aten_internal.h" /* the document's inline constants */
+#include "replay/capture/aten_unroll.h"
 
 int drift_capture_is_spec(const char *spec) {
     return spec && (!strcmp(spec, "graph") || !strncmp(spec, "graph:", 6));
@@ -142,6 +143,67 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
     return DRIFT_OK;
 }
 
+/* The probe failed on *g (err): a loop over the samples unrolled at the recorded batch
+ * (aten_unroll.c) is unrolled again, at rb_from + 1 for the probe and at rb_to for the
+ * lowering; on success *g, *dims and *lead are the rb_to graph's (each copy of iteration 0
+ * takes its template's batch dim), *orig the probe's error and err cleared; else err is left as
+ * the probe said. */
+static int unroll_loops(const char *json, size_t len, const char *source, int64_t rb_from, int64_t rb_to,
+                        const drift_aten_lower_opts *lo, drift_aten_graph **g, int **dims, unsigned char **lead,
+                        drift_err *orig, drift_err *err) {
+    char *pj = NULL, *fj = NULL;
+    size_t pl = 0, fl = 0;
+    int loops = 0, rc;
+    drift_err e;
+    drift_err_clear(&e);
+    drift_aten_graph *gp = NULL, *gf = NULL;
+    int *dp = NULL, *df = NULL;
+    unsigned char *lp = NULL, *lf = NULL;
+    if (drift_aten_unroll(json, len, source, rb_from, rb_from + 1, *dims, &pj, &pl, &loops, &e) || !pj) goto keep;
+    if (drift_aten_graph_parse(pj, pl, source, &gp, &e)) goto keep;
+    const int np = drift_aten_graph_node_count(gp);
+    dp = drift_calloc((size_t)np + 1, sizeof *dp);
+    lp = drift_calloc((size_t)np + 1, 1);
+    if (!dp || !lp || drift_aten_rebatch_probe(gp, lo, rb_from, dp, lp, &e)) goto keep;
+    if (drift_aten_unroll(json, len, source, rb_from, rb_to, *dims, &fj, &fl, &loops, &e)) goto keep;
+    if (drift_aten_graph_parse(fj ? fj : json, fj ? fl : len, source, &gf, &e)) goto keep;
+    const int nf = drift_aten_graph_node_count(gf);
+    df = drift_calloc((size_t)nf + 1, sizeof *df);
+    lf = drift_calloc((size_t)nf + 1, 1);
+    if (!df || !lf) goto keep;
+    for (int k = 0; k < nf; k++) { /* by name: a copy NAME__bJ takes NAME's */
+        char tmpl[512];
+        const char *nm = gf->nodes[k].name;
+        int j = aten_find(gp, nm);
+        if (j < 0 && drift_aten_unroll_template(nm, tmpl, sizeof tmpl)) j = aten_find(gp, tmpl);
+        if (j < 0) goto keep;
+        df[k] = dp[j];
+        lf[k] = lp[j];
+    }
+    drift_aten_graph_free(*g);
+    drift_free(*dims);
+    drift_free(*lead);
+    *g = gf, *dims = df, *lead = lf;
+    gf = NULL, df = NULL, lf = NULL;
+    *orig = *err;
+    drift_err_clear(err);
+    rc = DRIFT_OK;
+    goto done;
+keep:
+    rc = err->code ? err->code : DRIFT_E_INPUT;
+    if (e.code == DRIFT_E_NOMEM) *err = e, rc = DRIFT_E_NOMEM;
+done:
+    drift_free(pj);
+    drift_free(fj);
+    drift_aten_graph_free(gp);
+    drift_aten_graph_free(gf);
+    drift_free(dp);
+    drift_free(lp);
+    drift_free(df);
+    drift_free(lf);
+    return rc;
+}
+
 static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
                         int64_t rb_to, int compute_dv, drift_model **out, drift_err *err) {
     *out = NULL;
@@ -156,6 +218,8 @@ static int create_model(const char *json, size_t len, const char *source, drift_
                                 NULL, NULL, NULL, NULL};
     int *dims = NULL;
     unsigned char *lead = NULL;
+    drift_err probe_err; /* set when the graph lowered is the probe's failure with its loops unrolled */
+    drift_err_clear(&probe_err);
     if (!rc && rb_from > 0) { /* find each value's batch dim at a batch the capture did not see, then impose it */
         const int n = drift_aten_graph_node_count(g);
         dims = drift_calloc((size_t)n + 1, sizeof *dims);
@@ -169,7 +233,9 @@ static int create_model(const char *json, size_t len, const char *source, drift_
         /* the tables the recording's GPU built from constants are stored at the recorded batch:
          * lowered as ops when that is what re-batches (LTX-Video's rope grid is repeated by it) */
         if (compute_dv) lo.compute_device_values = 1;
-        if ((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err))) {
+        if ((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err)) && err->code != DRIFT_E_NOMEM)
+            rc = unroll_loops(json, len, source, rb_from, rb_to, &lo, &g, &dims, &lead, &probe_err, err);
+        if (rc) {
             drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
             drift_free(dims);
             drift_free(lead);
@@ -181,6 +247,10 @@ static int create_model(const char *json, size_t len, const char *source, drift_
         lo.batch_lead = lead;
     }
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
+    if (rc && probe_err.code && err->code != DRIFT_E_NOMEM) { /* the loops unrolled did not lower: the probe's error */
+        *err = probe_err;
+        drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
+    }
     drift_free(dims);
     drift_free(lead);
     if (rc) goto fail;

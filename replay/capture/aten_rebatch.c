@@ -144,6 +144,13 @@ int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim) {
     return al_emit_gather(c, *x, ex.nd, ex.size, ex.stride, 0, x);
 }
 
+int al_rb_index_rows(lctx *c, int x, int d, int ij) {
+    if (c->rb_from < 2 || c->fx[x].bax1 != d + 1 || c->fx[ij].bax1) return DRIFT_OK;
+    return FAIL(c, "cannot be re-batched from batch %lld to %lld: it picks rows of dim %d, which holds the batch, by "
+                   "an index that does not (rows addressed by their position in the recorded batch)",
+                (long long)c->rb_from, (long long)c->rb_to, d);
+}
+
 /* ---- the probe (drift_aten_rebatch_probe) ------------------------------------------ */
 
 /* Marks in mark[] the nodes that v (a node's args or kwargs) refers to. */
@@ -172,15 +179,17 @@ static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
 
 /* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
  * recorded batch rb_from in its leading entry (a factory whose captured shape starts with it, a
- * repeat/expand by it: batch-free unless flipped), or a user input other than the boundary three
- * whose dim 0 is rb_from (the batch unless flipped). */
+ * repeat/expand by it: batch-free unless flipped), or a user input other than the latents and
+ * text embeddings whose dim 0 is rb_from (the batch unless flipped; a timestep may be a table of
+ * noise levels addressed per token, MiniMax-H3's). */
 static int lead_candidate(const drift_aten_graph *g, int i, int64_t rb_from) {
     const aten_node *n = &g->nodes[i];
     if (rb_from < 2) return 0; /* at a recorded batch of 1 every 1 would be one */
     if (n->op == ATEN_PLACEHOLDER) {
         const drift_aten_input *in = n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
         const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
-        return in && in->kind == DRIFT_ATEN_IN_USER && in->is_tensor && drift_graph_input_parse(in->role) < 0 && sh &&
+        const int role = in ? drift_graph_input_parse(in->role) : -1;
+        return in && in->kind == DRIFT_ATEN_IN_USER && in->is_tensor && (role < 0 || role == DRIFT_INPUT_TIMESTEP) && sh &&
                sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
                sh->items[0].is_int && sh->items[0].integer == rb_from;
     }
@@ -274,13 +283,39 @@ static int next_lead(const drift_aten_graph *g, int fail, int64_t rb_from, const
     return -1;
 }
 
+/* One lowering of the probe: DRIFT_OK, or the failure in *e with its node in *fail (*outchk: the
+ * output's check failed, the output node was lowered). */
+static int probe_once(const drift_aten_graph *g, drift_aten_lower_opts *lo, int *dims, int *fail, int *outchk,
+                      drift_err *e) {
+    drift_graph *probe = NULL;
+    drift_err_clear(e);
+    *fail = -1;
+    *outchk = 0;
+    memset(dims, 0, ((size_t)g->n + 1) * sizeof *dims);
+    int rc = drift_aten_graph_lower_ex(g, lo, &probe, e);
+    drift_graph_free(probe);
+    if (!rc) { /* the output must hold the batch in dim 0: the sample's row is read there */
+        const aten_node *out = &g->nodes[g->output];
+        const drift_json_value *a = out->args && out->args->n_items ? &out->args->items[0] : NULL;
+        if (a && a->type == DRIFT_JSON_ARRAY && a->n_items) a = &a->items[0];
+        int oj = a && al_node_ref(a) ? aten_find(g, a->members[0].value.str) : -1;
+        if (oj < 0 || dims[oj] == 1) return DRIFT_OK;
+        if (dims[oj]) rc = aten_node_fail(g, oj, e, "cannot be re-batched: the model's output holds the batch in dim %d, "
+                                                     "not in dim 0", dims[oj] - 1);
+        else rc = aten_node_fail(g, oj, e, "cannot be re-batched: the model's output holds no batch dim");
+        *fail = oj;
+        *outchk = 1;
+    }
+    return rc;
+}
+
 int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_opts *o, int64_t rb_from, int *dims,
                              unsigned char *lead, drift_err *err) {
     const int n = g->n;
     drift_aten_lower_opts lo;
     memset(&lo, 0, sizeof lo);
     if (o) lo = *o;
-    int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK;
+    int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK, outchk = 0, n_tent = 0;
     lo.notes = NULL;
     lo.rebatch_from = rb_from;
     lo.rebatch_to = rb_from + 1;
@@ -290,36 +325,41 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     lo.failed_node = &fail;
     memset(lead, 0, (size_t)n);
     unsigned char *tried = drift_calloc((size_t)n + 1, 1), *anc = drift_malloc((size_t)n + 1);
-    int *dims0 = drift_malloc(((size_t)n + 1) * sizeof *dims0);
-    drift_err first;
+    int *dims0 = drift_malloc(((size_t)n + 1) * sizeof *dims0), *tent = drift_malloc(((size_t)n + 1) * sizeof *tent);
+    drift_err first, e;
     drift_err_clear(&first);
-    if (!tried || !anc || !dims0) {
+    if (!tried || !anc || !dims0 || !tent) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "rebatch", "out of memory");
         goto done;
     }
     for (int round = 0;; round++) {
-        drift_graph *probe = NULL;
-        drift_err e;
-        drift_err_clear(&e);
-        int outchk = 0; /* the failure is the output's check (the output node was lowered) */
-        memset(dims, 0, ((size_t)n + 1) * sizeof *dims);
-        rc = drift_aten_graph_lower_ex(g, &lo, &probe, &e);
-        drift_graph_free(probe);
-        if (!rc) { /* the output must hold the batch in dim 0: the sample's row is read there */
-            const aten_node *out = &g->nodes[g->output];
-            const drift_json_value *a = out->args && out->args->n_items ? &out->args->items[0] : NULL;
-            if (a && a->type == DRIFT_JSON_ARRAY && a->n_items) a = &a->items[0];
-            int oj = a && al_node_ref(a) ? aten_find(g, a->members[0].value.str) : -1;
-            if (oj < 0 || dims[oj] == 1) break;
-            if (dims[oj]) rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output holds the batch in dim %d, "
-                                                          "not in dim 0", dims[oj] - 1);
-            else rc = aten_node_fail(g, oj, &e, "cannot be re-batched: the model's output holds no batch dim");
-            fail = oj;
-            outchk = 1;
-        }
-        if (e.code == DRIFT_E_NOMEM) { /* not the program's shape */
+        rc = probe_once(g, &lo, dims, &fail, &outchk, &e);
+        if (rc && e.code == DRIFT_E_NOMEM) { /* not the program's shape */
             *err = e;
             goto done;
+        }
+        if (!rc || (last >= 0 && fail > best)) {
+            /* progress: each flip tried at the same failing node before this one stays only if the
+             * program fails earlier without it (Prior: the cat of a factory ones(B) and an expand of
+             * a parameter by B needs both) */
+            const int reach = rc ? fail : n + 1;
+            for (int t = 0; t < n_tent; t++) {
+                int f2 = -1, oc2 = 0;
+                drift_err e2;
+                lead[tent[t]] = 0;
+                int r2 = probe_once(g, &lo, dims, &f2, &oc2, &e2);
+                if (r2 && e2.code == DRIFT_E_NOMEM) {
+                    *err = e2;
+                    rc = r2;
+                    goto done;
+                }
+                if (r2 && f2 < reach) lead[tent[t]] = 1;
+            }
+            if (n_tent) { /* the lowering of the flips kept */
+                rc = probe_once(g, &lo, dims, &fail, &outchk, &e);
+                n_tent = 0;
+            }
+            if (!rc) break;
         }
         if (round == 0) {
             first = e;
@@ -327,16 +367,23 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
             out0 = outchk;
             memcpy(dims0, dims, ((size_t)n + 1) * sizeof *dims);
         }
-        if (last >= 0 && fail <= best) { /* that shape argument was not the batch: undone */
+        if (last >= 0 && fail < best) { /* that shape argument was not the batch: undone */
             lead[last] = 0;
             tried[last] = 1;
+        } else if (last >= 0 && fail == best) { /* no further: kept while the next one is tried */
+            tried[last] = 1;
+            tent[n_tent++] = last;
         } else {
             best = fail;
         }
         last = best >= 0 && round < 64 ? next_lead(g, best, rb_from, lead, tried, anc) : -1;
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
+            for (int t = 0; t < n_tent; t++) lead[tent[t]] = 0;
             *err = first;
             explain_lost(g, fail0, out0, dims0, err);
+            memcpy(dims, dims0, ((size_t)n + 1) * sizeof *dims); /* the first round's: what aten_unroll reads */
+            for (int k = fail0 + 1; fail0 >= 0 && k < n; k++) dims[k] = -1; /* not reached: not known */
+            rc = first.code ? first.code : DRIFT_E_INPUT;
             break;
         }
         lead[last] = 1;
@@ -345,5 +392,6 @@ done:
     drift_free(tried);
     drift_free(anc);
     drift_free(dims0);
+    drift_free(tent);
     return rc;
 }

@@ -172,9 +172,13 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     const char *kern = drift_backend_kernels(be);
     snprintf(rep->kernels, sizeof rep->kernels, "%s", kern ? kern : "");
     if ((rc = drift_inv_pick_step(rd, o->trace, o->step, &rep->step, err))) goto done;
-    if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, m, &rec, err))) goto done;
+    if ((rc = drift_inv_read_inputs(rd, o->trace, rep->step, m, o->batch_input, &rec, err))) goto done;
+    /* the recorded batch the graph is re-batched from: the latents' dim 0, else the stand-in's */
+    if (m->captured && !drift_capture_model_takes_input(m, DRIFT_INPUT_LATENTS)) m->cfg.batch = rec.batch;
     if ((rc = drift_inv_read_composition(rd, rep->step, rep, err))) goto done;
     rep->recorded_batch = rec.batch;
+    snprintf(rep->batch_input, sizeof rep->batch_input, "%.500s",
+             strncmp(rec.name[DRIFT_INPUT_LATENTS], "input:", 6) ? rec.name[DRIFT_INPUT_LATENTS] : rec.name[DRIFT_INPUT_LATENTS] + 6);
     rep->sample = o->sample;
     if (o->sample >= rec.batch) {
         rc = drift_err_set(err, DRIFT_E_USAGE, "--sample", "sample %d, step %lld of %s recorded %d", o->sample,
@@ -288,7 +292,6 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         if (have_B != c->batch) {
             drift_inv_fwd_free(&cur);
             if ((rc = drift_inv_fwd_make(m, c->batch, pl, side, rec.dt, &cur, err))) goto done;
-            if ((rc = drift_inv_fwd_match(&cur, &ref, err))) goto done;
             if (!m->captured && drift_graph_count(cur.f->assigned) != n_vals) {
                 rc = drift_err_set(err, DRIFT_E_INTERNAL, "invariance", "the forward at batch %d has %d values, at batch 1 %d",
                                    c->batch, drift_graph_count(cur.f->assigned), n_vals);
@@ -296,6 +299,8 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
             }
             have_B = c->batch;
         }
+        /* per configuration: the sample's iteration of a loop over the samples is its position's */
+        if ((rc = drift_inv_fwd_match(&cur, &ref, c->position, err))) goto done;
         if (o->progress) o->progress("configurations", i, rep->n_cfg, o->progress_user);
         drift_inv_layout(c, o->sample, rec.batch, rows, pad_k);
         if ((rc = drift_inv_make_inputs(&rec, o->sample, rows, pad_k, c->batch, o->seed, 0, DRIFT_F32, &in, err))) goto done;

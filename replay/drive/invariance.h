@@ -47,6 +47,9 @@ typedef struct drift_invariance_opts {
     int n_batches;
     int cfg_joined;              /* 1: add the CFG pair as one batch of 2 */
     uint64_t seed;               /* seeded pad rows */
+    const char *batch_input;     /* a captured graph without latents: the input that holds the sample
+                                    (seeded pad rows, the noise floor's nudge); NULL: the first per-sample
+                                    input with fractional values */
     drift_progress_fn progress;  /* NULL: none; "the reference (batch 1)", then "configurations" i of n */
     void *progress_user;
 } drift_invariance_opts;
@@ -102,6 +105,8 @@ typedef struct drift_invariance_report {
     int64_t step;
     int sample;
     int recorded_batch;
+    char batch_input[DRIFT_MAX_FQN]; /* the input that holds the sample: "latents", or a captured graph's own
+                                        (without latents: --batch-input's, else the first per-sample float one) */
     int has_composition;         /* the step recorded its batch composition */
     drift_batch_composition composition;
     double floor_mean_abs, floor_max_abs;

@@ -54,6 +54,28 @@ static int read_slot(drift_trace_reader *rd, const char *path, const char *site,
     return drift_trace_read_record_f32(rd, (size_t)id, rec, out->v[k], (size_t)info.numel, err);
 }
 
+/* Graph input buffer v ("input:NAME") into slot k: its record at step, else the trace's /buffers copy. */
+static int read_one(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m, const drift_value *v,
+                    const char *site, int k, drift_inv_recorded *out, drift_err *err) {
+    snprintf(out->name[k], sizeof out->name[k], "%s", v->name);
+    long id = drift_trace_reader_find_site(rd, site);
+    if (id >= 0) return read_slot(rd, path, site, id, step, k, out, err);
+    const drift_hostset *bs = m->buffers[DRIFT_BUF_RECORDED];
+    const drift_host_tensor *t = bs ? drift_hostset_find(bs, v->name) : NULL;
+    if (!t || t->numel != v->numel || !t->f32)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "input '%s': neither a stored record of '%s' nor /buffers/%s",
+                             v->name, site, v->name);
+    out->dt[k] = DRIFT_F32;
+    out->ndim[k] = v->ndim;
+    memcpy(out->shape[k], v->shape, sizeof out->shape[k]);
+    out->row[k] = v->numel / v->shape[0];
+    if (!(out->v[k] = drift_malloc((size_t)v->numel * sizeof(float))))
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    memcpy(out->v[k], t->f32, (size_t)v->numel * sizeof(float));
+    out->present[k] = 1;
+    return DRIFT_OK;
+}
+
 /* A captured graph's other per-sample inputs (its "input:NAME" buffers whose dim 0
  * is the batch): recorded per step, else the trace's /buffers copy. */
 static int read_other_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
@@ -66,32 +88,14 @@ static int read_other_inputs(drift_trace_reader *rd, const char *path, int64_t s
         if (out->n == DRIFT_INV_MAX_INPUTS)
             return drift_err_set(err, DRIFT_E_UNSUPPORTED, path, "more than %d per-sample inputs",
                                  DRIFT_INV_MAX_INPUTS - DRIFT_INPUT_COUNT);
-        int k = out->n++, rc;
-        snprintf(out->name[k], sizeof out->name[k], "%s", v->name);
-        long id = drift_trace_reader_find_site(rd, site);
-        if (id >= 0) {
-            if ((rc = read_slot(rd, path, site, id, step, k, out, err))) return rc;
-            continue;
-        }
-        const drift_hostset *bs = m->buffers[DRIFT_BUF_RECORDED];
-        const drift_host_tensor *t = bs ? drift_hostset_find(bs, v->name) : NULL;
-        if (!t || t->numel != v->numel || !t->f32)
-            return drift_err_set(err, DRIFT_E_INPUT, path, "input '%s': neither a stored record of '%s' nor /buffers/%s",
-                                 v->name, site, v->name);
-        out->dt[k] = DRIFT_F32;
-        out->ndim[k] = v->ndim;
-        memcpy(out->shape[k], v->shape, sizeof out->shape[k]);
-        out->row[k] = v->numel / v->shape[0];
-        if (!(out->v[k] = drift_malloc((size_t)v->numel * sizeof(float))))
-            return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
-        memcpy(out->v[k], t->f32, (size_t)v->numel * sizeof(float));
-        out->present[k] = 1;
+        int rc = read_one(rd, path, step, m, v, site, out->n++, out, err);
+        if (rc) return rc;
     }
     return DRIFT_OK;
 }
 
 /* A captured graph without a latents input: the error, naming the inputs it has. */
-static int no_latents(const char *path, const drift_model *m, drift_err *err) {
+static int no_latents(const char *path, const drift_model *m, const char *want, drift_err *err) {
     char names[512] = "";
     size_t len = 0;
     for (int i = 0; i < drift_graph_count(m->sem) && len < sizeof names; i++) {
@@ -101,35 +105,129 @@ static int no_latents(const char *path, const drift_model *m, drift_err *err) {
                                                                                          : NULL;
         if (nm) len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", nm);
     }
+    if (want)
+        return drift_err_set(err, DRIFT_E_USAGE, "--batch-input",
+                             "'%s' is not a per-sample input of the captured graph of %s (one whose dim 0 is the "
+                             "recorded batch; its inputs: %s)", want, path, names[0] ? names : "none");
     return drift_err_set(err, DRIFT_E_INPUT, path,
-                         "the captured graph has no input with the role 'latents' (its inputs: %s): invariance puts "
-                         "the sample in a batch along dim 0 of the latents; a model that takes its samples as a list "
-                         "or packs them into one sequence has no batch dim to re-batch",
+                         "the captured graph has no input with the role 'latents' and no per-sample input with "
+                         "fractional values to put the sample in a batch along dim 0 (its inputs: %s): give "
+                         "--batch-input NAME; a model that takes its samples as a list or packs them into one "
+                         "sequence has no batch dim to re-batch",
                          names[0] ? names : "none");
 }
 
+/* 1 if slot k holds a value that is not an integer (a float input, not ids or a mask). */
+static int fractional(const drift_inv_recorded *r, int k) {
+    const int64_t n = r->row[k] * r->shape[k][0];
+    for (int64_t e = 0; e < n; e++)
+        if (r->v[k][e] != floorf(r->v[k][e])) return 1;
+    return 0;
+}
+
+/* Without a latents input: the stand-in's name into name (want, else the first input buffer
+ * with fractional values; one whose dim 0 is out->batch where a timestep set it) and the recorded
+ * batch (its dim 0) into out->batch. */
+static int first_batch_input(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
+                             const char *want, char *name, size_t cap, drift_inv_recorded *out, drift_err *err) {
+    for (int i = 0; i < drift_graph_count(m->sem); i++) {
+        const drift_value *v = drift_graph_value(m->sem, i);
+        char site[DRIFT_MAX_FQN + 32];
+        if (v->kind != DRIFT_VAL_BUFFER || !drift_capture_step_input_site(v->name, site, sizeof site)) continue;
+        if (v->ndim < 1 || v->shape[0] < 1 || (out->batch && v->shape[0] != out->batch)) continue;
+        int pick;
+        if (want) {
+            pick = !strcmp(v->name, want) || !strcmp(v->name + 6, want);
+        } else {
+            drift_inv_recorded tmp;
+            memset(&tmp, 0, sizeof tmp);
+            int rc = read_one(rd, path, step, m, v, site, 0, &tmp, err);
+            pick = !rc && fractional(&tmp, 0);
+            drift_inv_recorded_free(&tmp);
+            if (rc) return rc;
+        }
+        if (pick) {
+            snprintf(name, cap, "%s", v->name);
+            if (!out->batch) out->batch = (int)v->shape[0];
+            return DRIFT_OK;
+        }
+    }
+    return no_latents(path, m, want, err);
+}
+
+/* A captured graph without a latents input (T5FilmDecoder's decoder_input_tokens, MiniMax's
+ * inputs_embeds): one of its per-sample inputs stands in for the latents in slot 0 (seeded in
+ * the pad rows, nudged for the noise floor): `want` ("NAME" or "input:NAME"), else the first
+ * with fractional values, as `drift replay`'s noise floor picks it. */
+static int stand_in_latents(const char *path, const char *name, drift_inv_recorded *r, drift_err *err) {
+    int k = -1;
+    for (int i = DRIFT_INPUT_COUNT; i < r->n && k < 0; i++)
+        if (r->present[i] && !strcmp(r->name[i], name)) k = i;
+    if (k < 0) return drift_err_set(err, DRIFT_E_INPUT, path, "input '%s': not read", name);
+    const int L = DRIFT_INPUT_LATENTS;
+    free(r->v[L]);
+    snprintf(r->name[L], sizeof r->name[L], "%s", r->name[k]);
+    r->present[L] = 1;
+    r->dt[L] = r->dt[k];
+    r->ndim[L] = r->ndim[k];
+    memcpy(r->shape[L], r->shape[k], sizeof r->shape[L]);
+    r->row[L] = r->row[k];
+    r->v[L] = r->v[k];
+    r->whole[L] = 0;
+    for (int i = k; i + 1 < r->n; i++) { /* close the gap */
+        snprintf(r->name[i], sizeof r->name[i], "%s", r->name[i + 1]);
+        r->present[i] = r->present[i + 1];
+        r->dt[i] = r->dt[i + 1];
+        r->ndim[i] = r->ndim[i + 1];
+        memcpy(r->shape[i], r->shape[i + 1], sizeof r->shape[i]);
+        r->row[i] = r->row[i + 1];
+        r->v[i] = r->v[i + 1];
+        r->whole[i] = r->whole[i + 1];
+    }
+    r->n--;
+    r->v[r->n] = NULL;
+    r->present[r->n] = 0;
+    return DRIFT_OK;
+}
+
 int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
-                          drift_inv_recorded *out, drift_err *err) {
+                          const char *batch_input, drift_inv_recorded *out, drift_err *err) {
     memset(out, 0, sizeof *out);
     out->n = DRIFT_INPUT_COUNT;
     for (int i = 0; i < DRIFT_INV_MAX_INPUTS; i++) out->dt[i] = DRIFT_F32;
-    int rc;
+    int rc, stand_in = 0;
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
         snprintf(out->name[i], sizeof out->name[i], "%s", INPUT_NAME[i]);
         long id = drift_trace_reader_find_site(rd, INPUT_SITE[i]);
-        if (id < 0 && i == DRIFT_INPUT_LATENTS && m->captured && !drift_capture_model_takes_input(m, i))
-            return no_latents(path, m, err);
+        if (id < 0 && i == DRIFT_INPUT_LATENTS && m->captured && !drift_capture_model_takes_input(m, i)) {
+            stand_in = 1;
+            continue;
+        }
         if (id < 0 && i != DRIFT_INPUT_LATENTS && !drift_capture_model_takes_input(m, i)) continue;
         if (id < 0)
             return drift_err_set(err, DRIFT_E_INPUT, path, "site '%s' is missing: invariance needs the boundary inputs",
                                  INPUT_SITE[i]);
         if ((rc = read_slot(rd, path, INPUT_SITE[i], id, step, i, out, err))) return rc;
     }
-    return m->captured ? read_other_inputs(rd, path, step, m, out, err) : DRIFT_OK;
+    if (batch_input && !stand_in)
+        return drift_err_set(err, DRIFT_E_USAGE, "--batch-input",
+                             "%s has a latents input, which holds the sample: --batch-input is for a captured graph "
+                             "without one", path);
+    if (!m->captured) return DRIFT_OK;
+    char name[DRIFT_MAX_FQN + 8] = "";
+    if (stand_in && (rc = first_batch_input(rd, path, step, m, batch_input, name, sizeof name, out, err)))
+        return rc;
+    if ((rc = read_other_inputs(rd, path, step, m, out, err))) return rc;
+    return stand_in ? stand_in_latents(path, name, out, err) : DRIFT_OK;
 }
 
 void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1) {
     if (!m1->captured || r->batch == 1) return;
+    if (r->present[DRIFT_INPUT_TIMESTEP]) { /* a table of noise levels the probe kept whole (MiniMax-H3) */
+        const int id = drift_graph_find_leaf(m1->sem, DRIFT_VAL_INPUT, r->name[DRIFT_INPUT_TIMESTEP]);
+        const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
+        if (v && v->ndim >= 1 && v->shape[0] == r->batch) r->whole[DRIFT_INPUT_TIMESTEP] = 1;
+    }
     for (int k = DRIFT_INPUT_COUNT; k < r->n; k++) {
         const int id = r->present[k] ? drift_graph_find_leaf(m1->sem, DRIFT_VAL_BUFFER, r->name[k]) : -1;
         const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;

@@ -42,9 +42,11 @@ void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1);
 
 /* Reads step's stored inputs (input:*:pre_cast) of rd into *out (caller
  * frees with drift_inv_recorded_free, also on error); path names rd in errors.
- * m (loaded from rd) says which inputs a captured graph takes. */
+ * m (loaded from rd) says which inputs a captured graph takes. A captured graph without a
+ * latents input gets one of its per-sample inputs in slot 0 instead (its buffer's name):
+ * batch_input ("NAME" or "input:NAME"), NULL: the first with fractional values. */
 int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
-                          drift_inv_recorded *out, drift_err *err);
+                          const char *batch_input, drift_inv_recorded *out, drift_err *err);
 void drift_inv_recorded_free(drift_inv_recorded *r);
 /* Inputs of a batch of B whose position p holds rows[p] (a recorded row,
  * DRIFT_INV_ROW_SEEDED with pad index pad_k[p] and seed, or
@@ -75,8 +77,9 @@ int drift_inv_fwd_make(drift_model *base, int B, const drift_plan *plan, drift_s
 void drift_inv_fwd_free(drift_inv_fwd *b);
 /* cur->ref_id from ref (invariance_match.c): the same value of the reference
  * forward, matched by graph node, op and rank (a captured graph's program may
- * differ by a view between batches); -1 where there is none. */
-int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err *err);
+ * differ by a view between batches); -1 where there is none. pos: the sample's position
+ * (a loop over the samples unrolled again: its iteration pos is the sample's). */
+int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, int pos, drift_err *err);
 
 /* The reference's value of one node. */
 typedef struct drift_inv_ref {

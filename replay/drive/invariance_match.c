@@ -5,13 +5,17 @@
  * a node at another), so its compute values are matched by their graph node
  * (label), op and rank among the values of that label and op. Pure data
  * movement is not matched (its values are its input's), nor a key whose count
- * differs between the two programs (ambiguous). */
+ * differs between the two programs (ambiguous). A loop over the samples unrolled
+ * again at this batch (replay/capture/aten_unroll.c) runs iteration 0 as NAME and
+ * iteration J as NAME__bJ: the sample at position p is iteration p, so NAME__bp is
+ * matched with the reference's NAME, and the other iterations (pad rows) with none. */
 #include "replay/drive/invariance_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/alloc.h"
+#include "replay/capture/aten_unroll.h"
 
 typedef struct key {
     const char *label;
@@ -33,15 +37,39 @@ static int cmp_key(const void *pa, const void *pb) {
     return c ? c : (a->id > b->id) - (a->id < b->id); /* rank follows graph order */
 }
 
-/* The compute values of g as keys sorted by (label, op, rank), with counts; *n of them. */
-static key *keys_of(const drift_graph *g, int *n) {
-    int total = drift_graph_count(g), k = 0;
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The compute values of g as keys sorted by (label, op, rank), with counts; *n of them. pos >= 0
+ * (the forward at another batch): a loop's iteration pos stands for iteration 0 (its label the
+ * template's, kept in *names to free), the other iterations are left out. */
+static key *keys_of(const drift_graph *g, int pos, char ***names, int *n_names, int *n) {
+    int total = drift_graph_count(g), k = 0, nt = 0, nn = 0;
     key *ks = drift_malloc((size_t)(total ? total : 1) * sizeof *ks);
-    if (!ks) return NULL;
+    const char **tmpl = drift_malloc((size_t)(total ? total : 1) * sizeof *tmpl); /* templates with copies, sorted */
+    char **own = drift_calloc((size_t)(total ? total : 1), sizeof *own);
+    char buf[DRIFT_MAX_FQN];
+    if (!ks || !tmpl || !own) goto oom;
+    for (int id = 0; pos >= 0 && id < total; id++) {
+        const drift_value *v = drift_graph_value(g, id);
+        if (v->kind != DRIFT_VAL_NODE || !v->name || !drift_aten_unroll_template(v->name, buf, sizeof buf)) continue;
+        if (!(own[nn] = drift_malloc(strlen(buf) + 1))) goto oom;
+        memcpy(own[nn], buf, strlen(buf) + 1);
+        tmpl[nt++] = own[nn++];
+    }
+    qsort(tmpl, (size_t)nt, sizeof *tmpl, cmp_str);
     for (int id = 0; id < total; id++) {
         const drift_value *v = drift_graph_value(g, id);
         if (v->kind != DRIFT_VAL_NODE || moves_data(v->op.kind)) continue;
-        ks[k++] = (key){v->name ? v->name : "", v->op.kind, 0, id, 0};
+        const char *label = v->name ? v->name : "";
+        if (pos >= 0 && drift_aten_unroll_template(label, buf, sizeof buf)) {
+            if (atoi(label + strlen(buf) + 3) != pos) continue; /* another iteration: a pad row's */
+            const char **t = bsearch(&(const char *){buf}, tmpl, (size_t)nt, sizeof *tmpl, cmp_str);
+            if (!t) continue;
+            label = *t;
+        } else if (pos > 0 && nt && bsearch(&label, tmpl, (size_t)nt, sizeof *tmpl, cmp_str)) {
+            continue; /* iteration 0: a pad row's here */
+        }
+        ks[k++] = (key){label, v->op.kind, 0, id, 0};
     }
     qsort(ks, (size_t)k, sizeof *ks, cmp_key);
     for (int i = 0; i < k;) {
@@ -50,11 +78,20 @@ static key *keys_of(const drift_graph *g, int *n) {
         for (int q = i; q < j; q++) ks[q].rank = q - i, ks[q].count = j - i;
         i = j;
     }
+    free(tmpl);
+    *names = own;
+    *n_names = nn;
     *n = k;
     return ks;
+oom:
+    for (int i = 0; own && i < nn; i++) free(own[i]);
+    free(own);
+    free(tmpl);
+    free(ks);
+    return NULL;
 }
 
-int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err *err) {
+int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, int pos, drift_err *err) {
     const drift_graph *gc = cur->f->assigned, *gr = ref->f->assigned;
     int nc = drift_graph_count(gc);
     free(cur->ref_id);
@@ -65,12 +102,13 @@ int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err 
         return DRIFT_OK;
     }
     for (int i = 0; i < nc; i++) cur->ref_id[i] = -1;
-    int kc = 0, kr = 0;
-    key *a = keys_of(gc, &kc), *b = keys_of(gr, &kr);
+    int kc = 0, kr = 0, na = 0, nb = 0;
+    char **sa = NULL, **sb = NULL;
+    key *a = keys_of(gc, pos, &sa, &na, &kc), *b = keys_of(gr, -1, &sb, &nb, &kr);
+    int rc = DRIFT_OK;
     if (!a || !b) {
-        free(a);
-        free(b);
-        return drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory");
+        rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory");
+        goto done;
     }
     for (int i = 0, j = 0; i < kc && j < kr;) {
         int c = cmp_label_kind(&a[i], &b[j]);
@@ -79,7 +117,12 @@ int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, drift_err 
         if (a[i].count == b[j].count) cur->ref_id[a[i].id] = b[j].id;
         i++, j++;
     }
+done:
+    for (int i = 0; i < na; i++) free(sa[i]);
+    for (int i = 0; i < nb; i++) free(sb[i]);
+    free(sa);
+    free(sb);
     free(a);
     free(b);
-    return DRIFT_OK;
+    return rc;
 }

@@ -42,7 +42,7 @@ def describe(args):
 
 
 def probe(entry, island_pat, module=None):
-    m, kw, main, b0, names, _ = prepared(entry, island_pat)
+    m, kw, main, b0, names, _, lay = prepared(entry, island_pat)
     seen_out, seen_in = {}, {}
 
     def hook(name):
@@ -69,8 +69,8 @@ def probe(entry, island_pat, module=None):
             m(**k)
         return dict(seen_out), dict(seen_in)
 
-    a_out, a_in = run(alone(kw, names, b0))
-    b_out, b_in = run(rows_for(kw, names, b0, 2, 0, main, 1236))
+    a_out, a_in = run(alone(kw, names, b0, lay=lay))
+    b_out, b_in = run(rows_for(kw, names, b0, 2, 0, main, 1236, lay))
     for h in hs:
         h.remove()
     first = None

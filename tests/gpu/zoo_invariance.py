@@ -63,67 +63,104 @@ def _map_leaves(v, fn):
     return v
 
 
-def _is_ps(v, b0):
-    return isinstance(v, torch.Tensor) and v.ndim >= 1 and v.shape[0] == b0
+# How a model's inputs hold the batch where "every tensor leaf whose dim 0 is the recorded batch
+# is per-sample" is wrong (read from each model's forward in the diffusers source):
+#   shared: inputs that are not per-sample although their dim 0 may equal the recorded batch;
+#   dim:    inputs whose batch is another dim;
+#   lists:  inputs that are a list with one entry per sample (the list grows with the batch);
+#   main:   the input that holds the sample (seeded in pad rows) where it is not a tensor;
+#   list_output: the output is a list of per-sample tensors (stacked to read the sample's row);
+#   unbatched: the model has no batch to vary (the reason, shown in the table).
+LAYOUT = {
+    # the forward repeats the padding mask by the batch itself: padding_mask.repeat(batch_size, ...)
+    "CosmosTransformer3DModel": {"shared": {"padding_mask"}},
+    # encoder_hidden_states_llama3 is [llama layers, B, L, D] (the test sizes both by batch_size)
+    "HiDreamImageTransformer2DModel": {"dim": {"encoder_hidden_states_llama3": 1}},
+    # timestep holds one noise level per row of the AdaLN table, addressed per token by timestep_indices
+    "MiniMaxH3Transformer3DModel": {"shared": {"timestep"}},
+    # shape_list: one list of (t, h, w) patch shapes per sample
+    "JoyImageEditPlusTransformer3DModel": {"lists": {"shape_list"}},
+    # x and cap_feats: one tensor per sample ([C, F, H, W], [L, D]), no batch dim; the output is a list too
+    "ZImageTransformer2DModel": {"lists": {"x", "cap_feats"}, "main": "x", "list_output": True},
+    "Cosmos3OmniTransformer": {"unbatched": "packs its samples into one sequence (vision_tokens: one entry per "
+                                            "item, addressed by indexes into the packed sequence): no batch dim"},
+}
 
 
-def per_sample(kw, b0):
-    """Names of the inputs with a tensor leaf whose dim 0 is the recorded batch."""
-    return [k for k, v in kw.items() if any(_is_ps(x, b0) for x in _leaves(v))]
+def _bdim(k, lay):
+    return lay.get("dim", {}).get(k, 0)
 
 
-def rows_for(kw, names, b0, batch, pos, main, seed):
-    """kwargs at `batch` with sample 0 at `pos`; other rows as drift builds them (every tensor leaf
-    whose dim 0 is the recorded batch)."""
+def _is_ps(v, b0, d=0):
+    return isinstance(v, torch.Tensor) and v.ndim > d and v.shape[d] == b0
+
+
+def _is_list_ps(k, v, b0, lay):
+    return k in lay.get("lists", ()) and isinstance(v, (list, tuple)) and len(v) == b0
+
+
+def per_sample(kw, b0, lay=None):
+    """Names of the per-sample inputs: a tensor leaf whose batch dim (LAYOUT's, else 0) is the
+    recorded batch, or a per-sample list; not LAYOUT's shared ones."""
+    lay = lay or {}
+    return [k for k, v in kw.items() if k not in lay.get("shared", ()) and
+            (_is_list_ps(k, v, b0, lay) or any(_is_ps(x, b0, _bdim(k, lay)) for x in _leaves(v)))]
+
+
+def assemble(kw, names, b0, rows, main=None, seed=0, lay=None):
+    """kwargs for a batch whose position p holds rows[p]: ("rec", j) the recorded row j, ("seed", j)
+    row j with the main input's values seeded N(0, 1), ("uncond", j) row j with the text condition
+    zeroed. Non per-sample inputs are passed as they are."""
+    lay = lay or {}
     g = torch.Generator("cpu").manual_seed(seed)
     out = dict(kw)
+    for k in names:
+        cond = ROLE_OF_KWARG.get(k) == "cond"
+
+        def pick(x, kind):
+            if kind == "seed" and k == main and isinstance(x, torch.Tensor) and x.is_floating_point():
+                return torch.randn(x.shape, generator=g).to(x.device, x.dtype)
+            if kind == "uncond" and cond and isinstance(x, torch.Tensor):
+                return torch.zeros_like(x)
+            return x
+
+        if _is_list_ps(k, kw[k], b0, lay):  # one entry per sample: the entries of the rows
+            out[k] = type(kw[k])(_map_leaves(kw[k][j], lambda x, kind=kind: pick(x, kind)) for kind, j in rows)
+            continue
+        d = _bdim(k, lay)
+
+        def one(v, d=d):
+            if not _is_ps(v, b0, d):
+                return v
+            return torch.cat([pick(v.narrow(d, j, 1), kind) for kind, j in rows], d)
+        out[k] = _map_leaves(kw[k], one)
+    return out
+
+
+def rows_for(kw, names, b0, batch, pos, main, seed, lay=None):
+    """kwargs at `batch` with sample 0 at `pos`; other rows as drift builds them: the recorded
+    batch's other samples cycled, else seeded latents with the sample's other inputs."""
     others = list(range(1, b0))
-    for k in names:
-        def one(v, k=k):
-            if not _is_ps(v, b0):
-                return v
-            rows = []
-            for r in range(batch):
-                if r == pos:
-                    rows.append(v[0:1])
-                elif others:
-                    j = others[(r - (1 if r > pos else 0)) % len(others)]
-                    rows.append(v[j:j + 1])
-                elif k == main and v.is_floating_point():
-                    rows.append(torch.randn(v[0:1].shape, generator=g).to(v.device, v.dtype))
-                else:
-                    rows.append(v[0:1])
-            return torch.cat(rows, 0)
-        out[k] = _map_leaves(kw[k], one)
-    return out
+    rows = []
+    for r in range(batch):
+        if r == pos:
+            rows.append(("rec", 0))
+        elif others:
+            rows.append(("rec", others[(r - (1 if r > pos else 0)) % len(others)]))
+        else:
+            rows.append(("seed", 0))
+    return assemble(kw, names, b0, rows, main, seed, lay)
 
 
-def cfg_pair(kw, names, b0=1):
+def cfg_pair(kw, names, b0=1, lay=None):
     """[sample, sample with zero text embeddings] as one batch of 2."""
-    out = dict(kw)
-    for k in names:
-        def one(v, k=k):
-            if not _is_ps(v, b0):
-                return v
-            v = v[0:1]
-            u = torch.zeros_like(v) if ROLE_OF_KWARG.get(k) == "cond" else v
-            return torch.cat([v, u], 0)
-        out[k] = _map_leaves(kw[k], one)
-    return out
+    return assemble(kw, names, b0, [("rec", 0), ("uncond", 0)], lay=lay)
 
 
-def alone(kw, names, b0, row=0, zero_cond=False):
-    """kwargs with row `row` of every per-sample tensor leaf (zeros for the text condition
-    when zero_cond): the sample alone, at batch 1."""
-    out = dict(kw)
-    for k in names:
-        def one(v, k=k):
-            if not _is_ps(v, b0):
-                return v
-            x = v[row:row + 1]
-            return torch.zeros_like(x) if zero_cond and ROLE_OF_KWARG.get(k) == "cond" else x
-        out[k] = _map_leaves(kw[k], one)
-    return out
+def alone(kw, names, b0, row=0, zero_cond=False, lay=None):
+    """kwargs with row `row` of every per-sample input (zeros for the text condition when
+    zero_cond): the sample alone, at batch 1."""
+    return assemble(kw, names, b0, [("uncond" if zero_cond else "rec", row)], lay=lay)
 
 
 def first_divergent_module(m, run, k1, k2):
@@ -160,9 +197,13 @@ def first_divergent_module(m, run, k1, k2):
 
 def prepared(entry, island_pat):
     """The zoo model in the recording's plan (bf16 parameters, the fp32 island kept) with its
-    step-0 inputs: (model, kwargs, main input, recorded batch, per-sample names, island params)."""
+    step-0 inputs: (model, kwargs, main input, recorded batch, per-sample names, island params, layout)."""
+    lay = LAYOUT.get(entry.get("tag", ""), {})
     m, kw, main = zoo_models.build(entry)
-    if main not in kw or not isinstance(kw[main], torch.Tensor) or not kw[main].is_floating_point():
+    main = lay.get("main", main)
+    v = kw.get(main)
+    if not ((isinstance(v, (list, tuple)) and main in lay.get("lists", ())) or
+            (isinstance(v, torch.Tensor) and v.is_floating_point())):
         main = next((k for k, v in kw.items() if isinstance(v, torch.Tensor) and v.is_floating_point()), main)
     kw = step_inputs(kw, main, 0)
     _, island = island_modules(m, [island_pat]) if island_pat else (None, [])
@@ -171,21 +212,29 @@ def prepared(entry, island_pat):
         for n, p in m.named_parameters():
             if p.is_floating_point() and n not in keep:
                 p.data = p.data.to(torch.bfloat16)
-    b0 = kw[main].shape[0]
-    return m, kw, main, b0, per_sample(kw, b0), keep
+    b0 = len(kw[main]) if isinstance(kw[main], (list, tuple)) else kw[main].shape[_bdim(main, lay)]
+    return m, kw, main, b0, per_sample(kw, b0, lay), keep, lay
+
+
+def sample_rows(out, lay):
+    """The model's output with the batch in dim 0 (a list of per-sample tensors stacked)."""
+    if lay.get("list_output"):
+        o = out[0] if isinstance(out, tuple) else getattr(out, "sample", out)
+        return torch.stack([t.float() for t in o])
+    return first_tensor(out).float()
 
 
 def torch_verdicts(entry, batches, island_pat):
     """{configuration name: (bitwise, n_diff, numel)} of PyTorch's own forward."""
-    m, kw, main, b0, names, keep = prepared(entry, island_pat)
+    m, kw, main, b0, names, keep, lay = prepared(entry, island_pat)
 
     def run(k):
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-            return first_tensor(m(**k)).float()
+            return sample_rows(m(**k), lay)
 
-    ref = run(alone(kw, names, b0))[0]
+    ref = run(alone(kw, names, b0, lay=lay))[0]
     out = {}
-    again = run(alone(kw, names, b0))[0]  # the same forward twice: is PyTorch deterministic here at all?
+    again = run(alone(kw, names, b0, lay=lay))[0]  # the same forward twice: is PyTorch deterministic here at all?
     out["repeat"] = (bool(torch.equal(again, ref)), int((again != ref).sum()), again.numel())
     if keep:  # the island in bf16 too: does PyTorch's output change? (what zoo_replay's bisect must say)
         saved = {n: p.data for n, p in m.named_parameters() if n in keep}
@@ -193,7 +242,7 @@ def torch_verdicts(entry, batches, island_pat):
             for n, p in m.named_parameters():
                 if n in keep:
                     p.data = p.data.to(torch.bfloat16)
-        o = run(alone(kw, names, b0))[0]
+        o = run(alone(kw, names, b0, lay=lay))[0]
         for n, p in m.named_parameters():
             if n in keep:
                 p.data = saved[n]
@@ -202,14 +251,14 @@ def torch_verdicts(entry, batches, island_pat):
         if b == 1:
             continue
         for pos in (0, b - 1):
-            o = run(rows_for(kw, names, b0, b, pos, main, 1234 + b))[pos]
+            o = run(rows_for(kw, names, b0, b, pos, main, 1234 + b, lay))[pos]
             nd = int((o != ref).sum())
             out["batch %d, position %d" % (b, pos)] = (nd == 0, nd, o.numel())
     if out.get("batch 2, position 0", (True,))[0] is False:
-        out["first_module"] = first_divergent_module(m, run, alone(kw, names, b0), rows_for(kw, names, b0, 2, 0, main, 1236))
+        out["first_module"] = first_divergent_module(m, run, alone(kw, names, b0, lay=lay), rows_for(kw, names, b0, 2, 0, main, 1236, lay))
     if any(ROLE_OF_KWARG.get(k) == "cond" for k in names):
-        o = run(cfg_pair(kw, names, b0))
-        ref_u = run(alone(kw, names, b0, zero_cond=True))[0]
+        o = run(cfg_pair(kw, names, b0, lay))
+        ref_u = run(alone(kw, names, b0, zero_cond=True, lay=lay))[0]
         for name, got, want in (("cfg joined, conditional branch", o[0], ref),
                                 ("cfg joined, unconditional branch", o[1], ref_u)):
             nd = int((got != want).sum())
@@ -255,6 +304,18 @@ def main():
             continue
         n["models"] += 1
         row = {"model": tag}
+        why = LAYOUT.get(tag, {}).get("unbatched")
+        if why:  # no batch to vary in torch: drift must refuse the trace (exit 2) rather than give a verdict
+            p = subprocess.run([a.drift, "invariance", tr, "--device", "cuda", "--kernels", "torch", "--batch",
+                                a.batches, "--json"], capture_output=True, text=True, timeout=120)
+            row["not_applicable"] = why
+            row["drift_refused"] = p.returncode == 2
+            err = [x for x in p.stderr.splitlines() if x.startswith("drift") and "libraries:" not in x]
+            row["drift_message"] = (err[-1] if err else p.stdout.strip()[-200:])[:240]
+            rows.append(row)
+            print("ZOO_INV " + json.dumps(row), flush=True)
+            _append(part, row)
+            continue
         try:
             tv = torch_verdicts(entries[tag], batches, info.get("island"))
         except Exception as e:  # noqa: BLE001
@@ -343,7 +404,10 @@ def parent(a):
     rows = [json.loads(x) for x in open(part)] if os.path.exists(part) else []
     if os.path.exists(part):
         os.remove(part)  # the table and the jsonl below hold it (files under $OUT are counted)
-    n = {"models": len(rows), "configs": 0, "match": 0, "torch_dependent": 0}
+    n = {"models": len(rows), "configs": 0, "match": 0, "torch_dependent": 0,
+         "unbatched": sum("not_applicable" in r for r in rows),
+         "unbatched_refused": sum(bool(r.get("drift_refused")) for r in rows),
+         "errors": sum("error" in r for r in rows)}
     for r in rows:
         for c in r.get("configs", []):
             n["configs"] += 1
@@ -356,6 +420,11 @@ def parent(a):
         f.write("| model | configuration | torch: sample 0 | drift --kernels torch | first divergent node (drift) "
                 "| match |\n|---|---|---|---|---|---|\n")
         for r in rows:
+            if "not_applicable" in r:
+                f.write("| %s | | no batch: %s | %s | %s | %s |\n" % (
+                    r["model"], r["not_applicable"], "refused" if r["drift_refused"] else "not refused",
+                    r.get("drift_message", "").replace("|", "/"), "yes" if r["drift_refused"] else "no"))
+                continue
             if "error" in r:
                 f.write("| %s | | | | %s | no |\n" % (r["model"], r["error"].replace("|", "/")))
                 continue
@@ -368,7 +437,8 @@ def parent(a):
                 f.write("| %s | %s | %s | %s | %s | %s |\n" % (r["model"], c["name"], tv, dv, fd.replace("|", "/"),
                                                                "yes" if c["match"] else "no"))
     print("zoo invariance: %(models)d models, %(configs)d configurations, %(match)d verdicts match, "
-          "%(torch_dependent)d batch-dependent in torch" % n)
+          "%(torch_dependent)d batch-dependent in torch; %(errors)d models error; %(unbatched)d without a batch "
+          "(%(unbatched_refused)d refused by drift)" % n)
     return 0
 
 

@@ -209,6 +209,27 @@ def seed_params(model, seed):
             p.copy_(v.to(p.dtype))
 
 
+def _glm_image_prior_per_token(m, kw):
+    """GlmImage's prior tokens are one per image token, [B, (H/p)(W/p)] as its pipeline builds them
+    (pipeline_glm_image.py: prior_token_ids "(batch_size, num_tokens)"); the diffusers test gives one
+    per sample ([B]), which adds a [B, D] embedding to [B, L, D]: that broadcasts at batch 1 only."""
+    import torch
+
+    p = m.config.patch_size
+    _, _, h, w = kw["hidden_states"].shape
+    n = (h // p) * (w // p)
+    for k in ("prior_token_id", "prior_token_drop"):
+        v = kw.get(k)
+        if isinstance(v, torch.Tensor) and v.ndim == 1:
+            kw[k] = v[:, None].expand(-1, n).contiguous()
+    return kw
+
+
+# Inputs a diffusers test config builds in a form that works at its own batch size only,
+# corrected to the form the model's pipeline passes (used by the recording and the torch side alike).
+INPUT_FIXES = {"GlmImageTransformer2DModel": _glm_image_prior_per_token}
+
+
 def build(entry, seed=7):
     """(model fp32 eval, kwargs on cuda, main input name) of a zoo entry."""
     import torch
@@ -247,6 +268,9 @@ def build(entry, seed=7):
         return v
 
     kw = dev(kw)
+    fix = INPUT_FIXES.get(entry.get("tag", ""))
+    if fix:
+        kw = fix(m, kw)
     kw.setdefault("return_dict", False) if "return_dict" in inspect.signature(m.forward).parameters else None
     return m, kw, main
 

@@ -7,8 +7,8 @@
 # itself changes nothing; so is the cpu backend (issue 32's GEMM); SD3, Flux and Qwen-Image
 # change at their joint attention's output linear as torch does (a strided slice at batch > 1:
 # matmul then add_); a batch-dependent op planted in a captured graph (a mean
-# over the batch dim added back) is caught and named; a graph without a latents input is
-# refused naming its inputs; bad usage exits 2.
+# over the batch dim added back) is caught and named; a graph without a latents input puts the
+# sample in its first per-sample float input (or --batch-input's); bad usage exits 2.
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/invariance_captured"; rm -rf "$W"; mkdir -p "$W"
@@ -90,8 +90,10 @@ PY
 grep -q "first at planted_mean (reduce" "$W/planted.txt" || { cat "$W/planted.txt"; fail "planted op not named"; }
 echo "  planted: $(tail -n 1 "$W/planted.txt")"
 
-# 2b. a graph without a latents input (ZImage takes its samples as a list x.0, Cosmos3-Omni packs
-#     them into one sequence): refused naming the inputs it has (it said the latents site was missing)
+# 2b. a graph without a latents input (T5FilmDecoder's decoder_input_tokens, MiniMax-Music's
+#     inputs_embeds, WanAnimate2's hidden_states.0): the first per-sample input with fractional
+#     values holds the sample (it was refused naming the inputs); --batch-input names another, and
+#     one that is not an input is bad usage naming the option
 "$PY" - "$T/graphs/recorded/zoo/DiTTransformer2DModel.h5" "$W/nolat.h5" <<'PY' || fail "no-latents copy"
 import json, shutil, sys
 import h5py, numpy as np
@@ -108,10 +110,22 @@ with h5py.File(sys.argv[2], "r+") as f:
     del f["graph"]
     f.create_dataset("graph", data=np.bytes_(json.dumps(doc).encode()))
 PY
-"$D" invariance "$W/nolat.h5" --batch 1,2 --device cpu >/dev/null 2>"$W/nolat.err"; rc=$?
-[ "$rc" = 2 ] && grep -q "no input with the role 'latents' (its inputs: x.0, timestep, class_labels)" "$W/nolat.err" ||
-  { cat "$W/nolat.err"; fail "no latents: exit $rc"; }
-echo "  no latents: $(cut -c1-120 "$W/nolat.err")"
+"$D" invariance "$W/nolat.h5" --batch 1,2 --device cpu --json >"$W/nolat.json" 2>"$W/nolat.err"; rc=$?
+[ "$rc" = 0 ] || { cat "$W/nolat.err"; fail "no latents: exit $rc, expected 0 (x.0 holds the sample)"; }
+"$PY" - "$W/nolat.json" <<'PY' || fail "no latents: json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["invariant"] is True and d["batch_input"] == "x.0", (d["summary"], d.get("batch_input"))
+assert len(d["configurations"]) == 2 and all(c["bitwise"] for c in d["configurations"]), d["configurations"]
+PY
+"$D" invariance "$W/nolat.h5" --batch 1,2 --device cpu --batch-input class_labels >"$W/nolat2.txt" 2>&1; rc=$?
+[ "$rc" = 0 ] && grep -q "sample in input class_labels" "$W/nolat2.txt" || { cat "$W/nolat2.txt"; fail "--batch-input class_labels: exit $rc"; }
+"$D" invariance "$W/nolat.h5" --batch 1,2 --device cpu --batch-input nope >/dev/null 2>"$W/nolat.err"; rc=$?
+[ "$rc" = 2 ] && grep -q -- "--batch-input: 'nope' is not a per-sample input .*its inputs: x.0, timestep, class_labels)" "$W/nolat.err" ||
+  { cat "$W/nolat.err"; fail "--batch-input nope: exit $rc"; }
+"$D" invariance "$T/graphs/recorded/wan.h5" --batch 1,2 --device cpu --batch-input x >/dev/null 2>"$W/lat.err"; rc=$?
+[ "$rc" = 2 ] && grep -q -- "--batch-input: .*has a latents input" "$W/lat.err" || { cat "$W/lat.err"; fail "--batch-input with latents: exit $rc"; }
+echo "  no latents: x.0 holds the sample, invariant on cpu; --batch-input checked"
 
 # 3. usage: --kernels has no meaning on ref; an unknown device
 "$D" invariance "$T/graphs/recorded/flux.h5" --device ref --kernels torch >/dev/null 2>"$W/e1"; rc=$?

@@ -7,9 +7,12 @@
 #   * batch_mix_dim1.json: a cumsum over the batch on a value whose batch is dim 1 ([4, B]) is the
 #     first divergent node named (values whose batch is not dim 0 were not compared: the next
 #     op, a mul, was named);
-#   * index_rows.json: index data that address the rows of the recorded batch (MiniMax-H3's
-#     per-token timestep indices): the forward fails as it runs, and invariance exits 2 saying
-#     that the graph was re-batched and from which batch.
+#   * index_rows.json: index data that address the rows of the recorded batch of the latents:
+#     refused naming the index_select (the forward failed as it ran);
+#   * timestep_table.json: MiniMax-H3's timestep, two noise levels the tokens address: kept whole,
+#     invariant at 1, 2, 3 and CFG-joined;
+#   * two loops over the samples unrolled at the recorded batch (a slice per sample, an unbind
+#     per sample) are unrolled again at each batch, each position compared in its own iteration.
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/invariance_rebatch_synthetic"; rm -rf "$W"; mkdir -p "$W"
@@ -40,13 +43,83 @@ echo "  input_heads: $(tail -n 1 "$W/heads.txt")"
 rec index_rows.json "$W/idx.h5"
 "$D" invariance "$W/idx.h5" --device cpu --batch 1,2 > "$W/inv.txt" 2> "$W/inv.err"; rc=$?
 [ "$rc" = 2 ] || { cat "$W/inv.txt" "$W/inv.err"; fail "index_rows: exit $rc, expected 2"; }
-grep -q "the captured graph re-batched from 2 to 1 failed as it ran" "$W/inv.err" &&
-  grep -q "index 4 at position 0 is outside \[0, 4)" "$W/inv.err" || { cat "$W/inv.err"; fail "index_rows message"; }
+grep -q "node 4 's' (aten.index_select.default) in module 'mod'.*cannot be re-batched from batch 2 to 3: it picks rows of dim 0, which holds the batch, by an index that does not" "$W/inv.err" ||
+  { cat "$W/inv.err"; fail "index_rows message"; }
 echo "  index_rows: $(cut -c1-160 "$W/inv.err")"
+
+# MiniMax-H3's timestep: a table of two noise levels that the tokens address (not one per sample):
+# kept whole at every batch (the forward failed as it ran: index 1 outside [0, 1) at batch 1)
+rec timestep_table.json "$W/tt.h5"
+"$D" invariance "$W/tt.h5" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/tt.txt" 2>&1; rc=$?
+[ "$rc" = 0 ] && tail -n 1 "$W/tt.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" ||
+  { cat "$W/tt.txt"; fail "timestep_table: exit $rc"; }
+echo "  timestep_table: $(tail -n 1 "$W/tt.txt")"
 rec batch_mix_dim1.json "$W/mix.h5"
 "$D" invariance "$W/mix.h5" --device cpu --batch 1,2 > "$W/mix.txt" 2>&1; rc=$?
 [ "$rc" = 1 ] || { cat "$W/mix.txt"; fail "batch_mix_dim1: exit $rc, expected 1"; }
 tail -n 1 "$W/mix.txt" | grep -q "first at cs (cumsum, input \[4, 2\] at batch 2 vs \[4, 1\] alone)" ||
   { cat "$W/mix.txt"; fail "batch_mix_dim1: the cumsum over the batch in dim 1 is not named first"; }
 echo "  batch_mix_dim1: $(tail -n 1 "$W/mix.txt")"
+# loops over the samples unrolled at the recorded batch of 2 (Mochi's attention picks each sample
+# with a slice; HunyuanVideo-1.5 zips over unbinds), joined by a cat / stack: unrolled again at
+# 1, 2, 3 and CFG-joined, invariant on cpu, the sample's own iteration compared at every position
+# (position 1 compared iteration 0, a pad row's, and named its first node; both were refused)
+"$PY" - "$W" <<'PY' || fail "loop graphs"
+import json, sys
+def ph(n, shape):
+    return {"name": n, "op": "placeholder", "target": n, "args": [], "kwargs": {},
+            "val": {"shape": shape, "dtype": "float32"}, "module": ""}
+def op(n, t, args, val, mod="attn"):
+    return {"name": n, "op": "call_function", "target": t, "args": args, "kwargs": {}, "val": val, "module": mod,
+            "module_stack": [mod]}
+def V(*s): return {"shape": list(s), "dtype": "float32"}
+def R(n): return {"node": n}
+def doc(body, join):
+    nodes = [ph("x", [2, 4]), ph("t", [2]), ph("c", [2, 4])] + body + [
+        op("y0", "aten.add.Tensor", [R("x"), R(join)], V(2, 4), "norm"),
+        op("y", "aten.add.Tensor", [R("y0"), R("c")], V(2, 4), "norm"),
+        {"name": "output", "op": "output", "target": "output", "args": [[R("y")]], "kwargs": {}, "val": None,
+         "module": ""}]
+    return {"format": "drift-aten-graph", "version": 1, "producer": {"torch": "hand-made"}, "model_class": "Loop",
+            "nodes": nodes, "inputs": [
+                {"node": "x", "kind": "user_input", "target": "hidden_states", "role": "latents"},
+                {"node": "t", "kind": "user_input", "target": "timestep", "role": "timestep"},
+                {"node": "c", "kind": "user_input", "target": "encoder_hidden_states", "role": "cond"}],
+            "outputs": [{"node": "y", "name": "output:noise_pred"}], "constants": {}, "non_tensor_inputs": {}}
+# y = x + cat([x[i:i+1] * t[i] for i in range(2)]) + c
+sl = []
+for i in range(2):
+    sl += [op("s%d" % i, "aten.slice.Tensor", [R("x"), 0, i, i + 1], V(1, 4)),
+           op("ti%d" % i, "aten.select.int", [R("t"), 0, i], V()),
+           op("r%d" % i, "aten.mul.Tensor", [R("s%d" % i), R("ti%d" % i)], V(1, 4))]
+sl.append(op("j", "aten.cat.default", [[R("r0"), R("r1")]], V(2, 4)))
+# y = x + stack([a * 2 + b for a, b in zip(x, c)]) + c
+ub = [op("ux", "aten.unbind.int", [R("x")], [V(4), V(4)]), op("uc", "aten.unbind.int", [R("c"), 0], [V(4), V(4)])]
+for i in range(2):
+    ub += [op("a%d" % i, "getitem", [R("ux"), i], V(4)), op("b%d" % i, "getitem", [R("uc"), i], V(4)),
+           op("m%d" % i, "aten.mul.Tensor", [R("a%d" % i), 2.0], V(4)),
+           op("r%d" % i, "aten.add.Tensor", [R("m%d" % i), R("b%d" % i)], V(4))]
+ub.append(op("j", "aten.stack.default", [[R("r0"), R("r1")]], V(2, 4)))
+json.dump(doc(sl, "j"), open(sys.argv[1] + "/slice_loop.json", "w"))
+json.dump(doc(ub, "j"), open(sys.argv[1] + "/unbind_loop.json", "w"))
+PY
+for g in slice_loop unbind_loop; do
+  "$D" record --synthetic "graph:$W/$g.json" --steps 1 --trainer-plan "$W/plan.json" --rollout-plan "$W/plan.json" \
+    -o "$W/$g.h5" > "$W/$g.rec.txt" 2>&1 || { cat "$W/$g.rec.txt"; fail "record $g"; }
+  "$D" invariance "$W/$g.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/$g.json.out" 2> "$W/$g.err"; rc=$?
+  [ "$rc" = 0 ] || { cat "$W/$g.err" "$W/$g.json.out"; fail "$g: exit $rc, expected 0 (invariant)"; }
+  "$PY" - "$W/$g.json.out" "$g" <<'PY' || fail "$g: json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = d["configurations"]
+assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] for c in cs), d["summary"]
+# the body's values are compared at every position (its iteration there, not iteration 0), as many
+# as at position 0; data movement (the slice, select, unbind) is not compared
+n0 = cs[0]["values_compared"]
+assert n0 >= d["values_compared"] // 2 and all(c["values_compared"] == n0 for c in cs), \
+    [(c["name"], c["values_compared"]) for c in cs]
+print("  %s: invariant at 1, 2, 3 and CFG-joined, %d values, %s" % (sys.argv[2], d["values_compared"],
+      ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
+PY
+done
 echo "invariance_rebatch_synthetic: ok"

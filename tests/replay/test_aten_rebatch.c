@@ -8,10 +8,11 @@
  *    whose dim 0 is 2 heads: the values are checked against the definition;
  *  - a matmul whose batch dims broadcast (Ideogram4's rope at another batch) runs, and the
  *    sample's rows equal the batch-1 program's bit for bit on cpu;
+ *  - a loop over the samples unrolled at the recorded batch is unrolled again at each batch
+ *    (Mochi's attention picks each sample with a slice, HunyuanVideo-1.5 zips over unbinds);
  *  - what cannot be re-batched is an error naming the op and its module: a split whose
- *    number of pieces follows the batch (WanAnimate's chunked motion encoder), a loop over
- *    the samples unrolled at the recorded batch (Mochi's attention: the slice that picks a
- *    sample is named), a model whose shapes only work at batch 1 (GlmImage: the batch the
+ *    number of pieces follows the batch (WanAnimate's chunked motion encoder), a model whose
+ *    shapes only work at batch 1 (GlmImage: the batch the
  *    probe lowered at is named, not the recorded one), a model whose output has lost the
  *    batch (the sample's output row is read in dim 0). */
 #include <math.h>
@@ -185,17 +186,76 @@ static void refused(const char *file, int B, ...) {
     drift_model_free(base);
 }
 
+/* prior_cat.json (PriorTransformer): the cat of the latents, a factory ones(B) and an expand of a
+ * parameter by B needs both taken as the batch (each alone fails at the same cat, so the probe
+ * kept neither and refused: "an operand of the cat holds 2 rows"); y = [x, 1, w] per row. */
+static void test_cat_of_two_shapes_spelling_the_batch(void **state) {
+    (void)state;
+    drift_model *base = load("prior_cat.json");
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 2);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], 9);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < 9; j++) {
+                const float want = j < 4 ? xval(b * 4 + j) : j == 4 ? 1.0f : (float)(j - 5) * 0.25f + 1.0f;
+                if (r.f32[b * 9 + j] != want) fail_msg("batch %d: y[%d, %d] = %g, want %g", B, b, j, r.f32[b * 9 + j], want);
+            }
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
 static void test_split_of_the_batch_is_named(void **state) {
     (void)state;
     refused("split_batch.json", 2, "node 2 'sp' (aten.split.Tensor) in module 'enc'",
             "cannot be re-batched from batch 1 to 2: it gives 2 tensors at the recorded batch and 3 at batch 2", NULL);
 }
 
-static void test_sample_loop_names_where_the_batch_is_lost(void **state) {
+/* base re-batched to B = 1..3 runs, [B, 4], and y[k] == want(k) bit for bit. */
+static void loop_rebatches(const char *file, float (*want)(int64_t)) {
+    drift_model *base = load(file);
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("%s at batch %d: %s", file, B, e.msg);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 2);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], 4);
+        for (int64_t k = 0; k < r.numel; k++)
+            if (r.f32[k] != want(k)) fail_msg("%s at batch %d: y[%lld] = %g, want %g", file, B, (long long)k, r.f32[k], want(k));
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
+static float loop_want(int64_t k) { return xval(k) + 2.0f * xval(k); }
+
+/* sample_loop.json (Mochi's attention: each sample picked by a slice, the bodies joined by a
+ * cat), recorded at 2: unrolled again at 1, 2 and 3 samples, y = x + 2x per row (it was refused:
+ * "the batch dim is lost at node 1 's0'"). */
+static void test_sample_loop_is_unrolled_at_each_batch(void **state) {
     (void)state;
-    refused("sample_loop.json", 1, "lowered at batch 3 to find each value's batch dim",
-            "node 6 'y' (aten.add.Tensor) in module 'norm'",
-            "the batch dim is lost at node 1 's0' (aten.slice.Tensor) in module 'attn'", NULL);
+    loop_rebatches("sample_loop.json", loop_want);
+}
+
+static float unbind_want(int64_t k) { return xval(k) + (2.0f * xval(k) + xval(k / 4)); }
+
+/* unbind_loop.json (HunyuanVideo-1.5's zip over the batch: an unbind of each per-sample tensor,
+ * a body per sample, a stack), recorded at 1: y = x + (2x + t) per row at 1, 2 and 3 samples (it
+ * was refused: "it gives 1 tensors at the recorded batch and 2 at batch 2"). */
+static void test_unbind_loop_is_unrolled_at_each_batch(void **state) {
+    (void)state;
+    loop_rebatches("unbind_loop.json", unbind_want);
 }
 
 static void test_batch1_only_model_names_the_probe_batch(void **state) {
@@ -217,8 +277,10 @@ int main(void) {
         cmocka_unit_test(test_expand_by_heads_is_not_the_batch),
         cmocka_unit_test(test_input_with_heads_in_dim0_is_not_the_batch),
         cmocka_unit_test(test_matmul_broadcast_batch_dims),
+        cmocka_unit_test(test_cat_of_two_shapes_spelling_the_batch),
         cmocka_unit_test(test_split_of_the_batch_is_named),
-        cmocka_unit_test(test_sample_loop_names_where_the_batch_is_lost),
+        cmocka_unit_test(test_sample_loop_is_unrolled_at_each_batch),
+        cmocka_unit_test(test_unbind_loop_is_unrolled_at_each_batch),
         cmocka_unit_test(test_batch1_only_model_names_the_probe_batch),
         cmocka_unit_test(test_output_without_the_batch_is_named),
     };

@@ -1,0 +1,438 @@
+/* Loops over the samples that torch.export unrolled at the recorded batch (docs/invariance.md
+ * "Captured graphs"): HunyuanVideo-1.5 and HunyuanImage zip over the batch (an `unbind` of each
+ * per-sample tensor, a body per sample, a `stack` of the results); Mochi's attention picks each
+ * sample with `select`/`slice` and joins the bodies with a `cat`. The program at another batch
+ * runs the body once per sample of that batch: this pass rewrites the graph's JSON so that it
+ * does, before it is lowered (aten_unroll.h).
+ *
+ * Iteration i of a loop starts at a source: getitem(unbind(x, 0), i), select(x, 0, i) or
+ * slice(x, 0, i, i + 1) of a tensor x whose dim 0 is the recorded batch. Every node computed
+ * from iteration i's sources belongs to iteration i; a join (cat/stack whose list holds
+ * iterations 0..N-1 in order, N the recorded batch) ends the loop. At a batch N' iteration 0
+ * stays and iterations 1..N'-1 are copies of it (its nodes renamed NAME__bJ, their sources
+ * indexing sample J; the recorded iterations 1..N-1 go); the joins list the N' iterations. A
+ * source whose iteration reaches a node that is no join (another iteration's node, the output,
+ * an op that writes in place) is no loop (a lone x[0:1]) and is left alone. */
+#include "replay/capture/aten_unroll.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/alloc.h"
+#include "formats/json.h"
+
+typedef struct un_node {
+    const drift_json_value *obj; /* the node object */
+    const char *name, *target;
+    const drift_json_value *args;
+    int src;     /* a source: its iteration (0.. N-1), else -1 */
+    int x;       /* a source: the tensor it indexes (node index), else -1 */
+    int on;      /* a source still taken as one */
+    int tag;     /* the iteration it belongs to, -1 none */
+    int from;    /* the source its tag came from */
+    int join;    /* 1: a join */
+    int unbind;  /* 1: an unbind whose getitems are sources */
+} un_node;
+
+typedef struct un_ctx {
+    un_node *nd;
+    int n;
+    int *slot; /* open addressing over names */
+    size_t cap;
+    int64_t from, to;
+    const int *batched; /* per node: 1 the batch in dim 0 (NULL: not known) */
+} un_ctx;
+
+static size_t hash_s(const char *s) {
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int find(const un_ctx *c, const char *name) {
+    for (size_t i = hash_s(name) & (c->cap - 1);; i = (i + 1) & (c->cap - 1)) {
+        if (c->slot[i] < 0) return -1;
+        if (!strcmp(c->nd[c->slot[i]].name, name)) return c->slot[i];
+    }
+}
+
+static const char *str_of(const drift_json_value *o, const char *k) {
+    const drift_json_value *v = o && o->type == DRIFT_JSON_OBJECT ? drift_json_object_get(o, k) : NULL;
+    return v && v->type == DRIFT_JSON_STRING ? v->str : NULL;
+}
+
+static int ref_of(const un_ctx *c, const drift_json_value *v) {
+    if (!v || v->type != DRIFT_JSON_OBJECT || v->n_members != 1 || strcmp(v->members[0].key, "node") ||
+        v->members[0].value.type != DRIFT_JSON_STRING)
+        return -1;
+    return find(c, v->members[0].value.str);
+}
+
+static int int_at(const drift_json_value *a, size_t i, int64_t *out) {
+    if (!a || a->type != DRIFT_JSON_ARRAY || i >= a->n_items || a->items[i].type != DRIFT_JSON_NUMBER || !a->items[i].is_int)
+        return 0;
+    *out = a->items[i].integer;
+    return 1;
+}
+
+/* dim 0 of node k's value (-1: not a tensor) */
+static int64_t dim0(const un_ctx *c, int k) {
+    const drift_json_value *v = k >= 0 ? drift_json_object_get(c->nd[k].obj, "val") : NULL;
+    const drift_json_value *s = v && v->type == DRIFT_JSON_OBJECT ? drift_json_object_get(v, "shape") : NULL;
+    int64_t d;
+    return s && int_at(s, 0, &d) ? d : -1;
+}
+
+/* Node k as a source: its iteration and the tensor it indexes. */
+static void classify(un_ctx *c, int k) {
+    un_node *u = &c->nd[k];
+    u->src = u->x = -1;
+    const drift_json_value *a = u->args;
+    if (!a || a->type != DRIFT_JSON_ARRAY || a->n_items < 2) return;
+    int x = ref_of(c, &a->items[0]);
+    int64_t d = -1, i = -1, e = -1, st = 1;
+    if (!strcmp(u->target, "getitem") && x >= 0 && int_at(a, 1, &i)) {
+        const un_node *ub = &c->nd[x];
+        const drift_json_value *ua = ub->args;
+        int xx = ua && ua->type == DRIFT_JSON_ARRAY && ua->n_items >= 1 ? ref_of(c, &ua->items[0]) : -1;
+        if (strcmp(ub->target, "aten.unbind.int") || xx < 0 || (ua->n_items >= 2 && (!int_at(ua, 1, &d) || d != 0)))
+            return;
+        if (dim0(c, xx) != c->from || i < 0 || i >= c->from || (c->batched && c->batched[xx] != 1 && c->batched[xx] != -1)) return;
+        u->src = (int)i;
+        u->x = xx;
+        return;
+    }
+    if (x < 0 || dim0(c, x) != c->from || !int_at(a, 1, &d) || d != 0 || (c->batched && c->batched[x] != 1 && c->batched[x] != -1)) return;
+    if (!strcmp(u->target, "aten.select.int") && a->n_items == 3 && int_at(a, 2, &i) && i >= 0 && i < c->from) {
+        u->src = (int)i;
+        u->x = x;
+    } else if (!strcmp(u->target, "aten.slice.Tensor") && a->n_items >= 4 && int_at(a, 2, &i) && int_at(a, 3, &e) &&
+               (a->n_items < 5 || int_at(a, 4, &st)) && st == 1 && i >= 0 && i < c->from && e == i + 1) {
+        u->src = (int)i;
+        u->x = x;
+    }
+}
+
+/* Collects in refs (up to cap) the nodes v refers to. */
+static int collect(const un_ctx *c, const drift_json_value *v, int *refs, int n, int cap) {
+    if (!v) return n;
+    int r = ref_of(c, v);
+    if (r >= 0) {
+        if (n < cap) refs[n] = r;
+        return n + 1;
+    }
+    if (v->type == DRIFT_JSON_ARRAY)
+        for (size_t i = 0; i < v->n_items; i++) n = collect(c, &v->items[i], refs, n, cap);
+    else if (v->type == DRIFT_JSON_OBJECT)
+        for (size_t i = 0; i < v->n_members; i++) n = collect(c, &v->members[i].value, refs, n, cap);
+    return n;
+}
+
+/* 1 if node k is a join: cat/stack whose list holds iterations 0..N-1 in order, nothing else tagged. */
+static int is_join(const un_ctx *c, int k) {
+    const un_node *u = &c->nd[k];
+    if (strcmp(u->target, "aten.cat.default") && strcmp(u->target, "aten.stack.default")) return 0;
+    const drift_json_value *a = u->args;
+    if (!a || a->type != DRIFT_JSON_ARRAY || a->n_items < 1 || a->items[0].type != DRIFT_JSON_ARRAY ||
+        a->items[0].n_items != (size_t)c->from)
+        return 0;
+    for (size_t i = 0; i < a->items[0].n_items; i++) {
+        int r = ref_of(c, &a->items[0].items[i]);
+        if (r < 0 || c->nd[r].tag != (int)i) return 0;
+    }
+    for (size_t i = 1; i < a->n_items; i++) {
+        int refs[8], m = collect(c, &a->items[i], refs, 0, 8);
+        for (int j = 0; j < m && j < 8; j++)
+            if (c->nd[refs[j]].tag >= 0) return 0;
+    }
+    return 1;
+}
+
+/* 1 for an op that writes its operand in place (aten.copy_, fill_, index_put_): a loop that
+ * writes each sample's rows into a buffer (Lumina2's position ids) has no join to extend. */
+static int in_place(const char *target) {
+    if (strncmp(target, "aten.", 5)) return 0;
+    const char *dot = strchr(target + 5, '.');
+    const size_t n = dot ? (size_t)(dot - target) : strlen(target);
+    return n > 5 && target[n - 1] == '_';
+}
+
+/* One pass of the iterations; 0 when consistent, 1 with the offending sources switched off, -1 when
+ * a node has more operands than refs holds (cap). */
+static int propagate(un_ctx *c, int *refs, int cap) {
+    int bad = 0;
+    for (int k = 0; k < c->n; k++) {
+        un_node *u = &c->nd[k];
+        u->tag = -1;
+        u->join = 0;
+        if (u->src >= 0 && u->on && c->nd[u->x].tag < 0) {
+            u->tag = u->src;
+            u->from = k;
+            continue;
+        }
+        int m = collect(c, u->args, refs, 0, cap);
+        m = collect(c, drift_json_object_get(u->obj, "kwargs"), refs, m, cap);
+        if (m > cap) return -1; /* more operands than refs holds: not unrolled */
+        int t = -1, conflict = 0;
+        for (int j = 0; j < m; j++) {
+            const un_node *r = &c->nd[refs[j]];
+            if (r->tag < 0) continue;
+            if (t >= 0 && r->tag != t) conflict = 1;
+            if (t < 0) t = r->tag, u->from = r->from;
+        }
+        if (t < 0) continue;
+        const int is_out = !strcmp(str_of(u->obj, "op") ? str_of(u->obj, "op") : "", "output");
+        if (!is_out && is_join(c, k)) {
+            u->join = 1;
+            continue;
+        }
+        if (!conflict && !is_out && !in_place(u->target)) {
+            u->tag = t;
+            continue;
+        }
+        for (int j = 0; j < m; j++) /* not a loop: the sources that reached here are switched off */
+            if (c->nd[refs[j]].tag >= 0) c->nd[c->nd[refs[j]].from].on = 0;
+        bad = 1;
+    }
+    return bad;
+}
+
+/* ---- writing the rewritten document -------------------------------------------------- */
+
+typedef struct un_write {
+    const un_ctx *c;
+    int clone;      /* the copy's iteration (refs to iteration-0 nodes renamed), -1: none */
+} un_write;
+
+static void clone_name(char *buf, size_t n, const char *name, int j) { snprintf(buf, n, "%s__b%d", name, j); }
+
+static void put(drift_json_buf *b, const drift_json_value *v, const un_write *w) {
+    char nm[1024];
+    int r = w && w->clone >= 0 ? ref_of(w->c, v) : -1;
+    if (r >= 0 && w->c->nd[r].tag == 0) {
+        clone_name(nm, sizeof nm, w->c->nd[r].name, w->clone);
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_string(b, "node", nm);
+        drift_json_buf_end_object(b);
+        return;
+    }
+    switch (v->type) {
+    case DRIFT_JSON_NULL: drift_json_buf_add_null(b); break;
+    case DRIFT_JSON_BOOL: drift_json_buf_add_bool(b, v->boolean); break;
+    case DRIFT_JSON_NUMBER:
+        if (v->is_int) drift_json_buf_add_int(b, v->integer);
+        else drift_json_buf_add_number(b, v->number);
+        break;
+    case DRIFT_JSON_STRING: drift_json_buf_add_string_n(b, v->str, v->str_len); break;
+    case DRIFT_JSON_ARRAY:
+        drift_json_buf_begin_array(b);
+        for (size_t i = 0; i < v->n_items; i++) put(b, &v->items[i], w);
+        drift_json_buf_end_array(b);
+        break;
+    case DRIFT_JSON_OBJECT:
+        drift_json_buf_begin_object(b);
+        for (size_t i = 0; i < v->n_members; i++) {
+            drift_json_buf_add_key(b, v->members[i].key);
+            put(b, &v->members[i].value, w);
+        }
+        drift_json_buf_end_object(b);
+        break;
+    }
+}
+
+/* Node k written as iteration j (j < 0: as it is; for a source, its index becomes j). */
+static void put_node(drift_json_buf *b, const un_ctx *c, int k, int j) {
+    const un_node *u = &c->nd[k];
+    const un_write w = {c, j >= 0 && u->tag == 0 ? j : -1};
+    const int64_t n2 = c->to;
+    char nm[1024];
+    drift_json_buf_begin_object(b);
+    for (size_t i = 0; i < u->obj->n_members; i++) {
+        const char *key = u->obj->members[i].key;
+        const drift_json_value *v = &u->obj->members[i].value;
+        drift_json_buf_add_key(b, key);
+        if (!strcmp(key, "name") && w.clone >= 0) {
+            clone_name(nm, sizeof nm, u->name, j);
+            drift_json_buf_add_string(b, nm);
+        } else if (!strcmp(key, "args") && w.clone >= 0 && u->src >= 0 && u->on) { /* the source's sample index */
+            drift_json_buf_begin_array(b);
+            for (size_t a = 0; a < v->n_items; a++) {
+                if (a == (strcmp(u->target, "aten.select.int") && strcmp(u->target, "aten.slice.Tensor") ? 1u : 2u))
+                    drift_json_buf_add_int(b, j);
+                else if (a == 3 && !strcmp(u->target, "aten.slice.Tensor"))
+                    drift_json_buf_add_int(b, j + 1);
+                else
+                    put(b, &v->items[a], &w);
+            }
+            drift_json_buf_end_array(b);
+        } else if (!strcmp(key, "args") && u->join) { /* the N' iterations */
+            drift_json_buf_begin_array(b);
+            for (size_t a = 0; a < v->n_items; a++) {
+                if (a) {
+                    put(b, &v->items[a], NULL);
+                    continue;
+                }
+                drift_json_buf_begin_array(b);
+                for (int64_t it = 0; it < n2; it++) {
+                    const un_write we = {c, it ? (int)it : -1};
+                    put(b, &v->items[0].items[0], &we);
+                }
+                drift_json_buf_end_array(b);
+            }
+            drift_json_buf_end_array(b);
+        } else if (!strcmp(key, "val") && u->unbind && v->type == DRIFT_JSON_ARRAY && v->n_items) { /* N' pieces */
+            drift_json_buf_begin_array(b);
+            for (int64_t it = 0; it < n2; it++) put(b, &v->items[it < (int64_t)v->n_items ? it : 0], NULL);
+            drift_json_buf_end_array(b);
+        } else {
+            put(b, v, &w);
+        }
+    }
+    drift_json_buf_end_object(b);
+}
+
+/* A top-level member that names nodes: dropped nodes become null (module_outputs) or go
+ * (device_values). */
+static void put_names(drift_json_buf *b, const un_ctx *c, const char *key, const drift_json_value *v) {
+    if (strcmp(key, "module_outputs") && strcmp(key, "device_values")) {
+        put(b, v, NULL);
+        return;
+    }
+    if (v->type != DRIFT_JSON_OBJECT) {
+        put(b, v, NULL);
+        return;
+    }
+    drift_json_buf_begin_object(b);
+    for (size_t i = 0; i < v->n_members; i++) {
+        const drift_json_value *x = &v->members[i].value;
+        if (!strcmp(key, "device_values")) {
+            int k = find(c, v->members[i].key);
+            if (k >= 0 && c->nd[k].tag >= 1) continue;
+            drift_json_buf_add_key(b, v->members[i].key);
+            put(b, x, NULL);
+            continue;
+        }
+        drift_json_buf_add_key(b, v->members[i].key);
+        if (x->type != DRIFT_JSON_ARRAY) {
+            put(b, x, NULL);
+            continue;
+        }
+        drift_json_buf_begin_array(b);
+        for (size_t a = 0; a < x->n_items; a++) {
+            int k = x->items[a].type == DRIFT_JSON_STRING ? find(c, x->items[a].str) : -1;
+            if (k >= 0 && c->nd[k].tag >= 1) drift_json_buf_add_null(b);
+            else put(b, &x->items[a], NULL);
+        }
+        drift_json_buf_end_array(b);
+    }
+    drift_json_buf_end_object(b);
+}
+
+int drift_aten_unroll_template(const char *name, char *buf, size_t n) {
+    const char *p = strstr(name, "__b");
+    for (const char *q; p && (q = strstr(p + 3, "__b"));) p = q;
+    if (!p || !p[3] || strspn(p + 3, "0123456789") != strlen(p + 3) || (size_t)(p - name) >= n) return 0;
+    memcpy(buf, name, (size_t)(p - name));
+    buf[p - name] = 0;
+    return 1;
+}
+
+int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t rb_from, int64_t rb_to,
+                      const int *batched, char **out, size_t *out_len, int *n_loops, drift_err *err) {
+    *out = NULL;
+    *out_len = 0;
+    if (n_loops) *n_loops = 0;
+    if (rb_from < 1 || rb_to < 1) return DRIFT_OK;
+    drift_json_value *doc = NULL;
+    int rc = drift_json_parse(json, len, source, &doc, err);
+    if (rc) return rc;
+    const drift_json_value *nodes = doc->type == DRIFT_JSON_OBJECT ? drift_json_object_get(doc, "nodes") : NULL;
+    if (!nodes || nodes->type != DRIFT_JSON_ARRAY || !nodes->n_items) { /* the parser's checks will say why */
+        drift_json_free(doc);
+        return DRIFT_OK;
+    }
+    un_ctx c;
+    memset(&c, 0, sizeof c);
+    c.n = (int)nodes->n_items;
+    c.from = rb_from;
+    c.to = rb_to;
+    c.batched = batched;
+    for (c.cap = 16; c.cap < (size_t)c.n * 2; c.cap *= 2) {}
+    c.nd = drift_calloc((size_t)c.n, sizeof *c.nd);
+    c.slot = drift_malloc(c.cap * sizeof *c.slot);
+    const int cap = 4096;
+    int *refs = drift_malloc((size_t)cap * sizeof *refs);
+    if (!c.nd || !c.slot || !refs) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < c.cap; i++) c.slot[i] = -1;
+    for (int k = 0; k < c.n; k++) {
+        un_node *u = &c.nd[k];
+        u->obj = &nodes->items[k];
+        u->name = str_of(u->obj, "name");
+        u->target = str_of(u->obj, "target");
+        u->args = u->obj->type == DRIFT_JSON_OBJECT ? drift_json_object_get(u->obj, "args") : NULL;
+        if (!u->name || !u->target) goto done; /* malformed: the parser names it */
+        if (find(&c, u->name) >= 0) goto done;
+        size_t h = hash_s(u->name) & (c.cap - 1);
+        while (c.slot[h] >= 0) h = (h + 1) & (c.cap - 1);
+        c.slot[h] = k;
+    }
+    int any = 0;
+    for (int k = 0; k < c.n; k++) {
+        classify(&c, k);
+        c.nd[k].on = c.nd[k].src >= 0;
+        any |= c.nd[k].on;
+    }
+    if (!any) goto done;
+    int bad = 1;
+    for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
+    if (bad) goto done;
+    int joins = 0;
+    for (int k = 0; k < c.n; k++) joins += c.nd[k].join;
+    if (!joins) {
+        if (n_loops) *n_loops = joins;
+        goto done;
+    }
+    for (int k = 0; k < c.n; k++) /* an unbind whose pieces are the iterations gives N' of them */
+        if (c.nd[k].tag >= 0 && c.nd[k].src >= 0 && c.nd[k].on && !strcmp(c.nd[k].target, "getitem")) {
+            int ub = ref_of(&c, &c.nd[k].args->items[0]);
+            if (ub >= 0) c.nd[ub].unbind = 1;
+        }
+    drift_json_buf b;
+    drift_json_buf_init(&b);
+    drift_json_buf_begin_object(&b);
+    for (size_t i = 0; i < doc->n_members; i++) {
+        const char *key = doc->members[i].key;
+        drift_json_buf_add_key(&b, key);
+        if (strcmp(key, "nodes")) {
+            put_names(&b, &c, key, &doc->members[i].value);
+            continue;
+        }
+        drift_json_buf_begin_array(&b);
+        for (int k = 0; k < c.n; k++) {
+            if (c.nd[k].tag >= 1) continue; /* iterations 1.. are copies of iteration 0 */
+            put_node(&b, &c, k, -1);
+            if (c.nd[k].tag == 0)
+                for (int64_t j = 1; j < rb_to; j++) put_node(&b, &c, k, (int)j);
+        }
+        drift_json_buf_end_array(&b);
+    }
+    drift_json_buf_end_object(&b);
+    if (drift_json_buf_status(&b)) {
+        drift_json_buf_free(&b);
+        rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory writing the unrolled graph");
+        goto done;
+    }
+    *out = drift_json_buf_take(&b);
+    *out_len = strlen(*out);
+    if (n_loops) *n_loops = joins;
+done:
+    drift_free(c.nd);
+    drift_free(c.slot);
+    drift_free(refs);
+    drift_json_free(doc);
+    return rc;
+}
