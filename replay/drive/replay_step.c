@@ -168,10 +168,10 @@ static int load_step_graphs(drift_replay_shared *s, drift_trace_reader *r, drift
         for (int j = 0; !rc && j < n_sites; j++) rc = add_site(s, drift_graph_value(f->assigned, ids[j])->site, err);
         free(ids);
         const drift_value *ov = rc ? NULL : drift_graph_value(f->assigned, drift_graph_output(f->assigned));
-        if (ov && ov->numel != s->out_numel)
-            rc = drift_err_set(err, DRIFT_E_INPUT, o->trace,
-                               "step %lld's graph (/graph_steps graph %lld) outputs %lld elements, /graph %lld: replay "
-                               "its steps on their own (--steps)",
+        if (ov && ov->numel != s->out_numel && o->out_path) /* the -o trace's output site has /graph's shape */
+            rc = drift_err_set(err, DRIFT_E_USAGE, "-o",
+                               "step %lld's graph (/graph_steps graph %lld) outputs %lld elements, /graph %lld: one -o "
+                               "trace cannot hold both (replay those steps without -o)",
                                (long long)g->step, (long long)g->graph, (long long)ov->numel, (long long)s->out_numel);
         drift_forward_free(f);
     }

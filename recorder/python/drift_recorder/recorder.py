@@ -862,11 +862,7 @@ class Recorder:
         """A /graph specialised to one step's data (a forward trace): from now on every step's
         data is checked against it (docs/recorder.md "Per-step graphs"). Never raises."""
         try:
-            if getattr(self.lib, "drift_recorder_reserve_step_graphs", None) is None:
-                raise RuntimeError("this libdrift_recorder.so has no per-step graphs (rebuild it)")
-            rc = self.lib.drift_recorder_reserve_step_graphs(self._h, None)
-            if rc:
-                raise RuntimeError(self.lib.drift_recorder_last_error().decode(errors="replace"))
+            self.reserve_step_graphs()
             from .capture_steps import StepGraphs
             with self.paused(), _compiled.eager_for_capture(model) as orig:
                 sg = StepGraphs(orig, kwargs, autocast, factory)
@@ -877,6 +873,16 @@ class Recorder:
             msg = f"per-step graphs off: {type(e).__name__}: {e}"
             self.note(msg[:255], 1)
             self._log_once(("stepgraphs",), msg[:2000])
+
+    def reserve_step_graphs(self):
+        """Creates /graph_steps (before the trace starts: with set_graph), so that later steps
+        can have graphs of their own (step_graph). capture_graph calls it for a specialised
+        graph. Raises RuntimeError when the library has no per-step graphs or the trace started."""
+        if getattr(self.lib, "drift_recorder_reserve_step_graphs", None) is None:
+            raise RuntimeError("this libdrift_recorder.so has no per-step graphs (rebuild it)")
+        rc = self.lib.drift_recorder_reserve_step_graphs(self._h, None)
+        if rc:
+            raise RuntimeError(self.lib.drift_recorder_last_error().decode(errors="replace"))
 
     def step_graph(self, graph, json_text=None, reason=None):
         """The open step uses per-step graph `graph` (1, 2, ... in order of first use; its
