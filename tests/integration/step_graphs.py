@@ -99,6 +99,25 @@ check(noise is not None and noise.get("bitwise_equal") is True,
       f"steps 0..3 replay bitwise, each with its own graph: {json.dumps(noise)[:400]}")
 check(rep.get("steps") == [0, 1, 2, 3], f"replayed steps: {rep.get('steps')}")
 
+# the same with the executor's resident cache (one per graph, made at the graph's first step)
+os.environ["DRIFT_REPLAY_RESIDENT"] = "1"
+rep = json.loads(drift("replay", trace, "--device", "cpu", "--ref", "trainer", "--steps", "0:3", "--json"))
+del os.environ["DRIFT_REPLAY_RESIDENT"]
+noise = {r["site"]: r for r in rep.get("sites", [])}.get("output:noise_pred")
+check(noise and noise.get("bitwise_equal") is True, "steps 0..3 bitwise with a resident cache per graph")
+# drift ls names the steps with their own graph
+ls = json.loads(drift("ls", trace, "--json"))["step_graphs"]
+check([(x["step"], x["graph"]) for x in ls] == [(1, 1), (3, 1), (4, -1), (5, 2)] and "boom" in ls[2]["reason"],
+      f"ls --json step_graphs: {ls}")
+check("steps with a graph of their own (/graph_steps, 2 graphs): 1:1 3:1 4:none 5:2" in drift("ls", trace),
+      "drift ls lists them")
+# bisect takes the one graph of its steps; steps of two graphs are refused naming both
+PL = os.path.join(W, "plan.json")
+json.dump(PLAN, open(PL, "w"))
+err = drift("bisect", trace, "--good", PL, "--bad", PL, "--device", "cpu", "--steps", "0:1", want=2)
+check("step 0 uses /graph, step 1 uses /graph_steps graph 1" in err, f"bisect over two graphs refused: {err}")
+drift("bisect", trace, "--good", PL, "--bad", PL, "--device", "cpu", "--steps", "3")  # step 3 alone: its graph
+
 # a step the recorder could not trace: exit 2 with its reason
 err = drift("replay", trace, "--device", "cpu", "--ref", "trainer", "--steps", "4", want=2)
 check("step 4 has no graph" in err and "boom" in err, f"step 4 refused with the reason: {err}")
