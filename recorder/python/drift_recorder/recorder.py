@@ -41,6 +41,10 @@ def _plan_dict(plan):
             return {}
     return {}
 
+# per-step graphs of a trace whose /graph is specialised to one step's data (docs/recorder.md)
+MAX_STEP_GRAPHS = 64
+
+
 class RecorderError(RuntimeError):
     pass
 
@@ -938,6 +942,9 @@ class Recorder:
             return
         if sig in self._sig_failed:
             self.step_graph(0, reason=self._sig_failed[sig])
+            return
+        if self._n_step_graphs >= MAX_STEP_GRAPHS:  # data that never repeats a path: the trace stays bounded
+            self.step_graph(0, reason=f"more than {MAX_STEP_GRAPHS} per-step graphs: this step's was not captured")
             return
         try:
             import json
