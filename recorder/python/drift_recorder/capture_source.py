@@ -207,14 +207,14 @@ def fill_values(copy, real):
     with torch.no_grad():
         for n, p in real.named_parameters():
             dst = cp.get(_strip(n))
-            v = p.to_local() if type(p).__name__ == "DTensor" and hasattr(p, "to_local") else p
+            v = p.to_local() if hasattr(p, "to_local") and hasattr(p, "placements") else p  # a DTensor: its shard
             if dst is None or tuple(v.shape) != tuple(dst.shape):
                 left.append(_strip(n))
                 continue
             dst.data.copy_(v.detach())
         for n, b in real.named_buffers():
             dst = cb.get(_strip(n))
-            if dst is not None and tuple(b.shape) == tuple(dst.shape) and type(b).__name__ != "DTensor":
+            if dst is not None and tuple(b.shape) == tuple(dst.shape) and not hasattr(b, "placements"):
                 dst.data.copy_(b.detach())
     return left
 
