@@ -955,6 +955,8 @@ class Recorder:
                 raise RuntimeError("buffers not in /buffers: " + ", ".join(missing[:4]))
             doc.setdefault("capture", {})["step"] = self._step
             text = json.dumps(doc, separators=(",", ":"), allow_nan=False, default=lambda o: {"repr": repr(o)[:200]})
+            if len(text.encode()) > 64 << 20:
+                raise RuntimeError("the step's graph is %d bytes, more than a graph may hold (64 MiB)" % len(text))
         except Exception as e:  # noqa: BLE001
             reason = " ".join(f"{type(e).__name__}: {e}".split())[:180]
             self._sig_failed[sig] = reason
