@@ -154,4 +154,55 @@ with h5py.File(bad, "r+") as f:
 err = drift("replay", bad, "--device", "cpu", "--ref", "trainer", "--steps", "0", want=2)
 check("/notes" in err and "step-graph" in err and "expected" in err, f"a malformed note: exit 2: {err}")
 
+# ---- the Recorder's own check at the end of each step, with a stand-in for the torch parts ----------
+class StandIn:
+    """capture_steps.StepGraphs without torch: the step's signature is its kwargs' 'sig', a new
+    signature is captured as graph B (or fails for 'bad')."""
+    def __init__(self):
+        self.refreshed = self.captured = 0
+
+    def refresh(self):
+        self.refreshed += 1
+
+    def signature(self, kw):
+        return kw["sig"]
+
+    def capture(self, kw):
+        self.captured += 1
+        if kw["sig"] == "bad":
+            raise RuntimeError("dispatch trace failed: GuardOnDataDependentSymNode")
+        return B, []
+
+    def close(self):
+        pass
+
+
+auto = os.path.join(W, "auto.h5")
+sigs = ["s0", "s1", "s0", "s1", "bad", "bad", None]  # None: no rec.inputs() in that step
+sd = StandIn()
+with Recorder(auto, family="graph", run_id="auto", plan=PLAN, quiet=True) as rec:
+    rec.set_graph(json.dumps(A))
+    rec.reserve_step_graphs()
+    rec._stepg, rec._sig_graph = sd, {"s0": 0}
+    for s, sig in enumerate(sigs):
+        x = (np.arange(8, dtype=np.float32).reshape(1, 2, 4) + s) / 7
+        with rec.step(s):
+            if sig is not None:
+                rec.inputs({"hidden_states": x, "sig": sig})
+            else:
+                rec.input("latents", x)
+            rec.output("noise_pred", x * np.float32(3 if sig == "s1" else 2))
+    check(rec.step_graphs == {0: 0, 1: 1, 2: 0, 3: 1, 4: -1, 5: -1}, f"auto step_graphs {rec.step_graphs}")
+    check(sd.captured == 2 and sd.refreshed == 6, f"traced once per new signature ({sd.captured}), refreshed per step")
+with h5py.File(auto, "r") as f:
+    notes = [(int(r["step"]), r["text"].decode()) for r in f["notes"][...]]
+    blob = f["graph_steps"][()].tobytes()
+check(json.loads(blob) == B, "graph B appended once")
+check([s for s, t in notes if t.startswith("step-graph v1 graph=none") and "GuardOnDataDependent" in t] == [4, 5],
+      f"steps 4 and 5 refused with the trace's reason: {notes}")
+check([s for s, t in notes if "no rec.inputs(kwargs)" in t] == [6], "a step without rec.inputs() is said once")
+rep = json.loads(drift("replay", auto, "--device", "cpu", "--ref", "trainer", "--steps", "0:3", "--json"))
+noise = {r["site"]: r for r in rep.get("sites", [])}.get("output:noise_pred")
+check(noise and noise.get("bitwise_equal") is True, "the Recorder's own per-step graphs replay bitwise")
+
 print(f"step_graphs: {checks} checks passed")
