@@ -246,6 +246,7 @@ class Recorder:
         self._sig_graph = {}      # data signature -> per-step graph number (0: /graph)
         self._sig_failed = {}     # data signature -> why its graph could not be captured
         self._n_step_graphs = 0
+        self._graph_tensor_names = set()
         self.step_graphs = {}     # step -> graph number it uses (0 /graph, -1 none), the steps checked
         self.failures = 0
         self.lib = None
@@ -831,6 +832,7 @@ class Recorder:
                               default=lambda o: {"repr": repr(o)[:200]})  # a callable among the args: named, not fatal
             self.set_graph(text)
             nbuf = sum(1 for name, t in tensors if self.add_buffer(name, t))
+            self._graph_tensor_names = {name for name, _ in tensors}  # a per-step graph may read these
             self._graph_sites = {i["target"]: i["site"] for i in doc.get("inputs", [])
                                  if i.get("kind") == "user_input" and i.get("site")}
             self.graph = doc
@@ -950,7 +952,7 @@ class Recorder:
             import json
             with self.paused():
                 doc, tensors = sg.capture(kw)
-            missing = [n for n, _ in tensors if n not in self._buffers]
+            missing = [n for n, _ in tensors if n not in self._buffers and n not in self._graph_tensor_names]
             if missing:  # /buffers is fixed once the trace started
                 raise RuntimeError("buffers not in /buffers: " + ", ".join(missing[:4]))
             doc.setdefault("capture", {})["step"] = self._step
