@@ -105,6 +105,10 @@ rep = json.loads(drift("replay", trace, "--device", "cpu", "--ref", "trainer", "
 del os.environ["DRIFT_REPLAY_RESIDENT"]
 noise = {r["site"]: r for r in rep.get("sites", [])}.get("output:noise_pred")
 check(noise and noise.get("bitwise_equal") is True, "steps 0..3 bitwise with a resident cache per graph")
+# two workers (replay/drive/multi.c): each prepares every per-step graph's forward
+rep = json.loads(drift("replay", trace, "--devices", "cpu,cpu", "--ref", "trainer", "--steps", "0:3", "--json"))
+noise = {r["site"]: r for r in rep.get("sites", [])}.get("output:noise_pred")
+check(noise and noise.get("steps_bitwise_equal") == 4, "steps 0..3 bitwise over two workers")
 # drift ls names the steps with their own graph
 ls = json.loads(drift("ls", trace, "--json"))["step_graphs"]
 check([(x["step"], x["graph"]) for x in ls] == [(1, 1), (3, 1), (4, -1), (5, 2)] and "boom" in ls[2]["reason"],
