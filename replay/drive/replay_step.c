@@ -126,7 +126,7 @@ static int add_site(drift_replay_shared *s, const char *site, drift_err *err) {
 /* The graph of every selected step (docs/format.md 9.1): a step without one is
  * refused; each per-step graph a step uses is imported, its parameters and
  * buffers loaded, its sites added to the list. */
-static int load_step_graphs(drift_replay_shared *s, drift_trace_reader *r, drift_err *err) {
+static int load_step_graphs(drift_replay_shared *s, drift_trace_reader *r, drift_replay_report *rep, drift_err *err) {
     const drift_replay_opts *o = s->o;
     drift_trace_step_graph *all = NULL;
     size_t n = 0;
@@ -176,6 +176,24 @@ static int load_step_graphs(drift_replay_shared *s, drift_trace_reader *r, drift
         drift_forward_free(f);
     }
     free(all);
+    /* the report says which steps replayed with a graph of their own (a "note:" line) */
+    char line[600];
+    size_t k = 0;
+    for (int64_t i = 0; !rc && i < s->n_sel && k + 40 < sizeof line; i++) {
+        if (s->sel_g[i].graph <= 0) continue;
+        if (!k) k = (size_t)snprintf(line, sizeof line, "steps replayed with a graph of their own (/graph_steps):");
+        k += (size_t)snprintf(line + k, sizeof line - k, " %lld:%lld", (long long)s->sel_g[i].step,
+                              (long long)s->sel_g[i].graph);
+    }
+    if (k) {
+        size_t old = rep->warnings ? strlen(rep->warnings) : 0;
+        char *w = drift_realloc(rep->warnings, old + k + 2);
+        if (!w) return drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
+        memcpy(w + old, line, k);
+        w[old + k] = '\n';
+        w[old + k + 1] = 0;
+        rep->warnings = w;
+    }
     return rc;
 }
 
@@ -313,7 +331,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     if (s->n_sel == 0)
         rc = drift_err_set(err, DRIFT_E_USAGE, "--steps", "no committed step of %s is in the range (the trace has %zu)",
                            o->trace, n_all);
-    if (!rc && s->m->captured) rc = load_step_graphs(s, main_src.r, err);
+    if (!rc && s->m->captured) rc = load_step_graphs(s, main_src.r, rep, err);
 done:
     drift_forward_free(f);
     drift_trace_reader_close(rr);

@@ -99,6 +99,8 @@ check(noise is not None and noise.get("bitwise_equal") is True,
       f"steps 0..3 replay bitwise, each with its own graph: {json.dumps(noise)[:400]}")
 check(rep.get("steps") == [0, 1, 2, 3], f"replayed steps: {rep.get('steps')}")
 
+check("note: steps replayed with a graph of their own (/graph_steps): 1:1 3:1" in
+      drift("replay", trace, "--device", "cpu", "--ref", "trainer", "--steps", "0:3"), "the text report names them")
 # the same with the executor's resident cache (one per graph, made at the graph's first step)
 os.environ["DRIFT_REPLAY_RESIDENT"] = "1"
 rep = json.loads(drift("replay", trace, "--device", "cpu", "--ref", "trainer", "--steps", "0:3", "--json"))
