@@ -64,6 +64,15 @@ def data_signature(model, kwargs, autocast=None):
     return h.hexdigest()
 
 
+def _rng_kept():
+    """The job's random streams (CPU, this CUDA device) as they were after the block: the extra
+    forwards never shift the run's dropout or noise."""
+    import torch
+
+    devs = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    return torch.random.fork_rng(devices=devs)
+
+
 class StepGraphs:
     """The model a specialised capture traced (the model itself, or its unsharded copy
     with the run's values), its signature per step, and new traces."""
@@ -122,13 +131,15 @@ class StepGraphs:
             fill_values(self.src, self.real)
 
     def signature(self, kwargs):
-        return data_signature(self.src, kwargs, self.autocast)
+        with _rng_kept():
+            return data_signature(self.src, kwargs, self.autocast)
 
     def capture(self, kwargs):
         """(doc, tensors) of the step's own graph: the capture's forward trace, every constant
         inline."""
-        return _capture_mode(self.real, kwargs, None, "dispatch", self.autocast, src_given=self.src,
-                             inline_limit=STEP_INLINE_LIMIT)
+        with _rng_kept():
+            return _capture_mode(self.real, kwargs, None, "dispatch", self.autocast, src_given=self.src,
+                                 inline_limit=STEP_INLINE_LIMIT)
 
     def close(self):
         for h in self.hooks:
