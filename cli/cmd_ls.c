@@ -75,7 +75,20 @@ typedef struct ls_counts {
     size_t graph_bytes;
     const char *graph;          /* the /graph JSON (borrowed), NULL if none */
     const drift_census *census; /* intercept census, NULL if none (borrowed) */
+    const drift_trace_step_graph *sg; /* the graph of each committed step (borrowed) */
+    size_t n_sg;
 } ls_counts;
+
+/* Steps that do not use /graph (docs/format.md 9.1): their own graph, or none. */
+static int own_graphs(const ls_counts *c, int64_t *n_graphs) {
+    int n = 0;
+    *n_graphs = 0;
+    for (size_t i = 0; i < c->n_sg; i++) {
+        n += c->sg[i].graph != 0;
+        if (c->sg[i].graph > *n_graphs) *n_graphs = c->sg[i].graph;
+    }
+    return n;
+}
 
 static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) {
     const drift_trace_meta *m = drift_trace_reader_meta(r);
@@ -202,6 +215,18 @@ static int list_json(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
     } else {
         drift_json_buf_add_null(&b);
     }
+    drift_json_buf_add_key(&b, "step_graphs"); /* steps that do not use /graph: graph k of /graph_steps, -1 none */
+    drift_json_buf_begin_array(&b);
+    for (size_t i = 0; i < c->n_sg; i++) {
+        if (!c->sg[i].graph) continue;
+        drift_json_buf_begin_object(&b);
+        drift_json_buf_field_int(&b, "step", c->sg[i].step);
+        drift_json_buf_field_int(&b, "graph", c->sg[i].graph);
+        if (c->sg[i].graph < 0) drift_json_buf_field_string(&b, "reason", c->sg[i].reason);
+        else drift_json_buf_field_int(&b, "bytes", c->sg[i].length);
+        drift_json_buf_end_object(&b);
+    }
+    drift_json_buf_end_array(&b);
     drift_json_buf_add_key(&b, "metrics");
     drift_json_buf_begin_object(&b);
     drift_json_buf_field_int(&b, "rows", c->metric_rows);
@@ -323,6 +348,20 @@ static int list_text(drift_trace_reader *r, const ls_counts *c, drift_err *err) 
         drift_err_clear(&ge);
         if (drift_capture_summary_print(stdout, c->graph, c->graph_bytes, "/graph", m->plan_json, r, &ge))
             printf("  captured graph does not parse: %s\n", ge.msg);
+    }
+    int64_t ng = 0;
+    if (own_graphs(c, &ng)) { /* per-step graphs (docs/format.md 9.1) */
+        printf("          steps with a graph of their own (/graph_steps, %lld graphs):", (long long)ng);
+        for (size_t i = 0, k = 0; i < c->n_sg; i++) {
+            if (!c->sg[i].graph) continue;
+            if (k++ == 12) { printf(" ..."); break; }
+            if (c->sg[i].graph > 0) printf(" %lld:%lld", (long long)c->sg[i].step, (long long)c->sg[i].graph);
+            else printf(" %lld:none", (long long)c->sg[i].step);
+        }
+        printf("\n");
+        for (size_t i = 0; i < c->n_sg; i++)
+            if (c->sg[i].graph < 0)
+                printf("          step %lld has no graph: %s\n", (long long)c->sg[i].step, P(c->sg[i].reason, e1));
     }
     printf("metrics   %lld rows over %zu sites, %lld per-step rows\n", (long long)c->metric_rows,
            drift_trace_reader_n_metric_sites(r), (long long)c->step_metric_rows);
@@ -498,7 +537,11 @@ int drift_cmd_ls(int argc, char **argv) {
     drift_census *census = NULL; /* intercept census */
     if (!rc) rc = drift_census_read(r, &census, &err);
     c.census = census;
+    drift_trace_step_graph *sg = NULL;
+    if (!rc) rc = drift_trace_read_step_graphs(r, &sg, &c.n_sg, &err);
+    c.sg = sg;
     if (!rc) rc = json ? list_json(r, &c, &err) : list_text(r, &c, &err);
+    free(sg);
     drift_census_free(census);
     free(g);
     drift_trace_reader_close(r);

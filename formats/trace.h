@@ -192,6 +192,17 @@ int drift_trace_writer_add_buffer(drift_trace_writer *w, const char *name, drift
                                   const int64_t *shape, const void *data, drift_err *err);
 /* Before start. Stores the model graph (IR JSON, len bytes, borrowed). */
 int drift_trace_writer_set_graph(drift_trace_writer *w, const char *json, size_t len, drift_err *err);
+/* Before start. Creates /graph_steps (docs/format.md 9.1): a graph specialised
+ * to one step's data (a dispatch-level trace) may not fit a later step, whose
+ * own graph drift_trace_writer_step_graph appends there. No-op when done. */
+int drift_trace_writer_reserve_step_graphs(drift_trace_writer *w, drift_err *err);
+/* After start, in the step being built: step uses per-step graph `graph`
+ * (1, 2, ... in order of first use). The first time a number is given, json
+ * (len bytes, borrowed) is appended to /graph_steps; later steps reuse it
+ * with json NULL. graph 0: no graph fits the step (reason says why, the
+ * replay refuses it). Written as the step's note "step-graph v1 ...". */
+int drift_trace_writer_step_graph(drift_trace_writer *w, int64_t step, int64_t graph, const char *json, size_t len,
+                                  const char *reason, drift_err *err);
 /* Before start. Stores /params_ref: the parameters as a reference to a
  * safetensors checkpoint instead of values (JSON of formats/params_ref.h,
  * len bytes, borrowed; opaque here). */
@@ -406,6 +417,26 @@ int drift_trace_read_buffer(drift_trace_reader *r, size_t i, void *dst, size_t d
 /* The /graph JSON: *json malloc'd and NUL-terminated, owned by the caller;
  * *json = NULL, *len = 0 if the trace has none. */
 int drift_trace_read_graph(drift_trace_reader *r, char **json, size_t *len, drift_err *err);
+
+/* Which graph a committed step uses (docs/format.md 9.1): its "step-graph v1"
+ * note, else /graph. */
+typedef struct drift_trace_step_graph {
+    int64_t step;
+    int64_t graph;               /* 0: /graph; k >= 1: per-step graph k; -1: none fits (reason) */
+    int64_t offset, length;      /* graph >= 1: its bytes in /graph_steps */
+    char reason[DRIFT_TRACE_NOTE_MAX]; /* graph -1: why the producer has no graph for the step */
+} drift_trace_step_graph;
+/* The graph of every committed step, in /steps order (*n = committed
+ * steps); *out malloc'd, caller frees. A malformed step-graph note is
+ * DRIFT_E_INPUT naming the file, /notes, the step and what was expected. */
+int drift_trace_read_step_graphs(drift_trace_reader *r, drift_trace_step_graph **out, size_t *n, drift_err *err);
+/* The same for one committed step (graph 0 for a step not committed). */
+int drift_trace_step_graph_of(drift_trace_reader *r, int64_t step, drift_trace_step_graph *out, drift_err *err);
+/* The document of per-step graph g (g->graph >= 1) from /graph_steps:
+ * *json malloc'd and NUL-terminated. DRIFT_E_INPUT naming /graph_steps when
+ * the bytes lie outside it or the dataset is not 1-D bytes. */
+int drift_trace_read_step_graph(drift_trace_reader *r, const drift_trace_step_graph *g, char **json, size_t *len,
+                                drift_err *err);
 /* The recording's /libraries into *out (caller-owned); *present = 0 (and
  * *out all unknown) when the trace has none. DRIFT_E_INPUT naming the
  * attribute for a wrong type, a string longer than its field or a version

@@ -322,6 +322,29 @@ static void check_arrays(drift_trace_reader *r, drift_trace_check_report *rep) {
         drift_json_free(doc);
     }
     free(g);
+    /* per-step graphs (9.1): every step-graph note parses and each graph reads back as JSON, once */
+    drift_trace_step_graph *sg = NULL;
+    size_t nsg = 0;
+    if (drift_trace_read_step_graphs(r, &sg, &nsg, &e)) problem_err(rep, &e);
+    for (size_t i = 0; i < nsg; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) seen = sg[j].graph == sg[i].graph;
+        if (sg[i].graph < 1 || seen) continue;
+        if (drift_trace_read_step_graph(r, &sg[i], &g, &glen, &e)) {
+            problem_err(rep, &e);
+            continue;
+        }
+        drift_json_value *doc = NULL;
+        drift_err je;
+        drift_err_clear(&je);
+        int jrc = drift_json_parse(g, glen, "graph", &doc, &je);
+        if (jrc == DRIFT_E_NOMEM) check_nomem = 1;
+        else if (jrc) problem(rep, "%s: step %lld's graph %lld: expected a model graph as JSON: %s", TR_GRAPH_STEPS,
+                              (long long)sg[i].step, (long long)sg[i].graph, je.msg);
+        drift_json_free(doc);
+        free(g);
+    }
+    free(sg);
     /* parameters by reference: the JSON must parse (the checkpoint itself is checked by replay) */
     if (drift_trace_read_params_ref(r, &g, &glen, &e)) {
         problem_err(rep, &e);

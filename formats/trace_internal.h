@@ -20,6 +20,7 @@
 #define TR_PARAM_DTYPES "/param_dtypes"
 #define TR_BUFFERS "/buffers"
 #define TR_GRAPH "/graph"
+#define TR_GRAPH_STEPS "/graph_steps" /* the graphs of steps that do not use /graph (9.1) */
 #define TR_PARAMS_REF "/params_ref" /* parameters by reference (formats/params_ref.h) */
 #define TR_LIBRARIES "/libraries"   /* the recording's GPU and library identity (formats/libraries.h) */
 

@@ -47,6 +47,10 @@ struct drift_trace_writer {
     size_t name_hint;           /* next metrics name row expected */
     hid_t status;               /* /status: a string overwritten in place (see set_status) */
     int status_custom;          /* set_status was called: close leaves the text alone */
+    hid_t gsteps;               /* /graph_steps (reserve_step_graphs), or invalid */
+    int64_t gsteps_bytes;       /* its extent */
+    int64_t (*gk)[2];           /* per-step graph k (1-based): {offset, length} in /graph_steps */
+    int64_t n_gk;
 };
 
 static const char *wpath(const drift_trace_writer *w) { return w && w->path ? w->path : "?"; }
@@ -146,7 +150,7 @@ int drift_trace_writer_create(drift_trace_writer **out, const char *path, const 
     if (!w) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
     w->file = w->g_sites = w->g_params = w->g_buffers = w->g_metrics = H5I_INVALID_HID;
     w->steps = w->mrows = w->msteps = w->mnames = w->notes = H5I_INVALID_HID;
-    w->status = H5I_INVALID_HID;
+    w->status = w->gsteps = H5I_INVALID_HID;
     w->last_step = -1;
     w->lock_fd = -1;
     w->path = drift_strdup(path);
@@ -507,6 +511,74 @@ int drift_trace_writer_set_graph(drift_trace_writer *w, const char *json, size_t
     return rc;
 }
 
+/* /graph_steps (docs/format.md 9.1): a 1-D chunked byte dataset, extent 0, created before SWMR so
+ * that the graphs of later steps can be appended to it. */
+int drift_trace_writer_reserve_step_graphs(drift_trace_writer *w, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 0, "reserve_step_graphs", err);
+    if (rc) return rc;
+    if (w->gsteps >= 0) return DRIFT_OK;
+    hsize_t dim = 0, maxd = H5S_UNLIMITED, chunk = 1 << 16;
+    hid_t sp = H5Screate_simple(1, &dim, &maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (sp < 0 || dcpl < 0 || H5Pset_chunk(dcpl, 1, &chunk) < 0 ||
+        (w->gsteps = H5Dcreate2(w->file, TR_GRAPH_STEPS, H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+        rc = wfail(w, err, TR_GRAPH_STEPS, "cannot create the per-step graphs dataset");
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (sp >= 0) H5Sclose(sp);
+    return rc;
+}
+
+static int check_step(drift_trace_writer *w, int64_t step, const char *what, drift_err *err);
+
+/* Appends len bytes to /graph_steps at *off. */
+static int gsteps_append(drift_trace_writer *w, const char *json, size_t len, int64_t *off, drift_err *err) {
+    hsize_t start = (hsize_t)w->gsteps_bytes, n = (hsize_t)len, ext = start + n;
+    hid_t fs = H5I_INVALID_HID, ms = H5Screate_simple(1, &n, NULL);
+    int ok = ms >= 0 && H5Dset_extent(w->gsteps, &ext) >= 0 && (fs = H5Dget_space(w->gsteps)) >= 0 &&
+             H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &n, NULL) >= 0 &&
+             H5Dwrite(w->gsteps, H5T_NATIVE_UCHAR, ms, fs, H5P_DEFAULT, json) >= 0;
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    if (!ok) return wfail(w, err, TR_GRAPH_STEPS, "cannot append a step's graph");
+    *off = (int64_t)start;
+    w->gsteps_bytes = (int64_t)ext;
+    return DRIFT_OK;
+}
+
+int drift_trace_writer_step_graph(drift_trace_writer *w, int64_t step, int64_t graph, const char *json, size_t len,
+                                  const char *reason, drift_err *err) {
+    tr_h5_quiet();
+    int rc = check_phase(w, 1, "step_graph", err);
+    if (rc) return rc;
+    if ((rc = check_step(w, step, "step_graph", err))) return rc;
+    char text[DRIFT_TRACE_NOTE_MAX];
+    if (graph == 0) { /* no graph fits this step */
+        snprintf(text, sizeof text, "step-graph v1 graph=none reason=%s", reason && *reason ? reason : "not captured");
+        return drift_trace_writer_note(w, step, 1, text, err);
+    }
+    if (w->gsteps < 0)
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "step_graph: call drift_trace_writer_reserve_step_graphs before start");
+    if (graph < 0 || graph > w->n_gk + 1 || (graph == w->n_gk + 1 && !json))
+        return drift_err_set(err, DRIFT_E_USAGE, w->path, "step_graph: graph %lld, expected 1..%lld (%lld with its JSON)",
+                             (long long)graph, (long long)w->n_gk, (long long)w->n_gk + 1);
+    if (graph == w->n_gk + 1) {
+        if (len == 0 || len > DRIFT_TRACE_GRAPH_MAX)
+            return drift_err_set(err, DRIFT_E_USAGE, w->path, "step_graph: JSON of %zu bytes, expected 1..%llu", len,
+                                 (unsigned long long)DRIFT_TRACE_GRAPH_MAX);
+        int64_t(*g)[2] = drift_realloc(w->gk, (size_t)(w->n_gk + 1) * sizeof *g);
+        if (!g) return drift_err_set(err, DRIFT_E_NOMEM, w->path, "out of memory");
+        w->gk = g;
+        int64_t off = 0;
+        if ((rc = gsteps_append(w, json, len, &off, err))) return rc;
+        w->gk[w->n_gk][0] = off;
+        w->gk[w->n_gk][1] = (int64_t)len;
+        w->n_gk++;
+    }
+    snprintf(text, sizeof text, "step-graph v1 graph=%lld offset=%lld length=%lld", (long long)graph,
+             (long long)w->gk[graph - 1][0], (long long)w->gk[graph - 1][1]);
+    return drift_trace_writer_note(w, step, 0, text, err);
+}
+
 /* ---------------------------------------------------------------------- */
 /* /status: one fixed-length string of DRIFT_TRACE_STATUS_MAX bytes, its
  * storage allocated at creation (contiguous, early), so that later writes
@@ -793,6 +865,8 @@ int drift_trace_writer_close(drift_trace_writer *w, drift_err *err) {
     hclose(&w->msteps, H5Dclose);
     hclose(&w->mnames, H5Dclose);
     hclose(&w->notes, H5Dclose);
+    hclose(&w->gsteps, H5Dclose);
+    free(w->gk);
     if (w->status >= 0 && !w->broken && !w->status_custom) write_status(w->status, "closed"); /* a clean end */
     hclose(&w->status, H5Dclose);
     hclose(&w->g_sites, H5Gclose);

@@ -179,6 +179,17 @@ static void trace_read_everything(drift_trace_reader *r) {
     rc = drift_trace_read_graph(r, &graph, &glen, &err);
     TRACE_OK(rc, "read_graph");
     free(graph);
+    drift_trace_step_graph *sg = NULL; /* per-step graphs: notes parsed, bytes bounded by /graph_steps */
+    size_t nsg = 0;
+    rc = drift_trace_read_step_graphs(r, &sg, &nsg, &err);
+    TRACE_OK(rc, "read_step_graphs");
+    for (size_t i = 0; rc == DRIFT_OK && i < nsg && i < 4; i++) {
+        if (sg[i].graph < 1 || (uint64_t)sg[i].length > TRACE_FUZZ_READ_CAP) continue;
+        rc = drift_trace_read_step_graph(r, &sg[i], &graph, &glen, &err);
+        TRACE_OK(rc, "read_step_graph");
+        free(graph);
+    }
+    free(sg);
     drift_libraries libs;
     int has_libs = 0;
     rc = drift_trace_read_libraries(r, &libs, &has_libs, &err);

@@ -608,6 +608,17 @@ int drift_recorder_set_graph(drift_recorder *r, const char *json, size_t len, dr
     return finish(pre_start(r, "set_graph", do_set_graph, &a, &e), &e, err);
 }
 
+static int do_reserve_step_graphs(drift_trace_writer *w, const void *a, drift_err *err) {
+    (void)a;
+    return drift_trace_writer_reserve_step_graphs(w, err);
+}
+
+int drift_recorder_reserve_step_graphs(drift_recorder *r, drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    return finish(pre_start(r, "reserve_step_graphs", do_reserve_step_graphs, NULL, &e), &e, err);
+}
+
 static int do_set_params_ref(drift_trace_writer *w, const void *a, drift_err *err) {
     const param_args *p = a;
     return drift_trace_writer_set_params_ref(w, p->data, p->len, err);
@@ -996,6 +1007,29 @@ int drift_recorder_note(drift_recorder *r, int level, const char *text, drift_er
     char *t = drift_strndup(text, DRIFT_TRACE_NOTE_MAX - 1);
     if (!t) return DRIFT_OK;
     return finish(queue_aux(r, REC_E_NOTE, level, t, "note", &e), &e, err);
+}
+
+int drift_recorder_step_graph(drift_recorder *r, int64_t graph, const char *json, size_t len, const char *reason,
+                              drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    if (!r || graph < 0 || (json && (len == 0 || len > DRIFT_TRACE_GRAPH_MAX)))
+        return finish(drift_err_set(&e, DRIFT_E_USAGE, "step_graph",
+                                    "graph %lld with %zu bytes: expected graph >= 0 and 1..%llu bytes of JSON",
+                                    (long long)graph, json ? len : 0, (unsigned long long)DRIFT_TRACE_GRAPH_MAX),
+                      &e, err);
+    /* one allocation: the header, the JSON, the reason (the writer thread frees it) */
+    size_t rl = reason ? strnlen(reason, DRIFT_TRACE_NOTE_MAX - 1) : 0, jl = json ? len : 0;
+    rec_graph_aux *a = drift_malloc(sizeof *a + jl + rl + 2);
+    if (!a) return DRIFT_OK; /* out of memory: the step has no graph note, the job goes on */
+    a->graph = graph;
+    a->len = jl;
+    char *p = (char *)(a + 1);
+    if (jl) memcpy(p, json, jl);
+    p[jl] = 0;
+    memcpy(p + jl + 1, reason ? reason : "", rl);
+    p[jl + 1 + rl] = 0;
+    return finish(queue_aux(r, REC_E_STEP_GRAPH, 0, a, "step_graph", &e), &e, err);
 }
 
 int drift_recorder_batch(drift_recorder *r, int32_t micro_batch, int cfg, int n, const int64_t *samples,

@@ -166,6 +166,15 @@ int drift_recorder_set_param_dtype(drift_recorder *r, const char *fqn, int dtype
 int drift_recorder_add_buffer(drift_recorder *r, const char *name, int dtype, int ndim, const int64_t *shape,
                               const void *data, drift_err *err);
 int drift_recorder_set_graph(drift_recorder *r, const char *json, size_t len, drift_err *err);
+/* Before the start: creates /graph_steps (drift_trace_writer_reserve_step_graphs),
+ * for a /graph specialised to one step's data. */
+int drift_recorder_reserve_step_graphs(drift_recorder *r, drift_err *err);
+/* In the open step (queued like a note): the step uses per-step graph
+ * `graph` (1, 2, ... in order of first use; json, len bytes, borrowed,
+ * the first time, NULL to reuse), or graph 0: none fits (reason, at most
+ * 255 bytes, says why). docs/format.md 9.1. */
+int drift_recorder_step_graph(drift_recorder *r, int64_t graph, const char *json, size_t len, const char *reason,
+                              drift_err *err);
 /* Parameters by reference instead of values (docs/format.md "/params_ref"):
  * json (len bytes, borrowed) is the reference to the checkpoint the run
  * loaded, validated here (DRIFT_E_INPUT naming the field). Before the start. */

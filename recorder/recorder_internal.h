@@ -25,6 +25,7 @@ enum rec_kind {
     REC_E_METRIC,       /* aux: rec_metric_aux */
     REC_E_STEP_METRICS, /* aux: drift_trace_step_metrics */
     REC_E_COMMIT,
+    REC_E_STEP_GRAPH,   /* aux: rec_graph_aux */
     REC_E_SKIP          /* a staged slot whose fill failed: only frees */
 };
 
@@ -48,6 +49,12 @@ typedef struct rec_metric_aux {
     drift_trace_metric row;
     char site[DRIFT_TRACE_NAME_MAX];
 } rec_metric_aux;
+
+/* The graph a step uses: followed by len bytes of JSON (none: reuse graph), a NUL, the reason and a NUL. */
+typedef struct rec_graph_aux {
+    int64_t graph;
+    size_t len;
+} rec_graph_aux;
 
 typedef struct rec_staging {
     unsigned char *base;        /* page-aligned arena */

@@ -84,6 +84,12 @@ static int write_entry(drift_recorder *r, rec_entry *e, int64_t *bytes, int *los
         break;
     }
     case REC_E_STEP_METRICS: rc = drift_trace_writer_add_step_metrics(r->w, e->aux, err); break;
+    case REC_E_STEP_GRAPH: {
+        const rec_graph_aux *a = e->aux;
+        const char *json = (const char *)(a + 1);
+        rc = drift_trace_writer_step_graph(r->w, e->step, a->graph, a->len ? json : NULL, a->len, json + a->len + 1, err);
+        break;
+    }
     case REC_E_COMMIT: {
         uint32_t flags = e->flags | r->w_step_flags;
         if (r->w_step_flags) {

@@ -38,6 +38,29 @@ int drift_capture_model_from_file(const char *path, drift_model **out, drift_err
  * ("graph:..."), or when family is empty and /graph is a drift-aten-graph;
  * else the hand-written family (drift_model_create). Caller owns *out. */
 int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, drift_model **out, drift_err *err);
+/* Per-step graphs (docs/format.md 9.1; aten_steps.c). A graph traced from
+ * one step's forward (the recorder's dispatch capture) is specialised to that
+ * step's data; a later step whose data took another path has its own graph
+ * in /graph_steps, named by its step-graph note. */
+/* The model of the graph sg names (NULL or graph 0: /graph, as
+ * drift_capture_model_for_trace); graph -1 (none fits the step) is
+ * DRIFT_E_INPUT with the recorder's reason. Caller owns *out. */
+int drift_capture_model_for_step(drift_trace_reader *r, const char *family, const drift_trace_step_graph *sg,
+                                 drift_model **out, drift_err *err);
+/* The one graph of the committed steps in [first, last] (-1: open end) into
+ * *out (out->step: the first such step, -1 if none); DRIFT_E_INPUT naming
+ * two steps when they use different graphs, or a step without one. */
+int drift_capture_steps_graph(drift_trace_reader *r, int64_t first, int64_t last, drift_trace_step_graph *out,
+                              drift_err *err);
+/* DRIFT_E_INPUT (naming path, the step, the input, both shapes and the
+ * graph) when an entry of in (boundary inputs "latents"..., user inputs
+ * "input:NAME") has another shape than m's graph leaf of that name. */
+int drift_capture_check_step_shapes(const drift_model *m, const drift_hostset *in, const char *path,
+                                    const drift_trace_step_graph *sg, drift_err *err);
+/* The refusal of a step whose graph is none (sg->graph -1). */
+int drift_capture_refuse_step(const char *path, const drift_trace_step_graph *sg, drift_err *err);
+/* "/graph", "/graph_steps graph K" into out. */
+void drift_capture_graph_name(const drift_trace_step_graph *sg, char *out, size_t cap);
 /* Fills m->buffers[RECORDED] with every buffer leaf of m's graph from the
  * trace's /buffers (fp32; a missing one is an error naming it); a user input
  * "input:NAME" not in /buffers comes from the first stored record of its

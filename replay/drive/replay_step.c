@@ -101,11 +101,100 @@ static int src_open(src *s, const char *path, drift_err *err) {
 void drift_replay_shared_free(drift_replay_shared *s) {
     if (!s) return;
     drift_model_free(s->m);
+    for (int64_t g = 0; g < s->n_gm; g++) drift_model_free(s->gm[g]);
+    free(s->gm);
+    free(s->sel_g);
     free(s->sel);
     if (s->sites)
         for (int i = 0; i < s->n_sites; i++) free(s->sites[i]);
     free(s->sites);
     memset(s, 0, sizeof *s);
+}
+
+/* Appends site to s->sites unless listed (a per-step graph's sites after /graph's). */
+static int add_site(drift_replay_shared *s, const char *site, drift_err *err) {
+    for (int i = 0; i < s->n_sites; i++)
+        if (!strcmp(s->sites[i], site)) return DRIFT_OK;
+    char **ns = drift_realloc(s->sites, (size_t)(s->n_sites + 1) * sizeof *ns);
+    if (!ns) return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
+    s->sites = ns;
+    if (!(s->sites[s->n_sites] = drift_strdup(site))) return drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
+    s->n_sites++;
+    return DRIFT_OK;
+}
+
+/* The graph of every selected step (docs/format.md 9.1): a step without one is
+ * refused; each per-step graph a step uses is imported, its parameters and
+ * buffers loaded, its sites added to the list. */
+static int load_step_graphs(drift_replay_shared *s, drift_trace_reader *r, drift_replay_report *rep, drift_err *err) {
+    const drift_replay_opts *o = s->o;
+    drift_trace_step_graph *all = NULL;
+    size_t n = 0;
+    int rc = drift_trace_read_step_graphs(r, &all, &n, err);
+    if (rc) return rc;
+    s->sel_g = drift_calloc((size_t)(s->n_sel ? s->n_sel : 1), sizeof *s->sel_g);
+    if (!s->sel_g) rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
+    for (int64_t k = 0, i = 0; !rc && k < s->n_sel; k++) {
+        while ((size_t)i < n && all[i].step < s->sel[k]) i++;
+        if ((size_t)i < n && all[i].step == s->sel[k]) s->sel_g[k] = all[i];
+        else s->sel_g[k].step = s->sel[k];
+        const drift_trace_step_graph *g = &s->sel_g[k];
+        if (g->graph < 0) rc = drift_capture_refuse_step(o->trace, g, err);
+        if (rc || g->graph <= 0) continue;
+        if (g->graph > s->n_gm) {
+            drift_model **ng = drift_realloc(s->gm, (size_t)g->graph * sizeof *ng);
+            if (!ng) { rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory"); break; }
+            for (int64_t j = s->n_gm; j < g->graph; j++) ng[j] = NULL;
+            s->gm = ng;
+            s->n_gm = g->graph;
+        }
+        if (s->gm[g->graph - 1]) continue;
+        drift_model *m = NULL;
+        drift_forward *f = NULL;
+        const drift_hostset *bufs;
+        rc = drift_capture_model_for_step(r, drift_trace_reader_meta(r)->family, g, &m, err);
+        if (!rc) {
+            s->gm[g->graph - 1] = m;
+            m->weights_root = o->weights_root;
+            rc = drift_model_load_trace(m, r, err);
+        }
+        if (!rc) rc = drift_forward_prepare(m, o->plan, o->side, s->handed, &f, err);
+        if (!rc) rc = drift_model_buffers(m, f->rope, &bufs, err);
+        if (!rc && o->ref == DRIFT_REF_ORACLE) rc = drift_model_buffers(m, DRIFT_BUF_CPU_FP64, &bufs, err);
+        int n_sites = rc ? 0 : drift_graph_sites(f->assigned, NULL, 0);
+        int *ids = drift_malloc((size_t)(n_sites ? n_sites : 1) * sizeof *ids);
+        if (!rc && !ids) rc = drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
+        if (!rc) drift_graph_sites(f->assigned, ids, n_sites);
+        for (int j = 0; !rc && j < n_sites; j++) rc = add_site(s, drift_graph_value(f->assigned, ids[j])->site, err);
+        free(ids);
+        const drift_value *ov = rc ? NULL : drift_graph_value(f->assigned, drift_graph_output(f->assigned));
+        if (ov && ov->numel != s->out_numel && o->out_path) /* the -o trace's output site has /graph's shape */
+            rc = drift_err_set(err, DRIFT_E_USAGE, "-o",
+                               "step %lld's graph (/graph_steps graph %lld) outputs %lld elements, /graph %lld: one -o "
+                               "trace cannot hold both (replay those steps without -o)",
+                               (long long)g->step, (long long)g->graph, (long long)ov->numel, (long long)s->out_numel);
+        drift_forward_free(f);
+    }
+    free(all);
+    /* the report says which steps replayed with a graph of their own (a "note:" line) */
+    char line[600];
+    size_t k = 0;
+    for (int64_t i = 0; !rc && i < s->n_sel && k + 40 < sizeof line; i++) {
+        if (s->sel_g[i].graph <= 0) continue;
+        if (!k) k = (size_t)snprintf(line, sizeof line, "steps replayed with a graph of their own (/graph_steps):");
+        k += (size_t)snprintf(line + k, sizeof line - k, " %lld:%lld", (long long)s->sel_g[i].step,
+                              (long long)s->sel_g[i].graph);
+    }
+    if (k) {
+        size_t old = rep->warnings ? strlen(rep->warnings) : 0;
+        char *w = drift_realloc(rep->warnings, old + k + 2);
+        if (!w) return drift_err_set(err, DRIFT_E_NOMEM, o->trace, "out of memory");
+        memcpy(w + old, line, k);
+        w[old + k] = '\n';
+        w[old + k + 1] = 0;
+        rep->warnings = w;
+    }
+    return rc;
 }
 
 /* 0 when m is a captured graph without boundary input i (DiT: no text condition). */
@@ -242,6 +331,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     if (s->n_sel == 0)
         rc = drift_err_set(err, DRIFT_E_USAGE, "--steps", "no committed step of %s is in the range (the trace has %zu)",
                            o->trace, n_all);
+    if (!rc && s->m->captured) rc = load_step_graphs(s, main_src.r, rep, err);
 done:
     drift_forward_free(f);
     drift_trace_reader_close(rr);
@@ -255,6 +345,8 @@ struct drift_replay_worker {
     src main_src, ref_src;
     int has_ref;
     drift_forward *f, *fo;
+    drift_forward **gf, **gfo;   /* per-step graph k's forward (and oracle) at [k - 1]; NULL where unused */
+    drift_exec_cache **gc;       /* their resident parameters (use_cache), made at first use */
     drift_backend *be, *ref_be;
     drift_exec_cache *cache;
     drift_exec_cache *ocache;    /* the oracle's parameters kept on its GPU (ref-cuda) between steps */
@@ -292,6 +384,14 @@ void drift_replay_worker_free(drift_replay_worker *w) {
     drift_site_cache_free(w->oracle);
     drift_forward_free(w->f);
     drift_forward_free(w->fo);
+    for (int64_t g = 0; g < w->s->n_gm; g++) {
+        if (w->gf) drift_forward_free(w->gf[g]);
+        if (w->gfo) drift_forward_free(w->gfo[g]);
+        if (w->gc) drift_exec_cache_free(w->gc[g]);
+    }
+    free(w->gf);
+    free(w->gfo);
+    free(w->gc);
     drift_backend_free(w->be);
     drift_backend_free(w->ref_be);
     src_close(&w->main_src);
@@ -326,6 +426,17 @@ int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, 
         if (!rc) rc = drift_backend_create(drift_oracle_backend(backend, o->oracle_on_host, ob, sizeof ob), &w->ref_be, err);
         if (!rc && strcmp(ob, "ref") != 0) rc = drift_exec_cache_create(w->ref_be, &w->ocache, err);
         if (!rc) rc = drift_site_cache_create(&w->oracle, err);
+    }
+    if (!rc && s->n_gm > 0) { /* the per-step graphs' forwards */
+        w->gf = drift_calloc((size_t)s->n_gm, sizeof *w->gf);
+        w->gfo = drift_calloc((size_t)s->n_gm, sizeof *w->gfo);
+        w->gc = drift_calloc((size_t)s->n_gm, sizeof *w->gc);
+        if (!w->gf || !w->gfo || !w->gc) rc = drift_err_set(err, DRIFT_E_NOMEM, "replay", "out of memory");
+        for (int64_t g = 0; !rc && g < s->n_gm; g++) {
+            if (!s->gm[g]) continue;
+            rc = drift_forward_prepare(s->gm[g], o->plan, o->side, s->handed, &w->gf[g], err);
+            if (!rc && w->fo) rc = drift_forward_prepare(s->gm[g], NULL, DRIFT_SIDE_ORACLE, s->handed, &w->gfo[g], err);
+        }
     }
     if (rc) {
         drift_replay_worker_free(w);
@@ -469,6 +580,18 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
     int64_t step = s->sel[k];
     st->step = step;
     double pt0 = w->prof ? rs_now() : 0, pt1 = 0, pt2 = 0, pt3 = 0;
+    /* the graph this step uses: /graph's model, or its own (docs/format.md 9.1) */
+    drift_trace_step_graph g0 = {.step = step};
+    const drift_trace_step_graph *sgr = s->sel_g ? &s->sel_g[k] : &g0;
+    const int64_t gi = sgr->graph > 0 ? sgr->graph - 1 : -1;
+    drift_model *m = gi >= 0 ? s->gm[gi] : s->m;
+    drift_forward *f = gi >= 0 ? w->gf[gi] : w->f, *fo = gi >= 0 ? w->gfo[gi] : w->fo;
+    drift_exec_cache *ocache = gi >= 0 ? NULL : w->ocache;
+    if (gi >= 0 && w->cache && !w->gc[gi]) {
+        int crc = drift_exec_cache_create(w->be, &w->gc[gi], err);
+        if (crc) return crc;
+    }
+    drift_exec_cache *cache = gi >= 0 ? w->gc[gi] : w->cache;
     drift_hostset *in = NULL;
     int rc = drift_hostset_create(&in, err);
     if (rc) return rc;
@@ -476,7 +599,7 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
     for (int i = 0; i < DRIFT_INPUT_COUNT; i++) {
         int64_t n;
         drift_trace_site_info info;
-        if (!drift_capture_model_takes_input(s->m, i)) continue;
+        if (!drift_capture_model_takes_input(m, i)) continue;
         if ((rc = src_read(&w->main_src, INPUT_SITE[i], step, &n, &info, err))) goto done;
         if (!n) {
             rc = drift_err_set(err, DRIFT_E_INPUT, o->trace, "step %lld has no stored record of '%s'", (long long)step,
@@ -492,25 +615,27 @@ int drift_replay_run_step(const drift_replay_shared *s, drift_replay_worker *w, 
                                         12345);
     }
     /* A captured graph's other user inputs (masks, ids, pooled projections) of this step. */
-    if ((rc = drift_capture_step_inputs(s->m, w->main_src.r, step, in, err))) goto done;
-    if (o->nudge_latents && !drift_capture_model_takes_input(s->m, DRIFT_INPUT_LATENTS)) nudge_other_input(s, in);
+    if ((rc = drift_capture_step_inputs(m, w->main_src.r, step, in, err))) goto done;
+    /* a graph traced from one step's forward is specialised to its shapes: say which input does not fit */
+    if ((rc = drift_capture_check_step_shapes(m, in, o->trace, sgr, err))) goto done;
+    if (o->nudge_latents && !drift_capture_model_takes_input(m, DRIFT_INPUT_LATENTS)) nudge_other_input(s, in);
     if (w->prof) pt1 = rs_now();
-    if (w->fo) {
+    if (fo) {
         drift_site_cache_clear(w->oracle);
         drift_exec_result_free(&w->ores);
-        if ((rc = drift_forward_run_cached(w->fo, s->m, w->ref_be, in, w->ocache, oracle_site, w->oracle, &w->ores, err)))
+        if ((rc = drift_forward_run_cached(fo, m, w->ref_be, in, ocache, oracle_site, w->oracle, &w->ores, err)))
             goto done;
     }
     if (w->prof) pt2 = rs_now();
     drift_exec_result_free(&w->res);
     w->st = st;
     w->cursor = 0;
-    if ((rc = drift_forward_run_cached(w->f, s->m, w->be, in, w->cache, on_site, w, &w->res, err))) goto done;
+    if ((rc = drift_forward_run_cached(f, m, w->be, in, cache, on_site, w, &w->res, err))) goto done;
     if (w->prof) pt3 = rs_now();
     if (st->out && w->res.numel == s->out_numel) memcpy(st->out, w->res.f32, (size_t)s->out_numel * sizeof *st->out);
 
     /* Each recorded side's output against the oracle. */
-    if (w->fo) {
+    if (fo) {
         int64_t n;
         if ((rc = src_read(&w->main_src, DRIFT_SITE_NOISE_PRED, step, &n, NULL, err))) goto done;
         if (n == w->ores.numel) { st->has_orc[0] = 1; st->orc[0] = rmse_of(w->main_src.buf, w->ores.f32, n); }

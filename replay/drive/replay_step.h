@@ -49,6 +49,10 @@ typedef struct drift_replay_shared {
     char ref_path[4096];         /* ROLLOUT / TRACE: the resolved reference trace */
     int ref_self_rollout;        /* ROLLOUT without a sibling file: the output against the trace's own
                                     rollout:model_output (what the rollout handed over) */
+    drift_trace_step_graph *sel_g; /* owned: the graph each selected step uses (docs/format.md 9.1) */
+    drift_model **gm;            /* owned: per-step graph k's model at gm[k - 1], loaded when a selected
+                                    step uses it (NULL otherwise); m is /graph's */
+    int64_t n_gm;
 } drift_replay_shared;
 
 /* Opens the trace, builds the model and everything shared; fills rep's

@@ -452,7 +452,11 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
     int rc = drift_trace_reader_open(&r, o->trace, DRIFT_TRACE_OPEN_NORMAL, err);
     if (rc) return rc;
     const drift_trace_meta *meta = drift_trace_reader_meta(r);
-    if ((rc = drift_capture_model_for_trace(r, meta->family, &s->m, err))) goto done;
+    /* the one graph the bisected steps use (docs/format.md 9.1: per-step graphs of a trace
+       specialised to each step's data) */
+    drift_trace_step_graph sg;
+    if ((rc = drift_capture_steps_graph(r, o->step_first, o->step_last, &sg, err))) goto done;
+    if ((rc = drift_capture_model_for_step(r, meta->family, &sg, &s->m, err))) goto done;
     if ((rc = drift_model_load_trace(s->m, r, err))) goto done;
     const drift_hostset *tmp;
     if ((rc = drift_model_buffers(s->m, DRIFT_BUF_CPU_FP64, &tmp, err))) goto done;

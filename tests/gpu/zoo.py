@@ -170,7 +170,7 @@ def record(entry, out):
     cap = (g or {}).get("capture", {})
     row.update(captured=g is not None, mode=cap.get("mode"), fallback=cap.get("fallback"),
                nodes=len(g["nodes"]) if g else 0, opset=(g or {}).get("opset"),
-               committed=cnt.get("committed_steps"), dropped=cnt.get("dropped"),
+               committed=cnt.get("committed_steps"), dropped=cnt.get("dropped"), step_graphs=cnt.get("step_graphs"),
                torch_floor=floors, seconds=round(time.perf_counter() - t0, 2),
                mb=round(os.path.getsize(path) / 2 ** 20, 2))
     if g is None:
@@ -225,6 +225,8 @@ def _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row):
                     floors.append(float((a - b).abs().mean()))
             rec.flush(60000)
             cnt = rec.counters()
+            # a graph specialised to step 0's data (dispatch): the graph each later step got (0: /graph)
+            cnt["step_graphs"] = {str(k): v for k, v in rec.step_graphs.items()}
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
         return e, None

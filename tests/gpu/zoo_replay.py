@@ -67,8 +67,19 @@ def bisect_island(a, env, tag, device):
     p["name"] = "no_island"
     p["param_dtype_patterns"] = []
     json.dump(p, open(bad, "w"))
-    rc, out, err, dt = run([a.drift, "bisect", os.path.join(a.rec, tag, "trainer.h5"), "--good", good, "--bad", bad,
-                            "--threshold", "0", "--device", device, "--json"], env, 180)
+    trace = os.path.join(a.rec, tag, "trainer.h5")
+    # bisect replays one graph: a trace whose steps have graphs of their own (docs/format.md 9.1) is
+    # bisected at its first step
+    steps = []
+    try:
+        ls = json.loads(subprocess.run([a.drift, "ls", trace, "--json"], env=env, capture_output=True, text=True,
+                                       timeout=60).stdout)
+        if ls.get("step_graphs"):
+            steps = ["--steps", "0:0"]
+    except Exception:  # noqa: BLE001
+        pass
+    rc, out, err, dt = run([a.drift, "bisect", trace, "--good", good, "--bad", bad,
+                            "--threshold", "0", "--device", device, "--json"] + steps, env, 180)
     os.remove(bad)
     try:
         js = json.loads(out)

@@ -137,8 +137,17 @@ def load(path=None):
         "drift_recorder_error": ([P], S),
         "drift_recorder_last_error": ([], S),
     }
-    for name, (args, res) in decl.items():
-        fn = getattr(lib, name)
+    # newer entry points: a library built before them still loads (the Recorder then skips per-step graphs)
+    optional = {
+        "drift_recorder_reserve_step_graphs": ([P, P], I),
+        "drift_recorder_step_graph": ([P, I64, S, C.c_size_t, S, P], I),
+    }
+    for name, (args, res) in list(decl.items()) + list(optional.items()):
+        fn = getattr(lib, name, None)
+        if fn is None and name in optional:
+            continue
+        if fn is None:
+            raise OSError("%s: no %s (a libdrift_recorder.so older than this package)" % (path, name))
         fn.argtypes = args
         fn.restype = res
     _LIB[path] = lib

@@ -193,6 +193,32 @@ def device_copy(model, factory, dtypes, device):
     return m
 
 
+def fill_values(copy, real):
+    """Copies real's parameter and buffer values into copy (same FQNs, copy's dtypes: the cast
+    FSDP2's param_dtype makes, round to nearest even), so that a trace of copy takes the run's
+    data-dependent branches (MoE routing, masks). A DTensor parameter gives its local shard when
+    that is the whole tensor (world 1, replicated); the FQNs of the others (shards of other ranks,
+    never gathered here) are returned."""
+    import torch
+
+    cp = dict(copy.named_parameters())
+    cb = dict(copy.named_buffers())
+    left = []
+    with torch.no_grad():
+        for n, p in real.named_parameters():
+            dst = cp.get(_strip(n))
+            v = p.to_local() if hasattr(p, "to_local") and hasattr(p, "placements") else p  # a DTensor: its shard
+            if dst is None or tuple(v.shape) != tuple(dst.shape):
+                left.append(_strip(n))
+                continue
+            dst.data.copy_(v.detach())
+        for n, b in real.named_buffers():
+            dst = cb.get(_strip(n))
+            if dst is not None and tuple(b.shape) == tuple(dst.shape) and not hasattr(b, "placements"):
+                dst.data.copy_(b.detach())
+    return left
+
+
 def _build(model, factory):
     """factory(), else the model's class from its diffusers config, else a
     copy of its own module structure (structural_copy), under the caller's
@@ -513,7 +539,7 @@ def _capture(real, kwargs, factory, mode, autocast):
         raise CaptureError("%s capture: %s: %s" % (mode, type(e).__name__, (str(e).splitlines() or [""])[0][:300]))
 
 
-def _capture_mode(real, kwargs, factory, mode, autocast):
+def _capture_mode(real, kwargs, factory, mode, autocast, src_given=None, inline_limit=RECORDER_INLINE_LIMIT):
     import torch
 
     alias = None
@@ -540,8 +566,15 @@ def _capture_mode(real, kwargs, factory, mode, autocast):
             raise CaptureError("mode='model' on a sharded model would gather it: use mode='auto' or 'meta'")
         src, ekw = real, kwargs
     elif mode == "dispatch":
-        src = device_copy(real, factory, forward_param_dtypes(real), _first_device(kwargs, real)) \
-            if is_sharded(real) else real
+        values = None
+        if src_given is not None:
+            src = src_given
+        elif is_sharded(real):
+            src = device_copy(real, factory, forward_param_dtypes(real), _first_device(kwargs, real))
+            # the trace takes the branches of the data it computes: the copy gets the run's values
+            values = fill_values(src, real)
+        else:
+            src = real
         ekw = kwargs
     else:
         raise CaptureError("capture mode %r: expected auto, model, fake, device, meta or dispatch" % (mode,))
@@ -572,7 +605,7 @@ def _capture_mode(real, kwargs, factory, mode, autocast):
         return tap.value_of(target, c)
 
     doc = describe(ep, kwargs, model_class=base_class(real).__name__, export_seconds=seconds,
-                   inline_limit=RECORDER_INLINE_LIMIT, device_alias=alias,
+                   inline_limit=inline_limit, device_alias=alias,
                    constant_value=real_value if mode in ("meta", "fake", "device") else None,
                    module_outputs=outs.module_outputs(ep.graph), autocast=autocast, user_leaves=user_leaves)
     doc["capture"] = {"mode": mode, "seconds": round(seconds, 3),
@@ -580,6 +613,8 @@ def _capture_mode(real, kwargs, factory, mode, autocast):
     if mode == "dispatch":
         # specialised to this step's shapes: the replay checks every step's inputs against them
         doc["capture"]["specialized"] = True
+        if values is not None and values:
+            doc["capture"]["arbitrary_values"] = len(values)  # shards of other ranks: filled per step later
     tensors, missing = [], []
     if mode != "dispatch":
         _add_device_values(doc, tensors, ep, _first_device(kwargs, real), autocast,

@@ -41,6 +41,10 @@ def _plan_dict(plan):
             return {}
     return {}
 
+# per-step graphs of a trace whose /graph is specialised to one step's data (docs/recorder.md)
+MAX_STEP_GRAPHS = 64
+
+
 class RecorderError(RuntimeError):
     pass
 
@@ -237,6 +241,13 @@ class Recorder:
         self._buffers = set()     # /buffers names written
         self._graph_sites = {}    # user-input path -> site, from the captured graph
         self.graph = None         # the captured drift-aten-graph dict (capture_graph)
+        self._stepg = None        # capture_steps.StepGraphs of a specialised /graph (per-step graphs)
+        self._step_kwargs = None  # this step's forward kwargs (inputs()), for its graph check
+        self._sig_graph = {}      # data signature -> per-step graph number (0: /graph)
+        self._sig_failed = {}     # data signature -> why its graph could not be captured
+        self._n_step_graphs = 0
+        self._graph_tensor_names = set()
+        self.step_graphs = {}     # step -> graph number it uses (0 /graph, -1 none), the steps checked
         self.failures = 0
         self.lib = None
         try:
@@ -313,6 +324,9 @@ class Recorder:
             return
         try:
             self.unwatch()
+            if self._stepg is not None:
+                self._stepg.close()
+                self._stepg = None
             self._open = False
             rc = self.lib.drift_recorder_close(self._h, None)
             self._h = C.c_void_p()
@@ -445,6 +459,10 @@ class Recorder:
     def end_step(self):
         if not self._open or not self._in_step:
             return
+        try:
+            self._check_step_graph()
+        except Exception as e:  # noqa: BLE001
+            self._fail("step graph", e)
         try:
             with self._lock:
                 if self._started_steps == 0:
@@ -814,6 +832,7 @@ class Recorder:
                               default=lambda o: {"repr": repr(o)[:200]})  # a callable among the args: named, not fatal
             self.set_graph(text)
             nbuf = sum(1 for name, t in tensors if self.add_buffer(name, t))
+            self._graph_tensor_names = {name for name, _ in tensors}  # a per-step graph may read these
             self._graph_sites = {i["target"]: i["site"] for i in doc.get("inputs", [])
                                  if i.get("kind") == "user_input" and i.get("site")}
             self.graph = doc
@@ -837,10 +856,120 @@ class Recorder:
                 self.note(("graph capture fell back to %s: %s" % (how, cap["fallback"]))[:255], 1)
             if cap.get("missing_values"):
                 self.note("graph capture: no values for " + ", ".join(cap["missing_values"])[:200], 1)
+            if cap.get("specialized") and "autocast" in kw:  # the real capture, not a test's stand-in exporter
+                self._start_step_graphs(model, kwargs, kw["autocast"], factory)
             return doc
         except Exception as e:  # noqa: BLE001
             self._fail("capture_graph", e)
             return None
+
+    # ------------------------------------------------------- per-step graphs
+    def _start_step_graphs(self, model, kwargs, autocast, factory):
+        """A /graph specialised to one step's data (a forward trace): from now on every step's
+        data is checked against it (docs/recorder.md "Per-step graphs"). Never raises."""
+        try:
+            self.reserve_step_graphs()
+            from .capture_steps import StepGraphs
+            with self.paused(), _compiled.eager_for_capture(model) as orig:
+                sg = StepGraphs(orig, kwargs, autocast, factory)
+                self._sig_graph = {sg.signature(kwargs): 0}
+            self._stepg = sg
+        except Exception as e:  # noqa: BLE001
+            self._stepg = None
+            msg = f"per-step graphs off: {type(e).__name__}: {e}"
+            self.note(msg[:255], 1)
+            self._log_once(("stepgraphs",), msg[:2000])
+
+    def reserve_step_graphs(self):
+        """Creates /graph_steps (before the trace starts: with set_graph), so that later steps
+        can have graphs of their own (step_graph). capture_graph calls it for a specialised
+        graph. Raises RuntimeError when the library has no per-step graphs or the trace started."""
+        if getattr(self.lib, "drift_recorder_reserve_step_graphs", None) is None:
+            raise RuntimeError("this libdrift_recorder.so has no per-step graphs (rebuild it)")
+        rc = self.lib.drift_recorder_reserve_step_graphs(self._h, None)
+        if rc:
+            raise RuntimeError(self.lib.drift_recorder_last_error().decode(errors="replace"))
+
+    def step_graph(self, graph, json_text=None, reason=None):
+        """The open step uses per-step graph `graph` (1, 2, ... in order of first use; its
+        drift-aten-graph JSON text the first time, None to reuse it), or graph 0: no graph fits
+        the step (reason). The Recorder calls it itself for a specialised /graph; public for
+        producers that capture per-step graphs their own way (docs/format.md 9.1)."""
+        if not (self._open and self._in_step):
+            return False
+        fn = getattr(self.lib, "drift_recorder_step_graph", None)
+        if fn is None:
+            self._log_once(("stepgraph-lib",), "step_graph: this libdrift_recorder.so has none (rebuild it)")
+            return False
+        b = json_text.encode() if json_text is not None else None
+        r = (reason or "").encode(errors="replace")[:200]
+        rc = fn(self._h, int(graph), b, len(b) if b is not None else 0, r, None)
+        if rc:
+            self._status_fail("step_graph", rc)
+            return False
+        self.step_graphs[self._step] = int(graph) if graph else -1
+        return True
+
+    def _check_step_graph(self):
+        """At the end of a step: which graph fits this step's data (the signature of its
+        forward); a new one is traced and written, a failure is a note and the step's replay is
+        refused with its reason. Never raises."""
+        sg, kw = self._stepg, self._step_kwargs
+        self._step_kwargs = None
+        if sg is None:
+            return
+        if kw is None:
+            if ("nokw",) not in self._logged:
+                self._logged.add(("nokw",))
+                self.note("per-step graphs: no rec.inputs(kwargs) in this step: its data was not checked against "
+                          "the specialised /graph", 1)
+            return
+        try:
+            with self.paused():
+                sg.refresh()
+                sig = sg.signature(kw)
+        except Exception as e:  # noqa: BLE001 - the signature forward failed: stop checking
+            self._stepg = None
+            sg.close()
+            msg = f"per-step graphs off: the step's signature forward failed: {type(e).__name__}: {e}"
+            self.note(" ".join(msg.split())[:255], 1)
+            self._log_once(("stepgraphs",), msg[:2000])
+            return
+        g = self._sig_graph.get(sig)
+        if g == 0:
+            self.step_graphs[self._step] = 0
+            return
+        if g is not None:
+            self.step_graph(g)
+            return
+        if sig in self._sig_failed:
+            self.step_graph(0, reason=self._sig_failed[sig])
+            return
+        if self._n_step_graphs >= MAX_STEP_GRAPHS:  # data that never repeats a path: the trace stays bounded
+            self.step_graph(0, reason=f"more than {MAX_STEP_GRAPHS} per-step graphs: this step's was not captured")
+            return
+        try:
+            import json
+            with self.paused():
+                doc, tensors = sg.capture(kw)
+            missing = [n for n, _ in tensors if n not in self._buffers and n not in self._graph_tensor_names]
+            if missing:  # /buffers is fixed once the trace started
+                raise RuntimeError("buffers not in /buffers: " + ", ".join(missing[:4]))
+            doc.setdefault("capture", {})["step"] = self._step
+            text = json.dumps(doc, separators=(",", ":"), allow_nan=False, default=lambda o: {"repr": repr(o)[:200]})
+            if len(text.encode()) > 64 << 20:
+                raise RuntimeError("the step's graph is %d bytes, more than a graph may hold (64 MiB)" % len(text))
+        except Exception as e:  # noqa: BLE001
+            reason = " ".join(f"{type(e).__name__}: {e}".split())[:180]
+            self._sig_failed[sig] = reason
+            self.step_graph(0, reason=reason)
+            self._log_once(("steptrace",), f"step {self._step}: its own graph could not be captured ({reason}); "
+                                           "its replay is refused")
+            return
+        n = self._n_step_graphs + 1
+        if self.step_graph(n, text):
+            self._n_step_graphs = n
+            self._sig_graph[sig] = n
 
     def compile_floor(self, model, kwargs, site="output:noise_pred"):
         """Measures how far compilation alone moves the output, once: the
@@ -891,6 +1020,8 @@ class Recorder:
         other one as input:<path>:pre_cast. Returns the number recorded."""
         if not self._open or not self._in_step:
             return 0
+        if self._stepg is not None:
+            self._step_kwargs = kwargs  # checked against the specialised graph at the end of the step
         from .capture import ROLE_OF_KWARG, flatten_inputs, input_site
         n = 0
         try:
