@@ -159,6 +159,13 @@ static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
     s[1] = Hb > 1 || !k->bias_form ? Lqb * k->Sk : 0; /* a dim of size 1 (form 0): its natural stride */
     s[2] = Lqb > 1 ? k->Sk : 0;
     s[3] = 1;
+    /* a dim of size 1 keeps a stride as torch's expand leaves it (cuDNN finds no engine for a bias
+       with stride 0 on a size-1 dim: batch 1, one query row) */
+    int64_t nat = 1;
+    for (int i = 3; i >= 0; i--) {
+        if (d[i] == 1 && s[i] == 0) s[i] = nat;
+        nat *= d[i];
+    }
 }
 
 /* The bias operand in the io dtype (k->dtype): forms 0 and 1 the [Bb, Hb, Lqb, Sk]
