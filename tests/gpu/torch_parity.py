@@ -216,6 +216,15 @@ def torch_gen(outdir):
             return [x], (lambda: x.sum(-1, keepdim=True)), ""
         CASES.append(("sum_last_%s_%dx%d" % ("f32" if dt == torch.float32 else "bf16", rows, N), "sum_last", f_sum))
 
+    # softmax over the last dim (T5's attention in fp32, an MoE router's 4 experts, wider rows in bf16)
+    for rows, N, dt, logsm in ((512, 16, torch.float32, 0), (448, 28, torch.float32, 0), (1024, 4, torch.float32, 0),
+                               (64, 77, bf16, 0), (16, 1000, torch.float32, 0), (128, 300, bf16, 1)):
+        def f_sm(rows=rows, N=N, dt=dt, logsm=logsm):
+            x = (3 * torch.randn(rows, N, device=dev)).to(dt)
+            return [x], (lambda: torch.log_softmax(x, -1) if logsm else torch.softmax(x, -1)), ""
+        CASES.append(("%s_%s_%dx%d" % ("log_softmax" if logsm else "softmax", "f32" if dt == torch.float32 else "bf16",
+                                        rows, N), "log_softmax" if logsm else "softmax", f_sm))
+
     def f_rsqrt():
         x = torch.rand(4096, 64, device=dev) * torch.exp(4 * torch.randn(4096, 1, device=dev)) + 1e-6
         return [x], (lambda: torch.rsqrt(x)), ""

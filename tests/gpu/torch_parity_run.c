@@ -201,6 +201,11 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         red.sub = !strcmp(o, "mean_last") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
         red.dim = in[0]->ndim - 1;
         if (!rc) rc = run1(r, &red, sq, NULL, NULL, out);
+    } else if ((!strcmp(o, "softmax") || !strcmp(o, "log_softmax")) && hc->n_in == 1) {
+        drift_op op = mkop(DRIFT_OP_SOFTMAX, DRIFT_F32, hc->out_dt, 1);
+        op.sub = !strcmp(o, "log_softmax");
+        op.dim = in[0]->ndim - 1;
+        rc = run1(r, &op, in[0], NULL, NULL, out);
     } else if (!strcmp(o, "rsqrt") && hc->n_in == 1) {
         drift_op op = mkop(DRIFT_OP_UNARY, DRIFT_F32, hc->out_dt, 1);
         op.sub = DRIFT_UNARY_RSQRT;

@@ -11,6 +11,7 @@
  *   elementwise_torch.cu  GELU_TANH, SILU with torch's expressions
  *   sdpa_cudnn.c       ATTENTION through cuDNN's fused flash SDPA (backend API)
  *   flash_torch.cu     ATTENTION as torch's FlashAttention-2 (head dims no multiple of 8)
+ *   softmax_torch.cu   SOFTMAX as torch's persistent warp softmax
  *   torch_profile.c    state, dispatch, library identity
  *
  * Its test knobs are the backend spec's torch options (cuda_backend.h), fixed
@@ -93,6 +94,13 @@ typedef struct dct_sdpa_args {
  * are errors of the run itself. */
 int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_size, drift_err *err);
 void dct_sdpa_cache_destroy(dcu_ctx *ctx);
+
+/* ---- softmax_torch.cu ------------------------------------------------ */
+/* 1 if torch takes its persistent warp softmax for a last-dim row of N elements of dtype tx. */
+int dct_softmax_supported(int64_t N, drift_dtype tx);
+/* y = softmax (log_sm: log_softmax) of each row of x [rows, N] in softmax_warp_forward's order. */
+cudaError_t dct_launch_softmax(const dcu_ctx *ctx, const void *x, drift_dtype tx, void *y, drift_dtype ty, int64_t rows,
+                               int64_t N, int log_sm);
 
 /* ---- flash_torch.cu -------------------------------------------------- */
 /* 1 if torch's FlashAttention-2 forward is emulated for a (no mask, bf16/fp16, head dim <= 64);
