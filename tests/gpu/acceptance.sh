@@ -32,7 +32,7 @@ say "build: $(tail -1 "$L/build/summary.txt" 2>/dev/null)"
 [ -x "$BUILD/drift" ] || { say "FAIL: drift did not build"; tar czf "$OUT/acceptance_logs.tgz" -C /tmp acceptance_logs; exit 1; }
 
 (timeout -s KILL $(( $(left) - 30 )) bash -c "
-  STAGES=test TESTS=gpu_test_parity BUILD='$BUILD' OUT='$L/parity' bash '$S/tests/gpu/run.sh' > '$L/gpu_test_parity.out' 2>&1
+  TORCH_LIBS=1 STAGES=test TESTS=gpu_test_parity BUILD='$BUILD' OUT='$L/parity' bash '$S/tests/gpu/run.sh' > '$L/gpu_test_parity.out' 2>&1
   BUILD='$BUILD' OUT='$L/aten_parity' bash '$S/tests/gpu/aten_parity.sh' > '$L/aten_parity.out' 2>&1
 ") &
 P1=$!
