@@ -318,6 +318,16 @@ def torch_gen(outdir):
             return [q, k, v], (lambda: F.scaled_dot_product_attention(q, k, v)), ""
         CASES.append(("sdpa_flash_D%d_Lq%d_Lk%d_B%dH%d" % (D, Lq, Lk, B, H), "sdpa", f_flash))
 
+    # is_causal with as many queries as keys at a head dim that is no multiple of 8: flash with its
+    # causal mask (Cosmos3-Omni: head dim 6, GQA); the importer marks it with flash's order
+    for D, L, B, H in ((6, 64, 2, 2), (12, 300, 2, 2), (6, 2, 1, 2)):
+        def f_fc(D=D, L=L, B=B, H=H):
+            q, k, v = rb(B, H, L, D), rb(B, H, L, D), rb(B, H, L, D)
+            bias = torch.zeros(L, L, device=dev).masked_fill(
+                ~torch.ones(L, L, dtype=torch.bool, device=dev).tril(), float("-inf")).view(1, 1, L, L)
+            return [q, k, v, bias], (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), "order=1"
+        CASES.append(("sdpa_flash_causal_D%d_L%d_B%dH%d" % (D, L, B, H), "sdpa", f_fc))
+
     # the zoo's masked attention as the models hand it to torch: q, k, v [B, L, H, D] transposed
     # (drift's layout 1), the mask's own shape and dtype (Ernie, plain_mmdit, LTX-2, Lumina-Next,
     # MiniMax-Music's causal); torch's KERNELS line says which backend ran

@@ -9,7 +9,7 @@
  * "RUN <case> error: ..." and its output file is not written.
  *
  * Manifest (one directive per line, '#' comments):
- *   case NAME OP [eps=X] [patch=PF,PH,PW] [layout=1]
+ *   case NAME OP [eps=X] [patch=PF,PH,PW] [layout=1] [order=1]
  *   in DTYPE NDIM D0 .. FILE        (raw little-endian bits, FILE relative to DIR)
  *   out DTYPE NDIM D0 ..
  *   end
@@ -44,6 +44,7 @@ typedef struct hcase {
     float eps;
     int patch[3];
     int layout; /* sdpa: 1 = q, k, v, out given [B, L, H, D] (ATTENTION's layout 1) */
+    int order;  /* sdpa: ATTENTION's op->sub (1: flash's key order, with a bias: square is_causal) */
     int n_in;
     drift_dtype in_dt[MAX_IN];
     int in_nd[MAX_IN];
@@ -230,6 +231,7 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
     } else if (!strcmp(o, "sdpa") && (hc->n_in == 3 || hc->n_in == 4)) {
         drift_op op = mkop(DRIFT_OP_ATTENTION, hc->in_dt[0], hc->out_dt, hc->n_in);
         op.layout = hc->layout;
+        op.sub = hc->order;
         const drift_tensor *ins[4] = {in[0], in[1], in[2], in[3]};
         rc = drift_backend_run(r->be, &op, ins, out, r->err);
     } else if (!strcmp(o, "conv_patch") && hc->n_in == 3 && in[0]->ndim == 5) {
@@ -381,6 +383,8 @@ int main(int argc, char **argv) {
                     hc.eps = strtof(t + 4, NULL);
                 else if (!strcmp(t, "layout=1"))
                     hc.layout = 1;
+                else if (!strcmp(t, "order=1"))
+                    hc.order = 1;
                 else if (!strncmp(t, "patch=", 6) &&
                          sscanf(t + 6, "%d,%d,%d", &hc.patch[0], &hc.patch[1], &hc.patch[2]) == 3 &&
                          hc.patch[0] > 0 && hc.patch[1] > 0 && hc.patch[2] > 0)

@@ -107,7 +107,13 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast, int spl
     for (int n = 0; n < DP / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const int nblocks = (int)((a.Sk + kBlockN - 1) / kBlockN), per = (nblocks + splits - 1) / splits;
-    const int nb_min = (int)blockIdx.z * per, nb_max = min(nblocks, ((int)blockIdx.z + 1) * per);
+    const int nb_min = (int)blockIdx.z * per;
+    int nb_max = min(nblocks, ((int)blockIdx.z + 1) * per);
+    if (a.causal) { /* flash's n_block_max for its row block (kBlockM 128, split kernel 64) */
+        const int64_t bm = splits > 1 ? 64 : 128, mb = row0 / bm;
+        const int64_t lim = ((mb + 1) * bm + a.Sk - a.Sq + kBlockN - 1) / kBlockN;
+        if (lim < nb_max) nb_max = (int)lim;
+    }
     for (int nb = nb_max - 1; nb >= nb_min; nb--) {
         const int64_t key0 = (int64_t)nb * kBlockN;
         float s[kBlockN / 8][4];
@@ -124,8 +130,10 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast, int spl
                 mma16816<DT>(s[j], qa[kk], kf);
             }
 #pragma unroll
-            for (int e = 0; e < 4; e++) /* keys past Sk: -inf (flash's apply_mask) */
-                if (key0 + 8 * j + 2 * t + (e & 1) >= a.Sk) s[j][e] = -INFINITY;
+            for (int e = 0; e < 4; e++) { /* keys past Sk, and for causal past row + Sk - Sq: -inf (apply_mask) */
+                const int64_t col = key0 + 8 * j + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
+                if (col >= a.Sk || (a.causal && col > row + a.Sk - a.Sq)) s[j][e] = -INFINITY;
+            }
         }
         const bool first = nb == nb_max - 1;
 #pragma unroll
@@ -137,7 +145,7 @@ __global__ void k_flash_fwd(dct_sdpa_args a, float scale_log2, int fast, int spl
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             if (!first) {
-                const float cur = mx; /* Check_inf is for causal / local only */
+                const float cur = a.causal && mx == -INFINITY ? 0.f : mx; /* Check_inf: causal only */
                 const float c = ex2((m[r] - cur) * scale_log2, fast);
                 l[r] *= c;
 #pragma unroll
@@ -316,7 +324,8 @@ cudaError_t launch(dcu_ctx *ctx, const dct_sdpa_args *a, float scale_log2, int f
 } // namespace
 
 extern "C" int dct_flash_supported(const dct_sdpa_args *a, char *why, size_t why_size) {
-    if (a->bias) return snprintf(why, why_size, "flash: a mask (torch's flash takes none)"), 0;
+    if (a->bias && !a->causal) return snprintf(why, why_size, "flash: a mask (torch's flash takes none)"), 0;
+    if (a->causal && a->Sq != a->Sk) return snprintf(why, why_size, "flash: is_causal with Sq != Sk"), 0;
     if (a->dtype != DRIFT_BF16 && a->dtype != DRIFT_F16) return snprintf(why, why_size, "flash: bf16/fp16 only"), 0;
     if (a->D < 1 || a->D > 64)
         return snprintf(why, why_size, "flash: head dims up to 64 emulated (this one %lld)", (long long)a->D), 0;

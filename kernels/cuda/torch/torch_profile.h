@@ -88,6 +88,8 @@ typedef struct dct_sdpa_args {
     float scale;
     const void *bias;     /* NULL, or ATTENTION's fp32 additive bias [Bb, Hb, Lqb, Sk], contiguous */
     int64_t bias_dims[3]; /* Bb, Hb, Lqb (each 1 or B, H, Sq) */
+    int causal;           /* flash only: the bias is SDPA's is_causal with Sq == Sk (the importer's
+                             flash order on a biased ATTENTION); flash masks it itself */
 } dct_sdpa_args;
 /* DRIFT_OK; DRIFT_E_UNSUPPORTED with the reason in why and nothing queued
  * (cuDNN absent or declining the graph: the caller falls back); other codes
