@@ -61,7 +61,9 @@ typedef enum drift_op_kind {
                               Hb in {1, H}, Lqb in {1, Lq}: broadcast over the dims of size
                               1) added after the scale, s = fl(q k^T * scale) + bias, before
                               the softmax (SDPA's attn_mask: a -inf bias is probability 0, a
-                              row of -inf biases gives NaN, as a plain softmax does) */
+                              row of -inf biases gives NaN, as a plain softmax does).
+                              op->sub: the order of a flash kernel's key tiles where a backend
+                              runs one (drift_attn_order; the cpu's 16-bit flash order) */
     DRIFT_OP_PERMUTE,      /* out[...] = in0 permuted by perm[0..ndim-1] (out dim i = in dim perm[i]) */
     DRIFT_OP_NARROW,       /* slice of in0 along dim: [start, start+length) */
     DRIFT_OP_CONCAT,       /* in0 ++ in1 along dim (same dtype) */
@@ -154,6 +156,13 @@ typedef struct drift_op {
 } drift_op;
 /* Also: REDUCE reduces the op->length (0 means 1) consecutive dims from op->dim as one
  * flattened dim (index order over them); GROUP_NORM's groups are op->length. */
+
+/* DRIFT_OP_ATTENTION's op->sub: which flash kernel's key-tile order. */
+typedef enum drift_attn_order {
+    DRIFT_ATTN_ORDER_FIRST_LAST = 0, /* tiles from k = 0 up (cuDNN's fused SDPA: torch's kernel on sm90) */
+    DRIFT_ATTN_ORDER_LAST_FIRST = 1  /* from the last tile down (FlashAttention-2: torch's kernel for a
+                                        head dim that is no multiple of 8, which cuDNN refuses) */
+} drift_attn_order;
 
 /* DRIFT_OP_UNARY variants. */
 typedef enum drift_unary_kind {

@@ -408,6 +408,7 @@ typedef struct flash_job {
     float *l;       /* [rows] row sums */
     float *alpha;   /* [rows, nt] per key tile: the factor the accumulator is rescaled by */
     int64_t Lk, N, nt;
+    int reverse;    /* tiles from the last (FlashAttention-2's order), else from the first (cuDNN's) */
     float scale;
     drift_dtype compute;
     const float *bias; /* NULL, or the additive bias of row 0 (rows bias_ld apart, 0: broadcast) */
@@ -420,7 +421,12 @@ typedef struct flash_job {
  * block output where one softmax over all keys differs in 2,297 of 16,384
  * elements). Per tile, m' = max(m, max_j s_j); alpha = exp(m - m'); l = l alpha + sum_j p_j
  * (p_j = exp(s_j - m'), unrounded); p_j rounded to compute relative to the
- * running maximum (m' = -inf counts as 0, as flash kernels do). */
+ * running maximum (m' = -inf counts as 0, as flash kernels do). op->sub
+ * DRIFT_ATTN_ORDER_LAST_FIRST takes the tiles from the last (the partial one)
+ * to the first, as FlashAttention-2's forward kernel does (torch runs it for a
+ * head dim that is no multiple of 8: cuDNN refuses those; Helios' 212-key
+ * attention, head dim 12, is then bitwise with the H200 where the first-to-last
+ * order differs in 871 of 5,088 elements). */
 static void flash_rows(void *p, int64_t r0, int64_t r1) {
     const flash_job *j = p;
     const int64_t Lk = j->Lk, N = j->N;
@@ -428,8 +434,8 @@ static void flash_rows(void *p, int64_t r0, int64_t r1) {
         float *s = j->s + r * Lk, *al = j->alpha + r * j->nt;
         const float *bi = j->bias ? j->bias + r * j->bias_ld : NULL;
         float m = -INFINITY, l = 0.0f;
-        for (int64_t t = 0; t * N < Lk; t++) {
-            const int64_t c0 = t * N, c1 = min64(Lk, c0 + N);
+        for (int64_t i = 0; i < j->nt; i++) {
+            const int64_t t = j->reverse ? j->nt - 1 - i : i, c0 = t * N, c1 = min64(Lk, c0 + N);
             float mt = m;
             for (int64_t c = c0; c < c1; c++) {
                 float v = s[c] * j->scale;
@@ -552,14 +558,15 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                 rc = nomem(err, op);
                 goto done;
             }
-            flash_job fj = {S, l, al, Lk, kt, ntl, scale, op->compute, NULL, bs[2]};
+            const int rev = op->sub == DRIFT_ATTN_ORDER_LAST_FIRST;
+            flash_job fj = {S, l, al, Lk, kt, ntl, rev, scale, op->compute, NULL, bs[2]};
             if (op->n_in > 3) fj.bias = (const float *)fd(in[3]) + (bh / H) * bs[0] + (bh % H) * bs[1] + r0 * bs[2];
             drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
             if (flash) {
                 /* O = O alpha_t + P_t V_t over the key tiles */
                 float *acc = oh + r0 * Dv;
-                for (int64_t t = 0; t < ntl; t++) {
-                    const int64_t c0 = t * kt, nc = min64(Lk, c0 + kt) - c0;
+                for (int64_t ti = 0; ti < ntl; ti++) {
+                    const int64_t t = rev ? ntl - 1 - ti : ti, c0 = t * kt, nc = min64(Lk, c0 + kt) - c0;
                     const drift_gemm pvt = {nr, Dv, nc, S + c0, Lk, 1, vh + c0 * Dv, Dv, 1, pv, Dv};
                     if (drift_cpu_gemm(nt, &pvt)) {
                         rc = nomem(err, op);
@@ -567,7 +574,7 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                     }
                     for (int64_t i = 0; i < nr; i++)
                         for (int64_t d = 0; d < Dv; d++)
-                            acc[i * Dv + d] = t == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
+                            acc[i * Dv + d] = ti == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
                 }
             } else {
                 /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */

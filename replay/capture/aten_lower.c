@@ -1761,6 +1761,10 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
         if ((rc = sdpa_math32(c, in, op.scale, in[3], &id))) return rc;
         return al_set_result(c, id);
     }
+    /* no mask, a head dim that is no multiple of 8: cuDNN refuses it and torch runs
+     * FlashAttention-2 (the head dim padded to 8, the output sliced: its recorded stride says
+     * so), whose forward takes the key tiles from the last to the first */
+    if (n == 3 && (qv.shape[3] % 8 || dv % 8)) op.sub = DRIFT_ATTN_ORDER_LAST_FIRST;
     if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return al_set_result(c, id);
 }
