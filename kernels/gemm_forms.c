@@ -9,6 +9,7 @@ typedef struct gemm_table {
     const char *gpu_name;
     int cc_major, cc_minor;
     int64_t cublaslt;
+    int sms; /* streaming multiprocessors: FlashAttention-2's split-KV heuristic counts them */
 } gemm_table;
 
 /* One row per shape whose form is not drift's default, with its evidence. */
@@ -21,7 +22,7 @@ typedef struct gemm_row {
 } gemm_row;
 
 static const gemm_table tables[] = {
-    {"h200-sm90-cublaslt-13.1.0", "NVIDIA H200", 9, 0, 130100},
+    {"h200-sm90-cublaslt-13.1.0", "NVIDIA H200", 9, 0, 130100, 132},
 };
 
 /* torch 2.11 addmm (cuBLASLt, bias epilogue) on the H200, found by replaying the recorded
@@ -37,6 +38,9 @@ static const gemm_row rows[] = {
     /* HunyuanVideoTransformer3DModel time_text_embed.timestep_embedder.linear_1: 40 of 40
        recorded elements with the bias after the rounding (5 differ with one rounding) */
     {0, DRIFT_BF16, DRIFT_BF16, 1, 20, 256, 1, {DRIFT_GEMM_FORM_BIAS_AFTER, 0}},
+    /* Cosmos3OmniTransformer time_embedder.linear_1: 24 of 24 recorded elements (2 steps) fed
+       the recorded input with the bias after the rounding, 6 differ with one rounding */
+    {0, DRIFT_BF16, DRIFT_BF16, 1, 12, 256, 1, {DRIFT_GEMM_FORM_BIAS_AFTER, 0}},
 };
 
 const char *drift_gemm_table_for(const char *producer, const drift_libraries *rec) {
@@ -57,6 +61,10 @@ int drift_gemm_table_find(const char *name) {
     return -1;
 }
 
+int drift_gemm_table_sms(int t) {
+    return t >= 0 && (size_t)t < sizeof tables / sizeof tables[0] ? tables[t].sms : 0;
+}
+
 drift_gemm_form drift_gemm_form_lookup(int t, drift_dtype compute, drift_dtype out, int64_t M, int64_t N, int64_t K,
                                        int bias) {
     const drift_gemm_form one = {DRIFT_GEMM_FORM_ONE, 0};
@@ -74,8 +82,8 @@ int drift_backend_spec_with_gemm_table(const char *spec, const char *table, char
     if (!out || sz == 0) return drift_err_set(err, DRIFT_E_INTERNAL, "backend", "spec_with_gemm_table: no output buffer");
     const char *s = spec ? spec : "cpu";
     const int is_cpu = !strncmp(s, "cpu", 3) && (s[3] == '\0' || s[3] == ':');
-    const int add = table && is_cpu && !strstr(s, "gemm_as=");
-    int n = add ? snprintf(out, sz, "%s:gemm_as=%s", s, table) : snprintf(out, sz, "%s", s);
+    const int add = table && is_cpu && !strstr(s, "gpu_as=");
+    int n = add ? snprintf(out, sz, "%s:gpu_as=%s", s, table) : snprintf(out, sz, "%s", s);
     if (n < 0 || (size_t)n >= sz)
         return drift_err_set(err, DRIFT_E_INPUT, "backend", "backend '%s': spec too long (at most %zu bytes)", s, sz - 1);
     return DRIFT_OK;

@@ -7,7 +7,7 @@
  * in the output dtype, or add the bias after rounding. The CUDA torch profile
  * reproduces them by calling the same heuristic; the cpu backend cannot, so
  * it follows a table of forms measured on the recording GPU, chosen by the
- * trace's recorded identity (the replay appends `gemm_as=TABLE` to a cpu
+ * trace's recorded identity (the replay appends `gpu_as=TABLE` to a cpu
  * backend's spec). A shape not in the table keeps drift's default form. */
 #ifndef DRIFT_KERNELS_GEMM_FORMS_H
 #define DRIFT_KERNELS_GEMM_FORMS_H
@@ -39,13 +39,17 @@ const char *drift_gemm_table_for(const char *producer, const drift_libraries *re
 /* Index of the table named name, or -1 ("none" and unknown names: -1). */
 int drift_gemm_table_find(const char *name);
 
+/* The streaming multiprocessor count of table t's GPU (FlashAttention-2's
+ * split-KV heuristic, kernels/cpu/cpu_ops.c), 0 for none (t = -1). */
+int drift_gemm_table_sms(int t);
+
 /* The form of LINEAR y[M, N] = x[M, K] W[N, K]^T (+ bias) with compute and
  * out dtypes in table t (-1: no table): DRIFT_GEMM_FORM_ONE unless listed. */
 drift_gemm_form drift_gemm_form_lookup(int t, drift_dtype compute, drift_dtype out, int64_t M, int64_t N, int64_t K,
                                        int bias);
 
-/* spec with ":gemm_as=table" appended when spec is a cpu backend ("cpu",
- * "cpu:...") naming no gemm_as= itself and table is non-NULL; any other spec
+/* spec with ":gpu_as=table" appended when spec is a cpu backend ("cpu",
+ * "cpu:...") naming no gpu_as= itself and table is non-NULL; any other spec
  * copied unchanged. Into out (sz bytes); DRIFT_E_INPUT when it does not fit. */
 int drift_backend_spec_with_gemm_table(const char *spec, const char *table, char *out, size_t sz, drift_err *err);
 

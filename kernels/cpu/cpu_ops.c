@@ -2,11 +2,11 @@
  *
  * Storage: float, every value exactly representable in the tensor's dtype.
  * Each op computes in fp32 in the order written below (no FMA outside the
- * GEMM: the build is ISO C, where GCC does not contract, and no fma() is
- * called) and rounds once to op->out with drift_round_to /
- * drift_dtype_round_n. GEMMs go to drift's own fp32 GEMM (cpu_gemm.h): bf16
- * and fp16 operands are exact in fp32 and so are their products, so its fp32
- * accumulation is the "fp32 accumulate" of the contract, in one documented
+ * GEMM and FlashAttention-2's attention, cpu_attn_fa2.c: the build is ISO
+ * C, where GCC does not contract, and no fma() is called here) and rounds
+ * once to op->out with drift_round_to / drift_dtype_round_n. GEMMs go to
+ * drift's own fp32 GEMM (cpu_gemm.h): bf16 and fp16 operands are exact in
+ * fp32 and so are their products, so its fp32 accumulation is the "fp32 accumulate" of the contract, in one documented
  * order per output element that depends on K alone (fmaf chains over K
  * blocks of 256, block sums added in order): not on M, the batch, the
  * thread count or the processor.
@@ -232,7 +232,7 @@ static int gemm_part(int nt, const float *xa, const float *wa, int64_t M, int64_
 }
 
 /* The GEMM form (kernels/gemm_forms.h): drift's one rounding, unless the
- * backend follows a recording GPU's table (gemm_as=) that lists the shape. */
+ * backend follows a recording GPU's table (gpu_as=) that lists the shape. */
 static int run_linear(int nt, int gemm_table, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                       drift_err *err) {
     const drift_tensor *x = in[0], *w = in[1], *bias = op->n_in > 2 ? in[2] : NULL;
@@ -408,7 +408,6 @@ typedef struct flash_job {
     float *l;       /* [rows] row sums */
     float *alpha;   /* [rows, nt] per key tile: the factor the accumulator is rescaled by */
     int64_t Lk, N, nt;
-    int reverse;    /* tiles from the last (FlashAttention-2's order), else from the first (cuDNN's) */
     float scale;
     drift_dtype compute;
     const float *bias; /* NULL, or the additive bias of row 0 (rows bias_ld apart, 0: broadcast) */
@@ -422,11 +421,8 @@ typedef struct flash_job {
  * elements). Per tile, m' = max(m, max_j s_j); alpha = exp(m - m'); l = l alpha + sum_j p_j
  * (p_j = exp(s_j - m'), unrounded); p_j rounded to compute relative to the
  * running maximum (m' = -inf counts as 0, as flash kernels do). op->sub
- * DRIFT_ATTN_ORDER_LAST_FIRST takes the tiles from the last (the partial one)
- * to the first, as FlashAttention-2's forward kernel does (torch runs it for a
- * head dim that is no multiple of 8: cuDNN refuses those; Helios' 212-key
- * attention, head dim 12, is then bitwise with the H200 where the first-to-last
- * order differs in 871 of 5,088 elements). */
+ * DRIFT_ATTN_ORDER_LAST_FIRST with a 16-bit compute is FlashAttention-2's
+ * kernel instead (cpu_attn_fa2.c). */
 static void flash_rows(void *p, int64_t r0, int64_t r1) {
     const flash_job *j = p;
     const int64_t Lk = j->Lk, N = j->N;
@@ -434,8 +430,8 @@ static void flash_rows(void *p, int64_t r0, int64_t r1) {
         float *s = j->s + r * Lk, *al = j->alpha + r * j->nt;
         const float *bi = j->bias ? j->bias + r * j->bias_ld : NULL;
         float m = -INFINITY, l = 0.0f;
-        for (int64_t i = 0; i < j->nt; i++) {
-            const int64_t t = j->reverse ? j->nt - 1 - i : i, c0 = t * N, c1 = min64(Lk, c0 + N);
+        for (int64_t t = 0; t * N < Lk; t++) {
+            const int64_t c0 = t * N, c1 = min64(Lk, c0 + N);
             float mt = m;
             for (int64_t c = c0; c < c1; c++) {
                 float v = s[c] * j->scale;
@@ -558,15 +554,14 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                 rc = nomem(err, op);
                 goto done;
             }
-            const int rev = op->sub == DRIFT_ATTN_ORDER_LAST_FIRST;
-            flash_job fj = {S, l, al, Lk, kt, ntl, rev, scale, op->compute, NULL, bs[2]};
+            flash_job fj = {S, l, al, Lk, kt, ntl, scale, op->compute, NULL, bs[2]};
             if (op->n_in > 3) fj.bias = (const float *)fd(in[3]) + (bh / H) * bs[0] + (bh % H) * bs[1] + r0 * bs[2];
             drift_host_parallel_for(nt, nr, row_grain(Lk * 8), flash_rows, &fj);
             if (flash) {
                 /* O = O alpha_t + P_t V_t over the key tiles */
                 float *acc = oh + r0 * Dv;
-                for (int64_t ti = 0; ti < ntl; ti++) {
-                    const int64_t t = rev ? ntl - 1 - ti : ti, c0 = t * kt, nc = min64(Lk, c0 + kt) - c0;
+                for (int64_t t = 0; t < ntl; t++) {
+                    const int64_t c0 = t * kt, nc = min64(Lk, c0 + kt) - c0;
                     const drift_gemm pvt = {nr, Dv, nc, S + c0, Lk, 1, vh + c0 * Dv, Dv, 1, pv, Dv};
                     if (drift_cpu_gemm(nt, &pvt)) {
                         rc = nomem(err, op);
@@ -574,7 +569,7 @@ static int run_attention(int nt, int64_t tile, const drift_op *op, const drift_t
                     }
                     for (int64_t i = 0; i < nr; i++)
                         for (int64_t d = 0; d < Dv; d++)
-                            acc[i * Dv + d] = ti == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
+                            acc[i * Dv + d] = t == 0 ? pv[i * Dv + d] : acc[i * Dv + d] * al[i * ntl + t] + pv[i * Dv + d];
                 }
             } else {
                 /* O[nr, Dv] = P[nr, Lk] V[Lk, Dv] */
@@ -841,7 +836,10 @@ int drift_cpu_run_op(int nt, int attn_tile, int gemm_table, const drift_op *op, 
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: return run_norm(nt, op, in, out);
     case DRIFT_OP_ROPE: return run_rope(nt, op, in, out);
-    case DRIFT_OP_ATTENTION: return run_attention(nt, attn_tile, op, in, out, err);
+    case DRIFT_OP_ATTENTION:
+        if (op->sub == DRIFT_ATTN_ORDER_LAST_FIRST && op->compute != DRIFT_F32 && attn_tile > 0)
+            return drift_cpu_attention_fa2(nt, drift_gemm_table_sms(gemm_table), op, in, out, err);
+        return run_attention(nt, attn_tile, op, in, out, err);
     case DRIFT_OP_PERMUTE: return run_permute(nt, op, in[0], out);
     case DRIFT_OP_NARROW: return run_narrow(op, in[0], out);
     case DRIFT_OP_CONCAT: return run_concat(op, in[0], in[1], out);

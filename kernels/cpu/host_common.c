@@ -61,7 +61,7 @@ void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_
 typedef struct host_ctx {
     int nthreads;
     int attn_tile;
-    int gemm_table; /* cpu: gemm_as= (kernels/gemm_forms.h), -1 none */
+    int gemm_table; /* cpu: gpu_as= (kernels/gemm_forms.h), -1 none */
 } host_ctx;
 
 int drift_host_backend_threads(const drift_backend *be) { return ((const host_ctx *)be->ctx)->nthreads; }
@@ -82,17 +82,17 @@ static void host_destroy(drift_backend *be) {
 
 int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, int cpu_options,
                            drift_backend **out, drift_err *err) {
-    static const char *const keys[] = {"threads", NULL}, *const cpu_keys[] = {"threads", "attn_tile", "gemm_as", NULL};
+    static const char *const keys[] = {"threads", NULL}, *const cpu_keys[] = {"threads", "attn_tile", "gpu_as", NULL};
     int nthreads = 1;
     long tile = DRIFT_CPU_ATTN_TILE;
     int rc = drift_backend_opts_check(o, cpu_options ? cpu_keys : keys, err);
     if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
     if (!rc && cpu_options) rc = drift_backend_opt_int(o, "attn_tile", 0, 1 << 20, &tile, err);
-    const char *gas = cpu_options ? drift_backend_opt_str(o, "gemm_as") : NULL;
+    const char *gas = cpu_options ? drift_backend_opt_str(o, "gpu_as") : NULL;
     const int gemm_table = drift_gemm_table_find(gas);
     if (!rc && gas && gemm_table < 0 && strcmp(gas, "none"))
         rc = drift_err_set(err, DRIFT_E_INPUT, "backend",
-                           "backend '%s': option gemm_as=%s: expected none or a GPU drift has GEMM forms for "
+                           "backend '%s': option gpu_as=%s: expected none or a GPU drift has GEMM forms for "
                            "(kernels/gemm_forms.c; docs/gemm-forms.md)", o->spec, gas);
     if (rc) return rc;
     drift_backend *be = drift_calloc(1, sizeof *be);

@@ -1754,17 +1754,18 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     if (causal && (rc = sdpa_causal_bias(c, want[2], want[3], &in[n++]))) return rc;
     if (!causal && !al_is_none(mask) && (rc = sdpa_mask_bias(c, mask, want, &in[n++]))) return rc;
     const int64_t dv = drift_graph_value(c->out, in[2])->shape[3];
-    /* a mask (or is_causal) with a head dim that is no multiple of 8: no fused kernel takes it
-     * (cuDNN and memory-efficient attention need 16-byte rows of 16-bit values; flash takes no
-     * mask): torch's math backend (HunyuanVideo's token refiner, head dim 10; Mochi, head dim 2) */
-    if (n == 4 && (qv.shape[3] % 8 || dv % 8)) {
+    /* a head dim that is no multiple of 8: cuDNN and memory-efficient attention need 16-byte
+     * rows of 16-bit values. Flash pads the head dim to 8 (the recorded output's stride says
+     * so) and takes no mask but is_causal with as many queries as keys: then torch runs
+     * FlashAttention-2 (Helios, Motif, WanAnimate, LTX-2's audio heads, Sana; Cosmos3-Omni's
+     * causal GQA); with a mask, torch's math backend (HunyuanVideo's token refiner, head dim
+     * 10; Mochi, head dim 2) */
+    const int odd = qv.shape[3] % 8 || dv % 8, flash = !(n == 4 && !causal) && (!causal || want[2] == want[3]);
+    if (odd && !flash) {
         if ((rc = sdpa_math32(c, in, op.scale, in[3], &id))) return rc;
         return al_set_result(c, id);
     }
-    /* no mask, a head dim that is no multiple of 8: cuDNN refuses it and torch runs
-     * FlashAttention-2 (the head dim padded to 8, the output sliced: its recorded stride says
-     * so), whose forward takes the key tiles from the last to the first */
-    if (n == 3 && (qv.shape[3] % 8 || dv % 8)) op.sub = DRIFT_ATTN_ORDER_LAST_FIRST;
+    if (odd) op.sub = DRIFT_ATTN_ORDER_LAST_FIRST;
     if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return al_set_result(c, id);
 }

@@ -121,7 +121,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     const drift_trace_meta *meta = drift_trace_reader_meta(main_src.r);
     rep->cmp.guidance_scale = meta->guidance_scale;
     if ((rc = drift_trace_read_libraries(main_src.r, &rep->libs_rec, &rep->has_libs_rec, err))) goto done;
-    s->gemm_as = drift_gemm_table_for(meta->producer, rep->has_libs_rec ? &rep->libs_rec : NULL);
+    s->gpu_as = drift_gemm_table_for(meta->producer, rep->has_libs_rec ? &rep->libs_rec : NULL);
     if ((rc = drift_capture_model_for_trace(main_src.r, meta->family, &s->m, err))) {
         if (!drift_capture_is_spec(meta->family)) drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
@@ -320,7 +320,7 @@ int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, 
     if (!rc) rc = drift_forward_prepare(s->m, o->plan, o->side, s->handed, &w->f, err);
     char spec0[512], spec[600];
     if (!rc) rc = drift_backend_spec_with_kernels(backend, o->kernels, spec0, sizeof spec0, err);
-    if (!rc) rc = drift_backend_spec_with_gemm_table(spec0, s->gemm_as, spec, sizeof spec, err);
+    if (!rc) rc = drift_backend_spec_with_gemm_table(spec0, s->gpu_as, spec, sizeof spec, err);
     if (!rc) rc = drift_backend_create(spec, &w->be, err);
     if (!rc && use_cache) rc = drift_exec_cache_create(w->be, &w->cache, err);
     if (!rc && o->ref == DRIFT_REF_ORACLE) {

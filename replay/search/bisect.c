@@ -356,7 +356,7 @@ typedef struct session {
     drift_hostset **inputs;      /* per step */
     float **ref;                 /* per step: reference output */
     int64_t out_numel;
-    const char *gemm_as;         /* the cpu's GEMM-form table for the recording GPU (kernels/gemm_forms.h), or NULL */
+    const char *gpu_as;         /* the cpu's GEMM-form table for the recording GPU (kernels/gemm_forms.h), or NULL */
     drift_backend *be[MAX_SLOTS];
     drift_exec_cache *cache[MAX_SLOTS]; /* per slot, across probes: what a probe's graph computes like
                                            the last one (every parameter it casts the same way) stays */
@@ -457,7 +457,7 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
     drift_libraries libs;
     int has_libs = 0;
     if ((rc = drift_trace_read_libraries(r, &libs, &has_libs, err))) goto done;
-    s->gemm_as = drift_gemm_table_for(meta->producer, has_libs ? &libs : NULL);
+    s->gpu_as = drift_gemm_table_for(meta->producer, has_libs ? &libs : NULL);
     if ((rc = drift_capture_model_for_trace(r, meta->family, &s->m, err))) goto done;
     if ((rc = drift_model_load_trace(s->m, r, err))) goto done;
     const drift_hostset *tmp;
@@ -859,7 +859,7 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
         const char *name = devs ? devs[i % n_dev] : (o->backend ? o->backend : "cpu");
         char spec0[512], spec[600];
         if ((rc = drift_backend_spec_with_kernels(name, o->kernels, spec0, sizeof spec0, err)) ||
-            (rc = drift_backend_spec_with_gemm_table(spec0, s.gemm_as, spec, sizeof spec, err)) ||
+            (rc = drift_backend_spec_with_gemm_table(spec0, s.gpu_as, spec, sizeof spec, err)) ||
             (rc = drift_backend_create(spec, &s.be[i], err))) {
             drift_err_prefix(err, "probe slot %d", i);
             goto done;

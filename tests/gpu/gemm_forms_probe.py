@@ -29,7 +29,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # kernels/gemm_forms.c's rows for the H200 + cuBLASLt 13.1.0: (M, N, K, bias) -> (form, chunk)
-TABLE = {(2048, 4, 32, True): ("splitk", 16), (2, 64, 1556, True): ("splitk", 784), (1, 20, 256, True): ("bias_after", 0)}
+TABLE = {(2048, 4, 32, True): ("splitk", 16), (2, 64, 1556, True): ("splitk", 784), (1, 20, 256, True): ("bias_after", 0),
+         (1, 12, 256, True): ("bias_after", 0)}
 
 
 def bf16(x):

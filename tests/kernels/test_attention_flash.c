@@ -8,11 +8,7 @@
  * orders itself and compares bit for bit. Also: the two orders differ
  * (the comparison can fail), a tile larger than Lk is the one-softmax
  * order, fp32 compute ignores the tile, a first tile of -inf scores gives
- * no NaN, and bad attn_tile values are refused (the ref backend has none).
- * ATTENTION's order DRIFT_ATTN_ORDER_LAST_FIRST (FlashAttention-2's, torch's
- * kernel for head dims that are no multiple of 8) takes the tiles from the
- * last, partial one down to the first: bitwise its own expected order, and
- * not the first-to-last one on these operands. */
+ * no NaN, and bad attn_tile values are refused (the ref backend has none). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,7 +47,7 @@ static void fill(int neg_inf_first_tile) {
 }
 
 /* The expected output of one head row in either order (tile 0: one softmax). */
-static void expect_row(const float *q, const float *k, const float *v, int tile, int last_first, float *o) {
+static void expect_row(const float *q, const float *k, const float *v, int tile, float *o) {
     float s[LK];
     for (int j = 0; j < LK; j++) {
         float a = 0.0f;
@@ -60,9 +56,8 @@ static void expect_row(const float *q, const float *k, const float *v, int tile,
     }
     const int N = tile > 0 && tile < LK ? tile : LK;
     float m = -INFINITY, l = 0.0f, acc[D] = {0};
-    const int ntl = (LK + N - 1) / N;
-    for (int i = 0; i < ntl; i++) {
-        const int c0 = (last_first ? ntl - 1 - i : i) * N, c1 = c0 + N < LK ? c0 + N : LK;
+    for (int c0 = 0; c0 < LK; c0 += N) {
+        const int c1 = c0 + N < LK ? c0 + N : LK;
         float mt = m;
         for (int j = c0; j < c1; j++)
             if (s[j] > mt) mt = s[j];
@@ -76,7 +71,7 @@ static void expect_row(const float *q, const float *k, const float *v, int tile,
             for (int d = 0; d < D; d++) pv[d] += p * v[j * D + d]; /* exact: bf16 times small integers */
         }
         l = l * al + sum;
-        for (int d = 0; d < D; d++) acc[d] = i == 0 ? pv[d] : acc[d] * al + pv[d];
+        for (int d = 0; d < D; d++) acc[d] = c0 == 0 ? pv[d] : acc[d] * al + pv[d];
         m = mt;
     }
     for (int d = 0; d < D; d++) o[d] = acc[d] / l;
@@ -96,7 +91,7 @@ static drift_tensor mk(const drift_backend *be, drift_dtype dt, int64_t L, const
 }
 
 /* Runs ATTENTION (bf16 operands, compute c, fp32 out) on backend spec; out[H*LQ*D]. */
-static void run_order(const char *spec, drift_dtype c, int order, float *out) {
+static void run(const char *spec, drift_dtype c, float *out) {
     drift_backend *be = NULL;
     drift_err err;
     drift_err_clear(&err);
@@ -110,7 +105,6 @@ static void run_order(const char *spec, drift_dtype c, int order, float *out) {
     op.out = DRIFT_F32;
     op.n_in = 3;
     op.scale = SCALE;
-    op.sub = order;
     const drift_tensor *in[3] = {&q, &k, &v};
     if (drift_backend_run(be, &op, in, &o, &err)) fail_msg("%s: %s", spec, err.msg);
     assert_int_equal(drift_backend_download_f32(be, &o, out, &err), DRIFT_OK);
@@ -119,15 +113,11 @@ static void run_order(const char *spec, drift_dtype c, int order, float *out) {
     drift_backend_free(be);
 }
 
-static void run(const char *spec, drift_dtype c, float *out) { run_order(spec, c, DRIFT_ATTN_ORDER_FIRST_LAST, out); }
-
-static void expect_order(int tile, int last_first, float *e) {
+static void expect_all(int tile, float *e) {
     for (int h = 0; h < H; h++)
         for (int i = 0; i < LQ; i++)
-            expect_row(Q + (h * LQ + i) * D, K + h * LK * D, V + h * LK * D, tile, last_first, e + (h * LQ + i) * D);
+            expect_row(Q + (h * LQ + i) * D, K + h * LK * D, V + h * LK * D, tile, e + (h * LQ + i) * D);
 }
-
-static void expect_all(int tile, float *e) { expect_order(tile, 0, e); }
 
 static int ndiff(const float *a, const float *b) {
     int n = 0;
@@ -159,22 +149,6 @@ static void test_orders(void **st) {
     assert_int_equal(ndiff(f0, f128), 0);
 }
 
-/* FlashAttention-2's order: the last tile (keys 256..299) first, then 128..255, then 0..127. */
-static void test_last_first(void **st) {
-    (void)st;
-    fill(0);
-    static float got[H * LQ * D], e[H * LQ * D], e128[H * LQ * D];
-    expect_order(128, 1, e);
-    expect_all(128, e128);
-    assert_true(ndiff(e, e128) > 0); /* the two tile orders really differ on these operands */
-    run_order("cpu", DRIFT_BF16, DRIFT_ATTN_ORDER_LAST_FIRST, got);
-    assert_int_equal(ndiff(got, e), 0);
-    static float f0[H * LQ * D], f1[H * LQ * D];
-    run_order("cpu", DRIFT_F32, DRIFT_ATTN_ORDER_LAST_FIRST, f1); /* fp32 compute: one softmax, no tiles */
-    run("cpu:attn_tile=0", DRIFT_F32, f0);
-    assert_int_equal(ndiff(f0, f1), 0);
-}
-
 static void test_neg_inf_first_tile(void **st) {
     (void)st;
     fill(1);
@@ -201,7 +175,6 @@ static void test_bad_options(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_orders),
-        cmocka_unit_test(test_last_first),
         cmocka_unit_test(test_neg_inf_first_tile),
         cmocka_unit_test(test_bad_options),
     };

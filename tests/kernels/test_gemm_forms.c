@@ -1,12 +1,12 @@
 /* GEMM forms (kernels/gemm_forms.h): the cpu backend follows a recording
- * GPU's table (cpu:gemm_as=TABLE) for the LINEAR shapes it lists and keeps
+ * GPU's table (cpu:gpu_as=TABLE) for the LINEAR shapes it lists and keeps
  * drift's one rounding elsewhere:
  *  - split-K reduced in place in bf16 (TransformerTemporal's proj_out on the
  *    H200: M 2048, N 4, K 32, chunks of 16): bitwise equal to a naive loop
  *    of that form, and not to the one-rounding form;
  *  - the bias after the rounding (HunyuanVideo's timestep linear_1: M 1,
  *    N 20, K 256): bitwise equal to LINEAR without bias then ADD;
- *  - another M, or no gemm_as, or gemm_as=none: the one-rounding form;
+ *  - another M, or no gpu_as, or gpu_as=none: the one-rounding form;
  *  - a bad table name is DRIFT_E_INPUT naming the option;
  *  - which recordings get a table, and the spec it appends. */
 #include <setjmp.h>
@@ -77,7 +77,7 @@ static void test_splitk_inplace(void **state) {
     uint64_t rng = 31;
     float *x = test_rand_vals(&rng, M * K, 2.0, DRIFT_BF16), *w = test_rand_vals(&rng, N * K, 1.0, DRIFT_BF16);
     float *b = test_rand_vals(&rng, N, 1.0, DRIFT_BF16);
-    float *got = linear("cpu:gemm_as=" H200, M, N, K, x, w, b), *one = linear("cpu", M, N, K, x, w, b);
+    float *got = linear("cpu:gpu_as=" H200, M, N, K, x, w, b), *one = linear("cpu", M, N, K, x, w, b);
     float *want = malloc((size_t)(M * N) * sizeof(float)), *want1 = malloc((size_t)(M * N) * sizeof(float));
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
@@ -89,9 +89,9 @@ static void test_splitk_inplace(void **state) {
     assert_int_equal(count_diff(one, want1, M * N), 0);
     assert_true(count_diff(want, want1, M * N) > 0); /* the two forms do differ on these values */
     /* another M is not in the table: one rounding */
-    float *half = linear("cpu:gemm_as=" H200, M / 2, N, K, x, w, b);
+    float *half = linear("cpu:gpu_as=" H200, M / 2, N, K, x, w, b);
     assert_int_equal(count_diff(half, want1, (M / 2) * N), 0);
-    float *none = linear("cpu:gemm_as=none", M, N, K, x, w, b);
+    float *none = linear("cpu:gpu_as=none", M, N, K, x, w, b);
     assert_int_equal(count_diff(none, want1, M * N), 0);
     free(x), free(w), free(b), free(got), free(one), free(want), free(want1), free(half), free(none);
 }
@@ -102,7 +102,7 @@ static void test_bias_after(void **state) {
     uint64_t rng = 7;
     float *x = test_rand_vals(&rng, M * K, 4.0, DRIFT_BF16), *w = test_rand_vals(&rng, N * K, 1.0, DRIFT_BF16);
     float *b = test_rand_vals(&rng, N, 8.0, DRIFT_BF16);
-    float *got = linear("cpu:gemm_as=" H200, M, N, K, x, w, b), *lin = linear("cpu", M, N, K, x, w, NULL);
+    float *got = linear("cpu:gpu_as=" H200, M, N, K, x, w, b), *lin = linear("cpu", M, N, K, x, w, NULL);
     float *one = linear("cpu", M, N, K, x, w, b);
     float *want = malloc((size_t)N * sizeof(float));
     for (int64_t n = 0; n < N; n++) want[n] = drift_round_to(lin[n] + b[n], DRIFT_BF16);
@@ -116,11 +116,11 @@ static void test_bad_table(void **state) {
     drift_backend *be = NULL;
     drift_err e;
     drift_err_clear(&e);
-    assert_int_equal(drift_backend_create("cpu:gemm_as=a100-cublaslt-12", &be, &e), DRIFT_E_INPUT);
+    assert_int_equal(drift_backend_create("cpu:gpu_as=a100-cublaslt-12", &be, &e), DRIFT_E_INPUT);
     assert_null(be);
-    assert_non_null(strstr(e.msg, "gemm_as=a100-cublaslt-12"));
-    /* ref takes no gemm_as */
-    assert_int_equal(drift_backend_create("ref:gemm_as=" H200, &be, &e), DRIFT_E_INPUT);
+    assert_non_null(strstr(e.msg, "gpu_as=a100-cublaslt-12"));
+    /* ref takes no gpu_as */
+    assert_int_equal(drift_backend_create("ref:gpu_as=" H200, &be, &e), DRIFT_E_INPUT);
 }
 
 static void test_table_for_recording(void **state) {
@@ -142,11 +142,11 @@ static void test_table_for_recording(void **state) {
     char s[128];
     drift_err e;
     assert_int_equal(drift_backend_spec_with_gemm_table("cpu", t, s, sizeof s, &e), DRIFT_OK);
-    assert_string_equal(s, "cpu:gemm_as=" H200);
+    assert_string_equal(s, "cpu:gpu_as=" H200);
     assert_int_equal(drift_backend_spec_with_gemm_table("cpu:threads=2", t, s, sizeof s, &e), DRIFT_OK);
-    assert_string_equal(s, "cpu:threads=2:gemm_as=" H200);
-    assert_int_equal(drift_backend_spec_with_gemm_table("cpu:gemm_as=none", t, s, sizeof s, &e), DRIFT_OK);
-    assert_string_equal(s, "cpu:gemm_as=none");
+    assert_string_equal(s, "cpu:threads=2:gpu_as=" H200);
+    assert_int_equal(drift_backend_spec_with_gemm_table("cpu:gpu_as=none", t, s, sizeof s, &e), DRIFT_OK);
+    assert_string_equal(s, "cpu:gpu_as=none");
     assert_int_equal(drift_backend_spec_with_gemm_table("cuda:0", t, s, sizeof s, &e), DRIFT_OK);
     assert_string_equal(s, "cuda:0");
     assert_int_equal(drift_backend_spec_with_gemm_table("cpu", NULL, s, sizeof s, &e), DRIFT_OK);

@@ -173,23 +173,31 @@ static void test_refusals(void **st) {
     }
 }
 
-/* Head dim 12: no mask -> ATTENTION in FlashAttention-2's order; is_causal or a mask -> the
- * math backend's explicit ops (no ATTENTION). */
+/* Head dim 12: no mask, or is_causal with as many queries as keys -> ATTENTION in
+ * FlashAttention-2's order (flash takes those); a mask, or is_causal over another number of
+ * keys -> the math backend's explicit ops (no ATTENTION). */
 static void test_head_dim_12(void **st) {
     (void)st;
     g_dim = 12;
-    const scase plain = {"no mask, head dim 12", 2, 4, 4, 6, 5, NULL, NULL, NULL, 0, 0, {0}};
-    const scase masked = {"bool key mask, head dim 12", 2, 4, 4, 6, 5, "[2, 1, 1, 5]", "bool", NULL, 0, 0, {2, 1, 1, 5}};
-    for (int m = 0; m < 2; m++) {
-        drift_graph *g = lower(m ? &masked : &plain);
+    static const struct {
+        scase c;
+        int flash;
+    } cases[] = {
+        {{"no mask, head dim 12", 2, 4, 4, 6, 5, NULL, NULL, NULL, 0, 0, {0}}, 1},
+        {{"is_causal square, head dim 12", 1, 2, 1, 5, 5, NULL, NULL, NULL, 1, 1, {1, 1, 5, 5}}, 1},
+        {{"is_causal 6 x 5, head dim 12", 2, 4, 4, 6, 5, NULL, NULL, NULL, 1, 0, {1, 1, 6, 5}}, 0},
+        {{"bool key mask, head dim 12", 2, 4, 4, 6, 5, "[2, 1, 1, 5]", "bool", NULL, 0, 0, {2, 1, 1, 5}}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        drift_graph *g = lower(&cases[i].c);
         int n_attn = 0, order = -1;
         for (int id = 0; id < drift_graph_count(g); id++) {
             const drift_value *v = drift_graph_value(g, id);
             if (v->kind == DRIFT_VAL_NODE && v->op.kind == DRIFT_OP_ATTENTION) n_attn++, order = v->op.sub;
         }
-        if (m == 0 && (n_attn != 1 || order != DRIFT_ATTN_ORDER_LAST_FIRST))
-            fail_msg("no mask, head dim 12: %d ATTENTION, order %d (want 1, FlashAttention-2's)", n_attn, order);
-        if (m == 1 && n_attn != 0) fail_msg("masked, head dim 12: an ATTENTION (want the math backend)");
+        if (cases[i].flash && (n_attn != 1 || order != DRIFT_ATTN_ORDER_LAST_FIRST))
+            fail_msg("%s: %d ATTENTION, order %d (want 1, FlashAttention-2's)", cases[i].c.name, n_attn, order);
+        if (!cases[i].flash && n_attn != 0) fail_msg("%s: an ATTENTION (want the math backend)", cases[i].c.name);
         drift_graph_free(g);
     }
     g_dim = 8;
