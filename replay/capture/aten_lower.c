@@ -1721,9 +1721,10 @@ static int sdpa_math32(lctx *c, const int *in_, double scale, int bias, int *out
     return al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, q_r, out);
 }
 
-/* scaled_dot_product_attention: one ATTENTION in every case (torch 2.11 runs cuDNN's fused
- * flash SDPA for all of them on an H200, tests/gpu/sdpa_backend_probe.py); attn_mask or
- * is_causal as its additive bias (in3), enable_gqa as the kv heads repeated. */
+/* scaled_dot_product_attention: one ATTENTION (torch 2.11 runs cuDNN's fused flash SDPA at
+ * head dims that are multiples of 8 on an H200, tests/gpu/sdpa_backend_probe.py, and
+ * FlashAttention-2 at the others: order 1); attn_mask or is_causal as its additive bias (in3),
+ * enable_gqa as the kv heads repeated; torch's math backend where no fused kernel applies. */
 int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
