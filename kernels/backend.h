@@ -253,12 +253,14 @@ typedef struct drift_metric_acc {
 
 /* Creates a backend from a spec: a kind, then options, ':'-separated:
  *   ref
- *   cpu[:threads=N][:attn_tile=T]   N worker threads (1..256; default: the
+ *   cpu[:threads=N][:attn_tile=T][:gpu_as=TABLE]  N worker threads (1..256; default: the
  *                                   process default, drift_backend_set_host_threads);
  *                                   attention with a 16-bit compute over more than T
  *                                   keys in a flash kernel's order, key tiles of T
  *                                   (default 128: torch's cuDNN SDPA on sm90), 0: one
- *                                   softmax over all keys
+ *                                   softmax over all keys; gpu_as=TABLE: the
+ *                                   recording GPU's GEMM forms and SM count
+ *                                   (kernels/gemm_forms.h), none: drift's own
  *   cuda[:N][:gemm=auto|unfused|naive][:attention=auto|unfused|fused|fused_mma|fused_wgmma]
  *       [:i64=0|1][:norm_smem=0|1][:attn_scratch=BYTES][:metrics_grid=N]
  *                                   device N (default 0) and the kernel variants

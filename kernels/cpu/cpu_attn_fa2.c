@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/alloc.h"
 #include "kernels/cpu/host_internal.h"
 
 typedef struct fa2_job {
@@ -150,7 +151,7 @@ static void fa2_row(const fa2_job *j, int64_t b, int64_t h, int64_t r, float *s,
 
 static void fa2_rows(void *p, int64_t r0, int64_t r1) {
     fa2_job *j = p;
-    float *s = malloc((size_t)(j->Lk + j->ns * j->Dv + j->ns + j->Dv) * sizeof(float));
+    float *s = drift_malloc((size_t)(j->Lk + j->ns * j->Dv + j->ns + j->Dv) * sizeof(float));
     if (!s) {
         j->nomem = 1;
         return;
@@ -159,7 +160,7 @@ static void fa2_rows(void *p, int64_t r0, int64_t r1) {
         const int64_t bh = r / j->Lq, l = r - bh * j->Lq;
         fa2_row(j, bh / j->H, bh % j->H, l, s, s + j->Lk, s + j->Lk + j->ns * j->Dv, s + j->Lk + j->ns * j->Dv + j->ns);
     }
-    free(s);
+    drift_free(s);
 }
 
 /* flash_api's num_splits_heuristic. */
