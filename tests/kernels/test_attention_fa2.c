@@ -7,7 +7,14 @@
  *    128 from the last, partial one down);
  *  - Helios' shape (212 queries and keys, head dim 12): one split with the table too;
  *  - the naive loop here is written from the header's description, not from
- *    the kernel's code. */
+ *    the kernel's code;
+ *  - recorded on the H200: LTX-2's transformer_blocks.0.video_to_audio_attn
+ *    (tests/data/attention/ltx2_video_to_audio.f32: per step q, k, v as SDPA got
+ *    them, to_out.0's weight and bias, and the recorded to_out.0 output; from
+ *    the rec5 trace by bench/zoo/emulate: the recorded to_q/to_k/to_v/norm_q/norm_k
+ *    through the rope): ATTENTION then LINEAR on the cpu with the H200's table
+ *    equal the recording bit for bit in both steps; without the table (no
+ *    split) 9 and 17 of the 144 elements differ. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,10 +163,78 @@ static void test_helios_one_split(void **st) {
     check(&sh, 1, 128);
 }
 
+/* Reads n floats at *off of the fixture. */
+static const float *take(const float *blob, size_t *off, size_t n) {
+    const float *p = blob + *off;
+    *off += n;
+    return p;
+}
+
+/* ATTENTION [2, 2, 9, 4] -> [2, 9, 8] -> LINEAR (8 -> 8, bias) on spec; differing elements. */
+static int64_t recorded_step(const char *spec, const float *q, const float *k, const float *v, const float *w,
+                             const float *bias, const float *want) {
+    const shape sh = {2, 2, 9, 512, 4};
+    float att[2 * 2 * 9 * 4], x[2 * 9 * 8];
+    run(spec, &sh, q, k, v, att);
+    for (int b = 0; b < 2; b++) /* [B, H, L, D] -> [B, L, H * D] */
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 9; l++)
+                for (int d = 0; d < 4; d++) x[(b * 9 + l) * 8 + h * 4 + d] = att[((b * 2 + h) * 9 + l) * 4 + d];
+    drift_backend *be = NULL;
+    drift_err e;
+    assert_int_equal(drift_backend_create(spec, &be, &e), DRIFT_OK);
+    drift_tensor tx, tw, tb, ty;
+    const int64_t xs[2] = {18, 8}, ws[2] = {8, 8}, bs[1] = {8};
+    drift_tensor *all[] = {&tx, &tw, &tb, &ty};
+    const int64_t *shp[] = {xs, ws, bs, xs};
+    const float *vals[] = {x, w, bias, NULL};
+    for (int i = 0; i < 4; i++) {
+        memset(all[i], 0, sizeof *all[i]);
+        all[i]->dtype = DRIFT_BF16, all[i]->ndim = i == 2 ? 1 : 2;
+        for (int d = 0; d < all[i]->ndim; d++) all[i]->shape[d] = shp[i][d];
+        assert_int_equal(drift_backend_alloc(be, all[i], &e), DRIFT_OK);
+        if (vals[i]) assert_int_equal(drift_backend_upload_f32(be, all[i], vals[i], &e), DRIFT_OK);
+    }
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = DRIFT_OP_LINEAR, op.compute = DRIFT_BF16, op.out = DRIFT_BF16, op.n_in = 3;
+    const drift_tensor *in[3] = {&tx, &tw, &tb};
+    assert_int_equal(drift_backend_run(be, &op, in, &ty, &e), DRIFT_OK);
+    float y[18 * 8];
+    assert_int_equal(drift_backend_download_f32(be, &ty, y, &e), DRIFT_OK);
+    for (int i = 0; i < 4; i++) drift_backend_release(be, all[i]);
+    drift_backend_free(be);
+    return ndiff(y, want, 18 * 8);
+}
+
+static void test_ltx2_recorded(void **st) {
+    (void)st;
+    const char *dir = getenv("DRIFT_TESTDATA");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/attention/ltx2_video_to_audio.f32", dir ? dir : "tests/data");
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    enum { PER_STEP = 144 + 8192 + 8192 + 64 + 8 + 144 };
+    static float blob[2 * PER_STEP];
+    assert_int_equal(fread(blob, sizeof(float), 2 * PER_STEP, f), 2 * PER_STEP);
+    fclose(f);
+    const int64_t want_unsplit[2] = {9, 17};
+    size_t off = 0;
+    for (int step = 0; step < 2; step++) {
+        const float *q = take(blob, &off, 144), *k = take(blob, &off, 8192), *v = take(blob, &off, 8192);
+        const float *w = take(blob, &off, 64), *b = take(blob, &off, 8), *want = take(blob, &off, 144);
+        const int64_t got = recorded_step(H200, q, k, v, w, b, want), plain = recorded_step("cpu", q, k, v, w, b, want);
+        if (got != 0) fail_msg("step %d: %lld of 144 differ from the H200 with its table", step, (long long)got);
+        if (plain != want_unsplit[step])
+            fail_msg("step %d: without the table %lld differ, want %lld", step, (long long)plain, (long long)want_unsplit[step]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ltx2_audio_split),
         cmocka_unit_test(test_helios_one_split),
+        cmocka_unit_test(test_ltx2_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
