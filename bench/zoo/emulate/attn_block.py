@@ -5,7 +5,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_emulate import *
 from fa2 import fa2, fa2_split, fa2_auto, bf16 as b16
 tr, mod, site = sys.argv[1], sys.argv[2], sys.argv[3]
-variants = [('auto', 'auto'), ('fa2', {}), ('forward tiles', {'reverse': False}), ('exp no fold', {'fold': False}), ('sequential row sum', {'quad': False})]
+variants = [('auto', 'auto'), ('onesoftmax', {'BN': 100000, 'reverse': False}), ('fa2', {}), ('forward tiles', {'reverse': False}), ('exp no fold', {'fold': False}), ('sequential row sum', {'quad': False})]
 for step in (0, 1):
     e = Emu(tr, step, {}); e.run()
     sds = [n for n in e.doc['nodes'] if n.get('module') == mod and 'scaled_dot' in str(n.get('target'))]
