@@ -61,7 +61,9 @@ typedef enum drift_op_kind {
                               Hb in {1, H}, Lqb in {1, Lq}: broadcast over the dims of size
                               1) added after the scale, s = fl(q k^T * scale) + bias, before
                               the softmax (SDPA's attn_mask: a -inf bias is probability 0, a
-                              row of -inf biases gives NaN, as a plain softmax does) */
+                              row of -inf biases gives NaN, as a plain softmax does).
+                              op->sub: the order of a flash kernel's key tiles where a backend
+                              runs one (drift_attn_order; the cpu's 16-bit flash order) */
     DRIFT_OP_PERMUTE,      /* out[...] = in0 permuted by perm[0..ndim-1] (out dim i = in dim perm[i]) */
     DRIFT_OP_NARROW,       /* slice of in0 along dim: [start, start+length) */
     DRIFT_OP_CONCAT,       /* in0 ++ in1 along dim (same dtype) */
@@ -155,6 +157,13 @@ typedef struct drift_op {
 /* Also: REDUCE reduces the op->length (0 means 1) consecutive dims from op->dim as one
  * flattened dim (index order over them); GROUP_NORM's groups are op->length. */
 
+/* DRIFT_OP_ATTENTION's op->sub: which flash kernel's key-tile order. */
+typedef enum drift_attn_order {
+    DRIFT_ATTN_ORDER_FIRST_LAST = 0, /* tiles from k = 0 up (cuDNN's fused SDPA: torch's kernel on sm90) */
+    DRIFT_ATTN_ORDER_LAST_FIRST = 1  /* from the last tile down (FlashAttention-2: torch's kernel for a
+                                        head dim that is no multiple of 8, which cuDNN refuses) */
+} drift_attn_order;
+
 /* DRIFT_OP_UNARY variants. */
 typedef enum drift_unary_kind {
     DRIFT_UNARY_NEG = 0, DRIFT_UNARY_EXP, DRIFT_UNARY_SIN, DRIFT_UNARY_COS, DRIFT_UNARY_RSQRT,
@@ -244,12 +253,14 @@ typedef struct drift_metric_acc {
 
 /* Creates a backend from a spec: a kind, then options, ':'-separated:
  *   ref
- *   cpu[:threads=N][:attn_tile=T]   N worker threads (1..256; default: the
+ *   cpu[:threads=N][:attn_tile=T][:gpu_as=TABLE]  N worker threads (1..256; default: the
  *                                   process default, drift_backend_set_host_threads);
  *                                   attention with a 16-bit compute over more than T
  *                                   keys in a flash kernel's order, key tiles of T
  *                                   (default 128: torch's cuDNN SDPA on sm90), 0: one
- *                                   softmax over all keys
+ *                                   softmax over all keys; gpu_as=TABLE: the
+ *                                   recording GPU's GEMM forms and SM count
+ *                                   (kernels/gemm_forms.h), none: drift's own
  *   cuda[:N][:gemm=auto|unfused|naive][:attention=auto|unfused|fused|fused_mma|fused_wgmma]
  *       [:i64=0|1][:norm_smem=0|1][:attn_scratch=BYTES][:metrics_grid=N]
  *                                   device N (default 0) and the kernel variants

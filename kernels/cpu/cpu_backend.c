@@ -106,7 +106,8 @@ static int cpu_download_f64(const drift_backend *be, const drift_tensor *t, doub
 static int cpu_run(const drift_backend *be, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                    drift_err *err) {
     if (drift_cpu_op_is_f64(op, in)) return drift_cpu_run_f64(cpu_threads(be), op, in, out, err);
-    return drift_cpu_run_op(cpu_threads(be), drift_host_backend_attn_tile(be), op, in, out, err);
+    return drift_cpu_run_op(cpu_threads(be), drift_host_backend_attn_tile(be), drift_host_backend_gemm_table(be), op,
+                            in, out, err);
 }
 
 /* The one host pass (kernels/metric_acc.c); single-threaded, so the order

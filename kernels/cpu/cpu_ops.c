@@ -2,11 +2,11 @@
  *
  * Storage: float, every value exactly representable in the tensor's dtype.
  * Each op computes in fp32 in the order written below (no FMA outside the
- * GEMM: the build is ISO C, where GCC does not contract, and no fma() is
- * called) and rounds once to op->out with drift_round_to /
- * drift_dtype_round_n. GEMMs go to drift's own fp32 GEMM (cpu_gemm.h): bf16
- * and fp16 operands are exact in fp32 and so are their products, so its fp32
- * accumulation is the "fp32 accumulate" of the contract, in one documented
+ * GEMM and FlashAttention-2's attention, cpu_attn_fa2.c: the build is ISO
+ * C, where GCC does not contract, and no fma() is called here) and rounds
+ * once to op->out with drift_round_to / drift_dtype_round_n. GEMMs go to
+ * drift's own fp32 GEMM (cpu_gemm.h): bf16 and fp16 operands are exact in
+ * fp32 and so are their products, so its fp32 accumulation is the "fp32 accumulate" of the contract, in one documented
  * order per output element that depends on K alone (fmaf chains over K
  * blocks of 256, block sums added in order): not on M, the batch, the
  * thread count or the processor.
@@ -27,6 +27,7 @@
 #include "kernels/aten_internal.h"
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/cpu/host_internal.h"
+#include "kernels/gemm_forms.h"
 
 #define BLK 1024                    /* elements computed before their rounding pass */
 #define GRAIN ((int64_t)1 << 15)    /* elements per thread below which we stay serial */
@@ -196,48 +197,88 @@ static const float *gemm_operand(const drift_tensor *t, drift_dtype compute, flo
 
 typedef struct epi_job {
     float *y;
-    const float *bias;
+    const float *bias; /* [N], or NULL */
+    const float *add;  /* [M, N], or NULL: added after bias */
     int64_t N;
     drift_dtype dt;
 } epi_job;
 
-/* y[m, :] = y[m, :] + bias (fp32), then one rounding to out. */
+/* y[m, :] = (y[m, :] + bias) + add[m, :] (fp32, each term that is given),
+ * then one rounding to out. */
 static void linear_epilogue(void *p, int64_t r0, int64_t r1) {
     const epi_job *j = p;
     for (int64_t r = r0; r < r1; r++) {
         float *y = j->y + r * j->N;
         if (j->bias)
             for (int64_t n = 0; n < j->N; n++) y[n] = y[n] + j->bias[n];
+        if (j->add) {
+            const float *a = j->add + r * j->N;
+            for (int64_t n = 0; n < j->N; n++) y[n] = y[n] + a[n];
+        }
         drift_dtype_round_n(y, (size_t)j->N, j->dt);
     }
 }
 
-static int run_linear(int nt, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, drift_err *err) {
+static void epilogue(int nt, float *y, const float *bias, const float *add, int64_t M, int64_t N, drift_dtype dt) {
+    epi_job j = {y, bias, add, N, dt};
+    drift_host_parallel_for(nt, M, row_grain(N), linear_epilogue, &j);
+}
+
+/* y = x W^T over k in [k0, k0 + kc) (drift's GEMM order within it). */
+static int gemm_part(int nt, const float *xa, const float *wa, int64_t M, int64_t N, int64_t K, int64_t k0, int64_t kc,
+                     float *y) {
+    const drift_gemm g = {M, N, kc, xa + k0, K, 1, wa + k0, 1, K, y, N};
+    return drift_cpu_gemm(nt, &g);
+}
+
+/* The GEMM form (kernels/gemm_forms.h): drift's one rounding, unless the
+ * backend follows a recording GPU's table (gpu_as=) that lists the shape. */
+static int run_linear(int nt, int gemm_table, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                      drift_err *err) {
     const drift_tensor *x = in[0], *w = in[1], *bias = op->n_in > 2 ? in[2] : NULL;
     int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = 1;
     for (int i = 0; i < x->ndim - 1; i++) M *= x->shape[i];
     if (M == 0 || N == 0) return DRIFT_OK;
     float *y = fd(out);
+    const float *b = bias ? fd(bias) : NULL;
+    drift_gemm_form form = drift_gemm_form_lookup(gemm_table, op->compute, op->out, M, N, K, bias != NULL);
+    if (form.kind == DRIFT_GEMM_FORM_SPLITK_INPLACE && (form.chunk <= 0 || form.chunk >= K)) form.kind = DRIFT_GEMM_FORM_ONE;
     if (K == 0) {
         memset(y, 0, (size_t)(M * N) * sizeof(float));
-    } else {
-        float *tx = NULL, *tw = NULL;
-        const float *xa = gemm_operand(x, op->compute, &tx);
-        const float *wa = xa ? gemm_operand(w, op->compute, &tw) : NULL;
-        if (!xa || !wa) {
-            free(tx);
-            return nomem(err, op);
-        }
-        /* y[M, N] = x[M, K] W[N, K]^T */
-        const drift_gemm g = {M, N, K, xa, K, 1, wa, 1, K, y, N};
-        const int grc = drift_cpu_gemm(nt, &g);
-        free(tx);
-        free(tw);
-        if (grc) return nomem(err, op);
+        epilogue(nt, y, b, NULL, M, N, op->out);
+        return DRIFT_OK;
     }
-    epi_job j = {y, bias ? fd(bias) : NULL, N, op->out};
-    drift_host_parallel_for(nt, M, row_grain(N), linear_epilogue, &j);
-    return DRIFT_OK;
+    float *tx = NULL, *tw = NULL, *part = NULL;
+    const float *xa = gemm_operand(x, op->compute, &tx);
+    const float *wa = xa ? gemm_operand(w, op->compute, &tw) : NULL;
+    int rc = DRIFT_OK;
+    if (!xa || !wa) {
+        rc = nomem(err, op);
+    } else if (form.kind == DRIFT_GEMM_FORM_SPLITK_INPLACE) {
+        /* y = round(p_0 + bias); y = round(y + p_i) */
+        if (gemm_part(nt, xa, wa, M, N, K, 0, form.chunk, y)) {
+            rc = nomem(err, op);
+        } else {
+            epilogue(nt, y, b, NULL, M, N, op->out);
+            part = drift_malloc((size_t)(M * N) * sizeof(float));
+            if (!part) rc = nomem(err, op);
+            for (int64_t k0 = form.chunk; !rc && k0 < K; k0 += form.chunk) {
+                if (gemm_part(nt, xa, wa, M, N, K, k0, min64(form.chunk, K - k0), part)) rc = nomem(err, op);
+                else epilogue(nt, y, NULL, part, M, N, op->out);
+            }
+        }
+    } else if (gemm_part(nt, xa, wa, M, N, K, 0, K, y)) { /* y[M, N] = x[M, K] W[N, K]^T */
+        rc = nomem(err, op);
+    } else if (form.kind == DRIFT_GEMM_FORM_BIAS_AFTER && b) {
+        epilogue(nt, y, NULL, NULL, M, N, op->out);
+        epilogue(nt, y, b, NULL, M, N, op->out);
+    } else {
+        epilogue(nt, y, b, NULL, M, N, op->out);
+    }
+    drift_free(part);
+    free(tx);
+    free(tw);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -379,7 +420,9 @@ typedef struct flash_job {
  * block output where one softmax over all keys differs in 2,297 of 16,384
  * elements). Per tile, m' = max(m, max_j s_j); alpha = exp(m - m'); l = l alpha + sum_j p_j
  * (p_j = exp(s_j - m'), unrounded); p_j rounded to compute relative to the
- * running maximum (m' = -inf counts as 0, as flash kernels do). */
+ * running maximum (m' = -inf counts as 0, as flash kernels do). op->sub
+ * DRIFT_ATTN_ORDER_LAST_FIRST with a 16-bit compute is FlashAttention-2's
+ * kernel instead (cpu_attn_fa2.c). */
 static void flash_rows(void *p, int64_t r0, int64_t r1) {
     const flash_job *j = p;
     const int64_t Lk = j->Lk, N = j->N;
@@ -779,8 +822,8 @@ static int run_timestep(const drift_op *op, const drift_tensor *t, drift_tensor 
 
 /* ------------------------------------------------------------------------ */
 
-int drift_cpu_run_op(int nt, int attn_tile, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
-                     drift_err *err) {
+int drift_cpu_run_op(int nt, int attn_tile, int gemm_table, const drift_op *op, const drift_tensor *const *in,
+                     drift_tensor *out, drift_err *err) {
     switch (op->kind) {
     case DRIFT_OP_CAST:
     case DRIFT_OP_AFFINE:
@@ -789,11 +832,14 @@ int drift_cpu_run_op(int nt, int attn_tile, const drift_op *op, const drift_tens
     case DRIFT_OP_ADD:
     case DRIFT_OP_SUB:
     case DRIFT_OP_MUL: return run_binary(nt, op, in[0], in[1], out);
-    case DRIFT_OP_LINEAR: return run_linear(nt, op, in, out, err);
+    case DRIFT_OP_LINEAR: return run_linear(nt, gemm_table, op, in, out, err);
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: return run_norm(nt, op, in, out);
     case DRIFT_OP_ROPE: return run_rope(nt, op, in, out);
-    case DRIFT_OP_ATTENTION: return run_attention(nt, attn_tile, op, in, out, err);
+    case DRIFT_OP_ATTENTION:
+        if (op->sub == DRIFT_ATTN_ORDER_LAST_FIRST && op->compute != DRIFT_F32 && attn_tile > 0)
+            return drift_cpu_attention_fa2(nt, drift_gemm_table_sms(gemm_table), op, in, out, err);
+        return run_attention(nt, attn_tile, op, in, out, err);
     case DRIFT_OP_PERMUTE: return run_permute(nt, op, in[0], out);
     case DRIFT_OP_NARROW: return run_narrow(op, in[0], out);
     case DRIFT_OP_CONCAT: return run_concat(op, in[0], in[1], out);

@@ -4,6 +4,7 @@
 
 #include "formats/alloc.h"
 #include "kernels/backend_impl.h"
+#include "kernels/gemm_forms.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -60,10 +61,12 @@ void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_
 typedef struct host_ctx {
     int nthreads;
     int attn_tile;
+    int gemm_table; /* cpu: gpu_as= (kernels/gemm_forms.h), -1 none */
 } host_ctx;
 
 int drift_host_backend_threads(const drift_backend *be) { return ((const host_ctx *)be->ctx)->nthreads; }
 int drift_host_backend_attn_tile(const drift_backend *be) { return ((const host_ctx *)be->ctx)->attn_tile; }
+int drift_host_backend_gemm_table(const drift_backend *be) { return ((const host_ctx *)be->ctx)->gemm_table; }
 
 static int host_sync(const drift_backend *be, drift_err *err) {
     (void)be;
@@ -79,12 +82,18 @@ static void host_destroy(drift_backend *be) {
 
 int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, int cpu_options,
                            drift_backend **out, drift_err *err) {
-    static const char *const keys[] = {"threads", NULL}, *const cpu_keys[] = {"threads", "attn_tile", NULL};
+    static const char *const keys[] = {"threads", NULL}, *const cpu_keys[] = {"threads", "attn_tile", "gpu_as", NULL};
     int nthreads = 1;
     long tile = DRIFT_CPU_ATTN_TILE;
     int rc = drift_backend_opts_check(o, cpu_options ? cpu_keys : keys, err);
     if (!rc) rc = drift_backend_host_threads(o, &nthreads, err);
     if (!rc && cpu_options) rc = drift_backend_opt_int(o, "attn_tile", 0, 1 << 20, &tile, err);
+    const char *gas = cpu_options ? drift_backend_opt_str(o, "gpu_as") : NULL;
+    const int gemm_table = drift_gemm_table_find(gas);
+    if (!rc && gas && gemm_table < 0 && strcmp(gas, "none"))
+        rc = drift_err_set(err, DRIFT_E_INPUT, "backend",
+                           "backend '%s': option gpu_as=%s: expected none or a GPU drift has GEMM forms for "
+                           "(kernels/gemm_forms.c; docs/gemm-forms.md)", o->spec, gas);
     if (rc) return rc;
     drift_backend *be = drift_calloc(1, sizeof *be);
     host_ctx *ctx = drift_calloc(1, sizeof *ctx);
@@ -96,6 +105,7 @@ int drift_host_backend_new(const drift_backend_opts *o, const char *name, const 
     *be = *iface;
     ctx->nthreads = nthreads;
     ctx->attn_tile = (int)tile;
+    ctx->gemm_table = gemm_table;
     be->name = name;
     be->ctx = ctx;
     be->sync = host_sync;

@@ -43,7 +43,7 @@ typedef void (*drift_host_range_fn)(void *ctx, int64_t begin, int64_t end);
 void drift_host_parallel_for(int nthreads, int64_t n, int64_t grain, drift_host_range_fn fn, void *ctx);
 
 /* A host backend (cpu, ref): a copy of iface's entries (borrowed), threads=
- * (and for the cpu backend, cpu_options = 1, attn_tile=) checked into a
+ * (and for the cpu backend, cpu_options = 1, attn_tile= and gpu_as=) checked into a
  * context, name set, sync a no-op, destroy freeing the table and the
  * context. Caller owns *out (drift_backend_free). */
 int drift_host_backend_new(const drift_backend_opts *o, const char *name, const drift_backend *iface, int cpu_options,
@@ -54,11 +54,19 @@ int drift_host_backend_threads(const drift_backend *be);
  * DRIFT_CPU_ATTN_TILE; 0: one softmax over all keys). */
 enum { DRIFT_CPU_ATTN_TILE = 128 };
 int drift_host_backend_attn_tile(const drift_backend *be);
+/* The cpu backend's GEMM-form table (gpu_as=, kernels/gemm_forms.h), -1 none. */
+int drift_host_backend_gemm_table(const drift_backend *be);
 
 /* The cpu backend's op bodies (kernels/cpu/cpu_ops.c); the arguments are
  * already validated by the door (kernels/door.c). */
-int drift_cpu_run_op(int nthreads, int attn_tile, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
-                     drift_err *err);
+int drift_cpu_run_op(int nthreads, int attn_tile, int gemm_table, const drift_op *op, const drift_tensor *const *in,
+                     drift_tensor *out, drift_err *err);
+
+/* ATTENTION in FlashAttention-2's order (kernels/cpu/cpu_attn_fa2.c): op->sub
+ * DRIFT_ATTN_ORDER_LAST_FIRST, 16-bit compute (a bias in3: is_causal's); sms: the recording
+ * GPU's SM count for the split-KV heuristic (0: unknown, no split). */
+int drift_cpu_attention_fa2(int nthreads, int sms, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                            drift_err *err);
 
 /* The ref backend's op bodies (kernels/ref/ref_backend.c): every tensor's
  * data is doubles (whatever its logical dtype), computed in fp64, never

@@ -1753,9 +1753,10 @@ static int sdpa_math32(lctx *c, const int *in_, double scale, int bias, int *out
     return al_emit_cast(c, p, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, q_r, out);
 }
 
-/* scaled_dot_product_attention: one ATTENTION in every case (torch 2.11 runs cuDNN's fused
- * flash SDPA for all of them on an H200, tests/gpu/sdpa_backend_probe.py); attn_mask or
- * is_causal as its additive bias (in3), enable_gqa as the kv heads repeated. */
+/* scaled_dot_product_attention: one ATTENTION (torch 2.11 runs cuDNN's fused flash SDPA at
+ * head dims that are multiples of 8 on an H200, tests/gpu/sdpa_backend_probe.py, and
+ * FlashAttention-2 at the others: order 1); attn_mask or is_causal as its additive bias (in3),
+ * enable_gqa as the kv heads repeated; torch's math backend where no fused kernel applies. */
 int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
@@ -1786,13 +1787,18 @@ int al_lower_sdpa(lctx *c, const char *base, const char *target) {
     if (causal && (rc = sdpa_causal_bias(c, want[2], want[3], &in[n++]))) return rc;
     if (!causal && !al_is_none(mask) && (rc = sdpa_mask_bias(c, mask, want, &in[n++]))) return rc;
     const int64_t dv = drift_graph_value(c->out, in[2])->shape[3];
-    /* a mask (or is_causal) with a head dim that is no multiple of 8: no fused kernel takes it
-     * (cuDNN and memory-efficient attention need 16-byte rows of 16-bit values; flash takes no
-     * mask): torch's math backend (HunyuanVideo's token refiner, head dim 10; Mochi, head dim 2) */
-    if (n == 4 && (qv.shape[3] % 8 || dv % 8)) {
+    /* a head dim that is no multiple of 8: cuDNN and memory-efficient attention need 16-byte
+     * rows of 16-bit values. Flash pads the head dim to 8 (the recorded output's stride says
+     * so) and takes no mask but is_causal with as many queries as keys: then torch runs
+     * FlashAttention-2 (Helios, Motif, WanAnimate, LTX-2's audio heads, Sana; Cosmos3-Omni's
+     * causal GQA); with a mask, torch's math backend (HunyuanVideo's token refiner, head dim
+     * 10; Mochi, head dim 2) */
+    const int odd = qv.shape[3] % 8 || dv % 8, flash = !(n == 4 && !causal) && (!causal || want[2] == want[3]);
+    if (odd && !flash) {
         if ((rc = sdpa_math32(c, in, op.scale, in[3], &id))) return rc;
         return al_set_result(c, id);
     }
+    if (odd) op.sub = DRIFT_ATTN_ORDER_LAST_FIRST;
     if ((rc = al_emit(c, DRIFT_OP_ATTENTION, &op, n, in, DRIFT_RULE_AUTOCAST_LOWER, &id))) return rc;
     return al_set_result(c, id);
 }

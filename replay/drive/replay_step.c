@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "replay/analysis/sde.h"
+#include "kernels/gemm_forms.h"
 #include "replay/capture/aten_model.h"
 #include "replay/drive/synth.h" /* drift_synth_rollout_path */
 #include "replay/exec/memplan.h"
@@ -209,6 +210,7 @@ int drift_replay_shared_open(const drift_replay_opts *o, drift_replay_shared *s,
     const drift_trace_meta *meta = drift_trace_reader_meta(main_src.r);
     rep->cmp.guidance_scale = meta->guidance_scale;
     if ((rc = drift_trace_read_libraries(main_src.r, &rep->libs_rec, &rep->has_libs_rec, err))) goto done;
+    s->gpu_as = drift_gemm_table_for(meta->producer, rep->has_libs_rec ? &rep->libs_rec : NULL);
     if ((rc = drift_capture_model_for_trace(main_src.r, meta->family, &s->m, err))) {
         if (!drift_capture_is_spec(meta->family)) drift_err_prefix(err, "%s: root attribute 'family'", o->trace);
         goto done;
@@ -416,8 +418,9 @@ int drift_replay_worker_open(const drift_replay_shared *s, const char *backend, 
         rc = src_open(&w->ref_src, s->ref_path, err);
     }
     if (!rc) rc = drift_forward_prepare(s->m, o->plan, o->side, s->handed, &w->f, err);
-    char spec[512];
-    if (!rc) rc = drift_backend_spec_with_kernels(backend, o->kernels, spec, sizeof spec, err);
+    char spec0[512], spec[600];
+    if (!rc) rc = drift_backend_spec_with_kernels(backend, o->kernels, spec0, sizeof spec0, err);
+    if (!rc) rc = drift_backend_spec_with_gemm_table(spec0, s->gpu_as, spec, sizeof spec, err);
     if (!rc) rc = drift_backend_create(spec, &w->be, err);
     if (!rc && use_cache) rc = drift_exec_cache_create(w->be, &w->cache, err);
     if (!rc && o->ref == DRIFT_REF_ORACLE) {

@@ -47,6 +47,7 @@ typedef struct drift_replay_shared {
     int64_t out_numel;
     int64_t batch;
     char ref_path[4096];         /* ROLLOUT / TRACE: the resolved reference trace */
+    const char *gpu_as;         /* the cpu's GEMM-form table for the recording GPU (kernels/gemm_forms.h), or NULL */
     int ref_self_rollout;        /* ROLLOUT without a sibling file: the output against the trace's own
                                     rollout:model_output (what the rollout handed over) */
     drift_trace_step_graph *sel_g; /* owned: the graph each selected step uses (docs/format.md 9.1) */

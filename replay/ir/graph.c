@@ -251,7 +251,7 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM: o->eps = in->eps; break;
     case DRIFT_OP_AFFINE: o->alpha = in->alpha; o->beta = in->beta; break;
-    case DRIFT_OP_ATTENTION: o->scale = in->scale; o->layout = in->layout; break;
+    case DRIFT_OP_ATTENTION: o->scale = in->scale; o->layout = in->layout; o->sub = in->sub; break;
     case DRIFT_OP_TIMESTEP_SINUSOID:
         o->dim = in->dim;
         o->max_period = in->max_period;

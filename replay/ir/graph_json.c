@@ -37,6 +37,7 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int v
         drift_json_buf_begin_object(b);
         drift_json_buf_field_number(b, "scale", op->scale);
         if (op->layout) drift_json_buf_field_int(b, "layout", op->layout); /* omitted when 0 */
+        if (op->sub) drift_json_buf_field_int(b, "order", op->sub);       /* drift_attn_order; omitted when 0 */
         drift_json_buf_end_object(b);
         break;
     case DRIFT_OP_TIMESTEP_SINUSOID:
@@ -291,7 +292,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     int64_t t;
     static const char *const keys[] = {"eps", "alpha", "beta", "scale", "dim", "max_period", "flip_sin_to_cos",
                                        "start", "length", "perm", "patch", "layout", "sub", "scalar", "step",
-                                       "stride", NULL};
+                                       "stride", "order", NULL};
     if ((rc = expect_type(c, "attrs", a, DRIFT_JSON_OBJECT))) return rc;
     if ((rc = check_keys(c, a, keys))) return rc;
     /* Required attributes per op, then optional ones (default 0, so that
@@ -302,7 +303,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     switch (op->kind) {
     case DRIFT_OP_LAYER_NORM: case DRIFT_OP_RMS_NORM: req[0] = "eps"; break;
     case DRIFT_OP_AFFINE: req[0] = "alpha"; req[1] = "beta"; break;
-    case DRIFT_OP_ATTENTION: req[0] = "scale"; opt = "layout"; break;
+    case DRIFT_OP_ATTENTION: req[0] = "scale"; opt = "layout"; opt2 = "order"; break;
     case DRIFT_OP_TIMESTEP_SINUSOID: req[0] = "dim"; req[1] = "max_period"; req[2] = "flip_sin_to_cos"; break;
     case DRIFT_OP_NARROW: req[0] = "dim"; req[1] = "start"; req[2] = "length"; break;
     case DRIFT_OP_CONCAT: req[0] = "dim"; break;
@@ -381,7 +382,11 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             op->length = t;
         }
     }
-    if (opt2) { /* REDUCE's correction, UNARY's parameter */
+    if (opt2 && !strcmp(opt2, "order")) { /* ATTENTION's key-tile order (drift_attn_order) */
+        const drift_json_value *v = drift_json_object_get(a, opt2);
+        if (v && (rc = get_int(c, opt2, v, DRIFT_ATTN_ORDER_FIRST_LAST, DRIFT_ATTN_ORDER_LAST_FIRST, &t))) return rc;
+        if (v) op->sub = (int)t;
+    } else if (opt2) { /* REDUCE's correction, UNARY's parameter */
         const drift_json_value *v = drift_json_object_get(a, opt2);
         if (v && (rc = expect_type(c, opt2, v, DRIFT_JSON_NUMBER))) return rc;
         if (v) op->scalar = v->number;

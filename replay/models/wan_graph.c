@@ -264,6 +264,9 @@ static int attention(wb *b, int x, int ctx, int lq, int lk, const char *prefix, 
     s.in[2] = v;
     s.op.scale = (float)(1.0 / sqrt((double)Dh));
     s.op.layout = 1;
+    /* a head dim that is no multiple of 8 is FlashAttention-2 in torch (cuDNN refuses it), as
+       the captured graph's importer marks it (replay/capture/aten_lower.c, al_lower_sdpa) */
+    if (Dh % 8) s.op.sub = DRIFT_ATTN_ORDER_LAST_FIRST;
     s.rule = DRIFT_RULE_AUTOCAST_LOWER;
     s.name = prefix;
     int o = add(b, &s);

@@ -11,6 +11,7 @@
 
 #include "formats/fnmatch.h"
 #include "formats/trace.h"
+#include "kernels/gemm_forms.h"
 #include "replay/search/ddmin.h"
 #include "replay/exec/forward.h"
 #include "replay/analysis/metrics.h"
@@ -355,6 +356,7 @@ typedef struct session {
     drift_hostset **inputs;      /* per step */
     float **ref;                 /* per step: reference output */
     int64_t out_numel;
+    const char *gpu_as;         /* the cpu's GEMM-form table for the recording GPU (kernels/gemm_forms.h), or NULL */
     drift_backend *be[MAX_SLOTS];
     drift_exec_cache *cache[MAX_SLOTS]; /* per slot, across probes: what a probe's graph computes like
                                            the last one (every parameter it casts the same way) stays */
@@ -455,6 +457,10 @@ static int session_load(session *s, const drift_bisect_opts *o, drift_err *err) 
     /* the one graph the bisected steps use (docs/format.md 9.1: per-step graphs of a trace
        specialised to each step's data) */
     drift_trace_step_graph sg;
+    drift_libraries libs;
+    int has_libs = 0;
+    if ((rc = drift_trace_read_libraries(r, &libs, &has_libs, err))) goto done;
+    s->gpu_as = drift_gemm_table_for(meta->producer, has_libs ? &libs : NULL);
     if ((rc = drift_capture_steps_graph(r, o->step_first, o->step_last, &sg, err))) goto done;
     if ((rc = drift_capture_model_for_step(r, meta->family, &sg, &s->m, err))) goto done;
     if ((rc = drift_model_load_trace(s->m, r, err))) goto done;
@@ -855,8 +861,9 @@ int drift_bisect_run(const drift_bisect_opts *o, drift_bisect_result *res, drift
     /* each slot its own backend; with --devices, slot i on device i % n */
     for (int i = 0; i < s.slots; i++) {
         const char *name = devs ? devs[i % n_dev] : (o->backend ? o->backend : "cpu");
-        char spec[512];
-        if ((rc = drift_backend_spec_with_kernels(name, o->kernels, spec, sizeof spec, err)) ||
+        char spec0[512], spec[600];
+        if ((rc = drift_backend_spec_with_kernels(name, o->kernels, spec0, sizeof spec0, err)) ||
+            (rc = drift_backend_spec_with_gemm_table(spec0, s.gpu_as, spec, sizeof spec, err)) ||
             (rc = drift_backend_create(spec, &s.be[i], err))) {
             drift_err_prefix(err, "probe slot %d", i);
             goto done;

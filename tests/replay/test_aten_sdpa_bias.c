@@ -8,7 +8,9 @@
  * broadcast shape named here; no BMM, SOFTMAX or CONCAT is emitted (the old
  * explicit forms). The values of these lowerings against torch's definition
  * are tests/replay/test_aten_semantics.c and test_aten_compose.c; here also
- * the causal bias's values on ref. */
+ * the causal bias's values on ref. Head dim 8 takes cuDNN's key-tile order;
+ * head dim 12 without a mask FlashAttention-2's (the last tile first: cuDNN
+ * refuses the head dim and torch runs flash); with a mask the math backend. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,8 +35,10 @@ typedef struct scase {
     int64_t want_bias[4]; /* the bias's shape; [0] = 0: no bias */
 } scase;
 
+static int g_dim = 8; /* the head dim of make_doc's q, k, v */
+
 static char *make_doc(const scase *c) {
-    enum { D = 8 };
+    const int D = g_dim;
     static char doc[8192];
     char mask_node[1024] = "", expand_node[1024] = "", mask_arg[128] = "", mask_input[256] = "";
     const char *mref = c->expand ? "e" : "m";
@@ -118,6 +122,7 @@ static void test_one_attention_with_bias(void **st) {
         }
         if (n_attn != 1 || explicit_ops) fail_msg("%s: %d ATTENTION, %d BMM/SOFTMAX/CONCAT", c->name, n_attn, explicit_ops);
         const drift_value *a = drift_graph_value(g, attn);
+        if (a->op.sub != DRIFT_ATTN_ORDER_FIRST_LAST) fail_msg("%s: head dim 8 is cuDNN's tile order", c->name);
         const int want_n = c->want_bias[0] ? 4 : 3;
         if (a->op.n_in != want_n) fail_msg("%s: ATTENTION with %d inputs, want %d", c->name, a->op.n_in, want_n);
         const drift_value *k = drift_graph_value(g, a->in[1]);
@@ -168,9 +173,40 @@ static void test_refusals(void **st) {
     }
 }
 
+/* Head dim 12: no mask, or is_causal with as many queries as keys -> ATTENTION in
+ * FlashAttention-2's order (flash takes those); a mask, or is_causal over another number of
+ * keys -> the math backend's explicit ops (no ATTENTION). */
+static void test_head_dim_12(void **st) {
+    (void)st;
+    g_dim = 12;
+    static const struct {
+        scase c;
+        int flash;
+    } cases[] = {
+        {{"no mask, head dim 12", 2, 4, 4, 6, 5, NULL, NULL, NULL, 0, 0, {0}}, 1},
+        {{"is_causal square, head dim 12", 1, 2, 1, 5, 5, NULL, NULL, NULL, 1, 1, {1, 1, 5, 5}}, 1},
+        {{"is_causal 6 x 5, head dim 12", 2, 4, 4, 6, 5, NULL, NULL, NULL, 1, 0, {1, 1, 6, 5}}, 0},
+        {{"bool key mask, head dim 12", 2, 4, 4, 6, 5, "[2, 1, 1, 5]", "bool", NULL, 0, 0, {2, 1, 1, 5}}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        drift_graph *g = lower(&cases[i].c);
+        int n_attn = 0, order = -1;
+        for (int id = 0; id < drift_graph_count(g); id++) {
+            const drift_value *v = drift_graph_value(g, id);
+            if (v->kind == DRIFT_VAL_NODE && v->op.kind == DRIFT_OP_ATTENTION) n_attn++, order = v->op.sub;
+        }
+        if (cases[i].flash && (n_attn != 1 || order != DRIFT_ATTN_ORDER_LAST_FIRST))
+            fail_msg("%s: %d ATTENTION, order %d (want 1, FlashAttention-2's)", cases[i].c.name, n_attn, order);
+        if (!cases[i].flash && n_attn != 0) fail_msg("%s: an ATTENTION (want the math backend)", cases[i].c.name);
+        drift_graph_free(g);
+    }
+    g_dim = 8;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_attention_with_bias),
+        cmocka_unit_test(test_head_dim_12),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -350,6 +350,26 @@ static void test_json_attention_bias(void **state) {
     bad = replace(doc, "[0, 0, 0, 1]", "[0, 0, 0, 1, 1]");
     assert_int_equal(drift_graph_from_json(bad, strlen(bad), "attn.json", &g, &err), DRIFT_E_INPUT);
     free(bad);
+    /* the key-tile order (drift_attn_order): 1 reads back, is written, and makes another graph */
+    char *ord = replace(doc, "{\"scale\": 0.25}", "{\"scale\": 0.25, \"order\": 1}");
+    OK(drift_graph_from_json(ord, strlen(ord), "attn.json", &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, 2)->op.sub, DRIFT_ATTN_ORDER_LAST_FIRST);
+    char *js = drift_graph_to_json(g, 0, &err);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"order\""));
+    free(js);
+    roundtrip(g, 0);
+    drift_graph *g0 = NULL;
+    OK(drift_graph_from_json(doc, strlen(doc), "attn.json", &g0, &err), &err);
+    char why[256];
+    assert_false(drift_graph_equal(g, g0, why, sizeof why));
+    drift_graph_free(g0);
+    drift_graph_free(g);
+    bad = replace(ord, "\"order\": 1", "\"order\": 2");
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "attn.json", &g, &err), DRIFT_E_INPUT);
+    assert_non_null(strstr(err.msg, "order"));
+    free(bad);
+    free(ord);
 }
 
 typedef struct hostile {

@@ -457,12 +457,24 @@ class Emu:
     def op_fill(self, a, k, o, n): return rnd(np.full(a[0].shape, a[1]), o)
     def op_pad(self, a, k, o, n):
         x = a[0]; p = a[1]; mode = a[2] if len(a) > 2 else 'constant'; v = a[3] if len(a) > 3 else 0.0
-        assert mode == 'constant'
+        assert mode in ('constant', 'replicate', 'reflect'), mode
         pw = [(0, 0)] * x.ndim
         for i in range(len(p) // 2):
             pw[x.ndim - 1 - i] = (p[2 * i], p[2 * i + 1])
+        if mode != 'constant':
+            return rnd(np.pad(x, pw, mode='edge' if mode == 'replicate' else 'reflect'), o)
         return rnd(np.pad(x, pw, constant_values=v), o)
     op_constant_pad_nd = op_pad
+    def op_avg_pool3d(self, a, k, o, n):
+        # kernel == stride, no padding: the mean of each window (fp32, sum in index order, / count)
+        x = np.asarray(a[0], np.float32); kk = a[1]; st = a[2] if len(a) > 2 and a[2] else kk
+        assert list(kk) == list(st), 'avg_pool3d: kernel != stride'
+        N, C, D, H, W = x.shape; kd, kh, kw = kk
+        y = x[:, :, :D // kd * kd, :H // kh * kh, :W // kw * kw].reshape(N, C, D // kd, kd, H // kh, kh, W // kw, kw)
+        y = y.transpose(0, 1, 2, 4, 6, 3, 5, 7).reshape(N, C, D // kd, H // kh, W // kw, kd * kh * kw)
+        acc = np.zeros(y.shape[:-1], np.float32)
+        for i in range(y.shape[-1]): acc = (acc + y[..., i]).astype(np.float32)
+        return rnd(acc / np.float32(kd * kh * kw), o)
     def op_scaled_dot_product_attention(self, a, k, o, n):
         q, kk, v = [rnd(x, o).astype(np.float32) for x in a[:3]]
         mask = a[3] if len(a) > 3 else k.get('attn_mask')
