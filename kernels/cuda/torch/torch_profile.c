@@ -187,7 +187,7 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
     a.D = q->shape[3];
     const int flash = a.D % 8 != 0; /* cuDNN declines it; torch pads to a multiple of 8 and runs FlashAttention-2 */
     /* the importer marks flash's order on an ATTENTION with a bias only for square is_causal */
-    a.causal = flash && op->n_in > 3 && op->sub == 1;
+    a.causal = flash && op->n_in > 3 && op->sub == DRIFT_ATTN_ORDER_LAST_FIRST;
     if (q->dtype != op->compute || k->dtype != op->compute || v->dtype != op->compute || out->dtype != op->compute ||
         v->shape[3] != a.D || (!flash && a.D % 8 != 0) || a.D > 256) {
         snprintf(why, sizeof why, "cuDNN SDPA needs q, k, v, out in the compute dtype and Dh == Dv, a multiple of 8 <= 256");
