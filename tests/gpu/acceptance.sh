@@ -12,7 +12,7 @@
 #
 #   tar xzf .pydeps/pipelines_full.tgz -C .pydeps/diffusers
 #   DEBS=$PWD/.debs OUT=$OUT bash tests/gpu/acceptance.sh
-# Env: BUILD (/tmp/drift-gpu-build), TIME_BUDGET (s for the whole call, default 540),
+# Env: GEMM_PROBE (1: also tests/gpu/gemm_forms_probe.sh), BUILD (/tmp/drift-gpu-build), TIME_BUDGET (s for the whole call, default 540),
 # PARITY_CASES (regex, default the torch profile's newer kernels), MODELS (zoo subset),
 # ZOO_STAGES (default "record replay invariance").
 set -u
@@ -40,12 +40,17 @@ P1=$!
   PARITY_QUICK=1 BUILD="$BUILD" OUT="$L/torch_parity" timeout -s KILL 200 bash "$S/tests/gpu/torch_parity.sh" \
   > "$L/torch_parity.out" 2>&1) &
 P2=$!
+if [ "${GEMM_PROBE:-1}" = 1 ]; then # the cpu's table of the H200's GEMM forms (kernels/gemm_forms.c) checked
+  (BUILD="$BUILD" OUT="$L/gemm_forms" timeout -s KILL 240 bash "$S/tests/gpu/gemm_forms_probe.sh" > "$L/gemm_forms.out" 2>&1) &
+  P3=$!
+fi
 
 SKIP_BUILD=1 BUILD="$BUILD" ZOO_PACK_TRACES=0 TIME_BUDGET=$(( $(left) - 25 )) ZOO_STAGES="${ZOO_STAGES:-record replay invariance}" \
   OUT="$OUT" bash "$S/tests/gpu/zoo.sh" 2>&1 | tail -6
 wait $P2
 say "torch_parity: $(grep -h '^SUMMARY' "$L"/torch_parity/*.log 2>/dev/null | tr '\n' ' ')"
 grep -h '^PARITY' "$L"/torch_parity/*.log 2>/dev/null | grep -v 'mismatches=0/' | head -20
+[ -n "${P3:-}" ] && wait $P3 && say "gemm_forms_probe: $(grep -hE '^(RESULT|FAIL)' "$L/gemm_forms.out" | head -5 | tr '\n' ' ')"
 wait $P1
 say "gpu_test_parity: $(grep -h 'passed' "$L/parity/tests.log" 2>/dev/null | tail -2 | tr '\n' ' ')"
 say "aten_parity: $(grep -h '^RESULT' "$L/aten_parity.out" "$L"/aten_parity/*.log 2>/dev/null | tr '\n' ' ')"
