@@ -143,6 +143,62 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
     return DRIFT_OK;
 }
 
+/* df, lf (gf's nodes) from ds, ls (gs's): by name, a copy NAME__bJ / NAME__cJ of an unrolled loop
+ * taking NAME's; the chunks of rows of a split (its copies and their template) hold no batch (each
+ * gets its own row count). 0, or -1 where a name is not gs's. */
+static int map_dims(const drift_aten_graph *gf, const drift_aten_graph *gs, const int *ds, const unsigned char *ls,
+                    int *df, unsigned char *lf) {
+    const int nf = drift_aten_graph_node_count(gf);
+    for (int k = 0; k < nf; k++) {
+        char tmpl[512], copy[600];
+        const char *nm = gf->nodes[k].name;
+        const int kind = drift_aten_unroll_template(nm, tmpl, sizeof tmpl);
+        int j = aten_find(gs, nm);
+        if (j < 0 && kind) j = aten_find(gs, tmpl);
+        if (j < 0) return -1;
+        df[k] = ds[j];
+        lf[k] = ls[j];
+        snprintf(copy, sizeof copy, "%s__c1", nm);
+        if (kind == 'c' || (!kind && aten_find(gf, copy) >= 0)) df[k] = 0;
+    }
+    df[nf] = ds[drift_aten_graph_node_count(gs)];
+    return 0;
+}
+
+/* The probe passed on *g: a split over chunks of rows whose count did not change at the probe's
+ * batch may at rb_to (chunks of 3 rows: 1 at batch 2 and 3, 2 at 4); *g, *dims and *lead become
+ * the graph with its chunks unrolled at rb_to (each copy with its template's dims). */
+static int chunk_loops(const char *json, size_t len, const char *source, int64_t rb_from, int64_t rb_to,
+                       drift_aten_graph **g, int **dims, unsigned char **lead, drift_err *err) {
+    char *fj = NULL;
+    size_t fl = 0;
+    int loops = 0, rc;
+    drift_aten_graph *gf = NULL;
+    int *df = NULL;
+    unsigned char *lf = NULL;
+    if ((rc = drift_aten_unroll(json, len, source, rb_from, rb_to, *dims, 1, &fj, &fl, &loops, err)) || !fj) return rc;
+    if ((rc = drift_aten_graph_parse(fj, fl, source, &gf, err))) goto done;
+    const int nf = drift_aten_graph_node_count(gf);
+    df = drift_calloc((size_t)nf + 1, sizeof *df);
+    lf = drift_calloc((size_t)nf + 1, 1);
+    if (!df || !lf) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+        goto done;
+    }
+    if (map_dims(gf, *g, *dims, *lead, df, lf)) goto done; /* not the graph's own names: left as it is */
+    drift_aten_graph_free(*g);
+    drift_free(*dims);
+    drift_free(*lead);
+    *g = gf, *dims = df, *lead = lf;
+    gf = NULL, df = NULL, lf = NULL;
+done:
+    drift_free(fj);
+    drift_aten_graph_free(gf);
+    drift_free(df);
+    drift_free(lf);
+    return rc;
+}
+
 /* The probe failed on *g (err): a loop over the samples unrolled at the recorded batch
  * (aten_unroll.c) is unrolled again, at rb_from + 1 for the probe and at rb_to for the
  * lowering; on success *g, *dims and *lead are the rb_to graph's (each copy of iteration 0
@@ -159,27 +215,19 @@ static int unroll_loops(const char *json, size_t len, const char *source, int64_
     drift_aten_graph *gp = NULL, *gf = NULL;
     int *dp = NULL, *df = NULL;
     unsigned char *lp = NULL, *lf = NULL;
-    if (drift_aten_unroll(json, len, source, rb_from, rb_from + 1, *dims, &pj, &pl, &loops, &e) || !pj) goto keep;
+    if (drift_aten_unroll(json, len, source, rb_from, rb_from + 1, *dims, 0, &pj, &pl, &loops, &e) || !pj) goto keep;
     if (drift_aten_graph_parse(pj, pl, source, &gp, &e)) goto keep;
     const int np = drift_aten_graph_node_count(gp);
     dp = drift_calloc((size_t)np + 1, sizeof *dp);
     lp = drift_calloc((size_t)np + 1, 1);
     if (!dp || !lp || drift_aten_rebatch_probe(gp, lo, rb_from, dp, lp, &e)) goto keep;
-    if (drift_aten_unroll(json, len, source, rb_from, rb_to, *dims, &fj, &fl, &loops, &e)) goto keep;
+    if (drift_aten_unroll(json, len, source, rb_from, rb_to, *dims, 0, &fj, &fl, &loops, &e)) goto keep;
     if (drift_aten_graph_parse(fj ? fj : json, fj ? fl : len, source, &gf, &e)) goto keep;
     const int nf = drift_aten_graph_node_count(gf);
     df = drift_calloc((size_t)nf + 1, sizeof *df);
     lf = drift_calloc((size_t)nf + 1, 1);
     if (!df || !lf) goto keep;
-    for (int k = 0; k < nf; k++) { /* by name: a copy NAME__bJ takes NAME's */
-        char tmpl[512];
-        const char *nm = gf->nodes[k].name;
-        int j = aten_find(gp, nm);
-        if (j < 0 && drift_aten_unroll_template(nm, tmpl, sizeof tmpl)) j = aten_find(gp, tmpl);
-        if (j < 0) goto keep;
-        df[k] = dp[j];
-        lf[k] = lp[j];
-    }
+    if (map_dims(gf, gp, dp, lp, df, lf)) goto keep;
     drift_aten_graph_free(*g);
     drift_free(*dims);
     drift_free(*lead);
@@ -235,6 +283,8 @@ static int create_model(const char *json, size_t len, const char *source, drift_
         if (compute_dv) lo.compute_device_values = 1;
         if ((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err)) && err->code != DRIFT_E_NOMEM)
             rc = unroll_loops(json, len, source, rb_from, rb_to, &lo, &g, &dims, &lead, &probe_err, err);
+        else if (!rc)
+            rc = chunk_loops(json, len, source, rb_from, rb_to, &g, &dims, &lead, err);
         if (rc) {
             drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
             drift_free(dims);

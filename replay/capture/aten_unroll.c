@@ -32,7 +32,11 @@ typedef struct un_node {
     int tag;     /* the iteration it belongs to, -1 none */
     int from;    /* the source its tag came from */
     int join;    /* 1: a join */
-    int unbind;  /* 1: an unbind whose getitems are sources */
+    int unbind;  /* 1: an unbind or split whose getitems are sources */
+    /* a source: its loop's recorded and new counts; a split's chunk (0: one sample per iteration),
+     * its first piece's rows and the rows at the new batch */
+    int64_t n1, n2, chunk, rows0, rows2;
+    int loop;    /* an unbind or split: one of its sources */
 } un_node;
 
 typedef struct un_ctx {
@@ -96,14 +100,27 @@ static void classify(un_ctx *c, int k) {
         const un_node *ub = &c->nd[x];
         const drift_json_value *ua = ub->args;
         int xx = ua && ua->type == DRIFT_JSON_ARRAY && ua->n_items >= 1 ? ref_of(c, &ua->items[0]) : -1;
-        if (strcmp(ub->target, "aten.unbind.int") || xx < 0 || (ua->n_items >= 2 && (!int_at(ua, 1, &d) || d != 0)))
+        if (xx < 0 || (c->batched && c->batched[xx] != 1 && c->batched[xx] != -1)) return;
+        const int64_t rows = dim0(c, xx);
+        if (!strcmp(ub->target, "aten.unbind.int")) {
+            if ((ua->n_items >= 2 && (!int_at(ua, 1, &d) || d != 0)) || rows != c->from || i < 0 || i >= c->from) return;
+            u->n1 = c->from, u->n2 = c->to, u->chunk = 0;
+        } else if (!strcmp(ub->target, "aten.split.Tensor")) { /* chunks of the rows (WanAnimate's B*T frames) */
+            int64_t ch = 0;
+            if (!int_at(ua, 1, &ch) || ch < 1 || (ua->n_items >= 3 && (!int_at(ua, 2, &d) || d != 0))) return;
+            if (rows < 1 || rows % c->from) return;
+            const int64_t n1 = (rows + ch - 1) / ch, r2 = rows / c->from * c->to;
+            if (i < 0 || i >= n1) return;
+            u->n1 = n1, u->n2 = (r2 + ch - 1) / ch, u->chunk = ch, u->rows0 = rows < ch ? rows : ch, u->rows2 = r2;
+        } else {
             return;
-        if (dim0(c, xx) != c->from || i < 0 || i >= c->from || (c->batched && c->batched[xx] != 1 && c->batched[xx] != -1)) return;
+        }
         u->src = (int)i;
         u->x = xx;
         return;
     }
     if (x < 0 || dim0(c, x) != c->from || !int_at(a, 1, &d) || d != 0 || (c->batched && c->batched[x] != 1 && c->batched[x] != -1)) return;
+    u->n1 = c->from, u->n2 = c->to, u->chunk = 0;
     if (!strcmp(u->target, "aten.select.int") && a->n_items == 3 && int_at(a, 2, &i) && i >= 0 && i < c->from) {
         u->src = (int)i;
         u->x = x;
@@ -135,8 +152,10 @@ static int is_join(const un_ctx *c, int k) {
     if (strcmp(u->target, "aten.cat.default") && strcmp(u->target, "aten.stack.default")) return 0;
     const drift_json_value *a = u->args;
     if (!a || a->type != DRIFT_JSON_ARRAY || a->n_items < 1 || a->items[0].type != DRIFT_JSON_ARRAY ||
-        a->items[0].n_items != (size_t)c->from)
+        !a->items[0].n_items)
         return 0;
+    const int r0 = ref_of(c, &a->items[0].items[0]);
+    if (r0 < 0 || c->nd[r0].tag != 0 || a->items[0].n_items != (size_t)c->nd[c->nd[r0].from].n1) return 0;
     for (size_t i = 0; i < a->items[0].n_items; i++) {
         int r = ref_of(c, &a->items[0].items[i]);
         if (r < 0 || c->nd[r].tag != (int)i) return 0;
@@ -205,13 +224,16 @@ typedef struct un_write {
     int clone;      /* the copy's iteration (refs to iteration-0 nodes renamed), -1: none */
 } un_write;
 
-static void clone_name(char *buf, size_t n, const char *name, int j) { snprintf(buf, n, "%s__b%d", name, j); }
+/* Copy j of node k: NAME__bJ in a loop over the samples, NAME__cJ over chunks of rows (a split). */
+static void clone_name(const un_ctx *c, char *buf, size_t n, int k, int j) {
+    snprintf(buf, n, "%s__%c%d", c->nd[k].name, c->nd[c->nd[k].from].chunk ? 'c' : 'b', j);
+}
 
 static void put(drift_json_buf *b, const drift_json_value *v, const un_write *w) {
     char nm[1024];
     int r = w && w->clone >= 0 ? ref_of(w->c, v) : -1;
     if (r >= 0 && w->c->nd[r].tag == 0) {
-        clone_name(nm, sizeof nm, w->c->nd[r].name, w->clone);
+        clone_name(w->c, nm, sizeof nm, r, w->clone);
         drift_json_buf_begin_object(b);
         drift_json_buf_field_string(b, "node", nm);
         drift_json_buf_end_object(b);
@@ -241,11 +263,53 @@ static void put(drift_json_buf *b, const drift_json_value *v, const un_write *w)
     }
 }
 
+/* Rows of piece j of source s's loop at the new batch (a split's last chunk may be shorter). */
+static int64_t piece_rows(const un_node *s, int64_t j) {
+    if (!s->chunk) return 1;
+    return j < s->n2 - 1 ? s->chunk : s->rows2 - s->chunk * (s->n2 - 1);
+}
+
+/* A 'val' written with its shapes' dim 0 of `from` rows made `to` (a split's piece of another size). */
+static void put_val(drift_json_buf *b, const drift_json_value *v, int64_t from, int64_t to) {
+    if (v->type == DRIFT_JSON_ARRAY) {
+        drift_json_buf_begin_array(b);
+        for (size_t i = 0; i < v->n_items; i++) put_val(b, &v->items[i], from, to);
+        drift_json_buf_end_array(b);
+        return;
+    }
+    if (v->type != DRIFT_JSON_OBJECT) {
+        put(b, v, NULL);
+        return;
+    }
+    drift_json_buf_begin_object(b);
+    for (size_t i = 0; i < v->n_members; i++) {
+        const drift_json_value *x = &v->members[i].value;
+        drift_json_buf_add_key(b, v->members[i].key);
+        if (strcmp(v->members[i].key, "shape") || x->type != DRIFT_JSON_ARRAY || !x->n_items ||
+            x->items[0].type != DRIFT_JSON_NUMBER || x->items[0].integer != from) {
+            put(b, x, NULL);
+            continue;
+        }
+        drift_json_buf_begin_array(b);
+        drift_json_buf_add_int(b, to);
+        for (size_t a = 1; a < x->n_items; a++) put(b, &x->items[a], NULL);
+        drift_json_buf_end_array(b);
+    }
+    drift_json_buf_end_object(b);
+}
+
 /* Node k written as iteration j (j < 0: as it is; for a source, its index becomes j). */
 static void put_node(drift_json_buf *b, const un_ctx *c, int k, int j) {
     const un_node *u = &c->nd[k];
     const un_write w = {c, j >= 0 && u->tag == 0 ? j : -1};
-    const int64_t n2 = c->to;
+    /* the loop's source: its counts and pieces */
+    int ls = u->tag >= 0 ? u->from : u->unbind ? u->loop : -1;
+    if (u->join) {
+        const int r0 = ref_of(c, &u->args->items[0].items[0]);
+        ls = r0 >= 0 ? c->nd[r0].from : -1;
+    }
+    const un_node *src = ls >= 0 ? &c->nd[ls] : NULL;
+    const int64_t n2 = src ? src->n2 : c->to;
     char nm[1024];
     drift_json_buf_begin_object(b);
     for (size_t i = 0; i < u->obj->n_members; i++) {
@@ -253,7 +317,7 @@ static void put_node(drift_json_buf *b, const un_ctx *c, int k, int j) {
         const drift_json_value *v = &u->obj->members[i].value;
         drift_json_buf_add_key(b, key);
         if (!strcmp(key, "name") && w.clone >= 0) {
-            clone_name(nm, sizeof nm, u->name, j);
+            clone_name(c, nm, sizeof nm, k, j);
             drift_json_buf_add_string(b, nm);
         } else if (!strcmp(key, "args") && w.clone >= 0 && u->src >= 0 && u->on) { /* the source's sample index */
             drift_json_buf_begin_array(b);
@@ -283,8 +347,13 @@ static void put_node(drift_json_buf *b, const un_ctx *c, int k, int j) {
             drift_json_buf_end_array(b);
         } else if (!strcmp(key, "val") && u->unbind && v->type == DRIFT_JSON_ARRAY && v->n_items) { /* N' pieces */
             drift_json_buf_begin_array(b);
-            for (int64_t it = 0; it < n2; it++) put(b, &v->items[it < (int64_t)v->n_items ? it : 0], NULL);
+            for (int64_t it = 0; it < n2; it++)
+                if (src && src->chunk && (src->n1 > 1 || src->n2 > 1)) put_val(b, &v->items[0], src->rows0, piece_rows(src, it));
+                else put(b, &v->items[it < (int64_t)v->n_items ? it : 0], NULL);
             drift_json_buf_end_array(b);
+        } else if (!strcmp(key, "val") && u->tag == 0 && src && src->chunk && (src->n1 > 1 || src->n2 > 1)) {
+            /* a piece of its own size (one piece at both batches is the whole batch, as recorded) */
+            put_val(b, v, src->rows0, piece_rows(src, j < 0 ? 0 : j));
         } else {
             put(b, v, &w);
         }
@@ -330,16 +399,18 @@ static void put_names(drift_json_buf *b, const un_ctx *c, const char *key, const
 }
 
 int drift_aten_unroll_template(const char *name, char *buf, size_t n) {
-    const char *p = strstr(name, "__b");
-    for (const char *q; p && (q = strstr(p + 3, "__b"));) p = q;
-    if (!p || !p[3] || strspn(p + 3, "0123456789") != strlen(p + 3) || (size_t)(p - name) >= n) return 0;
+    const char *p = NULL;
+    for (const char *q = name; (q = strstr(q, "__")); q += 2) p = q;
+    if (!p || (p[2] != 'b' && p[2] != 'c') || !p[3] || strspn(p + 3, "0123456789") != strlen(p + 3) ||
+        (size_t)(p - name) >= n)
+        return 0;
     memcpy(buf, name, (size_t)(p - name));
     buf[p - name] = 0;
-    return 1;
+    return p[2];
 }
 
 int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t rb_from, int64_t rb_to,
-                      const int *batched, char **out, size_t *out_len, int *n_loops, drift_err *err) {
+                      const int *batched, int chunks_only, char **out, size_t *out_len, int *n_loops, drift_err *err) {
     *out = NULL;
     *out_len = 0;
     if (n_loops) *n_loops = 0;
@@ -383,7 +454,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     int any = 0;
     for (int k = 0; k < c.n; k++) {
         classify(&c, k);
-        c.nd[k].on = c.nd[k].src >= 0;
+        c.nd[k].on = c.nd[k].src >= 0 && (!chunks_only || c.nd[k].chunk);
         any |= c.nd[k].on;
     }
     if (!any) goto done;
@@ -399,7 +470,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     for (int k = 0; k < c.n; k++) /* an unbind whose pieces are the iterations gives N' of them */
         if (c.nd[k].tag >= 0 && c.nd[k].src >= 0 && c.nd[k].on && !strcmp(c.nd[k].target, "getitem")) {
             int ub = ref_of(&c, &c.nd[k].args->items[0]);
-            if (ub >= 0) c.nd[ub].unbind = 1;
+            if (ub >= 0) c.nd[ub].unbind = 1, c.nd[ub].loop = k;
         }
     drift_json_buf b;
     drift_json_buf_init(&b);
@@ -416,7 +487,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
             if (c.nd[k].tag >= 1) continue; /* iterations 1.. are copies of iteration 0 */
             put_node(&b, &c, k, -1);
             if (c.nd[k].tag == 0)
-                for (int64_t j = 1; j < rb_to; j++) put_node(&b, &c, k, (int)j);
+                for (int64_t j = 1; j < c.nd[c.nd[k].from].n2; j++) put_node(&b, &c, k, (int)j);
         }
         drift_json_buf_end_array(&b);
     }

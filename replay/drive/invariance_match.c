@@ -8,7 +8,10 @@
  * differs between the two programs (ambiguous). A loop over the samples unrolled
  * again at this batch (replay/capture/aten_unroll.c) runs iteration 0 as NAME and
  * iteration J as NAME__bJ: the sample at position p is iteration p, so NAME__bp is
- * matched with the reference's NAME, and the other iterations (pad rows) with none. */
+ * matched with the reference's NAME, and the other iterations (pad rows) with none. A
+ * split over chunks of rows (NAME__cJ) holds the sample's rows in the same chunks as
+ * alone only at position 0: matched there by name, elsewhere not at all (the join's rows
+ * are compared). */
 #include "replay/drive/invariance_internal.h"
 
 #include <stdlib.h>
@@ -61,7 +64,10 @@ static key *keys_of(const drift_graph *g, int pos, char ***names, int *n_names, 
         const drift_value *v = drift_graph_value(g, id);
         if (v->kind != DRIFT_VAL_NODE || moves_data(v->op.kind)) continue;
         const char *label = v->name ? v->name : "";
-        if (pos >= 0 && drift_aten_unroll_template(label, buf, sizeof buf)) {
+        const int kind = pos >= 0 ? drift_aten_unroll_template(label, buf, sizeof buf) : 0;
+        if (kind == 'c') { /* chunks of rows: the same chunk as alone at position 0 only */
+            if (pos > 0) continue;
+        } else if (kind == 'b') {
             if (atoi(label + strlen(buf) + 3) != pos) continue; /* another iteration: a pad row's */
             const char **t = bsearch(&(const char *){buf}, tmpl, (size_t)nt, sizeof *tmpl, cmp_str);
             if (!t) continue;
@@ -91,6 +97,15 @@ oom:
     return NULL;
 }
 
+/* 1 unless a and b are a chunk of rows (NAME__cJ) of another shape (the chunk that holds the
+ * sample's last rows and pad rows at once). */
+static int same_chunk(const drift_graph *ga, key a, const drift_graph *gb, key b) {
+    char buf[DRIFT_MAX_FQN];
+    if (drift_aten_unroll_template(a.label, buf, sizeof buf) != 'c') return 1;
+    const drift_value *va = drift_graph_value(ga, a.id), *vb = drift_graph_value(gb, b.id);
+    return va->ndim == vb->ndim && !memcmp(va->shape, vb->shape, (size_t)va->ndim * sizeof *va->shape);
+}
+
 int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, int pos, drift_err *err) {
     const drift_graph *gc = cur->f->assigned, *gr = ref->f->assigned;
     int nc = drift_graph_count(gc);
@@ -114,7 +129,7 @@ int drift_inv_fwd_match(drift_inv_fwd *cur, const drift_inv_fwd *ref, int pos, d
         int c = cmp_label_kind(&a[i], &b[j]);
         if (c < 0) { i++; continue; }
         if (c > 0) { j++; continue; }
-        if (a[i].count == b[j].count) cur->ref_id[a[i].id] = b[j].id;
+        if (a[i].count == b[j].count && same_chunk(gc, a[i], gr, b[j])) cur->ref_id[a[i].id] = b[j].id;
         i++, j++;
     }
 done:
