@@ -190,7 +190,7 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
 
     /* the reference: the sample alone; the buffers built once in m, shared by every batch */
     if ((rc = drift_inv_fwd_make(m, 1, pl, side, rec.dt, &ref, err))) goto done;
-    drift_inv_keep_fixed_inputs(&rec, ref.m);
+    if ((rc = drift_inv_keep_fixed_inputs(&rec, ref.m, o->trace, err))) goto done;
     {
         const drift_hostset *bufs;
         if ((rc = drift_model_buffers(m, ref.f->rope, &bufs, err))) goto done;

@@ -221,8 +221,17 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
     return stand_in ? stand_in_latents(path, name, out, err) : DRIFT_OK;
 }
 
-void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1) {
-    if (!m1->captured || r->batch == 1) return;
+int drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1, const char *path, drift_err *err) {
+    if (!m1->captured || r->batch == 1) return DRIFT_OK;
+    if (!strncmp(r->name[DRIFT_INPUT_LATENTS], "input:", 6)) { /* the stand-in for the latents must hold the batch */
+        const int id = drift_graph_find_leaf(m1->sem, DRIFT_VAL_BUFFER, r->name[DRIFT_INPUT_LATENTS]);
+        const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
+        if (v && v->ndim >= 1 && v->shape[0] == r->batch)
+            return drift_err_set(err, DRIFT_E_INPUT, path,
+                                 "input '%s' holds the sample but the re-batching found that its dim 0 (%d) is no "
+                                 "batch: give --batch-input with a per-sample input",
+                                 r->name[DRIFT_INPUT_LATENTS] + 6, r->batch);
+    }
     if (r->present[DRIFT_INPUT_TIMESTEP]) { /* a table of noise levels the probe kept whole (MiniMax-H3) */
         const int id = drift_graph_find_leaf(m1->sem, DRIFT_VAL_INPUT, r->name[DRIFT_INPUT_TIMESTEP]);
         const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
@@ -233,6 +242,7 @@ void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1) {
         const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
         if (v && v->ndim >= 1 && v->shape[0] == r->batch) r->whole[k] = 1;
     }
+    return DRIFT_OK;
 }
 
 /* splitmix64 -> N(0, 1) by Box-Muller: the seeded pad rows. */

@@ -37,8 +37,9 @@ typedef struct drift_inv_recorded {
 
 /* Marks whole the per-sample inputs of r (past the boundary three) that m1, the captured graph
  * re-batched to 1, keeps at their recorded size: a dim 0 equal to the recorded batch by
- * coincidence (2 heads at batch 2). */
-void drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1);
+ * coincidence (2 heads at batch 2), and the timestep where it is such a table (MiniMax-H3's noise
+ * levels). An error (path names the trace) when the latents' stand-in is one of them. */
+int drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1, const char *path, drift_err *err);
 
 /* Reads step's stored inputs (input:*:pre_cast) of rd into *out (caller
  * frees with drift_inv_recorded_free, also on error); path names rd in errors.

@@ -40,6 +40,31 @@ rec input_heads.json "$W/heads.h5" --weights "$W/heads.safetensors"
 tail -n 1 "$W/heads.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || { cat "$W/heads.txt"; fail "input_heads verdict"; }
 echo "  input_heads: $(tail -n 1 "$W/heads.txt")"
 
+# the same graph without a latents input (x an "other" input): x holds the sample, invariant; naming the
+# head table with --batch-input is refused (its dim 0 is 2 heads, kept whole: no batch to put the sample in)
+"$PY" - "$W/heads.h5" "$W/heads_nolat.h5" <<'PY' || fail "no-latents copy"
+import json, shutil, sys
+import h5py, numpy as np
+shutil.copyfile(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    raw = f["graph"][()]
+    doc = json.loads((raw.tobytes() if hasattr(raw, "tobytes") else raw).decode().rstrip("\0"))
+    for i in doc["inputs"]:
+        if i.get("role") == "latents":
+            i["role"], i["target"], i["site"] = "other", "x", "input:x:pre_cast"
+    f.move("sites/input:latents:pre_cast", "sites/input:x:pre_cast")
+    g = f["sites/input:x:pre_cast"]
+    g.attrs["name"] = np.bytes_(b"input:x:pre_cast") if isinstance(g.attrs["name"], bytes) else "input:x:pre_cast"
+    del f["graph"]
+    f.create_dataset("graph", data=np.bytes_(json.dumps(doc).encode()))
+PY
+"$D" invariance "$W/heads_nolat.h5" --device cpu --batch 1,2,3 > "$W/hn.txt" 2>&1; rc=$?
+[ "$rc" = 0 ] && grep -q "the sample in input x " "$W/hn.txt" || { cat "$W/hn.txt"; fail "heads without latents: exit $rc"; }
+"$D" invariance "$W/heads_nolat.h5" --device cpu --batch 1,2 --batch-input head_table > /dev/null 2> "$W/hn.err"; rc=$?
+[ "$rc" = 2 ] && grep -q "input 'head_table' holds the sample but the re-batching found that its dim 0 (2) is no batch" "$W/hn.err" ||
+  { cat "$W/hn.err"; fail "--batch-input head_table: exit $rc, expected 2"; }
+echo "  input_heads without latents: x holds the sample; --batch-input head_table refused"
+
 rec index_rows.json "$W/idx.h5"
 "$D" invariance "$W/idx.h5" --device cpu --batch 1,2 > "$W/inv.txt" 2> "$W/inv.err"; rc=$?
 [ "$rc" = 2 ] || { cat "$W/inv.txt" "$W/inv.err"; fail "index_rows: exit $rc, expected 2"; }
