@@ -211,4 +211,18 @@ rep = json.loads(drift("replay", auto, "--device", "cpu", "--ref", "trainer", "-
 noise = {r["site"]: r for r in rep.get("sites", [])}.get("output:noise_pred")
 check(noise and noise.get("bitwise_equal") is True, "the Recorder's own per-step graphs replay bitwise")
 
+# an input the forward may change (a cache object) turns the per-step check off: a forward run
+# again would see it as the step left it (WanAnimate-2's KV cache)
+from drift_recorder.capture_steps import stateful_input  # noqa: E402
+
+
+class Cache:
+    pass
+
+
+check(stateful_input({"hidden_states": np.zeros(2), "timestep": 3, "ids": [np.zeros(1), None]}) is None,
+      "tensors, numbers and lists of them are plain inputs")
+check(stateful_input({"hidden_states": np.zeros(2), "kv": [1, {"cache": Cache()}]}) == ("kv.1.cache", "Cache"),
+      "a cache object inside a list is named")
+
 print(f"step_graphs: {checks} checks passed")

@@ -37,6 +37,35 @@ def _leaves(out):
         yield out
 
 
+def stateful_input(kwargs, prefix=""):
+    """(name, type name) of the first input that is neither a tensor, a plain value nor a
+    container of those (WanAnimate-2's KV cache): a forward run again to check a step's data
+    sees such an object as the step left it, so its signature, and a graph traced from it,
+    would not be the step's. None when every input is plain."""
+    try:
+        import torch
+        plain = (torch.Tensor, torch.dtype, torch.device)
+    except Exception:  # noqa: BLE001 - without torch: arrays and plain values
+        plain = ()
+    if isinstance(kwargs, dict):
+        items = kwargs.items()
+    elif isinstance(kwargs, (list, tuple)):
+        items = ((str(i), v) for i, v in enumerate(kwargs))
+    else:
+        items = ()
+    for k, v in items:
+        name = "%s%s" % (prefix, k)
+        if v is None or isinstance(v, (bool, int, float, str) + plain) or hasattr(v, "__array__"):
+            continue
+        if isinstance(v, (dict, list, tuple)):
+            found = stateful_input(v, name + ".")
+            if found:
+                return found
+            continue
+        return name, type(v).__name__
+    return None
+
+
 def data_signature(model, kwargs, autocast=None):
     """Hex digest of the ops model(**kwargs) dispatches, their output shapes and every
     scalar read from a tensor: equal digests mean the same trace."""

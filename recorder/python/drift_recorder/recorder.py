@@ -868,6 +868,13 @@ class Recorder:
         """A /graph specialised to one step's data (a forward trace): from now on every step's
         data is checked against it (docs/recorder.md "Per-step graphs"). Never raises."""
         try:
+            from .capture_steps import stateful_input
+            held = stateful_input(kwargs)
+            if held:  # re-running the forward to check a step would see the object as this step left it
+                self.note(("per-step graphs off: input '%s' is a %s, an object the forward may change (a cache): "
+                           "every step uses /graph" % held)[:255], 1)
+                self._stepg = None
+                return
             self.reserve_step_graphs()
             from .capture_steps import StepGraphs
             with self.paused(), _compiled.eager_for_capture(model) as orig:
