@@ -920,10 +920,10 @@ int al_lower_gather(lctx *c, const char *base, const char *target) {
     return cplx ? al_set_result_cplx(c, id) : al_set_result(c, id);
 }
 
-/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat;
+/* x with values (cast to x's dtype, broadcast to the flat index's shape) put at flat into *out;
  * mode: PUT's sub (0 set, 1 accumulate, 2 amax, 3 amin, 4 prod). */
-static int put_values(lctx *c, int x, int flat, int vals, int mode) {
-    int rc, z, id, in[3];
+static int put_values_id(lctx *c, int x, int flat, int vals, int mode, int *out) {
+    int rc, z, in[3];
     if ((rc = al_emit_cast(c, vals, DRIFT_RULE_TYPE_AS, DRIFT_DTYPE_INVALID, x, &vals))) return rc;
     const drift_value fv_c = *val_of(c, flat), *fv = &fv_c, vv_c = *val_of(c, vals), *vv = &vv_c; /* copies: emitting a node may move the graph's values */
     if (fv->numel != vv->numel) { /* broadcast: zeros of the index's shape + values (ADD broadcasts in1) */
@@ -937,8 +937,12 @@ static int put_values(lctx *c, int x, int flat, int vals, int mode) {
     memset(&op, 0, sizeof op);
     op.sub = mode;
     in[0] = x, in[1] = flat, in[2] = vals;
-    if ((rc = al_emit(c, DRIFT_OP_PUT, &op, 3, in, DRIFT_RULE_LIKE_INPUT0, &id))) return rc;
-    return al_set_result(c, id);
+    return al_emit(c, DRIFT_OP_PUT, &op, 3, in, DRIFT_RULE_LIKE_INPUT0, out);
+}
+
+static int put_values(lctx *c, int x, int flat, int vals, int mode) {
+    int id, rc = put_values_id(c, x, flat, vals, mode, &id);
+    return rc ? rc : al_set_result(c, id);
 }
 
 /* x[mask] = values where the recorded count is 0 (values empty): nothing is written, and the
@@ -974,16 +978,34 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x)) || (rc = one_index_m(c, al_arg(c, 1, "indices"), &p, &ij, &is_mask)) ||
         (rc = al_get_int(c, al_arg(c, 3, "accumulate"), "accumulate", 0, &acc)))
         return rc;
-    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
+    drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
-    if (is_mask) { /* x[mask] = values, a 1-d mask over dim p: the count is the values' (recorded) */
-        const aten_view *mv = &c->fx[ij].t;
-        if (mv->nd != 1 || mv->size[0] != xv->shape[p])
-            return FAIL(c, "index_put with a boolean mask: a 1-d mask over one dim of self is supported (this one has %d dims)", mv->nd);
+    int back = -1; /* a k-d mask: x's k masked dims merged into one, the result viewed back to x's shape */
+    int64_t xshape[DRIFT_MAX_DIMS];
+    const int xnd = xv->ndim;
+    memcpy(xshape, xv->shape, sizeof xshape);
+    if (is_mask) { /* x[mask] = values, a mask over dims p .. p+k-1: the count is the values' (recorded) */
+        const aten_view mv = c->fx[ij].t;
         int mask;
         if ((rc = al_mat_fx(c, ij, &mask))) return rc;
         vj = al_ref_of(c, al_arg(c, 2, "values"));
         if (vj >= 0 && c->fx[vj].kind == FX_EMPTY) return mask_put_none(c, x, mask);
+        int ok = mv.nd >= 1 && p + mv.nd <= xv->ndim;
+        for (int i = 0; ok && i < mv.nd; i++) ok = mv.size[i] == xv->shape[p + i];
+        if (!ok)
+            return FAIL(c, "index_put with a boolean mask: its %d dims must be dims %d.. of self (%d dims)", mv.nd, p,
+                        xv->ndim);
+        if (mv.nd > 1) { /* x viewed [.., prod(mask dims), ..], the mask flat: the 1-d case */
+            int64_t sh2[DRIFT_MAX_DIMS], m = 1;
+            int n2 = 0;
+            for (int i = 0; i < p; i++) sh2[n2++] = xv->shape[i];
+            for (int i = 0; i < mv.nd; i++) m *= mv.size[i];
+            sh2[n2++] = m;
+            for (int i = p + mv.nd; i < xv->ndim; i++) sh2[n2++] = xv->shape[i];
+            back = x;
+            if ((rc = al_emit_view_to(c, x, n2, sh2, &x)) || (rc = al_emit_view_to(c, mask, 1, &m, &mask))) return rc;
+            xv_c = *val_of(c, x);
+        }
         if ((rc = al_tensor_arg(c, al_arg(c, 2, "values"), "values", &vj))) return rc;
         const aten_view *vv = &c->fx[vj].t;
         if (vv->nd != xv->ndim - p)
@@ -999,7 +1021,10 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;
     if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
     if ((rc = flat_index(c, xv->ndim, sh, st, p, idx, &flat))) return rc;
-    return put_values(c, x, flat, vals, acc != 0);
+    if (back < 0) return put_values(c, x, flat, vals, acc != 0);
+    int id;
+    if ((rc = put_values_id(c, x, flat, vals, acc != 0, &id)) || (rc = al_emit_view_to(c, id, xnd, xshape, &id))) return rc;
+    return al_set_result(c, id);
 }
 
 /* index_copy(self, dim, index, source) and index_add(self, dim, index, source, *, alpha=1)

@@ -729,6 +729,38 @@ static void mask_doc(char *doc, size_t n, double t, const char *y_target, const 
              t, extra, y_target, y_args, oshape);
 }
 
+/* x[:, mask2] = v with a 2-d mask over dims 1 and 2 (GLM-Image's dispatch trace after its
+ * weights were real: index_put with a [3, 4] mask): positions taken in row-major order. */
+static void test_bool_mask_index_put_2d(void **st) {
+    (void)st;
+    enum { N = 24 };
+    float x[N], got[2 * N];
+    double want[N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 5.0f; /* x[0] > 0 at 1, 3, 4, 6, 9 */
+    const int64_t xs[3] = {2, 3, 4};
+    char doc[8192];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"r\", \"op\": \"call_function\", \"target\": \"aten.select.int\", \"args\": [{\"node\": \"x\"}, 0, 0], \"kwargs\": {}, \"val\": {\"shape\": [3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"mask\", \"op\": \"call_function\", \"target\": \"aten.gt.Scalar\", \"args\": [{\"node\": \"r\"}, 0.0], \"kwargs\": {}, \"val\": {\"shape\": [3, 4], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.arange.start_step\", \"args\": [0.5, 5.5, 1.0], \"kwargs\": {\"dtype\": {\"dtype\": \"float32\"}},"
+             " \"val\": {\"shape\": [5], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.index_put.default\", \"args\": [{\"node\": \"x\"}, [null, {\"node\": \"mask\"}], {\"node\": \"v\"}], \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
+             " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
+    run_both("index_put mask 2d", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
+    int k = 0;
+    double at[12];
+    for (int j = 0; j < 12; j++) at[j] = x[j] > 0.0f ? 0.5 + k++ : -1.0;
+    assert_int_equal(k, 5);
+    for (int i = 0; i < N; i++) want[i] = at[i % 12] >= 0.0 ? at[i % 12] : x[i];
+    near("x[:, mask2] = v (row-major positions, both rows of dim 0)", got, want, N);
+}
+
 static void test_bool_mask_index(void **st) {
     (void)st;
     enum { N = 24 };
@@ -987,6 +1019,7 @@ int main(void) {
         cmocka_unit_test(test_pad_modes),
         cmocka_unit_test(test_complex_copy_and_cast),
         cmocka_unit_test(test_bool_mask_index),
+        cmocka_unit_test(test_bool_mask_index_put_2d),
         cmocka_unit_test(test_linalg_qr),
         cmocka_unit_test(test_diag_embed),
         cmocka_unit_test(test_unary_parameters),
