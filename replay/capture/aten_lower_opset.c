@@ -853,23 +853,39 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
     const int cplx = c->last_cplx; /* x holds (re, im) pairs in a trailing dim: select over the logical dims */
     int is_mask;
     if ((rc = one_index_m(c, al_arg(c, 1, "indices"), &p, &ij, &is_mask))) return rc;
-    const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
-    const int lnd = xv->ndim - cplx;
+    drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
+    int lnd = xv->ndim - cplx;
     if (p >= lnd) return FAIL(c, "index position %d of a %d-d tensor", p, lnd);
-    if (is_mask) { /* x[mask], a 1-d mask over dim p: the recorded count is the result's dim p */
+    if (is_mask) { /* x[mask], a mask over dims p .. p+k-1: the recorded count is the result's dim p */
         int nd;
         int64_t vs[DRIFT_MAX_DIMS];
-        if (c->fx[ij].t.nd != 1 || c->fx[ij].t.size[0] != xv->shape[p])
-            return FAIL(c, "index with a boolean mask: a 1-d mask over one dim of self is supported");
+        const aten_view mv = c->fx[ij].t;
+        int ok = !cplx && mv.nd >= 1 && p + mv.nd <= lnd;
+        for (int i = 0; ok && i < mv.nd; i++) ok = mv.size[i] == xv->shape[p + i];
+        if (!ok && !(mv.nd == 1 && mv.size[0] == xv->shape[p]))
+            return FAIL(c, "index with a boolean mask: its %d dims must be dims %d.. of self (%d dims)", mv.nd, p, lnd);
         if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, vs))) return rc;
-        if (nd != lnd || (rc = al_mat_fx(c, ij, &idx)) || (rc = mask_indices(c, idx, vs[p], &idx))) return rc ? rc : FAIL(c, "index with a boolean mask: 'val' of %d dims", nd);
+        if (nd != lnd - mv.nd + 1) return FAIL(c, "index with a boolean mask: 'val' of %d dims", nd);
+        if ((rc = al_mat_fx(c, ij, &idx))) return rc;
+        if (mv.nd > 1) { /* x viewed [.., prod(mask dims), ..], the mask flat: the 1-d case */
+            int64_t sh2[DRIFT_MAX_DIMS], m = 1;
+            int n2 = 0;
+            for (int i = 0; i < p; i++) sh2[n2++] = xv->shape[i];
+            for (int i = 0; i < mv.nd; i++) m *= mv.size[i];
+            sh2[n2++] = m;
+            for (int i = p + mv.nd; i < xv->ndim; i++) sh2[n2++] = xv->shape[i];
+            if ((rc = al_emit_view_to(c, x, n2, sh2, &x)) || (rc = al_emit_view_to(c, idx, 1, &m, &idx))) return rc;
+            xv_c = *val_of(c, x);
+            lnd = xv->ndim;
+        }
+        if ((rc = mask_indices(c, idx, vs[p], &idx))) return rc;
     } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
         return rc;
     }
     if (!is_mask && (rc = wrap_negative(c, idx, xv->shape[p], &idx))) return rc;
     aten_view iv = c->fx[ij].t;
     int64_t n = val_of(c, idx)->numel;
-    if (is_mask) iv.size[0] = n; /* the selected count, not the mask's length */
+    if (is_mask) iv.nd = 1, iv.size[0] = n; /* the selected count, not the mask's (possibly k-d) shape */
     if ((rc = al_emit_view_to(c, idx, 1, &n, &idx))) return rc;
     if ((rc = select_along(c, x, p, idx, &id))) return rc;
     int64_t sh[DRIFT_MAX_DIMS];

@@ -334,6 +334,9 @@ one("index_put.accumulate", "aten.index_put.default",
 one("index_put_", "aten.index_put_.default", UNIQ, [x, [N("i")], N("v")], [5, 4], **V)
 one("index_put.mask", "aten.index_put.default", {"x": T([5, 3]), "m": T([5], "bool", gen="values", values=[0, 1, 1, 0, 1]),
                                                   "v": T([3, 3])}, [x, [N("m")], N("v")], [5, 3], **V)
+one("index.mask2d", "aten.index.Tensor",
+    {"x": T([2, 3, 4]), "m": T([3, 4], "bool", gen="values", values=[0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 0])},
+    [x, [None, N("m")]], [2, 5], **V)
 one("index_put.mask2d", "aten.index_put.default",
     {"x": T([2, 3, 4]), "m": T([3, 4], "bool", gen="values", values=[0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 0]), "v": T([5])},
     [x, [None, N("m")], N("v")], [2, 3, 4], **V)

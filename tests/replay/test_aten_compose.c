@@ -731,15 +731,8 @@ static void mask_doc(char *doc, size_t n, double t, const char *y_target, const 
 
 /* x[:, mask2] = v with a 2-d mask over dims 1 and 2 (GLM-Image's dispatch trace after its
  * weights were real: index_put with a [3, 4] mask): positions taken in row-major order. */
-static void test_bool_mask_index_put_2d(void **st) {
-    (void)st;
-    enum { N = 24 };
-    float x[N], got[2 * N];
-    double want[N];
-    for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 5.0f; /* x[0] > 0 at 1, 3, 4, 6, 9 */
-    const int64_t xs[3] = {2, 3, 4};
-    char doc[8192];
-    snprintf(doc, sizeof doc,
+static void mask2d_doc(char *doc, size_t n, const char *target, const char *args, const char *oshape) {
+    snprintf(doc, n,
              "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"Op\",\n"
              " \"nodes\": [\n"
              "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
@@ -747,17 +740,39 @@ static void test_bool_mask_index_put_2d(void **st) {
              "  {\"name\": \"mask\", \"op\": \"call_function\", \"target\": \"aten.gt.Scalar\", \"args\": [{\"node\": \"r\"}, 0.0], \"kwargs\": {}, \"val\": {\"shape\": [3, 4], \"dtype\": \"bool\"}, \"module\": \"m\"},\n"
              "  {\"name\": \"v\", \"op\": \"call_function\", \"target\": \"aten.arange.start_step\", \"args\": [0.5, 5.5, 1.0], \"kwargs\": {\"dtype\": {\"dtype\": \"float32\"}},"
              " \"val\": {\"shape\": [5], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
-             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.index_put.default\", \"args\": [{\"node\": \"x\"}, [null, {\"node\": \"mask\"}], {\"node\": \"v\"}], \"kwargs\": {},\n"
-             "   \"val\": {\"shape\": [2, 3, 4], \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
+             "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"%s\", \"args\": %s, \"kwargs\": {},\n"
+             "   \"val\": {\"shape\": %s, \"dtype\": \"float32\"}, \"module\": \"m\"},\n"
              "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
              " \"inputs\": [{\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
-             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n");
-    run_both("index_put mask 2d", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
-    int k = 0;
-    double at[12];
-    for (int j = 0; j < 12; j++) at[j] = x[j] > 0.0f ? 0.5 + k++ : -1.0;
+             " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}], \"constants\": {}, \"non_tensor_inputs\": {}}\n",
+             target, args, oshape);
+}
+
+/* x[:, mask2] and x[:, mask2] = v with a 2-d mask over dims 1 and 2 (GLM-Image's dispatch
+ * trace once its weights were real: index_put with a [3, 4] mask): positions in row-major order. */
+static void test_bool_mask_index_put_2d(void **st) {
+    (void)st;
+    enum { N = 24 };
+    float x[N], got[2 * N];
+    double want[N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11) - 5.0f; /* x[0] > 0 at 1, 3, 4, 6, 9 */
+    const int64_t xs[3] = {2, 3, 4};
+    int sel[12], k = 0;
+    for (int j = 0; j < 12; j++)
+        if (x[j] > 0.0f) sel[k++] = j;
     assert_int_equal(k, 5);
-    for (int i = 0; i < N; i++) want[i] = at[i % 12] >= 0.0 ? at[i % 12] : x[i];
+    char doc[8192];
+    mask2d_doc(doc, sizeof doc, "aten.index.Tensor", "[{\"node\": \"x\"}, [null, {\"node\": \"mask\"}]]", "[2, 5]");
+    run_both("index mask 2d", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, 10, got);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 5; i++) want[b * 5 + i] = x[b * 12 + sel[i]];
+    near("x[:, mask2]", got, want, 10);
+    mask2d_doc(doc, sizeof doc, "aten.index_put.default", "[{\"node\": \"x\"}, [null, {\"node\": \"mask\"}], {\"node\": \"v\"}]",
+               "[2, 3, 4]");
+    run_both("index_put mask 2d", doc, params_with(NULL, 0, NULL, NULL), 3, xs, x, N, got);
+    for (int i = 0; i < N; i++) want[i] = x[i];
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 5; i++) want[b * 12 + sel[i]] = 0.5 + i;
     near("x[:, mask2] = v (row-major positions, both rows of dim 0)", got, want, N);
 }
 
