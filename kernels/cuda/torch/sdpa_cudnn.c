@@ -34,14 +34,19 @@
  *   E  = exp(S - M)         pointwise SUB, EXP
  *   Z  = sum_j E            reduction ADD
  *   P  = E / Z              pointwise DIV into a virtual tensor of the
- *                           operands' dtype: the second matmul's A must be
- *                           of the io type (cudnn-frontend sets it so for
- *                           torch; an fp32 P leaves cuDNN no fused engine)
+ *                           operands' dtype (cudnn-frontend sets the second
+ *                           matmul's A to the io type for torch)
  *   (Stats = M + log Z      training mode only: the spec's sdpa_stats=1)
  *   O  = P V                matmul into the bf16/fp16 output
- * With an fp32 P, cuDNN 9.14-9.19 found no engine for this graph with a
- * bias and a slower one without (4-5x torch's time at B 1, H 24, L 4096,
- * D 128).
+ * On the H200 (cuDNN 9.14 and torch's 9.19) this graph with a bias still
+ * finalizes no engine config ("no engine config of the heuristics
+ * finalizes"), with the bias and P in fp32 or in the io type alike, so masked
+ * attention runs drift's exact kernels under the torch profile (a recorded
+ * fallback); those follow cuDNN's flash order (128-key tiles) and were
+ * bitwise with torch's cuDNN kernel on every mask case torch_parity.py has
+ * (tests/gpu/torch_parity.py: sdpa_mask_*, sdpa_zoo_*). Without a bias the
+ * composite graph runs a slower engine than the unified one (4-5x torch's
+ * time at B 1, H 24, L 4096, D 128).
  *
  * Both: I/O tensors at the operands' real strides (layout 0 [B, H, L, D] or
  * layout 1 [B, L, H, D], which is what diffusers hands torch after its
@@ -159,8 +164,7 @@ static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
     s[1] = Hb > 1 || !k->bias_form ? Lqb * k->Sk : 0; /* a dim of size 1 (form 0): its natural stride */
     s[2] = Lqb > 1 ? k->Sk : 0;
     s[3] = 1;
-    /* a dim of size 1 keeps a stride as torch's expand leaves it (cuDNN finds no engine for a bias
-       with stride 0 on a size-1 dim: batch 1, one query row) */
+    /* a dim of size 1 keeps a nonzero stride, as torch's expand leaves it */
     int64_t nat = 1;
     for (int i = 3; i >= 0; i--) {
         if (d[i] == 1 && s[i] == 0) s[i] = nat;

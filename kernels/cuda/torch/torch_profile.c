@@ -141,20 +141,6 @@ static int run_linear(dcu_ctx *ctx, const drift_op *op, const drift_tensor *cons
 
 /* element strides {b, h, l, d} of a [B, H, L, D] (layout 0) or [B, L, H, D]
  * (layout 1) tensor */
-/* dst (dtype dt, [B, H, L, D] at strides ds) = src at strides ss: a layout change of q, k, v or o. */
-static int attn_relayout(dcu_ctx *ctx, const void *src, const int64_t *ss, void *dst, const int64_t *ds, int64_t B,
-                         int64_t H, int64_t L, int64_t D, drift_dtype dt, drift_err *err) {
-    dcu_copy c;
-    memset(&c, 0, sizeof c);
-    c.nd = 4;
-    c.shape[0] = B, c.shape[1] = H, c.shape[2] = L, c.shape[3] = D;
-    memcpy(c.ss, ss, 4 * sizeof(int64_t));
-    memcpy(c.ds, ds, 4 * sizeof(int64_t));
-    c.src = src, c.dst = dst, c.ts = c.td = dt;
-    dcu_copy_simplify(&c);
-    return dcu_check(dcu_launch_copy(ctx, &c), err, "op attention", "changing the attention operands' layout");
-}
-
 static void attn_strides(int layout, int64_t H, int64_t L, int64_t D, int64_t *s) {
     s[3] = 1;
     if (layout) {
@@ -223,35 +209,7 @@ static int run_attention(dcu_ctx *ctx, const drift_op *op, const drift_tensor *c
         *handled = 1;
         return dcu_check(dct_launch_flash(ctx, &a, st->flash_fast), err, "op attention", "torch-profile flash attention");
     }
-    int rc;
-    if (a.bias && lay) {
-        /* cuDNN 9.19 finds no engine for the composite graph (the bias) over [B, L, H, D] operands,
-           which torch hands it and runs: q, k, v and o go through [B, H, L, D] copies (the same
-           fused kernel, tests/gpu/torch_parity.py's sdpa_zoo cases) */
-        const size_t es = drift_dtype_size(a.dtype);
-        void *buf[4] = {NULL, NULL, NULL, NULL};
-        const int64_t nq = a.B * a.H * a.Sq * a.D, nk = a.B * a.H * a.Sk * a.D;
-        rc = 0;
-        for (int i = 0; i < 4 && !rc; i++)
-            rc = dcu_check(dcu_malloc(ctx, &buf[i], (size_t)((i == 1 || i == 2) ? nk : nq) * es), err, "op attention",
-                           "allocating the attention operands' copies");
-        int64_t q0[4], k0[4];
-        attn_strides(0, a.H, a.Sq, a.D, q0);
-        attn_strides(0, a.H, a.Sk, a.D, k0);
-        if (!rc) rc = attn_relayout(ctx, a.q, a.qs, buf[0], q0, a.B, a.H, a.Sq, a.D, a.dtype, err);
-        if (!rc) rc = attn_relayout(ctx, a.k, a.ks, buf[1], k0, a.B, a.H, a.Sk, a.D, a.dtype, err);
-        if (!rc) rc = attn_relayout(ctx, a.v, a.vs, buf[2], k0, a.B, a.H, a.Sk, a.D, a.dtype, err);
-        if (!rc) {
-            dct_sdpa_args c = a;
-            c.q = buf[0], c.k = buf[1], c.v = buf[2], c.o = buf[3];
-            memcpy(c.qs, q0, sizeof q0), memcpy(c.ks, k0, sizeof k0), memcpy(c.vs, k0, sizeof k0), memcpy(c.os, q0, sizeof q0);
-            rc = dct_sdpa_cudnn(ctx, &c, why, sizeof why, err);
-            if (!rc) rc = attn_relayout(ctx, buf[3], q0, a.o, a.os, a.B, a.H, a.Sq, a.D, a.dtype, err);
-        }
-        for (int i = 0; i < 4; i++) dcu_free(ctx, buf[i]); /* stream-ordered */
-    } else {
-        rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err); /* it copies the bias into an aligned io-dtype buffer */
-    }
+    int rc = dct_sdpa_cudnn(ctx, &a, why, sizeof why, err); /* it copies the bias into an aligned io-dtype buffer */
     if (rc == DRIFT_E_UNSUPPORTED) {
         dct_torch_note_fallback(ctx, op->kind, why);
         return DRIFT_OK;
