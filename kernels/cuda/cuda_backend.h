@@ -70,10 +70,15 @@
  *                         auto: unified, composite where cuDNN declines it
  *   conv_heur=instant|a|b cuDNN heuristic mode of the patch convolution
  *   conv_skip=N           skip the first N engine configurations
+ *   flash_fast=0|1        FlashAttention-2's exp2 / expf / log / 1/l as the
+ *                         approximate instructions --use_fast_math emits
+ *                         (test variant: torch's flash is built without it)
  *
  * Kernel profiles (kernels/cuda/README.md, "The torch profile"): `exact` is
  * drift's own order-defined kernels; `torch` runs, for LINEAR, LAYER_NORM,
- * RMS_NORM, GELU_TANH and SILU, what PyTorch 2.11 runs on the same GPU
+ * RMS_NORM, GELU_TANH, SILU, REDUCE sum/mean over the last dims, UNARY rsqrt,
+ * SOFTMAX and ATTENTION (cuDNN, or FlashAttention-2's order at head dims that
+ * are no multiple of 8), what PyTorch 2.11 runs on the same GPU
  * (cuBLAS/cuBLASLt called with torch's descriptors, workspace and heuristic
  * query; torch's reduction orders; torch's math functions with nvcc's default
  * FMA contraction), so that a replay of a PyTorch recording can be bitwise
