@@ -50,7 +50,7 @@ SKIP_BUILD=1 BUILD="$BUILD" ZOO_PACK_TRACES=0 TIME_BUDGET=$(( $(left) - 25 )) ZO
 wait $P2
 say "torch_parity: $(grep -h '^SUMMARY' "$L"/torch_parity/*.log 2>/dev/null | tr '\n' ' ')"
 grep -h '^PARITY' "$L"/torch_parity/*.log 2>/dev/null | grep -v 'mismatches=0/' | head -20
-[ -n "${P3:-}" ] && wait $P3 && say "gemm_forms_probe: $(grep -hE '^(RESULT|FAIL)' "$L/gemm_forms.out" | head -5 | tr '\n' ' ')"
+[ -n "${P3:-}" ] && wait $P3 && say "gemm_forms_probe: $(grep -hE '^(RESULT|FAIL|PASS)' "$L/gemm_forms.out" | head -5 | tr '\n' ' ')"
 wait $P1
 say "gpu_test_parity: $(grep -h 'passed' "$L/parity/tests.log" 2>/dev/null | tail -2 | tr '\n' ' ')"
 say "aten_parity: $(grep -h '^RESULT' "$L/aten_parity.out" "$L"/aten_parity/*.log 2>/dev/null | tr '\n' ' ')"
