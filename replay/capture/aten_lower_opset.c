@@ -845,6 +845,27 @@ static int wrap_negative(lctx *c, int idx, int64_t size, int *out) {
     return al_emit(c, DRIFT_OP_WHERE, NULL, 3, in, DRIFT_RULE_PROMOTE, out);
 }
 
+/* 1 if a boolean mask of shape mv covers dims p .. p+k-1 of a tensor of shape xs (lnd dims). */
+static int mask_fits(const aten_view *mv, const int64_t *xs, int p, int lnd) {
+    int ok = mv->nd >= 1 && p + mv->nd <= lnd;
+    for (int i = 0; ok && i < mv->nd; i++) ok = mv->size[i] == xs[p + i];
+    return ok;
+}
+
+/* A mask over k > 1 dims: x viewed with dims p .. p+k-1 merged into one and the mask flat, so
+ * the 1-d case applies (positions in row-major order). */
+static int merge_mask_dims(lctx *c, const aten_view *mv, int p, int *x, int *mask) {
+    const drift_value xv = *val_of(c, *x);
+    int64_t sh[DRIFT_MAX_DIMS], m = 1;
+    int n = 0, rc;
+    for (int i = 0; i < p; i++) sh[n++] = xv.shape[i];
+    for (int i = 0; i < mv->nd; i++) m *= mv->size[i];
+    sh[n++] = m;
+    for (int i = p + mv->nd; i < xv.ndim; i++) sh[n++] = xv.shape[i];
+    if ((rc = al_emit_view_to(c, *x, n, sh, x))) return rc;
+    return al_emit_view_to(c, *mask, 1, &m, mask);
+}
+
 int al_lower_index(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
@@ -860,21 +881,13 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
         int nd;
         int64_t vs[DRIFT_MAX_DIMS];
         const aten_view mv = c->fx[ij].t;
-        int ok = !cplx && mv.nd >= 1 && p + mv.nd <= lnd;
-        for (int i = 0; ok && i < mv.nd; i++) ok = mv.size[i] == xv->shape[p + i];
-        if (!ok && !(mv.nd == 1 && mv.size[0] == xv->shape[p]))
+        if (!mask_fits(&mv, xv->shape, p, lnd) || (cplx && mv.nd > 1)) /* complex: a 1-d mask only */
             return FAIL(c, "index with a boolean mask: its %d dims must be dims %d.. of self (%d dims)", mv.nd, p, lnd);
         if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, vs))) return rc;
         if (nd != lnd - mv.nd + 1) return FAIL(c, "index with a boolean mask: 'val' of %d dims", nd);
         if ((rc = al_mat_fx(c, ij, &idx))) return rc;
-        if (mv.nd > 1) { /* x viewed [.., prod(mask dims), ..], the mask flat: the 1-d case */
-            int64_t sh2[DRIFT_MAX_DIMS], m = 1;
-            int n2 = 0;
-            for (int i = 0; i < p; i++) sh2[n2++] = xv->shape[i];
-            for (int i = 0; i < mv.nd; i++) m *= mv.size[i];
-            sh2[n2++] = m;
-            for (int i = p + mv.nd; i < xv->ndim; i++) sh2[n2++] = xv->shape[i];
-            if ((rc = al_emit_view_to(c, x, n2, sh2, &x)) || (rc = al_emit_view_to(c, idx, 1, &m, &idx))) return rc;
+        if (mv.nd > 1) {
+            if ((rc = merge_mask_dims(c, &mv, p, &x, &idx))) return rc;
             xv_c = *val_of(c, x);
             lnd = xv->ndim;
         }
@@ -996,7 +1009,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
         return rc;
     drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     if (p >= xv->ndim) return FAIL(c, "index position %d of a %d-d tensor", p, xv->ndim);
-    int back = -1; /* a k-d mask: x's k masked dims merged into one, the result viewed back to x's shape */
+    int merged = 0; /* a k-d mask: x's k masked dims merged into one, the result viewed back to x's shape */
     int64_t xshape[DRIFT_MAX_DIMS];
     const int xnd = xv->ndim;
     memcpy(xshape, xv->shape, sizeof xshape);
@@ -1006,20 +1019,12 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
         if ((rc = al_mat_fx(c, ij, &mask))) return rc;
         vj = al_ref_of(c, al_arg(c, 2, "values"));
         if (vj >= 0 && c->fx[vj].kind == FX_EMPTY) return mask_put_none(c, x, mask);
-        int ok = mv.nd >= 1 && p + mv.nd <= xv->ndim;
-        for (int i = 0; ok && i < mv.nd; i++) ok = mv.size[i] == xv->shape[p + i];
-        if (!ok)
+        if (!mask_fits(&mv, xv->shape, p, xv->ndim))
             return FAIL(c, "index_put with a boolean mask: its %d dims must be dims %d.. of self (%d dims)", mv.nd, p,
                         xv->ndim);
-        if (mv.nd > 1) { /* x viewed [.., prod(mask dims), ..], the mask flat: the 1-d case */
-            int64_t sh2[DRIFT_MAX_DIMS], m = 1;
-            int n2 = 0;
-            for (int i = 0; i < p; i++) sh2[n2++] = xv->shape[i];
-            for (int i = 0; i < mv.nd; i++) m *= mv.size[i];
-            sh2[n2++] = m;
-            for (int i = p + mv.nd; i < xv->ndim; i++) sh2[n2++] = xv->shape[i];
-            back = x;
-            if ((rc = al_emit_view_to(c, x, n2, sh2, &x)) || (rc = al_emit_view_to(c, mask, 1, &m, &mask))) return rc;
+        if (mv.nd > 1) {
+            merged = 1;
+            if ((rc = merge_mask_dims(c, &mv, p, &x, &mask))) return rc;
             xv_c = *val_of(c, x);
         }
         if ((rc = al_tensor_arg(c, al_arg(c, 2, "values"), "values", &vj))) return rc;
@@ -1037,7 +1042,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
     for (int i = 0; i < xv->ndim; i++) sh[i] = i == p ? n : xv->shape[i], vs[i] = i == p ? n : 1;
     if ((rc = al_emit_view_to(c, idx, xv->ndim, vs, &idx))) return rc;
     if ((rc = flat_index(c, xv->ndim, sh, st, p, idx, &flat))) return rc;
-    if (back < 0) return put_values(c, x, flat, vals, acc != 0);
+    if (!merged) return put_values(c, x, flat, vals, acc != 0);
     int id;
     if ((rc = put_values_id(c, x, flat, vals, acc != 0, &id)) || (rc = al_emit_view_to(c, id, xnd, xshape, &id))) return rc;
     return al_set_result(c, id);
