@@ -2490,6 +2490,47 @@ static int site_node(lctx *c, const modlast *e, const drift_aten_lower_opts *o) 
     return -1;
 }
 
+/* Site `site` on drift value id: on the value itself, or on a VIEW of it when the value
+ * already has a site (one value, two modules: a dropout after a linear). */
+static int site_on(lctx *c, int id, const char *site) {
+    const drift_value *v = drift_graph_value(c->out, id);
+    int rc;
+    if (v->site) {
+        int64_t sh[DRIFT_MAX_DIMS];
+        memcpy(sh, v->shape, sizeof sh);
+        drift_node_spec s;
+        drift_node_spec_init(&s, v->ndim == 0 ? DRIFT_OP_STRIDED : DRIFT_OP_VIEW);
+        s.op.n_in = 1;
+        s.in[0] = id;
+        s.rule = DRIFT_RULE_LIKE_INPUT0;
+        s.ndim = v->ndim;
+        memcpy(s.shape, sh, sizeof sh);
+        if ((rc = al_add_node(c, &s, &id))) return rc;
+    }
+    drift_err inner;
+    drift_err_clear(&inner);
+    if (drift_graph_set_site(c->out, id, site, &inner)) return FAIL(c, "%s", inner.msg);
+    return DRIFT_OK;
+}
+
+/* DRIFT_NODE_SITES=1 (a debugging aid: tests/gpu/node_parity.py): every FX tensor node's value,
+ * as it is right after the node, becomes site "fx:NAME" (views materialised). Such sites are in
+ * no trace: replay compares nothing there, and DRIFT_NODE_DUMP (replay_step.c) writes them out. */
+static int node_site(lctx *c) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DRIFT_NODE_SITES");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    if (!on || c->fx[c->cur].kind != FX_TENSOR) return DRIFT_OK;
+    int id, rc;
+    if ((rc = al_mat_fx(c, c->cur, &id))) return rc;
+    char site[DRIFT_MAX_FQN + 8];
+    snprintf(site, sizeof site, "fx:%s", c->g->nodes[c->cur].name);
+    if (drift_graph_find_site(c->out, site) >= 0) return DRIFT_OK;
+    return site_on(c, id, site);
+}
+
 static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
     const drift_aten_graph *g = c->g;
     int cap = g->n * 2 + 16, nml = 0, rc = DRIFT_OK;
@@ -2526,22 +2567,7 @@ static int add_sites(lctx *c, const drift_aten_lower_opts *o) {
         char site[DRIFT_MAX_FQN + 8];
         snprintf(site, sizeof site, "%s:out", ml[q].module);
         if (drift_graph_find_site(c->out, site) >= 0) continue;
-        if (drift_graph_value(c->out, id)->site) { /* one value, two modules (a dropout after a linear) */
-            const drift_value *v = drift_graph_value(c->out, id);
-            int64_t sh[DRIFT_MAX_DIMS];
-            memcpy(sh, v->shape, sizeof sh);
-            drift_node_spec s;
-            drift_node_spec_init(&s, v->ndim == 0 ? DRIFT_OP_STRIDED : DRIFT_OP_VIEW);
-            s.op.n_in = 1;
-            s.in[0] = id;
-            s.rule = DRIFT_RULE_LIKE_INPUT0;
-            s.ndim = v->ndim;
-            memcpy(s.shape, sh, sizeof sh);
-            if ((rc = al_add_node(c, &s, &id))) break;
-        }
-        drift_err inner;
-        drift_err_clear(&inner);
-        if (drift_graph_set_site(c->out, id, site, &inner)) rc = FAIL(c, "%s", inner.msg);
+        rc = site_on(c, id, site);
     }
     drift_free(ml);
     return rc;
@@ -2672,6 +2698,7 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         if (dv && g->device_value && g->device_value[i]) rc = lower_device_value(&c, g->device_value[i]);
         else rc = n->op == ATEN_PLACEHOLDER ? lower_placeholder(&c) : lower_call(&c);
         if (!rc && n->op == ATEN_CALL) rc = check_val(&c);
+        if (!rc) rc = node_site(&c);
     }
     if (rc) goto done;
     /* the first output */

@@ -1,5 +1,6 @@
 /* The shared pieces of drift replay (replay_step.h). */
 #include "replay/drive/replay_step.h"
+#include "replay/drive/node_dump.h"
 #include "formats/alloc.h"
 
 #include <math.h>
@@ -498,7 +499,8 @@ void drift_replay_step_partial_free(drift_replay_step_partial *st) {
 static int on_site(const char *site, const drift_tensor *t, void *user, drift_err *err) {
     drift_replay_worker *w = user;
     const drift_replay_shared *s = w->s;
-    if (!s->o->sites && strcmp(site, DRIFT_SITE_NOISE_PRED) != 0) return DRIFT_OK;
+    const int dump = drift_node_dump_dir() && strncmp(site, "fx:", 3) == 0;
+    if (!dump && !s->o->sites && strcmp(site, DRIFT_SITE_NOISE_PRED) != 0) return DRIFT_OK;
     /* sites arrive in execution order: find this one from the cursor on */
     int j = -1;
     for (int k = 0; k < s->n_sites && j < 0; k++) {
@@ -515,6 +517,7 @@ static int on_site(const char *site, const drift_tensor *t, void *user, drift_er
     }
     int rc = drift_backend_download_f32(t->be, t, w->f32, err);
     if (rc) return rc;
+    if (dump) return drift_node_dump_write(site, t, w->f32, w->st->step, err);
     const float *r = NULL;
     int64_t rn = 0;
     if (w->oracle) {

@@ -1,0 +1,206 @@
+"""Which node of a captured graph does drift compute differently from torch?
+
+`drift replay` with DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP=DIR writes every node's
+value of the replay (replay/drive/node_dump.h). This script runs each node's
+ATen op in torch on the GPU on drift's own input values (the dumps of its
+argument nodes, cast to the dtypes the capture recorded) and compares torch's
+result with drift's value of the node, bit for bit. A node whose inputs came
+from drift and whose output differs is a node whose kernel (or lowering)
+differs from torch's: the cause of a non-bitwise replay, found without
+guessing from module outputs.
+
+    DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP=/tmp/nd drift replay TRACE --device cuda --steps 0
+    python3 tests/gpu/node_parity.py TRACE /tmp/nd [--step 0] [--show 25]
+
+Prints one line per differing node (graph order) and a summary line
+`NODE_PARITY model=... nodes=N compared=C differ=D first=NAME(TARGET)`.
+Nodes in an autocast region run under torch.autocast (the capture's ambient
+dtype for export captures; dispatch traces are already past autocast).
+"""
+import argparse
+import json
+import operator
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+DT = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64,
+      "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+      "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128}
+
+
+def load_graph(trace):
+    with h5py.File(trace, "r") as f:
+        raw = f["graph"][()]
+    raw = raw.tobytes() if hasattr(raw, "tobytes") else raw
+    return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+
+
+def load_dumps(d):
+    out = {}
+    idx = os.path.join(d, "index.tsv")
+    for line in open(idx):
+        name, dtype, shape = (line.rstrip("\n").split("\t") + [""])[:3]
+        shp = [int(x) for x in shape.split(",") if x]
+        out[name] = (dtype, shp, os.path.join(d, name + ".f32"))
+    return out
+
+
+class Runner:
+    def __init__(self, g, dumps, dev):
+        self.g, self.dumps, self.dev = g, dumps, dev
+        self.by_name = {n["name"]: n for n in g["nodes"]}
+        self.torch_out = {}  # node name -> torch's result (for getitem and nodes without a dump)
+        cap = g.get("capture") or {}
+        self.mode = cap.get("mode")
+        self.ambient = DT.get(cap.get("autocast") or "", None)
+
+    def val_dtype(self, name):
+        v = (self.by_name.get(name) or {}).get("val")
+        if isinstance(v, dict) and v.get("dtype") in DT:
+            return DT[v["dtype"]]
+        return None
+
+    def drift_value(self, name):
+        d = self.dumps.get(name)
+        if d is None:
+            return None
+        dtype, shp, path = d
+        a = np.fromfile(path, dtype=np.float32).reshape(shp) if shp else np.fromfile(path, dtype=np.float32).reshape(())
+        t = torch.from_numpy(a).to(self.dev)
+        want = self.val_dtype(name)
+        return t.to(want) if want is not None else t
+
+    def arg(self, a):
+        if isinstance(a, list):
+            return [self.arg(x) for x in a]
+        if isinstance(a, dict):
+            if "node" in a:
+                name = a["node"]
+                v = self.drift_value(name)
+                if v is None:
+                    v = self.torch_out.get(name)
+                if v is None:
+                    raise KeyError(name)
+                return v
+            if "dtype" in a:
+                return DT[a["dtype"]]
+            if "device" in a:
+                return torch.device(self.dev)
+            if "layout" in a:
+                return getattr(torch, a["layout"])
+            if "memory_format" in a:
+                return getattr(torch, a["memory_format"])
+            if "float" in a:
+                return float(a["float"])
+            if "dict" in a:
+                return {k: self.arg(v) for k, v in a["dict"].items()}
+            raise ValueError("argument %r" % (a,))
+        return a
+
+    def op(self, target):
+        if target == "getitem":
+            return operator.getitem
+        if not target.startswith("aten."):
+            return None
+        parts = target.split(".")
+        try:
+            o = getattr(torch.ops.aten, parts[1])
+            return getattr(o, parts[2]) if len(parts) > 2 else o.default
+        except AttributeError:
+            return None
+
+    def run(self, n):
+        fn = self.op(n["target"])
+        if fn is None:
+            return None, "no torch op for %s" % n["target"]
+        try:
+            args = self.arg(n.get("args") or [])
+            kwargs = self.arg({"dict": n.get("kwargs") or {}})
+        except KeyError as e:
+            return None, "input %s unavailable" % e
+        region = n.get("autocast")
+        enabled = self.mode != "dispatch" and self.ambient is not None
+        dtype = self.ambient
+        if region is not None:
+            enabled = bool(region.get("enabled"))
+            dtype = DT.get(region.get("dtype") or "", self.ambient)
+        try:
+            with torch.autocast(self.dev.split(":")[0], dtype=dtype or torch.bfloat16, enabled=enabled):
+                r = fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 (reported per node)
+            return None, "torch: %s" % str(e).split("\n")[0][:160]
+        return r, None
+
+
+def compare(mine, t):
+    """(n_diff, numel, max |d|) between drift's f32 dump and torch's tensor."""
+    a = mine.float().reshape(-1)
+    b = t.detach().float().reshape(-1)
+    if a.numel() != b.numel():
+        return None
+    same = (a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))
+    nd = int((~same).sum())
+    md = float((a - b).abs().nan_to_num(0).max()) if nd else 0.0
+    return nd, a.numel(), md
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("dump")
+    ap.add_argument("--step", type=int, default=0)
+    ap.add_argument("--show", type=int, default=25)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json", default=None, help="write every differing node here")
+    a = ap.parse_args()
+    g = load_graph(a.trace)
+    dumps = load_dumps(os.path.join(a.dump, "step%d" % a.step))
+    r = Runner(g, dumps, a.device)
+    compared, differ, skipped, rows = 0, 0, {}, []
+    for n in g["nodes"]:
+        if n.get("op") != "call_function":
+            continue
+        res, why = r.run(n)
+        if res is None:
+            if n["name"] in dumps:
+                skipped[why] = skipped.get(why, 0) + 1
+            continue
+        if not isinstance(res, torch.Tensor):
+            r.torch_out[n["name"]] = res
+            continue
+        r.torch_out[n["name"]] = res
+        mine = r.drift_value(n["name"])
+        if mine is None:
+            continue
+        c = compare(mine, res)
+        if c is None:
+            skipped["shape differs"] = skipped.get("shape differs", 0) + 1
+            continue
+        compared += 1
+        if c[0]:
+            differ += 1
+            row = {"node": n["name"], "target": n["target"], "module": n.get("module", ""), "n_diff": c[0],
+                   "numel": c[1], "max_abs_diff": c[2], "dtype": str(res.dtype).replace("torch.", ""),
+                   "drift_dtype": dumps[n["name"]][0], "shape": list(res.shape),
+                   "args": json.dumps(n.get("args"))[:200]}
+            rows.append(row)
+    for row in rows[:a.show]:
+        print("DIFF %(node)s %(target)s module=%(module)s dtype=%(dtype)s/%(drift_dtype)s shape=%(shape)s "
+              "n_diff=%(n_diff)d/%(numel)d max|d|=%(max_abs_diff).3g args=%(args)s" % row)
+    for why, k in sorted(skipped.items(), key=lambda kv: -kv[1])[:8]:
+        print("SKIP %d: %s" % (k, why))
+    first = "%s(%s)" % (rows[0]["node"], rows[0]["target"]) if rows else "-"
+    print("NODE_PARITY model=%s nodes=%d compared=%d differ=%d first=%s" % (
+        g.get("model_class"), len(g["nodes"]), compared, differ, first))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

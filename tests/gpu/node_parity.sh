@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Node-level parity of zoo models against torch (tests/gpu/node_parity.py), in one device call:
+# records MODELS with tests/gpu/zoo.sh (build, record), then for each trace replays step 0 on
+# cuda (torch profile, torch's own libraries first) with every node's value dumped and names
+# the nodes whose values torch computes differently from the same inputs.
+#
+#   MODELS=A,B DEBS=$PWD/.debs OUT=$OUT bash tests/gpu/node_parity.sh
+# Env: BUILD, WORK (/tmp/zoo), TIME_BUDGET (s, 400), SKIP_RECORD=1 (traces already in WORK/rec).
+# Output: $OUT/node_parity.txt (per model: the differing nodes and a NODE_PARITY line).
+set -u
+S="$(cd "$(dirname "$0")/../.." && pwd)"
+OUT="${OUT:?set OUT}"
+BUILD="${BUILD:-/tmp/drift-gpu-build}"
+W="${WORK:-/tmp/zoo}"
+PY="${PY:-python3}"
+BUDGET="${TIME_BUDGET:-400}"
+T0=$(date +%s)
+mkdir -p "$OUT"
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+. "$S/tests/gpu/lib_torch_libs.sh"
+if [ "${SKIP_RECORD:-0}" != 1 ]; then
+  ZOO_STAGES="${ZOO_STAGES:-build record}" BUILD_TARGETS="drift drift_recorder_shared" ZOO_PACK_TRACES=0 \
+    TIME_BUDGET=$(( $(left) / 2 )) WORK="$W" BUILD="$BUILD" OUT="$W/zoo_out" bash "$S/tests/gpu/zoo.sh" 2>&1 | tail -4
+fi
+TL=$(torch_lib_dirs)
+R="$OUT/node_parity.txt"; : > "$R"
+for d in "$W"/rec/*/; do
+  m=$(basename "$d"); tr="$d/trainer.h5"
+  [ -f "$tr" ] || continue
+  [ "$(left)" -gt 20 ] || { echo "node_parity.sh: time budget spent before $m" >> "$R"; break; }
+  echo "== $m" >> "$R"
+  rm -rf "$W/nd_$m"
+  ( export LD_LIBRARY_PATH="${TL:+$TL:}${LD_LIBRARY_PATH:-}"
+    DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP="$W/nd_$m" timeout 120 "$BUILD/drift" replay "$tr" --device cuda \
+      --kernels torch --steps 0 > "$W/nd_$m.replay.log" 2>&1 )
+  grep -E "first divergent site|^drift" "$W/nd_$m.replay.log" | head -3 >> "$R"
+  timeout 120 "$PY" "$S/tests/gpu/node_parity.py" "$tr" "$W/nd_$m" --show 12 >> "$R" 2>&1
+  rm -rf "$W/nd_$m"
+done
+grep "^NODE_PARITY" "$R"
