@@ -545,7 +545,17 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (rc) return rc;
     if (out->numel == 0) return DRIFT_OK;
     if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
-    if (dcu_op_needs_host(op, in)) return dcu_run_on_host(ctx, be, op, in, out, err);
+    if (dcu_op_needs_host(op, in)) {
+        /* the torch profile's own kernels first (softmax, reductions over several last dims):
+           the host runs drift's cpu order, not torch's */
+        if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && (op->kind == DRIFT_OP_SOFTMAX || op->kind == DRIFT_OP_REDUCE) &&
+            !dcu_op_is_f64(op, in) && !drift_dtype_is_int(op->out)) {
+            int handled = 0;
+            rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
+            if (handled || rc) return rc;
+        }
+        return dcu_run_on_host(ctx, be, op, in, out, err);
+    }
     if (dcu_op_is_f64(op, in)) { /* both profiles: the GPU oracle's bodies */
         if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && !f64_moves_only(op->kind))
             dct_torch_note_fallback(ctx, op->kind, "fp64: the GPU oracle's kernels (drift's own math), not torch's");

@@ -137,7 +137,12 @@ class Runner:
 
 
 def compare(mine, t):
-    """(n_diff, numel, max |d|) between drift's f32 dump and torch's tensor."""
+    """(n_diff, numel, max |d|) between drift's f32 dump and torch's tensor (complex as
+    (real, imag) pairs, as drift keeps them)."""
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if mine.is_complex():
+        mine = torch.view_as_real(mine)
     a = mine.float().reshape(-1)
     b = t.detach().float().reshape(-1)
     if a.numel() != b.numel():
@@ -156,6 +161,8 @@ def main():
     ap.add_argument("--show", type=int, default=25)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", default=None, help="write every differing node here")
+    ap.add_argument("--save", default=None, help="folder: per differing node (first 40) NAME.npz with torch_out, "
+                    "drift_out and drift's inputs in0, in1, ...")
     a = ap.parse_args()
     g = load_graph(a.trace)
     dumps = load_dumps(os.path.join(a.dump, "step%d" % a.step))
@@ -180,7 +187,22 @@ def main():
         if c is None:
             skipped["shape differs"] = skipped.get("shape differs", 0) + 1
             continue
+        tdt = str(res.dtype).replace("torch.", "")
+        ddt = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}.get(dumps[n["name"]][0],
+                                                                                            dumps[n["name"]][0])
+        if not res.is_complex() and ddt != tdt and not (tdt.startswith("int") or tdt == "bool"):
+            skipped["dtype differs (torch %s, drift %s)" % (tdt, ddt)] = skipped.get(
+                "dtype differs (torch %s, drift %s)" % (tdt, ddt), 0) + 1
+            continue
         compared += 1
+        if c[0] and a.save and differ < 40:
+            os.makedirs(a.save, exist_ok=True)
+            arrs = {"torch_out": res.detach().float().cpu().numpy() if not res.is_complex() else
+                    torch.view_as_real(res).detach().cpu().numpy(), "drift_out": mine.float().cpu().numpy()}
+            for k, x in enumerate(n.get("args") or []):
+                if isinstance(x, dict) and "node" in x and x["node"] in dumps:
+                    arrs["in%d" % k] = r.drift_value(x["node"]).float().cpu().numpy()
+            np.savez(os.path.join(a.save, "%s.npz" % n["name"]), **arrs)
         if c[0]:
             differ += 1
             row = {"node": n["name"], "target": n["target"], "module": n.get("module", ""), "n_diff": c[0],
