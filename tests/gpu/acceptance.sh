@@ -36,7 +36,7 @@ say "build: $(tail -1 "$L/build/summary.txt" 2>/dev/null)"
   BUILD='$BUILD' OUT='$L/aten_parity' bash '$S/tests/gpu/aten_parity.sh' > '$L/aten_parity.out' 2>&1
 ") &
 P1=$!
-(PARITY_CASES="${PARITY_CASES:-softmax|sum_last|mean_last|rsqrt|sdpa_zoo|sdpa_flash|sdpa_mask_causal}" \
+(PARITY_CASES="${PARITY_CASES:-softmax|sum_last|mean_last|sum_mid|mean_mid|rsqrt|sdpa_zoo|sdpa_flash|sdpa_mask_causal}" \
   PARITY_QUICK=1 BUILD="$BUILD" OUT="$L/torch_parity" timeout -s KILL 200 bash "$S/tests/gpu/torch_parity.sh" \
   > "$L/torch_parity.out" 2>&1) &
 P2=$!

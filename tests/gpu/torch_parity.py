@@ -18,6 +18,7 @@
 
 Only torch's documented Python API is used; nothing here needs drift.
 """
+import functools
 import os
 import re
 import sys
@@ -215,6 +216,17 @@ def torch_gen(outdir):
             x = (torch.randn(rows, N, device=dev) * torch.exp(torch.randn(rows, 1, device=dev))).to(dt)
             return [x], (lambda: x.sum(-1, keepdim=True)), ""
         CASES.append(("sum_last_%s_%dx%d" % ("f32" if dt == torch.float32 else "bf16", rows, N), "sum_last", f_sum))
+
+    # sum / mean over a dim that is not the innermost (Lumina-Next's masked caption mean over the
+    # tokens, HunyuanVideo-1.5's token refiner): one thread per output, 4 accumulators
+    for outer, N, inner, dt in ((2, 16, 32, torch.float32), (1, 6, 16, torch.float32), (4, 77, 64, torch.float32),
+                                (2, 200, 8, torch.float32), (3, 24, 40, bf16)):
+        def f_mid(outer=outer, N=N, inner=inner, dt=dt, mean=0):
+            x = (torch.randn(outer, N, inner, device=dev) * torch.exp(torch.randn(outer, 1, inner, device=dev))).to(dt)
+            return [x], (lambda: x.mean(1) if mean else x.sum(1)), ""
+        tag = "%s_%dx%dx%d" % ("f32" if dt == torch.float32 else "bf16", outer, N, inner)
+        CASES.append(("sum_mid_" + tag, "sum_mid", f_mid))
+        CASES.append(("mean_mid_" + tag, "mean_mid", functools.partial(f_mid, mean=1)))
 
     # softmax over the last dim (T5's attention in fp32, an MoE router's 4 experts, wider rows in bf16)
     for rows, N, dt, logsm in ((512, 16, torch.float32, 0), (448, 28, torch.float32, 0), (1024, 4, torch.float32, 0),

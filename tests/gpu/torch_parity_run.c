@@ -202,6 +202,12 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         red.sub = !strcmp(o, "mean_last") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
         red.dim = in[0]->ndim - 1;
         if (!rc) rc = run1(r, &red, sq, NULL, NULL, out);
+    } else if ((!strcmp(o, "mean_mid") || !strcmp(o, "sum_mid")) && hc->n_in == 1 && in[0]->ndim == 3) {
+        /* a reduction over dim 1 of [outer, N, inner]: reduce_kernel's outputs along block.x */
+        drift_op red = mkop(DRIFT_OP_REDUCE, DRIFT_F32, hc->out_dt, 1);
+        red.sub = !strcmp(o, "mean_mid") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
+        red.dim = 1;
+        rc = run1(r, &red, in[0], NULL, NULL, out);
     } else if ((!strcmp(o, "softmax") || !strcmp(o, "log_softmax")) && hc->n_in == 1) {
         drift_op op = mkop(DRIFT_OP_SOFTMAX, DRIFT_F32, hc->out_dt, 1);
         op.sub = !strcmp(o, "log_softmax");

@@ -225,12 +225,24 @@ static int run_reduce(dcu_ctx *ctx, const drift_op *op, const drift_tensor *x, d
     if (op->sub != DRIFT_REDUCE_SUM && op->sub != DRIFT_REDUCE_MEAN) return DRIFT_OK;
     if (x->dtype != DRIFT_F32 && x->dtype != DRIFT_BF16 && x->dtype != DRIFT_F16) return DRIFT_OK;
     const int d = op->dim < 0 ? op->dim + x->ndim : op->dim, len = op->length > 0 ? op->length : 1;
-    if (d < 0 || d + len != x->ndim) {
-        dct_torch_note_fallback(ctx, op->kind, "torch's reduce_kernel order is emulated over the last dims only");
-        return DRIFT_OK;
+    int64_t inner = 1, outer = 1, N = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i < d) outer *= x->shape[i];
+        else if (i < d + len) N *= x->shape[i];
+        else inner *= x->shape[i];
     }
-    int64_t N = 1;
-    for (int i = d; i < x->ndim; i++) N *= x->shape[i];
+    if (d < 0 || d + len > x->ndim) return DRIFT_OK;
+    if (inner > 1) { /* not the innermost dims: block.x over the outputs */
+        if (len != 1 || N >= 256) {
+            dct_torch_note_fallback(ctx, op->kind, "torch's reduce_kernel order over an inner dim is emulated for one "
+                                                   "dim of < 256 elements only");
+            return DRIFT_OK;
+        }
+        *handled = 1;
+        return dcu_check(dct_launch_reduce_mid(ctx, x->data, x->dtype, outer, N, inner, out->data, out->dtype,
+                                               op->sub == DRIFT_REDUCE_MEAN),
+                         err, where, "torch-profile reduction kernel");
+    }
     if (N == 0 || x->numel == 0) return DRIFT_OK;
     dct_reduce_cfg cfg;
     if (!dct_reduce_config(x->numel / N, N, &cfg) || (cfg.vectorize && (x->dtype != DRIFT_F32 || ((uintptr_t)x->data & 15)))) {
@@ -287,7 +299,7 @@ static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const
         dct_reduce_cfg cfg;
         if (D == 0 || !dct_reduce_config(x->numel / D, D, &cfg)) return DRIFT_OK;
         if (st->rms_variant & 1) cfg.vectorize = !cfg.vectorize;
-        if (st->rms_variant & 2) cfg.shfl_desc = 1;
+        if (st->rms_variant & 2) cfg.shfl_asc = 1;
         *handled = 1;
         return dcu_check(dct_launch_rms_norm(ctx, x->data, x->dtype, x->numel / D, D, w ? w->data : NULL,
                                              w ? w->dtype : DRIFT_F32, out->data, out->dtype, op->eps, &cfg),

@@ -137,7 +137,7 @@ typedef struct dct_reduce_cfg {
     int bw, bh;      /* block (x: lanes along the row, y: rows per block) */
     int vectorize;   /* 4-wide loads, 4 accumulators per thread */
     float factor;    /* MeanOps factor: (float)rows / (float)(rows*N) */
-    int shfl_desc;   /* test variant: lane shuffles in descending offsets */
+    int shfl_asc;    /* test variant: lane shuffles in ascending offsets 1 .. 16 (torch: 16 .. 1) */
 } dct_reduce_cfg;
 int dct_reduce_config(int64_t rows, int64_t N, dct_reduce_cfg *cfg);
 /* torch's rms_norm: u = fp32(x); r = rsqrt(mean(u*u) + eps); y = round_ty((u * r) * w)
@@ -151,6 +151,12 @@ cudaError_t dct_launch_rms_norm(const dcu_ctx *ctx, const void *x, drift_dtype t
  * round_ty(sum * cfg->factor). cfg->vectorize needs an fp32, 16-byte aligned x. */
 cudaError_t dct_launch_reduce(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t rows, int64_t N, void *y,
                               drift_dtype ty, int mean, const dct_reduce_cfg *cfg);
+/* torch's sum / mean over one dim that is not the innermost (x as outer x N x inner, inner > 1,
+ * N < 256: reduce_kernel maps block.x to the outputs, and each thread sums its output's N
+ * inputs in order into vt0 = 4 accumulators, k % 4, combined ((a0 + a1) + a2) + a3).
+ * 0 (cudaErrorInvalidValue) for N >= 256: torch splits those across threads, not emulated. */
+cudaError_t dct_launch_reduce_mid(const dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t outer, int64_t N,
+                                  int64_t inner, void *y, drift_dtype ty, int mean);
 /* torch's fused rms_norm (vectorized_layer_norm_kernel<T, float, true>, one
  * row per block of `threads`): r = rsqrt(sum(u*u) / N + eps) summed in
  * layer_norm's thread order; y = round_ty(w * (r * u)). N % 4 == 0. */
