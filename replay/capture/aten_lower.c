@@ -1684,7 +1684,26 @@ static int sdpa_mask_bias(lctx *c, const drift_json_value *mask, const int64_t *
     }
     if ((rc = al_mat_view(c, &ex, out))) return rc;
     const char *mdt = al_val_dtype_str(&c->g->nodes[jm]);
-    if (mdt && !strcmp(mdt, "bool")) return mask_bias(c, *out, out);
+    if (mdt && !strcmp(mdt, "bool")) {
+        if ((rc = mask_bias(c, *out, out))) return rc;
+        /* torch hands cuDNN (its SDPA backend for masked 16-bit attention) a bool mask as
+           where(!mask, -65504.0, 0) in the query's dtype (convert_boolean_attn_mask_cudnn,
+           torch 2.11): a finite bias, so a query row with no key allowed attends as if
+           unmasked instead of giving NaN (HunyuanVideo-1.5's padded text rows). Elsewhere
+           the bias underflows exp to 0 exactly, as -inf does. */
+        const char *qd = al_val_dtype_str(&c->g->nodes[c->cur]);
+        const double fin = qd && !strcmp(qd, "bfloat16") ? -65536.0 : qd && !strcmp(qd, "float16") ? -65504.0 : 0.0;
+        if (fin == 0.0) return DRIFT_OK; /* fp32: torch's other backends get -inf */
+        drift_node_spec s;
+        drift_node_spec_init(&s, DRIFT_OP_SCALAR);
+        s.op.n_in = 1;
+        s.op.sub = DRIFT_SCALAR_MAX;
+        s.op.scalar = fin; /* -65504 rounded to bf16 is -65536 */
+        s.in[0] = *out;
+        s.rule = DRIFT_RULE_FIXED;
+        s.rule_dtype = DRIFT_F32;
+        return al_add_node(c, &s, out);
+    }
     if (mdt && (!strcmp(mdt, "int64") || !strcmp(mdt, "int32") || !strcmp(mdt, "uint8")))
         return FAIL(c, "attn_mask of dtype %s: SDPA takes a bool or floating mask", mdt);
     return autocast_operand(c, *out, out);

@@ -33,6 +33,7 @@ R="$OUT/node_parity.txt"; : > "$R"
 for d in "$W"/rec/*/; do
   m=$(basename "$d"); tr="$d/trainer.h5"
   [ -f "$tr" ] || continue
+  case ",${MODELS:-$m}," in *",$m,"*) ;; *) continue ;; esac # a warm machine may hold other traces
   [ "$(left)" -gt 20 ] || { echo "node_parity.sh: time budget spent before $m" >> "$R"; break; }
   for st in ${STEPS:-0}; do
     echo "== $m step $st" >> "$R"

@@ -36,6 +36,7 @@ typedef struct scase {
 } scase;
 
 static int g_dim = 8; /* the head dim of make_doc's q, k, v */
+static const char *g_io = "float32"; /* the dtype of make_doc's q, k, v and output */
 
 static char *make_doc(const scase *c) {
     const int D = g_dim;
@@ -59,23 +60,23 @@ static char *make_doc(const scase *c) {
     snprintf(doc, sizeof doc,
              "{\"format\": \"drift-aten-graph\", \"version\": 1, \"producer\": {\"torch\": \"hand-made\"}, \"model_class\": \"A\",\n"
              " \"nodes\": [\n"
-             "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
-             "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"k\", \"op\": \"placeholder\", \"target\": \"k\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"%s\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"v\", \"op\": \"placeholder\", \"target\": \"v\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"%s\"}, \"module\": \"\"},\n"
              "%s"
-             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"float32\"}, \"module\": \"\"},\n"
+             "  {\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"args\": [], \"kwargs\": {}, \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"%s\"}, \"module\": \"\"},\n"
              "%s"
              "  {\"name\": \"y\", \"op\": \"call_function\", \"target\": \"aten.scaled_dot_product_attention.default\",\n"
              "   \"args\": [{\"node\": \"x\"}, {\"node\": \"k\"}, {\"node\": \"v\"}%s], \"kwargs\": {%s%s%s},\n"
-             "   \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"float32\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
+             "   \"val\": {\"shape\": [%d, %d, %d, %d], \"dtype\": \"%s\"}, \"module\": \"m\", \"module_stack\": [\"m\"]},\n"
              "  {\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [[{\"node\": \"y\"}]], \"kwargs\": {}, \"val\": null, \"module\": \"\"}],\n"
              " \"inputs\": [{\"node\": \"k\", \"kind\": \"parameter\", \"target\": \"m.k\"}, {\"node\": \"v\", \"kind\": \"parameter\", \"target\": \"m.v\"},\n"
              "            %s"
              "            {\"node\": \"x\", \"kind\": \"user_input\", \"target\": \"hidden_states\", \"role\": \"latents\"}],\n"
              " \"outputs\": [{\"node\": \"y\", \"name\": \"output:noise_pred\"}],\n"
              " \"constants\": {}, \"non_tensor_inputs\": {}}\n",
-             c->B, c->Hk, c->S, D, c->B, c->Hk, c->S, D, mask_node, c->B, c->H, c->L, D, expand_node, mask_arg,
-             c->causal ? "\"is_causal\": true" : "", c->causal && c->gqa ? ", " : "", c->gqa ? "\"enable_gqa\": true" : "",
-             c->B, c->H, c->L, D, mask_input);
+             c->B, c->Hk, c->S, D, g_io, c->B, c->Hk, c->S, D, g_io, mask_node, c->B, c->H, c->L, D, g_io, expand_node,
+             mask_arg, c->causal ? "\"is_causal\": true" : "", c->causal && c->gqa ? ", " : "",
+             c->gqa ? "\"enable_gqa\": true" : "", c->B, c->H, c->L, D, g_io, mask_input);
     return doc;
 }
 
@@ -149,6 +150,45 @@ static void test_one_attention_with_bias(void **st) {
     }
 }
 
+/* A bool mask under 16-bit attention: torch hands cuDNN where(!mask, -65504, 0) in the query's
+ * dtype (convert_boolean_attn_mask_cudnn), so the bias is MASK_BIAS clamped to -65536 (bf16) or
+ * -65504 (fp16): a row with no key allowed attends as if unmasked, as the H200 recorded
+ * (HunyuanVideo-1.5). fp32 attention and is_causal keep -inf. */
+static void test_bool_mask_cudnn_bias(void **st) {
+    (void)st;
+    static const struct {
+        const char *io;
+        int causal;
+        double want; /* 0: plain MASK_BIAS (-inf) */
+    } cases[] = {{"bfloat16", 0, -65536.0}, {"float16", 0, -65504.0}, {"float32", 0, 0.0}, {"bfloat16", 1, 0.0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        g_io = cases[i].io;
+        const scase c = {"bool key mask", 2, 4, 4, 6, 5, cases[i].causal ? NULL : "[2, 1, 1, 5]",
+                         cases[i].causal ? NULL : "bool", NULL, cases[i].causal, 0, {0}};
+        drift_graph *g = lower(&c);
+        const drift_value *a = NULL;
+        for (int id = 0; id < drift_graph_count(g); id++) {
+            const drift_value *v = drift_graph_value(g, id);
+            if (v->kind == DRIFT_VAL_NODE && v->op.kind == DRIFT_OP_ATTENTION) a = v;
+        }
+        if (!a || a->op.n_in != 4) fail_msg("%s %s: no ATTENTION with a bias", cases[i].io, c.name);
+        const drift_value *b = drift_graph_value(g, a->in[3]);
+        while (b->kind == DRIFT_VAL_NODE && b->op.kind == DRIFT_OP_VIEW) b = drift_graph_value(g, b->in[0]);
+        if (cases[i].want != 0.0) {
+            if (!(b->op.kind == DRIFT_OP_SCALAR && b->op.sub == DRIFT_SCALAR_MAX && b->op.scalar == cases[i].want &&
+                  b->rule == DRIFT_RULE_FIXED && b->rule_dtype == DRIFT_F32))
+                fail_msg("%s: the bool mask's bias is not clamped to %g in fp32", cases[i].io, cases[i].want);
+            b = drift_graph_value(g, b->in[0]);
+        }
+        while (b->kind == DRIFT_VAL_NODE && b->op.kind == DRIFT_OP_VIEW) b = drift_graph_value(g, b->in[0]);
+        if (!(b->op.kind == DRIFT_OP_UNARY && b->op.sub == DRIFT_UNARY_MASK_BIAS))
+            fail_msg("%s%s: the bias is not built on MASK_BIAS", cases[i].io, cases[i].causal ? " causal" : "");
+        print_message("  %-9s %-8s bias %s\n", cases[i].io, cases[i].causal ? "causal" : "bool", cases[i].want != 0.0 ? "clamped" : "-inf");
+        drift_graph_free(g);
+    }
+    g_io = "float32";
+}
+
 /* A mask that does not broadcast, and is_causal with a mask: refused, named. */
 static void test_refusals(void **st) {
     (void)st;
@@ -208,6 +248,7 @@ int main(void) {
         cmocka_unit_test(test_one_attention_with_bias),
         cmocka_unit_test(test_head_dim_12),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_bool_mask_cudnn_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
