@@ -3,7 +3,8 @@
 `drift replay` with DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP=DIR writes every node's
 value of the replay (replay/drive/node_dump.h). This script runs each node's
 ATen op in torch on the GPU on drift's own input values (the dumps of its
-argument nodes, cast to the dtypes the capture recorded) and compares torch's
+argument nodes, cast to the dtypes and laid out with the strides the capture
+recorded) and compares torch's
 result with drift's value of the node, bit for bit. A node whose inputs came
 from drift and whose output differs is a node whose kernel (or lowering)
 differs from torch's: the cause of a non-bitwise replay, found without
@@ -57,6 +58,7 @@ class Runner:
         cap = g.get("capture") or {}
         self.mode = cap.get("mode")
         self.ambient = DT.get(cap.get("autocast") or "", None)
+        self.strided = True  # inputs with the recorded strides (--contiguous: plain copies)
 
     def val_dtype(self, name):
         v = (self.by_name.get(name) or {}).get("val")
@@ -72,7 +74,25 @@ class Runner:
         a = np.fromfile(path, dtype=np.float32).reshape(shp) if shp else np.fromfile(path, dtype=np.float32).reshape(())
         t = torch.from_numpy(a).to(self.dev)
         want = self.val_dtype(name)
-        return t.to(want) if want is not None else t
+        t = t.to(want) if want is not None else t
+        return self.with_strides(name, t)
+
+    def with_strides(self, name, t):
+        """t laid out with the strides the capture recorded for node name (a transposed or
+        permuted view stays one: torch picks kernels by layout, e.g. a GEMM's transposition
+        or the SDPA backend), when they describe a dense layout of t's shape; else t."""
+        v = (self.by_name.get(name) or {}).get("val")
+        st = v.get("stride") if isinstance(v, dict) else None
+        if not self.strided or not st or len(st) != t.dim() or list(v.get("shape") or []) != list(t.shape):
+            return t
+        if list(st) == list(t.contiguous().stride()):
+            return t
+        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, st) if n > 0)
+        if any(s < 0 for s in st) or span > 4 * max(t.numel(), 1):
+            return t  # an expanded or sparse layout: kept contiguous
+        out = torch.empty_strided(tuple(t.shape), tuple(st), dtype=t.dtype, device=t.device)
+        out.copy_(t)
+        return out
 
     def arg(self, a):
         if isinstance(a, list):
@@ -160,6 +180,8 @@ def main():
     ap.add_argument("--step", type=int, default=0)
     ap.add_argument("--show", type=int, default=25)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--contiguous", action="store_true", help="hand torch contiguous inputs (default: the "
+                    "strides the capture recorded for each argument)")
     ap.add_argument("--json", default=None, help="write every differing node here")
     ap.add_argument("--save", default=None, help="folder: per differing node (first 40) NAME.npz with torch_out, "
                     "drift_out and drift's inputs in0, in1, ...")
@@ -167,6 +189,7 @@ def main():
     g = load_graph(a.trace)
     dumps = load_dumps(os.path.join(a.dump, "step%d" % a.step))
     r = Runner(g, dumps, a.device)
+    r.strided = not a.contiguous
     compared, differ, skipped, rows = 0, 0, {}, []
     for n in g["nodes"]:
         if n.get("op") != "call_function":
