@@ -41,6 +41,9 @@ static const drift_cli_opt_spec OPTS[] = {
     {"--weights-root", NULL, "DIR", "where the checkpoint of a trace recorded with parameters by reference\n"
                                     "lives now (default: the root recorded in the trace); every tensor's\n"
                                     "content hash is checked (exit 2 naming tensor and file)", NULL, 0},
+    {"--dump-nodes", NULL, "DIR", "write every node's value of the captured graph under DIR (stepN/NAME.f32,\n"
+                                  "index.tsv), for tests/gpu/node_parity.py: which node torch computes\n"
+                                  "otherwise (docs/aten-graph.md)", NULL, 0},
     {"--allow-mismatch", NULL, NULL, "compare with a --ref trace of another family, step set or site shapes\n"
                                      "(a warning instead of exit 2)", NULL, 0},
     {"--out", "-o", "RESULT", "write metrics, log-prob metrics and the replayed output to a replay trace", NULL, 0},
@@ -60,7 +63,7 @@ static const drift_cli_cmd_spec SPEC = {
     "                    [--ref trainer|rollout|oracle|TRACE2 [--allow-mismatch]] [--device cpu|cuda[:N]]\n"
     "                    [--devices D1,D2,... [--fsdp]] [--kernels exact|torch] [--libraries recorded|system|DIR]\n"
     "                    [--mpi] [--steps A:B]\n"
-    "                    [--output-only] [--weights-root DIR]\n"
+    "                    [--output-only] [--weights-root DIR] [--dump-nodes DIR]\n"
     "                    [-o RESULT [--force]] [--atol X] [--rtol X] [--max-floor K]\n"
     "                    [--format text|csv] [--json]\n",
     "Re-runs the forward recorded in TRACE under a dtype plan, from the trace's\n"
@@ -207,6 +210,15 @@ int drift_cmd_replay(int argc, char **argv) {
     o.out_path = drift_cli_args_get(&a, "--out");
     o.fsdp = drift_cli_args_count(&a, "--fsdp") > 0;
     if (drift_cli_args_count(&a, "--output-only")) o.sites = 0;
+    const char *dump = drift_cli_args_get(&a, "--dump-nodes");
+    if (dump && !bad) { /* the importer and the replay read these (replay/drive/node_dump.h) */
+        struct stat ds;
+        if (mkdir(dump, 0777) != 0 && (stat(dump, &ds) != 0 || !S_ISDIR(ds.st_mode)))
+            bad = drift_cli_usage_error_field("replay", "--dump-nodes", "--dump-nodes %s: cannot create the folder (%s)", dump,
+                                              strerror(errno));
+        else if (setenv("DRIFT_NODE_SITES", "1", 1) || setenv("DRIFT_NODE_DUMP", dump, 1))
+            bad = drift_cli_usage_error_field("replay", "--dump-nodes", "cannot set the environment");
+    }
     drift_cli_args_free(&a);
     if (bad) return bad;
     if (json && format && strcmp(format, "text") != 0)

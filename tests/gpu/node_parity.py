@@ -1,7 +1,7 @@
 """Which node of a captured graph does drift compute differently from torch?
 
-`drift replay` with DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP=DIR writes every node's
-value of the replay (replay/drive/node_dump.h). This script runs each node's
+`drift replay --dump-nodes DIR` writes every node's value of the replay
+(replay/drive/node_dump.h). This script runs each node's
 ATen op in torch on the GPU on drift's own input values (the dumps of its
 argument nodes, cast to the dtypes and laid out with the strides the capture
 recorded) and compares torch's
@@ -10,7 +10,7 @@ from drift and whose output differs is a node whose kernel (or lowering)
 differs from torch's: the cause of a non-bitwise replay, found without
 guessing from module outputs.
 
-    DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP=/tmp/nd drift replay TRACE --device cuda --steps 0
+    drift replay TRACE --device cuda --kernels torch --steps 0 --dump-nodes /tmp/nd
     python3 tests/gpu/node_parity.py TRACE /tmp/nd [--step 0] [--show 25]
 
 Prints one line per differing node (graph order) and a summary line

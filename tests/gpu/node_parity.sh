@@ -39,8 +39,8 @@ for d in "$W"/rec/*/; do
     echo "== $m step $st" >> "$R"
     rm -rf "$W/nd_$m"
     ( export LD_LIBRARY_PATH="${TL:+$TL:}${LD_LIBRARY_PATH:-}"
-      DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP="$W/nd_$m" timeout 120 "$BUILD/drift" replay "$tr" --device cuda \
-        --kernels torch --steps "$st" > "$W/nd_$m.replay.log" 2>&1 )
+      timeout 120 "$BUILD/drift" replay "$tr" --device cuda --kernels torch --steps "$st" \
+        --dump-nodes "$W/nd_$m" > "$W/nd_$m.replay.log" 2>&1 )
     grep -E "first divergent site|^drift replay: [^ln]" "$W/nd_$m.replay.log" | head -3 >> "$R"
     timeout 120 "$PY" "$S/tests/gpu/node_parity.py" "$tr" "$W/nd_$m" --step "$st" --show 12 \
       --save "$W/nps/${m}_step$st" >> "$R" 2>&1

@@ -6,14 +6,15 @@
 #   * index.tsv names one file per dumped node, each of 4 * numel bytes;
 #   * the graph output's dump is the recorded output bit for bit (this fixture's cpu
 #     replay is bitwise with it);
-#   * a dump folder that cannot be created is exit 2 naming it.
+#   * a dump folder that cannot be created is exit 2 naming it (--dump-nodes, and the
+#     environment variable it sets).
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/node_dump"; rm -rf "$W"; mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }
 f="$T/graphs/recorded/zoo/DiTTransformer2DModel.h5"
 "$D" replay "$f" --device cpu --steps 0 --json > "$W/plain.json" 2> "$W/plain.err" || fail "plain replay exited $?"
-DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP="$W/nd" "$D" replay "$f" --device cpu --steps 0 --json > "$W/dump.json" 2> "$W/dump.err" ||
+"$D" replay "$f" --device cpu --steps 0 --json --dump-nodes "$W/nd" > "$W/dump.json" 2> "$W/dump.err" ||
   fail "replay with the dump exited $?: $(tail -2 "$W/dump.err")"
 "$PY" - "$f" "$W/plain.json" "$W/dump.json" "$W/nd/step0" <<'PY' || fail "node dump"
 import json, os, sys
@@ -45,4 +46,8 @@ DRIFT_NODE_SITES=1 DRIFT_NODE_DUMP="$W/afile/sub" "$D" replay "$f" --device cpu 
 rc=$?
 [ "$rc" = 2 ] || fail "an uncreatable dump folder exited $rc, want 2"
 grep -q "afile/sub" "$W/bad.err" || fail "the error does not name the folder: $(tail -1 "$W/bad.err")"
+"$D" replay "$f" --device cpu --steps 0 --dump-nodes "$W/afile/sub2" > "$W/bad2.out" 2> "$W/bad2.err"
+rc=$?
+[ "$rc" = 2 ] || fail "the flag with an uncreatable folder exited $rc, want 2"
+grep -q "dump-nodes.*afile/sub2" "$W/bad2.err" || fail "the usage error does not name the flag and folder: $(tail -1 "$W/bad2.err")"
 echo "node_dump: ok"
