@@ -9,8 +9,9 @@ For each model: seeded weights, the test's dummy inputs, FSDP2 (world 1:
 fully_shard per block in bf16, an fp32 island with its own fully_shard, the
 root), bf16 autocast, 2 steps (step 1: new latents, the timestep moved),
 drift_recorder with record_params / capture_graph / watch (block outputs) /
-inputs / output; torch's own noise floor (the middle latent moved by one bf16
-ULP). Writes DIR/<tag>/trainer.h5, trainer_plan.json, info.json and one
+inputs / output; torch's own noise floor (the middle latent moved by one bf16 ULP; each
+element of it when the output does not depend on the middle one
+). Writes DIR/<tag>/trainer.h5, trainer_plan.json, info.json and one
 "ZOO <tag> {json}" line (the row: built, captured mode, nodes, decomposed
 composites, ops left whole, seconds, or the reason it failed).
 """
@@ -107,9 +108,16 @@ def first_tensor(out):
     return out
 
 
-def nudge(kw, main):
+def nudge(kw, main, every=False):
+    """kw with main's middle element moved up by one bf16 ULP (every=True: each element of
+    main: the fallback when the output does not depend on the middle one)."""
     k2 = dict(kw)
     x = kw[main].clone()
+    if every:
+        a = x.detach().abs().float().clamp_min(1.0e-30)
+        ulp = torch.exp2(torch.floor(torch.log2(a)) - 7).where(x != 0, torch.full_like(a, 2.0 ** -7))
+        k2[main] = (x.float() + ulp).to(x.dtype)
+        return k2
     flat = x.view(-1)
     i = flat.numel() // 2
     v = float(flat[i])
@@ -222,7 +230,11 @@ def _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row):
                 with rec.paused(), torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
                     a = first_tensor(m(**k)).float()
                     b = first_tensor(m(**nudge(k, main))).float()
-                    floors.append(float((a - b).abs().mean()))
+                    fl = float((a - b).abs().mean())
+                    if fl == 0.0 and torch.is_floating_point(k[main]):  # the middle element does not reach the output
+                        b = first_tensor(m(**nudge(k, main, every=True))).float()
+                        fl = float((a - b).abs().mean())
+                    floors.append(fl)
             rec.flush(60000)
             cnt = rec.counters()
             # a graph specialised to step 0's data (dispatch): the graph each later step got (0: /graph)
