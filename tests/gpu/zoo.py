@@ -10,8 +10,7 @@ fully_shard per block in bf16, an fp32 island with its own fully_shard, the
 root), bf16 autocast, 2 steps (step 1: new latents, the timestep moved),
 drift_recorder with record_params / capture_graph / watch (block outputs) /
 inputs / output; torch's own noise floor (the middle latent moved by one bf16 ULP; each
-element of it when the output does not depend on the middle one
-). Writes DIR/<tag>/trainer.h5, trainer_plan.json, info.json and one
+element of it when the output does not depend on the middle one). Writes DIR/<tag>/trainer.h5, trainer_plan.json, info.json and one
 "ZOO <tag> {json}" line (the row: built, captured mode, nodes, decomposed
 composites, ops left whole, seconds, or the reason it failed).
 """
