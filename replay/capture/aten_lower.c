@@ -2509,23 +2509,25 @@ static int site_node(lctx *c, const modlast *e, const drift_aten_lower_opts *o) 
     return -1;
 }
 
-/* Site `site` on drift value id: on the value itself, or on a VIEW of it when the value
+/* *out: a new node aliasing value id (a VIEW; a STRIDED copy for a 0-d value), so that one
+ * value can carry a second site or be the output. */
+static int alias_node(lctx *c, int id, int *out) {
+    const drift_value *v = drift_graph_value(c->out, id);
+    drift_node_spec s;
+    drift_node_spec_init(&s, v->ndim == 0 ? DRIFT_OP_STRIDED : DRIFT_OP_VIEW);
+    s.op.n_in = 1;
+    s.in[0] = id;
+    s.rule = DRIFT_RULE_LIKE_INPUT0;
+    s.ndim = v->ndim;
+    memcpy(s.shape, v->shape, sizeof s.shape);
+    return al_add_node(c, &s, out);
+}
+
+/* Site `site` on drift value id: on the value itself, or on an alias of it when the value
  * already has a site (one value, two modules: a dropout after a linear). */
 static int site_on(lctx *c, int id, const char *site) {
-    const drift_value *v = drift_graph_value(c->out, id);
     int rc;
-    if (v->site) {
-        int64_t sh[DRIFT_MAX_DIMS];
-        memcpy(sh, v->shape, sizeof sh);
-        drift_node_spec s;
-        drift_node_spec_init(&s, v->ndim == 0 ? DRIFT_OP_STRIDED : DRIFT_OP_VIEW);
-        s.op.n_in = 1;
-        s.in[0] = id;
-        s.rule = DRIFT_RULE_LIKE_INPUT0;
-        s.ndim = v->ndim;
-        memcpy(s.shape, sh, sizeof sh);
-        if ((rc = al_add_node(c, &s, &id))) return rc;
-    }
+    if (drift_graph_value(c->out, id)->site && (rc = alias_node(c, id, &id))) return rc;
     drift_err inner;
     drift_err_clear(&inner);
     if (drift_graph_set_site(c->out, id, site, &inner)) return FAIL(c, "%s", inner.msg);
@@ -2731,17 +2733,9 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
     if ((rc = al_mat_fx(&c, oj, &oid))) goto done;
     if ((rc = add_sites(&c, o))) goto done;
     c.cur = g->output;
-    if (drift_graph_value(c.out, oid)->site || drift_graph_value(c.out, oid)->kind != DRIFT_VAL_NODE) {
-        const drift_value *v = drift_graph_value(c.out, oid);
-        drift_node_spec s;
-        drift_node_spec_init(&s, v->ndim == 0 ? DRIFT_OP_STRIDED : DRIFT_OP_VIEW);
-        s.op.n_in = 1;
-        s.in[0] = oid;
-        s.rule = DRIFT_RULE_LIKE_INPUT0;
-        s.ndim = v->ndim;
-        memcpy(s.shape, v->shape, sizeof s.shape);
-        if ((rc = al_add_node(&c, &s, &oid))) goto done;
-    }
+    if ((drift_graph_value(c.out, oid)->site || drift_graph_value(c.out, oid)->kind != DRIFT_VAL_NODE) &&
+        (rc = alias_node(&c, oid, &oid)))
+        goto done;
     drift_err inner;
     drift_err_clear(&inner);
     if (drift_graph_set_site(c.out, oid, "output:noise_pred", &inner) || drift_graph_set_output(c.out, oid, &inner))
