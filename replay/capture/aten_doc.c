@@ -155,9 +155,9 @@ static int parse_nodes(drift_aten_graph *g, const drift_json_value *nodes, drift
         if (!strcmp(op, "placeholder")) n->op = ATEN_PLACEHOLDER;
         else if (!strcmp(op, "call_function")) n->op = ATEN_CALL;
         else if (!strcmp(op, "output")) n->op = ATEN_OUTPUT;
+        else if (!strcmp(op, "get_attr")) n->op = ATEN_CALL, n->is_attr = 1; /* listed among the ops drift cannot run */
         else
-            return aten_node_fail(g, i, err, "'op' \"%s\": expected placeholder, call_function or output%s", op,
-                                  !strcmp(op, "get_attr") ? " (get_attr does not occur in an exported program)" : "");
+            return aten_node_fail(g, i, err, "'op' \"%s\": expected placeholder, call_function, get_attr or output", op);
         n->args = drift_json_object_get(o, "args");
         n->kwargs = drift_json_object_get(o, "kwargs");
         n->val = drift_json_object_get(o, "val");

@@ -16,6 +16,8 @@ typedef struct aten_node {
     const char *module_class;           /* class of the innermost module (module_classes' last), or "" */
     int line, col;
     int input;                          /* placeholders: index into inputs, else -1 */
+    int is_attr;                        /* a get_attr node (a higher-order op's submodule or callable the
+                                           capture could not inline): ATEN_CALL, never in the registry */
 } aten_node;
 
 typedef struct aten_op_count {

@@ -2640,9 +2640,9 @@ static int unknown_ops(const drift_aten_graph *g, const unsigned char *live, int
     for (int i = 0; i < g->n; i++) {
         const aten_node *nd = &g->nodes[i];
         if (nd->op != ATEN_CALL || !live[i] || (dv && g->device_value && g->device_value[i])) continue;
-        if (aten_registry_find(nd->target)) continue;
+        if (!nd->is_attr && aten_registry_find(nd->target)) continue;
         int k = 0;
-        while (k < n && strcmp(tg[k], nd->target)) k++;
+        while (k < n && (strcmp(tg[k], nd->target) || g->nodes[first[k]].is_attr != nd->is_attr)) k++;
         if (k == n) {
             if (n == MAX_LISTED) {
                 more++;
@@ -2658,8 +2658,9 @@ static int unknown_ops(const drift_aten_graph *g, const unsigned char *live, int
                        n + more == 1 ? "" : "s");
     for (int k = 0; k < n && len > 0 && (size_t)len < sizeof msg; k++) {
         const aten_node *f = &g->nodes[first[k]];
-        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s x%d (first in '%s', node %s)", k ? ", " : "", tg[k],
-                        cnt[k], f->module, f->name);
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s%s%s x%d (first in '%s', node %s)", k ? ", " : "",
+                        f->is_attr ? "get_attr '" : "", tg[k], f->is_attr ? "' (a higher-order op's part)" : "", cnt[k],
+                        f->module, f->name);
     }
     if (more && len > 0 && (size_t)len < sizeof msg) snprintf(msg + len, sizeof msg - (size_t)len, ", and %d more", more);
     return drift_err_set(err, DRIFT_E_INPUT, g->source, "%s", msg);

@@ -269,6 +269,18 @@ static void test_hostile_graphs(void **s) {
     t = edit(doc, "\"op\": \"call_function\"", "\"op\": \"get_attr\"");
     expect_bad(t, strlen(t), "get_attr", NULL);
     free(t);
+    {
+        /* a higher-order op the capture could not inline (AnyFlowFAR's flex attention): its
+           get_attr part and the call itself, both listed, with module and node */
+        char path[1024];
+        size_t fl;
+        snprintf(path, sizeof path, "%s/graphs/flex_hop.json", testdata());
+        char *f = test_slurp(path, &fl);
+        if (!f) fail_msg("%s missing", path);
+        expect_bad(f, fl, "2 ops drift cannot run", "get_attr 'sdpa_mask0' (a higher-order op's part) x1 (first in 'proj', node sdpa_mask0)");
+        expect_bad(f, fl, "flex_attention x1 (first in 'proj', node linear)", NULL);
+        free(f);
+    }
     t = edit(doc, "\"drift-aten-graph\"", "\"drift-graph\"");
     expect_bad(t, strlen(t), "'format'", NULL);
     free(t);
