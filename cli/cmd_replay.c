@@ -42,7 +42,7 @@ static const drift_cli_opt_spec OPTS[] = {
                                     "lives now (default: the root recorded in the trace); every tensor's\n"
                                     "content hash is checked (exit 2 naming tensor and file)", NULL, 0},
     {"--dump-nodes", NULL, "DIR", "write every node's value of the captured graph under DIR (stepN/NAME.f32,\n"
-                                  "index.tsv), for tests/gpu/node_parity.py: which node torch computes\n"
+                                  "index.tsv), for drift_recorder.node_parity: which node torch computes\n"
                                   "otherwise (docs/aten-graph.md)", NULL, 0},
     {"--allow-mismatch", NULL, NULL, "compare with a --ref trace of another family, step set or site shapes\n"
                                      "(a warning instead of exit 2)", NULL, 0},

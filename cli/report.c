@@ -195,6 +195,9 @@ void drift_report_replay_text(const drift_replay_opts *o, const drift_replay_rep
     }
     fprintf(f, "\n");
     if (!any) fprintf(f, "every compared site is bitwise equal to the reference\n");
+    else if (o->plan && o->ref == DRIFT_REF_TRAINER && !strcmp(rep->kernels, "torch") && !strncmp(rep->model, "captured:", 9))
+        fprintf(f, "to find the op inside the first divergent site that torch computes otherwise: add --dump-nodes DIR, "
+                   "then python3 -m drift_recorder.node_parity %s DIR --step N (docs/recorder.md)\n", o->trace);
     for (const char *p = o->plan && rep->warnings ? rep->warnings : ""; *p;) { /* replay: sites the import left out */
         const char *nl = strchr(p, '\n');
         int n = nl ? (int)(nl - p) : (int)strlen(p);

@@ -2534,7 +2534,7 @@ static int site_on(lctx *c, int id, const char *site) {
     return DRIFT_OK;
 }
 
-/* DRIFT_NODE_SITES=1 (a debugging aid: tests/gpu/node_parity.py): every FX tensor node's value,
+/* DRIFT_NODE_SITES=1 (a debugging aid: drift_recorder.node_parity): every FX tensor node's value,
  * as it is right after the node, becomes site "fx:NAME" (views materialised). Such sites are in
  * no trace: replay compares nothing there, and DRIFT_NODE_DUMP (replay_step.c) writes them out. */
 static int node_site(lctx *c) {

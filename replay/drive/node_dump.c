@@ -1,4 +1,4 @@
-/* Node values written for tests/gpu/node_parity.py (node_dump.h). */
+/* Node values written for drift_recorder.node_parity (node_dump.h). */
 #include "replay/drive/node_dump.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* DRIFT_NODE_DUMP=DIR: replay writes the value of every "fx:NAME" site (the
  * lowering's DRIFT_NODE_SITES=1: one per node of a captured graph) under DIR,
- * for tests/gpu/node_parity.py, which runs each node's ATen op in torch on
+ * for drift_recorder.node_parity, which runs each node's ATen op in torch on
  * drift's own inputs and names the nodes whose kernels differ. */
 #ifndef DRIFT_REPLAY_DRIVE_NODE_DUMP_H
 #define DRIFT_REPLAY_DRIVE_NODE_DUMP_H

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Node-level parity of zoo models against torch (tests/gpu/node_parity.py), in one device call:
+# Node-level parity of zoo models against torch (python3 -m drift_recorder.node_parity), in one device call:
 # records MODELS with tests/gpu/zoo.sh (build, record), then for each trace replays step 0 on
 # cuda (torch profile, torch's own libraries first) with every node's value dumped and names
 # the nodes whose values torch computes differently from the same inputs.
@@ -42,7 +42,8 @@ for d in "$W"/rec/*/; do
       timeout 120 "$BUILD/drift" replay "$tr" --device cuda --kernels torch --steps "$st" \
         --dump-nodes "$W/nd_$m" > "$W/nd_$m.replay.log" 2>&1 )
     grep -E "first divergent site|^drift replay: [^ln]" "$W/nd_$m.replay.log" | head -3 >> "$R"
-    timeout 120 "$PY" "$S/tests/gpu/node_parity.py" "$tr" "$W/nd_$m" --step "$st" --show 12 \
+    PYTHONPATH="$S/recorder/python${PYTHONPATH:+:$PYTHONPATH}" timeout 120 "$PY" -m drift_recorder.node_parity \
+      "$tr" "$W/nd_$m" --step "$st" --show 12 \
       --save "$W/nps/${m}_step$st" >> "$R" 2>&1
     rm -rf "$W/nd_$m"
   done

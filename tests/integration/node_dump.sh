@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DRIFT_NODE_SITES / DRIFT_NODE_DUMP (replay/drive/node_dump.h, the drift side of
-# tests/gpu/node_parity.py) on a recorded zoo fixture, cpu:
+# drift_recorder.node_parity) on a recorded zoo fixture, cpu:
 #   * the replay with every node dumped reports what the plain replay reports (the fx:
 #     sites are in no trace: nothing more is compared, nothing is lost);
 #   * index.tsv names one file per dumped node, each of 4 * numel bytes;

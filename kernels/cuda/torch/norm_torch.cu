@@ -39,7 +39,7 @@
  * with vt0 = 4 accumulators (element lane + k*bw into accumulator k % 4);
  * accumulators combine as ((a0 + a1) + a2) + a3; lanes combine through
  * shared memory when block_width > 32 (offsets bw/2 .. 32), then with
- * shfl_down offsets 16, 8, 4, 2, 1 (descending: tests/gpu/node_parity.py on
+ * shfl_down offsets 16, 8, 4, 2, 1 (descending: drift_recorder.node_parity on
  * the H200 matched every row of 40 mean nodes of six zoo models, N 8 to 64,
  * with this order and under 80% with ascending); each row is one block_width-wide row of
  * the block (block_height rows per block). dct_reduce_config reproduces

@@ -11,7 +11,9 @@ differs from torch's: the cause of a non-bitwise replay, found without
 guessing from module outputs.
 
     drift replay TRACE --device cuda --kernels torch --steps 0 --dump-nodes /tmp/nd
-    python3 tests/gpu/node_parity.py TRACE /tmp/nd [--step 0] [--show 25]
+    python3 -m drift_recorder.node_parity TRACE /tmp/nd [--step 0] [--show 25]
+
+(needs torch and h5py; tests/gpu/node_parity.sh runs it over zoo models)
 
 Prints one line per differing node (graph order) and a summary line
 `NODE_PARITY model=... nodes=N compared=C differ=D first=NAME(TARGET)`.
@@ -24,9 +26,13 @@ import operator
 import os
 import sys
 
-import h5py
 import numpy as np
-import torch
+
+try:
+    import h5py
+    import torch
+except ImportError as e:  # the recorder itself needs neither
+    sys.exit("drift_recorder.node_parity needs torch and h5py: %s" % e)
 
 DT = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64,
       "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
