@@ -12,6 +12,7 @@
 #
 #   tar xzf .pydeps/pipelines_full.tgz -C .pydeps/diffusers
 #   DEBS=$PWD/.debs OUT=$OUT bash tests/gpu/acceptance.sh
+# with .pydeps and .debs carried (prepared here by scripts/gpu_carry.sh from a diffusers snapshot).
 # Env: GEMM_PROBE (1: also tests/gpu/gemm_forms_probe.sh), BUILD (/tmp/drift-gpu-build), TIME_BUDGET (s for the whole call, default 540),
 # PARITY_CASES (regex, default the torch profile's newer kernels), MODELS (zoo subset),
 # ZOO_STAGES (default "record replay invariance").
