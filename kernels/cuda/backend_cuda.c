@@ -548,8 +548,10 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (dcu_op_needs_host(op, in)) {
         /* the torch profile's own kernels first (softmax, reductions over several last dims):
            the host runs drift's cpu order, not torch's */
-        if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && (op->kind == DRIFT_OP_SOFTMAX || op->kind == DRIFT_OP_REDUCE) &&
-            !dcu_op_is_f64(op, in) && !drift_dtype_is_int(op->out)) {
+        const int torch_has = op->kind == DRIFT_OP_SOFTMAX ||
+                              (op->kind == DRIFT_OP_REDUCE && (op->sub == DRIFT_REDUCE_SUM || op->sub == DRIFT_REDUCE_MEAN));
+        if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && torch_has && !dcu_op_is_f64(op, in) &&
+            !drift_dtype_is_int(op->out)) {
             int handled = 0;
             rc = dct_torch_run(ctx, op, in, out, where, &handled, err);
             if (handled || rc) return rc;
