@@ -177,6 +177,101 @@ static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
         }
 }
 
+/* 1 for an op that writes its operand in place (aten.copy_, fill_, index_put_). */
+static int writes_in_place(const char *target) {
+    if (strncmp(target, "aten.", 5)) return 0;
+    const char *dot = strchr(target + 5, '.');
+    const size_t n = dot ? (size_t)(dot - target) : strlen(target);
+    return n > 5 && target[n - 1] == '_';
+}
+
+/* 1 for an op whose result is a view of its first operand (a write into it lands in the operand). */
+static int is_view_op(const char *target) {
+    static const char *const v[] = {"select", "slice", "view", "unsqueeze", "squeeze", "transpose", "permute",
+                                    "expand", "narrow", "as_strided", "diagonal", "alias", "t", "unflatten"};
+    char base[96];
+    drift_aten_op_base(target, base, sizeof base);
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        if (!strcmp(base, v[i])) return 1;
+    return 0;
+}
+
+/* The dim-0 extent node k's value records, -1 if none. */
+static int64_t val_dim0(const aten_node *n) {
+    const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+    return sh && sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
+                   sh->items[0].is_int
+               ? sh->items[0].integer
+               : -1;
+}
+
+/* Node w writes in place into the rows of one sample of a buffer (Lumina2's rope tables:
+ * `freqs[i, :len] = ...` unrolled at the recorded batch as copy_(select(buf, 0, i), ...)): the
+ * buffer (a value whose dim 0 is the recorded batch rb_from, picked by select/slice along dim 0
+ * on the way to the write) and that sample into *sample; else -1. */
+static int sample_write_root(const drift_aten_graph *g, int w, int64_t rb_from, int64_t *sample) {
+    const aten_node *n = &g->nodes[w];
+    if (n->op != ATEN_CALL || !writes_in_place(n->target)) return -1;
+    int picked = 0;
+    const drift_json_value *a = n->args && n->args->type == DRIFT_JSON_ARRAY && n->args->n_items ? &n->args->items[0] : NULL;
+    for (int hops = 0; hops < 64 && a && al_node_ref(a); hops++) {
+        const int d = aten_find(g, a->members[0].value.str);
+        if (d < 0) return -1;
+        const aten_node *x = &g->nodes[d];
+        if (x->op != ATEN_CALL || !is_view_op(x->target)) return picked && val_dim0(x) == rb_from ? d : -1;
+        const drift_json_value *xa = x->args && x->args->type == DRIFT_JSON_ARRAY ? x->args : NULL;
+        const drift_json_value *src = xa && xa->n_items ? &xa->items[0] : NULL;
+        const int s = src && al_node_ref(src) ? aten_find(g, src->members[0].value.str) : -1;
+        char base[96];
+        drift_aten_op_base(x->target, base, sizeof base);
+        if (s >= 0 && xa->n_items >= 3 && xa->items[1].type == DRIFT_JSON_NUMBER && xa->items[1].integer == 0 &&
+            xa->items[2].type == DRIFT_JSON_NUMBER && (!strcmp(base, "select") || !strcmp(base, "slice")) &&
+            val_dim0(&g->nodes[s]) == rb_from) {
+            picked = 1;
+            *sample = xa->items[2].integer;
+        }
+        a = src;
+    }
+    return -1;
+}
+
+/* mark[k] = 1 for each buffer that a node writes into one sample at a time (sample_write_root). */
+static void mark_sample_writes(const drift_aten_graph *g, int64_t rb_from, unsigned char *mark) {
+    memset(mark, 0, (size_t)g->n + 1);
+    int64_t s;
+    for (int w = 0; w < g->n; w++) {
+        const int r = sample_write_root(g, w, rb_from, &s);
+        if (r >= 0) mark[r] = 1;
+    }
+}
+
+/* Replaces err with the refusal of a loop over the samples that writes each sample's rows into a
+ * buffer in place, where node `fail` depends on such a buffer: the graph holds the writes of the
+ * recorded samples only, so the rows of another batch would never be computed. 1 if so. */
+static int explain_sample_writes(const drift_aten_graph *g, int fail, int64_t rb_from, drift_err *err) {
+    if (fail < 0 || fail >= g->n) return 0;
+    unsigned char *anc = drift_malloc((size_t)g->n + 1);
+    int said = 0;
+    if (!anc) return 0;
+    ancestors(g, fail, anc);
+    int64_t s = 0;
+    for (int w = 0; w < g->n && !said; w++) {
+        const int r = sample_write_root(g, w, rb_from, &s);
+        if (r < 0 || !anc[r]) continue;
+        const aten_node *wn = &g->nodes[w], *rn = &g->nodes[r];
+        drift_err_prefix(err, "cannot be re-batched: node %d '%s' (%s) in module '%s' writes the rows of sample %lld of "
+                              "node %d '%s' (%s, dim 0 the recorded batch of %lld) in place: a loop over the samples "
+                              "that fills a buffer one sample at a time instead of joining its results (Lumina2's rope "
+                              "position ids and frequency tables); the graph holds the writes of the recorded samples "
+                              "only, with their lengths, so the rows of another batch would never be written; where "
+                              "it breaks",
+                         w, wn->name, wn->target, wn->module, (long long)s, r, rn->name, rn->target, (long long)rb_from);
+        said = 1;
+    }
+    drift_free(anc);
+    return said;
+}
+
 /* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
  * recorded batch rb_from in its leading entry (a factory whose captured shape starts with it, a
  * repeat/expand by it: batch-free unless flipped), or a user input other than the latents and
@@ -332,6 +427,9 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         rc = drift_err_set(err, DRIFT_E_NOMEM, "rebatch", "out of memory");
         goto done;
     }
+    /* a buffer written one sample at a time is never the batch: flipping its size would leave
+     * the rows of the other samples unwritten (explain_sample_writes) */
+    mark_sample_writes(g, rb_from, tried);
     for (int round = 0;; round++) {
         rc = probe_once(g, &lo, dims, &fail, &outchk, &e);
         if (rc && e.code == DRIFT_E_NOMEM) { /* not the program's shape */
@@ -380,7 +478,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
             for (int t = 0; t < n_tent; t++) lead[tent[t]] = 0;
             *err = first;
-            explain_lost(g, fail0, out0, dims0, err);
+            if (!explain_sample_writes(g, fail0, rb_from, err)) explain_lost(g, fail0, out0, dims0, err);
             memcpy(dims, dims0, ((size_t)n + 1) * sizeof *dims); /* the first round's: what aten_unroll reads */
             for (int k = fail0 + 1; fail0 >= 0 && k < n; k++) dims[k] = -1; /* not reached: not known */
             rc = first.code ? first.code : DRIFT_E_INPUT;
