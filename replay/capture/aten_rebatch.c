@@ -62,6 +62,31 @@ int al_rb_check(lctx *c, int nd_val, const int64_t *val, int nd, const int64_t *
                    "(more than the batch dim changed)", (long long)c->rb_from, (long long)c->rb_to, a, b);
 }
 
+int64_t al_rb_nonzero_count(const lctx *c, int64_t recorded) {
+    return c->rb_from && c->rb_nz && c->rb_nz[c->cur] >= 0 ? c->rb_nz[c->cur] : recorded;
+}
+
+static int refs_ragged(const lctx *c, const drift_json_value *v) {
+    if (!v) return 0;
+    if (al_node_ref(v)) {
+        const int k = aten_find(c->g, v->members[0].value.str);
+        return k >= 0 && k < c->cur && c->fx[k].ragged;
+    }
+    if (v->type == DRIFT_JSON_ARRAY)
+        for (size_t i = 0; i < v->n_items; i++)
+            if (refs_ragged(c, &v->items[i])) return 1;
+    if (v->type == DRIFT_JSON_OBJECT)
+        for (size_t i = 0; i < v->n_members; i++)
+            if (refs_ragged(c, &v->members[i].value)) return 1;
+    return 0;
+}
+
+int al_rb_ragged(lctx *c) {
+    if (!c->rb_from || !c->rb_nz) return 0;
+    const aten_node *n = &c->g->nodes[c->cur];
+    return c->fx[c->cur].ragged || refs_ragged(c, n->args) || refs_ragged(c, n->kwargs);
+}
+
 /* The dim of size list (nd, size) whose prefix product equals the prefix
  * product P before the batch dim of the source: the batch is the outermost
  * factor of its dim in every layout a DiT uses ([B*H, L, D] <-> [B, H, L, D]). */
@@ -412,6 +437,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     if (o) lo = *o;
     int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK, outchk = 0, n_tent = 0;
     lo.notes = NULL;
+    lo.nonzero_counts = NULL; /* the recorded counts: the probe finds the batch dims, not the data's sizes */
     lo.rebatch_from = rb_from;
     lo.rebatch_to = rb_from + 1;
     lo.batch_dims_out = dims;
