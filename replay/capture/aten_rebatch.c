@@ -297,6 +297,80 @@ static int explain_sample_writes(const drift_aten_graph *g, int fail, int64_t rb
     return said;
 }
 
+/* 1 if user input placeholder i is element k of a list input (its path "NAME.k", pytree's
+ * flattening of a list argument) with k < rb_from, NAME (len bytes) into *name. */
+static int list_element(const drift_aten_graph *g, int i, const char **name, size_t *len) {
+    const aten_node *n = &g->nodes[i];
+    const drift_aten_input *in = n->op == ATEN_PLACEHOLDER && n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
+    if (!in || in->kind != DRIFT_ATEN_IN_USER || !in->is_tensor || !in->target) return 0;
+    const char *dot = strrchr(in->target, '.');
+    if (!dot || dot == in->target || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1)) return 0;
+    *name = in->target;
+    *len = (size_t)(dot - in->target);
+    return 1;
+}
+
+/* Replaces err with the refusal of a model that takes its samples as lists (WanAnimate2's
+ * `hidden_states: list[Tensor]`, each [C, F, H, W]): user inputs NAME.0 .. NAME.(rb_from - 1), one
+ * tensor per recorded sample, joined into a batch by a cat/stack inside the graph. A batch of
+ * another size is a list of another length, whose elements the graph has no inputs for (the
+ * capture holds one copy of the per-element code per recorded sample). 1 if so. */
+static int explain_list_inputs(const drift_aten_graph *g, int fail, int64_t rb_from, drift_err *err) {
+    char names[400] = "";
+    size_t used = 0;
+    int n_list = 0;
+    unsigned char *is_list = drift_calloc((size_t)g->n + 1, 1), *anc = drift_malloc((size_t)g->n + 1);
+    if (!is_list || !anc) goto done;
+    for (int i = 0; i < g->n; i++) {
+        const char *nm;
+        size_t len;
+        if (!list_element(g, i, &nm, &len)) continue;
+        long long k = atoll(nm + len + 1), count = 0;
+        for (int j = 0; j < g->n; j++) { /* NAME.0 .. NAME.(N-1), N the recorded batch */
+            const char *nm2;
+            size_t len2;
+            count += list_element(g, j, &nm2, &len2) && len2 == len && !strncmp(nm, nm2, len);
+        }
+        if (count != rb_from || k >= rb_from) continue;
+        is_list[i] = 1;
+        n_list++;
+        if (k == 0 && used < sizeof names)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", nm);
+    }
+    if (!n_list) goto done;
+    int join = -1;
+    for (int k = 0; k < g->n && join < 0; k++) {
+        const aten_node *n = &g->nodes[k];
+        if (n->op != ATEN_CALL || (strncmp(n->target, "aten.cat.", 9) && strncmp(n->target, "aten.stack.", 11))) continue;
+        const drift_json_value *a = n->args && n->args->type == DRIFT_JSON_ARRAY ? n->args : NULL;
+        if (!a || !a->n_items || a->items[0].type != DRIFT_JSON_ARRAY || (int64_t)a->items[0].n_items != rb_from ||
+            (a->n_items >= 2 && (a->items[1].type != DRIFT_JSON_NUMBER || a->items[1].integer != 0)))
+            continue; /* a join of the N elements along dim 0 */
+        ancestors(g, k, anc);
+        for (int i = 0; i < k && join < 0; i++)
+            if (anc[i] && is_list[i]) join = k;
+    }
+    if (join < 0) { /* a list of something else (T5FilmDecoder's encodings and masks) */
+        n_list = 0;
+        goto done;
+    }
+    const aten_node *j = &g->nodes[join];
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg,
+             "cannot be re-batched: the model takes its samples as lists (user inputs %s: one tensor per sample, %lld "
+             "recorded) and node %d '%s' (%s) in module '%s' joins them into a batch; a batch of %lld is a list of "
+             "%lld, whose elements the captured program has no inputs for (it holds one copy of the per-element code "
+             "per recorded sample, and no batch dim before that join)",
+             names, (long long)rb_from, join, j->name, j->target, j->module, (long long)rb_from + 1,
+             (long long)rb_from + 1);
+    if (fail >= 0 && err->code) drift_err_prefix(err, "%s; where it breaks", msg);
+    else drift_err_set(err, DRIFT_E_INPUT, g->source, "%s", msg);
+done:
+    drift_free(is_list);
+    drift_free(anc);
+    return n_list > 0;
+}
+
 /* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
  * recorded batch rb_from in its leading entry (a factory whose captured shape starts with it, a
  * repeat/expand by it: batch-free unless flipped), or a user input other than the latents and
@@ -456,6 +530,14 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     /* a buffer written one sample at a time is never the batch: flipping its size would leave
      * the rows of the other samples unwritten (explain_sample_writes) */
     mark_sample_writes(g, rb_from, tried);
+    /* samples taken as a list and joined inside the graph: no lowering at another batch is the
+     * model's (another batch's other inputs may even broadcast against the one sample) */
+    if (explain_list_inputs(g, -1, rb_from, err)) {
+        rc = DRIFT_E_INPUT;
+        memset(dims, 0, ((size_t)n + 1) * sizeof *dims);
+        for (int k = 0; k <= n; k++) dims[k] = -1;
+        goto done;
+    }
     for (int round = 0;; round++) {
         rc = probe_once(g, &lo, dims, &fail, &outchk, &e);
         if (rc && e.code == DRIFT_E_NOMEM) { /* not the program's shape */
@@ -504,7 +586,8 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
             for (int t = 0; t < n_tent; t++) lead[tent[t]] = 0;
             *err = first;
-            if (!explain_sample_writes(g, fail0, rb_from, err)) explain_lost(g, fail0, out0, dims0, err);
+            if (!explain_sample_writes(g, fail0, rb_from, err) && !explain_list_inputs(g, fail0, rb_from, err))
+                explain_lost(g, fail0, out0, dims0, err);
             memcpy(dims, dims0, ((size_t)n + 1) * sizeof *dims); /* the first round's: what aten_unroll reads */
             for (int k = fail0 + 1; fail0 >= 0 && k < n; k++) dims[k] = -1; /* not reached: not known */
             rc = first.code ? first.code : DRIFT_E_INPUT;

@@ -298,6 +298,15 @@ static void test_buffer_written_per_sample_is_named(void **state) {
     refused("sample_writes.json", 3, "node 3 'fill_' (aten.fill_.Scalar)", NULL);
 }
 
+/* list_samples.json (WanAnimate2: the samples as a list, hidden_states.0 the one recorded, joined
+ * by a cat; the timestep holds the batch): refused naming the list and the join (the lowering at
+ * batch 2 passed, the timestep's 2 rows broadcast against the one sample). */
+static void test_samples_as_a_list_are_named(void **state) {
+    (void)state;
+    refused("list_samples.json", 2, "the model takes its samples as lists (user inputs hidden_states.0: one tensor per sample, 1 recorded)",
+            "node 3 'j' (aten.cat.default) in module '' joins them into a batch", "a batch of 2 is a list of 2", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
@@ -311,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_batch1_only_model_names_the_probe_batch),
         cmocka_unit_test(test_output_without_the_batch_is_named),
         cmocka_unit_test(test_buffer_written_per_sample_is_named),
+        cmocka_unit_test(test_samples_as_a_list_are_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
