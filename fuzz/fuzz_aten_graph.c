@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     drift_graph *sem = NULL;
     drift_err_clear(&err);
     char *notes = NULL; /* sites left unmapped (module_outputs) */
-    drift_aten_lower_opts lo = {&notes, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
+    drift_aten_lower_opts lo = {&notes, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL};
     rc = drift_aten_graph_lower_ex(g, &lo, &sem, &err);
     FUZZ_CHECK(fuzz_status_ok(rc), "lower rc %d: %s: %s", rc, err.where, err.msg);
     FUZZ_CHECK(rc == DRIFT_OK ? sem != NULL : (sem == NULL && err.msg[0]), "lower result inconsistent (rc %d)", rc);
@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int dims[DRIFT_ATEN_MAX_NODES < 4096 ? DRIFT_ATEN_MAX_NODES : 4096];
         if (drift_aten_graph_node_count(g) < (int)(sizeof dims / sizeof dims[0])) {
             memset(dims, 0, sizeof dims);
-            drift_aten_lower_opts ro = {NULL, NULL, NULL, 0, 1, 3, dims, NULL, NULL, NULL};
+            drift_aten_lower_opts ro = {NULL, NULL, NULL, 0, 1, 3, dims, NULL, NULL, NULL, NULL};
             drift_err_clear(&err);
             int r2 = drift_aten_graph_lower_ex(g, &ro, &rb, &err);
             FUZZ_CHECK(fuzz_status_ok(r2), "rebatch rc %d: %s: %s", r2, err.where, err.msg);

@@ -118,6 +118,14 @@ typedef struct drift_aten_lower_opts {
     const unsigned char *batch_lead;
     /* Receives the node at which the lowering failed (-1: none); NULL: not asked. */
     int *failed_node;
+    /* Re-batching (NULL: none): per document node, >= 0 the count a nonzero /
+     * nonzero_numpy takes instead of the one its 'val' recorded (the count of
+     * the batch it runs on: a MoE router's token dispatch at another batch),
+     * -1 the recorded one. The values computed from such a count have a dim
+     * whose size follows the data, not the batch ("ragged"): the lowering
+     * accepts them, and the ops that bring them back to the batch's shape
+     * (index_add into a [B*L, D] buffer) are checked as usual. */
+    const int64_t *nonzero_counts;
 } drift_aten_lower_opts;
 /* Re-batching's probe (docs/invariance.md "Captured graphs"): lowers g with
  * options o (its rebatch and batch_* fields ignored) from its recorded batch

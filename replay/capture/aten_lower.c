@@ -2298,7 +2298,13 @@ static int check_val(lctx *c) {
         int rc = al_val_shape(c, val, &nd, sh);
         if (rc) return rc;
         int bax1 = 0;
-        if ((rc = al_rb_check(c, nd, sh, f->t.nd, f->t.size, &bax1))) return rc;
+        if ((rc = al_rb_check(c, nd, sh, f->t.nd, f->t.size, &bax1))) {
+            if (!al_rb_ragged(c)) return rc;
+            drift_err_clear(c->err); /* a size that follows the data (a re-counted nonzero): not the batch */
+            c->fx[c->cur].ragged = 1;
+            bax1 = 0;
+            if (c->rb_dims_out) c->rb_dims_out[c->cur] = 0;
+        }
         c->fx[c->cur].bax1 = bax1;
     }
     if (f->kind == FX_MULTI) {
@@ -2313,6 +2319,11 @@ static int check_val(lctx *c) {
             int rc = al_val_shape(c, &val->items[k], &nd, sh);
             if (rc) return rc;
             if ((rc = al_rb_check(c, nd, sh, f->multi[k].nd, f->multi[k].size, NULL))) {
+                if (al_rb_ragged(c)) {
+                    drift_err_clear(c->err);
+                    c->fx[c->cur].ragged = 1;
+                    continue;
+                }
                 drift_err_prefix(c->err, "output %d: ", k);
                 return rc;
             }
@@ -2688,6 +2699,7 @@ int drift_aten_graph_lower_ex(const drift_aten_graph *g, const drift_aten_lower_
         c.rb_dims_out = o->batch_dims_out;
         c.rb_dims_in = o->batch_dims_in;
         c.rb_lead = o->batch_lead;
+        c.rb_nz = o->nonzero_counts;
     }
     if (o && o->failed_node) *o->failed_node = -1;
     int rc = drift_graph_create(0, &c.out, err);

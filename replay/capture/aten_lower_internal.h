@@ -25,6 +25,7 @@ typedef struct fxv {
     int cplx;                /* a complex tensor: t is its logical view over (real, imag) float pairs,
                                 the pair being a trailing dim of size 2 and stride 1 */
     int bax1;                /* re-batching (aten_rebatch.c): 1 + the dim that holds the batch, 0: none */
+    int ragged;              /* re-batching: a size follows a re-counted nonzero (lctx.rb_nz), not the batch */
 } fxv;
 
 typedef struct root {
@@ -50,6 +51,7 @@ typedef struct lctx {
     int *rb_dims_out;        /* per FX node: bax1 found, or NULL */
     const int *rb_dims_in;   /* per FX node: bax1 imposed, or NULL */
     const unsigned char *rb_lead; /* per FX node: its shape argument's leading entry is the batch, or NULL */
+    const int64_t *rb_nz;    /* per FX node: the count a re-batched nonzero takes (-1: its 'val''s), or NULL */
     uint64_t args_read;      /* positional arguments of the current node that al_arg handed out (bit i) */
     uint64_t kwargs_read;    /* its keyword arguments that al_arg handed out (bit: member index) */
 } lctx;
@@ -129,6 +131,11 @@ void al_rb_input(lctx *c, int nd, int64_t *shape);
 /* The current node's output against its 'val': equal except in one dim, the
  * batch, scaled by rb_to / rb_from (that dim tagged), or equal (no batch). */
 int al_rb_check(lctx *c, int nd_val, const int64_t *val, int nd, const int64_t *got, int *bax1);
+/* The count a nonzero lowered at the current node takes: the re-counted one (c->rb_nz) or recorded. */
+int64_t al_rb_nonzero_count(const lctx *c, int64_t recorded);
+/* 1 if the current node's result may have a size that follows a re-counted nonzero: it is one
+ * (fx ragged) or reads one (aten_rebatch.c). */
+int al_rb_ragged(lctx *c);
 /* Re-batching from a batch >= 2: an index_select along the dim that holds the batch of FX node x,
  * by an index (FX node ij) without it, picks rows of the recorded batch by their position (a table
  * whose rows are not samples: MiniMax-H3's noise levels per timestep): an error, so that the probe

@@ -1186,7 +1186,7 @@ int al_lower_nonzero_numpy(lctx *c, const char *base, const char *target) {
     int64_t vs[DRIFT_MAX_DIMS];
     if ((rc = al_val_shape(c, &val->items[0], &vnd, vs))) return rc;
     if (vnd != 1) return FAIL(c, "nonzero_numpy: 'val' tensors must be 1-d ([count])");
-    const int64_t n = vs[0];
+    const int64_t n = al_rb_nonzero_count(c, vs[0]);
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_NONZERO);
     s.op.n_in = 1;
@@ -1207,6 +1207,7 @@ int al_lower_nonzero_numpy(lctx *c, const char *base, const char *target) {
     memcpy(f->multi, cols, sizeof(aten_view) * (size_t)nd);
     f->n_multi = nd;
     f->kind = FX_MULTI;
+    f->ragged = n != vs[0];
     return DRIFT_OK;
 }
 
@@ -1244,6 +1245,8 @@ int al_lower_nonzero(lctx *c, const char *base, const char *target) {
     int64_t sh[DRIFT_MAX_DIMS];
     if ((rc = al_mat_arg(c, al_arg(c, 0, "self"), "self", &x))) return rc;
     if ((rc = al_val_shape(c, al_cur_node(c)->val, &nd, sh))) return rc; /* [count, ndim]: the recorded count */
+    const int64_t rec = nd >= 1 ? sh[0] : 0;
+    if (nd >= 1) sh[0] = al_rb_nonzero_count(c, sh[0]);
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_NONZERO);
     s.op.n_in = 1;
@@ -1253,8 +1256,9 @@ int al_lower_nonzero(lctx *c, const char *base, const char *target) {
     s.ndim = nd;
     memcpy(s.shape, sh, sizeof(int64_t) * (size_t)nd);
     int id;
-    if ((rc = al_add_node(c, &s, &id))) return rc;
-    return al_set_result(c, id);
+    if ((rc = al_add_node(c, &s, &id)) || (rc = al_set_result(c, id))) return rc;
+    c->fx[c->cur].ragged = nd >= 1 && sh[0] != rec;
+    return DRIFT_OK;
 }
 
 /* x (nd dims) inside a fill of value of the padded shape sh, offset by lo per dim: the fill

@@ -104,11 +104,11 @@ int drift_capture_model_create(const char *json, size_t len, const char *source,
 }
 
 static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
-                        int64_t rb_to, int compute_dv, drift_model **out, drift_err *err);
+                        int64_t rb_to, int compute_dv, const drift_model *nz, drift_model **out, drift_err *err);
 
 int drift_capture_model_create_against(const char *json, size_t len, const char *source, drift_trace_reader *r,
                                        drift_model **out, drift_err *err) {
-    return create_model(json, len, source, r, 0, 0, 0, out, err);
+    return create_model(json, len, source, r, 0, 0, 0, NULL, out, err);
 }
 
 int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out, drift_err *err) {
@@ -117,12 +117,12 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
         return drift_err_set(err, DRIFT_E_INTERNAL, "rebatch", "not a captured model");
     int rc;
     if (base->rebatch_device_values == 0) { /* decide once: read the tables, or lower them as ops */
-        rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, 0, out, err);
+        rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, 0, base, out, err);
         if (rc) {
             drift_err first = *err;
             drift_err_clear(err);
-            if (create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, 1, out,
-                             err)) {
+            if (create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch, 1, base,
+                             out, err)) {
                 *err = first; /* the tables as recorded: the failure to report */
             } else {
                 rc = DRIFT_OK;
@@ -133,7 +133,7 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
         }
     } else {
         rc = create_model(base->captured_json, base->captured_len, base->spec, NULL, base->cfg.batch, batch,
-                          base->rebatch_device_values == 2, out, err);
+                          base->rebatch_device_values == 2, base, out, err);
     }
     if (rc) {
         drift_err_prefix(err, "the captured graph at batch %d (recorded at %d)", batch, base->cfg.batch);
@@ -141,6 +141,49 @@ int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out,
     }
     (*out)->cfg.batch = batch;
     return DRIFT_OK;
+}
+
+int drift_capture_model_set_count(drift_model *base, const char *node, int64_t count, drift_err *err) {
+    for (int i = 0; i < base->rebatch_nz_n; i++)
+        if (!strcmp(base->rebatch_nz_names[i], node)) {
+            base->rebatch_nz_counts[i] = count;
+            return DRIFT_OK;
+        }
+    const int n = base->rebatch_nz_n + 1;
+    char **nn = drift_realloc(base->rebatch_nz_names, (size_t)n * sizeof *nn);
+    if (nn) base->rebatch_nz_names = nn;
+    int64_t *nc = nn ? drift_realloc(base->rebatch_nz_counts, (size_t)n * sizeof *nc) : NULL;
+    if (nc) base->rebatch_nz_counts = nc;
+    char *nm = nc ? drift_malloc(strlen(node) + 1) : NULL;
+    if (!nm) return drift_err_set(err, DRIFT_E_NOMEM, "rebatch", "out of memory");
+    memcpy(nm, node, strlen(node) + 1);
+    base->rebatch_nz_names[n - 1] = nm;
+    base->rebatch_nz_counts[n - 1] = count;
+    base->rebatch_nz_n = n;
+    return DRIFT_OK;
+}
+
+void drift_capture_model_clear_counts(drift_model *base) {
+    for (int i = 0; i < base->rebatch_nz_n; i++) drift_free(base->rebatch_nz_names[i]);
+    drift_free(base->rebatch_nz_names);
+    drift_free(base->rebatch_nz_counts);
+    base->rebatch_nz_names = NULL;
+    base->rebatch_nz_counts = NULL;
+    base->rebatch_nz_n = 0;
+}
+
+int drift_capture_nonzero_failure(const drift_err *err, char *node, size_t cap, int64_t *count) {
+    const char *p = err && err->code ? strstr(err->msg, "(nonzero ") : NULL;
+    if (!p || !cap) return 0;
+    p += 9;
+    const char *q = strstr(p, "): ");
+    if (!q || (size_t)(q - p) >= cap) return 0;
+    long long n = -1, rec = -1;
+    if (sscanf(q + 3, "%lld non-zero elements where the recording had %lld", &n, &rec) != 2 || n < 0) return 0;
+    memcpy(node, p, (size_t)(q - p));
+    node[q - p] = 0;
+    *count = n;
+    return 1;
 }
 
 /* df, lf (gf's nodes) from ds, ls (gs's): by name, a copy NAME__bJ / NAME__cJ of an unrolled loop
@@ -253,7 +296,7 @@ done:
 }
 
 static int create_model(const char *json, size_t len, const char *source, drift_trace_reader *r, int64_t rb_from,
-                        int64_t rb_to, int compute_dv, drift_model **out, drift_err *err) {
+                        int64_t rb_to, int compute_dv, const drift_model *nz, drift_model **out, drift_err *err) {
     *out = NULL;
     drift_model *m = drift_calloc(1, sizeof *m);
     if (!m) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
@@ -263,8 +306,9 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     int rc = drift_aten_graph_parse(json, len, source, &g, err);
     const char *dv = getenv("DRIFT_DEVICE_VALUES"); /* "0": compute them (docs/aten-graph.md "Device values") */
     drift_aten_lower_opts lo = {&m->captured_notes, r ? trace_site_shape : NULL, r, dv && !strcmp(dv, "0"), 0, 0,
-                                NULL, NULL, NULL, NULL};
+                                NULL, NULL, NULL, NULL, NULL};
     int *dims = NULL;
+    int64_t *counts = NULL;
     unsigned char *lead = NULL;
     drift_err probe_err; /* set when the graph lowered is the probe's failure with its loops unrolled */
     drift_err_clear(&probe_err);
@@ -295,6 +339,21 @@ static int create_model(const char *json, size_t len, const char *source, drift_
         lo.rebatch_to = rb_to;
         lo.batch_dims_in = dims;
         lo.batch_lead = lead;
+        if (nz && nz->rebatch_nz_n) { /* the nonzero counts of the data this batch runs on */
+            const int nn = drift_aten_graph_node_count(g);
+            if (!(counts = drift_malloc(((size_t)nn + 1) * sizeof *counts))) {
+                drift_free(dims);
+                drift_free(lead);
+                rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+                goto fail;
+            }
+            for (int k = 0; k <= nn; k++) counts[k] = -1;
+            for (int i = 0; i < nz->rebatch_nz_n; i++) {
+                const int k = aten_find(g, nz->rebatch_nz_names[i]);
+                if (k >= 0) counts[k] = nz->rebatch_nz_counts[i];
+            }
+            lo.nonzero_counts = counts;
+        }
     }
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
     if (rc && probe_err.code && err->code != DRIFT_E_NOMEM) { /* the loops unrolled did not lower: the probe's error */
@@ -303,6 +362,7 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     }
     drift_free(dims);
     drift_free(lead);
+    drift_free(counts);
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
     snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");

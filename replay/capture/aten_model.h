@@ -33,6 +33,18 @@ int drift_capture_model_create_against(const char *json, size_t len, const char 
  * that re-batches, else lowered as ops (a table stored at the recorded batch: LTX-Video's
  * rope grid); the first call decides, in base, for every later one. Caller owns *out. */
 int drift_capture_model_rebatch(drift_model *base, int batch, drift_model **out, drift_err *err);
+/* A graph captured in dispatch mode is specialised to its data: a nonzero (a MoE router's token
+ * dispatch) keeps the count it recorded, and a batch of other samples has another. Later
+ * drift_capture_model_rebatch calls on base lower nonzero node `node` with `count` (the values
+ * computed from it get a size that follows the data; the ops that bring them back to the batch's
+ * shape are checked as usual). Replaces an earlier count of that node. */
+int drift_capture_model_set_count(drift_model *base, const char *node, int64_t count, drift_err *err);
+/* Forgets every count set by drift_capture_model_set_count. */
+void drift_capture_model_clear_counts(drift_model *base);
+/* 1 if err is a forward's failure at a nonzero whose count differs from the one it was lowered
+ * with ("value V (nonzero NAME): N non-zero elements where the recording had M"): NAME into node
+ * (cap bytes), N into *count. */
+int drift_capture_nonzero_failure(const drift_err *err, char *node, size_t cap, int64_t *count);
 int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err);
 /* The model of trace r: its captured /graph when family is a captured spec
  * ("graph:..."), or when family is empty and /graph is a drift-aten-graph;

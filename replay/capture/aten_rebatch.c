@@ -62,6 +62,31 @@ int al_rb_check(lctx *c, int nd_val, const int64_t *val, int nd, const int64_t *
                    "(more than the batch dim changed)", (long long)c->rb_from, (long long)c->rb_to, a, b);
 }
 
+int64_t al_rb_nonzero_count(const lctx *c, int64_t recorded) {
+    return c->rb_from && c->rb_nz && c->rb_nz[c->cur] >= 0 ? c->rb_nz[c->cur] : recorded;
+}
+
+static int refs_ragged(const lctx *c, const drift_json_value *v) {
+    if (!v) return 0;
+    if (al_node_ref(v)) {
+        const int k = aten_find(c->g, v->members[0].value.str);
+        return k >= 0 && k < c->cur && c->fx[k].ragged;
+    }
+    if (v->type == DRIFT_JSON_ARRAY)
+        for (size_t i = 0; i < v->n_items; i++)
+            if (refs_ragged(c, &v->items[i])) return 1;
+    if (v->type == DRIFT_JSON_OBJECT)
+        for (size_t i = 0; i < v->n_members; i++)
+            if (refs_ragged(c, &v->members[i].value)) return 1;
+    return 0;
+}
+
+int al_rb_ragged(lctx *c) {
+    if (!c->rb_from || !c->rb_nz) return 0;
+    const aten_node *n = &c->g->nodes[c->cur];
+    return c->fx[c->cur].ragged || refs_ragged(c, n->args) || refs_ragged(c, n->kwargs);
+}
+
 /* The dim of size list (nd, size) whose prefix product equals the prefix
  * product P before the batch dim of the source: the batch is the outermost
  * factor of its dim in every layout a DiT uses ([B*H, L, D] <-> [B, H, L, D]). */
@@ -175,6 +200,175 @@ static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
             mark_refs(g, g->nodes[k].args, mark);
             mark_refs(g, g->nodes[k].kwargs, mark);
         }
+}
+
+/* 1 for an op that writes its operand in place (aten.copy_, fill_, index_put_). */
+static int writes_in_place(const char *target) {
+    if (strncmp(target, "aten.", 5)) return 0;
+    const char *dot = strchr(target + 5, '.');
+    const size_t n = dot ? (size_t)(dot - target) : strlen(target);
+    return n > 5 && target[n - 1] == '_';
+}
+
+/* 1 for an op whose result is a view of its first operand (a write into it lands in the operand). */
+static int is_view_op(const char *target) {
+    static const char *const v[] = {"select", "slice", "view", "unsqueeze", "squeeze", "transpose", "permute",
+                                    "expand", "narrow", "as_strided", "diagonal", "alias", "t", "unflatten"};
+    char base[96];
+    drift_aten_op_base(target, base, sizeof base);
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        if (!strcmp(base, v[i])) return 1;
+    return 0;
+}
+
+/* The dim-0 extent node k's value records, -1 if none. */
+static int64_t val_dim0(const aten_node *n) {
+    const drift_json_value *sh = n->val && n->val->type == DRIFT_JSON_OBJECT ? drift_json_object_get(n->val, "shape") : NULL;
+    return sh && sh->type == DRIFT_JSON_ARRAY && sh->n_items >= 1 && sh->items[0].type == DRIFT_JSON_NUMBER &&
+                   sh->items[0].is_int
+               ? sh->items[0].integer
+               : -1;
+}
+
+/* Node w writes in place into the rows of one sample of a buffer (Lumina2's rope tables:
+ * `freqs[i, :len] = ...` unrolled at the recorded batch as copy_(select(buf, 0, i), ...)): the
+ * buffer (a value whose dim 0 is the recorded batch rb_from, picked by select/slice along dim 0
+ * on the way to the write) and that sample into *sample; else -1. */
+static int sample_write_root(const drift_aten_graph *g, int w, int64_t rb_from, int64_t *sample) {
+    const aten_node *n = &g->nodes[w];
+    if (n->op != ATEN_CALL || !writes_in_place(n->target)) return -1;
+    int picked = 0;
+    const drift_json_value *a = n->args && n->args->type == DRIFT_JSON_ARRAY && n->args->n_items ? &n->args->items[0] : NULL;
+    for (int hops = 0; hops < 64 && a && al_node_ref(a); hops++) {
+        const int d = aten_find(g, a->members[0].value.str);
+        if (d < 0) return -1;
+        const aten_node *x = &g->nodes[d];
+        if (x->op != ATEN_CALL || !is_view_op(x->target)) return picked && val_dim0(x) == rb_from ? d : -1;
+        const drift_json_value *xa = x->args && x->args->type == DRIFT_JSON_ARRAY ? x->args : NULL;
+        const drift_json_value *src = xa && xa->n_items ? &xa->items[0] : NULL;
+        const int s = src && al_node_ref(src) ? aten_find(g, src->members[0].value.str) : -1;
+        char base[96];
+        drift_aten_op_base(x->target, base, sizeof base);
+        if (s >= 0 && xa->n_items >= 3 && xa->items[1].type == DRIFT_JSON_NUMBER && xa->items[1].integer == 0 &&
+            xa->items[2].type == DRIFT_JSON_NUMBER && (!strcmp(base, "select") || !strcmp(base, "slice")) &&
+            val_dim0(&g->nodes[s]) == rb_from) {
+            picked = 1;
+            *sample = xa->items[2].integer;
+        }
+        a = src;
+    }
+    return -1;
+}
+
+/* mark[k] = 1 for each buffer that a node writes into one sample at a time (sample_write_root). */
+static void mark_sample_writes(const drift_aten_graph *g, int64_t rb_from, unsigned char *mark) {
+    memset(mark, 0, (size_t)g->n + 1);
+    int64_t s;
+    for (int w = 0; w < g->n; w++) {
+        const int r = sample_write_root(g, w, rb_from, &s);
+        if (r >= 0) mark[r] = 1;
+    }
+}
+
+/* Replaces err with the refusal of a loop over the samples that writes each sample's rows into a
+ * buffer in place, where node `fail` depends on such a buffer: the graph holds the writes of the
+ * recorded samples only, so the rows of another batch would never be computed. 1 if so. */
+static int explain_sample_writes(const drift_aten_graph *g, int fail, int64_t rb_from, drift_err *err) {
+    if (fail < 0 || fail >= g->n) return 0;
+    unsigned char *anc = drift_malloc((size_t)g->n + 1);
+    int said = 0;
+    if (!anc) return 0;
+    ancestors(g, fail, anc);
+    int64_t s = 0;
+    for (int w = 0; w < g->n && !said; w++) {
+        const int r = sample_write_root(g, w, rb_from, &s);
+        if (r < 0 || !anc[r]) continue;
+        const aten_node *wn = &g->nodes[w], *rn = &g->nodes[r];
+        drift_err_prefix(err, "cannot be re-batched: node %d '%s' (%s) in module '%s' writes the rows of sample %lld of "
+                              "node %d '%s' (%s, dim 0 the recorded batch of %lld) in place: a loop over the samples "
+                              "that fills a buffer one sample at a time instead of joining its results (Lumina2's rope "
+                              "position ids and frequency tables); the graph holds the writes of the recorded samples "
+                              "only, with their lengths, so the rows of another batch would never be written; where "
+                              "it breaks",
+                         w, wn->name, wn->target, wn->module, (long long)s, r, rn->name, rn->target, (long long)rb_from);
+        said = 1;
+    }
+    drift_free(anc);
+    return said;
+}
+
+/* 1 if user input placeholder i is element k of a list input (its path "NAME.k", pytree's
+ * flattening of a list argument) with k < rb_from, NAME (len bytes) into *name. */
+static int list_element(const drift_aten_graph *g, int i, const char **name, size_t *len) {
+    const aten_node *n = &g->nodes[i];
+    const drift_aten_input *in = n->op == ATEN_PLACEHOLDER && n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
+    if (!in || in->kind != DRIFT_ATEN_IN_USER || !in->is_tensor || !in->target) return 0;
+    const char *dot = strrchr(in->target, '.');
+    if (!dot || dot == in->target || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1)) return 0;
+    *name = in->target;
+    *len = (size_t)(dot - in->target);
+    return 1;
+}
+
+/* Replaces err with the refusal of a model that takes its samples as lists (WanAnimate2's
+ * `hidden_states: list[Tensor]`, each [C, F, H, W]): user inputs NAME.0 .. NAME.(rb_from - 1), one
+ * tensor per recorded sample, joined into a batch by a cat/stack inside the graph. A batch of
+ * another size is a list of another length, whose elements the graph has no inputs for (the
+ * capture holds one copy of the per-element code per recorded sample). 1 if so. */
+static int explain_list_inputs(const drift_aten_graph *g, int fail, int64_t rb_from, drift_err *err) {
+    char names[400] = "";
+    size_t used = 0;
+    int n_list = 0;
+    unsigned char *is_list = drift_calloc((size_t)g->n + 1, 1), *anc = drift_malloc((size_t)g->n + 1);
+    if (!is_list || !anc) goto done;
+    for (int i = 0; i < g->n; i++) {
+        const char *nm;
+        size_t len;
+        if (!list_element(g, i, &nm, &len)) continue;
+        long long k = atoll(nm + len + 1), count = 0;
+        for (int j = 0; j < g->n; j++) { /* NAME.0 .. NAME.(N-1), N the recorded batch */
+            const char *nm2;
+            size_t len2;
+            count += list_element(g, j, &nm2, &len2) && len2 == len && !strncmp(nm, nm2, len);
+        }
+        if (count != rb_from || k >= rb_from) continue;
+        is_list[i] = 1;
+        n_list++;
+        if (k == 0 && used < sizeof names)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", nm);
+    }
+    if (!n_list) goto done;
+    int join = -1;
+    for (int k = 0; k < g->n && join < 0; k++) {
+        const aten_node *n = &g->nodes[k];
+        if (n->op != ATEN_CALL || (strncmp(n->target, "aten.cat.", 9) && strncmp(n->target, "aten.stack.", 11))) continue;
+        const drift_json_value *a = n->args && n->args->type == DRIFT_JSON_ARRAY ? n->args : NULL;
+        if (!a || !a->n_items || a->items[0].type != DRIFT_JSON_ARRAY || (int64_t)a->items[0].n_items != rb_from ||
+            (a->n_items >= 2 && (a->items[1].type != DRIFT_JSON_NUMBER || a->items[1].integer != 0)))
+            continue; /* a join of the N elements along dim 0 */
+        ancestors(g, k, anc);
+        for (int i = 0; i < k && join < 0; i++)
+            if (anc[i] && is_list[i]) join = k;
+    }
+    if (join < 0) { /* a list of something else (T5FilmDecoder's encodings and masks) */
+        n_list = 0;
+        goto done;
+    }
+    const aten_node *j = &g->nodes[join];
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg,
+             "cannot be re-batched: the model takes its samples as lists (user inputs %s: one tensor per sample, %lld "
+             "recorded) and node %d '%s' (%s) in module '%s' joins them into a batch; a batch of %lld is a list of "
+             "%lld, whose elements the captured program has no inputs for (it holds one copy of the per-element code "
+             "per recorded sample, and no batch dim before that join)",
+             names, (long long)rb_from, join, j->name, j->target, j->module, (long long)rb_from + 1,
+             (long long)rb_from + 1);
+    if (fail >= 0 && err->code) drift_err_prefix(err, "%s; where it breaks", msg);
+    else drift_err_set(err, DRIFT_E_INPUT, g->source, "%s", msg);
+done:
+    drift_free(is_list);
+    drift_free(anc);
+    return n_list > 0;
 }
 
 /* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
@@ -317,6 +511,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     if (o) lo = *o;
     int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK, outchk = 0, n_tent = 0;
     lo.notes = NULL;
+    lo.nonzero_counts = NULL; /* the recorded counts: the probe finds the batch dims, not the data's sizes */
     lo.rebatch_from = rb_from;
     lo.rebatch_to = rb_from + 1;
     lo.batch_dims_out = dims;
@@ -330,6 +525,17 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     drift_err_clear(&first);
     if (!tried || !anc || !dims0 || !tent) {
         rc = drift_err_set(err, DRIFT_E_NOMEM, "rebatch", "out of memory");
+        goto done;
+    }
+    /* a buffer written one sample at a time is never the batch: flipping its size would leave
+     * the rows of the other samples unwritten (explain_sample_writes) */
+    mark_sample_writes(g, rb_from, tried);
+    /* samples taken as a list and joined inside the graph: no lowering at another batch is the
+     * model's (another batch's other inputs may even broadcast against the one sample) */
+    if (explain_list_inputs(g, -1, rb_from, err)) {
+        rc = DRIFT_E_INPUT;
+        memset(dims, 0, ((size_t)n + 1) * sizeof *dims);
+        for (int k = 0; k <= n; k++) dims[k] = -1;
         goto done;
     }
     for (int round = 0;; round++) {
@@ -380,7 +586,8 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
             for (int t = 0; t < n_tent; t++) lead[tent[t]] = 0;
             *err = first;
-            explain_lost(g, fail0, out0, dims0, err);
+            if (!explain_sample_writes(g, fail0, rb_from, err) && !explain_list_inputs(g, fail0, rb_from, err))
+                explain_lost(g, fail0, out0, dims0, err);
             memcpy(dims, dims0, ((size_t)n + 1) * sizeof *dims); /* the first round's: what aten_unroll reads */
             for (int k = fail0 + 1; fail0 >= 0 && k < n; k++) dims[k] = -1; /* not reached: not known */
             rc = first.code ? first.code : DRIFT_E_INPUT;

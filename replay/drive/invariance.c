@@ -113,6 +113,27 @@ static void run_failed(drift_err *err, const drift_model *m, int B, int recorded
                           "its inputs may address the rows of the recorded batch only)", recorded, B);
 }
 
+/* A forward of a captured graph specialised to its data (dispatch mode) failed at a nonzero whose
+ * count the data of this batch changes (a MoE router's token dispatch: the other rows route their
+ * tokens too): the count is taken for the next lowerings (drift_capture_model_set_count) and
+ * DRIFT_OK returned with err cleared, to lower and run again; else err's code. At most
+ * RECOUNT_MAX of them per run. */
+#define RECOUNT_MAX 4096
+static int recount(drift_model *m, int *tries, drift_err *err) {
+    char node[DRIFT_MAX_FQN];
+    int64_t n = 0;
+    if (!m->captured || !drift_capture_nonzero_failure(err, node, sizeof node, &n) || ++*tries > RECOUNT_MAX)
+        return err->code ? err->code : DRIFT_E_INTERNAL;
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_capture_model_set_count(m, node, n, &e)) {
+        *err = e;
+        return e.code;
+    }
+    drift_err_clear(err);
+    return DRIFT_OK;
+}
+
 static int check_opts(const drift_invariance_opts *o, drift_err *err) {
     if (!o->trace) return drift_err_set(err, DRIFT_E_USAGE, "invariance", "no trace");
     if (o->n_batches < 1 || o->n_batches > DRIFT_INV_MAX_BATCHES)
@@ -189,33 +210,46 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     rd = NULL;
 
     /* the reference: the sample alone; the buffers built once in m, shared by every batch */
-    if ((rc = drift_inv_fwd_make(m, 1, pl, side, rec.dt, &ref, err))) goto done;
-    if ((rc = drift_inv_keep_fixed_inputs(&rec, ref.m, o->trace, err))) goto done;
-    {
-        const drift_hostset *bufs;
-        if ((rc = drift_model_buffers(m, ref.f->rope, &bufs, err))) goto done;
-        for (int i = 0; i < 3; i++) ref.m->buffers[i] = m->buffers[i];
-    }
-    snprintf(rep->model, sizeof rep->model, "%s", ref.m->spec);
-    int n_vals = drift_graph_count(ref.f->assigned);
-    rep->nodes = ref.n_ids;
-    refn = drift_calloc((size_t)n_vals, sizeof *refn);
-    if (!refn) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); goto done; }
-    if ((rc = drift_site_cache_create(&sites, err))) goto done;
-
-    rows[0] = o->sample;
-    pad_k[0] = 0;
-    if ((rc = drift_inv_make_inputs(&rec, o->sample, rows, pad_k, 1, o->seed, 0, DRIFT_F32, &in, err))) goto done;
-    st.bf = st.ref_bf = &ref;
-    st.B = 1;
-    st.storing = 1;
-    st.ref = refn;
-    st.sites = sites;
-    if (o->progress) o->progress("the reference (batch 1)", 0, 0, o->progress_user);
+    int n_vals = 0, recounts = 0;
     double t0 = now_s();
-    if ((rc = drift_inv_run_one(&ref, be, in, &st, 0, &ref_out, &out_row, err))) {
-        run_failed(err, m, 1, rec.batch);
-        goto done;
+    for (;;) {
+        if ((rc = drift_inv_fwd_make(m, 1, pl, side, rec.dt, &ref, err))) goto done;
+        if ((rc = drift_inv_keep_fixed_inputs(&rec, ref.m, o->trace, err))) goto done;
+        {
+            const drift_hostset *bufs;
+            if ((rc = drift_model_buffers(m, ref.f->rope, &bufs, err))) goto done;
+            for (int i = 0; i < 3; i++) ref.m->buffers[i] = m->buffers[i];
+        }
+        snprintf(rep->model, sizeof rep->model, "%s", ref.m->spec);
+        n_vals = drift_graph_count(ref.f->assigned);
+        rep->nodes = ref.n_ids;
+        refn = drift_calloc((size_t)n_vals, sizeof *refn);
+        if (!refn) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); goto done; }
+        if ((rc = drift_site_cache_create(&sites, err))) goto done;
+
+        rows[0] = o->sample;
+        pad_k[0] = 0;
+        if ((rc = drift_inv_make_inputs(&rec, o->sample, rows, pad_k, 1, o->seed, 0, DRIFT_F32, &in, err))) goto done;
+        st.bf = st.ref_bf = &ref;
+        st.B = 1;
+        st.storing = 1;
+        st.ref = refn;
+        st.sites = sites;
+        st.cursor = 0;
+        if (o->progress) o->progress("the reference (batch 1)", 0, 0, o->progress_user);
+        t0 = now_s();
+        if (!(rc = drift_inv_run_one(&ref, be, in, &st, 0, &ref_out, &out_row, err))) break;
+        if (recount(m, &recounts, err)) { /* not a count the data of this batch changed */
+            run_failed(err, m, 1, rec.batch);
+            goto done;
+        }
+        drift_hostset_free(in); /* lowered again with the count this sample's data gives */
+        in = NULL;
+        free(refn);
+        refn = NULL;
+        drift_site_cache_free(sites);
+        sites = NULL;
+        drift_inv_fwd_free(&ref);
     }
     rep->ref_seconds = now_s() - t0;
     drift_hostset_free(in);
@@ -225,7 +259,18 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     if ((rc = drift_inv_make_inputs(&rec, o->sample, rows, pad_k, 1, o->seed, 1, drift_assign_forward_dtype(pl, side), &in,
                           err)))
         goto done;
-    if ((rc = drift_inv_run_one(&ref, be, in, NULL, 0, &floor_out, &n_tmp, err))) goto done;
+    if ((rc = drift_inv_run_one(&ref, be, in, NULL, 0, &floor_out, &n_tmp, err))) {
+        /* the nudge moved a router's count: that forward lowered with it (the reference keeps its own) */
+        while (m->captured && !recount(m, &recounts, err)) {
+            drift_inv_fwd fl = {0};
+            if ((rc = drift_inv_fwd_make(m, 1, pl, side, rec.dt, &fl, err))) goto done;
+            for (int i = 0; i < 3; i++) fl.m->buffers[i] = m->buffers[i];
+            rc = drift_inv_run_one(&fl, be, in, NULL, 0, &floor_out, &n_tmp, err);
+            drift_inv_fwd_free(&fl);
+            if (!rc) break;
+        }
+        if (rc) goto done;
+    }
     drift_hostset_free(in);
     in = NULL;
     {
@@ -278,6 +323,21 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         su.cursor = 0;
         su.storing = 1;
         rc = drift_inv_run_one(&ref_u, be, in, &su, 0, &ref_out_u, &n_tmp, err);
+        while (rc && !recount(m, &recounts, err)) { /* the unconditional branch routes other tokens */
+            drift_inv_fwd_free(&ref_u);
+            if ((rc = drift_inv_fwd_make(m, 1, pl, side, rec.dt, &ref_u, err))) break;
+            for (int i = 0; i < 3; i++) ref_u.m->buffers[i] = m->buffers[i];
+            free(refn_u);
+            refn_u = drift_calloc((size_t)drift_graph_count(ref_u.f->assigned), sizeof *refn_u);
+            drift_site_cache_free(sites_u);
+            sites_u = NULL;
+            if (!refn_u) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }
+            if ((rc = drift_site_cache_create(&sites_u, err))) break;
+            su.ref = refn_u;
+            su.sites = sites_u;
+            su.cursor = 0;
+            rc = drift_inv_run_one(&ref_u, be, in, &su, 0, &ref_out_u, &n_tmp, err);
+        }
         st.buf = su.buf, st.cap = su.cap;
         drift_hostset_free(in);
         in = NULL;
@@ -315,7 +375,19 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
         st.cursor = 0;
         st.c = c;
         t0 = now_s();
+        const drift_inv_config c0 = *c;
         rc = drift_inv_run_one(&cur, be, in, &st, c->position, &outs[i], &n_tmp, err);
+        while (rc && !recount(m, &recounts, err)) { /* the batch's other rows route their tokens too */
+            *c = c0;
+            drift_inv_fwd_free(&cur);
+            have_B = -1;
+            if ((rc = drift_inv_fwd_make(m, c->batch, pl, side, rec.dt, &cur, err))) break;
+            have_B = c->batch;
+            if ((rc = drift_inv_fwd_match(&cur, &ref, c->position, err))) break;
+            st.bf = &cur;
+            st.cursor = 0;
+            rc = drift_inv_run_one(&cur, be, in, &st, c->position, &outs[i], &n_tmp, err);
+        }
         c->seconds = now_s() - t0;
         drift_hostset_free(in);
         in = NULL;

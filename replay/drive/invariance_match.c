@@ -11,7 +11,8 @@
  * matched with the reference's NAME, and the other iterations (pad rows) with none. A
  * split over chunks of rows (NAME__cJ) holds the sample's rows in the same chunks as
  * alone only at position 0: matched there by name, elsewhere not at all (the join's rows
- * are compared). */
+ * are compared). Integer values (ids, masks, indices: exact, and an index into the batch moves
+ * with the sample's position) are not matched. */
 #include "replay/drive/invariance_internal.h"
 
 #include <stdlib.h>
@@ -62,7 +63,10 @@ static key *keys_of(const drift_graph *g, int pos, char ***names, int *n_names, 
     qsort(tmpl, (size_t)nt, sizeof *tmpl, cmp_str);
     for (int id = 0; id < total; id++) {
         const drift_value *v = drift_graph_value(g, id);
-        if (v->kind != DRIFT_VAL_NODE || moves_data(v->op.kind)) continue;
+        /* integer values (ids, masks, indices) are exact: they cannot round differently at another
+         * batch, and an index into the batch moves with it (a router's token ids at position 1, an
+         * index wrapped by the size of the batch's rows) */
+        if (v->kind != DRIFT_VAL_NODE || moves_data(v->op.kind) || drift_dtype_is_int(v->dtype)) continue;
         const char *label = v->name ? v->name : "";
         const int kind = pos >= 0 ? drift_aten_unroll_template(label, buf, sizeof buf) : 0;
         if (kind == 'c') { /* chunks of rows: the same chunk as alone at position 0 only */

@@ -42,6 +42,9 @@ void drift_model_free(drift_model *m) {
     drift_params_ref_free(m->pending_ref);
     drift_free(m->pending_ref);
     drift_free(m->pending_trace);
+    for (int i = 0; i < m->rebatch_nz_n; i++) drift_free(m->rebatch_nz_names[i]);
+    drift_free(m->rebatch_nz_names);
+    drift_free(m->rebatch_nz_counts);
     free(m);
 }
 

@@ -49,6 +49,10 @@ typedef struct drift_model {
                                     (drift_aten_graph_lower_ex) */
     int rebatch_device_values;   /* re-batching this captured model: 0 not decided yet, 1 read the recorded
                                     device values, 2 lower them as ops (one choice for every batch) */
+    char **rebatch_nz_names;     /* owned: re-batching, the nonzero nodes whose count follows the data of the
+                                    batch the graph runs on (drift_capture_model_set_count) */
+    int64_t *rebatch_nz_counts;  /* owned: their counts */
+    int rebatch_nz_n;
 } drift_model;
 
 /* Parses spec, builds the parameter table and the semantic graph. The model

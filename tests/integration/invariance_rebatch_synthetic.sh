@@ -11,6 +11,8 @@
 #     refused naming the index_select (the forward failed as it ran);
 #   * timestep_table.json: MiniMax-H3's timestep, two noise levels the tokens address: kept whole,
 #     invariant at 1, 2, 3 and CFG-joined;
+#   * moe_nonzero.json: a MoE router's nonzero in a graph specialised to its data takes the count
+#     of each batch's data (it failed as it ran: "2 non-zero elements where the recording had 5");
 #   * two loops over the samples unrolled at the recorded batch (a slice per sample, an unbind
 #     per sample) are unrolled again at each batch, each position compared in its own iteration.
 set -u
@@ -156,4 +158,18 @@ print("  %s: invariant at 1, 2, 3, 4 and CFG-joined, %d values, %s" % (sys.argv[
       ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
 PY
 done
+# plain_video's MoE router captured in dispatch mode (specialised to its data): the tokens of the
+# recorded batch of 2 route 5 tokens to the expert, sample 0 alone 2, another batch other counts;
+# each forward that meets another count is lowered again with it (the forward failed as it ran:
+# "2 non-zero elements where the recording had 5"); invariant on cpu
+rec moe_nonzero.json "$W/moe.h5"
+"$D" invariance "$W/moe.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/moe.json.out" 2> "$W/moe.err"; rc=$?
+[ "$rc" = 0 ] || { cat "$W/moe.err" "$W/moe.json.out"; fail "moe_nonzero: exit $rc, expected 0 (invariant)"; }
+"$PY" - "$W/moe.json.out" <<'PY' || fail "moe_nonzero: json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = d["configurations"]
+assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
+print("  moe_nonzero: %s (%s)" % (d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
+PY
 echo "invariance_rebatch_synthetic: ok"

@@ -73,7 +73,7 @@ static void run_doc(const char *doc, int compute, const float *dev, float *y, in
     drift_aten_graph *g = NULL;
     drift_graph *sem = NULL;
     if (drift_aten_graph_parse(doc, strlen(doc), "device_values.json", &g, &e)) fail_msg("%s: %s", e.where, e.msg);
-    drift_aten_lower_opts o = {NULL, NULL, NULL, compute, 0, 0, NULL, NULL, NULL, NULL};
+    drift_aten_lower_opts o = {NULL, NULL, NULL, compute, 0, 0, NULL, NULL, NULL, NULL, NULL};
     if (drift_aten_graph_lower_ex(g, &o, &sem, &e)) fail_msg("%s: %s", e.where, e.msg);
     *reads_buffer = count_kind(sem, DRIFT_VAL_BUFFER, "device:exp");
     if (*reads_buffer) assert_int_equal(count_op(sem, DRIFT_OP_UNARY), 0); /* the exp is not run */

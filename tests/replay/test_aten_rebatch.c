@@ -286,6 +286,27 @@ static void test_output_without_the_batch_is_named(void **state) {
             "the batch dim is lost at node 1 's' (aten.slice.Tensor) in module 'head'", NULL);
 }
 
+/* sample_writes.json (Lumina2's rope tables in dispatch mode: a zeros(2, 4) buffer written one
+ * sample at a time in place, then added to the latents): refused naming the write and the buffer
+ * (it was refused naming only the add, "do not broadcast", and the probe took the buffer's size
+ * as the batch, which would leave the rows of the other samples zero). */
+static void test_buffer_written_per_sample_is_named(void **state) {
+    (void)state;
+    refused("sample_writes.json", 1, "node 3 'fill_' (aten.fill_.Scalar) in module 'rope' writes the rows of sample 0 of node 1 'buf'",
+            "a loop over the samples that fills a buffer one sample at a time", "where it breaks: node 6 'y' (aten.add.Tensor)",
+            NULL);
+    refused("sample_writes.json", 3, "node 3 'fill_' (aten.fill_.Scalar)", NULL);
+}
+
+/* list_samples.json (WanAnimate2: the samples as a list, hidden_states.0 the one recorded, joined
+ * by a cat; the timestep holds the batch): refused naming the list and the join (the lowering at
+ * batch 2 passed, the timestep's 2 rows broadcast against the one sample). */
+static void test_samples_as_a_list_are_named(void **state) {
+    (void)state;
+    refused("list_samples.json", 2, "the model takes its samples as lists (user inputs hidden_states.0: one tensor per sample, 1 recorded)",
+            "node 3 'j' (aten.cat.default) in module '' joins them into a batch", "a batch of 2 is a list of 2", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
@@ -298,6 +319,8 @@ int main(void) {
         cmocka_unit_test(test_unbind_loop_is_unrolled_at_each_batch),
         cmocka_unit_test(test_batch1_only_model_names_the_probe_batch),
         cmocka_unit_test(test_output_without_the_batch_is_named),
+        cmocka_unit_test(test_buffer_written_per_sample_is_named),
+        cmocka_unit_test(test_samples_as_a_list_are_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,7 +84,7 @@ static int lower_against(const char *doc, const shapes *t, lowered *l, drift_err
     memset(l, 0, sizeof *l);
     drift_err_clear(e);
     int rc = drift_aten_graph_parse(doc, strlen(doc), "mini_pair.json", &l->g, e);
-    drift_aten_lower_opts o = {&l->notes, t ? recorded_shape : NULL, (void *)t, 0, 0, 0, NULL, NULL, NULL, NULL};
+    drift_aten_lower_opts o = {&l->notes, t ? recorded_shape : NULL, (void *)t, 0, 0, 0, NULL, NULL, NULL, NULL, NULL};
     if (!rc) rc = drift_aten_graph_lower_ex(l->g, &o, &l->sem, e);
     return rc;
 }
