@@ -22,10 +22,19 @@
 
 void al_rb_input(lctx *c, int nd, int64_t *shape) {
     if (!c->rb_from || nd < 1 || shape[0] != c->rb_from) return;
-    if (c->rb_lead && c->rb_lead[c->cur]) return; /* the probe found its dim 0 is not the batch (2 heads at batch 2) */
-    shape[0] = c->rb_to;
-    c->fx[c->cur].bax1 = 1;
-    if (c->rb_dims_out) c->rb_dims_out[c->cur] = 1;
+    int d = 0;
+    if (c->rb_lead && c->rb_lead[c->cur]) {
+        /* the probe found its dim 0 is not the batch (2 heads at batch 2): the batch is the next dim
+           of the recorded batch's size (HiDream's text-encoder states [layers, B, L, D] with 2
+           layers at batch 2), or there is none (kept whole) */
+        d = -1;
+        for (int k = 1; k < nd && d < 0; k++)
+            if (shape[k] == c->rb_from) d = k;
+        if (d < 0) return;
+    }
+    shape[d] = c->rb_to;
+    c->fx[c->cur].bax1 = d + 1;
+    if (c->rb_dims_out) c->rb_dims_out[c->cur] = d + 1;
 }
 
 static void fmt(char *b, size_t n, int nd, const int64_t *s) {

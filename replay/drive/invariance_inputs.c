@@ -183,6 +183,7 @@ static int stand_in_latents(const char *path, const char *name, drift_inv_record
         r->row[i] = r->row[i + 1];
         r->v[i] = r->v[i + 1];
         r->whole[i] = r->whole[i + 1];
+        r->bdim[i] = r->bdim[i + 1];
     }
     r->n--;
     r->v[r->n] = NULL;
@@ -240,7 +241,12 @@ int drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1, co
     for (int k = DRIFT_INPUT_COUNT; k < r->n; k++) {
         const int id = r->present[k] ? drift_graph_find_leaf(m1->sem, DRIFT_VAL_BUFFER, r->name[k]) : -1;
         const drift_value *v = id >= 0 ? drift_graph_value(m1->sem, id) : NULL;
-        if (v && v->ndim >= 1 && v->shape[0] == r->batch) r->whole[k] = 1;
+        if (!v || v->ndim < 1 || v->shape[0] != r->batch) continue;
+        int d = -1; /* the dim m1 re-batched (to 1): none keeps it whole */
+        for (int i = 1; i < v->ndim && i < r->ndim[k] && d < 0; i++)
+            if (v->shape[i] != r->shape[k][i] && r->shape[k][i] == r->batch) d = i;
+        if (d < 0) r->whole[k] = 1;
+        else r->bdim[k] = d;
     }
     return DRIFT_OK;
 }
@@ -270,6 +276,29 @@ int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *
         if (!rc_->present[i]) continue;
         if (rc_->whole[i]) { /* not per sample: as recorded at every batch */
             rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], rc_->shape[i], rc_->v[i], NULL, NULL, err);
+            continue;
+        }
+        if (rc_->bdim[i] > 0) { /* the batch in dim d: each of the outer blocks holds B rows of inner */
+            const int d = rc_->bdim[i];
+            int64_t outer = 1, inner = 1, shape[DRIFT_MAX_DIMS];
+            for (int k = 0; k < rc_->ndim[i]; k++) {
+                if (k < d) outer *= rc_->shape[i][k];
+                else if (k > d) inner *= rc_->shape[i][k];
+            }
+            const int64_t B0 = rc_->shape[i][d];
+            buf = drift_malloc((size_t)(outer * B * inner) * sizeof *buf);
+            if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }
+            for (int64_t o = 0; o < outer; o++)
+                for (int p = 0; p < B; p++) {
+                    const int src = rows[p] >= 0 ? rows[p] : sample;
+                    memcpy(buf + (size_t)((o * B + p) * inner), rc_->v[i] + (size_t)((o * B0 + src) * inner),
+                           (size_t)inner * sizeof *buf);
+                }
+            memcpy(shape, rc_->shape[i], sizeof shape);
+            shape[d] = B;
+            rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], shape, buf, NULL, NULL, err);
+            free(buf);
+            buf = NULL;
             continue;
         }
         int64_t rn = rc_->row[i];

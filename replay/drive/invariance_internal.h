@@ -32,13 +32,16 @@ typedef struct drift_inv_recorded {
     int64_t row[DRIFT_INV_MAX_INPUTS]; /* elements per sample */
     float *v[DRIFT_INV_MAX_INPUTS];    /* owned: the recorded batch */
     int whole[DRIFT_INV_MAX_INPUTS];   /* 1: its dim 0 is not the batch (the re-batching found): passed as recorded */
+    int bdim[DRIFT_INV_MAX_INPUTS];    /* the dim that holds the batch (0 but for an input whose dim 0 only has
+                                          the batch's size: [layers, B, L, D]) */
     int batch;
 } drift_inv_recorded;
 
 /* Marks whole the per-sample inputs of r (past the boundary three) that m1, the captured graph
  * re-batched to 1, keeps at their recorded size: a dim 0 equal to the recorded batch by
  * coincidence (2 heads at batch 2), and the timestep where it is such a table (MiniMax-H3's noise
- * levels). An error (path names the trace) when the latents' stand-in is one of them. */
+ * levels); sets bdim where m1 re-batched another dim than 0. An error (path names the trace)
+ * when the latents' stand-in is one of them. */
 int drift_inv_keep_fixed_inputs(drift_inv_recorded *r, const drift_model *m1, const char *path, drift_err *err);
 
 /* Reads step's stored inputs (input:*:pre_cast) of rd into *out (caller

@@ -11,6 +11,10 @@
 #     refused naming the index_select (the forward failed as it ran);
 #   * timestep_table.json: MiniMax-H3's timestep, two noise levels the tokens address: kept whole,
 #     invariant at 1, 2, 3 and CFG-joined;
+#   * input_layers_dim1.json: a text encoder's layers [2 layers, B, L, D] whose dim 0 has the
+#     batch's size by coincidence (HiDream's encoder_hidden_states_llama3 at its test config): the
+#     batch is found in dim 1, in the graph and in the inputs invariance builds; invariant at 1, 2,
+#     3 and CFG-joined (it was refused: the batch dim lost at the select of a layer);
 #   * moe_nonzero.json: a MoE router's nonzero in a graph specialised to its data takes the count
 #     of each batch's data (it failed as it ran: "2 non-zero elements where the recording had 5");
 #   * two loops over the samples unrolled at the recorded batch (a slice per sample, an unbind
@@ -41,6 +45,22 @@ rec input_heads.json "$W/heads.h5" --weights "$W/heads.safetensors"
 [ "$rc" = 0 ] || { cat "$W/heads.txt"; fail "input_heads: exit $rc"; }
 tail -n 1 "$W/heads.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || { cat "$W/heads.txt"; fail "input_heads verdict"; }
 echo "  input_heads: $(tail -n 1 "$W/heads.txt")"
+
+# a text encoder's layers [2 layers, B, L, D]: the batch in dim 1
+"$PY" - "$W/layers.safetensors" <<'PY' || fail "safetensors (layers)"
+import json, random, struct, sys
+random.seed(7)
+vals = [random.gauss(0, 1) for _ in range(2 * 2 * 3 * 8)]
+data = struct.pack("<%df" % len(vals), *vals)
+hdr = json.dumps({"input:text_layers": {"dtype": "F32", "shape": [2, 2, 3, 8], "data_offsets": [0, len(data)]}}).encode()
+hdr += b" " * ((8 - len(hdr) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
+PY
+rec input_layers_dim1.json "$W/layers.h5" --weights "$W/layers.safetensors"
+"$D" invariance "$W/layers.h5" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/layers.txt" 2>&1; rc=$?
+[ "$rc" = 0 ] || { cat "$W/layers.txt"; fail "input_layers_dim1: exit $rc"; }
+tail -n 1 "$W/layers.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || { cat "$W/layers.txt"; fail "input_layers_dim1 verdict"; }
+echo "  input_layers_dim1: $(tail -n 1 "$W/layers.txt")"
 
 # the same graph without a latents input (x an "other" input): x holds the sample, invariant; naming the
 # head table with --batch-input is refused (its dim 0 is 2 heads, kept whole: no batch to put the sample in)
