@@ -17,8 +17,9 @@ guessing from module outputs.
 
 Prints one line per differing node (graph order) and a summary line
 `NODE_PARITY model=... nodes=N compared=C differ=D first=NAME(TARGET)`.
-Nodes in an autocast region run under torch.autocast (the capture's ambient
-dtype for export captures; dispatch traces are already past autocast).
+Nodes run under torch.autocast in the capture's ambient dtype (a node's own autocast
+region where the capture recorded one), dispatch captures too: their ops are recorded
+above autocast, an fp32 input of a linear and all.
 """
 import argparse
 import json
@@ -72,7 +73,7 @@ class Runner:
             return DT[v["dtype"]]
         return None
 
-    def drift_value(self, name):
+    def drift_value(self, name, strided=True):
         d = self.dumps.get(name)
         if d is None:
             return None
@@ -81,7 +82,7 @@ class Runner:
         t = torch.from_numpy(a).to(self.dev)
         want = self.val_dtype(name)
         t = t.to(want) if want is not None else t
-        return self.with_strides(name, t)
+        return self.with_strides(name, t) if strided else t
 
     def with_strides(self, name, t):
         """t laid out with the strides the capture recorded for node name (a transposed or
@@ -96,8 +97,11 @@ class Runner:
         span = 1 + sum((n - 1) * s for n, s in zip(t.shape, st) if n > 0)
         if any(s < 0 for s in st) or span > 4 * max(t.numel(), 1):
             return t  # an expanded or sparse layout: kept contiguous
-        out = torch.empty_strided(tuple(t.shape), tuple(st), dtype=t.dtype, device=t.device)
-        out.copy_(t)
+        try:
+            out = torch.empty_strided(tuple(t.shape), tuple(st), dtype=t.dtype, device=t.device)
+            out.copy_(t)  # refused for an overlapping layout (an expand): kept contiguous then
+        except RuntimeError:
+            return t
         return out
 
     def arg(self, a):
@@ -149,7 +153,7 @@ class Runner:
         except KeyError as e:
             return None, "input %s unavailable" % e
         region = n.get("autocast")
-        enabled = self.mode != "dispatch" and self.ambient is not None
+        enabled = self.ambient is not None  # a dispatch trace records the ops above autocast too
         dtype = self.ambient
         if region is not None:
             enabled = bool(region.get("enabled"))
@@ -211,7 +215,7 @@ def main():
             r.torch_out[n["name"]] = res
             continue
         r.torch_out[n["name"]] = res
-        mine = r.drift_value(n["name"])
+        mine = r.drift_value(n["name"], strided=False)
         if mine is None:
             continue
         c = compare(mine, res)
