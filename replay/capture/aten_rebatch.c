@@ -19,6 +19,7 @@
 #include "formats/alloc.h"
 
 #include "replay/capture/aten_lower_internal.h"
+#include "replay/capture/aten_unroll.h"
 
 void al_rb_input(lctx *c, int nd, int64_t *shape) {
     if (!c->rb_from || nd < 1 || shape[0] != c->rb_from) return;
@@ -269,13 +270,24 @@ static int sample_write_root(const drift_aten_graph *g, int w, int64_t rb_from, 
     return -1;
 }
 
-/* mark[k] = 1 for each buffer that a node writes into one sample at a time (sample_write_root). */
+/* 1 if write node w is iteration 0 of a loop aten_unroll.c unrolled, or one of its copies: the
+ * graph writes every sample of the batch it was unrolled for. */
+static int unrolled_write(const drift_aten_graph *g, int w) {
+    char t[DRIFT_MAX_FQN + 16];
+    const char *name = g->nodes[w].name;
+    if (drift_aten_unroll_template(name, t, sizeof t) == 'b') return 1;
+    snprintf(t, sizeof t, "%s__b1", name);
+    return aten_find(g, t) >= 0;
+}
+
+/* mark[k] = 1 for each buffer that a node writes into one sample at a time (sample_write_root),
+ * unless those writes were unrolled to the batch. */
 static void mark_sample_writes(const drift_aten_graph *g, int64_t rb_from, unsigned char *mark) {
     memset(mark, 0, (size_t)g->n + 1);
     int64_t s;
     for (int w = 0; w < g->n; w++) {
         const int r = sample_write_root(g, w, rb_from, &s);
-        if (r >= 0) mark[r] = 1;
+        if (r >= 0 && !unrolled_write(g, w)) mark[r] = 1;
     }
 }
 
@@ -296,9 +308,9 @@ static int explain_sample_writes(const drift_aten_graph *g, int fail, int64_t rb
         drift_err_prefix(err, "cannot be re-batched: node %d '%s' (%s) in module '%s' writes the rows of sample %lld of "
                               "node %d '%s' (%s, dim 0 the recorded batch of %lld) in place: a loop over the samples "
                               "that fills a buffer one sample at a time instead of joining its results (Lumina2's rope "
-                              "position ids and frequency tables); the graph holds the writes of the recorded samples "
-                              "only, with their lengths, so the rows of another batch would never be written; where "
-                              "it breaks",
+                              "position ids and frequency tables), and the recorded samples' writes differ (another "
+                              "length or value per sample), so no one of them stands for the rows of another batch; "
+                              "where it breaks",
                          w, wn->name, wn->target, wn->module, (long long)s, r, rn->name, rn->target, (long long)rb_from);
         said = 1;
     }

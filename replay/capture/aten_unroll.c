@@ -12,7 +12,14 @@
  * stays and iterations 1..N'-1 are copies of it (its nodes renamed NAME__bJ, their sources
  * indexing sample J; the recorded iterations 1..N-1 go); the joins list the N' iterations. A
  * source whose iteration reaches a node that is no join (another iteration's node, the output,
- * an op that writes in place) is no loop (a lone x[0:1]) and is left alone. */
+ * an op that writes in place) is no loop (a lone x[0:1]) and is left alone.
+ *
+ * A loop may also end in writes instead of a join (Lumina2's rope tables in dispatch mode: a
+ * zeros(B, L, 3) buffer filled one sample at a time through select(buf, 0, i), then read whole):
+ * an op that writes in place into its own iteration's rows belongs to the iteration. Such a
+ * loop is unrolled only where every recorded iteration is iteration 0 but for the sample index
+ * (the same ops, the same numbers, helpers and constants of equal values: the samples' lengths
+ * are equal), since the copies at another batch are iteration 0's. */
 #include "replay/capture/aten_unroll.h"
 
 #include <stdio.h>
@@ -37,6 +44,7 @@ typedef struct un_node {
      * its first piece's rows and the rows at the new batch */
     int64_t n1, n2, chunk, rows0, rows2;
     int loop;    /* an unbind or split: one of its sources */
+    int write;   /* an op of an iteration that writes that iteration's rows in place */
 } un_node;
 
 typedef struct un_ctx {
@@ -46,6 +54,9 @@ typedef struct un_ctx {
     size_t cap;
     int64_t from, to;
     const int *batched; /* per node: 1 the batch in dim 0 (NULL: not known) */
+    const drift_json_value *inputs, *constants; /* the document's, to compare constants */
+    int no_writes;      /* 1: an op that writes in place ends no iteration (the loops that do were unlike) */
+    unsigned char *fed; /* per node: computed from a buffer a loop writes (its batch is that buffer's), or NULL */
 } un_ctx;
 
 static size_t hash_s(const char *s) {
@@ -88,6 +99,15 @@ static int64_t dim0(const un_ctx *c, int k) {
     return s && int_at(s, 0, &d) ? d : -1;
 }
 
+/* 1 for a factory (zeros, empty, full, ones and their new_* forms): a buffer a loop may fill. */
+static int is_factory(const char *target) {
+    static const char *const f[] = {"aten.zeros.", "aten.empty.", "aten.full.", "aten.ones.", "aten.new_zeros.",
+                                    "aten.new_empty.", "aten.new_full.", "aten.new_ones."};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (!strncmp(target, f[i], strlen(f[i]))) return 1;
+    return 0;
+}
+
 /* Node k as a source: its iteration and the tensor it indexes. */
 static void classify(un_ctx *c, int k) {
     un_node *u = &c->nd[k];
@@ -119,7 +139,10 @@ static void classify(un_ctx *c, int k) {
         u->x = xx;
         return;
     }
-    if (x < 0 || dim0(c, x) != c->from || !int_at(a, 1, &d) || d != 0 || (c->batched && c->batched[x] != 1 && c->batched[x] != -1)) return;
+    if (x < 0 || dim0(c, x) != c->from || !int_at(a, 1, &d) || d != 0 ||
+        (c->batched && c->batched[x] != 1 && c->batched[x] != -1 && !is_factory(c->nd[x].target) &&
+         !(c->fed && c->fed[x])))
+        return;
     u->n1 = c->from, u->n2 = c->to, u->chunk = 0;
     if (!strcmp(u->target, "aten.select.int") && a->n_items == 3 && int_at(a, 2, &i) && i >= 0 && i < c->from) {
         u->src = (int)i;
@@ -185,6 +208,7 @@ static int propagate(un_ctx *c, int *refs, int cap) {
         un_node *u = &c->nd[k];
         u->tag = -1;
         u->join = 0;
+        u->write = 0;
         if (u->src >= 0 && u->on && c->nd[u->x].tag < 0) {
             u->tag = u->src;
             u->from = k;
@@ -210,11 +234,151 @@ static int propagate(un_ctx *c, int *refs, int cap) {
             u->tag = t;
             continue;
         }
+        const int dst = !conflict && !is_out && u->args && u->args->type == DRIFT_JSON_ARRAY && u->args->n_items
+                            ? ref_of(c, &u->args->items[0]) : -1;
+        if (dst >= 0 && c->nd[dst].tag == t && !c->no_writes) { /* writes its own iteration's rows: part of it */
+            u->tag = t;
+            u->write = 1;
+            continue;
+        }
         for (int j = 0; j < m; j++) /* not a loop: the sources that reached here are switched off */
             if (c->nd[refs[j]].tag >= 0) c->nd[c->nd[refs[j]].from].on = 0;
         bad = 1;
     }
     return bad;
+}
+
+/* ---- iterations alike (loops that end in writes) ----------------------------------------- */
+
+static int json_equal(const drift_json_value *a, const drift_json_value *b) {
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case DRIFT_JSON_NULL: return 1;
+    case DRIFT_JSON_BOOL: return a->boolean == b->boolean;
+    case DRIFT_JSON_NUMBER: return a->is_int == b->is_int && (a->is_int ? a->integer == b->integer : a->number == b->number);
+    case DRIFT_JSON_STRING: return a->str_len == b->str_len && !memcmp(a->str, b->str, a->str_len);
+    case DRIFT_JSON_ARRAY:
+        if (a->n_items != b->n_items) return 0;
+        for (size_t i = 0; i < a->n_items; i++)
+            if (!json_equal(&a->items[i], &b->items[i])) return 0;
+        return 1;
+    case DRIFT_JSON_OBJECT:
+        if (a->n_members != b->n_members) return 0;
+        for (size_t i = 0; i < a->n_members; i++)
+            if (strcmp(a->members[i].key, b->members[i].key) || !json_equal(&a->members[i].value, &b->members[i].value))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The value of placeholder k when it is a constant the document holds inline, else NULL. */
+static const drift_json_value *constant_of(const un_ctx *c, int k) {
+    if (!c->inputs || c->inputs->type != DRIFT_JSON_ARRAY || !c->constants || c->constants->type != DRIFT_JSON_OBJECT)
+        return NULL;
+    for (size_t i = 0; i < c->inputs->n_items; i++) {
+        const drift_json_value *in = &c->inputs->items[i];
+        const char *node = str_of(in, "node"), *kind = str_of(in, "kind"), *target = str_of(in, "target");
+        if (!node || !kind || !target || strcmp(node, c->nd[k].name) || strcmp(kind, "constant")) continue;
+        const drift_json_value *v = drift_json_object_get(c->constants, target);
+        return v && v->type == DRIFT_JSON_OBJECT && drift_json_object_get(v, "data") ? v : NULL;
+    }
+    return NULL;
+}
+
+typedef struct alike_ctx {
+    const un_ctx *c;
+    const int *pos; /* per node: its place in its iteration's list, -1 untagged */
+    int t;          /* the iteration compared with iteration 0 */
+} alike_ctx;
+
+static int alike(const alike_ctx *a, const drift_json_value *va, const drift_json_value *vb, int depth);
+
+/* Untagged nodes ra and rb compute the same values: one node, or the same op on alike arguments
+ * (depth more levels), or constants of equal values. */
+static int equivalent(const alike_ctx *a, int ra, int rb, int depth) {
+    const un_ctx *c = a->c;
+    if (ra == rb) return 1;
+    if (depth <= 0) return 0;
+    const char *op = str_of(c->nd[ra].obj, "op"), *opb = str_of(c->nd[rb].obj, "op");
+    if (op && opb && !strcmp(op, "placeholder") && !strcmp(opb, "placeholder")) { /* constants of equal values */
+        const drift_json_value *x = constant_of(c, ra), *y = constant_of(c, rb);
+        return x && y && json_equal(x, y);
+    }
+    if (strcmp(c->nd[ra].target, c->nd[rb].target)) return 0;
+    if (!c->nd[ra].args || !c->nd[rb].args || !alike(a, c->nd[ra].args, c->nd[rb].args, depth - 1)) return 0;
+    const drift_json_value *ka = drift_json_object_get(c->nd[ra].obj, "kwargs"), *kb = drift_json_object_get(c->nd[rb].obj, "kwargs");
+    return (!ka && !kb) || (ka && kb && alike(a, ka, kb, depth - 1));
+}
+
+/* Argument trees va (of an iteration-0 node) and vb (iteration t's) alike: the same literals,
+ * references to the same place of their iterations, or untagged equivalents. */
+static int alike(const alike_ctx *a, const drift_json_value *va, const drift_json_value *vb, int depth) {
+    const un_ctx *c = a->c;
+    const int ra = ref_of(c, va), rb = ref_of(c, vb);
+    if (ra >= 0 || rb >= 0) {
+        if (ra < 0 || rb < 0) return 0;
+        if (c->nd[ra].tag == 0 && c->nd[rb].tag == a->t) return a->pos[ra] == a->pos[rb];
+        if (c->nd[ra].tag < 0 && c->nd[rb].tag < 0) return equivalent(a, ra, rb, depth);
+        return 0;
+    }
+    if (va->type != vb->type) return 0;
+    if (va->type == DRIFT_JSON_ARRAY) {
+        if (va->n_items != vb->n_items) return 0;
+        for (size_t i = 0; i < va->n_items; i++)
+            if (!alike(a, &va->items[i], &vb->items[i], depth)) return 0;
+        return 1;
+    }
+    if (va->type == DRIFT_JSON_OBJECT) {
+        if (va->n_members != vb->n_members) return 0;
+        for (size_t i = 0; i < va->n_members; i++)
+            if (strcmp(va->members[i].key, vb->members[i].key) || !alike(a, &va->members[i].value, &vb->members[i].value, depth))
+                return 0;
+        return 1;
+    }
+    return json_equal(va, vb);
+}
+
+/* 1 if a source's argument i is its sample index (select's and slice's 2 and 3, getitem's 1). */
+static int index_arg(const un_node *u, size_t i) {
+    if (!strcmp(u->target, "getitem")) return i == 1;
+    return i == 2 || (i == 3 && !strcmp(u->target, "aten.slice.Tensor"));
+}
+
+/* 1 if every iteration 1.. of the loops is iteration 0 but for the sample index. */
+static int iterations_alike(const un_ctx *c, int *pos) {
+    int64_t n1 = 0;
+    int len0 = 0;
+    for (int k = 0; k < c->n; k++) {
+        pos[k] = -1;
+        if (c->nd[k].tag < 0) continue;
+        if (c->nd[c->nd[k].from].n1 > n1) n1 = c->nd[c->nd[k].from].n1;
+    }
+    for (int k = 0; k < c->n; k++)
+        if (c->nd[k].tag == 0) pos[k] = len0++;
+    for (int t = 1; t < n1; t++) {
+        int lt = 0;
+        for (int k = 0; k < c->n; k++)
+            if (c->nd[k].tag == t) pos[k] = lt++;
+        if (lt != len0) return 0;
+        const alike_ctx a = {c, pos, t};
+        int i0 = 0, it = 0;
+        for (int p = 0; p < len0; p++) {
+            while (c->nd[i0].tag != 0) i0++;
+            while (c->nd[it].tag != t) it++;
+            const un_node *x = &c->nd[i0], *y = &c->nd[it];
+            if (strcmp(x->target, y->target) || x->write != y->write || (x->src >= 0) != (y->src >= 0)) return 0;
+            const drift_json_value *xa = x->args, *ya = y->args;
+            if (!xa || !ya || xa->type != DRIFT_JSON_ARRAY || ya->type != DRIFT_JSON_ARRAY || xa->n_items != ya->n_items)
+                return 0;
+            for (size_t i = 0; i < xa->n_items; i++)
+                if (!(x->src >= 0 && x->on && index_arg(x, i)) && !alike(&a, &xa->items[i], &ya->items[i], 4)) return 0;
+            const drift_json_value *xk = drift_json_object_get(x->obj, "kwargs"), *yk = drift_json_object_get(y->obj, "kwargs");
+            if ((xk != NULL) != (yk != NULL) || (xk && !alike(&a, xk, yk, 4))) return 0;
+            i0++, it++;
+        }
+    }
+    return 1;
 }
 
 /* ---- writing the rewritten document -------------------------------------------------- */
@@ -399,11 +563,10 @@ static void put_names(drift_json_buf *b, const un_ctx *c, const char *key, const
 }
 
 int drift_aten_unroll_template(const char *name, char *buf, size_t n) {
-    const char *p = NULL;
-    for (const char *q = name; (q = strstr(q, "__")); q += 2) p = q;
-    if (!p || (p[2] != 'b' && p[2] != 'c') || !p[3] || strspn(p + 3, "0123456789") != strlen(p + 3) ||
-        (size_t)(p - name) >= n)
-        return 0;
+    const char *p = NULL; /* the last "__bJ" / "__cJ" that ends the name (an in-place op's "copy___b1" too) */
+    for (const char *q = name; (q = strstr(q, "__")); q++)
+        if ((q[2] == 'b' || q[2] == 'c') && q[3] && strspn(q + 3, "0123456789") == strlen(q + 3)) p = q;
+    if (!p || (size_t)(p - name) >= n) return 0;
     memcpy(buf, name, (size_t)(p - name));
     buf[p - name] = 0;
     return p[2];
@@ -429,6 +592,8 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     c.from = rb_from;
     c.to = rb_to;
     c.batched = batched;
+    c.inputs = drift_json_object_get(doc, "inputs");
+    c.constants = drift_json_object_get(doc, "constants");
     for (c.cap = 16; c.cap < (size_t)c.n * 2; c.cap *= 2) {}
     c.nd = drift_calloc((size_t)c.n, sizeof *c.nd);
     c.slot = drift_malloc(c.cap * sizeof *c.slot);
@@ -461,8 +626,48 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     int bad = 1;
     for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
     if (bad) goto done;
-    int joins = 0;
-    for (int k = 0; k < c.n; k++) joins += c.nd[k].join;
+    int joins = 0, writes = 0;
+    for (int k = 0; k < c.n; k++) joins += c.nd[k].join, writes += c.nd[k].write && c.nd[k].tag == 0;
+    if (writes) { /* what the written buffers feed holds their batch: its rows are per-sample sources too */
+        c.fed = drift_calloc((size_t)c.n, 1);
+        if (!c.fed) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < c.n; k++)
+            if (c.nd[k].write && c.nd[k].tag >= 0 && c.nd[c.nd[k].from].x >= 0) c.fed[c.nd[c.nd[k].from].x] = 1;
+        for (int k = 0; k < c.n; k++) {
+            if (c.fed[k] || c.nd[k].tag >= 0) continue;
+            int m = collect(&c, c.nd[k].args, refs, 0, cap);
+            for (int j = 0; j < m && j < cap && !c.fed[k]; j++) c.fed[k] = c.fed[refs[j]];
+        }
+        for (int k = 0; k < c.n; k++) {
+            classify(&c, k);
+            c.nd[k].on = c.nd[k].src >= 0 && (!chunks_only || c.nd[k].chunk);
+        }
+        bad = 1;
+        for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
+        if (bad) goto done;
+        joins = writes = 0;
+        for (int k = 0; k < c.n; k++) joins += c.nd[k].join, writes += c.nd[k].write && c.nd[k].tag == 0;
+    }
+    int *pos = writes ? drift_malloc((size_t)c.n * sizeof *pos) : NULL;
+    if (writes && !pos) {
+        rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+        goto done;
+    }
+    const int unlike = writes && !iterations_alike(&c, pos);
+    drift_free(pos);
+    if (unlike) { /* the writes' iterations differ (another length per sample): no write ends a loop */
+        c.no_writes = 1;
+        for (int k = 0; k < c.n; k++) c.nd[k].on = c.nd[k].src >= 0 && (!chunks_only || c.nd[k].chunk);
+        bad = 1;
+        for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
+        if (bad) goto done;
+        joins = writes = 0;
+        for (int k = 0; k < c.n; k++) joins += c.nd[k].join;
+    }
+    joins += writes;
     if (!joins) {
         if (n_loops) *n_loops = joins;
         goto done;
@@ -501,6 +706,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     *out_len = strlen(*out);
     if (n_loops) *n_loops = joins;
 done:
+    drift_free(c.fed);
     drift_free(c.nd);
     drift_free(c.slot);
     drift_free(refs);

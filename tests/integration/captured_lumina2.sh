@@ -8,7 +8,8 @@
 #     recording (layers.0:out mean |d| was 1.1e-2 while fill_.Tensor into a view was dead
 #     code: the image tokens kept axis-0 position 0), the output within 2x the noise floor
 #     (--max-floor 2; it was refused first, complex128 unsupported, then 36x the floor);
-#   * --ref oracle and --device ref run (complex128 in the fp64 oracle and on the ref backend).
+#   * --ref oracle and --device ref run (complex128 in the fp64 oracle and on the ref backend);
+#   * drift invariance --device cpu: invariant at 1, 2, 3 and CFG-joined (its per-sample writes unrolled).
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/captured_lumina2"; rm -rf "$W"; mkdir -p "$W"
@@ -33,4 +34,9 @@ echo "ok: $(grep -o "this replay's.*" "$W/floor.out" "$W/floor.err" | head -1 | 
   fail "replay --ref oracle exited $?: $(tail -2 "$W/oracle.err")"
 "$D" replay "$f" --device ref --ref trainer --output-only > "$W/ref.out" 2> "$W/ref.err" ||
   fail "replay --device ref exited $?: $(tail -2 "$W/ref.err")"
+# its rope tables are written one sample at a time in place (dispatch mode): the writes are
+# unrolled at each batch (the samples are alike), invariant on cpu (it was refused naming copy__6)
+"$D" invariance "$f" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/inv.out" 2>&1 ||
+  fail "invariance exited $?: $(tail -2 "$W/inv.out")"
+tail -n 1 "$W/inv.out" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || fail "invariance: $(tail -1 "$W/inv.out")"
 echo "captured_lumina2: ok"

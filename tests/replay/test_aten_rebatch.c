@@ -286,6 +286,16 @@ static void test_output_without_the_batch_is_named(void **state) {
             "the batch dim is lost at node 1 's' (aten.slice.Tensor) in module 'head'", NULL);
 }
 
+static float writes_want(int64_t k) { return xval(k) + 1.0f; }
+
+/* sample_writes_alike.json (Lumina2's rope tables with samples of one length: each sample's rows
+ * written in place with the same ops and values): the writes are unrolled at 1, 2 and 3 samples,
+ * every row written, y = x + 1 (it was refused as the unlike sample_writes.json below is). */
+static void test_alike_writes_per_sample_are_unrolled(void **state) {
+    (void)state;
+    loop_rebatches("sample_writes_alike.json", writes_want);
+}
+
 /* sample_writes.json (Lumina2's rope tables in dispatch mode: a zeros(2, 4) buffer written one
  * sample at a time in place, then added to the latents): refused naming the write and the buffer
  * (it was refused naming only the add, "do not broadcast", and the probe took the buffer's size
@@ -320,6 +330,7 @@ int main(void) {
         cmocka_unit_test(test_batch1_only_model_names_the_probe_batch),
         cmocka_unit_test(test_output_without_the_batch_is_named),
         cmocka_unit_test(test_buffer_written_per_sample_is_named),
+        cmocka_unit_test(test_alike_writes_per_sample_are_unrolled),
         cmocka_unit_test(test_samples_as_a_list_are_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
