@@ -248,6 +248,25 @@ static int propagate(un_ctx *c, int *refs, int cap) {
     return bad;
 }
 
+/* Classifies every node, switches on each source (chunks_only: the splits' alone), propagates
+ * the iterations until they settle and counts the joins and iteration 0's writes. The number of
+ * sources on; 0 when there is none, -1 when the iterations do not settle (nothing unrolled). */
+static int tag_loops(un_ctx *c, int chunks_only, int *refs, int cap, int *joins, int *writes) {
+    int on = 0;
+    *joins = *writes = 0;
+    for (int k = 0; k < c->n; k++) {
+        classify(c, k);
+        c->nd[k].on = c->nd[k].src >= 0 && (!chunks_only || c->nd[k].chunk);
+        on += c->nd[k].on;
+    }
+    if (!on) return 0;
+    int bad = 1;
+    for (int round = 0; round <= c->n && bad > 0; round++) bad = propagate(c, refs, cap);
+    if (bad) return -1;
+    for (int k = 0; k < c->n; k++) *joins += c->nd[k].join, *writes += c->nd[k].write && c->nd[k].tag == 0;
+    return on;
+}
+
 /* ---- iterations alike (loops that end in writes) ----------------------------------------- */
 
 static int json_equal(const drift_json_value *a, const drift_json_value *b) {
@@ -616,18 +635,8 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         while (c.slot[h] >= 0) h = (h + 1) & (c.cap - 1);
         c.slot[h] = k;
     }
-    int any = 0;
-    for (int k = 0; k < c.n; k++) {
-        classify(&c, k);
-        c.nd[k].on = c.nd[k].src >= 0 && (!chunks_only || c.nd[k].chunk);
-        any |= c.nd[k].on;
-    }
-    if (!any) goto done;
-    int bad = 1;
-    for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
-    if (bad) goto done;
     int joins = 0, writes = 0;
-    for (int k = 0; k < c.n; k++) joins += c.nd[k].join, writes += c.nd[k].write && c.nd[k].tag == 0;
+    if (tag_loops(&c, chunks_only, refs, cap, &joins, &writes) <= 0) goto done;
     if (writes) { /* what the written buffers feed holds their batch: its rows are per-sample sources too */
         c.fed = drift_calloc((size_t)c.n, 1);
         if (!c.fed) {
@@ -641,15 +650,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
             int m = collect(&c, c.nd[k].args, refs, 0, cap);
             for (int j = 0; j < m && j < cap && !c.fed[k]; j++) c.fed[k] = c.fed[refs[j]];
         }
-        for (int k = 0; k < c.n; k++) {
-            classify(&c, k);
-            c.nd[k].on = c.nd[k].src >= 0 && (!chunks_only || c.nd[k].chunk);
-        }
-        bad = 1;
-        for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
-        if (bad) goto done;
-        joins = writes = 0;
-        for (int k = 0; k < c.n; k++) joins += c.nd[k].join, writes += c.nd[k].write && c.nd[k].tag == 0;
+        if (tag_loops(&c, chunks_only, refs, cap, &joins, &writes) <= 0) goto done;
     }
     int *pos = writes ? drift_malloc((size_t)c.n * sizeof *pos) : NULL;
     if (writes && !pos) {
@@ -660,12 +661,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     drift_free(pos);
     if (unlike) { /* the writes' iterations differ (another length per sample): no write ends a loop */
         c.no_writes = 1;
-        for (int k = 0; k < c.n; k++) c.nd[k].on = c.nd[k].src >= 0 && (!chunks_only || c.nd[k].chunk);
-        bad = 1;
-        for (int round = 0; round <= c.n && bad > 0; round++) bad = propagate(&c, refs, cap);
-        if (bad) goto done;
-        joins = writes = 0;
-        for (int k = 0; k < c.n; k++) joins += c.nd[k].join;
+        if (tag_loops(&c, chunks_only, refs, cap, &joins, &writes) <= 0) goto done;
     }
     joins += writes;
     if (!joins) {

@@ -278,50 +278,35 @@ int drift_inv_make_inputs(const drift_inv_recorded *rc_, int sample, const int *
             rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], rc_->shape[i], rc_->v[i], NULL, NULL, err);
             continue;
         }
-        if (rc_->bdim[i] > 0) { /* the batch in dim d: each of the outer blocks holds B rows of inner */
-            const int d = rc_->bdim[i];
-            int64_t outer = 1, inner = 1, shape[DRIFT_MAX_DIMS];
-            for (int k = 0; k < rc_->ndim[i]; k++) {
-                if (k < d) outer *= rc_->shape[i][k];
-                else if (k > d) inner *= rc_->shape[i][k];
-            }
-            const int64_t B0 = rc_->shape[i][d];
-            buf = drift_malloc((size_t)(outer * B * inner) * sizeof *buf);
-            if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }
-            for (int64_t o = 0; o < outer; o++)
-                for (int p = 0; p < B; p++) {
-                    const int src = rows[p] >= 0 ? rows[p] : sample;
-                    memcpy(buf + (size_t)((o * B + p) * inner), rc_->v[i] + (size_t)((o * B0 + src) * inner),
-                           (size_t)inner * sizeof *buf);
-                }
-            memcpy(shape, rc_->shape[i], sizeof shape);
-            shape[d] = B;
-            rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], shape, buf, NULL, NULL, err);
-            free(buf);
-            buf = NULL;
-            continue;
+        /* the batch in dim d (0 but for [layers, B, L, D]): each of the outer blocks holds B rows of inner */
+        const int d = rc_->bdim[i];
+        int64_t outer = 1, inner = 1, shape[DRIFT_MAX_DIMS];
+        for (int k = 0; k < rc_->ndim[i]; k++) {
+            if (k < d) outer *= rc_->shape[i][k];
+            else if (k > d) inner *= rc_->shape[i][k];
         }
-        int64_t rn = rc_->row[i];
-        buf = drift_malloc((size_t)(rn * B) * sizeof *buf);
+        const int64_t B0 = rc_->shape[i][d];
+        buf = drift_malloc((size_t)(outer * B * inner) * sizeof *buf);
         if (!buf) { rc = drift_err_set(err, DRIFT_E_NOMEM, "invariance", "out of memory"); break; }
-        for (int p = 0; p < B; p++) {
-            float *dst = buf + (size_t)p * (size_t)rn;
-            int src = rows[p] >= 0 ? rows[p] : sample;
-            memcpy(dst, rc_->v[i] + (size_t)src * (size_t)rn, (size_t)rn * sizeof *dst);
-            if (rows[p] == DRIFT_INV_ROW_SEEDED && i == DRIFT_INPUT_LATENTS) {
-                uint64_t s = seed * 0x100000001b3ull + (uint64_t)pad_k[p];
-                for (int64_t k = 0; k < rn; k++) dst[k] = gauss(&s);
+        for (int64_t o = 0; o < outer; o++)
+            for (int p = 0; p < B; p++) {
+                float *dst = buf + (size_t)((o * B + p) * inner);
+                const int src = rows[p] >= 0 ? rows[p] : sample;
+                memcpy(dst, rc_->v[i] + (size_t)((o * B0 + src) * inner), (size_t)inner * sizeof *dst);
+                if (rows[p] == DRIFT_INV_ROW_SEEDED && i == DRIFT_INPUT_LATENTS) {
+                    uint64_t s = seed * 0x100000001b3ull + (uint64_t)pad_k[p];
+                    for (int64_t k = 0; k < inner; k++) dst[k] = gauss(&s);
+                }
+                if (rows[p] == DRIFT_INV_ROW_UNCOND && i == DRIFT_INPUT_COND) memset(dst, 0, (size_t)inner * sizeof *dst);
             }
-            if (rows[p] == DRIFT_INV_ROW_UNCOND && i == DRIFT_INPUT_COND) memset(dst, 0, (size_t)rn * sizeof *dst);
-        }
         /* one latent of position 0 moved by one ULP of the forward dtype: the noise floor (as bisect) */
         if (nudge && i == DRIFT_INPUT_LATENTS) {
-            buf[rn / 2] = drift_round_to(buf[rn / 2], rc_->dt[i]);
-            drift_metrics_nudge_ulp_f32(buf + rn / 2, 1, nudge_dt, 1.0, 12345);
+            const int64_t m = inner / 2; /* the latents hold the batch in dim 0: position 0 is the first block */
+            buf[m] = drift_round_to(buf[m], rc_->dt[i]);
+            drift_metrics_nudge_ulp_f32(buf + m, 1, nudge_dt, 1.0, 12345);
         }
-        int64_t shape[DRIFT_MAX_DIMS];
         memcpy(shape, rc_->shape[i], sizeof shape);
-        shape[0] = B;
+        shape[d] = B;
         rc = drift_hostset_add(hs, rc_->name[i], rc_->dt[i], rc_->ndim[i], shape, buf, NULL, NULL, err);
         free(buf);
         buf = NULL;

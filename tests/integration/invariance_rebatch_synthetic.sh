@@ -32,35 +32,40 @@ rec() { # rec GRAPH OUT [--weights FILE]
     --rollout-plan "$W/plan.json" -o "$o" "$@" > "$o.txt" 2>&1 || { cat "$o.txt"; fail "record $g"; }
 }
 
-# the head table's values: a safetensors file with input:head_table [2, 8]
-"$PY" - "$W/heads.safetensors" <<'PY' || fail "safetensors"
-import json, struct, sys
-data = struct.pack("<16f", *[0.25 * i for i in range(16)])
-hdr = json.dumps({"input:head_table": {"dtype": "F32", "shape": [2, 8], "data_offsets": [0, len(data)]}}).encode()
+# one_tensor OUT NAME D0,D1,... ramp|gauss: a safetensors file with one F32 tensor input:NAME
+# (0.25 * i, or seeded N(0, 1) values)
+one_tensor() {
+  "$PY" - "$@" <<'PY' || fail "safetensors $2"
+import json, random, struct, sys
+out, name, dims, kind = sys.argv[1], sys.argv[2], [int(d) for d in sys.argv[3].split(",")], sys.argv[4]
+n = 1
+for d in dims:
+    n *= d
+random.seed(7)
+vals = [0.25 * i for i in range(n)] if kind == "ramp" else [random.gauss(0, 1) for _ in range(n)]
+data = struct.pack("<%df" % n, *vals)
+hdr = json.dumps({"input:" + name: {"dtype": "F32", "shape": dims, "data_offsets": [0, len(data)]}}).encode()
 hdr += b" " * ((8 - len(hdr) % 8) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
+open(out, "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
 PY
+}
+# invariant_at_123 TAG TRACE: invariant at batch 1, 2, 3 and CFG-joined on cpu
+invariant_at_123() {
+  "$D" invariance "$2" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/$1.txt" 2>&1; local rc=$?
+  [ "$rc" = 0 ] || { cat "$W/$1.txt"; fail "$1: exit $rc"; }
+  tail -n 1 "$W/$1.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || { cat "$W/$1.txt"; fail "$1 verdict"; }
+  echo "  $1: $(tail -n 1 "$W/$1.txt")"
+}
+
+# the head table's values: input:head_table [2, 8]
+one_tensor "$W/heads.safetensors" head_table 2,8 ramp
 rec input_heads.json "$W/heads.h5" --weights "$W/heads.safetensors"
-"$D" invariance "$W/heads.h5" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/heads.txt" 2>&1; rc=$?
-[ "$rc" = 0 ] || { cat "$W/heads.txt"; fail "input_heads: exit $rc"; }
-tail -n 1 "$W/heads.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || { cat "$W/heads.txt"; fail "input_heads verdict"; }
-echo "  input_heads: $(tail -n 1 "$W/heads.txt")"
+invariant_at_123 input_heads "$W/heads.h5"
 
 # a text encoder's layers [2 layers, B, L, D]: the batch in dim 1
-"$PY" - "$W/layers.safetensors" <<'PY' || fail "safetensors (layers)"
-import json, random, struct, sys
-random.seed(7)
-vals = [random.gauss(0, 1) for _ in range(2 * 2 * 3 * 8)]
-data = struct.pack("<%df" % len(vals), *vals)
-hdr = json.dumps({"input:text_layers": {"dtype": "F32", "shape": [2, 2, 3, 8], "data_offsets": [0, len(data)]}}).encode()
-hdr += b" " * ((8 - len(hdr) % 8) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
-PY
+one_tensor "$W/layers.safetensors" text_layers 2,2,3,8 gauss
 rec input_layers_dim1.json "$W/layers.h5" --weights "$W/layers.safetensors"
-"$D" invariance "$W/layers.h5" --device cpu --batch 1,2,3 --cfg-batch joined > "$W/layers.txt" 2>&1; rc=$?
-[ "$rc" = 0 ] || { cat "$W/layers.txt"; fail "input_layers_dim1: exit $rc"; }
-tail -n 1 "$W/layers.txt" | grep -q "^invariant: .*at batch 1, 2, 3 .*and with CFG joined" || { cat "$W/layers.txt"; fail "input_layers_dim1 verdict"; }
-echo "  input_layers_dim1: $(tail -n 1 "$W/layers.txt")"
+invariant_at_123 input_layers_dim1 "$W/layers.h5"
 
 # the same graph without a latents input (x an "other" input): x holds the sample, invariant; naming the
 # head table with --batch-input is refused (its dim 0 is 2 heads, kept whole: no batch to put the sample in)

@@ -225,13 +225,13 @@ static int run_reduce(dcu_ctx *ctx, const drift_op *op, const drift_tensor *x, d
     if (op->sub != DRIFT_REDUCE_SUM && op->sub != DRIFT_REDUCE_MEAN) return DRIFT_OK;
     if (x->dtype != DRIFT_F32 && x->dtype != DRIFT_BF16 && x->dtype != DRIFT_F16) return DRIFT_OK;
     const int d = op->dim < 0 ? op->dim + x->ndim : op->dim, len = op->length > 0 ? op->length : 1;
+    if (d < 0 || d + len > x->ndim) return DRIFT_OK;
     int64_t inner = 1, outer = 1, N = 1;
     for (int i = 0; i < x->ndim; i++) {
         if (i < d) outer *= x->shape[i];
         else if (i < d + len) N *= x->shape[i];
         else inner *= x->shape[i];
     }
-    if (d < 0 || d + len > x->ndim) return DRIFT_OK;
     if (inner > 1) { /* not the innermost dims: block.x over the outputs */
         if (len != 1 || N >= 256) {
             dct_torch_note_fallback(ctx, op->kind, "torch's reduce_kernel order over an inner dim is emulated for one "
