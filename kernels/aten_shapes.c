@@ -204,6 +204,10 @@ int drift_aten_infer_shape(const drift_op *op, const drift_tensor *const *in, in
             return drift_op_shape_err(err, op, "dim %d out of range for a %d-d input", op->dim, a->ndim);
         if (op->kind == DRIFT_OP_ARGSORT && op->out != DRIFT_I64 && op->out != DRIFT_DTYPE_INVALID)
             return drift_op_shape_err(err, op, "argsort gives int64, not %s", drift_dtype_name(op->out));
+        if (op->kind == DRIFT_OP_ARGSORT && (op->length < 0 || (a->ndim > 0 && op->length > a->shape[drift_op_norm_dim(op->dim, a->ndim)]) ||
+                                             op->start < 0 || op->start > 1))
+            return drift_op_shape_err(err, op, "topk order: k = %lld (expected 0..the dim's size), sorted = %lld (0 or 1)",
+                                      (long long)op->length, (long long)op->start);
         break;
     case DRIFT_OP_BMM: {
         if (a->ndim < 2 || b->ndim != a->ndim) return drift_op_shape_err(err, op, "operands must be [..., M, K] and [..., K, N]");

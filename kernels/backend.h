@@ -110,7 +110,9 @@ typedef enum drift_op_kind {
                               product likewise: scatter_reduce's amax, amin, prod); in1 int64,
                               numel(in1) == numel(in2) */
     DRIFT_OP_ARGSORT,      /* int64 indices sorting in0 along op->dim, stable; op->sub 1: descending;
-                              NaN sorts above every number (exact) */
+                              NaN sorts above every number (exact). op->length = k > 0: the first
+                              k entries in torch's CUDA topk order instead (kernels/topk_order.h;
+                              op->start 1: sorted=True), the rest stable */
     DRIFT_OP_CUMSUM,       /* running sum (sub 0) or product (sub 1) along op->dim, opmath
                               accumulator in index order, each output rounded once */
     DRIFT_OP_SOFTMAX,      /* along op->dim: m = max, e_i = exp(x_i - m), s = sum e (index order),

@@ -15,6 +15,7 @@
 #include "kernels/aten_math64.h"
 #include "kernels/backend_impl.h"
 #include "kernels/ref/ref_opset.h"
+#include "kernels/topk_order.h"
 
 static inline double *dd(const drift_tensor *t) { return (double *)t->data; }
 
@@ -243,15 +244,28 @@ static int run_argsort(const drift_op *op, const drift_tensor *x, drift_tensor *
     int d = x->ndim ? drift_op_norm_dim(op->dim, x->ndim) : 0;
     int64_t outer, n, inner;
     split_dims(x, d, x->ndim ? 1 : 0, &outer, &n, &inner);
+    const int64_t topk = op->length; /* > 0: the first topk in torch's CUDA topk order */
     sort_key *k = drift_malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
-    if (!k) return drift_err_set(err, DRIFT_E_NOMEM, "op argsort", "out of memory");
+    int64_t *perm = drift_malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *perm);
+    if (!k || !perm) {
+        drift_free(k);
+        drift_free(perm);
+        return drift_err_set(err, DRIFT_E_NOMEM, "op argsort", "out of memory");
+    }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t q = 0; q < inner; q++) {
-            for (int64_t i = 0; i < n; i++) k[i] = (sort_key){dd(x)[(o * n + i) * inner + q], i, op->sub};
+            const double *xs = dd(x) + o * n * inner + q;
+            for (int64_t i = 0; i < n; i++) k[i] = (sort_key){xs[i * inner], i, op->sub};
             qsort(k, (size_t)n, sizeof *k, sort_cmp);
-            for (int64_t i = 0; i < n; i++) dd(out)[(o * n + i) * inner + q] = (double)k[i].i;
+            for (int64_t i = 0; i < n; i++) perm[i] = k[i].i;
+            if (topk > 0 && topk <= n) { /* the same k as the stable order's first k, torch's order */
+                drift_topk_torch_order(xs, inner, n, topk, op->sub, (int)op->start, perm, perm + n);
+                for (int64_t i = 0; i < topk; i++) perm[i] = perm[n + i];
+            }
+            for (int64_t i = 0; i < n; i++) dd(out)[(o * n + i) * inner + q] = (double)perm[i];
         }
     drift_free(k);
+    drift_free(perm);
     return DRIFT_OK;
 }
 

@@ -545,10 +545,10 @@ int al_lower_argsort(lctx *c, const char *base, const char *target) {
 /* topk(self, k, dim=-1, largest=True, sorted=True), sort(self, dim=-1, descending=False)
  * and sort.stable(self, *, stable, dim, descending): (values, indices). ARGSORT along dim
  * (stable: equal values in index order; NaN above every number, as torch's sort), its
- * first k indices (a STRIDED slice; sort: all), the values TAKEn there (exact). torch's
- * CUDA topk orders exact ties as its radix select finds them (not documented; for an
- * MoE gate's fp32 / bf16 scores ties are rare); sorted=False returns them sorted too
- * (torch leaves that order unspecified). */
+ * first k indices (a STRIDED slice; sort: all), the values TAKEn there (exact). topk's
+ * ARGSORT carries k and sorted: its first k in torch's CUDA topk order, ties included
+ * (kernels/topk_order.h: an MoE router's equal gate scores go to the experts torch sends
+ * them to); sort keeps the stable order. */
 int al_lower_topk(lctx *c, const char *base, const char *target) {
     int j, x, rc, ord, idx, flat, vals;
     int64_t dim = -1, k = INT64_MIN, desc = 1, sorted = 1, stable = 0;
@@ -569,8 +569,7 @@ int al_lower_topk(lctx *c, const char *base, const char *target) {
                (rc = al_get_int(c, al_arg(c, 2, "descending"), "descending", 0, &desc))) {
         return rc;
     }
-    (void)sorted;
-    (void)stable; /* drift's order is stable either way */
+    (void)stable; /* drift's sort order is stable either way */
     const drift_value xv_c = *val_of(c, x), *xv = &xv_c; /* copies: emitting a node may move the graph's values */
     const int nd = xv->ndim;
     if (nd == 0) return FAIL(c, "%s of a 0-d tensor is not supported", base);
@@ -585,6 +584,10 @@ int al_lower_topk(lctx *c, const char *base, const char *target) {
     memset(&op, 0, sizeof op);
     op.sub = desc != 0;
     op.dim = d;
+    if (topk) { /* which k and their order, ties included, as torch's CUDA topk (kernels/topk_order.h) */
+        op.length = k;
+        op.start = sorted != 0;
+    }
     if ((rc = emit_fixed(c, DRIFT_OP_ARGSORT, &op, 1, &x, DRIFT_I64, &ord))) return rc;
     int64_t st[DRIFT_MAX_DIMS], sh[DRIFT_MAX_DIMS];
     contig_strides(nd, xv->shape, st);

@@ -267,7 +267,8 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_REDUCE: o->sub = in->sub; o->dim = in->dim; o->length = in->length; o->scalar = in->scalar; break;
     case DRIFT_OP_FILL: o->sub = in->sub; o->scalar = in->scalar; o->step = in->step; break;
     case DRIFT_OP_BINARY: case DRIFT_OP_PUT: o->sub = in->sub; break;
-    case DRIFT_OP_ARGSORT: case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: o->sub = in->sub; o->dim = in->dim; break;
+    case DRIFT_OP_ARGSORT: o->sub = in->sub; o->dim = in->dim; o->length = in->length; o->start = in->start; break;
+    case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: o->sub = in->sub; o->dim = in->dim; break;
     case DRIFT_OP_BMM: o->alpha = in->alpha; o->beta = in->beta; break;
     case DRIFT_OP_GROUP_NORM: o->eps = in->eps; o->length = in->length; break;
     case DRIFT_OP_STRIDED:

@@ -97,6 +97,10 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int v
             op->kind == DRIFT_OP_SOFTMAX)
             drift_json_buf_field_int(b, "dim", op->dim);
         if (op->kind == DRIFT_OP_REDUCE && op->length > 1) drift_json_buf_field_int(b, "length", op->length);
+        if (op->kind == DRIFT_OP_ARGSORT && op->length > 0) {
+            drift_json_buf_field_int(b, "length", op->length);
+            drift_json_buf_field_int(b, "start", op->start);
+        }
         if (op->kind == DRIFT_OP_REDUCE && op->scalar != 0.0) drift_json_buf_field_number(b, "scalar", op->scalar);
         drift_json_buf_end_object(b);
         break;
@@ -315,7 +319,8 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_REDUCE: req[0] = "sub"; req[1] = "dim"; opt = "length"; opt2 = "scalar"; break;
     case DRIFT_OP_FILL: req[0] = "sub"; req[1] = "scalar"; req[2] = "step"; break;
     case DRIFT_OP_BINARY: case DRIFT_OP_PUT: req[0] = "sub"; break;
-    case DRIFT_OP_ARGSORT: case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: req[0] = "sub"; req[1] = "dim"; break;
+    case DRIFT_OP_ARGSORT: req[0] = "sub"; req[1] = "dim"; opt = "length"; opt2 = "start"; break;
+    case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: req[0] = "sub"; req[1] = "dim"; break;
     case DRIFT_OP_BMM: req[0] = "alpha"; req[1] = "beta"; break;
     case DRIFT_OP_GROUP_NORM: req[0] = "eps"; req[1] = "length"; break;
     case DRIFT_OP_STRIDED: case DRIFT_OP_SCATTER: req[0] = "start"; req[1] = "stride"; break;
@@ -377,8 +382,8 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             if ((rc = get_int(c, opt, v, 0, 1, &t))) return rc;
             op->layout = (int)t;
         }
-        if (v && !strcmp(opt, "length")) {
-            if ((rc = get_int(c, opt, v, 0, DRIFT_MAX_DIMS, &t))) return rc;
+        if (v && !strcmp(opt, "length")) { /* REDUCE: its dims; ARGSORT: topk's k */
+            if ((rc = get_int(c, opt, v, 0, op->kind == DRIFT_OP_ARGSORT ? DRIFT_GRAPH_MAX_DIM : DRIFT_MAX_DIMS, &t))) return rc;
             op->length = t;
         }
     }
@@ -386,6 +391,10 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
         const drift_json_value *v = drift_json_object_get(a, opt2);
         if (v && (rc = get_int(c, opt2, v, DRIFT_ATTN_ORDER_FIRST_LAST, DRIFT_ATTN_ORDER_LAST_FIRST, &t))) return rc;
         if (v) op->sub = (int)t;
+    } else if (opt2 && !strcmp(opt2, "start")) { /* ARGSORT: topk's sorted flag */
+        const drift_json_value *v = drift_json_object_get(a, opt2);
+        if (v && (rc = get_int(c, opt2, v, 0, 1, &t))) return rc;
+        if (v) op->start = t;
     } else if (opt2) { /* REDUCE's correction, UNARY's parameter */
         const drift_json_value *v = drift_json_object_get(a, opt2);
         if (v && (rc = expect_type(c, opt2, v, DRIFT_JSON_NUMBER))) return rc;

@@ -517,6 +517,16 @@ one("index_put.negative", "aten.index_put.default", {"x": T([5, 4]), "i": T([2],
 for k, dt in ((0, "float32"), (1, "int64")):
     case("topk.smallest.%d" % k, PERM, [("t", "aten.topk.default", [x, 3, 1, False], {}, [meta([2, 3, 5]), meta([2, 3, 5], "int64")]),
                                         ("y", "getitem", [N("t"), k], {}, meta([2, 3, 5], dt))], "y", **V)
+# ties everywhere (integral values 0..2): which indices and in which order torch's CUDA topk
+# returns them (kernels/topk_order.h); the indices are compared, exactly
+TIES = {"x": T([8, 16], gen="int", lo=0, hi=3)}
+for nm, args, k in (("k2", [x, 2], 2), ("k4", [x, 4], 4), ("k8", [x, 8], 8), ("smallest", [x, 3, -1, False], 3),
+                    ("unsorted", [x, 4, -1, True, False], 4)):
+    case("topk.ties.%s" % nm, TIES, [("t", "aten.topk.default", args, {}, [meta([8, k]), meta([8, k], "int64")]),
+                                     ("y", "getitem", [N("t"), 1], {}, meta([8, k], "int64"))], "y", **V)
+case("topk.ties.k40", {"x": T([4, 64], gen="int", lo=0, hi=3)},
+     [("t", "aten.topk.default", [x, 40], {}, [meta([4, 40]), meta([4, 40], "int64")]),
+      ("y", "getitem", [N("t"), 1], {}, meta([4, 40], "int64"))], "y", **V)
 case("sort.descending", PERM, [("t", "aten.sort.default", [x, -1, True], {}, [meta([2, 3, 5]), meta([2, 3, 5], "int64")]),
                                ("y", "getitem", [N("t"), 1], {}, meta([2, 3, 5], "int64"))], "y", **V)
 one("argsort.descending", "aten.argsort.default", PERM, [x, 1, True], [2, 3, 5], "int64", **V)

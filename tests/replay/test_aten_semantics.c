@@ -761,7 +761,8 @@ static void test_fill_into_views(void **st) {
 }
 
 /* topk / sort as an MoE gate uses them: y = values + 1000 * indices of topk(x, 3) (largest,
- * ties in index order: row 0 has two 3s), of sort(x) ascending and of the smallest along dim 0;
+ * ties in torch's CUDA topk order: row 0's two 3s come out index 2 first, kernels/topk_order.h),
+ * of sort(x) ascending (stable) and of the smallest along dim 0;
  * k or dim out of range is refused naming it. */
 static void topk_doc(char *doc, size_t cap, const char *op, const char *args, const char *ks) {
     char nodes[4096];
@@ -781,7 +782,7 @@ static void test_topk_sort(void **st) {
     (void)st;
     const int64_t xs[2] = {2, 5};
     const float x[10] = {1.0f, 3.0f, 3.0f, -2.0f, 0.5f, -1.0f, -5.0f, 2.0f, 7.0f, 0.0f};
-    const double want_topk[6] = {3 + 1000, 3 + 2000, 1 + 0, 7 + 3000, 2 + 2000, 0 + 4000};
+    const double want_topk[6] = {3 + 2000, 3 + 1000, 1 + 0, 7 + 3000, 2 + 2000, 0 + 4000};
     const double want_sort[10] = {-2 + 3000, 0.5 + 4000, 1, 3 + 1000, 3 + 2000, -5 + 1000, -1, 0 + 4000, 2 + 2000, 7 + 3000};
     char nodes[4096];
     double got[20];
@@ -809,7 +810,7 @@ static void test_topk_sort(void **st) {
         refused("topk hostile", doc, bad[b].want);
         free(doc);
     }
-    print_message("  topk (largest, ties in index order) and sort on ref and cpu; bad k and dim refused\n");
+    print_message("  topk (largest, ties in torch's CUDA order) and sort on ref and cpu; bad k and dim refused\n");
 }
 
 /* Lowers nodes (model_doc) and runs them on cpu under an fp32 plan: the run must fail
