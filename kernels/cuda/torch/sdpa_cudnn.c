@@ -160,15 +160,14 @@ static void bias_desc(const sdpa_key *k, int64_t *d, int64_t *s) {
         s[3] = 1, s[2] = k->Sk, s[1] = k->Sq * k->Sk, s[0] = Hb * k->Sq * k->Sk;
         return;
     }
-    s[0] = Bb > 1 ? Hb * Lqb * k->Sk : 0;
-    s[1] = Hb > 1 || !k->bias_form ? Lqb * k->Sk : 0; /* a dim of size 1 (form 0): its natural stride */
-    s[2] = Lqb > 1 ? k->Sk : 0;
-    s[3] = 1;
-    /* a dim of size 1 keeps a nonzero stride, as torch's expand leaves it */
+    /* the buffer's natural strides; a broadcast dim (size 1 in the buffer, larger in d) gets
+     * stride 0 and a dim that stays 1 keeps its natural stride: torch's expand of the
+     * contiguous mask ([1, 1, 1, Sk] over [1, 1, Sq, Sk]: strides [Sk, Sk, 0, 1]) */
+    const int64_t bd[4] = {Bb, Hb, Lqb, k->Sk};
     int64_t nat = 1;
     for (int i = 3; i >= 0; i--) {
-        if (d[i] == 1 && s[i] == 0) s[i] = nat;
-        nat *= d[i];
+        s[i] = bd[i] == 1 && d[i] != 1 ? 0 : nat;
+        nat *= bd[i];
     }
 }
 
@@ -240,22 +239,29 @@ static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p
     cudnnBackendDescriptor_t V = dct_cg_tensor(b, UID_V, io, 4, vd, k->vs, 0, 0);
     cudnnBackendDescriptor_t O = dct_cg_tensor(b, UID_O, io, 4, qd, k->os, 0, 0);
     cudnnBackendDescriptor_t SC = dct_cg_tensor(b, UID_SCALE, f32, 4, one, one, 0, 1);
+    /* cudnn-frontend gives a pointwise output the strides of an input of the output's dims,
+     * its last input first: after S + bias, the bias's (stride 0 on its broadcast dims) where
+     * the bias has S's dims, so the max, exp and P tensors carry them too (torch's graph) */
+    int64_t bd[4] = {0}, bs[4] = {0}, ps[4];
+    memcpy(ps, ss, sizeof ps);
+    if (k->bias[0]) {
+        bias_desc(k, bd, bs);
+        if (memcmp(bd, sd, sizeof bd) == 0) memcpy(ps, bs, sizeof ps);
+    }
     cudnnBackendDescriptor_t S1 = dct_cg_tensor(b, 100, f32, 4, sd, ss, 1, 0);
     cudnnBackendDescriptor_t S2 = dct_cg_tensor(b, 101, f32, 4, sd, ss, 1, 0);
     cudnnBackendDescriptor_t M = dct_cg_tensor(b, 102, f32, 4, rd, rs, 1, 0);
-    cudnnBackendDescriptor_t S3 = dct_cg_tensor(b, 103, f32, 4, sd, ss, 1, 0);
-    cudnnBackendDescriptor_t E = dct_cg_tensor(b, 104, f32, 4, sd, ss, 1, 0);
+    cudnnBackendDescriptor_t S3 = dct_cg_tensor(b, 103, f32, 4, sd, ps, 1, 0);
+    cudnnBackendDescriptor_t E = dct_cg_tensor(b, 104, f32, 4, sd, ps, 1, 0);
     cudnnBackendDescriptor_t Z = dct_cg_tensor(b, 105, f32, 4, rd, rs, 1, 0);
-    cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, io, 4, sd, ss, 1, 0); /* bmm2's A: the io type */
+    cudnnBackendDescriptor_t P = dct_cg_tensor(b, 106, io, 4, sd, ps, 1, 0); /* bmm2's A: the io type */
     cudnnBackendDescriptor_t ops[12];
     int nops = 0;
     ops[nops++] = op_matmul(b, Q, KT, S1);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_MUL, S1, SC, S2);
     if (k->bias[0]) { /* S = S + bias */
-        int64_t bd[4], bs[4];
-        bias_desc(k, bd, bs);
         cudnnBackendDescriptor_t BI = dct_cg_tensor(b, UID_BIAS, io, 4, bd, bs, 0, 0);
-        cudnnBackendDescriptor_t SB = dct_cg_tensor(b, 108, f32, 4, sd, ss, 1, 0);
+        cudnnBackendDescriptor_t SB = dct_cg_tensor(b, 108, f32, 4, sd, ps, 1, 0);
         ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, S2, BI, SB);
         S2 = SB;
     }
@@ -263,12 +269,13 @@ static int plan_build_composite(cudnnHandle_t h, const sdpa_key *k, sdpa_plan *p
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_SUB, S2, M, S3);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_EXP, S3, NULL, E);
     ops[nops++] = op_reduce(b, CUDNN_REDUCE_TENSOR_ADD, E, Z);
-    if (k->stats) {
-        cudnnBackendDescriptor_t LZ = dct_cg_tensor(b, 107, f32, 4, rd, rs, 1, 0);
-        cudnnBackendDescriptor_t ST = dct_cg_tensor(b, UID_STATS, f32, 4, rd, rs, 0, 0);
-        ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_LOG, Z, NULL, LZ);
-        ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, M, LZ, ST);
-    }
+    /* Stats = M + log Z, always (torch's graph has it; cuDNN's fused attention pattern
+     * wants it with a bias): a virtual tensor outside training mode */
+    cudnnBackendDescriptor_t LZ = dct_cg_tensor(b, 107, f32, 4, rd, rs, 1, 0);
+    cudnnBackendDescriptor_t ST = k->stats ? dct_cg_tensor(b, UID_STATS, f32, 4, rd, rs, 0, 0)
+                                           : dct_cg_tensor(b, 109, f32, 4, rd, rs, 1, 0);
+    ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_LOG, Z, NULL, LZ);
+    ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_ADD, M, LZ, ST);
     ops[nops++] = op_pointwise(b, CUDNN_POINTWISE_DIV, E, Z, P);
     ops[nops++] = op_matmul(b, P, V, O);
     int rc = b->st ? -1 : dct_cg_plan(b, h, ops, nops, CUDNN_HEUR_MODE_A);

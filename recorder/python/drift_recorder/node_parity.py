@@ -201,6 +201,11 @@ def main():
     r = Runner(g, dumps, a.device)
     r.strided = not a.contiguous
     compared, differ, skipped, rows = 0, 0, {}, []
+    skipped_names = {}  # reason -> the first nodes skipped for it
+
+    def skip(why, name):
+        skipped[why] = skipped.get(why, 0) + 1
+        skipped_names.setdefault(why, []).append(name)
     for n in g["nodes"]:
         if n.get("op") != "call_function":
             continue
@@ -209,7 +214,7 @@ def main():
         res, why = r.run(n)
         if res is None:
             if n["name"] in dumps:
-                skipped[why] = skipped.get(why, 0) + 1
+                skip(why, n["name"])
             continue
         if not isinstance(res, torch.Tensor):
             r.torch_out[n["name"]] = res
@@ -220,14 +225,16 @@ def main():
             continue
         c = compare(mine, res)
         if c is None:
-            skipped["shape differs"] = skipped.get("shape differs", 0) + 1
+            skip("shape differs", n["name"])
             continue
         tdt = str(res.dtype).replace("torch.", "")
         ddt = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}.get(dumps[n["name"]][0],
                                                                                             dumps[n["name"]][0])
         if not res.is_complex() and ddt != tdt and not (tdt.startswith("int") or tdt == "bool"):
-            skipped["dtype differs (torch %s, drift %s)" % (tdt, ddt)] = skipped.get(
-                "dtype differs (torch %s, drift %s)" % (tdt, ddt), 0) + 1
+            # torch computes this node in another dtype than drift's plan gave it: a
+            # difference of its own (autocast or promotion), named with the node
+            skip("dtype differs (torch %s, drift %s)" % (tdt, ddt), "%s(%s, %s)" % (
+                n["name"], n["target"], n.get("module", "")))
             continue
         compared += 1
         if c[0] and a.save and differ < 40:
@@ -249,7 +256,8 @@ def main():
         print("DIFF %(node)s %(target)s module=%(module)s dtype=%(dtype)s/%(drift_dtype)s shape=%(shape)s "
               "n_diff=%(n_diff)d/%(numel)d max|d|=%(max_abs_diff).3g args=%(args)s" % row)
     for why, k in sorted(skipped.items(), key=lambda kv: -kv[1])[:8]:
-        print("SKIP %d: %s" % (k, why))
+        names = skipped_names.get(why, [])
+        print("SKIP %d: %s: %s%s" % (k, why, ", ".join(names[:4]), ", ..." if len(names) > 4 else ""))
     first = "%s(%s)" % (rows[0]["node"], rows[0]["target"]) if rows else "-"
     print("NODE_PARITY model=%s nodes=%d compared=%d differ=%d first=%s" % (
         g.get("model_class"), len(g["nodes"]), compared, differ, first))
