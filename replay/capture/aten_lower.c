@@ -1086,10 +1086,11 @@ static int lower_complex_view(lctx *c, int to_complex) {
     return al_set_view(c, &v);
 }
 
-/* einsum with one operand whose output is a permutation of its input: a view. */
+/* einsum with one operand whose output is a permutation of its input: a PERMUTE under
+ * einsum's autocast rule (on autocast's lower-precision list: under bf16 autocast torch
+ * rounds an fp32 operand to bf16 first; PRX's patchify meets that), a view otherwise. */
 int al_lower_einsum(lctx *c, const char *base, const char *target) {
     (void)base;
-    (void)target;
     const char *eq = NULL;
     int rc = al_get_str(c, al_arg(c, 0, "equation"), "equation", NULL, &eq);
     if (rc) return rc;
@@ -1098,21 +1099,22 @@ int al_lower_einsum(lctx *c, const char *base, const char *target) {
     if (!eq || !ops || ops->type != DRIFT_JSON_ARRAY || ops->n_items != 1)
         return FAIL(c, "einsum with %zu operands is not supported yet (one or two)",
                     ops && ops->type == DRIFT_JSON_ARRAY ? ops->n_items : 0);
-    int j;
+    int j, x, y;
     if ((rc = al_tensor_arg(c, &ops->items[0], "tensors[0]", &j))) return rc;
-    const aten_view *v = &c->fx[j].t;
+    const int nd = c->fx[j].t.nd;
     const char *arrow = strstr(eq, "->");
     if (!arrow) return FAIL(c, "einsum '%s': an explicit output (->) is needed", eq);
     size_t ni = (size_t)(arrow - eq), no = strlen(arrow + 2);
-    if ((int)ni != v->nd || no != ni) return FAIL(c, "einsum '%s' is not a permutation of the %d-d operand", eq, v->nd);
-    aten_view o = *v;
+    if ((int)ni != nd || no != ni) return FAIL(c, "einsum '%s' is not a permutation of the %d-d operand", eq, nd);
+    drift_op op;
+    memset(&op, 0, sizeof op);
     for (size_t k = 0; k < no; k++) {
         const char *p = memchr(eq, arrow[2 + k], ni);
         if (!p || memchr(arrow + 2, arrow[2 + k], k)) return FAIL(c, "einsum '%s' is not a permutation", eq);
-        o.size[k] = v->size[p - eq];
-        o.stride[k] = v->stride[p - eq];
+        op.perm[k] = (int)(p - eq);
     }
-    return al_set_view(c, &o);
+    if ((rc = al_mat_fx(c, j, &x)) || (rc = al_emit(c, DRIFT_OP_PERMUTE, &op, 1, &x, al_rule_of(target), &y))) return rc;
+    return al_set_result(c, y);
 }
 
 /* (a + bi)(c + di) = (ac - bd) + (ad + bc)i in opmath, as c10::complex's operator*. */

@@ -317,6 +317,27 @@ def torch_gen(outdir):
                 return sdpa_mask_case(kind, D, L)
             CASES.append(("sdpa_mask_%s_B2_H4_L%d_D%d" % (kind, L, D), "sdpa", f))
 
+    # the zoo's masked shapes (Ernie-Image, plain_mmdit: a bool key mask, all kept or the tail
+    # dropped; Lumina-Next: cross-attention with a full bool mask; HunyuanVideo-1.5: a full mask
+    # with masked-out rows): torch hands cuDNN where(!mask, -65504, 0) in the operands' dtype
+    def sdpa_maskzoo_case(B, H, Sq, Sk, D, full, drop):
+        q, k, v = rb(B, H, Sq, D), rb(B, H, Sk, D), rb(B, H, Sk, D)
+        mask = torch.ones((B, 1, Sq, Sk) if full else (B, 1, 1, Sk), dtype=torch.bool, device=dev)
+        if drop:
+            mask[..., Sk - drop:] = False
+            if full:
+                mask[:, :, Sq - 2:, :] = False  # whole rows masked out
+        bias = torch.zeros(mask.shape, device=dev).masked_fill(~mask, -65504.0)
+        fn = (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        return [q, k, v, bias.contiguous()], fn, ""
+
+    for nm, B, H, Sq, Sk, D, full, drop in (("ernie", 1, 1, 272, 272, 16, 0, 0), ("mmdit", 1, 4, 76, 76, 16, 0, 5),
+                                            ("lumina", 2, 3, 64, 16, 8, 1, 0), ("hy15", 1, 2, 77, 77, 8, 1, 6),
+                                            ("d64", 1, 2, 272, 272, 64, 0, 5)):
+        def f_mz(B=B, H=H, Sq=Sq, Sk=Sk, D=D, full=full, drop=drop):
+            return sdpa_maskzoo_case(B, H, Sq, Sk, D, full, drop)
+        CASES.append(("sdpa_maskzoo_%s" % nm, "sdpa", f_mz))
+
     # head dims that are no multiple of 8, no mask: cuDNN declines them and torch pads q, k, v to a
     # multiple of 8 and runs FlashAttention-2 (drift: flash_torch.cu), the zoo's small heads
     # (B, H) 2, 2 unless given; Motif's and WanAnimate's long self-attention split the keys

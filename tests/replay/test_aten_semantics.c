@@ -631,6 +631,30 @@ static void test_autocast_disabled_region(void **st) {
     print_message("  a matmul in an autocast-disabled region is fp32 under a bf16 plan, bf16 without the region\n");
 }
 
+/* einsum("ij->ji", x) of x = 65530..65537 as [8, 1] under a bf16 capture: einsum is on
+ * autocast's lower-precision list, so torch rounds x to bf16 even for a pure permutation
+ * (y[7] = 65536; PRX's patchify); in an autocast-disabled region it is exact. */
+static void test_einsum_permute_autocast(void **st) {
+    (void)st;
+    const int64_t xs[2] = {8, 1}, ys[2] = {1, 8};
+    float x[8], got[16];
+    for (int i = 0; i < 8; i++) x[i] = 65530.0f + (float)i;
+    const char *cap = ", \"capture\": {\"mode\": \"fake\", \"autocast\": \"bfloat16\"}";
+    for (int off = 1; off >= 0; off--) {
+        char *doc = doc_ext("float32", 2, xs, "", "", "aten.einsum.default", "[\"ij->ji\", [{\"node\": \"x\"}]]", "{}",
+                            "float32", 2, ys, off ? ", \"autocast\": {\"enabled\": false, \"dtype\": \"bfloat16\"}" : "",
+                            cap);
+        drift_err e;
+        drift_hostset *ps = NULL;
+        assert_int_equal(drift_hostset_create(&ps, &e), 0);
+        run_plan(off ? "einsum autocast off" : "einsum autocast on", doc, ps, NULL, 2, xs, x, 8, got, 1);
+        const float want7 = off ? 65537.0f : 65536.0f;
+        if (got[8 + 7] != want7) fail_msg("einsum autocast %s on cpu: y[7] = %.9g, want %.9g", off ? "off" : "on", got[15], want7);
+        free(doc);
+    }
+    print_message("  a one-operand einsum (a permutation) rounds its operand under bf16 autocast, not in a disabled region\n");
+}
+
 /* A whole hand-written document (nodes after the latents placeholder x [xs]) lowered
  * through drift_capture_model_create, so that its inline constants load as a replay loads
  * them; runs on ref then cpu under an fp32 plan, the n outputs of each into got (fp64). */
@@ -989,6 +1013,7 @@ int main(void) {
         cmocka_unit_test(test_unread_arguments),
         cmocka_unit_test(test_new_ones),
         cmocka_unit_test(test_autocast_disabled_region),
+        cmocka_unit_test(test_einsum_permute_autocast),
         cmocka_unit_test(test_complex128_rope),
         cmocka_unit_test(test_float64_constant),
         cmocka_unit_test(test_fill_into_views),
