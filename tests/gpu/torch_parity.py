@@ -228,6 +228,21 @@ def torch_gen(outdir):
         CASES.append(("sum_mid_" + tag, "sum_mid", f_mid))
         CASES.append(("mean_mid_" + tag, "mean_mid", functools.partial(f_mid, mean=1)))
 
+    # group norm (torch's Welford moments, then a * x + b): plain_video's norm_in (fp32 [1, 4, 256],
+    # 2 groups: 512 per group, a 512-thread block), a VAE-like [2, 32, 8, 8] / 8 groups (256 per
+    # group: one warp), a bf16 input and output with fp32 affine, and no affine
+    for N, C, HW, G, dt, affine in ((1, 4, (256,), 2, torch.float32, 1), (2, 32, (8, 8), 8, torch.float32, 1),
+                                    (2, 64, (4, 16, 16), 32, bf16, 1), (1, 16, (33,), 4, torch.float32, 0)):
+        def f_gn(N=N, C=C, HW=HW, G=G, dt=dt, affine=affine):
+            x = (torch.randn(N, C, *HW, device=dev) * 2 + 0.5).to(dt)
+            w = torch.randn(C, device=dev).to(dt) if affine else None
+            b = torch.randn(C, device=dev).to(dt) if affine else None
+            ins = [x] + ([w, b] if affine else [])
+            return ins, (lambda: F.group_norm(x, G, w, b, 1e-6)), "eps=1e-06 groups=%d" % G
+        CASES.append(("group_norm_%s_%dx%dx%s_G%d%s" % ("f32" if dt == torch.float32 else "bf16", N, C,
+                                                        "x".join(map(str, HW)), G, "" if affine else "_noaffine"),
+                      "group_norm", f_gn))
+
     # softmax over the last dim (T5's attention in fp32, an MoE router's 4 experts, wider rows in bf16)
     for rows, N, dt, logsm in ((512, 16, torch.float32, 0), (448, 28, torch.float32, 0), (1024, 4, torch.float32, 0),
                                (64, 77, bf16, 0), (16, 1000, torch.float32, 0), (128, 300, bf16, 1)):

@@ -45,6 +45,7 @@ typedef struct hcase {
     int patch[3];
     int layout; /* sdpa: 1 = q, k, v, out given [B, L, H, D] (ATTENTION's layout 1) */
     int order;  /* sdpa: ATTENTION's op->sub (1: flash's key order, with a bias: square is_causal) */
+    int groups; /* group_norm: G */
     int n_in;
     drift_dtype in_dt[MAX_IN];
     int in_nd[MAX_IN];
@@ -208,6 +209,11 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         red.sub = !strcmp(o, "mean_mid") ? DRIFT_REDUCE_MEAN : DRIFT_REDUCE_SUM;
         red.dim = 1;
         rc = run1(r, &red, in[0], NULL, NULL, out);
+    } else if (!strcmp(o, "group_norm") && hc->groups > 0) { /* fp32 compute: autocast's fp32 list */
+        drift_op op = mkop(DRIFT_OP_GROUP_NORM, DRIFT_F32, hc->out_dt, hc->n_in);
+        op.eps = hc->eps;
+        op.length = hc->groups;
+        rc = run1(r, &op, in[0], hc->n_in > 1 ? in[1] : NULL, hc->n_in > 2 ? in[2] : NULL, out);
     } else if ((!strcmp(o, "softmax") || !strcmp(o, "log_softmax")) && hc->n_in == 1) {
         drift_op op = mkop(DRIFT_OP_SOFTMAX, DRIFT_F32, hc->out_dt, 1);
         op.sub = !strcmp(o, "log_softmax");
@@ -391,6 +397,8 @@ int main(int argc, char **argv) {
                     hc.layout = 1;
                 else if (!strcmp(t, "order=1"))
                     hc.order = 1;
+                else if (!strncmp(t, "groups=", 7) && (hc.groups = atoi(t + 7)) > 0)
+                    ;
                 else if (!strncmp(t, "patch=", 6) &&
                          sscanf(t + 6, "%d,%d,%d", &hc.patch[0], &hc.patch[1], &hc.patch[2]) == 3 &&
                          hc.patch[0] > 0 && hc.patch[1] > 0 && hc.patch[2] > 0)

@@ -255,6 +255,36 @@ static int run_reduce(dcu_ctx *ctx, const drift_op *op, const drift_tensor *x, d
                      err, where, "torch-profile reduction kernel");
 }
 
+/* GROUP_NORM as torch's CUDA kernels run it (group_norm_torch.cu): x [N, C, *] with more than
+ * one element per channel, float operands; else the host's order (noted). */
+static int run_group_norm(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
+                          const char *where, int *handled, drift_err *err) {
+    const drift_tensor *x = in[0], *w = op->n_in > 1 ? in[1] : NULL, *b = op->n_in > 2 ? in[2] : NULL;
+    const int64_t G = op->length;
+    int64_t HxW = 1;
+    for (int i = 2; i < x->ndim; i++) HxW *= x->shape[i];
+    const int flt = (x->dtype == DRIFT_F32 || x->dtype == DRIFT_BF16 || x->dtype == DRIFT_F16) &&
+                    (out->dtype == DRIFT_F32 || out->dtype == DRIFT_BF16 || out->dtype == DRIFT_F16) &&
+                    (!w || w->dtype != DRIFT_F64) && (!b || b->dtype != DRIFT_F64);
+    if (x->ndim < 3 || HxW <= 1 || G < 1 || x->shape[1] % G || !flt) {
+        dct_torch_note_fallback(ctx, op->kind, "torch's group norm kernels are emulated for float x [N, C, *] with "
+                                               "more than one element per channel only");
+        return DRIFT_OK;
+    }
+    const int64_t N = x->shape[0], C = x->shape[1];
+    float *scratch = NULL;
+    int rc = dcu_check(dcu_malloc(ctx, (void **)&scratch, (size_t)(2 * N * G) * sizeof(float)), err, ctx->name,
+                       "allocating the group norm statistics");
+    if (rc) return rc;
+    *handled = 1;
+    rc = dcu_check(dct_launch_group_norm(ctx, x->data, x->dtype, N, C, HxW, G, w ? w->data : NULL,
+                                         w ? w->dtype : DRIFT_F32, b ? b->data : NULL, b ? b->dtype : DRIFT_F32, op->eps,
+                                         out->data, out->dtype, scratch),
+                   err, where, "torch-profile group_norm kernels");
+    dcu_free(ctx, scratch);
+    return rc;
+}
+
 static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out,
                      const char *where, int *handled, drift_err *err) {
     struct dct_state *st = ctx->torch;
@@ -324,6 +354,7 @@ static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const
         return dcu_check(dct_launch_softmax(ctx, x->data, x->dtype, out->data, out->dtype, x->numel / N, N, op->sub == 1),
                          err, where, "torch-profile softmax kernel");
     }
+    case DRIFT_OP_GROUP_NORM: return run_group_norm(ctx, op, in, out, where, handled, err);
     default: return DRIFT_OK;
     }
 }

@@ -104,6 +104,14 @@ int dct_softmax_supported(int64_t N, drift_dtype tx);
 cudaError_t dct_launch_softmax(const dcu_ctx *ctx, const void *x, drift_dtype tx, void *y, drift_dtype ty, int64_t rows,
                                int64_t N, int log_sm);
 
+/* ---- group_norm_torch.cu -------------------------------------------- */
+/* y = group_norm(x [N, C, HxW] contiguous, G groups, optional w, b [C]) in torch 2.11's
+ * order (RowwiseMoments' Welford, fused a * x + b); scratch: 2 * N * G floats of device
+ * memory (mean, rstd). All pointers are the caller's, on ctx's device. */
+cudaError_t dct_launch_group_norm(dcu_ctx *ctx, const void *x, drift_dtype tx, int64_t N, int64_t C, int64_t HxW,
+                                  int64_t G, const void *w, drift_dtype tw, const void *b, drift_dtype tb, float eps,
+                                  void *y, drift_dtype ty, float *scratch);
+
 /* ---- flash_torch.cu -------------------------------------------------- */
 /* 1 if torch's FlashAttention-2 forward is emulated for a (no mask, bf16/fp16, head dim <= 64);
  * else 0 with the reason in why. */
