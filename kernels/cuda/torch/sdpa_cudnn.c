@@ -11,42 +11,40 @@
  * softmax statistics [B, H, Sq, 1] fp32. cuDNN picks its fastest engine.
  *
  * composite (older cuDNN, sdpa_graph=composite, or an additive bias: the
- * unified operation has no bias attribute): the graph torch's
- * aten/src/ATen/native/cudnn/MHA.cpp asked older cudnn-frontends for:
+ * unified operation has no bias attribute): the graph torch 2.11's
+ * cudnn-frontend 1.18 builds for torch's masked sdpa (COMPOSITE, read from its
+ * graph log and cuDNN's API log on the H200, tests/gpu/sdpa_mask_probe.sh):
  *
  *   S  = Q K^T              matmul, fp32 (K^T: K's descriptor with the last
  *                           two dims and strides swapped)
  *   S  = S * attn_scale     pointwise MUL with a by-value fp32 scalar
  *   S  = S + bias           pointwise ADD, with ATTENTION's bias only (SDPA's
  *                           attn_mask / is_causal): a tensor of the operands'
- *                           dtype, as torch's graph leaves the bias's type to
- *                           the graph's io type (drift's fp32 bias is rounded
- *                           to it: 0 and -inf, a bf16 mask, exactly), broadcast
- *                           dims at stride 0; first as torch describes its
- *                           attn_bias (dims [B, Hb, Sq, Sk], Hb = 1 or H: torch
- *                           expands the mask over B and Sq), then, if cuDNN
- *                           declines that, [B, H, Sq, Sk] with stride 0 on
- *                           every broadcast dim, then [B, Hb, Sq, Sk]
- *                           materialised contiguous (no stride 0); declined
- *                           every way: the exact kernels run it, with the
- *                           reason noted
+ *                           dtype (drift's fp32 bias is rounded to it: 0 and
+ *                           -inf, torch's -65504 and a bf16 mask exactly),
+ *                           dims [B, Hb, Sq, Sk] (Hb = 1 or H) at torch's
+ *                           strides: 0 on a broadcast dim, a size-1 dim its
+ *                           natural one ([1, 1, 1, Sk] over Sq: [Sk, Sk, 0, 1]);
+ *                           if cuDNN declines that, [B, H, Sq, Sk] with stride 0
+ *                           on every broadcast dim, then a contiguous copy
  *   M  = max_j S            reduction MAX to [B, H, Sq, 1]
  *   E  = exp(S - M)         pointwise SUB, EXP
  *   Z  = sum_j E            reduction ADD
+ *   Stats = M + log Z       pointwise LOG, ADD: always (a virtual tensor
+ *                           outside training mode; without it cuDNN's
+ *                           attention pattern matcher declines a graph with a
+ *                           bias: "no engine config of the heuristics finalizes")
  *   P  = E / Z              pointwise DIV into a virtual tensor of the
- *                           operands' dtype (cudnn-frontend sets the second
- *                           matmul's A to the io type for torch)
- *   (Stats = M + log Z      training mode only: the spec's sdpa_stats=1)
+ *                           operands' dtype (bmm2's A)
  *   O  = P V                matmul into the bf16/fp16 output
- * On the H200 (cuDNN 9.14 and torch's 9.19) this graph with a bias still
- * finalizes no engine config ("no engine config of the heuristics
- * finalizes"), with the bias and P in fp32 or in the io type alike, so masked
- * attention runs drift's exact kernels under the torch profile (a recorded
- * fallback); those follow cuDNN's flash order (128-key tiles) and were
- * bitwise with torch's cuDNN kernel on every mask case torch_parity.py has
- * (tests/gpu/torch_parity.py: sdpa_mask_*, sdpa_zoo_*). Without a bias the
- * composite graph runs a slower engine than the unified one (4-5x torch's
- * time at B 1, H 24, L 4096, D 128).
+ * The virtual tensors after S + bias carry the bias's strides where the bias
+ * has S's dims (cudnn-frontend infers a pointwise output's strides from an
+ * input of the output's dims, its last input first), else S's contiguous ones.
+ * On the H200 (cuDNN 9.19, torch's wheel) this graph runs the engine torch's
+ * masked SDPA runs and is bitwise with it (torch_parity.py: sdpa_mask_*,
+ * sdpa_maskzoo_*; the zoo's Ernie-Image, Lumina-Next, plain_mmdit and
+ * HunyuanVideo-1.5). Without a bias the composite graph runs a slower engine
+ * than the unified one (4-5x torch's time at B 1, H 24, L 4096, D 128).
  *
  * Both: I/O tensors at the operands' real strides (layout 0 [B, H, L, D] or
  * layout 1 [B, L, H, D], which is what diffusers hands torch after its
