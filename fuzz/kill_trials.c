@@ -170,6 +170,7 @@ typedef struct stats {
     int final_phase;     /* set while verifying the repaired file: only then are missing steps "lost" */
     long kill_failures, disk_failures, kill_committed, disk_committed, kill_lost, disk_lost;
     long disk_unreadable_as_is; /* disk-full files that could not be opened before repair (allowed) */
+    long disk_no_file;          /* disk-full writers stopped before their file existed, nothing committed */
 } stats;
 
 static int fail_line(stats *st, long trial, const char *what, const char *fmt, ...)
@@ -429,6 +430,16 @@ static void trial_body(const char *dir, long trial, int disk_full, double max_ms
     drift_err err;
     drift_err_clear(&err);
     int rc;
+    if (disk_full && access(path, F_OK) != 0) {
+        /* a limit below what creating the file needs: the writer stops with a clean error
+         * before its file exists; allowed when it committed nothing (nothing is lost) */
+        if (last_known >= 0)
+            fail_line(st, trial, "disk full", "no file, but the writer reported %" PRId64 " committed step(s) (limit %ld bytes)",
+                      last_known + 1, fsize);
+        else
+            st->disk_no_file++;
+        return;
+    }
     if (disk_full) {
         drift_trace_reader *r0 = NULL;
         if (drift_trace_reader_open(&r0, path, DRIFT_TRACE_OPEN_NORMAL, &err) == DRIFT_OK) {
@@ -546,9 +557,10 @@ int main(int argc, char **argv) {
            trials, st.kill_committed, st.kill_lost, st.kill_failures, st.follow_trials, st.follow_refreshes,
            st.follow_steps_seen);
     printf("kill_trials: disk full: %ld trials, %ld writers stopped by a clean error, %ld steps committed, "
-           "%ld committed steps lost, %ld failure(s); %ld file(s) unreadable until repaired\n",
+           "%ld committed steps lost, %ld failure(s); %ld file(s) unreadable until repaired, %ld stopped before "
+           "creating their file (nothing committed)\n",
            st.disk_trials, st.disk_clean_errors, st.disk_committed, st.disk_lost, st.disk_failures,
-           st.disk_unreadable_as_is);
+           st.disk_unreadable_as_is, st.disk_no_file);
     printf("kill_trials: in all: %ld steps committed, %ld verified after repair (%ld records read back over all "
            "phases), %ld lost; %ld unclean files repaired, %ld uncommitted rows trimmed\n",
            st.committed_known, st.steps_verified, st.records_verified, st.steps_lost, st.repaired_unclean,
