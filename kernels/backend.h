@@ -145,7 +145,8 @@ typedef struct drift_op {
     float alpha, beta;     /* AFFINE */
     float scale;           /* ATTENTION softmax scale */
     int layout;            /* ATTENTION: 0 = q, k, v, out [B, H, L, D]; 1 = [B, L, H, D];
-                              PATCHIFY: 0 = features (c, pf, ph, pw), 1 = (pf, ph, pw, c) */
+                              PATCHIFY: 0 = features (c, pf, ph, pw), 1 = (pf, ph, pw, c);
+                              BMM: torch's operand layout bits (DRIFT_BMM_*) */
     float max_period;      /* TIMESTEP_SINUSOID (10000) */
     int flip_sin_to_cos;   /* TIMESTEP_SINUSOID */
     int dim;               /* NARROW, CONCAT */
@@ -165,6 +166,14 @@ typedef enum drift_attn_order {
     DRIFT_ATTN_ORDER_LAST_FIRST = 1  /* from the last tile down (FlashAttention-2: torch's kernel for a
                                         head dim that is no multiple of 8, which cuDNN refuses) */
 } drift_attn_order;
+
+/* DRIFT_OP_BMM's op->layout: how PyTorch held each operand when the graph was captured. The
+ * cuBLAS call torch makes (transposition flags, leading dims, batch strides) depends on it, the
+ * values do not: the operands themselves are always given materialised (contiguous). Bit 0 / 1:
+ * in0 / in1 was a transposed view (its last two dims swapped: element strides (.., 1, rows));
+ * bit 2 / 3: in0 / in1 was broadcast over the batch (stride 0: every batch of the materialised
+ * operand is equal). Only the CUDA backend's torch profile reads it (kernels/cuda/torch/bmm_torch.c). */
+enum { DRIFT_BMM_A_T = 1, DRIFT_BMM_B_T = 2, DRIFT_BMM_A_BCAST = 4, DRIFT_BMM_B_BCAST = 8, DRIFT_BMM_LAYOUT_MAX = 15 };
 
 /* DRIFT_OP_UNARY variants. */
 typedef enum drift_unary_kind {

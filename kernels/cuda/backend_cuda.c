@@ -546,9 +546,10 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     if (out->numel == 0) return DRIFT_OK;
     if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
     if (dcu_op_needs_host(op, in)) {
-        /* the torch profile's own kernels first (softmax, group norm, reductions over several last dims):
-           the host runs drift's cpu order, not torch's */
+        /* the torch profile's own kernels first (softmax, group norm, reductions over several last
+           dims, bmm's cuBLAS call): the host runs drift's cpu order, not torch's */
         const int torch_has = op->kind == DRIFT_OP_SOFTMAX || op->kind == DRIFT_OP_GROUP_NORM ||
+                              op->kind == DRIFT_OP_BMM ||
                               (op->kind == DRIFT_OP_REDUCE && (op->sub == DRIFT_REDUCE_SUM || op->sub == DRIFT_REDUCE_MEAN));
         if (ctx->kernel_profile == DRIFT_CUDA_KERNELS_TORCH && torch_has && !dcu_op_is_f64(op, in) &&
             !drift_dtype_is_int(op->out)) {

@@ -109,6 +109,7 @@ static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int v
         drift_json_buf_begin_object(b);
         drift_json_buf_field_number(b, "alpha", op->alpha);
         drift_json_buf_field_number(b, "beta", op->beta);
+        if (op->layout) drift_json_buf_field_int(b, "layout", op->layout); /* torch's operand layout; omitted when 0 */
         drift_json_buf_end_object(b);
         break;
     case DRIFT_OP_GROUP_NORM:
@@ -321,7 +322,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_BINARY: case DRIFT_OP_PUT: req[0] = "sub"; break;
     case DRIFT_OP_ARGSORT: req[0] = "sub"; req[1] = "dim"; opt = "length"; opt2 = "start"; break;
     case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: req[0] = "sub"; req[1] = "dim"; break;
-    case DRIFT_OP_BMM: req[0] = "alpha"; req[1] = "beta"; break;
+    case DRIFT_OP_BMM: req[0] = "alpha"; req[1] = "beta"; opt = "layout"; break;
     case DRIFT_OP_GROUP_NORM: req[0] = "eps"; req[1] = "length"; break;
     case DRIFT_OP_STRIDED: case DRIFT_OP_SCATTER: req[0] = "start"; req[1] = "stride"; break;
     default: break;
@@ -379,7 +380,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             op->step = v->number;
         }
         if (v && !strcmp(opt, "layout")) {
-            if ((rc = get_int(c, opt, v, 0, 1, &t))) return rc;
+            if ((rc = get_int(c, opt, v, 0, op->kind == DRIFT_OP_BMM ? DRIFT_BMM_LAYOUT_MAX : 1, &t))) return rc;
             op->layout = (int)t;
         }
         if (v && !strcmp(opt, "length")) { /* REDUCE: its dims; ARGSORT: topk's k */

@@ -342,6 +342,7 @@ static int torch_run(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const
         return dcu_check(dct_launch_unary(ctx, DCT_UN_RSQRT, x->data, x->dtype, out->data, out->dtype, out->numel),
                          err, where, "torch-profile rsqrt kernel");
     case DRIFT_OP_REDUCE: return run_reduce(ctx, op, x, out, where, handled, err);
+    case DRIFT_OP_BMM: return dct_run_bmm(ctx, op, in, out, where, handled, err);
     case DRIFT_OP_SOFTMAX: {
         const int d = x->ndim ? (op->dim < 0 ? op->dim + x->ndim : op->dim) : 0;
         const int64_t N = x->ndim ? x->shape[d] : 1;

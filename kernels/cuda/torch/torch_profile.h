@@ -5,6 +5,9 @@
  * The profile reproduces what PyTorch 2.11 runs for an op on the same GPU:
  *   gemm_torch.c       LINEAR as aten::linear -> addmm/mm: cuBLASLt with the
  *                      bias epilogue (torch's gemm_and_bias) or cublasGemmEx
+ *   bmm_torch.c        BMM as aten::bmm / baddbmm / mm: cublasGemm(StridedBatched)Ex
+ *                      or cublasSgemm(StridedBatched) with torch's arguments
+ *                      (kernels/torch_blas_args.c)
  *   norm_torch.cu      LAYER_NORM as vectorized_layer_norm_kernel, RMS_NORM as
  *                      its fused rms variant (x and w of one dtype) or the
  *                      composite (pow, reduce_kernel mean, add, rsqrt, mul)
@@ -76,6 +79,14 @@ void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k, const char *why);
  * as torch's addmm (bias) or mm (no bias) on contiguous tensors. */
 int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
                     int64_t M, int64_t N, int64_t K, const char *where, drift_err *err);
+
+/* ---- bmm_torch.c ---------------------------------------------------- */
+/* BMM (any batch dims, 2-D = mm) as torch's cuBLAS call, op->layout's DRIFT_BMM_* bits saying how
+ * torch held the operands. *handled = 0 with the fallback recorded and nothing queued where it
+ * does not apply (the caller runs the host bodies); else *handled = 1 and the run's status.
+ * Scratch is allocated and freed on ctx's stream; nothing is kept. Inputs validated by the caller. */
+int dct_run_bmm(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in, drift_tensor *out, const char *where,
+                int *handled, drift_err *err);
 
 /* ---- sdpa_cudnn.c -------------------------------------------------- */
 /* q, k, v, o of dtype bf16/fp16 at element strides {b, h, l, d}. */
