@@ -1599,6 +1599,37 @@ static int noncontig_nd(lctx *c, int j) {
     return 2;
 }
 
+/* matmul(x, W^T) of a linear whose input x (FX node jx, materialised as in[0], 3+ dims) torch
+ * holds non-contiguous (Linear.cpp: no flatten then), as torch.matmul runs it: when x's dims do
+ * not merge (should_fold false) a bmm of x and W^T expanded over x's batch dims (stride 0), both
+ * as torch's strides have them (BMM's op->layout, the torch profile's cuBLAS call: for a
+ * transposed x, cublasGemmStridedBatchedEx 't', 't' with W's batch stride 0). Where x folds into
+ * one mm, or its strides are not those of a dense (transposed) operand drift can name, one
+ * LINEAR without bias (the same values; drift's mm of the materialised input). */
+static int linear_matmul(lctx *c, int jx, const int *in, int *y) {
+    const drift_value vx = *drift_graph_value(c->out, in[0]), vw = *drift_graph_value(c->out, in[1]);
+    const int nd = vx.ndim;
+    int exact = 0, bits = 0;
+    int64_t bs[DRIFT_MAX_DIMS];
+    for (int i = 0; i < nd - 2; i++) bs[i] = vx.shape[i];
+    if (nd >= 3 && vw.ndim == 2 && !al_matmul_folds(c, jx)) bits = al_matmul_layout(c, jx, 0, nd - 2, bs, &exact);
+    if (!exact) return al_emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, y);
+    const int64_t N = vw.shape[0], K = vw.shape[1];
+    int64_t size[DRIFT_MAX_DIMS], stride[DRIFT_MAX_DIMS];
+    for (int i = 0; i < nd - 2; i++) size[i] = bs[i], stride[i] = 0;
+    size[nd - 2] = K, stride[nd - 2] = 1;
+    size[nd - 1] = N, stride[nd - 1] = K;
+    int wt, rc, ab[2];
+    if ((rc = al_emit_gather(c, in[1], nd, size, stride, 0, &wt))) return rc;
+    drift_op op;
+    memset(&op, 0, sizeof op);
+    op.alpha = 1.0f;
+    op.beta = 1.0f;
+    op.layout = bits | DRIFT_BMM_B_T | DRIFT_BMM_B_BCAST;
+    ab[0] = in[0], ab[1] = wt;
+    return al_emit(c, DRIFT_OP_BMM, &op, 2, ab, DRIFT_RULE_AUTOCAST_LOWER, y);
+}
+
 /* linear(x, W, b): torch's aten::linear flattens a contiguous input and runs addmm with the
  * bias in the GEMM's epilogue (rounded once); an input of 3 or more dims that is not
  * contiguous takes matmul(x, W^T) and then `out.add_(b)`: the GEMM's output rounded to
@@ -1608,7 +1639,7 @@ static int noncontig_nd(lctx *c, int j) {
  * output: 1008x the cpu noise floor before). Under autocast the input reaches linear cast
  * with preserve_format, which keeps the strides of a dense input and makes another one
  * contiguous (EasyAnimate's fp32 slice); an input already in the compute dtype is not cast.
- * A 2-d input always goes to addmm. */
+ * A 2-d input always goes to addmm. The GEMM without bias is torch's matmul (linear_matmul). */
 int al_lower_linear(lctx *c, const char *base, const char *target) {
     (void)base;
     (void)target;
@@ -1619,16 +1650,18 @@ int al_lower_linear(lctx *c, const char *base, const char *target) {
         return rc;
     const drift_json_value *b = al_arg(c, 2, "bias");
     if (!al_is_none(b) && (rc = al_mat_arg(c, b, "bias", &in[n++]))) return rc;
-    int nc = n == 3 && jx >= 0 ? noncontig_nd(c, jx) : 0;
+    int nc = jx >= 0 ? noncontig_nd(c, jx) : 0; /* with or without a bias: matmul */
     if (nc == 1) { /* not dense: contiguous after autocast's cast unless it is already in the compute dtype */
         const char *xd = al_val_dtype_str(&c->g->nodes[jx]), *yd = al_val_dtype_str(&c->g->nodes[c->cur]);
         if (!xd || !yd || strcmp(xd, yd)) nc = 0;
     }
+    if (nc && n == 2) {
+        if ((rc = linear_matmul(c, jx, in, &id))) return rc;
+        return al_set_result(c, id);
+    }
     if (nc) {
         int y, bc, ab[2];
-        if ((rc = al_emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y)) ||
-            (rc = autocast_operand(c, in[2], &bc)))
-            return rc;
+        if ((rc = linear_matmul(c, jx, in, &y)) || (rc = autocast_operand(c, in[2], &bc))) return rc;
         ab[0] = y, ab[1] = bc;
         if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, ab, DRIFT_RULE_PROMOTE, &id))) return rc;
         return al_set_result(c, id);

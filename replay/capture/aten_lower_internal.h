@@ -125,6 +125,16 @@ int al_get_operand(lctx *c, const drift_json_value *v, const char *what, operand
 int al_emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule);
 int al_val_dtype(lctx *c, drift_dtype *dt);
 
+/* ---- torch's operand layout of a matmul (aten_matmul_layout.c) ---- */
+/* BMM's DRIFT_BMM_* bits for FX node j as the first (second = 0) or second operand of a matmul
+ * whose output has the nbat batch dims bs (0: mm), from its captured strides; 0 without them.
+ * *exact (may be NULL): 1 when the captured strides are exactly those of the dense operand the
+ * bits describe (no wider leading dim or batch stride that drift does not carry). */
+int al_matmul_layout(const lctx *c, int j, int second, int nbat, const int64_t *bs, int *exact);
+/* 1 if torch.matmul folds FX node j ([..., M, K], 3+ dims, times a 2-d operand) into one mm
+ * (should_fold), from its captured strides; 1 without them (contiguous). */
+int al_matmul_folds(const lctx *c, int j);
+
 /* ---- re-batching a static graph (aten_rebatch.c; no-ops unless c->rb_from) ---- */
 /* A user input's recorded shape at the new batch (dim 0 when it is the batch). */
 void al_rb_input(lctx *c, int nd, int64_t *shape);

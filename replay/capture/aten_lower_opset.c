@@ -633,17 +633,24 @@ static int matmul_broadcast(lctx *c, int *x, int nx, const int64_t *sh, int nbat
     return al_emit_gather(c, *x, nbat + 2, size, stride, 0, x);
 }
 
+/* al_mat_arg, also giving the FX node (*j, for its captured strides). */
+static int mat_arg_j(lctx *c, const drift_json_value *v, const char *what, int *id, int *j) {
+    int rc = al_tensor_arg(c, v, what, j);
+    return rc ? rc : al_mat_fx(c, *j, id);
+}
+
 int al_lower_matmul(lctx *c, const char *base, const char *target) {
     (void)target;
-    int rc, a, b, cc = -1, id;
+    int rc, a, b, cc = -1, id, ja = -1, jb = -1;
     const int with_c = !strcmp(base, "addmm") || !strcmp(base, "baddbmm");
     const int o = with_c ? 1 : 0;
-    if ((rc = al_mat_arg(c, al_arg(c, o, with_c ? "batch1" : "self"), "a", &a))) {
+    if ((rc = mat_arg_j(c, al_arg(c, o, with_c ? "batch1" : "self"), "a", &a, &ja))) {
         if (!with_c) return rc;
-        if ((rc = al_mat_arg(c, al_arg(c, 1, "mat1"), "mat1", &a))) return rc;
+        if ((rc = mat_arg_j(c, al_arg(c, 1, "mat1"), "mat1", &a, &ja))) return rc;
     }
-    if ((rc = al_mat_arg(c, al_arg(c, o + 1, with_c ? "batch2" : "mat2"), "b", &b)) &&
-        (rc = al_mat_arg(c, al_arg(c, o + 1, "other"), "other", &b)) && (rc = al_mat_arg(c, al_arg(c, o + 1, "mat2"), "mat2", &b)))
+    if ((rc = mat_arg_j(c, al_arg(c, o + 1, with_c ? "batch2" : "mat2"), "b", &b, &jb)) &&
+        (rc = mat_arg_j(c, al_arg(c, o + 1, "other"), "other", &b, &jb)) &&
+        (rc = mat_arg_j(c, al_arg(c, o + 1, "mat2"), "mat2", &b, &jb)))
         return rc;
     drift_op op;
     memset(&op, 0, sizeof op);
@@ -671,12 +678,17 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
     na = va->ndim, nb = vb->ndim;
     const int64_t M = va->shape[na - 2], K = va->shape[na - 1], N = vb->shape[nb - 1];
     if (vb->shape[nb - 2] != K) return FAIL(c, "matmul: inner dims %lld and %lld differ", (long long)K, (long long)vb->shape[nb - 2]);
-    if (nb == 2 && na > 2) { /* [..., M, K] @ [K, N]: the batch folded into M, as torch does */
+    /* how torch holds the operands (BMM's op->layout: which cuBLAS call it makes; 1-d operands
+       and complex ones keep the default) */
+    if (sq_a || sq_b) ja = jb = -1;
+    if (nb == 2 && na > 2 && (with_c || al_matmul_folds(c, ja))) {
+        /* [..., M, K] @ [K, N]: the batch folded into M, as torch does when the view allows */
         int64_t rows = va->numel / K;
         if ((rc = al_emit_view_to(c, a, 2, (int64_t[]){rows, K}, &a))) return rc;
         for (int i = 0; i < na - 1; i++) out[no++] = va->shape[i];
         out[no++] = N;
-    } else { /* the batch dims broadcast, as torch.matmul's do */
+        op.layout = al_matmul_layout(c, ja, 0, 0, NULL, NULL) | al_matmul_layout(c, jb, 1, 0, NULL, NULL);
+    } else { /* the batch dims broadcast, as torch.matmul's do (expand, reshape, bmm) */
         const int nbat = (na > nb ? na : nb) - 2;
         int64_t bs[DRIFT_MAX_DIMS];
         for (int i = 0; i < nbat; i++) {
@@ -691,6 +703,7 @@ int al_lower_matmul(lctx *c, const char *base, const char *target) {
         for (int i = 0; i < nbat; i++) out[no++] = bs[i];
         out[no++] = M;
         out[no++] = N;
+        op.layout = al_matmul_layout(c, ja, 0, nbat, bs, NULL) | al_matmul_layout(c, jb, 1, nbat, bs, NULL);
     }
     (void)M;
     int in[3] = {a, b, cc};

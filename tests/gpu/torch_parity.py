@@ -14,7 +14,9 @@
       compares DIR/<case>.<TAG>.bin with torch's output and prints, for the
       first TAG, "PARITY <case> <shape> mismatches=N/T max_ulp=U" per case,
       for the others "VARIANT <tag> <case> ..." lines, then a SUMMARY line
-      per tag. A missing drift output prints "mismatches=MISSING".
+      per tag. A missing drift output prints "mismatches=MISSING". Exit 1
+      when a case of BITWISE (the bmm_* family) is not bitwise equal for the
+      first TAG ("FAIL <case>" lines), else 0.
 
 Only torch's documented Python API is used; nothing here needs drift.
 """
@@ -251,6 +253,82 @@ def torch_gen(outdir):
             return [x], (lambda: torch.log_softmax(x, -1) if logsm else torch.softmax(x, -1)), ""
         CASES.append(("%s_%s_%dx%d" % ("log_softmax" if logsm else "softmax", "f32" if dt == torch.float32 else "bf16",
                                         rows, N), "log_softmax" if logsm else "softmax", f_sm))
+
+    # bmm / baddbmm / mm / matmul: torch's cuBLAS call (kernels/cuda/torch/bmm_torch.c). drift gets each
+    # operand materialised (save() writes it contiguous) and the layout torch held it in as BMM's
+    # op->layout bits ("bmm_layout=": 1 / 2 first / second operand a transposed view, 4 / 8 broadcast over
+    # the batch, kernels/backend.h DRIFT_BMM_*); these cases claim torch's bits (BITWISE below).
+    def noac(f):
+        """f without autocast (fp16 / fp32 operands stay in their dtype)."""
+        def g():
+            with torch.autocast("cuda", enabled=False):
+                return f()
+        return g
+
+    def rdt(dt, *shape):
+        return torch.randn(*shape, device=dev).to(dt)
+
+    for dt, B, M, K, N in ((bf16, 2, 16, 16, 16), (bf16, 4, 128, 64, 96), (torch.float16, 4, 128, 64, 96),
+                           (torch.float32, 4, 128, 64, 96), (bf16, 1, 64, 32, 48), (bf16, 3, 5, 7, 1),
+                           (bf16, 3, 1, 40, 24)):
+        def f_bmm(dt=dt, B=B, M=M, K=K, N=N):
+            a, b = rdt(dt, B, M, K), rdt(dt, B, K, N)
+            return [a, b], noac(lambda: torch.bmm(a, b)), "bmm_layout=0"
+        tag = {bf16: "bf16", torch.float16: "fp16", torch.float32: "f32"}[dt]
+        CASES.append(("bmm_%s_%dx%dx%dx%d" % (tag, B, M, K, N), "bmm", f_bmm))
+
+    # transposed operands: attention scores q @ k^T (diffusers' get_attention_scores: baddbmm with beta 0 and
+    # alpha = scale on an empty self), a transposed first operand, a 4-D matmul (torch folds the batch dims)
+    for dt in (bf16, torch.float16):
+        tag = "bf16" if dt == bf16 else "fp16"
+
+        def f_bt(dt=dt):
+            a, k = rdt(dt, 8, 77, 64), rdt(dt, 8, 77, 64)
+            return [a, k.transpose(1, 2)], noac(lambda: torch.bmm(a, k.transpose(1, 2))), "bmm_layout=2"
+        CASES.append(("bmm_bt_%s_8x77x64x77" % tag, "bmm", f_bt))
+
+    def f_scores():
+        q, k = rb(8, 77, 64), rb(8, 77, 64)
+        empty = torch.zeros(8, 77, 77, device=dev, dtype=bf16)
+        return [q, k.transpose(1, 2)], (lambda: torch.baddbmm(empty, q, k.transpose(1, 2), beta=0, alpha=0.125)), \
+            "bmm_layout=2 alpha=0.125"
+    CASES.append(("bmm_baddbmm_scores_bf16_8x77x64x77", "bmm", f_scores))
+
+    def f_at():
+        a, b = rb(4, 96, 40), rb(4, 96, 72)
+        return [a.transpose(1, 2), b], (lambda: torch.bmm(a.transpose(1, 2), b)), "bmm_layout=1"
+    CASES.append(("bmm_at_bf16_4x40x96x72", "bmm", f_at))
+
+    def f_4d():
+        q, k = rb(2, 4, 77, 64), rb(2, 4, 77, 64)
+        return [q, k.transpose(-1, -2)], (lambda: torch.matmul(q, k.transpose(-1, -2))), "bmm_layout=2"
+    CASES.append(("bmm_matmul4d_bt_bf16_2x4x77x64x77", "bmm", f_4d))
+
+    # baddbmm with beta != 0: self copied into the result, cuBLAS's beta
+    def f_baddbmm():
+        c, a, b = rb(2, 1, 48), rb(2, 32, 64), rb(2, 64, 48)
+        return [a, b, c], (lambda: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0)), "bmm_layout=0 alpha=2 beta=0.5"
+    CASES.append(("bmm_baddbmm_bf16_2x32x64x48", "bmm", f_baddbmm))
+
+    # linear on a transposed 3-D input (tests/parity's linear.transposed_in): torch's linear takes matmul
+    # (the input is not contiguous) and matmul does not fold it (its batch dims are not mergeable): bmm
+    # of x^T and W^T expanded over the batch (stride 0), both 't'; the bias added after (not here)
+    def f_lin_t():
+        x, w = rb(2, 64, 48), rb(96, 64)
+        return [x.transpose(1, 2), w.t().expand(2, 64, 96)], (lambda: torch.matmul(x.transpose(1, 2), w.t())), \
+            "bmm_layout=11"
+    CASES.append(("bmm_linear_transposed_in_bf16_2x48x64x96", "bmm", f_lin_t))
+
+    # mm (2-D): x @ W^T is LINEAR without bias (gemm_torch.c's call), and a plain mm
+    def f_mm_wt():
+        x, w = rb(64, 256), rb(128, 256)
+        return [x, w.t()], (lambda: torch.mm(x, w.t())), "bmm_layout=2"
+    CASES.append(("bmm_mm_wt_bf16_64x256x128", "bmm", f_mm_wt))
+
+    def f_mm():
+        x, w = rb(64, 256), rb(256, 128)
+        return [x, w], (lambda: torch.mm(x, w)), "bmm_layout=0"
+    CASES.append(("bmm_mm_bf16_64x256x128", "bmm", f_mm))
 
     def f_rsqrt():
         x = torch.rand(4096, 64, device=dev) * torch.exp(4 * torch.randn(4096, 1, device=dev)) + 1e-6
@@ -510,9 +588,15 @@ def parse_manifest(d):
     return cases
 
 
+# Cases whose claim is torch's bits under the torch profile: a mismatch (or a missing output) of the
+# first tag fails the compare (exit 1); the other cases' mismatches are the table, not a failure.
+BITWISE = re.compile(r"^bmm_")
+
+
 def compare(d, tags):
     cases = parse_manifest(d)
     summary = {t: [0, 0] for t in tags}
+    failed = []
     for c in cases:
         width = 32 if c["dtype"] == "fp32" else 16
         npt = np.uint32 if width == 32 else np.uint16
@@ -521,12 +605,17 @@ def compare(d, tags):
         for i, tag in enumerate(tags):
             p = os.path.join(d, "%s.%s.bin" % (c["name"], tag))
             head = "PARITY" if i == 0 else "VARIANT %s" % tag
+            must = i == 0 and BITWISE.search(c["name"]) is not None
             if not os.path.exists(p):
                 print("%s %s %s mismatches=MISSING" % (head, c["name"], shape))
+                if must:
+                    failed.append(c["name"])
                 continue
             got = np.fromfile(p, dtype=npt)
             if got.size != ref.size:
                 print("%s %s %s mismatches=SIZE(%d vs %d)" % (head, c["name"], shape, got.size, ref.size))
+                if must:
+                    failed.append(c["name"])
                 continue
             expo = (npt(0xff) << 23) if width == 32 else npt(0x7f80)
             mant = (npt(1) << 23) - 1 if width == 32 else npt(0x7f)
@@ -541,15 +630,20 @@ def compare(d, tags):
             if n == 0:
                 summary[tag][0] += 1
             print("%s %s %s mismatches=%d/%d max_ulp=%d" % (head, c["name"], shape, n, ref.size, ulp))
+            if must and n:
+                failed.append(c["name"])
     for tag in tags:
         print("SUMMARY %s: %d/%d cases bitwise equal to torch" % (tag, summary[tag][0], summary[tag][1]))
+    for name in failed:
+        print("FAIL %s: claimed bitwise equal to torch under the torch profile (tag %s)" % (name, tags[0]))
+    return 1 if failed else 0
 
 
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "gen":
         torch_gen(sys.argv[2])
     elif len(sys.argv) >= 4 and sys.argv[1] == "compare":
-        compare(sys.argv[2], sys.argv[3:])
+        sys.exit(compare(sys.argv[2], sys.argv[3:]))
     else:
         sys.stderr.write(__doc__)
         sys.exit(2)

@@ -9,7 +9,9 @@
 #   PARITY <case> <shape> mismatches=N/T max_ulp=U
 # The log goes to $OUT/torch_parity.log (nothing else is written under OUT;
 # data stays in $DATA). Exit 0 when every step ran (mismatches do not fail
-# it: the table is the result), 1 when a step failed.
+# it: the table is the result), 1 when a step failed or a case that claims
+# torch's bits (tests/gpu/torch_parity.py BITWISE: the bmm_* cases) is not
+# bitwise equal under the torch profile (its compare prints FAIL lines).
 #
 #   OUT=/some/dir bash tests/gpu/torch_parity.sh
 # Environment: PARITY_CASES (a regex: only those cases), PARITY_QUICK=1 (only the torch profile's run),

@@ -9,7 +9,7 @@
  * "RUN <case> error: ..." and its output file is not written.
  *
  * Manifest (one directive per line, '#' comments):
- *   case NAME OP [eps=X] [patch=PF,PH,PW] [layout=1] [order=1]
+ *   case NAME OP [eps=X] [patch=PF,PH,PW] [layout=1] [order=1] [bmm_layout=N] [alpha=X] [beta=X]
  *   in DTYPE NDIM D0 .. FILE        (raw little-endian bits, FILE relative to DIR)
  *   out DTYPE NDIM D0 ..
  *   end
@@ -21,7 +21,10 @@
  * PERMUTEd to [N, pf, ph, pw, C], PATCHIFY layout 1 (channels-last), LINEAR,
  * ADD b: the replay graph's lowering of the conv),
  * conv_cudnn (the same inputs: drift_cuda_torch_conv3d_patch, ADD b,
- * PERMUTE to [B, L, N]).
+ * PERMUTE to [B, L, N]), bmm (a [..., M, K], b [..., K, N][, an added term
+ * broadcast to the output]: one BMM, compute dtype a's, op->layout =
+ * bmm_layout (DRIFT_BMM_* bits: how torch held the operands), op->alpha /
+ * op->beta = alpha / beta, default 1).
  * Prints IDENTITY (GPU, driver, library versions and paths) and, per case,
  * FALLBACK when an op of it ran on the exact kernels under the torch
  * profile. OPS (optional) is a comma-separated list of the ops to run
@@ -46,6 +49,8 @@ typedef struct hcase {
     int layout; /* sdpa: 1 = q, k, v, out given [B, L, H, D] (ATTENTION's layout 1) */
     int order;  /* sdpa: ATTENTION's op->sub (1: flash's key order, with a bias: square is_causal) */
     int groups; /* group_norm: G */
+    int bmm_layout;    /* bmm: BMM's op->layout (DRIFT_BMM_* bits) */
+    float alpha, beta; /* bmm: BMM's op->alpha, op->beta */
     int n_in;
     drift_dtype in_dt[MAX_IN];
     int in_nd[MAX_IN];
@@ -240,6 +245,13 @@ static int run_case(runner *r, const hcase *hc, float **outv) {
         if (!rc) rc = run1(r, &aff, in[1], NULL, NULL, s1);
         if (!rc) rc = run1(r, &mul, x32, s1, NULL, m);
         if (!rc) rc = run1(r, &add, m, in[2], NULL, out);
+    } else if (!strcmp(o, "bmm") && (hc->n_in == 2 || hc->n_in == 3)) {
+        /* one BMM as the importer emits it for bmm / baddbmm / mm / matmul */
+        drift_op op = mkop(DRIFT_OP_BMM, hc->in_dt[0], hc->out_dt, hc->n_in);
+        op.layout = hc->bmm_layout;
+        op.alpha = hc->alpha;
+        op.beta = hc->beta;
+        rc = run1(r, &op, in[0], in[1], in[2], out);
     } else if (!strcmp(o, "sdpa") && (hc->n_in == 3 || hc->n_in == 4)) {
         drift_op op = mkop(DRIFT_OP_ATTENTION, hc->in_dt[0], hc->out_dt, hc->n_in);
         op.layout = hc->layout;
@@ -390,6 +402,8 @@ int main(int argc, char **argv) {
             strcpy(hc.name, n);
             strcpy(hc.op, o);
             hc.eps = 1e-5f;
+            hc.alpha = 1.0f;
+            hc.beta = 1.0f;
             while ((t = strtok(NULL, " \t\n")) != NULL) {
                 if (!strncmp(t, "eps=", 4))
                     hc.eps = strtof(t + 4, NULL);
@@ -399,6 +413,13 @@ int main(int argc, char **argv) {
                     hc.order = 1;
                 else if (!strncmp(t, "groups=", 7) && (hc.groups = atoi(t + 7)) > 0)
                     ;
+                else if (!strncmp(t, "bmm_layout=", 11) && sscanf(t + 11, "%d", &hc.bmm_layout) == 1 &&
+                         hc.bmm_layout >= 0 && hc.bmm_layout <= DRIFT_BMM_LAYOUT_MAX)
+                    ;
+                else if (!strncmp(t, "alpha=", 6))
+                    hc.alpha = strtof(t + 6, NULL);
+                else if (!strncmp(t, "beta=", 5))
+                    hc.beta = strtof(t + 5, NULL);
                 else if (!strncmp(t, "patch=", 6) &&
                          sscanf(t + 6, "%d,%d,%d", &hc.patch[0], &hc.patch[1], &hc.patch[2]) == 3 &&
                          hc.patch[0] > 0 && hc.patch[1] > 0 && hc.patch[2] > 0)

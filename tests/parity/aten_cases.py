@@ -45,8 +45,12 @@ class T:
         self.shape, self.dtype, self.gen, self.kw = list(shape), dtype, gen, kw
 
 
-def meta(shape, dtype="float32"):
-    return {"shape": list(shape), "dtype": dtype}
+def meta(shape, dtype="float32", stride=None):
+    """An FX val; stride: the captured strides of a view (absent: contiguous, as the importer reads it)."""
+    m = {"shape": list(shape), "dtype": dtype}
+    if stride is not None:
+        m["stride"] = list(stride)
+    return m
 
 
 # Which ops' torch bits the torch profile claims (docs/aten-graph.md, kernels/cuda/README.md):
@@ -378,16 +382,20 @@ SDPA_FP32 = {"rtol": 1e-4, "atol": 1e-5}  # torch's fp32 SDPA: the memory-effici
 LIN = {"x": T([2, 3, 16]), "w": T([8, 16]), "b": T([8])}
 one("linear", "aten.linear.default", LIN, [x, N("w"), N("b")], [2, 3, 8], **AC)
 one("linear.nobias", "aten.linear.default", LIN, [x, N("w")], [2, 3, 8], **AC)
+# x^T as a capture records it (strides 48, 1, 3): torch's linear does not flatten a non-contiguous
+# input but runs matmul, which does not fold it: bmm('t', 't') of x^T and W^T expanded over the batch
+# (stride 0), then the bias added (rounded twice in bf16): a BMM with op->layout 11 and an ADD
 case("linear.transposed_in", {"x": T([2, 16, 3]), "w": T([8, 16]), "b": T([8])},
-     [("p", "aten.transpose.int", [x, 1, 2], {}, meta([2, 3, 16])),
+     [("p", "aten.transpose.int", [x, 1, 2], {}, meta([2, 3, 16], stride=[48, 1, 3])),
       ("y", "aten.linear.default", [N("p"), N("w"), N("b")], {}, meta([2, 3, 8]))], "y", **AC)
 MM = dict(autocast="bfloat16", torch="tol")
-one("bmm", "aten.bmm.default", {"a": T([2, 3, 16]), "b": T([2, 16, 5])}, [N("a"), N("b")], [2, 3, 5], **MM)
-one("mm", "aten.mm.default", {"a": T([3, 16]), "b": T([16, 5])}, [N("a"), N("b")], [3, 5], **MM)
-one("matmul", "aten.matmul.default", {"a": T([2, 3, 16]), "b": T([16, 5])}, [N("a"), N("b")], [2, 3, 5], **MM)
-one("matmul.batched", "aten.matmul.default", {"a": T([2, 1, 3, 16]), "b": T([2, 16, 5])}, [N("a"), N("b")], [2, 2, 3, 5], **MM)
+MMB = dict(autocast="bfloat16", torch="bitwise")  # torch's cuBLAS call (kernels/cuda/torch/bmm_torch.c)
+one("bmm", "aten.bmm.default", {"a": T([2, 3, 16]), "b": T([2, 16, 5])}, [N("a"), N("b")], [2, 3, 5], **MMB)
+one("mm", "aten.mm.default", {"a": T([3, 16]), "b": T([16, 5])}, [N("a"), N("b")], [3, 5], **MMB)
+one("matmul", "aten.matmul.default", {"a": T([2, 3, 16]), "b": T([16, 5])}, [N("a"), N("b")], [2, 3, 5], **MMB)
+one("matmul.batched", "aten.matmul.default", {"a": T([2, 1, 3, 16]), "b": T([2, 16, 5])}, [N("a"), N("b")], [2, 2, 3, 5], **MMB)
 one("baddbmm", "aten.baddbmm.default", {"c": T([2, 3, 5]), "a": T([2, 3, 16]), "b": T([2, 16, 5])},
-    [N("c"), N("a"), N("b")], [2, 3, 5], kwargs={"beta": 0.5, "alpha": 2.0}, **MM)
+    [N("c"), N("a"), N("b")], [2, 3, 5], kwargs={"beta": 0.5, "alpha": 2.0}, **MMB)
 one("addmm", "aten.addmm.default", {"c": T([5]), "a": T([3, 16]), "b": T([16, 5])}, [N("c"), N("a"), N("b")], [3, 5], **MM)
 NORM = {"x": T([2, 3, 16]), "w": T([16]), "b": T([16])}
 one("layer_norm", "aten.layer_norm.default", NORM, [x, [16], N("w"), N("b"), 1e-5], [2, 3, 16], autocast="bfloat16",
@@ -564,6 +572,18 @@ bf16_then("rms_norm.bf16_in", "aten.rms_norm.default", {"x": T([2, 3, 16]), "w":
           [H, [16], N("w_h"), 1e-6], [2, 3, 16], torch="bitwise")
 bf16_then("linear.bf16_weights", "aten.linear.default", {"x": T([2, 3, 16]), "w": T([8, 16]), "b": T([8])}, ["x", "w", "b"],
           [H, N("w_h"), N("b_h")], [2, 3, 8], torch="bitwise")
+
+# transposed operands as a capture records them (the val's strides): BMM's op->layout says how torch
+# held them (replay/capture/aten_matmul_layout.c), so that the torch profile makes torch's cuBLAS call
+case("bmm.transposed_b", {"a": T([2, 3, 16]), "k": T([2, 5, 16])},
+     [("p", "aten.transpose.int", [N("k"), 1, 2], {}, meta([2, 16, 5], stride=[80, 1, 16])),
+      ("y", "aten.bmm.default", [N("a"), N("p")], {}, meta([2, 3, 5]))], "y", **MMB)
+case("matmul.transposed_in", {"x": T([2, 16, 3]), "w": T([16, 5])},
+     [("p", "aten.transpose.int", [x, 1, 2], {}, meta([2, 3, 16], stride=[48, 1, 3])),
+      ("y", "aten.matmul.default", [N("p"), N("w")], {}, meta([2, 3, 5]))], "y", **MMB)
+case("linear.transposed_in.nobias", {"x": T([2, 16, 3]), "w": T([8, 16])},
+     [("p", "aten.transpose.int", [x, 1, 2], {}, meta([2, 3, 16], stride=[48, 1, 3])),
+      ("y", "aten.linear.default", [N("p"), N("w")], {}, meta([2, 3, 8]))], "y", **AC)
 
 if __name__ == "__main__":
     names = set()
