@@ -172,8 +172,13 @@ typedef enum drift_attn_order {
  * values do not: the operands themselves are always given materialised (contiguous). Bit 0 / 1:
  * in0 / in1 was a transposed view (its last two dims swapped: element strides (.., 1, rows));
  * bit 2 / 3: in0 / in1 was broadcast over the batch (stride 0: every batch of the materialised
- * operand is equal). Only the CUDA backend's torch profile reads it (kernels/cuda/torch/bmm_torch.c). */
-enum { DRIFT_BMM_A_T = 1, DRIFT_BMM_B_T = 2, DRIFT_BMM_A_BCAST = 4, DRIFT_BMM_B_BCAST = 8, DRIFT_BMM_LAYOUT_MAX = 15 };
+ * operand is equal); bit 4: the BMM stands for another torch op (a convolution's im2col GEMM,
+ * which torch runs in cuDNN): no torch call to reproduce. Only the CUDA backend's torch profile
+ * reads it (kernels/cuda/torch/bmm_torch.c). */
+enum {
+    DRIFT_BMM_A_T = 1, DRIFT_BMM_B_T = 2, DRIFT_BMM_A_BCAST = 4, DRIFT_BMM_B_BCAST = 8, DRIFT_BMM_STAND_IN = 16,
+    DRIFT_BMM_LAYOUT_MAX = 31
+};
 
 /* DRIFT_OP_UNARY variants. */
 typedef enum drift_unary_kind {

@@ -1509,6 +1509,7 @@ int al_lower_conv_im2col(lctx *c, int x, int w, int b, int sp, const int64_t *st
     drift_op op;
     memset(&op, 0, sizeof op);
     op.alpha = op.beta = 1.0f;
+    op.layout = DRIFT_BMM_STAND_IN; /* torch runs cuDNN's convolution, no bmm */
     int in[2] = {cols, wk};
     if ((rc = al_emit(c, DRIFT_OP_BMM, &op, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &y))) return rc;
     /* y [G, B, Ho, Wo, Og] -> [B, G, Og, Ho, Wo] = [B, O, Ho, Wo] */

@@ -119,11 +119,21 @@ static void test_linear_transposed_in(void **state) {
     drift_graph_free(g);
 }
 
+/* a convolution's im2col GEMM is a BMM that stands for cuDNN's convolution in torch */
+static void test_conv_stand_in(void **state) {
+    (void)state;
+    int adds, lin;
+    drift_graph *g = lower_case("conv1d.pad");
+    assert_int_equal(bmm_layout(g, &adds, &lin), DRIFT_BMM_STAND_IN);
+    drift_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contiguous_operands),
         cmocka_unit_test(test_transposed_operands),
         cmocka_unit_test(test_linear_transposed_in),
+        cmocka_unit_test(test_conv_stand_in),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

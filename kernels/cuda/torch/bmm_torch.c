@@ -34,7 +34,8 @@
  * out of a wider tensor had a larger ld in torch: not known here).
  * Recorded fallbacks (the cpu backend's bodies on the host): a compute dtype
  * other than bf16 / fp16 / fp32, 2-D with an added term (addmm: torch's
- * cuBLASLt bias epilogue, not emulated here), K == 0, dims beyond int32. */
+ * cuBLASLt bias epilogue, not emulated here), K == 0, a BMM that stands for a
+ * convolution (DRIFT_BMM_STAND_IN: cuDNN in torch). */
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +149,10 @@ int dct_run_bmm(dcu_ctx *ctx, const drift_op *op, const drift_tensor *const *in,
     const drift_dtype c = op->compute;
     const int nd = A->ndim;
     *handled = 0;
+    if (op->layout & DRIFT_BMM_STAND_IN) {
+        dct_torch_note_fallback(ctx, op->kind, "bmm standing for a convolution (torch runs cuDNN's)");
+        return DRIFT_OK;
+    }
     if (c != DRIFT_BF16 && c != DRIFT_F16 && c != DRIFT_F32) {
         dct_torch_note_fallback(ctx, op->kind, "bmm: torch's cuBLAS call is reproduced for bf16, fp16 and fp32 only");
         return DRIFT_OK;
