@@ -122,7 +122,8 @@ typedef enum drift_op_kind {
                               products exact, fp32 accumulation in the cpu GEMM's order (kernels/cpu/
                               cpu_gemm.h: fmaf chains over K blocks of 256, block sums in order); optional in2 C
                               broadcast to the output: out = beta C + alpha (A B) (op->beta, op->alpha;
-                              addmm / baddbmm), one rounding */
+                              addmm / baddbmm), one rounding; op->layout: how torch held A and B
+                              (DRIFT_BMM_*, below: the CUDA torch profile's cuBLAS call) */
     DRIFT_OP_GROUP_NORM,   /* in0 x [N, C, *], optional in1 weight [C], in2 bias [C]; op->length
                               groups: per (n, group) mean and biased variance in fp32 (two passes,
                               index order), y = (x - mean) * rsqrt(var + eps) * w + b, one rounding */

@@ -106,6 +106,13 @@ static void test_linear_transposed_in(void **state) {
     char why[256] = "";
     assert_true(drift_graph_equal(g, back, why, sizeof why));
     drift_graph_free(back);
+    /* a layout outside the DRIFT_BMM_* bits is refused, naming the attribute */
+    char *at = strstr(json, "\"layout\":11");
+    memcpy(at, "\"layout\":99", strlen("\"layout\":99"));
+    back = NULL;
+    assert_int_not_equal(drift_graph_from_json(json, strlen(json), "bad layout", &back, &e), DRIFT_OK);
+    assert_null(back);
+    assert_non_null(strstr(e.msg, "layout"));
     free(json);
     drift_graph_free(g);
     g = lower_case("linear.transposed_in.nobias");
