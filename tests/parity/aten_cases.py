@@ -564,7 +564,10 @@ def bf16_then(name, target, ins, cast, args, out_shape, out_dtype="bfloat16", kw
 H = N("x_h")
 bf16_then("add.bf16", "aten.add.Tensor", XY, ["x", "y"], [H, N("y_h")], S, torch="bitwise")
 bf16_then("_softmax.bf16", "aten._softmax.default", R, ["x"], [H, -1, False], [2, 3, 5])
-bf16_then("_softmax.half_to_float", "aten._softmax.default", R, ["x"], [H, -1, True], [2, 3, 5], "float32")
+# half_to_float: torch's CUDA softmax takes it for a Half input only (bf16 is refused)
+case("_softmax.half_to_float", R, [("x_f16", "aten.to.dtype", [x, DT("float16")], {}, meta([2, 3, 5], "float16")),
+                                   ("out", "aten._softmax.default", [N("x_f16"), -1, True], {}, meta([2, 3, 5]))],
+     "out", nmse=1e-5)
 bf16_then("gelu.bf16", "aten.gelu.default", X, ["x"], [H], S)
 bf16_then("silu.bf16", "aten.silu.default", X, ["x"], [H], S)
 bf16_then("sum.bf16", "aten.sum.dim_IntList", R, ["x"], [H, [1]], [2, 5])
