@@ -23,7 +23,10 @@
 #     tensor per sample, joined by a cat; the output a list of per-sample tensors), no latents:
 #     re-batched with one copy of the per-sample code per sample, invariant at 1, 2, 3 and
 #     CFG-joined, every position compared in its own copy (it was refused: "the model takes its
-#     samples as lists"); list_io_mix.json (a cumsum over the batch after the join) is named.
+#     samples as lists"); list_io_mix.json (a cumsum over the batch after the join) is named;
+#     list_linear.json (the same through a linear, bf16 plan): the autocast casts of each copy are
+#     compared as that copy's (position 1 compared a pad row's cast with the sample's: "values
+#     inside the forward change").
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/invariance_rebatch_synthetic"; rm -rf "$W"; mkdir -p "$W"
@@ -205,7 +208,8 @@ PY
 # lists of samples (WanAnimate2): recorded through a copy of list_io.json with latents and text
 # embeddings added per row (drift record --synthetic needs them), whose trace then gets the list graph
 # without them (the elements are /buffers/input:hidden_states.0 ..., from the weights file)
-"$PY" - "$T/graphs/rebatch/list_io.json" "$W/list_rec.json" "$W/lists.safetensors" <<'PY' || fail "list graphs"
+list_rec() { # list_rec GRAPH OUT.json WEIGHTS.safetensors: GRAPH with latents and text embeddings, and its weights
+"$PY" - "$@" <<'PY' || fail "list graphs"
 import json, random, struct, sys
 d = json.load(open(sys.argv[1]))
 def ph(n): return {"name": n, "op": "placeholder", "target": n, "args": [], "kwargs": {},
@@ -226,19 +230,32 @@ d["inputs"][:0] = [{"node": "x", "kind": "user_input", "target": "x", "role": "l
 json.dump(d, open(sys.argv[2], "w"))
 random.seed(7)
 hdr, data = {}, b""
-for name, dims in (("hidden_states.0", [2, 3]), ("hidden_states.1", [2, 3]), ("condition_latents.0", [1, 3]),
-                   ("condition_latents.1", [1, 3])):
-    blob = struct.pack("<%df" % (dims[0] * dims[1]), *[random.gauss(0, 1) for _ in range(dims[0] * dims[1])])
-    hdr["input:" + name] = {"dtype": "F32", "shape": dims, "data_offsets": [len(data), len(data) + len(blob)]}
+tensors = [("input:hidden_states.0", [2, 3]), ("input:hidden_states.1", [2, 3]), ("input:condition_latents.0", [1, 3]),
+           ("input:condition_latents.1", [1, 3])]
+tensors += [(i["target"], [3, 3] if i["target"].endswith("weight") else [3]) for i in d["inputs"] if i["kind"] == "parameter"]
+for name, dims in tensors:
+    n = dims[0] * (dims[1] if len(dims) > 1 else 1)
+    blob = struct.pack("<%df" % n, *[random.gauss(0, 1) for _ in range(n)])
+    hdr[name] = {"dtype": "F32", "shape": dims, "data_offsets": [len(data), len(data) + len(blob)]}
     data += blob
 h = json.dumps(hdr).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
 open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + data)
 PY
-"$D" record --synthetic "graph:$W/list_rec.json" --steps 1 --trainer-plan "$W/plan.json" --rollout-plan "$W/plan.json" \
-  -o "$W/list_rec.h5" --weights "$W/lists.safetensors" > "$W/list_rec.txt" 2>&1 || { cat "$W/list_rec.txt"; fail "record list_rec"; }
-for g in list_io list_io_mix; do
-  "$PY" - "$W/list_rec.h5" "$W/$g.h5" "$T/graphs/rebatch/$g.json" <<'PY' || fail "$g: trace"
+}
+# list_linear.json: the samples' cat through a linear under a bf16 plan (autocast casts in each copy)
+echo '{"name": "bf16", "fsdp_master_dtype": "fp32", "fsdp_reduce_dtype": "fp32", "diffusion_forward_dtype": "bf16",
+      "sglang_dit_precision": "bf16", "input_dtype_policy": {}, "param_dtype_patterns": []}' > "$W/plan_bf16.json"
+for r in io:list_io:plan linear:list_linear:plan_bf16; do
+  IFS=: read -r tag g pl <<< "$r"
+  list_rec "$T/graphs/rebatch/$g.json" "$W/list_$tag.json" "$W/list_$tag.safetensors"
+  "$D" record --synthetic "graph:$W/list_$tag.json" --steps 1 --trainer-plan "$W/$pl.json" --rollout-plan "$W/$pl.json" \
+    -o "$W/list_$tag.rec.h5" --weights "$W/list_$tag.safetensors" > "$W/list_$tag.txt" 2>&1 ||
+    { cat "$W/list_$tag.txt"; fail "record list_$tag"; }
+done
+for r in list_io:io list_io_mix:io list_linear:linear; do
+  IFS=: read -r g tag <<< "$r"
+  "$PY" - "$W/list_$tag.rec.h5" "$W/$g.h5" "$T/graphs/rebatch/$g.json" <<'PY' || fail "$g: trace"
 import shutil, sys
 import h5py, numpy as np
 shutil.copyfile(sys.argv[1], sys.argv[2])
@@ -253,9 +270,10 @@ with h5py.File(sys.argv[2], "r+") as f:
     f.create_dataset("graph", data=np.bytes_(open(sys.argv[3], "rb").read()))
 PY
 done
-"$D" invariance "$W/list_io.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/list_io.out" 2> "$W/list_io.err"; rc=$?
-[ "$rc" = 0 ] || { cat "$W/list_io.err" "$W/list_io.out"; fail "list_io: exit $rc, expected 0 (invariant)"; }
-"$PY" - "$W/list_io.out" <<'PY' || fail "list_io: json"
+for g in list_io list_linear; do
+"$D" invariance "$W/$g.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/$g.out" 2> "$W/$g.err"; rc=$?
+[ "$rc" = 0 ] || { cat "$W/$g.err" "$W/$g.out"; fail "$g: exit $rc, expected 0 (invariant)"; }
+"$PY" - "$W/$g.out" "$g" <<'PY' || fail "$g: json"
 import json, sys
 d = json.load(open(sys.argv[1]))
 cs = d["configurations"]
@@ -265,8 +283,10 @@ assert len(cs) == 6 and all(c["bitwise"] for c in cs), d["summary"]
 # compared at every position, as many values as at position 0 (data movement is not compared)
 n0 = cs[0]["values_compared"]
 assert n0 >= 5 and all(c["values_compared"] == n0 for c in cs), [(c["name"], c["values_compared"]) for c in cs]
-print("  list_io: %s (%d values, %s)" % (d["summary"], d["values_compared"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
+print("  %s: %s (%d values, %s)" % (sys.argv[2], d["summary"], d["values_compared"],
+      ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
 PY
+done
 "$D" invariance "$W/list_io_mix.h5" --device cpu --batch 1,2 > "$W/list_mix.txt" 2>&1; rc=$?
 [ "$rc" = 1 ] && tail -n 1 "$W/list_mix.txt" | grep -q "^output changes with batch size: first at mix (cumsum, input \[2, 3, 3\] at batch 2 vs \[1, 3, 3\] alone)" ||
   { cat "$W/list_mix.txt"; fail "list_io_mix: exit $rc, expected 1 naming the cumsum"; }
