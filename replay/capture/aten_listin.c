@@ -85,17 +85,25 @@ int drift_aten_list_find(const drift_aten_graph *g, int64_t count, drift_aten_li
     if (n > cap) n = cap;
     unsigned char *anc = n ? drift_malloc((size_t)g->n + 1) : NULL;
     if (n && !anc) return -1;
-    for (int k = 0; k < g->n; k++) { /* the first join each list reaches */
-        int want = 0;
-        for (int f = 0; f < n; f++) want |= out[f].join < 0 && joins(g, k, out[f].count);
-        if (!want) continue;
-        aten_ancestors(g, k, anc);
+    for (int k = 0; k < g->n; k++) { /* the first join of each list: item i computed from element i */
         for (int f = 0; f < n; f++) {
             if (out[f].join >= 0 || !joins(g, k, out[f].count)) continue;
-            for (long long e = 0; e < out[f].count && out[f].join < 0; e++) {
-                const int el = element(g, out[f].name, strlen(out[f].name), e);
-                if (el >= 0 && el < k && anc[el]) out[f].join = k;
+            const drift_json_value *items = &g->nodes[k].args->items[0];
+            int all = 1;
+            for (int i = 0; i < out[f].count && all; i++) {
+                const drift_json_value *it = &items->items[i];
+                const int r = it->type == DRIFT_JSON_OBJECT && it->n_members == 1 && !strcmp(it->members[0].key, "node") &&
+                                      it->members[0].value.type == DRIFT_JSON_STRING
+                                  ? aten_find(g, it->members[0].value.str) : -1;
+                const int el = element(g, out[f].name, strlen(out[f].name), i);
+                if (r < 0 || el < 0 || el > r) {
+                    all = 0;
+                    break;
+                }
+                aten_ancestors(g, r, anc);
+                all = anc[el];
             }
+            if (all) out[f].join = k;
         }
     }
     drift_free(anc);
@@ -214,15 +222,11 @@ static void put_pick(drift_json_buf *b, const aten_node *e, const char *node, lo
 
 #define MAX_LISTS 32
 
-int drift_aten_list_stack(const char *json, size_t len, const char *source, int64_t rb_from, char **out, size_t *out_len,
-                          drift_err *err) {
+int drift_aten_list_stack(const drift_aten_graph *g, int64_t rb_from, char **out, size_t *out_len, drift_err *err) {
     *out = NULL;
     *out_len = 0;
     if (rb_from < 1) return DRIFT_OK;
-    drift_aten_graph *g = NULL;
-    drift_err pe;
-    drift_err_clear(&pe);
-    if (drift_aten_graph_parse(json, len, source, &g, &pe)) return pe.code == DRIFT_E_NOMEM ? (*err = pe, pe.code) : DRIFT_OK;
+    const char *source = g->source;
     drift_aten_list all[MAX_LISTS], lists[MAX_LISTS];
     char names[MAX_LISTS][DRIFT_MAX_FQN + 8];
     int rc = DRIFT_OK, n_all = drift_aten_list_find(g, rb_from, all, MAX_LISTS), n = 0;
@@ -301,6 +305,5 @@ int drift_aten_list_stack(const char *json, size_t len, const char *source, int6
     *out = drift_json_buf_take(&b);
     *out_len = strlen(*out);
 done:
-    drift_aten_graph_free(g);
     return rc;
 }

@@ -25,15 +25,14 @@ typedef struct drift_aten_list {
  * out (borrowing nothing); the number found, or -1 when out of memory. */
 int drift_aten_list_find(const drift_aten_graph *g, int64_t count, drift_aten_list *out, int cap);
 
-/* The captured graph json (len bytes) with each list of samples of the recorded batch rb_from
- * (its elements joined into a batch) turned into one user input NAME of shape [rb_from, ...]
- * whose elements the graph picks back by select(NAME, 0, k) where it read NAME.k: the per-sample
- * code becomes a loop over the samples, which aten_unroll.c unrolls at each batch. The document
- * gains "list_inputs": [{"name": NAME, "node": NODE, "count": rb_from}, ...].
- * *out a new NUL-terminated document (caller frees with drift_free), or NULL when the graph takes
- * no such list (or does not parse: its parser says why). A list whose elements differ in shape or
- * dtype is refused (DRIFT_E_INPUT naming source, both elements and why). */
-int drift_aten_list_stack(const char *json, size_t len, const char *source, int64_t rb_from, char **out, size_t *out_len,
-                          drift_err *err);
+/* Captured graph g (parsed from its document; borrowed) with each list of samples of the recorded
+ * batch rb_from (its elements joined into a batch) turned into one user input NAME of shape
+ * [rb_from, ...] whose elements the graph picks back by select(NAME, 0, k) where it read NAME.k:
+ * the per-sample code becomes a loop over the samples, which aten_unroll.c unrolls at each batch.
+ * The document gains "list_inputs": [{"name": NAME, "node": NODE, "count": rb_from}, ...].
+ * *out a new NUL-terminated document (caller frees with drift_free), or NULL when g takes no such
+ * list. A list whose elements differ in shape or dtype is refused (DRIFT_E_INPUT naming g's
+ * source, both elements and why). */
+int drift_aten_list_stack(const drift_aten_graph *g, int64_t rb_from, char **out, size_t *out_len, drift_err *err);
 
 #endif

@@ -324,7 +324,7 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     size_t sl = 0;
     const char *wj = json; /* the graph re-batched: json, or sj */
     size_t wl = len;
-    if (!rc && rb_from > 0 && !(rc = drift_aten_list_stack(json, len, source, rb_from, &sj, &sl, err)) && sj) {
+    if (!rc && rb_from > 0 && !(rc = drift_aten_list_stack(g, rb_from, &sj, &sl, err)) && sj) {
         drift_aten_graph_free(g);
         g = NULL;
         wj = sj, wl = sl;

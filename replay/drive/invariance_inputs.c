@@ -173,12 +173,11 @@ static int read_other_inputs(drift_trace_reader *rd, const char *path, int64_t s
         if (v->kind != DRIFT_VAL_BUFFER || !drift_capture_step_input_site(v->name, site, sizeof site)) continue;
         const int f = list_of(v, lists, n_lists);
         const int listed = f >= 0 && lists[f].count == out->batch; /* a list of this batch's samples: stacked */
-        if (listed && v->name[strlen(v->name) - 1] != '0') continue;  /* read with element 0 */
+        if (listed && strcmp(v->name + strlen(v->name) - 2, ".0")) continue; /* read with element 0 */
         if (!listed && (v->ndim < 1 || v->shape[0] != out->batch)) continue; /* no batch dim: the same at every batch */
         if (out->n == DRIFT_INV_MAX_INPUTS)
             return drift_err_set(err, DRIFT_E_UNSUPPORTED, path, "more than %d per-sample inputs",
                                  DRIFT_INV_MAX_INPUTS - DRIFT_INPUT_COUNT);
-        if (listed && strcmp(v->name + strlen(v->name) - 2, ".0")) continue;
         int rc = listed ? read_list(rd, path, step, m, &lists[f], out->n++, out, err)
                         : read_one(rd, path, step, m, v, site, out->n++, out, err);
         if (rc) return rc;

@@ -28,6 +28,7 @@
 
 #include "formats/plan.h"
 #include "kernels/backend.h"
+#include "replay/capture/aten_graph.h"
 #include "replay/capture/aten_model.h"
 #include "replay/exec/exec.h"
 #include "replay/ir/assign.h"
@@ -387,6 +388,34 @@ static void test_unlike_list_samples_are_refused(void **state) {
     }
 }
 
+/* The probe alone (no list pass: the fuzz harness's path) on list_io.json refuses naming the lists
+ * and their join, node 11 'j' (the cat of the samples); it named node 5 'e0', the per-sample cat of
+ * hidden_states.0 and condition_latents.0, which also joins 2 tensors along dim 0. */
+static void test_probe_names_the_join_of_the_samples(void **state) {
+    (void)state;
+    char path[1024];
+    const char *td = getenv("DRIFT_TESTDATA");
+    snprintf(path, sizeof path, "%s/graphs/rebatch/list_io.json", td ? td : "tests/data");
+    size_t len = 0;
+    char *json = test_slurp(path, &len);
+    assert_non_null(json);
+    drift_aten_graph *g = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    assert_int_equal(drift_aten_graph_parse(json, len, path, &g, &e), 0);
+    const int n = drift_aten_graph_node_count(g);
+    int *dims = calloc((size_t)n + 1, sizeof *dims);
+    unsigned char *lead = calloc((size_t)n + 1, 1);
+    assert_int_equal(drift_aten_rebatch_probe(g, NULL, 2, dims, lead, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, "user inputs hidden_states.0, condition_latents.0: one tensor per sample, 2 recorded") ||
+        !strstr(e.msg, "node 11 'j' (aten.cat.default) in module '' joins them into a batch"))
+        fail_msg("%s", e.msg);
+    free(dims);
+    free(lead);
+    drift_aten_graph_free(g);
+    free(json);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
@@ -404,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_samples_as_a_list_rebatch),
         cmocka_unit_test(test_list_output_rebatches),
         cmocka_unit_test(test_unlike_list_samples_are_refused),
+        cmocka_unit_test(test_probe_names_the_join_of_the_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
