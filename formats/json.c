@@ -1065,6 +1065,29 @@ int drift_json_buf_add_raw(drift_json_buf *b, const char *json) {
     return wb_scalar(b, json);
 }
 
+int drift_json_buf_add_value(drift_json_buf *b, const drift_json_value *v) {
+    if (!b) return DRIFT_E_INTERNAL;
+    if (!v) return wb_fail(b, DRIFT_E_INTERNAL);
+    switch (v->type) {
+    case DRIFT_JSON_NULL: return drift_json_buf_add_null(b);
+    case DRIFT_JSON_BOOL: return drift_json_buf_add_bool(b, v->boolean);
+    case DRIFT_JSON_NUMBER: return v->is_int ? drift_json_buf_add_int(b, v->integer) : drift_json_buf_add_number(b, v->number);
+    case DRIFT_JSON_STRING: return drift_json_buf_add_string_n(b, v->str, v->str_len);
+    case DRIFT_JSON_ARRAY:
+        drift_json_buf_begin_array(b);
+        for (size_t i = 0; i < v->n_items; i++) drift_json_buf_add_value(b, &v->items[i]);
+        return drift_json_buf_end_array(b);
+    case DRIFT_JSON_OBJECT:
+        drift_json_buf_begin_object(b);
+        for (size_t i = 0; i < v->n_members; i++) {
+            drift_json_buf_add_key(b, v->members[i].key);
+            drift_json_buf_add_value(b, &v->members[i].value);
+        }
+        return drift_json_buf_end_object(b);
+    }
+    return wb_fail(b, DRIFT_E_INTERNAL);
+}
+
 int drift_json_buf_field_string(drift_json_buf *b, const char *key, const char *s) {
     drift_json_buf_add_key(b, key);
     return drift_json_buf_add_string(b, s);

@@ -144,6 +144,8 @@ int drift_json_buf_add_null(drift_json_buf *b);
 /* A pre-serialised JSON value, inserted verbatim (the caller vouches that it
  * is one valid JSON value, e.g. from drift_plan_to_json). */
 int drift_json_buf_add_raw(drift_json_buf *b, const char *json);
+/* A parsed value v (borrowed), written as it is, containers and all. */
+int drift_json_buf_add_value(drift_json_buf *b, const drift_json_value *v);
 
 /* Key + value in one call, for objects. */
 int drift_json_buf_field_string(drift_json_buf *b, const char *key, const char *s);

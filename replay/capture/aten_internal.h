@@ -46,6 +46,9 @@ struct drift_aten_graph {
 
 /* Index of the node named name, or -1. */
 int aten_find(const drift_aten_graph *g, const char *name);
+/* mark[k] = 1 for node i and every node it depends on (refs point backwards), else 0; mark holds
+ * g->n bytes (aten_rebatch.c). */
+void aten_ancestors(const drift_aten_graph *g, int i, unsigned char *mark);
 /* Sets err (DRIFT_E_INPUT) to "SRC: node I 'NAME' (TARGET) in module 'M': MSG"; returns the code. */
 int aten_node_fail(const drift_aten_graph *g, int i, drift_err *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -2141,6 +2141,8 @@ static int lower_cat(lctx *c, int stack) {
         int in[2] = {acc, x};
         if ((rc = al_emit(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_RULE_PROMOTE, &acc))) return rc;
     }
+    if (acc < 0) /* its 'val' has values (an empty result is never lowered): not the program torch ran */
+        return FAIL(c, "tensors: every operand is an empty tensor (a 0-size dim), and the result is not");
     return cplx ? al_set_result_cplx(c, acc) : al_set_result(c, acc);
 }
 

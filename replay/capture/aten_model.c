@@ -11,6 +11,7 @@
 #include "formats/safetensors.h"
 #include "replay/capture/aten_graph.h"
 #include "replay/capture/aten_internal.h" /* the document's inline constants */
+#include "replay/capture/aten_listin.h"
 #include "replay/capture/aten_unroll.h"
 
 int drift_capture_is_spec(const char *spec) {
@@ -248,7 +249,7 @@ done:
  * takes its template's batch dim), *orig the probe's error and err cleared; else err is left as
  * the probe said. */
 static int unroll_loops(const char *json, size_t len, const char *source, int64_t rb_from, int64_t rb_to,
-                        const drift_aten_lower_opts *lo, drift_aten_graph **g, int **dims, unsigned char **lead,
+                        const drift_aten_lower_opts *lo, int lists, drift_aten_graph **g, int **dims, unsigned char **lead,
                         drift_err *orig, drift_err *err) {
     char *pj = NULL, *fj = NULL;
     size_t pl = 0, fl = 0;
@@ -283,6 +284,13 @@ static int unroll_loops(const char *json, size_t len, const char *source, int64_
 keep:
     rc = err->code ? err->code : DRIFT_E_INPUT;
     if (e.code == DRIFT_E_NOMEM) *err = e, rc = DRIFT_E_NOMEM;
+    else if (lists) { /* stacked lists of samples (aten_listin.c): their per-sample code must unroll */
+        if (e.code) *err = e;
+        else if (!err->code) drift_err_set(err, DRIFT_E_INPUT, source, "no loop over the samples ends in a join");
+        drift_err_prefix(err, "the model takes its samples as lists, stacked into one input each, and their per-sample "
+                              "code could not be run once per sample");
+        rc = err->code;
+    }
 done:
     drift_free(pj);
     drift_free(fj);
@@ -312,6 +320,16 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     unsigned char *lead = NULL;
     drift_err probe_err; /* set when the graph lowered is the probe's failure with its loops unrolled */
     drift_err_clear(&probe_err);
+    char *sj = NULL; /* the graph with its lists of samples stacked (aten_listin.c), or NULL */
+    size_t sl = 0;
+    const char *wj = json; /* the graph re-batched: json, or sj */
+    size_t wl = len;
+    if (!rc && rb_from > 0 && !(rc = drift_aten_list_stack(g, rb_from, &sj, &sl, err)) && sj) {
+        drift_aten_graph_free(g);
+        g = NULL;
+        wj = sj, wl = sl;
+        rc = drift_aten_graph_parse(wj, wl, source, &g, err);
+    }
     if (!rc && rb_from > 0) { /* find each value's batch dim at a batch the capture did not see, then impose it */
         const int n = drift_aten_graph_node_count(g);
         dims = drift_calloc((size_t)n + 1, sizeof *dims);
@@ -325,10 +343,15 @@ static int create_model(const char *json, size_t len, const char *source, drift_
         /* the tables the recording's GPU built from constants are stored at the recorded batch:
          * lowered as ops when that is what re-batches (LTX-Video's rope grid is repeated by it) */
         if (compute_dv) lo.compute_device_values = 1;
-        if ((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err)) && err->code != DRIFT_E_NOMEM)
-            rc = unroll_loops(json, len, source, rb_from, rb_to, &lo, &g, &dims, &lead, &probe_err, err);
-        else if (!rc)
-            rc = chunk_loops(json, len, source, rb_from, rb_to, &g, &dims, &lead, err);
+        /* lists of samples stacked: their per-sample code is a loop to unroll even where the probe passed
+           (the other inputs may broadcast against the one sample) */
+        if (((rc = drift_aten_rebatch_probe(g, &lo, rb_from, dims, lead, err)) && err->code != DRIFT_E_NOMEM) || (!rc && sj)) {
+            /* before the lists' code is replicated the probe's dims say little (the other inputs broadcast
+               against the one sample, or fail to): not known */
+            for (int k = 0; sj && k <= n; k++) dims[k] = -1;
+            rc = unroll_loops(wj, wl, source, rb_from, rb_to, &lo, sj != NULL, &g, &dims, &lead, &probe_err, err);
+        } else if (!rc)
+            rc = chunk_loops(wj, wl, source, rb_from, rb_to, &g, &dims, &lead, err);
         if (rc) {
             drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
             drift_free(dims);
@@ -363,6 +386,8 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     drift_free(dims);
     drift_free(lead);
     drift_free(counts);
+    drift_free(sj);
+    sj = NULL;
     if (rc) goto fail;
     snprintf(m->cfg.family, sizeof m->cfg.family, "graph");
     snprintf(m->spec, sizeof m->spec, "graph:%s", drift_aten_graph_model_class(g)[0] ? drift_aten_graph_model_class(g) : "captured");
@@ -386,6 +411,7 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     *out = m;
     return DRIFT_OK;
 fail:
+    drift_free(sj);
     drift_aten_graph_free(g);
     drift_model_free(m);
     return rc;
@@ -421,6 +447,19 @@ int drift_capture_model_from_file(const char *path, drift_model **out, drift_err
     if (!rc) rc = drift_capture_model_create(buf, len, path, out, err);
     free(buf);
     return rc;
+}
+
+int drift_capture_model_lists(const drift_model *m, drift_aten_list *out, int cap) {
+    if (!m || !m->captured || !m->captured_json) return 0;
+    drift_aten_graph *g = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_aten_graph_parse(m->captured_json, m->captured_len, m->spec, &g, &e)) return e.code == DRIFT_E_NOMEM ? -1 : 0;
+    int n = drift_aten_list_find(g, 0, out, cap), k = 0;
+    for (int f = 0; f < n; f++) /* joined into a batch: lists of samples */
+        if (out[f].join >= 0) out[k++] = out[f];
+    drift_aten_graph_free(g);
+    return n < 0 ? -1 : k;
 }
 
 int drift_capture_model_for_trace(drift_trace_reader *r, const char *family, drift_model **out, drift_err *err) {

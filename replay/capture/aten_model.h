@@ -13,6 +13,7 @@
 
 #include "formats/err.h"
 #include "formats/trace.h"
+#include "replay/capture/aten_listin.h"
 #include "replay/exec/forward.h"
 
 /* 1 if spec names a captured graph ("graph" or "graph:..."). */
@@ -46,6 +47,11 @@ void drift_capture_model_clear_counts(drift_model *base);
  * (cap bytes), N into *count. */
 int drift_capture_nonzero_failure(const drift_err *err, char *node, size_t cap, int64_t *count);
 int drift_capture_model_from_file(const char *path, drift_model **out, drift_err *err);
+/* The lists of samples of captured model m (user inputs NAME.0 .. NAME.(count-1) joined into a
+ * batch inside its graph: WanAnimate2's hidden_states; aten_listin.h), which its re-batching
+ * stacks into one input "input:NAME" of shape [count, ...]: at most cap into out; the number
+ * found (0 for a model that is not captured), -1 when out of memory. */
+int drift_capture_model_lists(const drift_model *m, drift_aten_list *out, int cap);
 /* The model of trace r: its captured /graph when family is a captured spec
  * ("graph:..."), or when family is empty and /graph is a drift-aten-graph;
  * else the hand-written family (drift_model_create). Caller owns *out. */

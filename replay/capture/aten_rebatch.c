@@ -18,6 +18,7 @@
 
 #include "formats/alloc.h"
 
+#include "replay/capture/aten_listin.h"
 #include "replay/capture/aten_lower_internal.h"
 #include "replay/capture/aten_unroll.h"
 
@@ -201,8 +202,7 @@ static void mark_refs(const drift_aten_graph *g, const drift_json_value *v, unsi
     }
 }
 
-/* mark[k] = 1 for node i and every node it depends on (refs point backwards). */
-static void ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
+void aten_ancestors(const drift_aten_graph *g, int i, unsigned char *mark) {
     memset(mark, 0, (size_t)g->n);
     mark[i] = 1;
     for (int k = i; k >= 0; k--)
@@ -299,7 +299,7 @@ static int explain_sample_writes(const drift_aten_graph *g, int fail, int64_t rb
     unsigned char *anc = drift_malloc((size_t)g->n + 1);
     int said = 0;
     if (!anc) return 0;
-    ancestors(g, fail, anc);
+    aten_ancestors(g, fail, anc);
     int64_t s = 0;
     for (int w = 0; w < g->n && !said; w++) {
         const int r = sample_write_root(g, w, rb_from, &s);
@@ -318,63 +318,22 @@ static int explain_sample_writes(const drift_aten_graph *g, int fail, int64_t rb
     return said;
 }
 
-/* 1 if user input placeholder i is element k of a list input (its path "NAME.k", pytree's
- * flattening of a list argument) with k < rb_from, NAME (len bytes) into *name. */
-static int list_element(const drift_aten_graph *g, int i, const char **name, size_t *len) {
-    const aten_node *n = &g->nodes[i];
-    const drift_aten_input *in = n->op == ATEN_PLACEHOLDER && n->input >= 0 && n->input < g->n_inputs ? &g->inputs[n->input] : NULL;
-    if (!in || in->kind != DRIFT_ATEN_IN_USER || !in->is_tensor || !in->target) return 0;
-    const char *dot = strrchr(in->target, '.');
-    if (!dot || dot == in->target || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1)) return 0;
-    *name = in->target;
-    *len = (size_t)(dot - in->target);
-    return 1;
-}
-
 /* Replaces err with the refusal of a model that takes its samples as lists (WanAnimate2's
- * `hidden_states: list[Tensor]`, each [C, F, H, W]): user inputs NAME.0 .. NAME.(rb_from - 1), one
- * tensor per recorded sample, joined into a batch by a cat/stack inside the graph. A batch of
- * another size is a list of another length, whose elements the graph has no inputs for (the
- * capture holds one copy of the per-element code per recorded sample). 1 if so. */
+ * `hidden_states: list[Tensor]`, each [C, F, H, W]) that were not stacked (aten_listin.c: the
+ * lowering is asked for directly): user inputs NAME.0 .. NAME.(rb_from - 1), one tensor per
+ * recorded sample, joined into a batch by a cat/stack inside the graph. 1 if so. */
 static int explain_list_inputs(const drift_aten_graph *g, int fail, int64_t rb_from, drift_err *err) {
+    drift_aten_list l[16];
+    const int n = drift_aten_list_find(g, rb_from, l, 16);
     char names[400] = "";
     size_t used = 0;
-    int n_list = 0;
-    unsigned char *is_list = drift_calloc((size_t)g->n + 1, 1), *anc = drift_malloc((size_t)g->n + 1);
-    if (!is_list || !anc) goto done;
-    for (int i = 0; i < g->n; i++) {
-        const char *nm;
-        size_t len;
-        if (!list_element(g, i, &nm, &len)) continue;
-        long long k = atoll(nm + len + 1), count = 0;
-        for (int j = 0; j < g->n; j++) { /* NAME.0 .. NAME.(N-1), N the recorded batch */
-            const char *nm2;
-            size_t len2;
-            count += list_element(g, j, &nm2, &len2) && len2 == len && !strncmp(nm, nm2, len);
-        }
-        if (count != rb_from || k >= rb_from) continue;
-        is_list[i] = 1;
-        n_list++;
-        if (k == 0 && used < sizeof names)
-            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", nm);
-    }
-    if (!n_list) goto done;
     int join = -1;
-    for (int k = 0; k < g->n && join < 0; k++) {
-        const aten_node *n = &g->nodes[k];
-        if (n->op != ATEN_CALL || (strncmp(n->target, "aten.cat.", 9) && strncmp(n->target, "aten.stack.", 11))) continue;
-        const drift_json_value *a = n->args && n->args->type == DRIFT_JSON_ARRAY ? n->args : NULL;
-        if (!a || !a->n_items || a->items[0].type != DRIFT_JSON_ARRAY || (int64_t)a->items[0].n_items != rb_from ||
-            (a->n_items >= 2 && (a->items[1].type != DRIFT_JSON_NUMBER || a->items[1].integer != 0)))
-            continue; /* a join of the N elements along dim 0 */
-        ancestors(g, k, anc);
-        for (int i = 0; i < k && join < 0; i++)
-            if (anc[i] && is_list[i]) join = k;
+    for (int f = 0; f < n; f++) {
+        if (l[f].join < 0) continue; /* a list of something else (T5FilmDecoder's encodings and masks) */
+        if (join < 0 || l[f].join < join) join = l[f].join;
+        if (used < sizeof names) used += (size_t)snprintf(names + used, sizeof names - used, "%s%s.0", used ? ", " : "", l[f].name);
     }
-    if (join < 0) { /* a list of something else (T5FilmDecoder's encodings and masks) */
-        n_list = 0;
-        goto done;
-    }
+    if (join < 0) return 0;
     const aten_node *j = &g->nodes[join];
     char msg[sizeof err->msg];
     snprintf(msg, sizeof msg,
@@ -386,10 +345,7 @@ static int explain_list_inputs(const drift_aten_graph *g, int fail, int64_t rb_f
              (long long)rb_from + 1);
     if (fail >= 0 && err->code) drift_err_prefix(err, "%s; where it breaks", msg);
     else drift_err_set(err, DRIFT_E_INPUT, g->source, "%s", msg);
-done:
-    drift_free(is_list);
-    drift_free(anc);
-    return n_list > 0;
+    return 1;
 }
 
 /* 1 if the probe may flip node i's default (batch_lead): a shape argument that may spell the
@@ -462,7 +418,7 @@ static int refs_batch(const drift_aten_graph *g, int k, const int *dims, unsigne
 static void explain_lost(const drift_aten_graph *g, int fail, int self, const int *dims, drift_err *err) {
     unsigned char *anc = drift_malloc((size_t)g->n), *scr = drift_malloc((size_t)g->n);
     if (anc && scr && fail >= 0 && fail < g->n) {
-        ancestors(g, fail, anc);
+        aten_ancestors(g, fail, anc);
         for (int k = 0; k < fail + (self != 0); k++) {
             const aten_node *n = &g->nodes[k];
             if (!anc[k] || n->op != ATEN_CALL || dims[k] > 0 || !has_values(n)) continue;
@@ -492,7 +448,7 @@ static void explain_lost(const drift_aten_graph *g, int fail, int self, const in
 /* The nearest node before `fail` that it depends on, may spell the batch, and was not tried. */
 static int next_lead(const drift_aten_graph *g, int fail, int64_t rb_from, const unsigned char *lead,
                      const unsigned char *tried, unsigned char *anc) {
-    ancestors(g, fail, anc);
+    aten_ancestors(g, fail, anc);
     for (int k = fail; k >= 0; k--)
         if (anc[k] && !lead[k] && !tried[k] && lead_candidate(g, k, rb_from)) return k;
     return -1;

@@ -57,6 +57,8 @@ typedef struct un_ctx {
     const drift_json_value *inputs, *constants; /* the document's, to compare constants */
     int no_writes;      /* 1: an op that writes in place ends no iteration (the loops that do were unlike) */
     unsigned char *fed; /* per node: computed from a buffer a loop writes (its batch is that buffer's), or NULL */
+    int lists;          /* the graph's lists of samples were stacked (aten_listin.c): an output that lists the
+                           iterations is a join too, and the recorded iterations must be alike */
 } un_ctx;
 
 static size_t hash_s(const char *s) {
@@ -172,13 +174,15 @@ static int collect(const un_ctx *c, const drift_json_value *v, int *refs, int n,
 /* 1 if node k is a join: cat/stack whose list holds iterations 0..N-1 in order, nothing else tagged. */
 static int is_join(const un_ctx *c, int k) {
     const un_node *u = &c->nd[k];
-    if (strcmp(u->target, "aten.cat.default") && strcmp(u->target, "aten.stack.default")) return 0;
+    const int list_out = c->lists && !strcmp(str_of(u->obj, "op") ? str_of(u->obj, "op") : "", "output");
+    if (strcmp(u->target, "aten.cat.default") && strcmp(u->target, "aten.stack.default") && !list_out) return 0;
     const drift_json_value *a = u->args;
     if (!a || a->type != DRIFT_JSON_ARRAY || a->n_items < 1 || a->items[0].type != DRIFT_JSON_ARRAY ||
         !a->items[0].n_items)
         return 0;
     const int r0 = ref_of(c, &a->items[0].items[0]);
     if (r0 < 0 || c->nd[r0].tag != 0 || a->items[0].n_items != (size_t)c->nd[c->nd[r0].from].n1) return 0;
+    if (list_out && c->nd[c->nd[r0].from].chunk) return 0; /* a list of per-sample outputs, not of chunks */
     for (size_t i = 0; i < a->items[0].n_items; i++) {
         int r = ref_of(c, &a->items[0].items[i]);
         if (r < 0 || c->nd[r].tag != (int)i) return 0;
@@ -226,7 +230,7 @@ static int propagate(un_ctx *c, int *refs, int cap) {
         }
         if (t < 0) continue;
         const int is_out = !strcmp(str_of(u->obj, "op") ? str_of(u->obj, "op") : "", "output");
-        if (!is_out && is_join(c, k)) {
+        if ((!is_out || c->lists) && is_join(c, k)) { /* the output of a list model may list its samples */
             u->join = 1;
             continue;
         }
@@ -364,8 +368,10 @@ static int index_arg(const un_node *u, size_t i) {
     return i == 2 || (i == 3 && !strcmp(u->target, "aten.slice.Tensor"));
 }
 
-/* 1 if every iteration 1.. of the loops is iteration 0 but for the sample index. */
-static int iterations_alike(const un_ctx *c, int *pos) {
+/* 1 if every iteration 1.. of the loops is iteration 0 but for the sample index; else 0 with the
+ * first pair that differs in *x0 (iteration 0's node) and *xt (iteration *t's), both -1 where the
+ * iterations have different node counts (*n0, *nt). */
+static int iterations_alike(const un_ctx *c, int *pos, int *x0, int *xt, int *t_bad, int *n0, int *nt) {
     int64_t n1 = 0;
     int len0 = 0;
     for (int k = 0; k < c->n; k++) {
@@ -379,6 +385,7 @@ static int iterations_alike(const un_ctx *c, int *pos) {
         int lt = 0;
         for (int k = 0; k < c->n; k++)
             if (c->nd[k].tag == t) pos[k] = lt++;
+        *x0 = *xt = -1, *t_bad = t, *n0 = len0, *nt = lt;
         if (lt != len0) return 0;
         const alike_ctx a = {c, pos, t};
         int i0 = 0, it = 0;
@@ -386,6 +393,7 @@ static int iterations_alike(const un_ctx *c, int *pos) {
             while (c->nd[i0].tag != 0) i0++;
             while (c->nd[it].tag != t) it++;
             const un_node *x = &c->nd[i0], *y = &c->nd[it];
+            *x0 = i0, *xt = it;
             if (strcmp(x->target, y->target) || x->write != y->write || (x->src >= 0) != (y->src >= 0)) return 0;
             const drift_json_value *xa = x->args, *ya = y->args;
             if (!xa || !ya || xa->type != DRIFT_JSON_ARRAY || ya->type != DRIFT_JSON_ARRAY || xa->n_items != ya->n_items)
@@ -581,6 +589,88 @@ static void put_names(drift_json_buf *b, const un_ctx *c, const char *key, const
     drift_json_buf_end_object(b);
 }
 
+/* A list model's samples are copies of sample 0's code: DRIFT_OK when the recorded samples' code
+ * is alike (aten_listin.c stacked lists of one shape; the ops may still differ), else the refusal
+ * naming the first nodes that differ. */
+static int lists_alike(const un_ctx *c, const char *source, drift_err *err) {
+    int *pos = drift_malloc((size_t)c->n * sizeof *pos), x0 = -1, xt = -1, t = 0, n0 = 0, nt = 0;
+    if (!pos) return drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+    const int ok = iterations_alike(c, pos, &x0, &xt, &t, &n0, &nt);
+    drift_free(pos);
+    if (ok) return DRIFT_OK;
+    if (x0 < 0 || xt < 0)
+        return drift_err_set(err, DRIFT_E_INPUT, source,
+                             "cannot be re-batched: the model takes its samples as lists, and the per-sample code of "
+                             "sample %d has %d nodes where sample 0's has %d (up to the joins); the samples of another "
+                             "batch run copies of sample 0's code, so only samples whose code is alike are re-batched",
+                             t, nt, n0);
+    return drift_err_set(err, DRIFT_E_INPUT, source,
+                         "cannot be re-batched: the model takes its samples as lists, and the per-sample code of sample "
+                         "%d differs from sample 0's at node '%s' (%s), where sample 0 has node '%s' (%s) (another op, "
+                         "shape argument or constant); the samples of another batch run copies of sample 0's code, so "
+                         "only samples whose code is alike are re-batched",
+                         t, c->nd[xt].name, c->nd[xt].target, c->nd[x0].name, c->nd[x0].target);
+}
+
+/* The output of a list model that lists its samples' outputs (WanAnimate2's unpatchify: one
+ * [C, F, H, W] per sample): a stack of the N' iterations ("list_output", [N', ...]: the batch in
+ * dim 0, where invariance reads the sample's row), and the output node returning it. */
+static void put_list_output(drift_json_buf *b, const un_ctx *c, int k) {
+    const un_node *u = &c->nd[k];
+    const drift_json_value *first = &u->args->items[0].items[0];
+    const int r0 = ref_of(c, first);
+    const un_node *src = &c->nd[c->nd[r0].from];
+    const drift_json_value *v0 = drift_json_object_get(c->nd[r0].obj, "val");
+    const drift_json_value *s0 = v0 && v0->type == DRIFT_JSON_OBJECT ? drift_json_object_get(v0, "shape") : NULL;
+    const char *dt = str_of(v0, "dtype");
+    char sn[64] = "list_output";
+    while (find(c, sn) >= 0 && strlen(sn) + 1 < sizeof sn) strcat(sn, "_");
+    drift_json_buf_begin_object(b);
+    drift_json_buf_field_string(b, "name", sn);
+    drift_json_buf_field_string(b, "op", "call_function");
+    drift_json_buf_field_string(b, "target", "aten.stack.default");
+    drift_json_buf_add_key(b, "args");
+    drift_json_buf_begin_array(b);
+    drift_json_buf_begin_array(b);
+    for (int64_t it = 0; it < src->n2; it++) {
+        const un_write we = {c, it ? (int)it : -1};
+        put(b, first, &we);
+    }
+    drift_json_buf_end_array(b);
+    drift_json_buf_add_int(b, 0);
+    drift_json_buf_end_array(b);
+    drift_json_buf_add_key(b, "kwargs");
+    drift_json_buf_begin_object(b);
+    drift_json_buf_end_object(b);
+    drift_json_buf_add_key(b, "val");
+    drift_json_buf_begin_object(b);
+    drift_json_buf_add_key(b, "shape");
+    drift_json_buf_begin_array(b);
+    drift_json_buf_add_int(b, src->n1); /* the recorded batch: the re-batching finds the batch in dim 0 */
+    for (size_t d = 0; s0 && s0->type == DRIFT_JSON_ARRAY && d < s0->n_items; d++) put(b, &s0->items[d], NULL);
+    drift_json_buf_end_array(b);
+    drift_json_buf_field_string(b, "dtype", dt ? dt : "float32");
+    drift_json_buf_end_object(b);
+    drift_json_buf_field_string(b, "module", "");
+    drift_json_buf_end_object(b);
+    drift_json_buf_begin_object(b); /* the output node, returning the stack */
+    for (size_t i = 0; i < u->obj->n_members; i++) {
+        drift_json_buf_add_key(b, u->obj->members[i].key);
+        if (strcmp(u->obj->members[i].key, "args")) {
+            put(b, &u->obj->members[i].value, NULL);
+            continue;
+        }
+        drift_json_buf_begin_array(b);
+        drift_json_buf_begin_array(b);
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_string(b, "node", sn);
+        drift_json_buf_end_object(b);
+        drift_json_buf_end_array(b);
+        drift_json_buf_end_array(b);
+    }
+    drift_json_buf_end_object(b);
+}
+
 int drift_aten_unroll_template(const char *name, char *buf, size_t n) {
     const char *p = NULL; /* the last "__bJ" / "__cJ" that ends the name (an in-place op's "copy___b1" too) */
     for (const char *q = name; (q = strstr(q, "__")); q++)
@@ -613,6 +703,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
     c.batched = batched;
     c.inputs = drift_json_object_get(doc, "inputs");
     c.constants = drift_json_object_get(doc, "constants");
+    c.lists = drift_json_object_get(doc, "list_inputs") != NULL;
     for (c.cap = 16; c.cap < (size_t)c.n * 2; c.cap *= 2) {}
     c.nd = drift_calloc((size_t)c.n, sizeof *c.nd);
     c.slot = drift_malloc(c.cap * sizeof *c.slot);
@@ -657,7 +748,8 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
         goto done;
     }
-    const int unlike = writes && !iterations_alike(&c, pos);
+    int x0 = -1, xt = -1, tb = 0, n0 = 0, nt = 0;
+    const int unlike = writes && !iterations_alike(&c, pos, &x0, &xt, &tb, &n0, &nt);
     drift_free(pos);
     if (unlike) { /* the writes' iterations differ (another length per sample): no write ends a loop */
         c.no_writes = 1;
@@ -668,6 +760,7 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         if (n_loops) *n_loops = joins;
         goto done;
     }
+    if (c.lists && rb_from > 1 && (rc = lists_alike(&c, source, err))) goto done;
     for (int k = 0; k < c.n; k++) /* an unbind whose pieces are the iterations gives N' of them */
         if (c.nd[k].tag >= 0 && c.nd[k].src >= 0 && c.nd[k].on && !strcmp(c.nd[k].target, "getitem")) {
             int ub = ref_of(&c, &c.nd[k].args->items[0]);
@@ -686,6 +779,10 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         drift_json_buf_begin_array(&b);
         for (int k = 0; k < c.n; k++) {
             if (c.nd[k].tag >= 1) continue; /* iterations 1.. are copies of iteration 0 */
+            if (c.nd[k].join && !strcmp(str_of(c.nd[k].obj, "op") ? str_of(c.nd[k].obj, "op") : "", "output")) {
+                put_list_output(&b, &c, k);
+                continue;
+            }
             put_node(&b, &c, k, -1);
             if (c.nd[k].tag == 0)
                 for (int64_t j = 1; j < c.nd[c.nd[k].from].n2; j++) put_node(&b, &c, k, (int)j);

@@ -413,6 +413,11 @@ int drift_invariance_run(const drift_invariance_opts *o, const drift_backend *be
     summarise(rep, o);
 
 done:
+    if (rc && err && m && m->captured && !strcmp(err->where, m->spec)) { /* the graph that failed: the trace's */
+        char where[sizeof err->where];
+        snprintf(where, sizeof where, "%.300s:/graph (%.150s)", o->trace, m->spec);
+        memcpy(err->where, where, sizeof where);
+    }
     if (outs)
         for (int i = 0; i < 2 * o->n_batches + 2; i++) free(outs[i]);
     free(outs);

@@ -23,6 +23,26 @@ void drift_inv_recorded_free(drift_inv_recorded *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* The stored record of `site` (value id) at step: its values into *v (caller frees), its info. */
+static int read_record(drift_trace_reader *rd, const char *path, const char *site, long id, int64_t step,
+                       drift_trace_site_info *info, float **v, drift_err *err) {
+    *v = NULL;
+    int rc = drift_trace_reader_site(rd, (size_t)id, info, err);
+    if (rc) return rc;
+    int64_t n_rec = info->n_records, rec = -1;
+    drift_trace_index *rows = drift_malloc((size_t)(n_rec ? n_rec : 1) * sizeof *rows);
+    if (!rows) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading the index");
+    if (n_rec && (rc = drift_trace_read_index(rd, (size_t)id, 0, n_rec, rows, err))) { free(rows); return rc; }
+    for (int64_t r = 0; r < n_rec && rec < 0; r++)
+        if (rows[r].step == step && rows[r].stored) rec = r;
+    free(rows);
+    if (rec < 0)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "step %lld has no stored record of '%s'", (long long)step, site);
+    *v = drift_malloc((size_t)(info->numel ? info->numel : 1) * sizeof(float));
+    if (!*v) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    return drift_trace_read_record_f32(rd, (size_t)id, rec, *v, (size_t)info->numel, err);
+}
+
 /* Slot k from the stored record of `site` (value id) at step; its dim 0 is the batch. */
 static int read_slot(drift_trace_reader *rd, const char *path, const char *site, long id, int64_t step, int k,
                      drift_inv_recorded *out, drift_err *err) {
@@ -39,19 +59,86 @@ static int read_slot(drift_trace_reader *rd, const char *path, const char *site,
     out->ndim[k] = info.ndim;
     memcpy(out->shape[k], info.shape, sizeof out->shape[k]);
     out->row[k] = info.numel / info.shape[0];
-    int64_t n_rec = info.n_records, rec = -1;
-    drift_trace_index *rows = drift_malloc((size_t)(n_rec ? n_rec : 1) * sizeof *rows);
-    if (!rows) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory reading the index");
-    if (n_rec && (rc = drift_trace_read_index(rd, (size_t)id, 0, n_rec, rows, err))) { free(rows); return rc; }
-    for (int64_t r = 0; r < n_rec && rec < 0; r++)
-        if (rows[r].step == step && rows[r].stored) rec = r;
-    free(rows);
-    if (rec < 0)
-        return drift_err_set(err, DRIFT_E_INPUT, path, "step %lld has no stored record of '%s'", (long long)step, site);
-    out->v[k] = drift_malloc((size_t)info.numel * sizeof(float));
-    if (!out->v[k]) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    if ((rc = read_record(rd, path, site, id, step, &info, &out->v[k], err))) return rc;
     out->present[k] = 1;
-    return drift_trace_read_record_f32(rd, (size_t)id, rec, out->v[k], (size_t)info.numel, err);
+    return DRIFT_OK;
+}
+
+/* Element j of list l at step: its recorded site's record, else the trace's /buffers copy (m's);
+ * values into *v (caller frees), dims into *nd, shape, *numel, *dt. */
+static int read_element(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
+                        const drift_aten_list *l, int j, float **v, int *nd, int64_t *shape, int64_t *numel,
+                        drift_dtype *dt, drift_err *err) {
+    char site[DRIFT_MAX_FQN + 48], buf[DRIFT_MAX_FQN + 32];
+    snprintf(site, sizeof site, "input:%s.%d:pre_cast", l->name, j);
+    snprintf(buf, sizeof buf, "input:%s.%d", l->name, j);
+    *v = NULL;
+    long id = drift_trace_reader_find_site(rd, site);
+    if (id >= 0) {
+        drift_trace_site_info info;
+        int rc = read_record(rd, path, site, id, step, &info, v, err);
+        *nd = info.ndim, *numel = info.numel, *dt = info.dtype;
+        memcpy(shape, info.shape, sizeof info.shape);
+        return rc;
+    }
+    const drift_hostset *bs = m->buffers[DRIFT_BUF_RECORDED];
+    const drift_host_tensor *t = bs ? drift_hostset_find(bs, buf) : NULL;
+    if (!t || !t->f32)
+        return drift_err_set(err, DRIFT_E_INPUT, path, "list input '%s' (%d elements): element %d has neither a stored "
+                             "record of '%s' nor /buffers/%s", l->name, l->count, j, site, buf);
+    if (!(*v = drift_malloc((size_t)(t->numel ? t->numel : 1) * sizeof **v)))
+        return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    memcpy(*v, t->f32, (size_t)t->numel * sizeof **v);
+    *nd = t->ndim, *numel = t->numel, *dt = DRIFT_F32;
+    memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    return DRIFT_OK;
+}
+
+/* A list of samples (user inputs NAME.0 .. NAME.(count-1), one tensor per sample: WanAnimate2's
+ * hidden_states) into slot k as the one input "input:NAME" of shape [count, ...] that the
+ * re-batched graph takes (aten_listin.c): element j is row j. */
+static int read_list(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
+                     const drift_aten_list *l, int k, drift_inv_recorded *out, drift_err *err) {
+    snprintf(out->name[k], sizeof out->name[k], "input:%s", l->name);
+    for (int j = 0; j < l->count; j++) {
+        int nd = 0, rc;
+        int64_t shape[DRIFT_MAX_DIMS], numel = 0;
+        drift_dtype dt = DRIFT_F32;
+        float *v = NULL;
+        rc = read_element(rd, path, step, m, l, j, &v, &nd, shape, &numel, &dt, err);
+        if (!rc && j == 0) {
+            if (nd + 1 > DRIFT_MAX_DIMS) rc = drift_err_set(err, DRIFT_E_INPUT, path, "list input '%s': %d dims", l->name, nd);
+            else if (!(out->v[k] = drift_malloc((size_t)(numel > 0 ? numel * l->count : 1) * sizeof(float))))
+                rc = drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+            if (!rc) {
+                out->dt[k] = dt;
+                out->ndim[k] = nd + 1;
+                out->shape[k][0] = l->count;
+                memcpy(out->shape[k] + 1, shape, (size_t)nd * sizeof *shape);
+                out->row[k] = numel;
+                out->present[k] = 1;
+            }
+        } else if (!rc && (numel != out->row[k] || nd + 1 != out->ndim[k])) {
+            rc = drift_err_set(err, DRIFT_E_INPUT, path, "list input '%s': element %d has %lld elements, element 0 %lld: "
+                               "only a list of samples of one shape is re-batched", l->name, j, (long long)numel,
+                               (long long)out->row[k]);
+        }
+        if (!rc) memcpy(out->v[k] + (size_t)(j * out->row[k]), v, (size_t)numel * sizeof(float));
+        free(v);
+        if (rc) return rc;
+    }
+    return DRIFT_OK;
+}
+
+/* The list of samples of m (lists[0..n)) whose element buffer v ("input:NAME.j") is, -1 if none. */
+static int list_of(const drift_value *v, const drift_aten_list *lists, int n) {
+    for (int f = 0; f < n; f++) {
+        const size_t len = strlen(lists[f].name);
+        if (!strncmp(v->name, "input:", 6) && !strncmp(v->name + 6, lists[f].name, len) && v->name[6 + len] == '.' &&
+            v->name[7 + len] && strspn(v->name + 7 + len, "0123456789") == strlen(v->name + 7 + len))
+            return f;
+    }
+    return -1;
 }
 
 /* Graph input buffer v ("input:NAME") into slot k: its record at step, else the trace's /buffers copy. */
@@ -79,16 +166,20 @@ static int read_one(drift_trace_reader *rd, const char *path, int64_t step, cons
 /* A captured graph's other per-sample inputs (its "input:NAME" buffers whose dim 0
  * is the batch): recorded per step, else the trace's /buffers copy. */
 static int read_other_inputs(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
-                             drift_inv_recorded *out, drift_err *err) {
+                             const drift_aten_list *lists, int n_lists, drift_inv_recorded *out, drift_err *err) {
     for (int i = 0; i < drift_graph_count(m->sem); i++) {
         const drift_value *v = drift_graph_value(m->sem, i);
         char site[DRIFT_MAX_FQN + 32];
         if (v->kind != DRIFT_VAL_BUFFER || !drift_capture_step_input_site(v->name, site, sizeof site)) continue;
-        if (v->ndim < 1 || v->shape[0] != out->batch) continue; /* no batch dim: the same at every batch */
+        const int f = list_of(v, lists, n_lists);
+        const int listed = f >= 0 && lists[f].count == out->batch; /* a list of this batch's samples: stacked */
+        if (listed && strcmp(v->name + strlen(v->name) - 2, ".0")) continue; /* read with element 0 */
+        if (!listed && (v->ndim < 1 || v->shape[0] != out->batch)) continue; /* no batch dim: the same at every batch */
         if (out->n == DRIFT_INV_MAX_INPUTS)
             return drift_err_set(err, DRIFT_E_UNSUPPORTED, path, "more than %d per-sample inputs",
                                  DRIFT_INV_MAX_INPUTS - DRIFT_INPUT_COUNT);
-        int rc = read_one(rd, path, step, m, v, site, out->n++, out, err);
+        int rc = listed ? read_list(rd, path, step, m, &lists[f], out->n++, out, err)
+                        : read_one(rd, path, step, m, v, site, out->n++, out, err);
         if (rc) return rc;
     }
     return DRIFT_OK;
@@ -129,26 +220,32 @@ static int fractional(const drift_inv_recorded *r, int k) {
  * with fractional values; one whose dim 0 is out->batch where a timestep set it) and the recorded
  * batch (its dim 0) into out->batch. */
 static int first_batch_input(drift_trace_reader *rd, const char *path, int64_t step, const drift_model *m,
-                             const char *want, char *name, size_t cap, drift_inv_recorded *out, drift_err *err) {
+                             const drift_aten_list *lists, int n_lists, const char *want, char *name, size_t cap,
+                             drift_inv_recorded *out, drift_err *err) {
     for (int i = 0; i < drift_graph_count(m->sem); i++) {
         const drift_value *v = drift_graph_value(m->sem, i);
-        char site[DRIFT_MAX_FQN + 32];
+        char site[DRIFT_MAX_FQN + 32], nm[DRIFT_MAX_FQN + 8];
         if (v->kind != DRIFT_VAL_BUFFER || !drift_capture_step_input_site(v->name, site, sizeof site)) continue;
-        if (v->ndim < 1 || v->shape[0] < 1 || (out->batch && v->shape[0] != out->batch)) continue;
+        /* a list of samples (one tensor each) is one input "input:NAME" [count, ...] (read_list) */
+        const int f = list_of(v, lists, n_lists);
+        const int listed = f >= 0 && (!out->batch || lists[f].count == out->batch);
+        if (listed && strcmp(v->name + strlen(v->name) - 2, ".0")) continue;
+        if (!listed && (v->ndim < 1 || v->shape[0] < 1 || (out->batch && v->shape[0] != out->batch))) continue;
+        snprintf(nm, sizeof nm, listed ? "input:%s" : "%s", listed ? lists[f].name : v->name);
         int pick;
         if (want) {
-            pick = !strcmp(v->name, want) || !strcmp(v->name + 6, want);
+            pick = !strcmp(nm, want) || !strcmp(nm + 6, want);
         } else {
             drift_inv_recorded tmp;
             memset(&tmp, 0, sizeof tmp);
-            int rc = read_one(rd, path, step, m, v, site, 0, &tmp, err);
+            int rc = listed ? read_list(rd, path, step, m, &lists[f], 0, &tmp, err) : read_one(rd, path, step, m, v, site, 0, &tmp, err);
             pick = !rc && fractional(&tmp, 0);
             drift_inv_recorded_free(&tmp);
             if (rc) return rc;
         }
         if (pick) {
-            snprintf(name, cap, "%s", v->name);
-            if (!out->batch) out->batch = (int)v->shape[0];
+            snprintf(name, cap, "%s", nm);
+            if (!out->batch) out->batch = listed ? lists[f].count : (int)v->shape[0];
             return DRIFT_OK;
         }
     }
@@ -216,9 +313,12 @@ int drift_inv_read_inputs(drift_trace_reader *rd, const char *path, int64_t step
                              "without one", path);
     if (!m->captured) return DRIFT_OK;
     char name[DRIFT_MAX_FQN + 8] = "";
-    if (stand_in && (rc = first_batch_input(rd, path, step, m, batch_input, name, sizeof name, out, err)))
+    drift_aten_list lists[16]; /* lists of samples: one input each, as the re-batched graph takes them */
+    const int n_lists = drift_capture_model_lists(m, lists, 16);
+    if (n_lists < 0) return drift_err_set(err, DRIFT_E_NOMEM, path, "out of memory");
+    if (stand_in && (rc = first_batch_input(rd, path, step, m, lists, n_lists, batch_input, name, sizeof name, out, err)))
         return rc;
-    if ((rc = read_other_inputs(rd, path, step, m, out, err))) return rc;
+    if ((rc = read_other_inputs(rd, path, step, m, lists, n_lists, out, err))) return rc;
     return stand_in ? stand_in_latents(path, name, out, err) : DRIFT_OK;
 }
 

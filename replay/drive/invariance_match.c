@@ -43,6 +43,23 @@ static int cmp_key(const void *pa, const void *pb) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
+/* The template of value label: drift_aten_unroll_template of its node's name (the label up to its
+ * first ':'), with the rest of the label kept (an autocast cast of a copy, "conv3d__b1:autocast:bf16",
+ * is the cast of "conv3d": "conv3d:autocast:bf16"); the copy's index into *j. */
+static int template_of(const char *label, char *buf, size_t n, int *j) {
+    const char *colon = strchr(label, ':');
+    const size_t len = colon ? (size_t)(colon - label) : strlen(label);
+    char node[DRIFT_MAX_FQN];
+    if (len >= sizeof node) return 0;
+    memcpy(node, label, len);
+    node[len] = 0;
+    const int kind = drift_aten_unroll_template(node, buf, n);
+    if (!kind) return 0;
+    *j = atoi(node + strlen(buf) + 3);
+    if (colon && strlen(buf) + strlen(colon) < n) strcat(buf, colon);
+    return kind;
+}
+
 /* The compute values of g as keys sorted by (label, op, rank), with counts; *n of them. pos >= 0
  * (the forward at another batch): a loop's iteration pos stands for iteration 0 (its label the
  * template's, kept in *names to free), the other iterations are left out. */
@@ -55,7 +72,8 @@ static key *keys_of(const drift_graph *g, int pos, char ***names, int *n_names, 
     if (!ks || !tmpl || !own) goto oom;
     for (int id = 0; pos >= 0 && id < total; id++) {
         const drift_value *v = drift_graph_value(g, id);
-        if (v->kind != DRIFT_VAL_NODE || !v->name || !drift_aten_unroll_template(v->name, buf, sizeof buf)) continue;
+        int j;
+        if (v->kind != DRIFT_VAL_NODE || !v->name || !template_of(v->name, buf, sizeof buf, &j)) continue;
         if (!(own[nn] = drift_malloc(strlen(buf) + 1))) goto oom;
         memcpy(own[nn], buf, strlen(buf) + 1);
         tmpl[nt++] = own[nn++];
@@ -68,11 +86,12 @@ static key *keys_of(const drift_graph *g, int pos, char ***names, int *n_names, 
          * index wrapped by the size of the batch's rows) */
         if (v->kind != DRIFT_VAL_NODE || moves_data(v->op.kind) || drift_dtype_is_int(v->dtype)) continue;
         const char *label = v->name ? v->name : "";
-        const int kind = pos >= 0 ? drift_aten_unroll_template(label, buf, sizeof buf) : 0;
+        int j = 0;
+        const int kind = pos >= 0 ? template_of(label, buf, sizeof buf, &j) : 0;
         if (kind == 'c') { /* chunks of rows: the same chunk as alone at position 0 only */
             if (pos > 0) continue;
         } else if (kind == 'b') {
-            if (atoi(label + strlen(buf) + 3) != pos) continue; /* another iteration: a pad row's */
+            if (j != pos) continue; /* another iteration: a pad row's */
             const char **t = bsearch(&(const char *){buf}, tmpl, (size_t)nt, sizeof *tmpl, cmp_str);
             if (!t) continue;
             label = *t;
@@ -105,7 +124,8 @@ oom:
  * sample's last rows and pad rows at once). */
 static int same_chunk(const drift_graph *ga, key a, const drift_graph *gb, key b) {
     char buf[DRIFT_MAX_FQN];
-    if (drift_aten_unroll_template(a.label, buf, sizeof buf) != 'c') return 1;
+    int j;
+    if (template_of(a.label, buf, sizeof buf, &j) != 'c') return 1;
     const drift_value *va = drift_graph_value(ga, a.id), *vb = drift_graph_value(gb, b.id);
     return va->ndim == vb->ndim && !memcmp(va->shape, vb->shape, (size_t)va->ndim * sizeof *va->shape);
 }

@@ -82,6 +82,11 @@ LAYOUT = {
     "JoyImageEditPlusTransformer3DModel": {"lists": {"shape_list"}},
     # x and cap_feats: one tensor per sample ([C, F, H, W], [L, D]), no batch dim; the output is a list too
     "ZImageTransformer2DModel": {"lists": {"x", "cap_feats"}, "main": "x", "list_output": True},
+    # hidden_states, condition_latents and encoder_hidden_states: one tensor per sample ([C, F, H, W],
+    # [L, D]); the output is a list of [C, F, H, W] (read from the recorded graph: user inputs NAME.0, an
+    # unbind of the batch before the output; not checked against the diffusers source here)
+    "WanAnimate2Transformer3DModel": {"lists": {"hidden_states", "condition_latents", "encoder_hidden_states"},
+                                      "main": "hidden_states", "list_output": True},
     "Cosmos3OmniTransformer": {"unbatched": "packs its samples into one sequence (vision_tokens: one entry per "
                                             "item, addressed by indexes into the packed sequence): no batch dim"},
 }

@@ -18,7 +18,15 @@
 #   * moe_nonzero.json: a MoE router's nonzero in a graph specialised to its data takes the count
 #     of each batch's data (it failed as it ran: "2 non-zero elements where the recording had 5");
 #   * two loops over the samples unrolled at the recorded batch (a slice per sample, an unbind
-#     per sample) are unrolled again at each batch, each position compared in its own iteration.
+#     per sample) are unrolled again at each batch, each position compared in its own iteration;
+#   * list_io.json: WanAnimate2's samples as lists (hidden_states.0/.1, condition_latents.0/.1, one
+#     tensor per sample, joined by a cat; the output a list of per-sample tensors), no latents:
+#     re-batched with one copy of the per-sample code per sample, invariant at 1, 2, 3 and
+#     CFG-joined, every position compared in its own copy (it was refused: "the model takes its
+#     samples as lists"); list_io_mix.json (a cumsum over the batch after the join) is named;
+#     list_linear.json (the same through a linear, bf16 plan): the autocast casts of each copy are
+#     compared as that copy's (position 1 compared a pad row's cast with the sample's: "values
+#     inside the forward change").
 set -u
 D="${DRIFT_BIN:?}"; T="${DRIFT_TESTDATA:?}"; PY="${PYTHON3:-/usr/bin/python3}"
 W="${DRIFT_TMP:-$(mktemp -d)}/invariance_rebatch_synthetic"; rm -rf "$W"; mkdir -p "$W"
@@ -197,4 +205,90 @@ cs = d["configurations"]
 assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
 print("  moe_nonzero: %s (%s)" % (d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
 PY
+# lists of samples (WanAnimate2): recorded through a copy of list_io.json with latents and text
+# embeddings added per row (drift record --synthetic needs them), whose trace then gets the list graph
+# without them (the elements are /buffers/input:hidden_states.0 ..., from the weights file)
+list_rec() { # list_rec GRAPH OUT.json WEIGHTS.safetensors: GRAPH with latents and text embeddings, and its weights
+"$PY" - "$@" <<'PY' || fail "list graphs"
+import json, random, struct, sys
+d = json.load(open(sys.argv[1]))
+def ph(n): return {"name": n, "op": "placeholder", "target": n, "args": [], "kwargs": {},
+                   "val": {"shape": [2, 3], "dtype": "float32"}, "module": ""}
+def op(n, t, a, s): return {"name": n, "op": "call_function", "target": t, "args": a, "kwargs": {},
+                            "val": {"shape": s, "dtype": "float32"}, "module": ""}
+nodes = [ph("x"), ph("e")]
+for v in d["nodes"]:  # z = j + tv + (x + e).view(2, 1, 3)
+    if v["name"] != "z":
+        nodes.append(v)
+        continue
+    nodes += [op("z0", v["target"], v["args"], v["val"]["shape"]), op("xe", "aten.add.Tensor", [{"node": "x"}, {"node": "e"}], [2, 3]),
+              op("xv", "aten.view.default", [{"node": "xe"}, [2, 1, 3]], [2, 1, 3]),
+              op("z", "aten.add.Tensor", [{"node": "z0"}, {"node": "xv"}], v["val"]["shape"])]
+d["nodes"] = nodes
+d["inputs"][:0] = [{"node": "x", "kind": "user_input", "target": "x", "role": "latents"},
+                   {"node": "e", "kind": "user_input", "target": "e", "role": "cond"}]
+json.dump(d, open(sys.argv[2], "w"))
+random.seed(7)
+hdr, data = {}, b""
+tensors = [("input:hidden_states.0", [2, 3]), ("input:hidden_states.1", [2, 3]), ("input:condition_latents.0", [1, 3]),
+           ("input:condition_latents.1", [1, 3])]
+tensors += [(i["target"], [3, 3] if i["target"].endswith("weight") else [3]) for i in d["inputs"] if i["kind"] == "parameter"]
+for name, dims in tensors:
+    n = dims[0] * (dims[1] if len(dims) > 1 else 1)
+    blob = struct.pack("<%df" % n, *[random.gauss(0, 1) for _ in range(n)])
+    hdr[name] = {"dtype": "F32", "shape": dims, "data_offsets": [len(data), len(data) + len(blob)]}
+    data += blob
+h = json.dumps(hdr).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+}
+# list_linear.json: the samples' cat through a linear under a bf16 plan (autocast casts in each copy)
+echo '{"name": "bf16", "fsdp_master_dtype": "fp32", "fsdp_reduce_dtype": "fp32", "diffusion_forward_dtype": "bf16",
+      "sglang_dit_precision": "bf16", "input_dtype_policy": {}, "param_dtype_patterns": []}' > "$W/plan_bf16.json"
+for r in io:list_io:plan linear:list_linear:plan_bf16; do
+  IFS=: read -r tag g pl <<< "$r"
+  list_rec "$T/graphs/rebatch/$g.json" "$W/list_$tag.json" "$W/list_$tag.safetensors"
+  "$D" record --synthetic "graph:$W/list_$tag.json" --steps 1 --trainer-plan "$W/$pl.json" --rollout-plan "$W/$pl.json" \
+    -o "$W/list_$tag.rec.h5" --weights "$W/list_$tag.safetensors" > "$W/list_$tag.txt" 2>&1 ||
+    { cat "$W/list_$tag.txt"; fail "record list_$tag"; }
+done
+for r in list_io:io list_io_mix:io list_linear:linear; do
+  IFS=: read -r g tag <<< "$r"
+  "$PY" - "$W/list_$tag.rec.h5" "$W/$g.h5" "$T/graphs/rebatch/$g.json" <<'PY' || fail "$g: trace"
+import shutil, sys
+import h5py, numpy as np
+shutil.copyfile(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for s in ("latents", "cond"):  # the list graph takes neither
+        for k in ("pre_cast", "post_cast"):
+            new = "input:unused_%s:%s" % (s, k)
+            f.move("sites/input:%s:%s" % (s, k), "sites/" + new)
+            g = f["sites/" + new]
+            g.attrs["name"] = np.bytes_(new.encode()) if isinstance(g.attrs["name"], bytes) else new
+    del f["graph"]
+    f.create_dataset("graph", data=np.bytes_(open(sys.argv[3], "rb").read()))
+PY
+done
+for g in list_io list_linear; do
+"$D" invariance "$W/$g.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/$g.out" 2> "$W/$g.err"; rc=$?
+[ "$rc" = 0 ] || { cat "$W/$g.err" "$W/$g.out"; fail "$g: exit $rc, expected 0 (invariant)"; }
+"$PY" - "$W/$g.out" "$g" <<'PY' || fail "$g: json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = d["configurations"]
+assert d["invariant"] and d["batch_input"] == "hidden_states" and d["recorded_batch"] == 2, (d["summary"], d.get("batch_input"))
+assert len(cs) == 6 and all(c["bitwise"] for c in cs), d["summary"]
+# each sample's copy of the per-sample code (the cat of its elements, the scale, its output rows) is
+# compared at every position, as many values as at position 0 (data movement is not compared)
+n0 = cs[0]["values_compared"]
+assert n0 >= 5 and all(c["values_compared"] == n0 for c in cs), [(c["name"], c["values_compared"]) for c in cs]
+print("  %s: %s (%d values, %s)" % (sys.argv[2], d["summary"], d["values_compared"],
+      ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
+PY
+done
+"$D" invariance "$W/list_io_mix.h5" --device cpu --batch 1,2 > "$W/list_mix.txt" 2>&1; rc=$?
+[ "$rc" = 1 ] && tail -n 1 "$W/list_mix.txt" | grep -q "^output changes with batch size: first at mix (cumsum, input \[2, 3, 3\] at batch 2 vs \[1, 3, 3\] alone)" ||
+  { cat "$W/list_mix.txt"; fail "list_io_mix: exit $rc, expected 1 naming the cumsum"; }
+echo "  list_io_mix: $(tail -n 1 "$W/list_mix.txt")"
 echo "invariance_rebatch_synthetic: ok"

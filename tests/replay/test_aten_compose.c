@@ -369,6 +369,19 @@ static void test_empty_operands(void **st) {
     assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
     if (!strstr(e.msg, "node 'e' is an empty tensor")) fail_msg("message: %s", e.msg);
     drift_aten_graph_free(gr);
+    /* cat([e], 1) whose 'val' has values: refused (it read a value that was never made: found by
+     * fuzz_aten_graph) */
+    char doc2[4096];
+    const char *sum = "\"aten.sum.dim_IntList\", \"args\": [{\"node\": \"e\"}, [1]]", *at = strstr(doc, sum);
+    assert_non_null(at);
+    snprintf(doc2, sizeof doc2, "%.*s\"aten.cat.default\", \"args\": [[{\"node\": \"e\"}], 1]%s", (int)(at - doc), doc,
+             at + strlen(sum));
+    drift_err_clear(&e);
+    gr = NULL;
+    assert_int_equal(drift_aten_graph_parse(doc2, strlen(doc2), "empty_cat.json", &gr, &e), DRIFT_OK);
+    assert_int_equal(drift_aten_graph_lower(gr, &sem, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, "every operand is an empty tensor")) fail_msg("message: %s", e.msg);
+    drift_aten_graph_free(gr);
     /* an empty buffer placeholder (Kandinsky5's rope table of an axis of width 0): no values read,
        a cat skips it */
     snprintf(doc, sizeof doc,

@@ -28,6 +28,7 @@
 
 #include "formats/plan.h"
 #include "kernels/backend.h"
+#include "replay/capture/aten_graph.h"
 #include "replay/capture/aten_model.h"
 #include "replay/exec/exec.h"
 #include "replay/ir/assign.h"
@@ -309,12 +310,110 @@ static void test_buffer_written_per_sample_is_named(void **state) {
 }
 
 /* list_samples.json (WanAnimate2: the samples as a list, hidden_states.0 the one recorded, joined
- * by a cat; the timestep holds the batch): refused naming the list and the join (the lowering at
- * batch 2 passed, the timestep's 2 rows broadcast against the one sample). */
-static void test_samples_as_a_list_are_named(void **state) {
+ * by a cat; y = cat([h.unsqueeze(0) for h in hidden_states]) + t.view(-1, 1, 1)): the list is one
+ * input [B, 4, 2] and the per-sample code runs once per sample at 1, 2 and 3 (it was refused
+ * naming the list and the join: "a batch of 2 is a list of 2"). y[b] = h[b] + t[b] bit for bit: a
+ * copy that picked another sample's element would put that sample's rows in row b. */
+static void test_samples_as_a_list_rebatch(void **state) {
     (void)state;
-    refused("list_samples.json", 2, "the model takes its samples as lists (user inputs hidden_states.0: one tensor per sample, 1 recorded)",
-            "node 3 'j' (aten.cat.default) in module '' joins them into a batch", "a batch of 2 is a list of 2", NULL);
+    drift_model *base = load("list_samples.json");
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+        assert_true(drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, "input:hidden_states") >= 0);
+        assert_true(drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, "input:hidden_states.0") < 0);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 3);
+        assert_int_equal(r.shape[0], B);
+        for (int64_t k = 0; k < r.numel; k++) {
+            const float want = ((float)k * 0.25f + 1.0f) + xval(k / 8); /* h (a buffer) + t (an input) */
+            if (r.f32[k] != want) fail_msg("batch %d: y[%lld] = %g, want %g", B, (long long)k, r.f32[k], want);
+        }
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
+/* list_io.json (WanAnimate2's lists at a recorded batch of 2: per sample cat([h_i, c_i]) * 2, joined;
+ * + t per row; unbind; rows 0..1 of each sample * 3, the output a list of per-sample tensors): at 1,
+ * 2 and 3 the output is the samples' outputs stacked, [B, 2, 3], each row from its own sample's
+ * elements (it was refused: the model takes its samples as lists). */
+static void test_list_output_rebatches(void **state) {
+    (void)state;
+    drift_model *base = load("list_io.json");
+    base->cfg.batch = 2; /* no latents: the recorded batch is the lists' length (drift invariance sets it) */
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 3);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], 2);
+        assert_int_equal(r.shape[2], 3);
+        for (int64_t k = 0; k < r.numel; k++) {
+            const float h = (float)k * 0.25f + 1.0f; /* input:hidden_states [B, 2, 3]: element k of row k / 6 */
+            const float want = (h * 2.0f + xval(k / 6)) * 3.0f;
+            if (r.f32[k] != want) fail_msg("batch %d: y[%lld] = %g, want %g", B, (long long)k, r.f32[k], want);
+        }
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
+/* list_unlike_shapes.json / list_unlike_ops.json: the two recorded samples' elements differ in
+ * shape (hidden_states.1 one row, padded) or their code in an op's constant (sample 1 scaled by 5):
+ * the samples of another batch would run sample 0's code, so both are refused naming why. */
+static void test_unlike_list_samples_are_refused(void **state) {
+    (void)state;
+    const char *files[] = {"list_unlike_shapes.json", "list_unlike_ops.json"};
+    const char *want[][3] = {{"the elements of list 'hidden_states' differ", "node 'h0' (hidden_states.0) is [2, 3] float32",
+                              "node 'h1' (hidden_states.1) is [1, 3] float32"},
+                             {"the per-sample code of sample 1 differs from sample 0's at node 'm1' (aten.mul.Tensor)",
+                              "where sample 0 has node 'm0' (aten.mul.Tensor)", "only samples whose code is alike"}};
+    for (int f = 0; f < 2; f++) {
+        drift_model *base = load(files[f]), *m = NULL;
+        base->cfg.batch = 2;
+        drift_err e;
+        assert_int_equal(rebatch(base, 2, &m, &e), DRIFT_E_INPUT);
+        assert_null(m);
+        for (int k = 0; k < 3; k++)
+            if (!strstr(e.msg, want[f][k])) fail_msg("%s: expected '%s' in: %s", files[f], want[f][k], e.msg);
+        drift_model_free(base);
+    }
+}
+
+/* The probe alone (no list pass: the fuzz harness's path) on list_io.json refuses naming the lists
+ * and their join, node 11 'j' (the cat of the samples); it named node 5 'e0', the per-sample cat of
+ * hidden_states.0 and condition_latents.0, which also joins 2 tensors along dim 0. */
+static void test_probe_names_the_join_of_the_samples(void **state) {
+    (void)state;
+    char path[1024];
+    const char *td = getenv("DRIFT_TESTDATA");
+    snprintf(path, sizeof path, "%s/graphs/rebatch/list_io.json", td ? td : "tests/data");
+    size_t len = 0;
+    char *json = test_slurp(path, &len);
+    assert_non_null(json);
+    drift_aten_graph *g = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    assert_int_equal(drift_aten_graph_parse(json, len, path, &g, &e), 0);
+    const int n = drift_aten_graph_node_count(g);
+    int *dims = calloc((size_t)n + 1, sizeof *dims);
+    unsigned char *lead = calloc((size_t)n + 1, 1);
+    assert_int_equal(drift_aten_rebatch_probe(g, NULL, 2, dims, lead, &e), DRIFT_E_INPUT);
+    if (!strstr(e.msg, "user inputs hidden_states.0, condition_latents.0: one tensor per sample, 2 recorded") ||
+        !strstr(e.msg, "node 11 'j' (aten.cat.default) in module '' joins them into a batch"))
+        fail_msg("%s", e.msg);
+    free(dims);
+    free(lead);
+    drift_aten_graph_free(g);
+    free(json);
 }
 
 int main(void) {
@@ -331,7 +430,10 @@ int main(void) {
         cmocka_unit_test(test_output_without_the_batch_is_named),
         cmocka_unit_test(test_buffer_written_per_sample_is_named),
         cmocka_unit_test(test_alike_writes_per_sample_are_unrolled),
-        cmocka_unit_test(test_samples_as_a_list_are_named),
+        cmocka_unit_test(test_samples_as_a_list_rebatch),
+        cmocka_unit_test(test_list_output_rebatches),
+        cmocka_unit_test(test_unlike_list_samples_are_refused),
+        cmocka_unit_test(test_probe_names_the_join_of_the_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
