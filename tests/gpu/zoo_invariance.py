@@ -344,7 +344,9 @@ def main():
                                                                         e.get("message"))})()
         if dj is None:
             err = [x for x in p.stderr.splitlines() if x.startswith("drift") and "libraries:" not in x]
-            row["error"] = "drift: " + (err[-1] if err else p.stderr.strip()[-200:])[:240]
+            msg = err[-1] if err else p.stderr.strip()[-400:]
+            # the reason comes last in drift's messages (file, graph, node, then why): keep both ends
+            row["error"] = "drift: " + (msg if len(msg) <= 600 else msg[:200] + " ... " + msg[-400:])
             tv.pop("repeat", None)
             tv.pop("first_module", None)
             row["torch"] = {k: v[1] for k, v in tv.items()}
