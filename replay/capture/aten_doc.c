@@ -84,12 +84,25 @@ static int check_arg(const drift_aten_graph *g, int i, const drift_json_value *v
         return DRIFT_OK;
     }
     if (!strcmp(k, "sym")) return aten_node_fail(g, i, err, "symbolic size (export with static shapes)");
+    /* repr: an object the recorder could not encode (a higher-order op's function, a block
+     * mask); dict: a dict argument (flex attention's kernel_options). Well-formed here; the
+     * op that takes them is listed among the ops drift cannot run, or its lowering names
+     * the argument it cannot read. */
     if (!strcmp(k, "float") || !strcmp(k, "dtype") || !strcmp(k, "device") || !strcmp(k, "layout") ||
-        !strcmp(k, "memory_format")) {
+        !strcmp(k, "memory_format") || !strcmp(k, "repr")) {
         if (x->type != DRIFT_JSON_STRING) return aten_node_fail(g, i, err, "{\"%s\": ...} needs a string", k);
         return DRIFT_OK;
     }
-    return aten_node_fail(g, i, err, "unknown argument tag '%s' at line %d", k, v->line);
+    if (!strcmp(k, "dict")) {
+        if (x->type != DRIFT_JSON_OBJECT) return aten_node_fail(g, i, err, "{\"dict\": ...} needs an object");
+        for (size_t m = 0; m < x->n_members; m++) {
+            int rc = check_arg(g, i, &x->members[m].value, err);
+            if (rc) return rc;
+        }
+        return DRIFT_OK;
+    }
+    return aten_node_fail(g, i, err, "unknown argument tag '%s' at line %d (expected node, float, dtype, device, "
+                                     "layout, memory_format, repr or dict)", k, v->line);
 }
 
 static const char *opt_str(const drift_json_value *o, const char *key) {
