@@ -24,6 +24,9 @@ cleanup() {
     tm kill-server 2>/dev/null || true
 }
 trap cleanup EXIT
+# a session that lives as long as the test (killing the last 'top' session would make the
+# server exit while the next tmux command reaches it: 'server exited unexpectedly')
+tm new-session -d -s keepalive -x 20 -y 5 'sleep 3600'
 # row_is NAME MEAN MAX: the table shows NAME with these mean and max |diff|
 row_is() {
     tm capture-pane -p -t top >"$T/screen.txt" 2>/dev/null &&

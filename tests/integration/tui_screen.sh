@@ -17,6 +17,10 @@ rm -rf "$T" && mkdir -p "$T"
 SOCK="drift-test-$$"
 tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
 trap 'tm kill-server 2>/dev/null || true' EXIT
+# a session that lives as long as the test: killing the last 'top' session would make the
+# server exit, and the next tmux command can reach it while it exits ('server exited
+# unexpectedly', seen once under ASan in CI)
+tm new-session -d -s keepalive -x 20 -y 5 'sleep 3600'
 fail() {
     echo "FAIL: $*" >&2
     echo "--- screen:" >&2
