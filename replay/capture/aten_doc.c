@@ -393,3 +393,16 @@ int drift_aten_graph_input_count(const drift_aten_graph *g) { return g ? g->n_in
 const drift_aten_input *drift_aten_graph_input(const drift_aten_graph *g, int i) {
     return g && i >= 0 && i < g->n_inputs ? &g->inputs[i] : NULL;
 }
+
+void aten_json_val_lead(drift_json_buf *b, int64_t lead, const drift_json_value *shape, const char *dtype) {
+    drift_json_buf_add_key(b, "val");
+    drift_json_buf_begin_object(b);
+    drift_json_buf_add_key(b, "shape");
+    drift_json_buf_begin_array(b);
+    drift_json_buf_add_int(b, lead);
+    for (size_t d = 0; shape && shape->type == DRIFT_JSON_ARRAY && d < shape->n_items; d++)
+        drift_json_buf_add_value(b, &shape->items[d]);
+    drift_json_buf_end_array(b);
+    drift_json_buf_field_string(b, "dtype", dtype);
+    drift_json_buf_end_object(b);
+}

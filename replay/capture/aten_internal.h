@@ -49,6 +49,10 @@ int aten_find(const drift_aten_graph *g, const char *name);
 /* mark[k] = 1 for node i and every node it depends on (refs point backwards), else 0; mark holds
  * g->n bytes (aten_rebatch.c). */
 void aten_ancestors(const drift_aten_graph *g, int i, unsigned char *mark);
+/* Writes a node's "val" member, {"shape": [lead, shape...], "dtype": dtype}: a tensor of the
+ * recorded shape (a JSON array, or NULL for none) with a leading batch of lead (the list and
+ * unroll passes' stacked inputs). b: the caller's. */
+void aten_json_val_lead(drift_json_buf *b, int64_t lead, const drift_json_value *shape, const char *dtype);
 /* Sets err (DRIFT_E_INPUT) to "SRC: node I 'NAME' (TARGET) in module 'M': MSG"; returns the code. */
 int aten_node_fail(const drift_aten_graph *g, int i, drift_err *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

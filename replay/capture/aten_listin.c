@@ -183,15 +183,7 @@ static void put_stacked(drift_json_buf *b, const drift_aten_graph *g, const drif
     drift_json_buf_add_key(b, "kwargs");
     drift_json_buf_begin_object(b);
     drift_json_buf_end_object(b);
-    drift_json_buf_add_key(b, "val");
-    drift_json_buf_begin_object(b);
-    drift_json_buf_add_key(b, "shape");
-    drift_json_buf_begin_array(b);
-    drift_json_buf_add_int(b, l->count);
-    for (size_t d = 0; s0 && d < s0->n_items; d++) drift_json_buf_add_value(b, &s0->items[d]);
-    drift_json_buf_end_array(b);
-    drift_json_buf_field_string(b, "dtype", dtype_of(e0));
-    drift_json_buf_end_object(b);
+    aten_json_val_lead(b, l->count, s0, dtype_of(e0));
     drift_json_buf_field_string(b, "module", "");
     drift_json_buf_end_object(b);
 }

@@ -28,6 +28,7 @@
 
 #include "formats/alloc.h"
 #include "formats/json.h"
+#include "replay/capture/aten_internal.h"
 
 typedef struct un_node {
     const drift_json_value *obj; /* the node object */
@@ -642,15 +643,8 @@ static void put_list_output(drift_json_buf *b, const un_ctx *c, int k) {
     drift_json_buf_add_key(b, "kwargs");
     drift_json_buf_begin_object(b);
     drift_json_buf_end_object(b);
-    drift_json_buf_add_key(b, "val");
-    drift_json_buf_begin_object(b);
-    drift_json_buf_add_key(b, "shape");
-    drift_json_buf_begin_array(b);
-    drift_json_buf_add_int(b, src->n1); /* the recorded batch: the re-batching finds the batch in dim 0 */
-    for (size_t d = 0; s0 && s0->type == DRIFT_JSON_ARRAY && d < s0->n_items; d++) put(b, &s0->items[d], NULL);
-    drift_json_buf_end_array(b);
-    drift_json_buf_field_string(b, "dtype", dt ? dt : "float32");
-    drift_json_buf_end_object(b);
+    /* the recorded batch leads: the re-batching finds the batch in dim 0 */
+    aten_json_val_lead(b, src->n1, s0, dt ? dt : "float32");
     drift_json_buf_field_string(b, "module", "");
     drift_json_buf_end_object(b);
     drift_json_buf_begin_object(b); /* the output node, returning the stack */
