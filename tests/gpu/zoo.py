@@ -82,10 +82,19 @@ def island_modules(m, patterns):
     return None, []
 
 
+def is_float_list(v):
+    """A list of floating tensors (diffusers' list-of-samples inputs, e.g. WanAnimate-2's hidden_states)."""
+    return (isinstance(v, (list, tuple)) and len(v) > 0
+            and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in v))
+
+
 def step_inputs(kw, main, step):
     out = {}
     for k, v in kw.items():
-        if isinstance(v, torch.Tensor):
+        if step and k == main and is_float_list(v):
+            g = torch.Generator("cpu").manual_seed(100 + step)
+            v = [torch.randn(t.shape, generator=g).to(t.device, t.dtype) for t in v]
+        elif isinstance(v, torch.Tensor):
             v = v.clone()
             if step and k == main and v.is_floating_point():
                 g = torch.Generator("cpu").manual_seed(100 + step)
@@ -111,6 +120,9 @@ def nudge(kw, main, every=False):
     """kw with main's middle element moved up by one bf16 ULP (every=True: each element of
     main: the fallback when the output does not depend on the middle one)."""
     k2 = dict(kw)
+    if is_float_list(kw[main]):  # a list of samples: nudge the first one
+        k2[main] = [nudge({main: kw[main][0]}, main, every)[main]] + list(kw[main][1:])
+        return k2
     x = kw[main].clone()
     if every:
         a = x.detach().abs().float().clamp_min(1.0e-30)
@@ -143,8 +155,10 @@ def record(entry, out):
         return row
     row["built"] = True
     row["params"] = sum(p.numel() for p in m.parameters())
-    if main not in kw or not isinstance(kw[main], torch.Tensor) or not kw[main].is_floating_point():
-        main = next((k for k, v in kw.items() if isinstance(v, torch.Tensor) and v.is_floating_point()), main)
+    main_ok = main in kw and (is_float_list(kw[main]) or (isinstance(kw[main], torch.Tensor) and kw[main].is_floating_point()))
+    if not main_ok:
+        main = next((k for k, v in kw.items()
+                     if is_float_list(v) or (isinstance(v, torch.Tensor) and v.is_floating_point())), main)
     row["main"] = main
     try:  # eager, unsharded: the model runs at all
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
@@ -230,7 +244,7 @@ def _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row):
                     a = first_tensor(m(**k)).float()
                     b = first_tensor(m(**nudge(k, main))).float()
                     fl = float((a - b).abs().mean())
-                    if fl == 0.0 and torch.is_floating_point(k[main]):  # the middle element does not reach the output
+                    if fl == 0.0 and (is_float_list(k[main]) or torch.is_floating_point(k[main])):  # the middle element does not reach the output
                         b = first_tensor(m(**nudge(k, main, every=True))).float()
                         fl = float((a - b).abs().mean())
                     floors.append(fl)
