@@ -16,6 +16,7 @@ composites, ops left whole, seconds, or the reason it failed).
 """
 import argparse
 import fnmatch
+import gzip
 import json
 import math
 import os
@@ -232,6 +233,9 @@ def _record_sharded(m, kw, main, pat, island, per_block, tag, p, path, row):
         with Recorder(path, side="trainer", run_id="zoo-" + tag, family="graph", plan=p, options=REC_OPTS) as rec:
             rec.record_params(m)
             g = rec.capture_graph(m, step_inputs(kw, main, 0))
+            if g is not None and os.environ.get("ZOO_GRAPH_DUMP"):  # the graph alone (a trace too big to bring back)
+                with gzip.open(os.path.join(os.path.dirname(path), "graph.json.gz"), "wt") as f:
+                    json.dump(g, f, default=lambda o: {"repr": repr(o)[:200]})
             rec.watch(m, outputs=WATCH or blocks)
             for s in range(STEPS):
                 k = step_inputs(kw, main, s)

@@ -259,8 +259,9 @@ def torch_verdicts(entry, batches, island_pat):
             o = run(rows_for(kw, names, b0, b, pos, main, 1234 + b, lay))[pos]
             nd = int((o != ref).sum())
             out["batch %d, position %d" % (b, pos)] = (nd == 0, nd, o.numel())
-    if out.get("batch 2, position 0", (True,))[0] is False:
-        out["first_module"] = first_divergent_module(m, run, alone(kw, names, b0, lay=lay), rows_for(kw, names, b0, 2, 0, main, 1236, lay))
+            if nd and pos == 0:  # PyTorch's own first module whose row 0 changes at this batch
+                out["first_module batch %d" % b] = first_divergent_module(
+                    m, run, alone(kw, names, b0, lay=lay), rows_for(kw, names, b0, b, 0, main, 1234 + b, lay))
     if any(ROLE_OF_KWARG.get(k) == "cond" for k in names):
         o = run(cfg_pair(kw, names, b0, lay))
         ref_u = run(alone(kw, names, b0, zero_cond=True, lay=lay))[0]
@@ -348,7 +349,8 @@ def main():
             # the reason comes last in drift's messages (file, graph, node, then why): keep both ends
             row["error"] = "drift: " + (msg if len(msg) <= 600 else msg[:200] + " ... " + msg[-400:])
             tv.pop("repeat", None)
-            tv.pop("first_module", None)
+            for k in [k for k in tv if k.startswith("first_module")]:
+                tv.pop(k)
             row["torch"] = {k: v[1] for k, v in tv.items()}
             if "island" in tv:
                 row["torch_island_changes_output"] = not tv["island"][0]
@@ -358,9 +360,8 @@ def main():
             continue
         dc = {c["name"]: c for c in dj.get("configurations", [])}
         row["configs"] = []
-        fm = tv.pop("first_module", None)
-        if fm:
-            row["torch_first_module_batch2"] = fm
+        for k in [k for k in tv if k.startswith("first_module")]:
+            row["torch_" + k.replace(" ", "_")] = tv.pop(k)
         rep = tv.pop("repeat", None)
         if rep is not None:
             row["torch_deterministic"] = rep[0]
@@ -437,6 +438,9 @@ def parent(a):
                 continue
             for c in r["configs"]:
                 tv = "bitwise" if c["torch_bitwise"] else "%d of %d differ" % (c["torch_n_diff"], c["numel"])
+                fm = r.get("torch_first_module_batch_%s" % c["name"].split(",")[0].split(" ")[-1])
+                if fm and not c["torch_bitwise"] and c["name"].endswith("position 0"):
+                    tv += " (first module: %s)" % fm
                 dv = ("not run" if c["drift_output_bitwise"] is None else "bitwise" if c["drift_output_bitwise"]
                       else "%s of %d differ" % (c["drift_n_diff"], c["numel"]))
                 fd = c["drift_first_node"]
