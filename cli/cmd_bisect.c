@@ -156,6 +156,7 @@ int drift_cmd_bisect(int argc, char **argv) {
     drift_cli_kernels kp;
     if (drift_cli_kernels_pick("bisect", o.lib.devices ? o.lib.devices : dev, kernels, drift_cli_trace_from_torch(o.trace), &kp))
         return 2;
+    drift_cli_kernels_add_recorded(o.trace, o.lib.devices ? o.lib.devices : dev, &kp);
     o.lib.kernels = kp.profile;
     o.kernels_why = kp.why;
     if (dev) {

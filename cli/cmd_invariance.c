@@ -147,7 +147,8 @@ int drift_cmd_invariance(int argc, char **argv) {
     memset(&kp, 0, sizeof kp);
     if (!is_ref && drift_cli_kernels_pick("invariance", device, kernels, drift_cli_trace_from_torch(o.trace), &kp))
         return 2;
-    char spec[96] = "ref";
+    if (!is_ref) drift_cli_kernels_add_recorded(o.trace, device, &kp);
+    char spec[192] = "ref";
     drift_err err;
     drift_err_clear(&err);
     if (!is_ref && drift_backend_spec_with_kernels(device, kp.profile, spec, sizeof spec, &err))

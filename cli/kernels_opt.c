@@ -51,6 +51,26 @@ int drift_cli_kernels_pick(const char *cmd, const char *device, const char *kern
     return 0;
 }
 
+void drift_cli_kernels_add_recorded(const char *trace, const char *device, drift_cli_kernels *out) {
+    if (!out || !out->profile || strcmp(out->profile, "torch") != 0) return;
+    if (device && (strstr(device, "cublas_ws=") || strstr(device, "lt_ws_kib="))) return;
+    drift_trace_reader *r = NULL;
+    if (!trace || drift_trace_reader_open(&r, trace, DRIFT_TRACE_OPEN_NORMAL, NULL)) return;
+    drift_libraries l;
+    int present = 0;
+    int ok = drift_trace_read_libraries(r, &l, &present, NULL) == DRIFT_OK && present;
+    drift_trace_reader_close(r);
+    if (!ok || (l.cublas_workspace <= 0 && l.cublaslt_workspace <= 0)) return;
+    int n = snprintf(out->spec, sizeof out->spec, "torch");
+    if (l.cublas_workspace > 0)
+        n += snprintf(out->spec + n, sizeof out->spec - (size_t)n, ":cublas_ws=%lld", (long long)l.cublas_workspace);
+    if (l.cublaslt_workspace > 0)
+        snprintf(out->spec + n, sizeof out->spec - (size_t)n, ":lt_ws_kib=%lld", (long long)(l.cublaslt_workspace / 1024));
+    out->profile = out->spec;
+    size_t w = strlen(out->why);
+    snprintf(out->why + w, sizeof out->why - w, "%sthe recording's GEMM workspaces: %s", w ? "; " : "", out->spec + 6);
+}
+
 int drift_cli_trace_from_torch(const char *path) {
     drift_trace_reader *r = NULL;
     if (!path || drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, NULL)) return 0;

@@ -17,7 +17,8 @@ typedef struct drift_cli_kernels {
     const char *profile; /* for the library (replay/bisect opts .kernels): "exact", "torch", or NULL (not
                             CUDA, or the --device spec names kernels= itself) */
     char shown[8];       /* the profile that will run: "exact", "torch"; "" off CUDA */
-    char why[96];        /* "--kernels", "--device ...:kernels=", "default: ..." */
+    char why[192];       /* "--kernels", "--device ...:kernels=", "default: ..."; the recorded workspaces */
+    char spec[96];       /* profile with options ("torch:cublas_ws=N"): drift_cli_kernels_add_recorded */
 } drift_cli_kernels;
 
 /* The profile for device (a --device spec or a --devices list; NULL: cpu),
@@ -33,5 +34,16 @@ int drift_cli_kernels_pick(const char *cmd, const char *device, const char *kern
  * the Python recorder); 0 otherwise, also when it cannot be read (the
  * command reports that when it opens the trace itself). */
 int drift_cli_trace_from_torch(const char *path);
+
+/* Under the torch profile, the GEMM workspaces the recording's torch ran with
+ * (its /libraries: cublas_workspace_bytes, cublaslt_workspace_bytes, set by
+ * CUBLAS_WORKSPACE_CONFIG / CUBLASLT_WORKSPACE_SIZE) become the profile's
+ * options: out->profile points to out->spec ("torch:cublas_ws=N:lt_ws_kib=K")
+ * and out->why says so. They choose cuBLAS's algorithms (split-K needs
+ * workspace): without them a run with CUBLAS_WORKSPACE_CONFIG=:16:8 (the
+ * deterministic setting) does not replay bitwise. Nothing changes when the
+ * profile is not torch, the trace recorded none or cannot be read, or the
+ * device spec sets cublas_ws= or lt_ws_kib= itself. */
+void drift_cli_kernels_add_recorded(const char *trace, const char *device, drift_cli_kernels *out);
 
 #endif

@@ -36,6 +36,11 @@ void drift_cli_json_libraries(drift_json_buf *b, const drift_libraries *l) {
     field_str(b, "inductor_mode", l->compiled ? l->inductor_mode : NULL);
     if (l->compiled) drift_json_buf_field_string(b, "compiled_modules", l->compiled_modules);
     else drift_json_buf_field_null(b, "compiled_modules");
+    /* torch's GEMM workspaces when the run set them (CUBLAS_WORKSPACE_CONFIG, CUBLASLT_WORKSPACE_SIZE) */
+    if (l->cublas_workspace > 0) drift_json_buf_field_int(b, "cublas_workspace_bytes", l->cublas_workspace);
+    else drift_json_buf_field_null(b, "cublas_workspace_bytes");
+    if (l->cublaslt_workspace > 0) drift_json_buf_field_int(b, "cublaslt_workspace_bytes", l->cublaslt_workspace);
+    else drift_json_buf_field_null(b, "cublaslt_workspace_bytes");
     drift_json_buf_end_object(b);
 }
 
@@ -61,4 +66,7 @@ void drift_cli_text_libraries(FILE *f, const char *indent, const char *label, co
         fprintf(f, "%s%*s cuBLASLt %s, cuDNN %s\n", indent, (int)strlen(label) - 1, "",
                 l->cublaslt_path[0] ? drift_libraries_escape(l->cublaslt_path, p1, sizeof p1) : "(path unknown)",
                 l->cudnn_path[0] ? drift_libraries_escape(l->cudnn_path, p2, sizeof p2) : "(path unknown)");
+    if (l->cublas_workspace > 0 || l->cublaslt_workspace > 0)
+        fprintf(f, "%s%*s GEMM workspaces: cuBLAS %lld bytes, cuBLASLt %lld bytes (0: torch's default)\n", indent,
+                (int)strlen(label) - 1, "", (long long)l->cublas_workspace, (long long)l->cublaslt_workspace);
 }

@@ -42,6 +42,14 @@ typedef struct drift_libraries {
     int compiled;
     char inductor_mode[DRIFT_LIBRARIES_MODE_MAX];        /* "default", "max-autotune", ...; "" unknown */
     char compiled_modules[DRIFT_LIBRARIES_PATH_MAX];     /* comma-separated FQNs, "<model>" for the root module */
+    /* The GEMM workspaces torch ran with (docs/format.md 2.1), bytes, 0 when
+     * unknown or torch's default: they choose cuBLAS's and cuBLASLt's
+     * algorithms (split-K needs workspace), so a replay under the torch
+     * profile must use the same. cublas_workspace: what
+     * CUBLAS_WORKSPACE_CONFIG set (":16:8" = 128 KiB, the setting of
+     * deterministic runs); cublaslt_workspace: CUBLASLT_WORKSPACE_SIZE. */
+    int64_t cublas_workspace;
+    int64_t cublaslt_workspace;
 } drift_libraries;
 
 /* Zeroes *l (every field unknown). */

@@ -35,6 +35,22 @@ static int read_i64(hid_t g, const char *name, int64_t *dst, const char *file, d
     return DRIFT_OK;
 }
 
+/* A workspace size in bytes (0: unknown) into dst, if present: 0..16 GiB. */
+static int read_ws(hid_t g, const char *name, int64_t *dst, const char *file, drift_err *err) {
+    if (!tr_attr_exists(g, name)) return DRIFT_OK;
+    int64_t v = 0;
+    int rc = tr_read_attr_i64(g, name, &v, file, TR_LIBRARIES, err);
+    if (rc) return rc;
+    if (v < 0 || v > ((int64_t)1 << 34)) {
+        char w[600];
+        snprintf(w, sizeof w, "%s:%s", file, TR_LIBRARIES);
+        return drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"%s\": expected a size in bytes 0..16 GiB, found %lld",
+                             name, (long long)v);
+    }
+    *dst = v;
+    return DRIFT_OK;
+}
+
 int drift_trace_read_libraries(drift_trace_reader *r, drift_libraries *out, int *present, drift_err *err) {
     tr_h5_quiet();
     if (!r || !out || !present) return drift_err_set(err, DRIFT_E_INTERNAL, NULL, "read_libraries: NULL argument");
@@ -63,6 +79,8 @@ int drift_trace_read_libraries(drift_trace_reader *r, drift_libraries *out, int 
         rc = drift_err_set(err, DRIFT_E_INPUT, w, "attribute \"compiled\": expected 0 or 1, found %lld", (long long)compiled);
     }
     out->compiled = (int)compiled;
+    if (!rc) rc = read_ws(g, "cublas_workspace_bytes", &out->cublas_workspace, r->path, err);
+    if (!rc) rc = read_ws(g, "cublaslt_workspace_bytes", &out->cublaslt_workspace, r->path, err);
     for (int k = 0; k < 5 && !rc; k++) rc = read_i64(g, vnames[k], &v[k], r->path, err);
     if (!rc && tr_attr_exists(g, "compute_capability")) {
         rc = tr_read_attr_i64v(g, "compute_capability", cc, 2, &ncc, r->path, TR_LIBRARIES, err);

@@ -912,7 +912,9 @@ int drift_trace_writer_set_libraries(drift_trace_writer *w, const drift_librarie
         tr_write_attr_i64(g, "cudnn", lib->cudnn_version) || tr_write_attr_str(g, "torch", lib->torch_version) ||
         tr_write_attr_str(g, "cublaslt_path", lib->cublaslt_path) || tr_write_attr_str(g, "cudnn_path", lib->cudnn_path) ||
         (lib->compiled && (tr_write_attr_i64(g, "compiled", 1) || tr_write_attr_str(g, "inductor_mode", lib->inductor_mode) ||
-                           tr_write_attr_str(g, "compiled_modules", lib->compiled_modules))))
+                           tr_write_attr_str(g, "compiled_modules", lib->compiled_modules))) ||
+        (lib->cublas_workspace > 0 && tr_write_attr_i64(g, "cublas_workspace_bytes", lib->cublas_workspace)) ||
+        (lib->cublaslt_workspace > 0 && tr_write_attr_i64(g, "cublaslt_workspace_bytes", lib->cublaslt_workspace)))
         rc = wfail(w, err, TR_LIBRARIES, "cannot write the attributes");
     H5Gclose(g);
     return rc;

@@ -696,6 +696,8 @@ int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc
 }
 
 void drift_rec_merge_compiled(const drift_recorder *r, drift_libraries *l) {
+    l->cublas_workspace = r->cublas_ws;
+    l->cublaslt_workspace = r->cublaslt_ws;
     if (!r->compiled) return;
     l->compiled = 1;
     snprintf(l->inductor_mode, sizeof l->inductor_mode, "%s", r->inductor_mode);
@@ -728,6 +730,35 @@ int drift_recorder_set_compiled(drift_recorder *r, const char *inductor_mode, co
     if (!rc) rc = lib_str(ca.modules, sizeof ca.modules, modules, "compiled_modules", &e);
     if (rc) return finish(rc, &e, err);
     return finish(pre_start(r, "set_compiled", do_set_compiled, &ca, &e), &e, err);
+}
+
+typedef struct blas_ws_args {
+    drift_recorder *r;
+    int64_t cublas, cublaslt;
+} blas_ws_args;
+
+/* Under h5mu, before /libraries is written. */
+static int do_set_blas_workspace(drift_trace_writer *w, const void *a, drift_err *err) {
+    (void)w;
+    const blas_ws_args *ba = a;
+    if (ba->r->libs_set)
+        return drift_err_set(err, DRIFT_E_USAGE, "set_blas_workspace", "call it before set_libraries (/libraries is written)");
+    ba->r->cublas_ws = ba->cublas;
+    ba->r->cublaslt_ws = ba->cublaslt;
+    return DRIFT_OK;
+}
+
+int drift_recorder_set_blas_workspace(drift_recorder *r, int64_t cublas_bytes, int64_t cublaslt_bytes, drift_err *err) {
+    drift_err e;
+    drift_err_clear(&e);
+    const int64_t lim = (int64_t)1 << 34;
+    if (cublas_bytes < 0 || cublas_bytes > lim || cublaslt_bytes < 0 || cublaslt_bytes > lim)
+        return finish(drift_err_set(&e, DRIFT_E_USAGE, "set_blas_workspace",
+                                    "workspace sizes %lld, %lld: expected 0..16 GiB bytes each (0: unknown)",
+                                    (long long)cublas_bytes, (long long)cublaslt_bytes),
+                      &e, err);
+    blas_ws_args ba = {.r = r, .cublas = cublas_bytes, .cublaslt = cublaslt_bytes};
+    return finish(pre_start(r, "set_blas_workspace", do_set_blas_workspace, &ba, &e), &e, err);
 }
 
 int drift_recorder_start(drift_recorder *r, drift_err *err) {

@@ -202,6 +202,13 @@ int drift_recorder_set_libraries(drift_recorder *r, const char *gpu_name, int cc
  * modules' FQNs, comma-separated ("<model>" the root module; at most 1023 bytes).
  * Written with /libraries; before the start and before set_libraries. */
 int drift_recorder_set_compiled(drift_recorder *r, const char *inductor_mode, const char *modules, drift_err *err);
+/* The GEMM workspaces the recorded forward's torch ran with, in bytes (0:
+ * unknown, torch's default): cuBLAS's (what CUBLAS_WORKSPACE_CONFIG set) and
+ * cuBLASLt's (CUBLASLT_WORKSPACE_SIZE). They choose the GEMM algorithms, so
+ * a replay under the torch profile uses them (docs/format.md "/libraries":
+ * cublas_workspace_bytes, cublaslt_workspace_bytes). Written with
+ * /libraries; before the start and before set_libraries. */
+int drift_recorder_set_blas_workspace(drift_recorder *r, int64_t cublas_bytes, int64_t cublaslt_bytes, drift_err *err);
 /* drift-sum64 (formats/hash64.h) of nbytes at data into *out: host memory
  * (on_device 0, several threads) or CUDA device memory (on_device 1, on
  * stream, a cudaStream_t or NULL; waits). The same bytes give the same hash

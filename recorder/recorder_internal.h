@@ -142,6 +142,7 @@ struct drift_recorder {
     int compiled;               /* under h5mu: drift_recorder_set_compiled; merged into /libraries */
     char inductor_mode[DRIFT_LIBRARIES_MODE_MAX];
     char compiled_modules[DRIFT_LIBRARIES_PATH_MAX];
+    int64_t cublas_ws, cublaslt_ws; /* under h5mu: drift_recorder_set_blas_workspace (bytes, 0 unknown) */
     int step_open;
     int64_t step, last_step;    /* open step; last begun (-1) */
     int step_store;             /* open step matches store_steps */
@@ -212,7 +213,7 @@ int drift_rec_cuda_device(drift_recorder *r);
  * captures (the GPU of those, the driver, and cuBLASLt / cuBLAS / cuDNN when
  * the process has them loaded, by dlsym), 0 otherwise. */
 int drift_rec_identity(drift_recorder *r, drift_libraries *out);
-/* r's drift_recorder_set_compiled into l (under h5mu). */
+/* r's drift_recorder_set_compiled and drift_recorder_set_blas_workspace into l (under h5mu). */
 void drift_rec_merge_compiled(const drift_recorder *r, drift_libraries *l);
 
 #endif

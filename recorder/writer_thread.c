@@ -37,7 +37,7 @@ int drift_rec_writer_start_trace(drift_recorder *r, drift_err *err) {
         int known = drift_rec_identity(r, &libs);
         if (!known) drift_libraries_init(&libs);
         drift_rec_merge_compiled(r, &libs); /* a compiled CPU run still says so */
-        if (known || r->compiled) rc = drift_trace_writer_set_libraries(r->w, &libs, err);
+        if (known || r->compiled || r->cublas_ws || r->cublaslt_ws) rc = drift_trace_writer_set_libraries(r->w, &libs, err);
     }
     if (rc == DRIFT_OK) rc = drift_trace_writer_start(r->w, err);
     pthread_mutex_unlock(&r->h5mu);

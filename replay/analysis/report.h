@@ -92,7 +92,7 @@ typedef struct drift_replay_report {
                                     step; cudaMemGetInfo: every process on the device), -1 if not measured */
     int64_t fsdp_params, fsdp_collectives, fsdp_shard_bytes, fsdp_gathered_bytes; /* --fsdp, worker 0 */
     char kernels[8];             /* the kernel profile the replay's backend ran ("exact", "torch"); "" off CUDA */
-    char kernels_why[96];        /* why that profile: filled by the caller that chose it (the cli), "" otherwise */
+    char kernels_why[192];       /* why that profile: filled by the caller that chose it (the cli), "" otherwise */
     int64_t kernel_fallbacks;    /* ops the torch profile ran on drift's exact kernels (not expected bitwise with torch) */
     char kernel_fallback_ops[1024]; /* their op kinds, each with its first reason ("attention (why); reduce (why)") */
     char kernel_fallback_why[256]; /* the last reason given, "" when none */

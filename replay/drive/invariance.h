@@ -100,7 +100,7 @@ typedef struct drift_invariance_report {
     char model[1024];            /* the reference's spec (batch 1) */
     char backend[64];
     char kernels[8];             /* the CUDA kernel profile ("exact", "torch"); "" off CUDA */
-    char kernels_why[96];        /* why: filled by the caller that chose it (the cli), "" otherwise */
+    char kernels_why[192];       /* why: filled by the caller that chose it (the cli), "" otherwise */
     char side[16];
     int64_t step;
     int sample;

@@ -12,6 +12,8 @@
 #include "cli/args.c"
 #include "cli/cli_util.c"
 #include "cli/kernels_opt.c"
+#include "formats/test_trace_util.h"
+#include "kernels/backend.h"
 
 static void pick_ok(const char *dev, const char *k, int from_torch, const char *profile, const char *shown,
                     const char *why_part) {
@@ -60,8 +62,70 @@ static void test_choices(void **state) {
     assert_int_equal(drift_cli_trace_from_torch("/nonexistent/trace.h5"), 0);
 }
 
+/* A trace whose /libraries holds the given GEMM workspaces (0: not recorded). */
+static const char *ws_trace(const char *name, int64_t cublas, int64_t lt) {
+    drift_err err;
+    drift_trace_writer *w = NULL;
+    drift_trace_meta m = tt_meta();
+    const char *p = tt_path(name);
+    assert_int_equal(drift_trace_writer_create(&w, p, &m, &err), DRIFT_OK);
+    drift_libraries l;
+    memset(&l, 0, sizeof l);
+    snprintf(l.torch_version, sizeof l.torch_version, "2.11.0");
+    l.cublas_workspace = cublas;
+    l.cublaslt_workspace = lt;
+    assert_int_equal(drift_trace_writer_set_libraries(w, &l, &err), DRIFT_OK);
+    assert_int_equal(drift_trace_writer_start(w, &err), DRIFT_OK);
+    assert_int_equal(drift_trace_writer_close(w, &err), DRIFT_OK);
+    return p;
+}
+
+/* The recording's GEMM workspaces become the torch profile's options (a run with
+ * CUBLAS_WORKSPACE_CONFIG=:16:8 replays with torch's 128 KiB, not the 32 MiB default). */
+static void test_recorded_workspaces(void **state) {
+    (void)state;
+    drift_cli_kernels out;
+    char p[4096];
+    snprintf(p, sizeof p, "%s", ws_trace("ws.h5", 131072, 2 << 20));
+    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", NULL, 1, &out), 0);
+    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_string_equal(out.profile, "torch:cublas_ws=131072:lt_ws_kib=2048");
+    assert_non_null(strstr(out.why, "default: the trace was recorded from PyTorch; the recording's GEMM workspaces: "
+                                    "cublas_ws=131072:lt_ws_kib=2048"));
+    assert_string_equal(out.shown, "torch");
+    char spec[256];
+    drift_err err;
+    assert_int_equal(drift_backend_spec_with_kernels("cuda:1", out.profile, spec, sizeof spec, &err), DRIFT_OK);
+    assert_string_equal(spec, "cuda:1:kernels=torch:cublas_ws=131072:lt_ws_kib=2048");
+    /* only one of the two recorded */
+    snprintf(p, sizeof p, "%s", ws_trace("ws1.h5", 131072, 0));
+    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", "torch", 0, &out), 0);
+    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_string_equal(out.profile, "torch:cublas_ws=131072");
+    /* untouched: the exact profile, a device spec that sets the workspace, no workspaces recorded, no trace */
+    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", "exact", 1, &out), 0);
+    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_string_equal(out.profile, "exact");
+    assert_int_equal(drift_cli_kernels_pick("replay", "cuda:0:cublas_ws=4096", NULL, 1, &out), 0);
+    drift_cli_kernels_add_recorded(p, "cuda:0:cublas_ws=4096", &out);
+    assert_string_equal(out.profile, "torch");
+    snprintf(p, sizeof p, "%s", ws_trace("ws0.h5", 0, 0));
+    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", NULL, 1, &out), 0);
+    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_string_equal(out.profile, "torch");
+    assert_null(strstr(out.why, "workspaces"));
+    drift_cli_kernels_add_recorded("/nonexistent/trace.h5", "cuda", &out);
+    assert_string_equal(out.profile, "torch");
+}
+
+static int setup(void **state) {
+    (void)state;
+    return tt_setup_tmp("test_kernels_opt");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_defaults), cmocka_unit_test(test_explicit),
-                                       cmocka_unit_test(test_refused), cmocka_unit_test(test_choices)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+                                       cmocka_unit_test(test_refused), cmocka_unit_test(test_choices),
+                                       cmocka_unit_test(test_recorded_workspaces)};
+    return cmocka_run_group_tests(tests, setup, NULL);
 }

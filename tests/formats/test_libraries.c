@@ -135,6 +135,8 @@ static void test_roundtrip(void **state) {
     drift_libraries in = h200(), out;
     snprintf(in.torch_version, sizeof in.torch_version, "2.11.0+cu128");
     snprintf(in.cudnn_path, sizeof in.cudnn_path, "/venv/nvidia/cudnn/lib/libcudnn.so.9");
+    in.cublas_workspace = 131072;      /* CUBLAS_WORKSPACE_CONFIG=:16:8 */
+    in.cublaslt_workspace = 2 << 20;   /* CUBLASLT_WORKSPACE_SIZE=2048 */
     const char *p = tt_path("libs.h5");
     write_trace(p, &in);
     int present = 0;
@@ -197,6 +199,14 @@ static void test_hostile(void **state) {
     int64_t neg = -1;
     poke(p, "cublaslt", H5T_NATIVE_INT64, sc, &neg);
     expect_refused(p, "cublaslt");
+    /* a GEMM workspace that is negative or absurd (it sizes a device allocation) */
+    write_trace(p, &in);
+    poke(p, "cublas_workspace_bytes", H5T_NATIVE_INT64, sc, &neg);
+    expect_refused(p, "cublas_workspace_bytes");
+    write_trace(p, &in);
+    int64_t huge = (int64_t)1 << 40;
+    poke(p, "cublaslt_workspace_bytes", H5T_NATIVE_INT64, sc, &huge);
+    expect_refused(p, "cublaslt_workspace_bytes");
     /* a compute capability of three numbers */
     write_trace(p, &in);
     hsize_t three = 3;

@@ -63,6 +63,11 @@ cpu = types.SimpleNamespace(__version__="2.11.0", cuda=types.SimpleNamespace(is_
 c = I.library_identity(cpu, maps_path=maps)
 assert c["torch_version"] == "2.11.0" and c["gpu_name"] == "" and c["cublaslt_path"] == "", c
 assert I.library_identity(None) is None or "torch" in sys.modules  # no torch loaded: no identity
+# the GEMM workspaces torch takes from the environment (CublasHandlePool.cpp's syntax)
+assert I.blas_workspace({"CUBLAS_WORKSPACE_CONFIG": ":16:8"}) == (131072, 0)
+assert I.blas_workspace({"CUBLAS_WORKSPACE_CONFIG": ":4096:2:16:8", "CUBLASLT_WORKSPACE_SIZE": "2048"}) == ((8192 + 128) * 1024, 2 << 20)
+assert I.blas_workspace({"CUBLAS_WORKSPACE_CONFIG": ":16"}) == (0, 0)  # torch cannot parse it: its default
+assert I.blas_workspace({"CUBLASLT_WORKSPACE_SIZE": "lots"}) == (0, 0) and I.blas_workspace({}) == (0, 0)
 PY
 
 # --- 2. the Recorder writes /libraries ---------------------------------------------------
@@ -93,6 +98,18 @@ with h5py.File(path, "r") as f:
     prod = f.attrs["producer"]
     prod = prod.decode() if isinstance(prod, bytes) else str(prod)
     assert prod.startswith("drift-recorder-python "), prod
+# a run that set CUBLAS_WORKSPACE_CONFIG (the deterministic :16:8): /libraries says so; none said without it
+import os
+assert "cublas_workspace_bytes" not in h5py.File(path, "r")["/libraries"].attrs
+os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+rec = dr.Recorder(path + ".ws.h5", run_id="ident", family="tiny-dit", strict=True, libraries=ident)
+with rec.step(0):
+    rec.record("blocks.0:out", np.arange(6, dtype=np.float32).reshape(2, 3))
+rec.close()
+del os.environ["CUBLAS_WORKSPACE_CONFIG"]
+with h5py.File(path + ".ws.h5", "r") as f:
+    a = f["/libraries"].attrs
+    assert int(a["cublas_workspace_bytes"]) == 131072 and "cublaslt_workspace_bytes" not in a, dict(a)
 # a field too long for the trace is refused by the C API (strict: raised)
 bad = dict(ident, gpu_name="x" * 300)
 rec = dr.Recorder(path + ".bad.h5", run_id="ident", strict=True, libraries=bad)
@@ -125,6 +142,13 @@ assert l["gpu_name"] == "NVIDIA H200" and l["compute_capability"] == "9.0", l
 assert l["cudnn"] == 90800 and l["versions"]["cudnn"] == "9.8.0" and l["versions"]["cuda_driver"] == "13.0", l
 assert l["torch"] == "2.11.0+cu128" and d["from_torch"] is True, d
 '; then pass "ls --json: libraries object, from_torch"; else fail "ls --json libraries"; fi
+if "$DRIFT" ls "$T.ws.h5" | grep -q "GEMM workspaces: cuBLAS 131072 bytes, cuBLASLt 0 bytes" &&
+   "$DRIFT" ls "$T.ws.h5" --json | "$PY" -c 'import json,sys; l=json.load(sys.stdin)["libraries"]; assert l["cublas_workspace_bytes"] == 131072 and l["cublaslt_workspace_bytes"] is None, l' &&
+   ! "$DRIFT" ls "$T" | grep -q "GEMM workspaces"; then
+  pass "ls: the recorded GEMM workspaces (text and json), none when not set"
+else
+  fail "ls GEMM workspaces: $("$DRIFT" ls "$T.ws.h5" 2>&1)"
+fi
 P="$W/plain.h5"
 "$DRIFT" record --synthetic tiny-dit --steps 1 --trainer-plan "$PLANS/wan2_2.json" --rollout-plan "$PLANS/wan2_2_no_norm2.json" \
   -o "$P" >/dev/null 2>&1 || fail "record"

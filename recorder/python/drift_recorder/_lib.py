@@ -141,6 +141,7 @@ def load(path=None):
     optional = {
         "drift_recorder_reserve_step_graphs": ([P, P], I),
         "drift_recorder_step_graph": ([P, I64, S, C.c_size_t, S, P], I),
+        "drift_recorder_set_blas_workspace": ([P, I64, I64, P], I),
     }
     for name, (args, res) in list(decl.items()) + list(optional.items()):
         fn = getattr(lib, name, None)

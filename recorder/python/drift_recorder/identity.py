@@ -9,6 +9,7 @@ version calls on the library torch loaded (found in /proc/self/maps), with
 those libraries' paths. Unknown fields stay 0 / "".
 """
 import ctypes as C
+import os
 import re
 import sys
 
@@ -81,6 +82,26 @@ def _driver_version(lib):
     f.restype, f.argtypes = C.c_int, [C.POINTER(C.c_int)]
     v = C.c_int(0)
     return v.value if f(C.byref(v)) == 0 else 0
+
+
+_WS_PAIR = re.compile(r":(\d+):(\d+)")
+
+
+def blas_workspace(env=None):
+    """(cuBLAS workspace bytes, cuBLASLt workspace bytes) that torch takes from this
+    process's environment, 0 for "torch's default" (which drift knows per GPU).
+    CUBLAS_WORKSPACE_CONFIG is torch's ":SIZE_KiB:COUNT" pairs (CublasHandlePool.cpp,
+    parseChosenWorkspaceSize: the sum of SIZE * COUNT KiB; ":16:8", the setting of
+    deterministic runs, is 128 KiB); one torch cannot parse leaves its default.
+    CUBLASLT_WORKSPACE_SIZE is KiB. The sizes choose cuBLAS's algorithms (split-K
+    needs workspace): a replay under the torch profile must use the same."""
+    env = os.environ if env is None else env
+    cfg, cublas = str(env.get("CUBLAS_WORKSPACE_CONFIG", "") or ""), 0
+    pairs = _WS_PAIR.findall(cfg)
+    if pairs and "".join(":%s:%s" % p for p in pairs) == cfg.strip():
+        cublas = sum(int(a) * int(b) for a, b in pairs) * 1024
+    lt = str(env.get("CUBLASLT_WORKSPACE_SIZE", "") or "").strip()
+    return cublas, (int(lt) * 1024 if lt.isdigit() else 0)
 
 
 def library_identity(torch=None, maps_path="/proc/self/maps"):

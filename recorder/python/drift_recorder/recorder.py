@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from . import _lib
 from . import compiled as _compiled
-from .identity import FIELDS as _IDENTITY_FIELDS, library_identity
+from .identity import FIELDS as _IDENTITY_FIELDS, blas_workspace, library_identity
 from ._tensor import prepare, to_host_f32, dtype_code, buffer_host
 from .capture_outputs import first_tensor, remove_hooks
 from .metrics import compare_metrics, logprob_metrics
@@ -391,6 +391,14 @@ class Recorder:
                 self._write_compiled()
         except Exception as e:  # noqa: BLE001
             self._fail("set_compiled", e)
+        try:
+            ws = blas_workspace()
+            if any(ws) and getattr(self.lib, "drift_recorder_set_blas_workspace", None) is not None:
+                rc = self.lib.drift_recorder_set_blas_workspace(self._h, int(ws[0]), int(ws[1]), None)
+                if rc:
+                    self._status_fail("set_blas_workspace", rc)
+        except Exception as e:  # noqa: BLE001
+            self._fail("set_blas_workspace", e)
         if self._libraries is None:
             return
         try:
