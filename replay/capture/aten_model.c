@@ -380,8 +380,12 @@ static int create_model(const char *json, size_t len, const char *source, drift_
     }
     if (!rc) rc = drift_aten_graph_lower_ex(g, &lo, &m->sem, err);
     if (rc && probe_err.code && err->code != DRIFT_E_NOMEM) { /* the loops unrolled did not lower: the probe's error */
+        drift_err unrolled = *err; /* and where the unrolled program stops (HiDream: its MoE's routed slices) */
         *err = probe_err;
         drift_err_prefix(err, "lowered at batch %lld to find each value's batch dim", (long long)rb_from + 1);
+        size_t k = strlen(err->msg);
+        snprintf(err->msg + k, sizeof err->msg - k, "; with the loops over the samples unrolled it stops at %s",
+                 unrolled.msg);
     }
     drift_free(dims);
     drift_free(lead);

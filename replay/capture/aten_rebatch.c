@@ -487,6 +487,7 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
     memset(&lo, 0, sizeof lo);
     if (o) lo = *o;
     int fail = -1, best = -1, last = -1, fail0 = -1, out0 = 0, rc = DRIFT_OK, outchk = 0, n_tent = 0;
+    int pair_of = -1; /* a flip tried together with `last`: undone with it when the pair gets no further */
     lo.notes = NULL;
     lo.nonzero_counts = NULL; /* the recorded counts: the probe finds the batch dims, not the data's sizes */
     lo.rebatch_from = rb_from;
@@ -550,15 +551,30 @@ int drift_aten_rebatch_probe(const drift_aten_graph *g, const drift_aten_lower_o
             out0 = outchk;
             memcpy(dims0, dims, ((size_t)n + 1) * sizeof *dims);
         }
+        int partner = -1;
+        if (last >= 0 && fail < best && pair_of < 0)
+            /* it fails earlier, at a node that may need a second flip with it (HiDream's RoPE ids: the cat
+               of zeros(B, 24, 3) and a repeat of the image ids by B; each alone breaks the cat) */
+            partner = next_lead(g, fail, rb_from, lead, tried, anc);
+        if (partner >= 0) {
+            pair_of = last;
+            last = partner;
+            lead[last] = 1;
+            continue;
+        }
         if (last >= 0 && fail < best) { /* that shape argument was not the batch: undone */
             lead[last] = 0;
             tried[last] = 1;
+            if (pair_of >= 0) lead[pair_of] = 0, tried[pair_of] = 1;
         } else if (last >= 0 && fail == best) { /* no further: kept while the next one is tried */
             tried[last] = 1;
             tent[n_tent++] = last;
+            if (pair_of >= 0) tent[n_tent++] = pair_of;
         } else {
             best = fail;
         }
+        if (pair_of >= 0 && fail >= best) tried[pair_of] = 1; /* the pair stays (or waits as tentative) as one */
+        pair_of = -1;
         last = best >= 0 && round < 64 ? next_lead(g, best, rb_from, lead, tried, anc) : -1;
         if (last < 0) { /* nothing left to try: the first failure, and where the batch was lost */
             for (int t = 0; t < n_tent; t++) lead[tent[t]] = 0;

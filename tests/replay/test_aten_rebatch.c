@@ -213,6 +213,33 @@ static void test_cat_of_two_shapes_spelling_the_batch(void **state) {
     drift_model_free(base);
 }
 
+/* ids_cat_pair.json (HiDream's RoPE ids): the cat of a factory zeros(B, 3) and a repeat of a
+ * parameter by B, added to the latents: taking either alone as the batch breaks the cat before the
+ * add, so the probe tries the two together (it refused: "an operand of the cat holds 2 rows");
+ * y = x + [0, 0, 0, w] per row. */
+static void test_two_flips_needed_together(void **state) {
+    (void)state;
+    drift_model *base = load("ids_cat_pair.json");
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 2);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], 6);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < 6; j++) {
+                const float want = xval(b * 6 + j) + (j < 3 ? 0.0f : (float)(j - 3) * 0.25f + 1.0f);
+                if (r.f32[b * 6 + j] != want) fail_msg("batch %d: y[%d, %d] = %g, want %g", B, b, j, r.f32[b * 6 + j], want);
+            }
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
 /* split_batch.json (WanAnimate's motion encoder over chunks of 4 of the B*6 frames), recorded at 1
  * (chunks of 4 and 2): at batch 2 three chunks of 4, at 3 four of 4 and one of 2; y = x (it was
  * refused: "it gives 2 tensors at the recorded batch and 3 at batch 2"). */
@@ -423,6 +450,7 @@ int main(void) {
         cmocka_unit_test(test_input_with_heads_in_dim0_is_not_the_batch),
         cmocka_unit_test(test_matmul_broadcast_batch_dims),
         cmocka_unit_test(test_cat_of_two_shapes_spelling_the_batch),
+        cmocka_unit_test(test_two_flips_needed_together),
         cmocka_unit_test(test_split_over_chunks_is_unrolled_at_each_batch),
         cmocka_unit_test(test_sample_loop_is_unrolled_at_each_batch),
         cmocka_unit_test(test_unbind_loop_is_unrolled_at_each_batch),
