@@ -1562,24 +1562,15 @@ static int autocast_operand(lctx *c, int x, int *id);
 
 /* Whether torch holds FX node j as a tensor of 3+ dims that is not contiguous: 0 no, 1 yes,
  * 2 yes and dense (a permutation of contiguous strides, which a cast with preserve_format
- * keeps). The strides are the captured ones ("stride" of its val; absent: contiguous); the
- * sizes are those of the batch lowered now (re-batching scales one dim: a slice along the
+ * keeps). The sizes and strides are torch's at the batch lowered now (al_torch_strides: the
+ * captured ones at the recorded batch; re-batching scales one dim: a slice along the
  * sequence recorded at batch 1 is contiguous there, a dim of size 1 having no stride to keep,
- * and not at batch 2). */
+ * and not at batch 2; a reshape that copied at the recorded batch may be a strided view at
+ * another). */
 static int noncontig_nd(lctx *c, int j) {
-    const aten_node *n = &c->g->nodes[j];
-    const drift_json_value *v = n->val && n->val->type == DRIFT_JSON_OBJECT ? n->val : NULL;
-    const drift_json_value *sh = v ? drift_json_object_get(v, "shape") : NULL, *st = v ? drift_json_object_get(v, "stride") : NULL;
-    if (!sh || !st || sh->type != DRIFT_JSON_ARRAY || st->type != DRIFT_JSON_ARRAY || sh->n_items != st->n_items ||
-        sh->n_items < 3 || sh->n_items > DRIFT_MAX_DIMS)
-        return 0;
     int64_t size[DRIFT_MAX_DIMS], stride[DRIFT_MAX_DIMS], expect = 1;
-    int nd = (int)sh->n_items, contiguous = 1;
-    const aten_view *lv = c->fx[j].kind == FX_TENSOR ? &c->fx[j].t : NULL;
-    for (int d = 0; d < nd; d++) {
-        if (sh->items[d].type != DRIFT_JSON_NUMBER || st->items[d].type != DRIFT_JSON_NUMBER) return 0;
-        size[d] = lv && lv->nd == nd ? lv->size[d] : sh->items[d].integer, stride[d] = st->items[d].integer;
-    }
+    int nd, contiguous = 1;
+    if (!al_torch_strides(c, j, &nd, size, stride) || nd < 3) return 0;
     for (int d = nd - 1; d >= 0; d--) { /* torch's is_contiguous: size-1 dims do not count */
         if (size[d] == 1) continue;
         if (stride[d] != expect) contiguous = 0;

@@ -125,14 +125,28 @@ int al_get_operand(lctx *c, const drift_json_value *v, const char *what, operand
 int al_emit_scalar(lctx *c, int x, int sub, double s, drift_dtype_rule rule);
 int al_val_dtype(lctx *c, drift_dtype *dt);
 
+/* ---- torch's strides of a captured tensor (aten_torch_strides.c) ---- */
+/* The sizes and strides torch holds FX node j with at the batch lowered now: the sizes are
+ * the lowered view's (c->fx[j].t) where its nd is the val's, else the val's shape; the strides
+ * are the captured ones (val "stride"; absent: contiguous) at the recorded batch, and while
+ * re-batching (c->rb_from, rb_to != rb_from) torch's at the new batch: a reshape-family node's
+ * from its input's (torch's computeStride; contiguous where torch copies), another node's
+ * recorded dense layout re-derived at its new sizes (aten_torch_strides.c says what is not
+ * modelled). Writes *nd (1..DRIFT_MAX_DIMS) and nd entries of the caller's size and stride;
+ * 1 when known, 0 when the val has no usable shape (nothing written that counts). Reads c
+ * only (nodes lowered so far). The one source of the strides noncontig_nd and
+ * al_matmul_layout / al_matmul_folds read. */
+int al_torch_strides(const lctx *c, int j, int *nd, int64_t *size, int64_t *stride);
+
 /* ---- torch's operand layout of a matmul (aten_matmul_layout.c) ---- */
 /* BMM's DRIFT_BMM_* bits for FX node j as the first (second = 0) or second operand of a matmul
- * whose output has the nbat batch dims bs (0: mm), from its captured strides; 0 without them.
+ * whose output has the nbat batch dims bs (0: mm), from torch's strides (al_torch_strides); 0
+ * without them.
  * *exact (may be NULL): 1 when the captured strides are exactly those of the dense operand the
  * bits describe (no wider leading dim or batch stride that drift does not carry). */
 int al_matmul_layout(const lctx *c, int j, int second, int nbat, const int64_t *bs, int *exact);
 /* 1 if torch.matmul folds FX node j ([..., M, K], 3+ dims, times a 2-d operand) into one mm
- * (should_fold), from its captured strides; 1 without them (contiguous). */
+ * (should_fold), from torch's strides (al_torch_strides); 1 without them (contiguous). */
 int al_matmul_folds(const lctx *c, int j);
 
 /* ---- re-batching a static graph (aten_rebatch.c; no-ops unless c->rb_from) ---- */
