@@ -113,7 +113,7 @@ static void dense_like(int nd, const int64_t *vsize, const int64_t *size, int64_
 static int reshape_family(const aten_node *n) {
     static const char *const ops[] = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", NULL};
     char base[64];
-    if (n->op != ATEN_CALL || n->is_attr || !n->target) return 0;
+    if (n->op != ATEN_CALL || n->is_attr || !n->target || !strcmp(n->target, "aten.view.dtype")) return 0; /* a bit cast */
     drift_aten_op_base(n->target, base, sizeof base);
     for (int i = 0; ops[i]; i++)
         if (!strcmp(base, ops[i])) return 1;
