@@ -181,6 +181,14 @@ enum {
     DRIFT_BMM_LAYOUT_MAX = 31
 };
 
+/* DRIFT_OP_LINEAR's op->layout: 0, or DRIFT_LINEAR_CONV: the LINEAR is a convolution's GEMM (a
+ * patch embedding lowered as PATCHIFY + LINEAR), which torch runs in cuDNN, not cuBLAS. The CUDA
+ * torch profile runs it with drift's default cuBLAS workspace, not the recording's: the
+ * CUBLAS_WORKSPACE_CONFIG a run sets governs torch's cuBLAS calls, not cuDNN's (measured on the
+ * H200: Sana's and HunyuanVideo-Framepack's patch convolutions give cuDNN's bits under the 32 MiB
+ * default and not under the recorded 128 KiB). The other backends ignore it. */
+enum { DRIFT_LINEAR_CONV = 16 };
+
 /* DRIFT_OP_UNARY variants. */
 typedef enum drift_unary_kind {
     DRIFT_UNARY_NEG = 0, DRIFT_UNARY_EXP, DRIFT_UNARY_SIN, DRIFT_UNARY_COS, DRIFT_UNARY_RSQRT,

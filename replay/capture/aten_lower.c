@@ -1920,7 +1920,10 @@ int al_lower_conv(lctx *c, const char *base, const char *target) {
     if ((rc = al_emit(c, DRIFT_OP_PERMUTE, &pm, 1, &w, DRIFT_RULE_LIKE_INPUT0, &wk))) return rc;
     if ((rc = al_emit_view_to(c, wk, 2, (int64_t[]){O, K}, &wk))) return rc;
     int in[2] = {id, wk};
-    if ((rc = al_emit(c, DRIFT_OP_LINEAR, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
+    drift_op lop; /* torch runs it in cuDNN: not under the recording's cuBLAS workspace */
+    memset(&lop, 0, sizeof lop);
+    lop.layout = DRIFT_LINEAR_CONV;
+    if ((rc = al_emit(c, DRIFT_OP_LINEAR, &lop, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;
     if (b >= 0) { /* cuDNN adds a convolution's bias in a separate op: two roundings */
         in[0] = lin, in[1] = b;
         if ((rc = al_emit(c, DRIFT_OP_ADD, NULL, 2, in, DRIFT_RULE_AUTOCAST_LOWER, &lin))) return rc;

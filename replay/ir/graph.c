@@ -270,6 +270,7 @@ static void canon_op(const drift_op *in, drift_op *o) {
     case DRIFT_OP_ARGSORT: o->sub = in->sub; o->dim = in->dim; o->length = in->length; o->start = in->start; break;
     case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: o->sub = in->sub; o->dim = in->dim; break;
     case DRIFT_OP_BMM: o->alpha = in->alpha; o->beta = in->beta; o->layout = in->layout; break;
+    case DRIFT_OP_LINEAR: o->layout = in->layout; break;
     case DRIFT_OP_GROUP_NORM: o->eps = in->eps; o->length = in->length; break;
     case DRIFT_OP_STRIDED:
     case DRIFT_OP_SCATTER: o->start = in->start; memcpy(o->stride, in->stride, sizeof o->stride); break;
@@ -318,6 +319,11 @@ static int check_attrs(int id, const drift_op *op, drift_err *err) {
         if (!isfinite(op->alpha) || !isfinite(op->beta)) return fail_node(id, op, err, "alpha and beta must be finite");
         if (op->layout < 0 || op->layout > DRIFT_BMM_LAYOUT_MAX)
             return fail_node(id, op, err, "layout must be 0..%d (DRIFT_BMM_* bits), got %d", DRIFT_BMM_LAYOUT_MAX, op->layout);
+        break;
+    case DRIFT_OP_LINEAR:
+        if (op->layout != 0 && op->layout != DRIFT_LINEAR_CONV)
+            return fail_node(id, op, err, "layout must be 0 or %d (a convolution's GEMM), got %d", DRIFT_LINEAR_CONV,
+                             op->layout);
         break;
     case DRIFT_OP_REDUCE:
         if (op->length < 0 || op->length > DRIFT_MAX_DIMS) return fail_node(id, op, err, "reduced span must be in 0..%d",

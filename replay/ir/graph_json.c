@@ -18,6 +18,13 @@
 
 static void put_attrs(drift_json_buf *b, const drift_op *op, int in0_ndim, int view_ndim) {
     switch (op->kind) {
+    case DRIFT_OP_LINEAR:
+        if (!op->layout) break; /* attrs only for a convolution's GEMM (DRIFT_LINEAR_CONV) */
+        drift_json_buf_add_key(b, "attrs");
+        drift_json_buf_begin_object(b);
+        drift_json_buf_field_int(b, "layout", op->layout);
+        drift_json_buf_end_object(b);
+        break;
     case DRIFT_OP_LAYER_NORM:
     case DRIFT_OP_RMS_NORM:
         drift_json_buf_add_key(b, "attrs");
@@ -323,6 +330,7 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
     case DRIFT_OP_ARGSORT: req[0] = "sub"; req[1] = "dim"; opt = "length"; opt2 = "start"; break;
     case DRIFT_OP_CUMSUM: case DRIFT_OP_SOFTMAX: req[0] = "sub"; req[1] = "dim"; break;
     case DRIFT_OP_BMM: req[0] = "alpha"; req[1] = "beta"; opt = "layout"; break;
+    case DRIFT_OP_LINEAR: opt = "layout"; break;
     case DRIFT_OP_GROUP_NORM: req[0] = "eps"; req[1] = "length"; break;
     case DRIFT_OP_STRIDED: case DRIFT_OP_SCATTER: req[0] = "start"; req[1] = "stride"; break;
     default: break;
@@ -380,7 +388,8 @@ static int parse_attrs(jctx *c, const drift_json_value *a, drift_op *op, int in0
             op->step = v->number;
         }
         if (v && !strcmp(opt, "layout")) {
-            if ((rc = get_int(c, opt, v, 0, op->kind == DRIFT_OP_BMM ? DRIFT_BMM_LAYOUT_MAX : 1, &t))) return rc;
+            const int64_t hi = op->kind == DRIFT_OP_BMM ? DRIFT_BMM_LAYOUT_MAX : op->kind == DRIFT_OP_LINEAR ? DRIFT_LINEAR_CONV : 1;
+            if ((rc = get_int(c, opt, v, 0, hi, &t))) return rc;
             op->layout = (int)t;
         }
         if (v && !strcmp(opt, "length")) { /* REDUCE: its dims; ARGSORT: topk's k */

@@ -470,6 +470,8 @@ static void run_mini_conv(const char *be_name, drift_side side, const float *x, 
     for (int i = 0; i < drift_graph_count(sem); i++) {
         const drift_value *v = drift_graph_value(sem, i);
         if (v->kind == DRIFT_VAL_NODE && v->op.kind == DRIFT_OP_PATCHIFY) n_patch++, assert_int_equal(v->op.layout, 1);
+        /* the patch GEMM is a convolution's (cuDNN in torch): not under the recording's cuBLAS workspace */
+        if (v->kind == DRIFT_VAL_NODE && v->op.kind == DRIFT_OP_LINEAR) assert_int_equal(v->op.layout, DRIFT_LINEAR_CONV);
     }
     assert_int_equal(n_patch, 1);
     drift_hostset *ps, *bs, *is;

@@ -323,6 +323,41 @@ static void test_json_patchify_layout(void **state) {
     free(bad);
 }
 
+/* LINEAR's optional "layout": DRIFT_LINEAR_CONV (a convolution's GEMM, which the torch profile
+ * runs with the default cuBLAS workspace) reads back and survives the writer; absent is 0 and is
+ * not written; any other value is refused naming it. */
+static void test_json_linear_conv_layout(void **state) {
+    (void)state;
+    static const char *const doc =
+        "{\"format\": \"drift-graph\", \"version\": 1, \"assigned\": false, \"model\": \"test\", \"output\": 2,\n"
+        " \"values\": [\n"
+        "  {\"id\": 0, \"kind\": \"input\", \"name\": \"latents\", \"shape\": [2, 8]},\n"
+        "  {\"id\": 1, \"kind\": \"param\", \"name\": \"w\", \"dtype\": \"fp32\", \"shape\": [3, 8]},\n"
+        "  {\"id\": 2, \"kind\": \"node\", \"op\": \"linear\", \"in\": [0, 1], \"shape\": [2, 3], \"rule\": \"autocast_lower\", "
+        "\"attrs\": {\"layout\": 16}}\n"
+        " ]}";
+    drift_err err;
+    drift_err_clear(&err);
+    drift_graph *g = NULL;
+    OK(drift_graph_from_json(doc, strlen(doc), "linear.json", &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, 2)->op.layout, DRIFT_LINEAR_CONV);
+    roundtrip(g, 0);
+    drift_graph_free(g);
+    char *plain = replace(doc, ", \"attrs\": {\"layout\": 16}", "");
+    OK(drift_graph_from_json(plain, strlen(plain), "linear.json", &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, 2)->op.layout, 0);
+    char *js = drift_graph_to_json(g, 0, &err);
+    assert_non_null(js);
+    assert_null(strstr(js, "layout"));
+    free(js);
+    drift_graph_free(g);
+    free(plain);
+    char *bad = replace(doc, "\"layout\": 16", "\"layout\": 3");
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "linear.json", &g, &err), DRIFT_E_INPUT);
+    assert_non_null(strstr(err.msg, "layout"));
+    free(bad);
+}
+
 /* ATTENTION with its additive bias (4 inputs) survives the JSON round trip; a bias that does
  * not broadcast, or a 5th input, is refused naming it. */
 static void test_json_attention_bias(void **state) {
@@ -584,6 +619,7 @@ int main(void) {
         cmocka_unit_test(test_json_attention_bias),
         cmocka_unit_test(test_json_base_valid),
         cmocka_unit_test(test_json_patchify_layout),
+        cmocka_unit_test(test_json_linear_conv_layout),
         cmocka_unit_test(test_json_hostile),
         cmocka_unit_test(test_api_validation),
         cmocka_unit_test(test_oom),

@@ -21,7 +21,9 @@
  *    (else 0), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP, math mode
  *    CUBLAS_DEFAULT_MATH (allow_bf16_reduced_precision_reduction defaults to
  *    True), on a handle with torch's workspace (32 MiB on sm_90,
- *    4096*2 + 16*8 KiB elsewhere, CUBLAS_WORKSPACE_CONFIG overrides). */
+ *    4096*2 + 16*8 KiB elsewhere, CUBLAS_WORKSPACE_CONFIG overrides: the recording's, from
+ *    /libraries). A LINEAR that is a convolution's GEMM (DRIFT_LINEAR_CONV: torch runs cuDNN)
+ *    keeps the default workspace whatever the recording set. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,7 +137,7 @@ static cudaError_t bias_rows(dcu_ctx *ctx, void *y, const void *bias, int64_t M,
 }
 
 static int gemm_cublas(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
-                       int64_t M, int64_t N, int64_t K, const char *where, drift_err *err) {
+                       int64_t M, int64_t N, int64_t K, size_t ws, const char *where, drift_err *err) {
     struct dct_state *st = ctx->torch;
     size_t es = drift_dtype_size(c);
     if (bias) {
@@ -153,7 +155,7 @@ static int gemm_cublas(dcu_ctx *ctx, const void *x, const void *w, const void *b
     const float alpha = 1.0f, beta = bias ? 1.0f : 0.0f;
     cudaDataType_t t = cuda_type(c);
     cublasStatus_t s = cublasSetStream(st->cublas, ctx->stream);
-    if (!s) s = cublasSetWorkspace(st->cublas, st->cublas_ws, st->cublas_ws_size);
+    if (!s) s = cublasSetWorkspace(st->cublas, st->cublas_ws, ws);
     if (!s) s = cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH);
     if (!s) {
         /* torch passes CUDA_R_32F, which cuBLAS maps to COMPUTE_32F under the default math mode */
@@ -167,7 +169,7 @@ static int gemm_cublas(dcu_ctx *ctx, const void *x, const void *w, const void *b
 }
 
 int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
-                    int64_t M, int64_t N, int64_t K, const char *where, drift_err *err) {
+                    int64_t M, int64_t N, int64_t K, int conv, const char *where, drift_err *err) {
     struct dct_state *st = ctx->torch;
     if (M == 0 || N == 0) return DRIFT_OK;
     const int64_t lim = 65535LL * 32;
@@ -186,5 +188,5 @@ int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias
                              : cudaMemsetAsync(y, 0, (size_t)(M * N) * es, ctx->stream);
         return dcu_check(e, err, where, "writing an empty-reduction result");
     }
-    return gemm_cublas(ctx, x, w, bias, y, c, M, N, K, where, err);
+    return gemm_cublas(ctx, x, w, bias, y, c, M, N, K, conv ? st->cublas_ws_conv : st->cublas_ws_size, where, err);
 }

@@ -35,8 +35,10 @@ enum { DCT_GEMM_AUTO = 0, DCT_GEMM_LT = 1, DCT_GEMM_CUBLAS = 2 };
 /* ctx->torch: owned by the backend (dct_torch_create / dct_torch_destroy). */
 struct dct_state {
     cublasHandle_t cublas;   /* torch's cuBLAS handle: stream, workspace, default math */
-    void *cublas_ws;         /* its workspace (device), cublas_ws_size bytes */
-    size_t cublas_ws_size;
+    void *cublas_ws;         /* its workspace (device), cublas_ws_alloc bytes */
+    size_t cublas_ws_size;   /* the recording's (CUBLAS_WORKSPACE_CONFIG), else torch's default */
+    size_t cublas_ws_conv;   /* torch's default for the GPU: a convolution's GEMM (DRIFT_LINEAR_CONV) */
+    size_t cublas_ws_alloc;  /* max of the two */
     void *lt_ws;             /* cuBLASLt workspace (device), lt_ws_size bytes */
     size_t lt_ws_size;
     int gemm_mode;           /* DCT_GEMM_* */
@@ -78,7 +80,7 @@ void dct_torch_note_fallback(dcu_ctx *ctx, drift_op_kind k, const char *why);
 /* y[M, N] = x[M, K] W[N, K]^T (+ bias[N]), all of dtype c (bf16/fp16/fp32),
  * as torch's addmm (bias) or mm (no bias) on contiguous tensors. */
 int dct_gemm_linear(dcu_ctx *ctx, const void *x, const void *w, const void *bias, void *y, drift_dtype c,
-                    int64_t M, int64_t N, int64_t K, const char *where, drift_err *err);
+                    int64_t M, int64_t N, int64_t K, int conv, const char *where, drift_err *err);
 
 /* ---- bmm_torch.c ---------------------------------------------------- */
 /* BMM (any batch dims, 2-D = mm) as torch's cuBLAS call, op->layout's DRIFT_BMM_* bits saying how
