@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "tests/replay/rebatch_util.h"
 
 #include "formats/plan.h"
 #include "kernels/backend.h"
@@ -35,20 +36,7 @@
 #include "tests/fp32_run.h"
 #include "tests/slurp.h"
 
-static drift_model *load(const char *name) {
-    char path[1024];
-    const char *td = getenv("DRIFT_TESTDATA");
-    snprintf(path, sizeof path, "%s/graphs/rebatch/%s", td ? td : "tests/data", name);
-    size_t len = 0;
-    char *json = test_slurp(path, &len);
-    if (!json) fail_msg("cannot read %s", path);
-    drift_model *m = NULL;
-    drift_err e;
-    drift_err_clear(&e);
-    if (drift_capture_model_create(json, len, path, &m, &e)) fail_msg("%s: %s", e.where, e.msg);
-    free(json);
-    return m;
-}
+static drift_model *load(const char *name) { return rb_load(name); }
 
 /* base re-batched to B: 0 and *out, or the error code with e filled. */
 static int rebatch(drift_model *base, int B, drift_model **out, drift_err *e) {
@@ -57,31 +45,11 @@ static int rebatch(drift_model *base, int B, drift_model **out, drift_err *e) {
     return drift_capture_model_rebatch(base, B, out, e);
 }
 
-static float xval(int64_t i) { return (float)((i * 37 % 23) - 11) * 0.125f; }
+static float xval(int64_t i) { return rb_xval(i); }
 
 /* Runs m on cpu with every input xval(i) over its shape and each parameter and buffer k * 0.25 + 1
  * at element k. */
-static void run(const drift_model *m, drift_exec_result *r) {
-    drift_err e;
-    drift_err_clear(&e);
-    drift_hostset *ps = NULL, *bs = NULL, *is = NULL;
-    drift_hostset_create(&ps, &e);
-    drift_hostset_create(&bs, &e);
-    drift_hostset_create(&is, &e);
-    for (int i = 0; i < drift_graph_count(m->sem); i++) {
-        const drift_value *v = drift_graph_value(m->sem, i);
-        if (v->kind != DRIFT_VAL_PARAM && v->kind != DRIFT_VAL_INPUT && v->kind != DRIFT_VAL_BUFFER) continue;
-        float *d = malloc((size_t)v->numel * sizeof *d);
-        for (int64_t k = 0; k < v->numel; k++) d[k] = v->kind == DRIFT_VAL_INPUT ? xval(k) : (float)k * 0.25f + 1.0f;
-        drift_hostset *to = v->kind == DRIFT_VAL_PARAM ? ps : v->kind == DRIFT_VAL_BUFFER ? bs : is;
-        assert_int_equal(drift_hostset_add(to, v->name, DRIFT_F32, v->ndim, v->shape, d, NULL, NULL, &e), 0);
-        free(d);
-    }
-    test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, r);
-    drift_hostset_free(ps);
-    drift_hostset_free(bs);
-    drift_hostset_free(is);
-}
+static void run(const drift_model *m, drift_exec_result *r) { rb_run(m, r); }
 
 /* factory_mask.json: y = (x + 0.5) * 1 at every batch; the output [B, 2, 8]. */
 static void test_factory_mask_rebatches_and_coincident_table_stays(void **state) {

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "tests/replay/rebatch_util.h"
 
 #include "formats/plan.h"
 #include "kernels/backend.h"
@@ -35,25 +36,9 @@
 
 #define FIXTURE "temporal_reshape_view.json"
 
-static char *read_fixture(size_t *len) {
-    char path[1024];
-    const char *td = getenv("DRIFT_TESTDATA");
-    snprintf(path, sizeof path, "%s/graphs/rebatch/%s", td ? td : "tests/data", FIXTURE);
-    char *json = test_slurp(path, len);
-    if (!json) fail_msg("cannot read %s", path);
-    return json;
-}
+static drift_model *load(void) { return rb_load(FIXTURE); }
 
-static drift_model *load(void) {
-    size_t len = 0;
-    char *json = read_fixture(&len);
-    drift_model *m = NULL;
-    drift_err e;
-    drift_err_clear(&e);
-    if (drift_capture_model_create(json, len, FIXTURE, &m, &e)) fail_msg("%s: %s", e.where, e.msg);
-    free(json);
-    return m;
-}
+static char *read_fixture(size_t *len) { return rb_read(FIXTURE, len); }
 
 /* The GEMM-related ops of g: LINEAR nodes (and how many of them have a bias input), BMM nodes
  * (the last one's layout), ADD nodes. */
@@ -73,31 +58,11 @@ static gemm_ops count_ops(const drift_graph *g) {
     return o;
 }
 
-static float xval(int64_t i) { return (float)((i * 37 % 23) - 11) * 0.125f; }
-static float pval(int64_t k) { return (float)k * 0.25f + 1.0f; }
+static float xval(int64_t i) { return rb_xval(i); }
+static float pval(int64_t k) { return rb_pval(k); }
 
 /* Runs m on cpu: the input xval over its flat index, each parameter pval over its own. */
-static void run(const drift_model *m, drift_exec_result *r) {
-    drift_err e;
-    drift_err_clear(&e);
-    drift_hostset *ps = NULL, *bs = NULL, *is = NULL;
-    drift_hostset_create(&ps, &e);
-    drift_hostset_create(&bs, &e);
-    drift_hostset_create(&is, &e);
-    for (int i = 0; i < drift_graph_count(m->sem); i++) {
-        const drift_value *v = drift_graph_value(m->sem, i);
-        if (v->kind != DRIFT_VAL_PARAM && v->kind != DRIFT_VAL_INPUT && v->kind != DRIFT_VAL_BUFFER) continue;
-        float *d = malloc((size_t)v->numel * sizeof *d);
-        for (int64_t k = 0; k < v->numel; k++) d[k] = v->kind == DRIFT_VAL_INPUT ? xval(k) : pval(k);
-        drift_hostset *to = v->kind == DRIFT_VAL_PARAM ? ps : v->kind == DRIFT_VAL_BUFFER ? bs : is;
-        assert_int_equal(drift_hostset_add(to, v->name, DRIFT_F32, v->ndim, v->shape, d, NULL, NULL, &e), 0);
-        free(d);
-    }
-    test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, r);
-    drift_hostset_free(ps);
-    drift_hostset_free(bs);
-    drift_hostset_free(is);
-}
+static void run(const drift_model *m, drift_exec_result *r) { rb_run(m, r); }
 
 /* o [B, 8, 1, 2, 3]: o[s, n, 0, h, w] = sum_c W[n, c] x[s, c, 0, h, w] + b[n] (W [8, 4], b [8]). */
 static void check_values(const drift_model *m, int B) {
