@@ -154,9 +154,7 @@ int drift_cmd_bisect(int argc, char **argv) {
     }
     if (drift_cli_check_input("bisect", "TRACE", o.trace)) return 2;
     drift_cli_kernels kp;
-    if (drift_cli_kernels_pick("bisect", o.lib.devices ? o.lib.devices : dev, kernels, drift_cli_trace_from_torch(o.trace), &kp))
-        return 2;
-    drift_cli_kernels_add_recorded(o.trace, o.lib.devices ? o.lib.devices : dev, &kp);
+    if (drift_cli_kernels_pick_trace("bisect", o.lib.devices ? o.lib.devices : dev, kernels, o.trace, &kp)) return 2;
     o.lib.kernels = kp.profile;
     o.kernels_why = kp.why;
     if (dev) {

@@ -145,9 +145,7 @@ int drift_cmd_invariance(int argc, char **argv) {
     if (drift_cli_libraries_apply("invariance", o.trace, libraries, device)) return 2;
     drift_cli_kernels kp;
     memset(&kp, 0, sizeof kp);
-    if (!is_ref && drift_cli_kernels_pick("invariance", device, kernels, drift_cli_trace_from_torch(o.trace), &kp))
-        return 2;
-    if (!is_ref) drift_cli_kernels_add_recorded(o.trace, device, &kp);
+    if (!is_ref && drift_cli_kernels_pick_trace("invariance", device, kernels, o.trace, &kp)) return 2;
     char spec[192] = "ref";
     drift_err err;
     drift_err_clear(&err);

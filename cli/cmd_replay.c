@@ -225,9 +225,7 @@ int drift_cmd_replay(int argc, char **argv) {
         return drift_cli_usage_error_field("replay", "--format", "--format %s and --json: give one", format);
     if (drift_cli_check_input("replay", "TRACE", o.trace)) return 2;
     drift_cli_kernels kp;
-    if (drift_cli_kernels_pick("replay", o.devices ? o.devices : o.backend, kernels, drift_cli_trace_from_torch(o.trace), &kp))
-        return 2;
-    drift_cli_kernels_add_recorded(o.trace, o.devices ? o.devices : o.backend, &kp);
+    if (drift_cli_kernels_pick_trace("replay", o.devices ? o.devices : o.backend, kernels, o.trace, &kp)) return 2;
     o.kernels = kp.profile;
     if (o.backend && drift_cli_check_device("replay", "--device", o.backend)) return 2;
     if (o.devices && drift_cli_check_devices("replay", "--devices", o.devices)) return 2;

@@ -51,33 +51,40 @@ int drift_cli_kernels_pick(const char *cmd, const char *device, const char *kern
     return 0;
 }
 
-void drift_cli_kernels_add_recorded(const char *trace, const char *device, drift_cli_kernels *out) {
-    if (!out || !out->profile || strcmp(out->profile, "torch") != 0) return;
+/* The recording's GEMM workspaces (l) as the torch profile's options, unless the device spec sets them. */
+static void add_recorded(const drift_libraries *l, const char *device, drift_cli_kernels *out) {
+    if (!out->profile || strcmp(out->profile, "torch") != 0) return;
     if (device && (strstr(device, "cublas_ws=") || strstr(device, "lt_ws_kib="))) return;
-    drift_trace_reader *r = NULL;
-    if (!trace || drift_trace_reader_open(&r, trace, DRIFT_TRACE_OPEN_NORMAL, NULL)) return;
-    drift_libraries l;
-    int present = 0;
-    int ok = drift_trace_read_libraries(r, &l, &present, NULL) == DRIFT_OK && present;
-    drift_trace_reader_close(r);
-    if (!ok || (l.cublas_workspace <= 0 && l.cublaslt_workspace <= 0)) return;
+    if (l->cublas_workspace <= 0 && l->cublaslt_workspace <= 0) return;
     int n = snprintf(out->spec, sizeof out->spec, "torch");
-    if (l.cublas_workspace > 0)
-        n += snprintf(out->spec + n, sizeof out->spec - (size_t)n, ":cublas_ws=%lld", (long long)l.cublas_workspace);
-    if (l.cublaslt_workspace > 0)
-        snprintf(out->spec + n, sizeof out->spec - (size_t)n, ":lt_ws_kib=%lld", (long long)(l.cublaslt_workspace / 1024));
+    if (l->cublas_workspace > 0)
+        n += snprintf(out->spec + n, sizeof out->spec - (size_t)n, ":cublas_ws=%lld", (long long)l->cublas_workspace);
+    if (l->cublaslt_workspace > 0)
+        snprintf(out->spec + n, sizeof out->spec - (size_t)n, ":lt_ws_kib=%lld", (long long)(l->cublaslt_workspace / 1024));
     out->profile = out->spec;
     size_t w = strlen(out->why);
     snprintf(out->why + w, sizeof out->why - w, "%sthe recording's GEMM workspaces: %s", w ? "; " : "", out->spec + 6);
 }
 
-int drift_cli_trace_from_torch(const char *path) {
+/* The trace's /libraries (*present 0: none or unreadable) and whether it was recorded from PyTorch. */
+static int read_trace_libraries(const char *path, drift_libraries *l, int *present) {
     drift_trace_reader *r = NULL;
+    memset(l, 0, sizeof *l);
+    *present = 0;
     if (!path || drift_trace_reader_open(&r, path, DRIFT_TRACE_OPEN_NORMAL, NULL)) return 0;
-    drift_libraries l;
-    int present = 0;
-    int ok = drift_trace_read_libraries(r, &l, &present, NULL) == DRIFT_OK;
-    int yes = drift_libraries_from_torch(drift_trace_reader_meta(r)->producer, ok && present ? &l : NULL);
+    int ok = drift_trace_read_libraries(r, l, present, NULL) == DRIFT_OK;
+    if (!ok) *present = 0;
+    int yes = drift_libraries_from_torch(drift_trace_reader_meta(r)->producer, ok && *present ? l : NULL);
     drift_trace_reader_close(r);
     return yes;
+}
+
+int drift_cli_kernels_pick_trace(const char *cmd, const char *device, const char *kernels, const char *trace,
+                                 drift_cli_kernels *out) {
+    drift_libraries l;
+    int present = 0;
+    const int from_torch = read_trace_libraries(trace, &l, &present);
+    if (drift_cli_kernels_pick(cmd, device, kernels, from_torch, out)) return 2;
+    if (present) add_recorded(&l, device, out);
+    return 0;
 }

@@ -18,7 +18,7 @@ typedef struct drift_cli_kernels {
                             CUDA, or the --device spec names kernels= itself) */
     char shown[8];       /* the profile that will run: "exact", "torch"; "" off CUDA */
     char why[192];       /* "--kernels", "--device ...:kernels=", "default: ..."; the recorded workspaces */
-    char spec[96];       /* profile with options ("torch:cublas_ws=N"): drift_cli_kernels_add_recorded */
+    char spec[96];       /* profile with options ("torch:cublas_ws=N"): drift_cli_kernels_pick_trace */
 } drift_cli_kernels;
 
 /* The profile for device (a --device spec or a --devices list; NULL: cpu),
@@ -29,21 +29,22 @@ typedef struct drift_cli_kernels {
 int drift_cli_kernels_pick(const char *cmd, const char *device, const char *kernels, int from_torch,
                            drift_cli_kernels *out);
 
-/* 1 if the trace at path was recorded from PyTorch (formats/libraries.h,
+/* drift_cli_kernels_pick for the trace at path (its /libraries read once):
+ * whether it was recorded from PyTorch (formats/libraries.h,
  * drift_libraries_from_torch: its /libraries names torch, or its producer is
- * the Python recorder); 0 otherwise, also when it cannot be read (the
- * command reports that when it opens the trace itself). */
-int drift_cli_trace_from_torch(const char *path);
-
-/* Under the torch profile, the GEMM workspaces the recording's torch ran with
- * (its /libraries: cublas_workspace_bytes, cublaslt_workspace_bytes, set by
+ * the Python recorder; not when it cannot be read: the command reports that
+ * when it opens the trace itself) chooses the default profile, and under
+ * the torch profile the GEMM workspaces its torch ran with (/libraries
+ * cublas_workspace_bytes, cublaslt_workspace_bytes, set by
  * CUBLAS_WORKSPACE_CONFIG / CUBLASLT_WORKSPACE_SIZE) become the profile's
  * options: out->profile points to out->spec ("torch:cublas_ws=N:lt_ws_kib=K")
  * and out->why says so. They choose cuBLAS's algorithms (split-K needs
  * workspace): without them a run with CUBLAS_WORKSPACE_CONFIG=:16:8 (the
- * deterministic setting) does not replay bitwise. Nothing changes when the
- * profile is not torch, the trace recorded none or cannot be read, or the
- * device spec sets cublas_ws= or lt_ws_kib= itself. */
-void drift_cli_kernels_add_recorded(const char *trace, const char *device, drift_cli_kernels *out);
+ * deterministic setting) does not replay bitwise. No options are added when
+ * the trace recorded none or cannot be read, or the device spec sets
+ * cublas_ws= or lt_ws_kib= itself. Returns 0, or 2 after a usage error as
+ * drift_cli_kernels_pick. */
+int drift_cli_kernels_pick_trace(const char *cmd, const char *device, const char *kernels, const char *trace,
+                                 drift_cli_kernels *out);
 
 #endif

@@ -59,7 +59,9 @@ static void test_choices(void **state) {
     assert_string_equal(drift_cli_kernel_choices[0], "exact");
     assert_string_equal(drift_cli_kernel_choices[1], "torch");
     assert_null(drift_cli_kernel_choices[2]);
-    assert_int_equal(drift_cli_trace_from_torch("/nonexistent/trace.h5"), 0);
+    drift_cli_kernels out; /* an unreadable trace is not from PyTorch: exact by default */
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda", NULL, "/nonexistent/trace.h5", &out), 0);
+    assert_string_equal(out.profile, "exact");
 }
 
 /* A trace whose /libraries holds the given GEMM workspaces (0: not recorded). */
@@ -87,8 +89,7 @@ static void test_recorded_workspaces(void **state) {
     drift_cli_kernels out;
     char p[4096];
     snprintf(p, sizeof p, "%s", ws_trace("ws.h5", 131072, 2 << 20));
-    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", NULL, 1, &out), 0);
-    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda", NULL, p, &out), 0);
     assert_string_equal(out.profile, "torch:cublas_ws=131072:lt_ws_kib=2048");
     assert_non_null(strstr(out.why, "default: the trace was recorded from PyTorch; the recording's GEMM workspaces: "
                                     "cublas_ws=131072:lt_ws_kib=2048"));
@@ -99,23 +100,21 @@ static void test_recorded_workspaces(void **state) {
     assert_string_equal(spec, "cuda:1:kernels=torch:cublas_ws=131072:lt_ws_kib=2048");
     /* only one of the two recorded */
     snprintf(p, sizeof p, "%s", ws_trace("ws1.h5", 131072, 0));
-    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", "torch", 0, &out), 0);
-    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda", "torch", p, &out), 0);
     assert_string_equal(out.profile, "torch:cublas_ws=131072");
     /* untouched: the exact profile, a device spec that sets the workspace, no workspaces recorded, no trace */
-    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", "exact", 1, &out), 0);
-    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda", "exact", p, &out), 0);
     assert_string_equal(out.profile, "exact");
-    assert_int_equal(drift_cli_kernels_pick("replay", "cuda:0:cublas_ws=4096", NULL, 1, &out), 0);
-    drift_cli_kernels_add_recorded(p, "cuda:0:cublas_ws=4096", &out);
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda:0:cublas_ws=4096", NULL, p, &out), 0);
     assert_string_equal(out.profile, "torch");
     snprintf(p, sizeof p, "%s", ws_trace("ws0.h5", 0, 0));
-    assert_int_equal(drift_cli_kernels_pick("replay", "cuda", NULL, 1, &out), 0);
-    drift_cli_kernels_add_recorded(p, "cuda", &out);
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda", NULL, p, &out), 0);
     assert_string_equal(out.profile, "torch");
     assert_null(strstr(out.why, "workspaces"));
-    drift_cli_kernels_add_recorded("/nonexistent/trace.h5", "cuda", &out);
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cuda", "torch", "/nonexistent/trace.h5", &out), 0);
     assert_string_equal(out.profile, "torch");
+    /* a usage error is still one */
+    assert_int_equal(drift_cli_kernels_pick_trace("replay", "cpu", "torch", p, &out), 2);
 }
 
 static int setup(void **state) {
