@@ -34,7 +34,6 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
     st->flash_fast = ctx->torch_opts.flash_fast;
     st->cublas_ws_size = cublas_workspace_size(ctx->torch_opts.cublas_ws, major, minor);
     st->cublas_ws_conv = cublas_workspace_size(0, major, minor);
-    st->cublas_ws_alloc = st->cublas_ws_size > st->cublas_ws_conv ? st->cublas_ws_size : st->cublas_ws_conv;
     /* torch's getCUDABlasLtWorkspaceSize: CUBLASLT_WORKSPACE_SIZE KiB (default
        1024, the spec's lt_ws_kib), capped at the cuBLAS workspace */
     st->lt_ws_size = (size_t)ctx->torch_opts.lt_ws_kib * 1024;
@@ -44,7 +43,8 @@ int dct_torch_create(dcu_ctx *ctx, drift_err *err) {
         st->cublas = NULL;
         return drift_err_set(err, DRIFT_E_IO, ctx->name, "cublasCreate failed: %s", cublasGetStatusString(s));
     }
-    int rc = dcu_check(cudaMalloc(&st->cublas_ws, st->cublas_ws_alloc), err, ctx->name,
+    const size_t ws_bytes = st->cublas_ws_size > st->cublas_ws_conv ? st->cublas_ws_size : st->cublas_ws_conv;
+    int rc = dcu_check(cudaMalloc(&st->cublas_ws, ws_bytes), err, ctx->name,
                        "allocating the torch profile's cuBLAS workspace");
     if (!rc && st->lt_ws_size)
         rc = dcu_check(cudaMalloc(&st->lt_ws, st->lt_ws_size), err, ctx->name,

@@ -35,10 +35,9 @@ enum { DCT_GEMM_AUTO = 0, DCT_GEMM_LT = 1, DCT_GEMM_CUBLAS = 2 };
 /* ctx->torch: owned by the backend (dct_torch_create / dct_torch_destroy). */
 struct dct_state {
     cublasHandle_t cublas;   /* torch's cuBLAS handle: stream, workspace, default math */
-    void *cublas_ws;         /* its workspace (device), cublas_ws_alloc bytes */
+    void *cublas_ws;         /* its workspace (device), the larger of the two sizes */
     size_t cublas_ws_size;   /* the recording's (CUBLAS_WORKSPACE_CONFIG), else torch's default */
     size_t cublas_ws_conv;   /* torch's default for the GPU: a convolution's GEMM (DRIFT_LINEAR_CONV) */
-    size_t cublas_ws_alloc;  /* max of the two */
     void *lt_ws;             /* cuBLASLt workspace (device), lt_ws_size bytes */
     size_t lt_ws_size;
     int gemm_mode;           /* DCT_GEMM_* */
