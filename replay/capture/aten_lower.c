@@ -919,6 +919,8 @@ int al_lower_view_like(lctx *c, const char *base, const char *target) {
         int d = aten_view_dim(dim, v->nd);
         if (d < 0 || v->nd == 0) return FAIL(c, "slice dim %lld out of range", (long long)dim);
         if (step < 1) return FAIL(c, "slice step must be >= 1, got %lld", (long long)step);
+        int routed = 0, check = -1; /* a MoE's slice of its sorted expert ids, bounds at this batch's counts */
+        if (d == 0 && step == 1 && (rc = al_routed_slice(c, j, v->size[0], &start, &end, &routed, &check))) return rc;
         const int64_t n = v->size[d];
         if (start < 0) start += n;
         if (end < 0) end += n;
@@ -928,7 +930,9 @@ int al_lower_view_like(lctx *c, const char *base, const char *target) {
         o.off += start * v->stride[d];
         o.size[d] = (end - start + step - 1) / step;
         o.stride[d] *= step;
-        return al_set_view(c, &o);
+        if ((rc = check >= 0 ? al_routed_slice_bind(c, &o, check) : al_set_view(c, &o))) return rc;
+        if (routed == 2) c->fx[c->cur].ragged = 1; /* its size follows the data's counts, not the batch */
+        return DRIFT_OK;
     }
     if (!strcmp(base, "select")) {
         int64_t dim, idx;

@@ -186,6 +186,19 @@ int al_rb_multi_count(lctx *c, int n_val, int n_got);
  * from the recorded batch 1 (a node at every batch, so programs match). */
 int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim);
 
+/* ---- a MoE's routed slices (aten_routed_slices.c) ---- */
+/* While re-batching, the current node slice(x, 0, *start, *end) where FX node j (x) is an
+ * argsort of a router's flattened top-k expert ids (or an elementwise function of it) whose
+ * slices tile it one interval per expert (counts burnt in from the host: HiDream's moe_infer):
+ * *start, *end become the expert's interval at this batch's counts (re-counted, else the
+ * recorded ones scaled); *routed 1, or 2 when the count is not the recorded one (the size
+ * follows the data). At the interval's first slice *check is the drift id of a check of the
+ * count ([count] column of a NONZERO), else -1. Else *routed 0 and nothing changes. A router
+ * whose experts did not all get tokens at the recorded batch is an error naming it. */
+int al_routed_slice(lctx *c, int j, int64_t n_now, int64_t *start, int64_t *end, int *routed, int *check);
+/* Sets the current node to slice view o, read through the check (so that it runs). */
+int al_routed_slice_bind(lctx *c, const aten_view *o, int check);
+
 /* ---- lowerings (aten_lower.c, aten_lower_opset.c): aten_lower_fn each ---- */
 int al_lower_repeat_interleave(lctx *c, const char *base, const char *target);
 int al_lower_repeat(lctx *c, const char *base, const char *target);

@@ -17,6 +17,8 @@
 #     3 and CFG-joined (it was refused: the batch dim lost at the select of a layer);
 #   * moe_nonzero.json: a MoE router's nonzero in a graph specialised to its data takes the count
 #     of each batch's data (it failed as it ran: "2 non-zero elements where the recording had 5");
+#   * moe_sorted.json: HiDream's moe_infer, the counts per expert burnt into the slices of the
+#     sorted expert ids, takes each batch's counts (it was refused: an empty slice);
 #   * two loops over the samples unrolled at the recorded batch (a slice per sample, an unbind
 #     per sample) are unrolled again at each batch, each position compared in its own iteration;
 #   * list_io.json: WanAnimate2's samples as lists (hidden_states.0/.1, condition_latents.0/.1, one
@@ -204,6 +206,20 @@ d = json.load(open(sys.argv[1]))
 cs = d["configurations"]
 assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
 print("  moe_nonzero: %s (%s)" % (d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
+PY
+# HiDream's moe_infer: the counts per expert burnt into the slices of the sorted expert ids
+# (moe_sorted.json) follow each batch's data; the checks stop a forward whose data gives another
+# count and it is lowered again with it (it was refused: "an empty slice" / "cannot be re-batched");
+# invariant on cpu
+rec moe_sorted.json "$W/moes.h5"
+"$D" invariance "$W/moes.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/moes.json.out" 2> "$W/moes.err"; rc=$?
+[ "$rc" = 0 ] || { cat "$W/moes.err" "$W/moes.json.out"; fail "moe_sorted: exit $rc, expected 0 (invariant)"; }
+"$PY" - "$W/moes.json.out" <<'PY' || fail "moe_sorted: json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = d["configurations"]
+assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
+print("  moe_sorted: %s (%s)" % (d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
 PY
 # lists of samples (WanAnimate2): recorded through a copy of list_io.json with latents and text
 # embeddings added per row (drift record --synthetic needs them), whose trace then gets the list graph

@@ -39,8 +39,9 @@ static inline drift_model *rb_load(const char *name) {
 static inline float rb_xval(int64_t i) { return (float)((i * 37 % 23) - 11) * 0.125f; }
 static inline float rb_pval(int64_t k) { return (float)k * 0.25f + 1.0f; }
 
-/* Runs m on cpu (fp32 plan) with those values into *r (caller frees with drift_exec_result_free). */
-static inline void rb_run(const drift_model *m, drift_exec_result *r) {
+/* Runs m on cpu (fp32 plan) with those values into *r (caller frees with drift_exec_result_free):
+ * the run's error code, e filled. */
+static inline int rb_try_run(const drift_model *m, drift_exec_result *r, drift_err *err) {
     drift_err e;
     drift_err_clear(&e);
     drift_hostset *ps = NULL, *bs = NULL, *is = NULL;
@@ -57,10 +58,17 @@ static inline void rb_run(const drift_model *m, drift_exec_result *r) {
         assert_int_equal(drift_hostset_add(to, v->name, DRIFT_F32, v->ndim, v->shape, d, NULL, NULL, &e), 0);
         free(d);
     }
-    test_run_fp32(m->sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, r);
+    const int rc = test_try_run_fp32(m->sem, DRIFT_SIDE_TRAINER, "cpu", ps, bs, is, NULL, NULL, r, err);
     drift_hostset_free(ps);
     drift_hostset_free(bs);
     drift_hostset_free(is);
+    return rc;
+}
+
+/* rb_try_run, any failure failing the test. */
+static inline void rb_run(const drift_model *m, drift_exec_result *r) {
+    drift_err e;
+    if (rb_try_run(m, r, &e)) fail_msg("%s: %s", e.where, e.msg);
 }
 
 #endif

@@ -411,6 +411,60 @@ static void test_probe_names_the_join_of_the_samples(void **state) {
     free(json);
 }
 
+/* moe_sorted.json (HiDream's moe_infer, DeepSeek-style): the slices of the sorted expert ids hold
+ * the recorded batch's counts per expert (4, 6, 2 at batch 2; no node computes them). At another
+ * batch each slice takes its expert's interval at that batch's counts: a forward whose data gives
+ * another count stops naming it, and the count is taken for the next lowering, as `drift
+ * invariance` does (at batch 3 the scaled guess 6, 9, 3 is wrong: 5, 9, 4). y is checked against
+ * the definition at batch 1, 2, 3 (it was refused: "an empty slice", and at a batch whose counts
+ * fit the recorded bounds each expert got another expert's tokens). */
+static void test_moe_sorted_slices_follow_the_counts(void **state) {
+    (void)state;
+    drift_model *base = load("moe_sorted.json");
+    for (int B = 1; B <= 3; B++) {
+        drift_exec_result r;
+        drift_err e;
+        int recounts = 0, rc;
+        drift_capture_model_clear_counts(base);
+        for (;;) {
+            drift_model *m = NULL;
+            if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+            rc = rb_try_run(m, &r, &e);
+            drift_model_free(m);
+            char node[64];
+            int64_t cnt;
+            if (!rc || !drift_capture_nonzero_failure(&e, node, sizeof node, &cnt)) break;
+            drift_exec_result_free(&r);
+            if (++recounts > 6) fail_msg("batch %d: still %s after 6 re-counts", B, e.msg);
+            assert_int_equal(drift_capture_model_set_count(base, node, cnt, &e), DRIFT_OK);
+        }
+        if (rc) fail_msg("batch %d: %s", B, e.msg);
+        if (B == 3) assert_true(recounts >= 1); /* the scaled counts are not the data's there */
+        assert_int_equal(r.numel, B * 6);
+        for (int t = 0; t < B * 3; t++) {
+            const double x[2] = {xval(2 * t), xval(2 * t + 1)};
+            double lg[3], sm[3], z = 0.0;
+            for (int k = 0; k < 3; k++) lg[k] = x[0] * rb_pval(2 * k) + x[1] * rb_pval(2 * k + 1);
+            for (int k = 0; k < 3; k++) z += sm[k] = exp(lg[k]);
+            int lo = 0;
+            for (int k = 0; k < 3; k++) {
+                sm[k] /= z;
+                if (lg[k] < lg[lo]) lo = k;
+            }
+            for (int o = 0; o < 2; o++) {
+                double want = xval(t / 3);
+                for (int k = 0; k < 3; k++)
+                    if (k != lo) want += sm[k] * (k + 1) * (x[0] * rb_pval(2 * o) + x[1] * rb_pval(2 * o + 1));
+                const double got = r.f32[t * 2 + o];
+                if (fabs(got - want) > 1e-5 * (1.0 + fabs(want)))
+                    fail_msg("batch %d: y[token %d, %d] = %.7g, want %.7g", B, t, o, got, want);
+            }
+        }
+        drift_exec_result_free(&r);
+    }
+    drift_model_free(base);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_mask_rebatches_and_coincident_table_stays),
@@ -430,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_list_output_rebatches),
         cmocka_unit_test(test_unlike_list_samples_are_refused),
         cmocka_unit_test(test_probe_names_the_join_of_the_samples),
+        cmocka_unit_test(test_moe_sorted_slices_follow_the_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
