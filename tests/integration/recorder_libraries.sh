@@ -103,6 +103,9 @@ import os
 assert "cublas_workspace_bytes" not in h5py.File(path, "r")["/libraries"].attrs
 os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
 rec = dr.Recorder(path + ".ws.h5", run_id="ident", family="tiny-dit", strict=True, libraries=ident)
+# torch reads it when it creates its cuBLAS handle (the first GEMM): a change after the recorder
+# started is not what torch used, and not what /libraries (written after the first step) says
+os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
 with rec.step(0):
     rec.record("blocks.0:out", np.arange(6, dtype=np.float32).reshape(2, 3))
 rec.close()

@@ -45,6 +45,14 @@ def _plan_dict(plan):
 MAX_STEP_GRAPHS = 64
 
 
+def _blas_workspace_now():
+    """blas_workspace() of the environment now; (0, 0) (torch's defaults) when it cannot be read."""
+    try:
+        return blas_workspace()
+    except Exception:  # noqa: BLE001 - never worth a failure of the job
+        return (0, 0)
+
+
 class RecorderError(RuntimeError):
     pass
 
@@ -212,6 +220,9 @@ class Recorder:
         # trace starts; a dict of identity.FIELDS: those values; None: none
         self._libraries = libraries
         self._libs_written = False
+        # torch reads the GEMM workspace variables when it creates its cuBLAS handle (the first GEMM,
+        # after this): taken now, not when /libraries is written after the first step
+        self._blas_ws = _blas_workspace_now()
         # torch.compile (compiled.py): "auto" finds compiled modules in what watch / record_params /
         # capture_graph see and dynamo graphs compiled by the first step's end; a dict
         # {"mode": ..., "modules": [...]} says so explicitly; None: never marked
@@ -392,7 +403,7 @@ class Recorder:
         except Exception as e:  # noqa: BLE001
             self._fail("set_compiled", e)
         try:
-            ws = blas_workspace()
+            ws = self._blas_ws
             if any(ws) and getattr(self.lib, "drift_recorder_set_blas_workspace", None) is not None:
                 rc = self.lib.drift_recorder_set_blas_workspace(self._h, int(ws[0]), int(ws[1]), None)
                 if rc:
