@@ -186,6 +186,11 @@ int al_rb_multi_count(lctx *c, int n_val, int n_got);
  * from the recorded batch 1 (a node at every batch, so programs match). */
 int al_rb_align(lctx *c, int *x, int untagged, int bdim, int cat_dim);
 
+/* The recorded count n of a 1-d boolean mask as int64 indices [n]: NONZERO with the count of
+ * the graph's shapes (a dispatch-level trace is specialised to its step); a replayed step
+ * whose mask has another count is an error naming both counts (NONZERO's). aten_lower_opset.c. */
+int al_mask_indices(lctx *c, int mask, int64_t n, int *idx);
+
 /* ---- a MoE's routed slices (aten_routed_slices.c) ---- */
 /* While re-batching, the current node slice(x, 0, *start, *end) where FX node j (x) is an
  * argsort of a router's flattened top-k expert ids (or an elementwise function of it) whose

@@ -807,10 +807,7 @@ int al_lower_index_select(lctx *c, const char *base, const char *target) {
     return al_set_result(c, id);
 }
 
-/* The recorded count n of a 1-d boolean mask as int64 indices [n]: NONZERO with the count of
- * the graph's shapes (a dispatch-level trace is specialised to its step); a replayed step
- * whose mask has another count is an error naming both counts (NONZERO's). */
-static int mask_indices(lctx *c, int mask, int64_t n, int *idx) {
+int al_mask_indices(lctx *c, int mask, int64_t n, int *idx) {
     drift_node_spec s;
     drift_node_spec_init(&s, DRIFT_OP_NONZERO);
     s.op.n_in = 1;
@@ -907,7 +904,7 @@ int al_lower_index(lctx *c, const char *base, const char *target) {
             xv_c = *val_of(c, x);
             lnd = xv->ndim;
         }
-        if ((rc = mask_indices(c, idx, vs[p], &idx))) return rc;
+        if ((rc = al_mask_indices(c, idx, vs[p], &idx))) return rc;
     } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx))) {
         return rc;
     }
@@ -1004,7 +1001,7 @@ static int mask_put_none(lctx *c, int x, int mask) {
     op.dim = 0;
     in[0] = mask, in[1] = one;
     if ((rc = emit_fixed(c, DRIFT_OP_CONCAT, &op, 2, in, DRIFT_BOOL, &cat))) return rc;
-    if ((rc = mask_indices(c, cat, 1, &nz))) return rc;
+    if ((rc = al_mask_indices(c, cat, 1, &nz))) return rc;
     memset(&op, 0, sizeof op);
     op.sub = DRIFT_SCALAR_ADD;
     op.scalar = (double)(1 - mn);
@@ -1048,7 +1045,7 @@ int al_lower_index_put(lctx *c, const char *base, const char *target) {
         if (vv->nd != xv->ndim - p)
             return FAIL(c, "index_put with a boolean mask: values of %d dims (expected %d: [count, dims after the mask])", vv->nd,
                         xv->ndim - p);
-        if ((rc = mask_indices(c, mask, vv->size[0], &idx))) return rc;
+        if ((rc = al_mask_indices(c, mask, vv->size[0], &idx))) return rc;
     } else if ((rc = al_mat_fx(c, ij, &idx)) || (rc = as_index(c, idx, &idx)) || (rc = wrap_negative(c, idx, xv->shape[p], &idx))) {
         return rc;
     }

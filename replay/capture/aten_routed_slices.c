@@ -131,17 +131,9 @@ static int partition(const drift_aten_graph *g, int a, int64_t n_rec, int cap, i
  * with "(nonzero NAME): N non-zero elements where the recording had count" for the recount.
  * *id: its [count] column. */
 static int emit_check(lctx *c, int ids, int64_t k, int64_t count, int *id) {
-    int kk, eq, nz, rc;
+    int kk, eq, rc;
     if ((rc = al_fill_like(c, ids, (double)k, &kk)) || (rc = al_cmp(c, DRIFT_BINARY_EQ, ids, kk, &eq))) return rc;
-    drift_node_spec s;
-    drift_node_spec_init(&s, DRIFT_OP_NONZERO);
-    s.op.n_in = 1;
-    s.in[0] = eq;
-    s.rule = DRIFT_RULE_FIXED;
-    s.rule_dtype = DRIFT_I64;
-    s.ndim = 2, s.shape[0] = count, s.shape[1] = 1;
-    if ((rc = al_add_node(c, &s, &nz))) return rc;
-    return al_emit_view_to(c, nz, 1, &count, id);
+    return al_mask_indices(c, eq, count, id);
 }
 
 int al_routed_slice_bind(lctx *c, const aten_view *o, int check) {

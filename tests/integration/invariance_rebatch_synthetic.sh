@@ -193,34 +193,31 @@ print("  %s: invariant at 1, 2, 3, 4 and CFG-joined, %d values, %s" % (sys.argv[
       ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
 PY
 done
+# moe_invariant GRAPH: recorded, then invariant at batch 1, 2, 3 and CFG-joined on cpu (--json), every
+# configuration comparing values
+moe_invariant() {
+  local t="${1%.json}"
+  rec "$1" "$W/$t.h5"
+  "$D" invariance "$W/$t.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/$t.json.out" 2> "$W/$t.err"; local rc=$?
+  [ "$rc" = 0 ] || { cat "$W/$t.err" "$W/$t.json.out"; fail "$t: exit $rc, expected 0 (invariant)"; }
+  "$PY" - "$W/$t.json.out" "$t" <<'PY' || fail "$t: json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = d["configurations"]
+assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
+print("  %s: %s (%s)" % (sys.argv[2], d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
+PY
+}
 # plain_video's MoE router captured in dispatch mode (specialised to its data): the tokens of the
 # recorded batch of 2 route 5 tokens to the expert, sample 0 alone 2, another batch other counts;
 # each forward that meets another count is lowered again with it (the forward failed as it ran:
 # "2 non-zero elements where the recording had 5"); invariant on cpu
-rec moe_nonzero.json "$W/moe.h5"
-"$D" invariance "$W/moe.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/moe.json.out" 2> "$W/moe.err"; rc=$?
-[ "$rc" = 0 ] || { cat "$W/moe.err" "$W/moe.json.out"; fail "moe_nonzero: exit $rc, expected 0 (invariant)"; }
-"$PY" - "$W/moe.json.out" <<'PY' || fail "moe_nonzero: json"
-import json, sys
-d = json.load(open(sys.argv[1]))
-cs = d["configurations"]
-assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
-print("  moe_nonzero: %s (%s)" % (d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
-PY
+moe_invariant moe_nonzero.json
 # HiDream's moe_infer: the counts per expert burnt into the slices of the sorted expert ids
 # (moe_sorted.json) follow each batch's data; the checks stop a forward whose data gives another
 # count and it is lowered again with it (it was refused: "an empty slice" / "cannot be re-batched");
 # invariant on cpu
-rec moe_sorted.json "$W/moes.h5"
-"$D" invariance "$W/moes.h5" --device cpu --batch 1,2,3 --cfg-batch joined --json > "$W/moes.json.out" 2> "$W/moes.err"; rc=$?
-[ "$rc" = 0 ] || { cat "$W/moes.err" "$W/moes.json.out"; fail "moe_sorted: exit $rc, expected 0 (invariant)"; }
-"$PY" - "$W/moes.json.out" <<'PY' || fail "moe_sorted: json"
-import json, sys
-d = json.load(open(sys.argv[1]))
-cs = d["configurations"]
-assert d["invariant"] and len(cs) == 6 and all(c["bitwise"] and c["values_compared"] > 0 for c in cs), d["summary"]
-print("  moe_sorted: %s (%s)" % (d["summary"], ", ".join("%s %d" % (c["name"], c["values_compared"]) for c in cs)))
-PY
+moe_invariant moe_sorted.json
 # lists of samples (WanAnimate2): recorded through a copy of list_io.json with latents and text
 # embeddings added per row (drift record --synthetic needs them), whose trace then gets the list graph
 # without them (the elements are /buffers/input:hidden_states.0 ..., from the weights file)
