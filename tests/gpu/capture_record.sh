@@ -69,10 +69,9 @@ if [ -x "$DRIFT" ] && [ -f "$DRIFT_RECORDER_LIB" ]; then pass "build: $DRIFT and
 else fail "build: $DRIFT or $DRIFT_RECORDER_LIB missing (logs.tgz: logs/build/build.log)"; tail -20 "$W/logs/build/build.log" 2>/dev/null; pack; exit 1; fi
 # drift itself needs the unpacked .debs' libraries (OpenBLAS, cmocka); python/torch must not see them
 PREFIX="${PREFIX:-/tmp/drift-gpu-prefix}"
-LIBDIRS=""
-[ -d "$PREFIX" ] && LIBDIRS=$(find "$PREFIX" \( -name '*.so' -o -name '*.so.*' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
 # TORCH_LIBS=1 (default): drift runs torch's own cuBLASLt / cuDNN (tests/gpu/lib_torch_libs.sh)
 . "$S/tests/gpu/lib_torch_libs.sh"
+LIBDIRS=$(prefix_lib_dirs "$PREFIX") # not the .debs' terminal libraries
 [ "${TORCH_LIBS:-1}" = 1 ] && TL=$(torch_lib_dirs) && [ -n "$TL" ] && LIBDIRS="$TL:$LIBDIRS"
 drift() { LD_LIBRARY_PATH="${LIBDIRS}${LD_LIBRARY_PATH:-}" "$DRIFT" "$@"; }
 export PYTHONPATH="$S/.pydeps:$S/recorder/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1

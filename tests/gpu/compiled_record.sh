@@ -44,8 +44,8 @@ fi
 DRIFT="$BUILD/drift"
 [ -x "$DRIFT" ] && [ -f "$BUILD/libdrift_recorder.so" ] || { fail "build: $DRIFT or libdrift_recorder.so missing"; pack; exit 1; }
 PREFIX="${PREFIX:-/tmp/drift-gpu-prefix}"
-LIBDIRS=""
-[ -d "$PREFIX" ] && LIBDIRS=$(find "$PREFIX" \( -name '*.so' -o -name '*.so.*' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
+. "$S/tests/gpu/lib_torch_libs.sh" # prefix_lib_dirs: not the .debs' terminal libraries
+LIBDIRS=$(prefix_lib_dirs "$PREFIX")
 LIBDIRS="${LIBDIRS%:}"
 drift() { if [ -n "$LIBDIRS" ]; then env LD_LIBRARY_PATH="$LIBDIRS" "$DRIFT" "$@"; else env -u LD_LIBRARY_PATH "$DRIFT" "$@"; fi; }
 

@@ -55,8 +55,8 @@ export DRIFT_RECORDER_LIB="$BUILD/libdrift_recorder.so"
 if [ -x "$DRIFT" ] && [ -f "$DRIFT_RECORDER_LIB" ]; then pass "build ($(( $(date +%s) - T0 )) s)"
 else fail "build: $DRIFT or $DRIFT_RECORDER_LIB missing (logs.tgz: logs/build)"; pack; exit 1; fi
 PREFIX="${PREFIX:-/tmp/drift-gpu-prefix}"
-LIBDIRS=""
-[ -d "$PREFIX" ] && LIBDIRS=$(find "$PREFIX" \( -name '*.so' -o -name '*.so.*' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
+. "$S/tests/gpu/lib_torch_libs.sh" # prefix_lib_dirs: not the .debs' terminal libraries
+LIBDIRS=$(prefix_lib_dirs "$PREFIX")
 drift() { LD_LIBRARY_PATH="${LIBDIRS}${LD_LIBRARY_PATH:-}" "$DRIFT" "$@"; }
 export PYTHONPATH="$S/.pydeps:$S/recorder/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 

@@ -24,3 +24,16 @@ for r in roots:
 print(":".join(dirs))
 PY
 }
+
+# prefix_lib_dirs PREFIX prints, colon-separated with a trailing colon, the folders of the shared
+# libraries unpacked from .debs into PREFIX (OpenBLAS, cmocka: drift needs them at run time), but
+# not a folder that holds only the terminal libraries (libtinfo, libncurses: Debian 12's, there for
+# the link of the dashboard): first on LD_LIBRARY_PATH, Debian's libtinfo.so.6 breaks the device
+# image's newer libncursesw.so.6 that drift loads ("undefined symbol: _nc_safe_fopen").
+prefix_lib_dirs() {
+  [ -d "${1:-}" ] || return 0
+  local d
+  find "$1" \( -name '*.so' -o -name '*.so.*' \) -printf '%h\n' 2>/dev/null | sort -u | while read -r d; do
+    ls "$d" | grep -E '\.so(\.|$)' | grep -qvE '^lib(tinfo|ncurses|ncursesw|tic)\.so' && printf '%s:' "$d"
+  done
+}

@@ -107,8 +107,9 @@ if [ -n "${PREFIX:-}" ]; then
   say "using PREFIX=$PREFIX"
   CMAKE_ARGS+=("-DCMAKE_PREFIX_PATH=$PREFIX/usr;$PREFIX")
   LIBDIRS=$(find "$PREFIX" \( -name '*.so' -o -name '*.so.*' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
-  export LD_LIBRARY_PATH="${LIBDIRS}${LD_LIBRARY_PATH:-}"
-  export LIBRARY_PATH="${LIBDIRS}${LIBRARY_PATH:-}"
+  export LIBRARY_PATH="${LIBDIRS}${LIBRARY_PATH:-}" # the link sees every one; the loader not the terminal libraries
+  . "$SRC/tests/gpu/lib_torch_libs.sh"
+  export LD_LIBRARY_PATH="$(prefix_lib_dirs "$PREFIX")${LD_LIBRARY_PATH:-}"
 fi
 
 # cmocka: PREFIX, else system, else an empty stand-in (GPU tests don't use it)
