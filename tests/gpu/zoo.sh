@@ -17,7 +17,8 @@
 #           --kernels torch; $OUT/zoo_invariance.md.
 # Env: BUILD (/tmp/drift-gpu-build), WORK (/tmp/zoo), MODELS (comma list), ZOO_SHARDS, ZOO_WATCH (globs, "*": every module),
 # TIME_BUDGET (s, default 540), ZOO_PACK_TRACES (1: bring the traces back), INV_MODELS (the invariance stage's
-# models, default MODELS: its models run in name order until the budget ends). At most 8 files under $OUT.
+# models, default MODELS: its models run in name order until the budget ends), ZOO_INV_JOBS (1: chains of
+# invariance workers at once). At most 8 files under $OUT.
 set -u
 S="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${OUT:?set OUT}"
@@ -88,7 +89,7 @@ fi
 if has invariance; then
   IM="${INV_MODELS:-${MODELS:-}}"
   "$PY" "$S/tests/gpu/zoo_invariance.py" --rec "$W/rec" --drift "$BUILD/drift" --out "$OUT" \
-    --budget "$(( $(left) - 20 ))" ${IM:+--models "$IM"} > "$W/logs/invariance.log" 2>&1
+    --budget "$(( $(left) - 20 ))" --jobs "${ZOO_INV_JOBS:-1}" ${IM:+--models "$IM"} > "$W/logs/invariance.log" 2>&1
   say "invariance: $(tail -1 "$W/logs/invariance.log")"
   pack
 fi

@@ -2,7 +2,7 @@
 """The zoo's invariance table (issue 33), on the GPU machine after zoo.py record:
 
     python3 tests/gpu/zoo_invariance.py --rec /tmp/zoo/rec --drift BUILD/drift --out $OUT \
-        [--models A,B] [--batches 1,2,4,8] [--budget SECONDS]
+        [--models A,B] [--batches 1,2,4,8] [--budget SECONDS] [--jobs N]
 
 For every recorded model with a captured graph, two verdicts on the same question
 ("does sample 0's output change when it runs inside a batch?"):
@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import subprocess
+import threading
 import sys
 import time
 
@@ -280,7 +281,9 @@ def main():
     ap.add_argument("--models", default=None)
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--budget", type=float, default=240)
+    ap.add_argument("--jobs", type=int, default=1, help="models run in this many chains of workers at once")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--shard", default="0/1", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if not a.worker:
         return parent(a)
@@ -295,8 +298,9 @@ def main():
     part = os.path.join(a.out, "zoo_invariance.part.jsonl")
     if os.path.exists(part):
         done = {json.loads(x)["model"] for x in open(part) if x.strip()}
-    for tag in sorted(os.listdir(a.rec)):
-        if tag in done:
+    shard, shards = (int(x) for x in a.shard.split("/"))
+    for i, tag in enumerate(sorted(os.listdir(a.rec))):
+        if tag in done or i % shards != shard:
             continue
         tr = os.path.join(a.rec, tag, "trainer.h5")
         info_p = os.path.join(a.rec, tag, "info.json")
@@ -394,22 +398,34 @@ def _append(path, row):
 
 def parent(a):
     """Runs the models in worker processes (one after another: a device-side assert in one
-    model's PyTorch forward ends its worker, the next worker goes on after it), then writes
-    the table from their rows."""
+    model's PyTorch forward ends its worker, the next worker goes on after it), in --jobs
+    chains at once (model i in chain i % jobs; the verdicts compare bits within one process,
+    so sharing the GPU changes none), then writes the table from their rows (one line each,
+    appended whole to one file)."""
     t_end = time.time() + a.budget
     part = os.path.join(a.out, "zoo_invariance.part.jsonl")
     if os.path.exists(part):
         os.remove(part)
     args = [sys.executable, os.path.abspath(__file__), "--rec", a.rec, "--drift", a.drift, "--out", a.out,
             "--batches", a.batches, "--worker"] + (["--models", a.models] if a.models else [])
-    for _ in range(40):
-        left = t_end - time.time()
-        if left < 10:
-            break
-        rc = subprocess.call(args + ["--budget", str(int(left))])
-        if rc != 3:
-            break
+    jobs = max(1, a.jobs)
+
+    def chain(k):
+        for _ in range(40):
+            left = t_end - time.time()
+            if left < 10:
+                break
+            rc = subprocess.call(args + ["--budget", str(int(left)), "--shard", "%d/%d" % (k, jobs)])
+            if rc != 3:
+                break
+
+    threads = [threading.Thread(target=chain, args=(k,)) for k in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     rows = [json.loads(x) for x in open(part)] if os.path.exists(part) else []
+    rows.sort(key=lambda r: r["model"])
     if os.path.exists(part):
         os.remove(part)  # the table and the jsonl below hold it (files under $OUT are counted)
     n = {"models": len(rows), "configs": 0, "match": 0, "torch_dependent": 0,
