@@ -318,7 +318,8 @@ static int split_of_one(const un_ctx *c, int k, const unsigned char *cl) {
  * join (cjoin: its item repeated once per sample) only where its rows meet the samples' rows: its
  * value, or one computed from it and no input, is split back into one piece per sample
  * (split_with_sizes into one piece of all its rows), or meets a value computed from an input with
- * as many rows in dim 0 (`where(mask, pad_token, feats)` over the joined samples' rows). dep and cl
+ * as many rows in dim 0, more than 1 (`where(mask, pad_token, feats)` over the joined samples'
+ * rows; one row would be the batch dim of a [1, L, D] sample, which broadcasts as it is). dep and cl
  * are scratch, one byte per node. */
 static void const_joins(un_ctx *c, unsigned char *dep, unsigned char *cl, int *refs, int cap) {
     for (int changed = 1; changed;) {
@@ -342,7 +343,7 @@ static void const_joins(un_ctx *c, unsigned char *dep, unsigned char *cl, int *r
                 }
                 if (mine < 0) continue;
                 if (!dep[j]) cl[j] = 1;
-                meets = split_of_one(c, j, cl) || (other >= 0 && dim0(c, mine) >= 1 && dim0(c, mine) == dim0(c, other));
+                meets = split_of_one(c, j, cl) || (other >= 0 && dim0(c, mine) > 1 && dim0(c, mine) == dim0(c, other));
             }
             if (meets) c->nd[k].cjoin = 1, changed = 1;
         }
