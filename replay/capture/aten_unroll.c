@@ -237,6 +237,7 @@ static int propagate(un_ctx *c, int *refs, int cap) {
         u->tag = -1;
         u->join = u->cjoin;
         u->write = 0;
+        if (u->cjoin) continue; /* a join of per-sample constants takes no iteration */
         if (u->src >= 0 && u->on && c->nd[u->x].tag < 0) {
             u->tag = u->src;
             u->from = k;
@@ -273,81 +274,6 @@ static int propagate(un_ctx *c, int *refs, int cap) {
         bad = 1;
     }
     return bad;
-}
-
-/* 1 if node k is the placeholder of a user input. */
-static int user_input(const un_ctx *c, int k) {
-    if (!c->inputs || c->inputs->type != DRIFT_JSON_ARRAY) return 0;
-    for (size_t i = 0; i < c->inputs->n_items; i++) {
-        const char *node = str_of(&c->inputs->items[i], "node"), *kind = str_of(&c->inputs->items[i], "kind");
-        if (node && kind && !strcmp(kind, "user_input") && !strcmp(node, c->nd[k].name)) return 1;
-    }
-    return 0;
-}
-
-/* 1 if node k is a cat along dim 0 of one tensor; its item into *item. */
-static int cat_of_one(const un_ctx *c, int k, int *item) {
-    const un_node *u = &c->nd[k];
-    const drift_json_value *a = u->args;
-    int64_t d = 0;
-    if (strcmp(u->target, "aten.cat.default") || !a || a->type != DRIFT_JSON_ARRAY || !a->n_items ||
-        a->items[0].type != DRIFT_JSON_ARRAY || a->items[0].n_items != 1 || (a->n_items >= 2 && (!int_at(a, 1, &d) || d != 0)))
-        return 0;
-    *item = ref_of(c, &a->items[0].items[0]);
-    return *item >= 0;
-}
-
-/* 1 if node k splits its operand (args[0], a node in cl) into one piece of all its rows along
- * dim 0: split_with_sizes(x, [rows]), the per-sample split of a list of one sample. */
-static int split_of_one(const un_ctx *c, int k, const unsigned char *cl) {
-    const un_node *u = &c->nd[k];
-    const drift_json_value *a = u->args;
-    int64_t d = 0;
-    if (strcmp(u->target, "aten.split_with_sizes.default") || !a || a->type != DRIFT_JSON_ARRAY || a->n_items < 2 ||
-        a->items[1].type != DRIFT_JSON_ARRAY || a->items[1].n_items != 1 || (a->n_items >= 3 && (!int_at(a, 2, &d) || d != 0)))
-        return 0;
-    const int x = ref_of(c, &a->items[0]);
-    return x >= 0 && cl[x];
-}
-
-/* Joins of per-sample constants, at a recorded batch of 1 in a graph whose lists of samples were
- * stacked (aten_listin.c): a `torch.cat(per_sample)` over a Python list that holds one tensor per
- * sample, each built from the sample's sizes alone (ZImage's pad masks `torch.cat(inner_pad_mask)`
- * and rope positions `torch.cat(pos_ids)`), is a cat of one tensor computed from no input at batch
- * 1 and of B copies of it at batch B (the samples run sample 0's code). Such a cat is taken as a
- * join (cjoin: its item repeated once per sample) only where its rows meet the samples' rows: its
- * value, or one computed from it and no input, is split back into one piece per sample
- * (split_with_sizes into one piece of all its rows), or meets a value computed from an input with
- * as many rows in dim 0, more than 1 (`where(mask, pad_token, feats)` over the joined samples'
- * rows; one row would be the batch dim of a [1, L, D] sample, which broadcasts as it is). dep and cl
- * are scratch, one byte per node. */
-static void const_joins(un_ctx *c, unsigned char *dep, unsigned char *cl, int *refs, int cap) {
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int k = 0; k < c->n; k++) { /* computed from an input (or a join of constants found) */
-            dep[k] = c->nd[k].cjoin || user_input(c, k);
-            const int m = collect(c, c->nd[k].args, refs, 0, cap);
-            for (int j = 0; j < m && j < cap && !dep[k]; j++) dep[k] = dep[refs[j]];
-        }
-        for (int k = 0; k < c->n; k++) {
-            int item = -1, meets = 0;
-            if (c->nd[k].cjoin || !cat_of_one(c, k, &item) || dep[item]) continue;
-            memset(cl, 0, (size_t)c->n);
-            cl[k] = 1;
-            for (int j = k + 1; j < c->n && !meets; j++) {
-                const int m = collect(c, c->nd[j].args, refs, 0, cap);
-                int mine = -1, other = -1;
-                for (int r = 0; r < m && r < cap; r++) {
-                    if (cl[refs[r]]) mine = refs[r];
-                    else if (dep[refs[r]]) other = refs[r];
-                }
-                if (mine < 0) continue;
-                if (!dep[j]) cl[j] = 1;
-                meets = split_of_one(c, j, cl) || (other >= 0 && dim0(c, mine) > 1 && dim0(c, mine) == dim0(c, other));
-            }
-            if (meets) c->nd[k].cjoin = 1, changed = 1;
-        }
-    }
 }
 
 /* Classifies every node, switches on each source (chunks_only: the splits' alone), propagates
@@ -504,6 +430,100 @@ static int iterations_alike(const un_ctx *c, int *pos, int *x0, int *xt, int *t_
         }
     }
     return 1;
+}
+
+/* 1 if node k is the placeholder of a user input. */
+static int user_input(const un_ctx *c, int k) {
+    if (!c->inputs || c->inputs->type != DRIFT_JSON_ARRAY) return 0;
+    for (size_t i = 0; i < c->inputs->n_items; i++) {
+        const char *node = str_of(&c->inputs->items[i], "node"), *kind = str_of(&c->inputs->items[i], "kind");
+        if (node && kind && !strcmp(kind, "user_input") && !strcmp(node, c->nd[k].name)) return 1;
+    }
+    return 0;
+}
+
+/* 1 if node k is a cat along dim 0 of one tensor per recorded sample (c->from), each computed as the
+ * first (the same op on the same arguments, constants of equal values: one constant per sample, the
+ * samples' lengths equal); the first into *item. 2 where one is not computed as the first (into
+ * *bad), 0 when k is no such cat. */
+static int cat_of_samples(const un_ctx *c, int k, int *item, int *bad) {
+    const un_node *u = &c->nd[k];
+    const drift_json_value *a = u->args;
+    int64_t d = 0;
+    if (strcmp(u->target, "aten.cat.default") || !a || a->type != DRIFT_JSON_ARRAY || !a->n_items ||
+        a->items[0].type != DRIFT_JSON_ARRAY || (int64_t)a->items[0].n_items != c->from ||
+        (a->n_items >= 2 && (!int_at(a, 1, &d) || d != 0)))
+        return 0;
+    *item = ref_of(c, &a->items[0].items[0]);
+    const alike_ctx ac = {c, NULL, -1};
+    for (size_t i = 1; *item >= 0 && i < a->items[0].n_items; i++) {
+        const int r = ref_of(c, &a->items[0].items[i]);
+        if (r < 0) return 0;
+        if (!equivalent(&ac, *item, r, 16)) {
+            *bad = r;
+            return 2;
+        }
+    }
+    return *item >= 0;
+}
+
+/* 1 if node k splits its operand (args[0], a node in cl) along dim 0 into one piece per recorded
+ * sample, of one size: split_with_sizes(x, [L] * N), the per-sample split of the joined rows. */
+static int split_per_sample(const un_ctx *c, int k, const unsigned char *cl) {
+    const un_node *u = &c->nd[k];
+    const drift_json_value *a = u->args;
+    int64_t d = 0, s0 = 0, si = 0;
+    if (strcmp(u->target, "aten.split_with_sizes.default") || !a || a->type != DRIFT_JSON_ARRAY || a->n_items < 2 ||
+        a->items[1].type != DRIFT_JSON_ARRAY || (int64_t)a->items[1].n_items != c->from || !int_at(&a->items[1], 0, &s0) ||
+        (a->n_items >= 3 && (!int_at(a, 2, &d) || d != 0)))
+        return 0;
+    for (size_t p = 1; p < a->items[1].n_items; p++)
+        if (!int_at(&a->items[1], p, &si) || si != s0) return 0;
+    const int x = ref_of(c, &a->items[0]);
+    return x >= 0 && cl[x] && dim0(c, x) == s0 * c->from;
+}
+
+/* Joins of per-sample constants, in a graph whose lists of samples were stacked (aten_listin.c): a
+ * `torch.cat(per_sample)` over a Python list that holds one tensor per sample, each built from the
+ * sample's sizes alone (ZImage's pad masks `torch.cat(inner_pad_mask)` and rope positions
+ * `torch.cat(pos_ids)`), is a cat of N tensors computed from no input at the recorded batch N, and
+ * of B at batch B (the samples run sample 0's code: B copies of the first). Taken as such (cjoin)
+ * only where the N tensors are alike (cat_of_samples) and the cat's rows meet the samples' rows:
+ * its value, or one computed from it and no input, is split back into one piece per sample
+ * (split_with_sizes into N pieces of one size), or meets a value computed from an input with as
+ * many rows in dim 0, more than 1 (`where(mask, pad_token, feats)` over the joined samples' rows;
+ * one row would be the batch dim of a [1, L, D] sample, which broadcasts as it is). Runs before the
+ * iterations are tagged (every tag -1). dep and cl are scratch, one byte per node. */
+static void const_joins(un_ctx *c, unsigned char *dep, unsigned char *cl, int *refs, int cap, int *unlike, int *u0,
+                        int *ui) {
+    *unlike = *u0 = *ui = -1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int k = 0; k < c->n; k++) { /* computed from an input (or a join of constants found) */
+            dep[k] = c->nd[k].cjoin || user_input(c, k);
+            const int m = collect(c, c->nd[k].args, refs, 0, cap);
+            for (int j = 0; j < m && j < cap && !dep[k]; j++) dep[k] = dep[refs[j]];
+        }
+        for (int k = 0; k < c->n; k++) {
+            int item = -1, bad = -1, meets = 0, kind = c->nd[k].cjoin ? 0 : cat_of_samples(c, k, &item, &bad);
+            if (!kind || dep[item] || (kind == 2 && dep[bad])) continue;
+            memset(cl, 0, (size_t)c->n);
+            cl[k] = 1;
+            for (int j = k + 1; j < c->n && !meets; j++) {
+                const int m = collect(c, c->nd[j].args, refs, 0, cap);
+                int mine = -1, other = -1;
+                for (int r = 0; r < m && r < cap; r++) {
+                    if (cl[refs[r]]) mine = refs[r];
+                    else if (dep[refs[r]]) other = refs[r];
+                }
+                if (mine < 0) continue;
+                if (!dep[j]) cl[j] = 1;
+                meets = split_per_sample(c, j, cl) || (other >= 0 && dim0(c, mine) > 1 && dim0(c, mine) == dim0(c, other));
+            }
+            if (meets && kind == 1) c->nd[k].cjoin = 1, changed = 1;
+            if (meets && kind == 2 && *unlike < 0) *unlike = k, *u0 = item, *ui = bad;
+        }
+    }
 }
 
 /* ---- writing the rewritten document -------------------------------------------------- */
@@ -850,14 +870,28 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         c.slot[h] = k;
     }
     int joins = 0, writes = 0;
-    if (c.lists && rb_from == 1 && !chunks_only) {
+    if (c.lists && !chunks_only) {
         unsigned char *dep = drift_malloc((size_t)c.n * 2);
         if (!dep) {
             rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
             goto done;
         }
-        const_joins(&c, dep, dep + c.n, refs, cap);
+        for (int k = 0; k < c.n; k++) c.nd[k].tag = -1; /* equivalent() compares untagged nodes */
+        int uk, u0, ui;
+        const_joins(&c, dep, dep + c.n, refs, cap, &uk, &u0, &ui);
         drift_free(dep);
+        if (uk >= 0) {
+            const un_node *a = &c.nd[u0], *x = &c.nd[ui];
+            rc = drift_err_set(err, DRIFT_E_INPUT, source,
+                               "cannot be re-batched: node %d '%s' (%s) in module '%s' joins one constant per "
+                               "recorded sample (a list of samples' masks or positions) whose values differ: node '%s' (%s) "
+                               "for sample 0, node '%s' (%s) for another (another length or value per sample); the "
+                               "samples of another batch run copies of sample 0's code, so only samples whose "
+                               "constants are alike are re-batched",
+                               uk, c.nd[uk].name, c.nd[uk].target, str_of(c.nd[uk].obj, "module") ? str_of(c.nd[uk].obj, "module") : "",
+                               a->name, a->target, x->name, x->target);
+            goto done;
+        }
     }
     if (tag_loops(&c, chunks_only, refs, cap, &joins, &writes) <= 0) goto done;
     if (writes) { /* what the written buffers feed holds their batch: its rows are per-sample sources too */

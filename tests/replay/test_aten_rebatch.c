@@ -481,6 +481,25 @@ static void test_list_per_sample_constant_joined(void **state) {
     list_rebatches("list_pad_const.json", 1, 4, 3, pad_const_want);
 }
 
+/* list_pad_const2.json: the same at a recorded batch of 2, the cat of the two samples' alike
+ * constants (arange(4) each) a join of B copies at batch B (it was refused: [12, 3] and [8, 1] do not
+ * broadcast); list_pad_const2_unlike.json, whose sample 1 has arange(1, 5), is refused naming the cat
+ * and both constants: they differ, so no one of them stands for the rows of another batch (it was
+ * refused naming only the add that meets its rows: "do not broadcast"). */
+static void test_list_per_sample_constants_joined_at_2(void **state) {
+    (void)state;
+    list_rebatches("list_pad_const2.json", 2, 4, 3, pad_const_want);
+    drift_model *base = load("list_pad_const2_unlike.json"), *m = NULL;
+    base->cfg.batch = 2;
+    drift_err e;
+    assert_int_equal(rebatch(base, 3, &m, &e), DRIFT_E_INPUT);
+    assert_null(m);
+    if (!strstr(e.msg, "node 8 'm' (aten.cat.default) in module '' joins one constant per recorded sample") ||
+        !strstr(e.msg, "node 'ar0' (aten.arange.start) for sample 0, node 'ar1' (aten.arange.start) for another"))
+        fail_msg("%s", e.msg);
+    drift_model_free(base);
+}
+
 static float pad_sequence_want(int64_t k, int B) {
     (void)B;
     const int64_t b = k / 12, r = k / 3 % 4, c = k % 3;
@@ -586,6 +605,7 @@ int main(void) {
         cmocka_unit_test(test_list_type_as_takes_no_sample),
         cmocka_unit_test(test_list_split_with_sizes_per_sample),
         cmocka_unit_test(test_list_per_sample_constant_joined),
+        cmocka_unit_test(test_list_per_sample_constants_joined_at_2),
         cmocka_unit_test(test_list_pad_sequence_writes_each_sample),
         cmocka_unit_test(test_list_packed_samples_rebatch),
     };

@@ -53,20 +53,22 @@ def split_sizes():
     n.append(output(["o0", "o1"], "o0"))
     return doc("ListSplitSizes", split_sizes.__doc__, n, [lin("x.0", "x0"), lin("x.1", "x1")], "o0")
 
-def pad_const():
-    """ZImage's pad mask at a recorded batch of 1: `torch.cat(inner_pad_mask)` over a list of one constant per sample
-    (built from the sample's length alone), met row for row by the samples' joined tokens: y = cat([x_0 * 2]) +
-    cat([arange(4)]).unsqueeze(-1), viewed [1, 4, 3]: y[b, r, c] = 2 x[b, r, c] + r."""
-    n = [ph("x0", [4, 3]),
-         op("e0", "aten.mul.Tensor", [R("x0"), 2.0], V(4, 3), "patchify"),
-         op("j", "aten.cat.default", [[R("e0")]], V(4, 3)),
-         op("ar", "aten.arange.default", [4], V(4), kwargs={"dtype": {"dtype": "float32"}}),
-         op("m", "aten.cat.default", [[R("ar")]], V(4)),
-         op("mu", "aten.unsqueeze.default", [R("m"), -1], V(4, 1)),
-         op("z", "aten.add.Tensor", [R("j"), R("mu")], V(4, 3), "embedder"),
-         op("y", "aten.view.default", [R("z"), [1, 4, 3]], V(1, 4, 3)),
-         output(["y"], "y")]
-    return doc("ListPadConst", pad_const.__doc__, n, [lin("x.0", "x0")], "y")
+def pad_const(rb=1, start1=0):
+    """ZImage's pad mask: `torch.cat(inner_pad_mask)` over a list of one constant per sample (built from the sample's
+    length alone), met row for row by the samples' joined tokens: y = cat([x_i * 2 ...]) + cat([arange(4) ...])
+    .unsqueeze(-1), viewed [N, 4, 3]: y[b, r, c] = 2 x[b, r, c] + r. rb: the recorded batch; start1: where sample 1's
+    arange starts (not 0: the samples' constants differ)."""
+    n = [ph("x%d" % i, [4, 3]) for i in range(rb)]
+    n += [op("e%d" % i, "aten.mul.Tensor", [R("x%d" % i), 2.0], V(4, 3), "patchify") for i in range(rb)]
+    n += [op("j", "aten.cat.default", [[R("e%d" % i) for i in range(rb)]], V(4 * rb, 3))]
+    n += [op("ar%d" % i, "aten.arange.start", [start1 if i else 0, (start1 if i else 0) + 4], V(4),
+             kwargs={"dtype": {"dtype": "float32"}}) for i in range(rb)]
+    n += [op("m", "aten.cat.default", [[R("ar%d" % i) for i in range(rb)]], V(4 * rb)),
+          op("mu", "aten.unsqueeze.default", [R("m"), -1], V(4 * rb, 1)),
+          op("z", "aten.add.Tensor", [R("j"), R("mu")], V(4 * rb, 3), "embedder"),
+          op("y", "aten.view.default", [R("z"), [rb, 4, 3]], V(rb, 4, 3)),
+          output(["y"], "y")]
+    return doc("ListPadConst", pad_const.__doc__, n, [lin("x.%d" % i, "x%d" % i) for i in range(rb)], "y")
 
 def pad_sequence():
     """torch.nn.utils.rnn.pad_sequence(feats, batch_first=True) at a recorded batch of 1 as torch.export decomposes
@@ -135,5 +137,7 @@ def dump(name, d):
 dump("list_type_as.json", type_as())
 dump("list_split_sizes.json", split_sizes())
 dump("list_pad_const.json", pad_const())
+dump("list_pad_const2.json", pad_const(2))
+dump("list_pad_const2_unlike.json", pad_const(2, 1))
 dump("list_pad_sequence.json", pad_sequence())
 dump("list_packed.json", packed())
