@@ -522,10 +522,12 @@ static float packed_want_fn(int64_t k, int B) {
 }
 
 /* list_packed.json (ZImage's packing at its test configuration, recorded at 1: all of the above in
- * a row, then an unbind over the batch and a list output): y[b] = ((2 x_b + 1) + 5 t_b) * 3. */
+ * a row, then an unbind over the batch and a list output), and list_packed2.json, the same recorded
+ * at 2: y[b] = ((2 x_b + 1) + 5 t_b) * 3. */
 static void test_list_packed_samples_rebatch(void **state) {
     (void)state;
     list_rebatches("list_packed.json", 1, 3, 3, packed_want_fn);
+    list_rebatches("list_packed2.json", 2, 3, 3, packed_want_fn);
 }
 
 /* moe_sorted.json (HiDream's moe_infer, DeepSeek-style): the slices of the sorted expert ids hold

@@ -91,42 +91,44 @@ def pad_sequence():
          output(["y"], "y")]
     return doc("ListPadSequence", pad_sequence.__doc__, n, [lin("x.0", "x0")], "y")
 
-def packed():
-    """ZImage's whole packing at a recorded batch of 1 (its diffusers test configuration): the timestep's embedding
-    typed as x[0]; each sample's tokens (x_0 * 2, 3 rows) joined, one op over all (+ 1), split back by length; the pad
-    mask cat([zeros(3)]) picks the pad token where set (none here: where(mask, pad, feats)); split again; padded to 4
-    rows by pad_sequence; + the timestep; unbind over the batch, each sample's first 3 rows * 3, the output a list:
-    y[b, r, c] = ((2 x[b, r, c] + 1) + 5 t[b]) * 3."""
-    B = V
-    n = [ph("pad_token", [1, 3]), ph("x0", [3, 3]), ph("t", [1]),
-         op("ts", "aten.mul.Tensor", [R("t"), 5.0], V(1), "t_embedder"),
-         op("ta", "aten.type_as.default", [R("ts"), R("x0")], V(1)),
-         op("e0", "aten.mul.Tensor", [R("x0"), 2.0], V(3, 3), "patchify"),
-         op("j", "aten.cat.default", [[R("e0")]], V(3, 3)),
-         op("z", "aten.add.Tensor", [R("j"), 1.0], V(3, 3), "embedder"),
-         op("sp", "aten.split_with_sizes.default", [R("z"), [3]], [V(3, 3)]),
-         op("g0", "getitem", [R("sp"), 0], V(3, 3)),
-         op("fc", "aten.cat.default", [[R("g0")]], V(3, 3)),
-         op("mz", "aten.zeros.default", [[3]], V(3, dt="bool"), "", {"dtype": {"dtype": "bool"}}),
-         op("mc", "aten.cat.default", [[R("mz")]], V(3, dt="bool")),
-         op("mu", "aten.unsqueeze.default", [R("mc"), -1], V(3, 1, dt="bool")),
-         op("w", "aten.where.self", [R("mu"), R("pad_token"), R("fc")], V(3, 3)),
-         op("sp2", "aten.split_with_sizes.default", [R("w"), [3]], [V(3, 3)]),
-         op("h0", "getitem", [R("sp2"), 0], V(3, 3)),
-         op("buf", "aten.full.default", [[1, 4, 3], 0.0], V(1, 4, 3), "", {"dtype": {"dtype": "float32"}}),
-         op("s0", "aten.select.int", [R("buf"), 0, 0], V(4, 3)),
-         op("sl0", "aten.slice.Tensor", [R("s0"), 0, 0, 3], V(3, 3)),
-         op("copy_", "aten.copy_.default", [R("sl0"), R("h0")], V(3, 3)),
-         op("pad", "aten.alias.default", [R("buf")], V(1, 4, 3)),
-         op("tv", "aten.view.default", [R("ta"), [-1, 1, 1]], V(1, 1, 1)),
-         op("a", "aten.add.Tensor", [R("pad"), R("tv")], V(1, 4, 3), "layers.0"),
-         op("ub", "aten.unbind.int", [R("a")], [V(4, 3)]),
-         op("u0", "getitem", [R("ub"), 0], V(4, 3)),
-         op("us", "aten.slice.Tensor", [R("u0"), 0, 0, 3], V(3, 3)),
-         op("o0", "aten.mul.Tensor", [R("us"), 3.0], V(3, 3), "unpatchify"),
-         output(["o0"], "o0")]
-    ins = [{"node": "pad_token", "kind": "parameter", "target": "x_pad_token"}, lin("x.0", "x0"),
-           {"node": "t", "kind": "user_input", "target": "t", "role": "timestep"}]
+def packed(rb=1):
+    """ZImage's whole packing (its diffusers test configuration records 1 sample; rb: the recorded batch): the
+    timestep's embedding typed as x[0]; each sample's tokens (x_i * 2, 3 rows) joined, one op over all (+ 1), split
+    back by length; the pad mask cat([zeros(3) ...]) picks the pad token where set (none here: where(mask, pad,
+    feats)); split again; padded to 4 rows by pad_sequence; + the timestep; unbind over the batch, each sample's first
+    3 rows * 3, the output a list: y[b, r, c] = ((2 x[b, r, c] + 1) + 5 t[b]) * 3."""
+    S = range(rb)
+    n = [ph("pad_token", [1, 3])] + [ph("x%d" % i, [3, 3]) for i in S] + [ph("t", [rb]),
+         op("ts", "aten.mul.Tensor", [R("t"), 5.0], V(rb), "t_embedder"),
+         op("ta", "aten.type_as.default", [R("ts"), R("x0")], V(rb))]
+    n += [op("e%d" % i, "aten.mul.Tensor", [R("x%d" % i), 2.0], V(3, 3), "patchify") for i in S]
+    n += [op("j", "aten.cat.default", [[R("e%d" % i) for i in S]], V(3 * rb, 3)),
+          op("z", "aten.add.Tensor", [R("j"), 1.0], V(3 * rb, 3), "embedder"),
+          op("sp", "aten.split_with_sizes.default", [R("z"), [3] * rb], [V(3, 3) for i in S])]
+    n += [op("g%d" % i, "getitem", [R("sp"), i], V(3, 3)) for i in S]
+    n += [op("fc", "aten.cat.default", [[R("g%d" % i) for i in S]], V(3 * rb, 3))]
+    n += [op("mz%d" % i, "aten.zeros.default", [[3]], V(3, dt="bool"), "", {"dtype": {"dtype": "bool"}}) for i in S]
+    n += [op("mc", "aten.cat.default", [[R("mz%d" % i) for i in S]], V(3 * rb, dt="bool")),
+          op("mu", "aten.unsqueeze.default", [R("mc"), -1], V(3 * rb, 1, dt="bool")),
+          op("w", "aten.where.self", [R("mu"), R("pad_token"), R("fc")], V(3 * rb, 3)),
+          op("sp2", "aten.split_with_sizes.default", [R("w"), [3] * rb], [V(3, 3) for i in S])]
+    n += [op("h%d" % i, "getitem", [R("sp2"), i], V(3, 3)) for i in S]
+    n += [op("buf", "aten.full.default", [[rb, 4, 3], 0.0], V(rb, 4, 3), "", {"dtype": {"dtype": "float32"}})]
+    for i in S:
+        n += [op("s%d" % i, "aten.select.int", [R("buf"), 0, i], V(4, 3)),
+              op("sl%d" % i, "aten.slice.Tensor", [R("s%d" % i), 0, 0, 3], V(3, 3)),
+              op("copy_%d" % i if i else "copy_", "aten.copy_.default", [R("sl%d" % i), R("h%d" % i)], V(3, 3))]
+    n += [op("pad", "aten.alias.default", [R("buf")], V(rb, 4, 3)),
+          op("tv", "aten.view.default", [R("ta"), [-1, 1, 1]], V(rb, 1, 1)),
+          op("a", "aten.add.Tensor", [R("pad"), R("tv")], V(rb, 4, 3), "layers.0"),
+          op("ub", "aten.unbind.int", [R("a")], [V(4, 3) for i in S])]
+    for i in S:
+        n += [op("u%d" % i, "getitem", [R("ub"), i], V(4, 3)),
+              op("us%d" % i if i else "us", "aten.slice.Tensor", [R("u%d" % i), 0, 0, 3], V(3, 3)),
+              op("o%d" % i, "aten.mul.Tensor", [R("us%d" % i if i else "us"), 3.0], V(3, 3), "unpatchify")]
+    n.append(output(["o%d" % i for i in S], "o0"))
+    ins = [{"node": "pad_token", "kind": "parameter", "target": "x_pad_token"}] + [lin("x.%d" % i, "x%d" % i) for i in S]
+    ins.append({"node": "t", "kind": "user_input", "target": "t", "role": "timestep"})
     return doc("ListPacked", packed.__doc__, n, ins, "o0")
 
 def dump(name, d):
@@ -141,3 +143,4 @@ dump("list_pad_const2.json", pad_const(2))
 dump("list_pad_const2_unlike.json", pad_const(2, 1))
 dump("list_pad_sequence.json", pad_sequence())
 dump("list_packed.json", packed())
+dump("list_packed2.json", packed(2))
