@@ -46,6 +46,8 @@ typedef struct un_node {
     int64_t n1, n2, chunk, rows0, rows2;
     int loop;    /* an unbind or split: one of its sources */
     int write;   /* an op of an iteration that writes that iteration's rows in place */
+    int cjoin;   /* a join of a per-sample constant (const_joins): its one item repeated per sample */
+    int wbuf;    /* a factory whose leading dim is the recorded batch, written one sample at a time */
 } un_node;
 
 typedef struct un_ctx {
@@ -128,6 +130,17 @@ static void classify(un_ctx *c, int k) {
         if (!strcmp(ub->target, "aten.unbind.int")) {
             if ((ua->n_items >= 2 && (!int_at(ua, 1, &d) || d != 0)) || rows != c->from || i < 0 || i >= c->from) return;
             u->n1 = c->from, u->n2 = c->to, u->chunk = 0;
+        } else if (!strcmp(ub->target, "aten.split_with_sizes.default")) {
+            /* the batch-joined rows split back into one piece per sample (ZImage's
+               feats_cat.split(item_seqlens)): pieces of one size, one per recorded sample */
+            const drift_json_value *sz = ua->n_items >= 2 ? &ua->items[1] : NULL;
+            int64_t s0 = 0, si = 0;
+            if (!sz || sz->type != DRIFT_JSON_ARRAY || (int64_t)sz->n_items != c->from || !int_at(sz, 0, &s0) || s0 < 1 ||
+                (ua->n_items >= 3 && (!int_at(ua, 2, &d) || d != 0)) || rows != s0 * c->from || i < 0 || i >= c->from)
+                return;
+            for (size_t p = 1; p < sz->n_items; p++)
+                if (!int_at(sz, p, &si) || si != s0) return;
+            u->n1 = c->from, u->n2 = c->to, u->chunk = 0;
         } else if (!strcmp(ub->target, "aten.split.Tensor")) { /* chunks of the rows (WanAnimate's B*T frames) */
             int64_t ch = 0;
             if (!int_at(ua, 1, &ch) || ch < 1 || (ua->n_items >= 3 && (!int_at(ua, 2, &d) || d != 0))) return;
@@ -205,6 +218,16 @@ static int in_place(const char *target) {
     return n > 5 && target[n - 1] == '_';
 }
 
+/* The operands of node u that carry an iteration into it, into refs (up to cap); their count. The
+ * operand whose dtype alone type_as takes (diffusers' `t_embedder(t).type_as(x[0])`: the first
+ * sample's dtype, at every batch) carries none. */
+static int operands(const un_ctx *c, const un_node *u, int *refs, int cap) {
+    if (!strcmp(u->target, "aten.type_as.default") && u->args && u->args->type == DRIFT_JSON_ARRAY && u->args->n_items == 2)
+        return collect(c, &u->args->items[0], refs, 0, cap);
+    const int m = collect(c, u->args, refs, 0, cap);
+    return collect(c, drift_json_object_get(u->obj, "kwargs"), refs, m, cap);
+}
+
 /* One pass of the iterations; 0 when consistent, 1 with the offending sources switched off, -1 when
  * a node has more operands than refs holds (cap). */
 static int propagate(un_ctx *c, int *refs, int cap) {
@@ -212,15 +235,15 @@ static int propagate(un_ctx *c, int *refs, int cap) {
     for (int k = 0; k < c->n; k++) {
         un_node *u = &c->nd[k];
         u->tag = -1;
-        u->join = 0;
+        u->join = u->cjoin;
         u->write = 0;
+        if (u->cjoin) continue; /* a join of per-sample constants takes no iteration */
         if (u->src >= 0 && u->on && c->nd[u->x].tag < 0) {
             u->tag = u->src;
             u->from = k;
             continue;
         }
-        int m = collect(c, u->args, refs, 0, cap);
-        m = collect(c, drift_json_object_get(u->obj, "kwargs"), refs, m, cap);
+        const int m = operands(c, u, refs, cap);
         if (m > cap) return -1; /* more operands than refs holds: not unrolled */
         int t = -1, conflict = 0;
         for (int j = 0; j < m; j++) {
@@ -409,6 +432,100 @@ static int iterations_alike(const un_ctx *c, int *pos, int *x0, int *xt, int *t_
     return 1;
 }
 
+/* 1 if node k is the placeholder of a user input. */
+static int user_input(const un_ctx *c, int k) {
+    if (!c->inputs || c->inputs->type != DRIFT_JSON_ARRAY) return 0;
+    for (size_t i = 0; i < c->inputs->n_items; i++) {
+        const char *node = str_of(&c->inputs->items[i], "node"), *kind = str_of(&c->inputs->items[i], "kind");
+        if (node && kind && !strcmp(kind, "user_input") && !strcmp(node, c->nd[k].name)) return 1;
+    }
+    return 0;
+}
+
+/* 1 if node k is a cat along dim 0 of one tensor per recorded sample (c->from), each computed as the
+ * first (the same op on the same arguments, constants of equal values: one constant per sample, the
+ * samples' lengths equal); the first into *item. 2 where one is not computed as the first (into
+ * *bad), 0 when k is no such cat. */
+static int cat_of_samples(const un_ctx *c, int k, int *item, int *bad) {
+    const un_node *u = &c->nd[k];
+    const drift_json_value *a = u->args;
+    int64_t d = 0;
+    if (strcmp(u->target, "aten.cat.default") || !a || a->type != DRIFT_JSON_ARRAY || !a->n_items ||
+        a->items[0].type != DRIFT_JSON_ARRAY || (int64_t)a->items[0].n_items != c->from ||
+        (a->n_items >= 2 && (!int_at(a, 1, &d) || d != 0)))
+        return 0;
+    *item = ref_of(c, &a->items[0].items[0]);
+    const alike_ctx ac = {c, NULL, -1};
+    for (size_t i = 1; *item >= 0 && i < a->items[0].n_items; i++) {
+        const int r = ref_of(c, &a->items[0].items[i]);
+        if (r < 0) return 0;
+        if (!equivalent(&ac, *item, r, 16)) {
+            *bad = r;
+            return 2;
+        }
+    }
+    return *item >= 0;
+}
+
+/* 1 if node k splits its operand (args[0], a node in cl) along dim 0 into one piece per recorded
+ * sample, of one size: split_with_sizes(x, [L] * N), the per-sample split of the joined rows. */
+static int split_per_sample(const un_ctx *c, int k, const unsigned char *cl) {
+    const un_node *u = &c->nd[k];
+    const drift_json_value *a = u->args;
+    int64_t d = 0, s0 = 0, si = 0;
+    if (strcmp(u->target, "aten.split_with_sizes.default") || !a || a->type != DRIFT_JSON_ARRAY || a->n_items < 2 ||
+        a->items[1].type != DRIFT_JSON_ARRAY || (int64_t)a->items[1].n_items != c->from || !int_at(&a->items[1], 0, &s0) ||
+        (a->n_items >= 3 && (!int_at(a, 2, &d) || d != 0)))
+        return 0;
+    for (size_t p = 1; p < a->items[1].n_items; p++)
+        if (!int_at(&a->items[1], p, &si) || si != s0) return 0;
+    const int x = ref_of(c, &a->items[0]);
+    return x >= 0 && cl[x] && dim0(c, x) == s0 * c->from;
+}
+
+/* Joins of per-sample constants, in a graph whose lists of samples were stacked (aten_listin.c): a
+ * `torch.cat(per_sample)` over a Python list that holds one tensor per sample, each built from the
+ * sample's sizes alone (ZImage's pad masks `torch.cat(inner_pad_mask)` and rope positions
+ * `torch.cat(pos_ids)`), is a cat of N tensors computed from no input at the recorded batch N, and
+ * of B at batch B (the samples run sample 0's code: B copies of the first). Taken as such (cjoin)
+ * only where the N tensors are alike (cat_of_samples) and the cat's rows meet the samples' rows:
+ * its value, or one computed from it and no input, is split back into one piece per sample
+ * (split_with_sizes into N pieces of one size), or meets a value computed from an input with as
+ * many rows in dim 0, more than 1 (`where(mask, pad_token, feats)` over the joined samples' rows;
+ * one row would be the batch dim of a [1, L, D] sample, which broadcasts as it is). Runs before the
+ * iterations are tagged (every tag -1). dep and cl are scratch, one byte per node. */
+static void const_joins(un_ctx *c, unsigned char *dep, unsigned char *cl, int *refs, int cap, int *unlike, int *u0,
+                        int *ui) {
+    *unlike = *u0 = *ui = -1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int k = 0; k < c->n; k++) { /* computed from an input (or a join of constants found) */
+            dep[k] = c->nd[k].cjoin || user_input(c, k);
+            const int m = collect(c, c->nd[k].args, refs, 0, cap);
+            for (int j = 0; j < m && j < cap && !dep[k]; j++) dep[k] = dep[refs[j]];
+        }
+        for (int k = 0; k < c->n; k++) {
+            int item = -1, bad = -1, meets = 0, kind = c->nd[k].cjoin ? 0 : cat_of_samples(c, k, &item, &bad);
+            if (!kind || dep[item] || (kind == 2 && dep[bad])) continue;
+            memset(cl, 0, (size_t)c->n);
+            cl[k] = 1;
+            for (int j = k + 1; j < c->n && !meets; j++) {
+                const int m = collect(c, c->nd[j].args, refs, 0, cap);
+                int mine = -1, other = -1;
+                for (int r = 0; r < m && r < cap; r++) {
+                    if (cl[refs[r]]) mine = refs[r];
+                    else if (dep[refs[r]]) other = refs[r];
+                }
+                if (mine < 0) continue;
+                if (!dep[j]) cl[j] = 1;
+                meets = split_per_sample(c, j, cl) || (other >= 0 && dim0(c, mine) > 1 && dim0(c, mine) == dim0(c, other));
+            }
+            if (meets && kind == 1) c->nd[k].cjoin = 1, changed = 1;
+            if (meets && kind == 2 && *unlike < 0) *unlike = k, *u0 = item, *ui = bad;
+        }
+    }
+}
+
 /* ---- writing the rewritten document -------------------------------------------------- */
 
 typedef struct un_write {
@@ -496,9 +613,11 @@ static void put_node(drift_json_buf *b, const un_ctx *c, int k, int j) {
     const un_write w = {c, j >= 0 && u->tag == 0 ? j : -1};
     /* the loop's source: its counts and pieces */
     int ls = u->tag >= 0 ? u->from : u->unbind ? u->loop : -1;
-    if (u->join) {
+    if (u->join && !u->cjoin) {
         const int r0 = ref_of(c, &u->args->items[0].items[0]);
         ls = r0 >= 0 ? c->nd[r0].from : -1;
+    } else if (u->cjoin) {
+        ls = -1; /* its one constant item once per sample of the new batch */
     }
     const un_node *src = ls >= 0 ? &c->nd[ls] : NULL;
     const int64_t n2 = src ? src->n2 : c->to;
@@ -537,6 +656,36 @@ static void put_node(drift_json_buf *b, const un_ctx *c, int k, int j) {
                 drift_json_buf_end_array(b);
             }
             drift_json_buf_end_array(b);
+        } else if (!strcmp(key, "args") && u->unbind && src && !strcmp(u->target, "aten.split_with_sizes.default")) {
+            drift_json_buf_begin_array(b); /* one piece of sample 0's size per sample */
+            for (size_t a = 0; a < v->n_items; a++) {
+                if (a != 1) {
+                    put(b, &v->items[a], NULL);
+                    continue;
+                }
+                drift_json_buf_begin_array(b);
+                for (int64_t it = 0; it < n2; it++) put(b, &v->items[1].items[0], NULL);
+                drift_json_buf_end_array(b);
+            }
+            drift_json_buf_end_array(b);
+        } else if (!strcmp(key, "args") && u->wbuf) { /* the buffer of the new batch's samples */
+            const size_t sa = strncmp(u->target, "aten.new_", 9) ? 0 : 1; /* the size list */
+            drift_json_buf_begin_array(b);
+            for (size_t a = 0; a < v->n_items; a++) {
+                const drift_json_value *x = &v->items[a];
+                if (a != sa || x->type != DRIFT_JSON_ARRAY || !x->n_items || x->items[0].type != DRIFT_JSON_NUMBER ||
+                    x->items[0].integer != c->from) {
+                    put(b, x, NULL);
+                    continue;
+                }
+                drift_json_buf_begin_array(b);
+                drift_json_buf_add_int(b, c->to);
+                for (size_t e = 1; e < x->n_items; e++) put(b, &x->items[e], NULL);
+                drift_json_buf_end_array(b);
+            }
+            drift_json_buf_end_array(b);
+        } else if (!strcmp(key, "val") && u->wbuf) { /* a factory's shape is its 'val' (aten_lower.c) */
+            put_val(b, v, c->from, c->to);
         } else if (!strcmp(key, "val") && u->unbind && v->type == DRIFT_JSON_ARRAY && v->n_items) { /* N' pieces */
             drift_json_buf_begin_array(b);
             for (int64_t it = 0; it < n2; it++)
@@ -721,6 +870,29 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         c.slot[h] = k;
     }
     int joins = 0, writes = 0;
+    if (c.lists && !chunks_only) {
+        unsigned char *dep = drift_malloc((size_t)c.n * 2);
+        if (!dep) {
+            rc = drift_err_set(err, DRIFT_E_NOMEM, source, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < c.n; k++) c.nd[k].tag = -1; /* equivalent() compares untagged nodes */
+        int uk, u0, ui;
+        const_joins(&c, dep, dep + c.n, refs, cap, &uk, &u0, &ui);
+        drift_free(dep);
+        if (uk >= 0) {
+            const un_node *a = &c.nd[u0], *x = &c.nd[ui];
+            rc = drift_err_set(err, DRIFT_E_INPUT, source,
+                               "cannot be re-batched: node %d '%s' (%s) in module '%s' joins one constant per "
+                               "recorded sample (a list of samples' masks or positions) whose values differ: node '%s' (%s) "
+                               "for sample 0, node '%s' (%s) for another (another length or value per sample); the "
+                               "samples of another batch run copies of sample 0's code, so only samples whose "
+                               "constants are alike are re-batched",
+                               uk, c.nd[uk].name, c.nd[uk].target, str_of(c.nd[uk].obj, "module") ? str_of(c.nd[uk].obj, "module") : "",
+                               a->name, a->target, x->name, x->target);
+            goto done;
+        }
+    }
     if (tag_loops(&c, chunks_only, refs, cap, &joins, &writes) <= 0) goto done;
     if (writes) { /* what the written buffers feed holds their batch: its rows are per-sample sources too */
         c.fed = drift_calloc((size_t)c.n, 1);
@@ -755,6 +927,10 @@ int drift_aten_unroll(const char *json, size_t len, const char *source, int64_t 
         goto done;
     }
     if (c.lists && rb_from > 1 && (rc = lists_alike(&c, source, err))) goto done;
+    for (int k = 0; k < c.n; k++) { /* a buffer [N, ...] that a loop writes one sample at a time: [N', ...] */
+        const int s = c.nd[k].write && c.nd[k].tag == 0 ? c.nd[k].from : -1, x = s >= 0 ? c.nd[s].x : -1;
+        if (x >= 0 && c.nd[x].tag < 0 && is_factory(c.nd[x].target) && dim0(&c, x) == rb_from) c.nd[x].wbuf = 1;
+    }
     for (int k = 0; k < c.n; k++) /* an unbind whose pieces are the iterations gives N' of them */
         if (c.nd[k].tag >= 0 && c.nd[k].src >= 0 && c.nd[k].on && !strcmp(c.nd[k].target, "getitem")) {
             int ub = ref_of(&c, &c.nd[k].args->items[0]);

@@ -411,6 +411,125 @@ static void test_probe_names_the_join_of_the_samples(void **state) {
     free(json);
 }
 
+/* y[k] of a packed-list fixture at batch B: k the flat index over the output [B, ...], x(k) the stacked
+ * list's element (a buffer: k * 0.25 + 1 over its own shape), t(b) the timestep (an input). */
+typedef float (*packed_want)(int64_t k, int B);
+
+/* FILE (a model taking its samples as the list x, recorded at batch rb) re-batched to 1, 2 and 3: the
+ * output [B, d1, d2] equals want bit for bit at every element (each sample from its own element). */
+static void list_rebatches(const char *file, int rb, int64_t d1, int64_t d2, packed_want want) {
+    drift_model *base = load(file);
+    base->cfg.batch = rb; /* no latents: the recorded batch is the lists' length (drift invariance sets it) */
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("%s: batch %d: %s", file, B, e.msg);
+        assert_true(drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, "input:x") >= 0);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, 3);
+        assert_int_equal(r.shape[0], B);
+        assert_int_equal(r.shape[1], d1);
+        assert_int_equal(r.shape[2], d2);
+        for (int64_t k = 0; k < r.numel; k++)
+            if (r.f32[k] != want(k, B)) fail_msg("%s: batch %d: y[%lld] = %g, want %g", file, B, (long long)k, r.f32[k], want(k, B));
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
+static float lx(int64_t k) { return rb_pval(k); }
+
+static float type_as_want(int64_t k, int B) {
+    (void)B;
+    return lx(k) * 2.0f + xval(k / 6) * 3.0f;
+}
+
+/* list_type_as.json (ZImage's `t_embedder(t).type_as(x[0])`, recorded at batch 1): the first element
+ * gives the embedding its dtype only, so it is no sample's code: y[b] = 2 x_b + 3 t_b at 1, 2 and 3
+ * (the embedding was taken as sample 0's, copied per sample, each copy [B, 1] against one sample:
+ * "the output holds ..."/wrong rows). */
+static void test_list_type_as_takes_no_sample(void **state) {
+    (void)state;
+    list_rebatches("list_type_as.json", 1, 2, 3, type_as_want);
+}
+
+static float split_sizes_want(int64_t k, int B) {
+    (void)B;
+    return (lx(k) * 2.0f + 1.0f) * 3.0f;
+}
+
+/* list_split_sizes.json (ZImage's `list(x.split(x_seqlens))` of the samples' joined tokens, recorded
+ * at 2): split_with_sizes into one piece per sample splits into B pieces at batch B, each piece its
+ * sample's: y[b] = (2 x_b + 1) * 3 (it was refused: "split_sizes sum to 4, dim 0 has 6"). */
+static void test_list_split_with_sizes_per_sample(void **state) {
+    (void)state;
+    list_rebatches("list_split_sizes.json", 2, 2, 3, split_sizes_want);
+}
+
+static float pad_const_want(int64_t k, int B) {
+    (void)B;
+    return lx(k) * 2.0f + (float)(k / 3 % 4);
+}
+
+/* list_pad_const.json (ZImage's pad mask `torch.cat(inner_pad_mask)`, one constant per sample, at a
+ * recorded batch of 1): the cat of the one constant is a join, B copies at batch B, row for row with
+ * the samples' tokens: y[b, r] = 2 x[b, r] + r (it was refused: the [4, 1] constant against [4B, 3]). */
+static void test_list_per_sample_constant_joined(void **state) {
+    (void)state;
+    list_rebatches("list_pad_const.json", 1, 4, 3, pad_const_want);
+}
+
+/* list_pad_const2.json: the same at a recorded batch of 2, the cat of the two samples' alike
+ * constants (arange(4) each) a join of B copies at batch B (it was refused: [12, 3] and [8, 1] do not
+ * broadcast); list_pad_const2_unlike.json, whose sample 1 has arange(1, 5), is refused naming the cat
+ * and both constants: they differ, so no one of them stands for the rows of another batch (it was
+ * refused naming only the add that meets its rows: "do not broadcast"). */
+static void test_list_per_sample_constants_joined_at_2(void **state) {
+    (void)state;
+    list_rebatches("list_pad_const2.json", 2, 4, 3, pad_const_want);
+    drift_model *base = load("list_pad_const2_unlike.json"), *m = NULL;
+    base->cfg.batch = 2;
+    drift_err e;
+    assert_int_equal(rebatch(base, 3, &m, &e), DRIFT_E_INPUT);
+    assert_null(m);
+    if (!strstr(e.msg, "node 8 'm' (aten.cat.default) in module '' joins one constant per recorded sample") ||
+        !strstr(e.msg, "node 'ar0' (aten.arange.start) for sample 0, node 'ar1' (aten.arange.start) for another"))
+        fail_msg("%s", e.msg);
+    drift_model_free(base);
+}
+
+static float pad_sequence_want(int64_t k, int B) {
+    (void)B;
+    const int64_t b = k / 12, r = k / 3 % 4, c = k % 3;
+    return r < 3 ? (lx(b * 9 + r * 3 + c) * 2.0f + 1.0f) + 1.0f : 1.0f;
+}
+
+/* list_pad_sequence.json (pad_sequence(feats, batch_first=True) as exported: a full([1, 4, 3]) buffer
+ * and each sample's 3 rows, split back from the joined tokens, copied into its row, at a recorded
+ * batch of 1): the buffer is [B, 4, 3] at batch B and every sample writes its own row: y[b, r] =
+ * 2 x[b, r] + 2, r < 3, and 1 in the pad row (it was refused: "select index 1 out of range" on the
+ * [1, 4, 3] buffer). */
+static void test_list_pad_sequence_writes_each_sample(void **state) {
+    (void)state;
+    list_rebatches("list_pad_sequence.json", 1, 4, 3, pad_sequence_want);
+}
+
+static float packed_want_fn(int64_t k, int B) {
+    (void)B;
+    return ((lx(k) * 2.0f + 1.0f) + xval(k / 9) * 5.0f) * 3.0f;
+}
+
+/* list_packed.json (ZImage's packing at its test configuration, recorded at 1: all of the above in
+ * a row, then an unbind over the batch and a list output), and list_packed2.json, the same recorded
+ * at 2: y[b] = ((2 x_b + 1) + 5 t_b) * 3. */
+static void test_list_packed_samples_rebatch(void **state) {
+    (void)state;
+    list_rebatches("list_packed.json", 1, 3, 3, packed_want_fn);
+    list_rebatches("list_packed2.json", 2, 3, 3, packed_want_fn);
+}
+
 /* moe_sorted.json (HiDream's moe_infer, DeepSeek-style): the slices of the sorted expert ids hold
  * the recorded batch's counts per expert (4, 6, 2 at batch 2; no node computes them). At another
  * batch each slice takes its expert's interval at that batch's counts: a forward whose data gives
@@ -485,6 +604,12 @@ int main(void) {
         cmocka_unit_test(test_unlike_list_samples_are_refused),
         cmocka_unit_test(test_probe_names_the_join_of_the_samples),
         cmocka_unit_test(test_moe_sorted_slices_follow_the_counts),
+        cmocka_unit_test(test_list_type_as_takes_no_sample),
+        cmocka_unit_test(test_list_split_with_sizes_per_sample),
+        cmocka_unit_test(test_list_per_sample_constant_joined),
+        cmocka_unit_test(test_list_per_sample_constants_joined_at_2),
+        cmocka_unit_test(test_list_pad_sequence_writes_each_sample),
+        cmocka_unit_test(test_list_packed_samples_rebatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
