@@ -36,7 +36,7 @@ declare -A SRCS=(
   # new kernels/cpu/*.c file needs no edit here.
   [fuzz_graph]="replay/ir/graph.c replay/ir/graph_json.c kernels/backend.c KERNELS_GLOB formats/libraries.c $F_PLAN"
   # the captured-graph importer lowers through the graph IR and the dtype pass
-  [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_lower_opset.c replay/capture/aten_lower_linalg.c replay/capture/aten_matmul_layout.c replay/capture/aten_torch_strides.c replay/capture/aten_registry.c replay/capture/aten_rebatch.c replay/capture/aten_listin.c replay/capture/aten_unroll.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB formats/libraries.c $F_PLAN"
+  [fuzz_aten_graph]="replay/capture/aten_doc.c replay/capture/aten_lower.c replay/capture/aten_lower_opset.c replay/capture/aten_lower_linalg.c replay/capture/aten_matmul_layout.c replay/capture/aten_torch_strides.c replay/capture/aten_registry.c replay/capture/aten_rebatch.c replay/capture/aten_listin.c replay/capture/aten_unroll.c replay/capture/aten_routed_slices.c replay/capture/aten_views.c replay/capture/aten_autocast.c replay/ir/assign.c replay/ir/graph.c kernels/backend.c KERNELS_GLOB formats/libraries.c $F_PLAN"
   # the trace module (writer, reader, tables, check/repair) is taken whole, as
   # the kernels module is for fuzz_graph; formats/trace_reader.c must exist.
   [fuzz_trace]="formats/trace_reader.c TRACE_GLOB formats/outpath.c formats/libraries.c formats/census.c formats/dtype.c formats/params_ref.c formats/hash64.c $F_JSON"
