@@ -19,7 +19,7 @@ static void op_str(char *buf, size_t sz, const drift_inv_op *op) {
     shape_str(out, sizeof out, op->out_ndim, op->out_shape);
     snprintf(buf, sz, "%.300s %s(%s%s%s%s%s) -> %s %s%s%.128s%s", op->label[0] ? op->label : "(unnamed)", op->kind,
              in[0], op->n_in > 1 ? ", " : "", op->n_in > 1 ? in[1] : "", op->n_in > 2 ? ", " : "",
-             op->n_in > 2 ? in[2] : "", out, op->dtype, op->gemm[0] ? " [" : "", op->gemm, op->gemm[0] ? "]" : "");
+             op->n_in > 2 ? in[2] : "", out, op->dtype, op->kernel[0] ? " [" : "", op->kernel, op->kernel[0] ? "]" : "");
 }
 
 void drift_invariance_print_text(const drift_invariance_report *rep, FILE *f) {
@@ -73,8 +73,12 @@ static void op_json(drift_json_buf *b, const char *key, const drift_inv_op *op) 
     drift_json_buf_field_string(b, "label", op->label);
     drift_json_buf_field_string(b, "kind", op->kind);
     drift_json_buf_field_string(b, "dtype", op->dtype);
-    drift_json_buf_add_key(b, "gemm");
-    if (op->gemm[0]) drift_json_buf_add_string(b, op->gemm);
+    const int is_gemm = !strcmp(op->kind, "linear") || !strcmp(op->kind, "bmm");
+    drift_json_buf_add_key(b, "gemm"); /* a GEMM's choice (as before "kernel" took any) */
+    if (is_gemm && op->kernel[0]) drift_json_buf_add_string(b, op->kernel);
+    else drift_json_buf_add_null(b);
+    drift_json_buf_add_key(b, "kernel");
+    if (op->kernel[0]) drift_json_buf_add_string(b, op->kernel);
     else drift_json_buf_add_null(b);
     drift_json_buf_add_key(b, "in_shapes");
     drift_json_buf_begin_array(b);

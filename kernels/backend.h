@@ -371,13 +371,14 @@ int drift_backend_alias(const drift_backend *be, const drift_tensor *base, int64
                         drift_err *err);
 /* 1 if be can alias at all (drift_backend_alias may still decline an offset). */
 int drift_backend_can_alias(const drift_backend *be);
-/* What the last LINEAR run on be chose, when the backend delegates it to a
- * library with a heuristic (the CUDA torch profile: "cuBLASLt algo 21 tile
- * 20 splitK 1 reduction 0 stages 14", or "cublasGemmEx default"), written
- * into buf (bufsz > 0, NUL-terminated, cut to fit); "" where there is
- * nothing to tell (ref, cpu, the exact profile, NULL be). drift invariance
- * reports it for the first divergent GEMM. */
-void drift_backend_last_gemm(const drift_backend *be, char *buf, size_t bufsz);
+/* What the last LINEAR, BMM or ATTENTION run on be chose, where the
+ * backend's choice depends on the shapes the way torch's does (the CUDA torch
+ * profile: "cuBLASLt algo 21 tile 20 splitK 1 reduction 0 stages 14",
+ * "cublasGemmEx default tensor-op algo", "FlashAttention-2 3 splits ...",
+ * "cuDNN SDPA ..."), written into buf (bufsz > 0, NUL-terminated, cut to
+ * fit); "" where there is nothing to tell (ref, cpu, the exact profile, NULL
+ * be). drift invariance reports it for the first divergent node. */
+void drift_backend_last_choice(const drift_backend *be, char *buf, size_t bufsz);
 
 /* Helpers shared by all backends. */
 /* numel of shape with overflow check (limit 2^48); -1 on bad shape. */

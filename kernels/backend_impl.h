@@ -47,8 +47,8 @@ struct drift_backend {
     /* Optional (NULL: never aliases). out fits inside base (checked). */
     int (*alias)(const drift_backend *be, const drift_tensor *base, int64_t elem_offset, drift_tensor *out,
                  drift_err *err);
-    /* Optional (NULL: nothing to tell): drift_backend_last_gemm. buf non-NULL, bufsz > 0. */
-    void (*last_gemm)(const drift_backend *be, char *buf, size_t bufsz);
+    /* Optional (NULL: nothing to tell): drift_backend_last_choice. buf non-NULL, bufsz > 0. */
+    void (*last_choice)(const drift_backend *be, char *buf, size_t bufsz);
 };
 
 /* A backend spec's options ("cuda:1:gemm=naive" -> device 1, one option). */

@@ -183,8 +183,8 @@ int drift_backend_alias(const drift_backend *be, const drift_tensor *base, int64
 
 int drift_backend_can_alias(const drift_backend *be) { return be && be->alias != NULL; }
 
-void drift_backend_last_gemm(const drift_backend *be, char *buf, size_t bufsz) {
+void drift_backend_last_choice(const drift_backend *be, char *buf, size_t bufsz) {
     if (!buf || bufsz == 0) return;
     buf[0] = '\0';
-    if (be && be->last_gemm) be->last_gemm(be, buf, bufsz);
+    if (be && be->last_choice) be->last_choice(be, buf, bufsz);
 }

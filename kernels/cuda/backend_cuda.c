@@ -544,7 +544,8 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     int rc = select_device(ctx, err);
     if (rc) return rc;
     if (out->numel == 0) return DRIFT_OK;
-    if (op->kind == DRIFT_OP_LINEAR) ctx->last_gemm[0] = '\0'; /* the torch profile's GEMM paths fill it */
+    if (op->kind == DRIFT_OP_LINEAR || op->kind == DRIFT_OP_BMM || op->kind == DRIFT_OP_ATTENTION)
+        ctx->last_choice[0] = '\0'; /* the torch profile's GEMM and attention paths fill it */
     if (dcu_op_needs_host(op, in)) {
         /* the torch profile's own kernels first (softmax, group norm, reductions over several last
            dims, bmm's cuBLAS call): the host runs drift's cpu order, not torch's */
@@ -572,8 +573,8 @@ static int cuda_run(const drift_backend *be, const drift_op *op, const drift_ten
     return run_op(ctx, op, in, out, where, err);
 }
 
-static void cuda_last_gemm(const drift_backend *be, char *buf, size_t bufsz) {
-    snprintf(buf, bufsz, "%s", ctx_of(be)->last_gemm);
+static void cuda_last_choice(const drift_backend *be, char *buf, size_t bufsz) {
+    snprintf(buf, bufsz, "%s", ctx_of(be)->last_choice);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -894,7 +895,7 @@ int drift_cuda_backend_create_opts(const drift_backend_opts *o, drift_backend **
     be->metrics = cuda_metrics;
     be->sync = cuda_sync;
     be->alias = cuda_alias;
-    be->last_gemm = cuda_last_gemm;
+    be->last_choice = cuda_last_choice;
     *out = be;
     return DRIFT_OK;
 }

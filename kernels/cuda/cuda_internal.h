@@ -61,7 +61,8 @@ typedef struct dcu_ctx {
     /* kernel profile (cuda_backend.h: DRIFT_CUDA_KERNELS_*) and the torch
        profile's options (the spec's torch_* keys), fixed at creation */
     int kernel_profile;
-    char last_gemm[128];       /* what the last LINEAR's library chose ("" none; drift_backend_last_gemm) */
+    char last_choice[128];     /* what the last LINEAR's / BMM's library or ATTENTION's kernel chose ("" none;
+                                  drift_backend_last_choice) */
     struct {
         int gemm_mode;          /* DCT_GEMM_* (torch_profile.h) */
         long cublas_ws;         /* bytes; 0: torch's default for the GPU */

@@ -80,16 +80,23 @@ static void summarise(drift_invariance_report *rep, const drift_invariance_opts 
         snprintf(where, sizeof where, "in the %s branch run joined",
                  c->kind == DRIFT_INV_CFG_COND ? "conditional" : "unconditional");
     char algo[400] = "";
-    if (c->op.gemm[0] && c->op_ref.gemm[0]) {
+    if (c->op.kernel[0] && c->op_ref.kernel[0] && !strcmp(c->op.kind, "attention")) {
+        /* flash's split of the keys follows batch x heads (another batch, another summation order) */
+        if (strcmp(c->op.kernel, c->op_ref.kernel) != 0)
+            snprintf(algo, sizeof algo, "; the attention kernel differs: alone %.150s, here %.150s", c->op_ref.kernel,
+                     c->op.kernel);
+        else
+            snprintf(algo, sizeof algo, "; the same attention kernel alone and here (%.150s)", c->op.kernel);
+    } else if (c->op.kernel[0] && c->op_ref.kernel[0]) {
         int64_t m1 = 1, m0 = 1; /* M: the rows of the GEMM, every dim of x but the last */
         for (int d = 0; d + 1 < c->op.in_ndim[0]; d++) m1 *= c->op.in_shape[0][d];
         for (int d = 0; d + 1 < c->op_ref.in_ndim[0]; d++) m0 *= c->op_ref.in_shape[0][d];
-        if (strcmp(c->op.gemm, c->op_ref.gemm) != 0)
+        if (strcmp(c->op.kernel, c->op_ref.kernel) != 0)
             snprintf(algo, sizeof algo, "; the GEMM differs between M=%lld (%.120s) and M=%lld (%.120s)", (long long)m0,
-                     c->op_ref.gemm, (long long)m1, c->op.gemm);
+                     c->op_ref.kernel, (long long)m1, c->op.kernel);
         else
             snprintf(algo, sizeof algo, "; the same GEMM algorithm at M=%lld and M=%lld (%.120s)", (long long)m0,
-                     (long long)m1, c->op.gemm);
+                     (long long)m1, c->op.kernel);
     }
     /* one verdict: the output changes in some configuration, or only values
      * inside the forward do (the sample still depends on its batch: exit 1) */

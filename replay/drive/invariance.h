@@ -68,7 +68,8 @@ typedef struct drift_inv_op {
     int64_t in_shape[3][DRIFT_MAX_DIMS];
     int out_ndim;
     int64_t out_shape[DRIFT_MAX_DIMS];
-    char gemm[128];              /* LINEAR: what the backend's GEMM library chose (drift_backend_last_gemm), "" none */
+    char kernel[128];            /* LINEAR, BMM, ATTENTION: what the backend chose for it (drift_backend_last_choice:
+                                    the GEMM algorithm; the attention kernel and its splits), "" none */
 } drift_inv_op;
 
 typedef enum drift_inv_kind {

@@ -92,7 +92,7 @@ typedef struct drift_inv_ref {
     int ndim;
     int64_t shape[DRIFT_MAX_DIMS]; /* the value's shape at batch 1 */
     int seen;
-    char gemm[128];              /* LINEAR: drift_backend_last_gemm right after it ran */
+    char kernel[128];            /* LINEAR, BMM, ATTENTION: drift_backend_last_choice right after it ran */
 } drift_inv_ref;
 
 /* The state of one observed run (the site callback's user data). */

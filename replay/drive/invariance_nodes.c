@@ -122,7 +122,7 @@ static void gather_sample(const float *v, int nd, const int64_t *sh, int d, int6
 /* Counts node id (reference value rid, observed at site) compared, and as the first divergent
  * node and site when mine (the sample's values) differs from the reference's. */
 static int compare(drift_inv_run *s, const drift_inv_fwd *bf, int id, int rid, const char *site, const drift_tensor *t,
-                   const drift_inv_ref *r, const float *mine, const char *gemm) {
+                   const drift_inv_ref *r, const float *mine, const char *kernel) {
     drift_inv_config *c = s->c;
     c->nodes_compared++;
     if (hash_f32(mine, r->numel) == r->hash) return DRIFT_OK;
@@ -130,8 +130,8 @@ static int compare(drift_inv_run *s, const drift_inv_fwd *bf, int id, int rid, c
     if (c->op.node < 0) {
         fill_op(bf->f->assigned, id, &c->op);
         fill_op(s->ref_bf->f->assigned, rid, &c->op_ref);
-        snprintf(c->op.gemm, sizeof c->op.gemm, "%s", gemm);
-        snprintf(c->op_ref.gemm, sizeof c->op_ref.gemm, "%s", r->gemm);
+        snprintf(c->op.kernel, sizeof c->op.kernel, "%s", kernel);
+        snprintf(c->op_ref.kernel, sizeof c->op_ref.kernel, "%s", r->kernel);
     }
     if (site[0] != '@' && !c->first_site[0]) {
         int64_t rn = 0;
@@ -178,10 +178,12 @@ int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift
     if (rc) return rc;
     drift_inv_ref *r = &s->ref[rid];
     const drift_value *val = drift_graph_value(bf->f->assigned, id);
-    char gemm[128] = "";
-    if (val->kind == DRIFT_VAL_NODE && val->op.kind == DRIFT_OP_LINEAR) drift_backend_last_gemm(t->be, gemm, sizeof gemm);
+    char kernel[128] = ""; /* the backend's choice for a GEMM or an attention, read right after it ran */
+    if (val->kind == DRIFT_VAL_NODE &&
+        (val->op.kind == DRIFT_OP_LINEAR || val->op.kind == DRIFT_OP_BMM || val->op.kind == DRIFT_OP_ATTENTION))
+        drift_backend_last_choice(t->be, kernel, sizeof kernel);
     if (s->storing) {
-        snprintf(r->gemm, sizeof r->gemm, "%s", gemm);
+        snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
         r->hash = hash_f32(s->buf, t->numel);
         r->numel = t->numel;
         r->dim0 = t->ndim ? t->shape[0] : 1;
@@ -209,7 +211,7 @@ int drift_inv_on_node(const char *site, const drift_tensor *t, void *user, drift
         mine = gathered;
     }
     if (!mine) return DRIFT_OK;
-    rc = compare(s, bf, id, rid, site, t, r, mine, gemm);
+    rc = compare(s, bf, id, rid, site, t, r, mine, kernel);
     drift_free(gathered);
     return rc;
 }

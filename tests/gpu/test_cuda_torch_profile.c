@@ -14,8 +14,10 @@
  *    the fp64 ref backend;
  *  - the cuDNN patch convolution agrees with PATCHIFY + LINEAR, and is
  *    refused on an exact-profile backend;
- *  - drift_backend_last_gemm names the path each LINEAR took (cuBLASLt with
- *    bias at any M (torch 2.11 on the H200), else cublasGemmEx; "" on the exact profile);
+ *  - drift_backend_last_choice names the path each LINEAR took (cuBLASLt with
+ *    bias at any M (torch 2.11 on the H200), else cublasGemmEx; "" on the exact profile),
+ *    and each ATTENTION's kernel (cuDNN SDPA; FlashAttention-2 and its split of the keys,
+ *    another at batch 1 than at 16);
  *  - fallbacks are recorded: a misaligned layer-norm row, the sinusoid;
  *    single-IEEE-op kernels (CAST) are not counted;
  *  - the torch profile really is another kernel set: GELU-tanh differs from
@@ -113,10 +115,10 @@ static void test_linear(void) {
             GC_CHECK(fallbacks_after(&c) == 0, "LINEAR must not fall back");
             /* what the library chose, for drift invariance: torch's rule picks the path */
             char g[128];
-            drift_backend_last_gemm(T, g, sizeof g);
+            drift_backend_last_choice(T, g, sizeof g);
             const char *want = bias ? "cuBLASLt algo " : "cublasGemmEx ";
             GC_CHECK(strncmp(g, want, strlen(want)) == 0, "last GEMM '%s', expected '%s...'", g, want);
-            drift_backend_last_gemm(E.cuda, g, sizeof g);
+            drift_backend_last_choice(E.cuda, g, sizeof g);
             GC_CHECK(g[0] == '\0', "the exact profile has nothing to tell: '%s'", g);
             gc_host_free(&x);
             gc_host_free(&w);
@@ -288,15 +290,55 @@ static void test_attention(void) {
         c.nmse_ref = 4.0 * gc_nmse_bound(DRIFT_BF16);
         gc_case_set("ATTENTION torch layout %d", layout);
         uint32_t m = fallbacks_after(&c);
-        if (m & (1ull << DRIFT_OP_ATTENTION))
+        if (m & (1ull << DRIFT_OP_ATTENTION)) {
             printf("NOTE: ATTENTION layout %d fell back to the exact kernels: %s\n", layout,
                    drift_cuda_backend_torch_fallback_reason(T));
-        else
-            printf("ATTENTION layout %d ran through cuDNN's fused SDPA\n", layout);
+        } else {
+            char g[128];
+            drift_backend_last_choice(T, g, sizeof g);
+            GC_CHECK(strncmp(g, "cuDNN SDPA ", 11) == 0, "last attention '%s', expected 'cuDNN SDPA ...'", g);
+            printf("ATTENTION layout %d ran through cuDNN's fused SDPA: %s\n", layout, g);
+        }
         gc_host_free(&q);
         gc_host_free(&k);
         gc_host_free(&v);
     }
+}
+
+/* FlashAttention-2 (head dim 12: cuDNN declines it, torch pads and runs flash) splits the keys by
+ * batch x heads against the SM count: drift_backend_last_choice names the split count, which
+ * differs between a batch of 1 (few row blocks: split) and of 16 (enough blocks: one), as drift
+ * invariance reports it (WanAnimate's attention at 1,344 tokens). */
+static void test_attention_choice(void) {
+    char g[2][128];
+    const int64_t Bs[2] = {1, 16};
+    for (int bi = 0; bi < 2; bi++) {
+        const int64_t B = Bs[bi], H = 2, L = 1344, D = 12;
+        int64_t s[4] = {B, H, L, D};
+        gc_host q = gc_host_make(DRIFT_BF16, 4, s, 1.0), k = gc_host_make(DRIFT_BF16, 4, s, 1.0),
+                v = gc_host_make(DRIFT_BF16, 4, s, 1.0);
+        drift_op op = gc_op(DRIFT_OP_ATTENTION, DRIFT_BF16);
+        op.compute = DRIFT_BF16;
+        gc_case_spec c;
+        spec_init(&c, op, 3, 0);
+        c.in[0] = &q;
+        c.in[1] = &k;
+        c.in[2] = &v;
+        c.ulps = 2.0;
+        c.atol = 1e-2 * max_abs(&v);
+        c.nmse_ref = 4.0 * gc_nmse_bound(DRIFT_BF16);
+        gc_case_set("ATTENTION torch flash D=12 B=%lld", (long long)B);
+        GC_CHECK(!(fallbacks_after(&c) & (1ull << DRIFT_OP_ATTENTION)), "flash fell back: %s",
+                 drift_cuda_backend_torch_fallback_reason(T));
+        drift_backend_last_choice(T, g[bi], sizeof g[bi]);
+        GC_CHECK(strncmp(g[bi], "FlashAttention-2 ", 17) == 0, "last attention '%s', expected 'FlashAttention-2 ...'",
+                 g[bi]);
+        printf("ATTENTION flash D=12 B=%lld: %s\n", (long long)B, g[bi]);
+        gc_host_free(&q);
+        gc_host_free(&k);
+        gc_host_free(&v);
+    }
+    GC_CHECK(strcmp(g[0], g[1]) != 0, "the same flash split at batch 1 and 16: '%s'", g[0]);
 }
 
 /* drift_cuda_torch_conv3d_patch against PATCHIFY + LINEAR on the exact
@@ -421,6 +463,7 @@ int main(void) {
         test_norms();
         test_elementwise();
         test_attention();
+        test_attention_choice();
         test_conv();
         test_fallback_bookkeeping();
     }

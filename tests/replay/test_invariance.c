@@ -209,7 +209,7 @@ static void test_batch_dependent_linear_caught(void **state) {
     assert_string_equal(c->op.label, "patch_embedding");
     assert_int_equal(c->op.in_shape[0][0], 2);
     assert_int_equal(c->op_ref.in_shape[0][0], 1);
-    assert_string_equal(c->op.gemm, ""); /* the cpu backend has no GEMM heuristic to name */
+    assert_string_equal(c->op.kernel, ""); /* the cpu backend has no GEMM heuristic to name */
     assert_true(c->out_n_diff > 0);
     assert_non_null(strstr(rep.summary, "output changes with batch size: first at patch_embedding"));
     /* which configurations agree with each other (the micro-batch question):

@@ -84,7 +84,7 @@ static int blas_call(dcu_ctx *ctx, const drift_tba_call *c, const void *a, const
     if (s != CUBLAS_STATUS_SUCCESS)
         return drift_err_set(err, DRIFT_E_IO, where, "%s (torch profile): %s", *fn ? fn : "cuBLAS setup",
                              cublasGetStatusString(s));
-    snprintf(ctx->last_gemm, sizeof ctx->last_gemm, "%s %c%c m=%d n=%d k=%d batch=%lld", fn, c->transa ? 'T' : 'N',
+    snprintf(ctx->last_choice, sizeof ctx->last_choice, "%s %c%c m=%d n=%d k=%d batch=%lld", fn, c->transa ? 'T' : 'N',
              c->transb ? 'T' : 'N', m, n, k, (long long)c->batch);
     return DRIFT_OK;
 }

@@ -146,6 +146,7 @@ int dct_cg_plan(dct_cg *g, cudnnHandle_t h, cudnnBackendDescriptor_t *ops, int n
         if (keep(g, plan)) return -1;
         g->plan = plan;
         g->workspace = ws;
+        g->rank = (int)i;
         return 0;
     }
     return dct_cg_fail(g, "no engine config of the heuristics finalizes", last);

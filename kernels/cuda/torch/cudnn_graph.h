@@ -32,6 +32,7 @@ typedef struct dct_cg {
     cudnnBackendDescriptor_t plan; /* after dct_cg_plan */
     int64_t workspace;       /* bytes the plan needs */
     int skip;                /* test variant: skip this many finalizable configs first */
+    int rank;                /* after dct_cg_plan: the plan's position among the heuristics' configs */
 } dct_cg;
 
 void dct_cg_init(dct_cg *g);

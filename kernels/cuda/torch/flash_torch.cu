@@ -32,6 +32,8 @@
  * warp's 16 and columns 2t, 2t + 1 of every 8-wide tile, the MMA's layout
  * (also flash's). fast != 0 (the spec's flash_fast=1): exp2 and 1 / l as the
  * approximate ex2 / rcp instructions --use_fast_math would emit. */
+#include <cstdio>
+
 #include "kernels/cuda/dev_common.cuh"
 #include "kernels/cuda/torch/torch_profile.h"
 
@@ -283,6 +285,11 @@ cudaError_t launch_dp(dcu_ctx *ctx, const dct_sdpa_args *a, float scale_log2, in
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device) != cudaSuccess || sms < 1) sms = 132;
     const int64_t mblocks = (a->Sq + 63) / 64;
     const int splits = num_splits(a->B * a->H * mblocks, 2 * sms, (int)((a->Sk + 255) / 256));
+    /* for drift invariance: the split count follows batch * heads (another batch, another order) */
+    snprintf(ctx->last_choice, sizeof ctx->last_choice,
+             "FlashAttention-2 %d split%s of %lld key blocks (%lld row blocks of 64 vs 2 x %d SMs)", splits,
+             splits == 1 ? "" : "s", (long long)((a->Sk + (splits > 1 ? 255 : 127)) / (splits > 1 ? 256 : 128)),
+             (long long)(a->B * a->H * mblocks), sms);
     dim3 block(128);
     if (splits <= 1) {
         dim3 grid((unsigned)((a->Sq + 63) / 64), (unsigned)(a->B * a->H), 1);

@@ -42,7 +42,7 @@ static uint32_t ptr_alignment(const void *p) {
     return al;
 }
 
-/* The heuristic's choice, for drift_backend_last_gemm (drift invariance). */
+/* The heuristic's choice, for drift_backend_last_choice (drift invariance). */
 static void describe_algo(dcu_ctx *ctx, const cublasLtMatmulAlgo_t *algo) {
     int32_t id = -1;
     uint32_t tile = 0, splitk = 0, red = 0, stages = 0;
@@ -52,7 +52,7 @@ static void describe_algo(dcu_ctx *ctx, const cublasLtMatmulAlgo_t *algo) {
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &n);
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red, &n);
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &n);
-    snprintf(ctx->last_gemm, sizeof ctx->last_gemm, "cuBLASLt algo %d tile %u splitK %u reduction %u stages %u", (int)id,
+    snprintf(ctx->last_choice, sizeof ctx->last_choice, "cuBLASLt algo %d tile %u splitK %u reduction %u stages %u", (int)id,
              (unsigned)tile, (unsigned)splitk, (unsigned)red, (unsigned)stages);
 }
 
@@ -164,7 +164,7 @@ static int gemm_cublas(dcu_ctx *ctx, const void *x, const void *w, const void *b
     }
     if (s != CUBLAS_STATUS_SUCCESS)
         return drift_err_set(err, DRIFT_E_IO, where, "cublasGemmEx (torch profile): %s", cublasGetStatusString(s));
-    snprintf(ctx->last_gemm, sizeof ctx->last_gemm, "cublasGemmEx default tensor-op algo%s", bias ? ", bias copied" : "");
+    snprintf(ctx->last_choice, sizeof ctx->last_choice, "cublasGemmEx default tensor-op algo%s", bias ? ", bias copied" : "");
     return DRIFT_OK;
 }
 

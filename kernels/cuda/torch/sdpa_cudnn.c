@@ -400,6 +400,8 @@ int dct_sdpa_cudnn(dcu_ctx *ctx, const dct_sdpa_args *a, char *why, size_t why_s
     if (key.stats) uids[n] = UID_STATS, ptrs[n++] = stats;
     if (a->bias) uids[n] = UID_BIAS, ptrs[n++] = bias_x;
     cudnnStatus_t s = dct_cg_execute(h, &p->g, n, uids, ptrs, ws);
+    snprintf(ctx->last_choice, sizeof ctx->last_choice, "cuDNN SDPA %s graph%s, heuristics config %d, workspace %lld",
+             key.unified ? "unified" : "composite", a->bias ? " with a bias" : "", p->g.rank, (long long)p->g.workspace);
     dcu_free(ctx, ws);
     dcu_free(ctx, stats);
     dcu_free(ctx, bias_x);
