@@ -271,23 +271,29 @@ static void test_elementwise(void) {
     gc_host_free(&x);
 }
 
+/* A bf16 ATTENTION case of q, k, v (the caller's) in layout 0 ([B, H, L, D]) or 1 ([B, L, H, D]),
+ * with the tolerances of a fused attention against the cpu and ref backends. */
+static void attention_case(gc_case_spec *c, int layout, gc_host *q, gc_host *k, gc_host *v) {
+    drift_op op = gc_op(DRIFT_OP_ATTENTION, DRIFT_BF16);
+    op.compute = DRIFT_BF16;
+    op.layout = layout;
+    spec_init(c, op, 3, 0);
+    c->in[0] = q;
+    c->in[1] = k;
+    c->in[2] = v;
+    c->ulps = 2.0;
+    c->atol = 1e-2 * max_abs(v);
+    c->nmse_ref = 4.0 * gc_nmse_bound(DRIFT_BF16);
+}
+
 static void test_attention(void) {
     for (int layout = 0; layout < 2; layout++) {
         const int64_t B = 1, H = 2, Lq = 200, Lk = 136, D = 64;
         int64_t qs[4] = {B, layout ? Lq : H, layout ? H : Lq, D}, ks[4] = {B, layout ? Lk : H, layout ? H : Lk, D};
         gc_host q = gc_host_make(DRIFT_BF16, 4, qs, 1.0), k = gc_host_make(DRIFT_BF16, 4, ks, 1.0),
                 v = gc_host_make(DRIFT_BF16, 4, ks, 1.0);
-        drift_op op = gc_op(DRIFT_OP_ATTENTION, DRIFT_BF16);
-        op.compute = DRIFT_BF16;
-        op.layout = layout;
         gc_case_spec c;
-        spec_init(&c, op, 3, 0);
-        c.in[0] = &q;
-        c.in[1] = &k;
-        c.in[2] = &v;
-        c.ulps = 2.0;
-        c.atol = 1e-2 * max_abs(&v);
-        c.nmse_ref = 4.0 * gc_nmse_bound(DRIFT_BF16);
+        attention_case(&c, layout, &q, &k, &v);
         gc_case_set("ATTENTION torch layout %d", layout);
         uint32_t m = fallbacks_after(&c);
         if (m & (1ull << DRIFT_OP_ATTENTION)) {
@@ -317,16 +323,8 @@ static void test_attention_choice(void) {
         int64_t s[4] = {B, H, L, D};
         gc_host q = gc_host_make(DRIFT_BF16, 4, s, 1.0), k = gc_host_make(DRIFT_BF16, 4, s, 1.0),
                 v = gc_host_make(DRIFT_BF16, 4, s, 1.0);
-        drift_op op = gc_op(DRIFT_OP_ATTENTION, DRIFT_BF16);
-        op.compute = DRIFT_BF16;
         gc_case_spec c;
-        spec_init(&c, op, 3, 0);
-        c.in[0] = &q;
-        c.in[1] = &k;
-        c.in[2] = &v;
-        c.ulps = 2.0;
-        c.atol = 1e-2 * max_abs(&v);
-        c.nmse_ref = 4.0 * gc_nmse_bound(DRIFT_BF16);
+        attention_case(&c, 0, &q, &k, &v);
         gc_case_set("ATTENTION torch flash D=12 B=%lld", (long long)B);
         GC_CHECK(!(fallbacks_after(&c) & (1ull << DRIFT_OP_ATTENTION)), "flash fell back: %s",
                  drift_cuda_backend_torch_fallback_reason(T));
