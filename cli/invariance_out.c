@@ -80,6 +80,9 @@ static void op_json(drift_json_buf *b, const char *key, const drift_inv_op *op) 
     drift_json_buf_add_key(b, "kernel");
     if (op->kernel[0]) drift_json_buf_add_string(b, op->kernel);
     else drift_json_buf_add_null(b);
+    drift_json_buf_add_key(b, "input_from");
+    if (op->input_from[0]) drift_json_buf_add_string(b, op->input_from);
+    else drift_json_buf_add_null(b);
     drift_json_buf_add_key(b, "in_shapes");
     drift_json_buf_begin_array(b);
     for (int k = 0; k < op->n_in && k < 3; k++) {

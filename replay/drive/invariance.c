@@ -98,6 +98,11 @@ static void summarise(drift_invariance_report *rep, const drift_invariance_opts 
             snprintf(algo, sizeof algo, "; the same GEMM algorithm at M=%lld and M=%lld (%.120s)", (long long)m0,
                      (long long)m1, c->op.kernel);
     }
+    if (c->op.input_from[0] && c->op_ref.input_from[0] && strcmp(c->op.input_from, c->op_ref.input_from)) {
+        const size_t n = strlen(algo); /* the node is where another program's values are first compared */
+        snprintf(algo + n, sizeof algo - n, "; its input comes from another op in each program: %s here, %s alone",
+                 c->op.input_from, c->op_ref.input_from);
+    }
     /* one verdict: the output changes in some configuration, or only values
      * inside the forward do (the sample still depends on its batch: exit 1) */
     int out_changes = 0;

@@ -70,6 +70,7 @@ typedef struct drift_inv_op {
     int64_t out_shape[DRIFT_MAX_DIMS];
     char kernel[128];            /* LINEAR, BMM, ATTENTION: what the backend chose for it (drift_backend_last_choice:
                                     the GEMM algorithm; the attention kernel and its splits), "" none */
+    char input_from[24];         /* the op that computed its first input, through views and casts ("" a leaf) */
 } drift_inv_op;
 
 typedef enum drift_inv_kind {

@@ -95,6 +95,17 @@ static void fill_op(const drift_graph *g, int id, drift_inv_op *op) {
     }
     op->out_ndim = v->ndim;
     memcpy(op->out_shape, v->shape, sizeof op->out_shape);
+    /* the op that computed the first input, through moves and casts: another op at another batch
+       (torch's one-row bmm alone, addmm in a batch) makes this node differ although it is no cause */
+    const drift_value *x = v->op.n_in > 0 ? drift_graph_value(g, v->in[0]) : NULL;
+    for (int hop = 0; x && x->kind == DRIFT_VAL_NODE && hop < 16; hop++) {
+        const drift_op_kind k = x->op.kind;
+        if (k != DRIFT_OP_VIEW && k != DRIFT_OP_NARROW && k != DRIFT_OP_STRIDED && k != DRIFT_OP_PERMUTE &&
+            k != DRIFT_OP_CAST)
+            break;
+        x = x->op.n_in > 0 ? drift_graph_value(g, x->in[0]) : NULL;
+    }
+    if (x && x->kind == DRIFT_VAL_NODE) snprintf(op->input_from, sizeof op->input_from, "%s", drift_graph_op_name(x->op.kind));
 }
 
 /* 1 + the one dim of t that is B times the reference's while every other dim equals it, else 0. */
