@@ -51,6 +51,34 @@ static float xval(int64_t i) { return rb_xval(i); }
  * at element k. */
 static void run(const drift_model *m, drift_exec_result *r) { rb_run(m, r); }
 
+/* y[k] of a fixture's output at batch B, k the flat index over [B, dims...]. */
+typedef float (*rows_want)(int64_t k, int B);
+
+/* FILE re-batched to B = 1, 2 and 3 (rb > 0: its recorded batch, for a model without latents, as
+ * drift invariance sets it; leaf non-NULL: a buffer the re-batched graph must have) runs, its output
+ * is [B, dims[0..nd-1]], and y[k] == want(k, B) bit for bit at every element. */
+static void rebatches_to(const char *file, int rb, const char *leaf, int nd, const int64_t *dims, rows_want want) {
+    drift_model *base = load(file);
+    if (rb > 0) base->cfg.batch = rb;
+    for (int B = 1; B <= 3; B++) {
+        drift_model *m = NULL;
+        drift_err e;
+        if (rebatch(base, B, &m, &e)) fail_msg("%s at batch %d: %s", file, B, e.msg);
+        if (leaf) assert_true(drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, leaf) >= 0);
+        drift_exec_result r;
+        run(m, &r);
+        assert_int_equal(r.ndim, nd + 1);
+        assert_int_equal(r.shape[0], B);
+        for (int d = 0; d < nd; d++) assert_int_equal(r.shape[d + 1], dims[d]);
+        for (int64_t k = 0; k < r.numel; k++)
+            if (r.f32[k] != want(k, B))
+                fail_msg("%s at batch %d: y[%lld] = %g, want %g", file, B, (long long)k, r.f32[k], want(k, B));
+        drift_exec_result_free(&r);
+        drift_model_free(m);
+    }
+    drift_model_free(base);
+}
+
 /* factory_mask.json: y = (x + 0.5) * 1 at every batch; the output [B, 2, 8]. */
 static void test_factory_mask_rebatches_and_coincident_table_stays(void **state) {
     (void)state;
@@ -158,54 +186,30 @@ static void refused(const char *file, int B, ...) {
 /* prior_cat.json (PriorTransformer): the cat of the latents, a factory ones(B) and an expand of a
  * parameter by B needs both taken as the batch (each alone fails at the same cat, so the probe
  * kept neither and refused: "an operand of the cat holds 2 rows"); y = [x, 1, w] per row. */
+static float prior_cat_want(int64_t k, int B) {
+    (void)B;
+    const int64_t b = k / 9, j = k % 9;
+    return j < 4 ? xval(b * 4 + j) : j == 4 ? 1.0f : (float)(j - 5) * 0.25f + 1.0f;
+}
+
 static void test_cat_of_two_shapes_spelling_the_batch(void **state) {
     (void)state;
-    drift_model *base = load("prior_cat.json");
-    for (int B = 1; B <= 3; B++) {
-        drift_model *m = NULL;
-        drift_err e;
-        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
-        drift_exec_result r;
-        run(m, &r);
-        assert_int_equal(r.ndim, 2);
-        assert_int_equal(r.shape[0], B);
-        assert_int_equal(r.shape[1], 9);
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < 9; j++) {
-                const float want = j < 4 ? xval(b * 4 + j) : j == 4 ? 1.0f : (float)(j - 5) * 0.25f + 1.0f;
-                if (r.f32[b * 9 + j] != want) fail_msg("batch %d: y[%d, %d] = %g, want %g", B, b, j, r.f32[b * 9 + j], want);
-            }
-        drift_exec_result_free(&r);
-        drift_model_free(m);
-    }
-    drift_model_free(base);
+    rebatches_to("prior_cat.json", 0, NULL, 1, (int64_t[]){9}, prior_cat_want);
 }
 
 /* ids_cat_pair.json (HiDream's RoPE ids): the cat of a factory zeros(B, 3) and a repeat of a
  * parameter by B, added to the latents: taking either alone as the batch breaks the cat before the
  * add, so the probe tries the two together (it refused: "an operand of the cat holds 2 rows");
  * y = x + [0, 0, 0, w] per row. */
+static float ids_cat_want(int64_t k, int B) {
+    (void)B;
+    const int64_t j = k % 6;
+    return xval(k) + (j < 3 ? 0.0f : (float)(j - 3) * 0.25f + 1.0f);
+}
+
 static void test_two_flips_needed_together(void **state) {
     (void)state;
-    drift_model *base = load("ids_cat_pair.json");
-    for (int B = 1; B <= 3; B++) {
-        drift_model *m = NULL;
-        drift_err e;
-        if (rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
-        drift_exec_result r;
-        run(m, &r);
-        assert_int_equal(r.ndim, 2);
-        assert_int_equal(r.shape[0], B);
-        assert_int_equal(r.shape[1], 6);
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < 6; j++) {
-                const float want = xval(b * 6 + j) + (j < 3 ? 0.0f : (float)(j - 3) * 0.25f + 1.0f);
-                if (r.f32[b * 6 + j] != want) fail_msg("batch %d: y[%d, %d] = %g, want %g", B, b, j, r.f32[b * 6 + j], want);
-            }
-        drift_exec_result_free(&r);
-        drift_model_free(m);
-    }
-    drift_model_free(base);
+    rebatches_to("ids_cat_pair.json", 0, NULL, 1, (int64_t[]){6}, ids_cat_want);
 }
 
 /* split_batch.json (WanAnimate's motion encoder over chunks of 4 of the B*6 frames), recorded at 1
@@ -229,44 +233,30 @@ static void test_split_over_chunks_is_unrolled_at_each_batch(void **state) {
     drift_model_free(base);
 }
 
-/* base re-batched to B = 1..3 runs, [B, 4], and y[k] == want(k) bit for bit. */
-static void loop_rebatches(const char *file, float (*want)(int64_t)) {
-    drift_model *base = load(file);
-    for (int B = 1; B <= 3; B++) {
-        drift_model *m = NULL;
-        drift_err e;
-        if (rebatch(base, B, &m, &e)) fail_msg("%s at batch %d: %s", file, B, e.msg);
-        drift_exec_result r;
-        run(m, &r);
-        assert_int_equal(r.ndim, 2);
-        assert_int_equal(r.shape[0], B);
-        assert_int_equal(r.shape[1], 4);
-        for (int64_t k = 0; k < r.numel; k++)
-            if (r.f32[k] != want(k)) fail_msg("%s at batch %d: y[%lld] = %g, want %g", file, B, (long long)k, r.f32[k], want(k));
-        drift_exec_result_free(&r);
-        drift_model_free(m);
-    }
-    drift_model_free(base);
+static float loop_want(int64_t k, int B) {
+    (void)B;
+    return xval(k) + 2.0f * xval(k);
 }
-
-static float loop_want(int64_t k) { return xval(k) + 2.0f * xval(k); }
 
 /* sample_loop.json (Mochi's attention: each sample picked by a slice, the bodies joined by a
  * cat), recorded at 2: unrolled again at 1, 2 and 3 samples, y = x + 2x per row (it was refused:
  * "the batch dim is lost at node 1 's0'"). */
 static void test_sample_loop_is_unrolled_at_each_batch(void **state) {
     (void)state;
-    loop_rebatches("sample_loop.json", loop_want);
+    rebatches_to("sample_loop.json", 0, NULL, 1, (int64_t[]){4}, loop_want);
 }
 
-static float unbind_want(int64_t k) { return xval(k) + (2.0f * xval(k) + xval(k / 4)); }
+static float unbind_want(int64_t k, int B) {
+    (void)B;
+    return xval(k) + (2.0f * xval(k) + xval(k / 4));
+}
 
 /* unbind_loop.json (HunyuanVideo-1.5's zip over the batch: an unbind of each per-sample tensor,
  * a body per sample, a stack), recorded at 1: y = x + (2x + t) per row at 1, 2 and 3 samples (it
  * was refused: "it gives 1 tensors at the recorded batch and 2 at batch 2"). */
 static void test_unbind_loop_is_unrolled_at_each_batch(void **state) {
     (void)state;
-    loop_rebatches("unbind_loop.json", unbind_want);
+    rebatches_to("unbind_loop.json", 0, NULL, 1, (int64_t[]){4}, unbind_want);
 }
 
 static void test_batch1_only_model_names_the_probe_batch(void **state) {
@@ -282,14 +272,17 @@ static void test_output_without_the_batch_is_named(void **state) {
             "the batch dim is lost at node 1 's' (aten.slice.Tensor) in module 'head'", NULL);
 }
 
-static float writes_want(int64_t k) { return xval(k) + 1.0f; }
+static float writes_want(int64_t k, int B) {
+    (void)B;
+    return xval(k) + 1.0f;
+}
 
 /* sample_writes_alike.json (Lumina2's rope tables with samples of one length: each sample's rows
  * written in place with the same ops and values): the writes are unrolled at 1, 2 and 3 samples,
  * every row written, y = x + 1 (it was refused as the unlike sample_writes.json below is). */
 static void test_alike_writes_per_sample_are_unrolled(void **state) {
     (void)state;
-    loop_rebatches("sample_writes_alike.json", writes_want);
+    rebatches_to("sample_writes_alike.json", 0, NULL, 1, (int64_t[]){4}, writes_want);
 }
 
 /* sample_writes.json (Lumina2's rope tables in dispatch mode: a zeros(2, 4) buffer written one
@@ -411,32 +404,11 @@ static void test_probe_names_the_join_of_the_samples(void **state) {
     free(json);
 }
 
-/* y[k] of a packed-list fixture at batch B: k the flat index over the output [B, ...], x(k) the stacked
- * list's element (a buffer: k * 0.25 + 1 over its own shape), t(b) the timestep (an input). */
-typedef float (*packed_want)(int64_t k, int B);
-
 /* FILE (a model taking its samples as the list x, recorded at batch rb) re-batched to 1, 2 and 3: the
- * output [B, d1, d2] equals want bit for bit at every element (each sample from its own element). */
-static void list_rebatches(const char *file, int rb, int64_t d1, int64_t d2, packed_want want) {
-    drift_model *base = load(file);
-    base->cfg.batch = rb; /* no latents: the recorded batch is the lists' length (drift invariance sets it) */
-    for (int B = 1; B <= 3; B++) {
-        drift_model *m = NULL;
-        drift_err e;
-        if (rebatch(base, B, &m, &e)) fail_msg("%s: batch %d: %s", file, B, e.msg);
-        assert_true(drift_graph_find_leaf(m->sem, DRIFT_VAL_BUFFER, "input:x") >= 0);
-        drift_exec_result r;
-        run(m, &r);
-        assert_int_equal(r.ndim, 3);
-        assert_int_equal(r.shape[0], B);
-        assert_int_equal(r.shape[1], d1);
-        assert_int_equal(r.shape[2], d2);
-        for (int64_t k = 0; k < r.numel; k++)
-            if (r.f32[k] != want(k, B)) fail_msg("%s: batch %d: y[%lld] = %g, want %g", file, B, (long long)k, r.f32[k], want(k, B));
-        drift_exec_result_free(&r);
-        drift_model_free(m);
-    }
-    drift_model_free(base);
+ * output [B, d1, d2] equals want bit for bit at every element (each sample from its own element; x(k)
+ * the stacked list's element, a buffer: k * 0.25 + 1 over its own shape; t(b) the timestep). */
+static void list_rebatches(const char *file, int rb, int64_t d1, int64_t d2, rows_want want) {
+    rebatches_to(file, rb, "input:x", 2, (int64_t[]){d1, d2}, want);
 }
 
 static float lx(int64_t k) { return rb_pval(k); }
