@@ -84,6 +84,19 @@ static void check_values(const drift_model *m, int B) {
     drift_exec_result_free(&r);
 }
 
+/* The fixture re-batched to B: its LINEAR / BMM / ADD counts, its values checked (check_values). */
+static gemm_ops rebatched_ops(int B) {
+    drift_model *base = load(), *m = NULL;
+    drift_err e;
+    drift_err_clear(&e);
+    if (drift_capture_model_rebatch(base, B, &m, &e)) fail_msg("batch %d: %s", B, e.msg);
+    const gemm_ops o = count_ops(m->sem);
+    check_values(m, B);
+    drift_model_free(m);
+    drift_model_free(base);
+    return o;
+}
+
 /* At the recorded batch 2 the reshape copied (recorded strides contiguous): one LINEAR with
  * its bias, no BMM, no ADD; re-batching to 2 is the same program. */
 static void test_recorded_batch_is_one_linear(void **state) {
@@ -95,51 +108,31 @@ static void test_recorded_batch_is_one_linear(void **state) {
     assert_int_equal(o.linear_bias, 1);
     assert_int_equal(o.bmm, 0);
     assert_int_equal(o.add, 0);
-    drift_model *m = NULL;
-    drift_err e;
-    drift_err_clear(&e);
-    if (drift_capture_model_rebatch(base, 2, &m, &e)) fail_msg("%s", e.msg);
-    o = count_ops(m->sem);
+    drift_model_free(base);
+    o = rebatched_ops(2);
     assert_int_equal(o.linear, 1);
     assert_int_equal(o.linear_bias, 1);
     assert_int_equal(o.bmm + o.add, 0);
-    check_values(m, 2);
-    drift_model_free(m);
-    drift_model_free(base);
 }
 
 /* Re-batched to 1 the reshape is a strided view: torch's linear runs matmul (no fold: bmm of
  * the operand cloned contiguous, W^T 't' with batch stride 0) and adds the bias on its own. */
 static void test_batch1_view_is_bmm_and_add(void **state) {
     (void)state;
-    drift_model *base = load(), *m = NULL;
-    drift_err e;
-    drift_err_clear(&e);
-    if (drift_capture_model_rebatch(base, 1, &m, &e)) fail_msg("%s", e.msg);
-    gemm_ops o = count_ops(m->sem);
+    const gemm_ops o = rebatched_ops(1);
     assert_int_equal(o.linear, 0);
     assert_int_equal(o.bmm, 1);
     assert_int_equal(o.bmm_layout, DRIFT_BMM_B_T | DRIFT_BMM_B_BCAST);
     assert_int_equal(o.add, 1);
-    check_values(m, 1);
-    drift_model_free(m);
-    drift_model_free(base);
 }
 
 /* Re-batched to 3 the reshape copies again (B and H, W do not merge): one LINEAR with bias. */
 static void test_batch3_copy_is_one_linear(void **state) {
     (void)state;
-    drift_model *base = load(), *m = NULL;
-    drift_err e;
-    drift_err_clear(&e);
-    if (drift_capture_model_rebatch(base, 3, &m, &e)) fail_msg("%s", e.msg);
-    gemm_ops o = count_ops(m->sem);
+    const gemm_ops o = rebatched_ops(3);
     assert_int_equal(o.linear, 1);
     assert_int_equal(o.linear_bias, 1);
     assert_int_equal(o.bmm + o.add, 0);
-    check_values(m, 3);
-    drift_model_free(m);
-    drift_model_free(base);
 }
 
 /* ---- al_torch_strides on a parsed graph with hand-set lowered sizes ---- */
