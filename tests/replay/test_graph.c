@@ -281,6 +281,34 @@ static void test_json_base_valid(void **state) {
     drift_graph_free(g);
 }
 
+/* doc with `from` replaced by `to` (the attribute dropped): value id reads layout 0 and the writer
+ * does not write "layout" (older readers still read it). */
+static void layout_absent_not_written(const char *doc, const char *from, const char *to, const char *file, int id) {
+    drift_err err;
+    drift_err_clear(&err);
+    drift_graph *g = NULL;
+    char *old = replace(doc, from, to);
+    OK(drift_graph_from_json(old, strlen(old), file, &g, &err), &err);
+    assert_int_equal(drift_graph_value(g, id)->op.layout, 0);
+    char *js = drift_graph_to_json(g, 0, &err);
+    assert_non_null(js);
+    assert_null(strstr(js, "layout"));
+    free(js);
+    drift_graph_free(g);
+    free(old);
+}
+
+/* doc with `from` replaced by `to` is refused (DRIFT_E_INPUT) naming "layout". */
+static void layout_refused(const char *doc, const char *from, const char *to, const char *file) {
+    drift_err err;
+    drift_err_clear(&err);
+    drift_graph *g = NULL;
+    char *bad = replace(doc, from, to);
+    assert_int_equal(drift_graph_from_json(bad, strlen(bad), file, &g, &err), DRIFT_E_INPUT);
+    assert_non_null(strstr(err.msg, "layout"));
+    free(bad);
+}
+
 /* PATCHIFY's optional "layout" (feature order): 1 reads back as 1 and survives the writer;
  * absent means 0 (documents written before it); 2, or a layout on UNPATCHIFY, is rejected. */
 static void test_json_patchify_layout(void **state) {
@@ -303,24 +331,10 @@ static void test_json_patchify_layout(void **state) {
     free(js);
     roundtrip(g, 0);
     drift_graph_free(g);
-    char *old = replace(doc, ", \"layout\": 1", "");
-    OK(drift_graph_from_json(old, strlen(old), "patchify.json", &g, &err), &err);
-    assert_int_equal(drift_graph_value(g, 1)->op.layout, 0);
-    js = drift_graph_to_json(g, 0, &err);
-    assert_non_null(js);
-    assert_null(strstr(js, "layout")); /* the default is not written: older readers still read it */
-    free(js);
-    drift_graph_free(g);
-    free(old);
-    char *bad = replace(doc, "\"layout\": 1", "\"layout\": 2");
-    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "patchify.json", &g, &err), DRIFT_E_INPUT);
-    assert_non_null(strstr(err.msg, "layout"));
-    free(bad);
-    bad = replace(doc, "\"op\": \"patchify\", \"in\": [0], \"shape\": [1, 8, 16]",
-                  "\"op\": \"unpatchify\", \"in\": [0], \"shape\": [1, 4, 2, 4, 4]");
-    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "patchify.json", &g, &err), DRIFT_E_INPUT);
-    assert_non_null(strstr(err.msg, "layout"));
-    free(bad);
+    layout_absent_not_written(doc, ", \"layout\": 1", "", "patchify.json", 1);
+    layout_refused(doc, "\"layout\": 1", "\"layout\": 2", "patchify.json");
+    layout_refused(doc, "\"op\": \"patchify\", \"in\": [0], \"shape\": [1, 8, 16]",
+                   "\"op\": \"unpatchify\", \"in\": [0], \"shape\": [1, 4, 2, 4, 4]", "patchify.json");
 }
 
 /* LINEAR's optional "layout": DRIFT_LINEAR_CONV (a convolution's GEMM, which the torch profile
@@ -343,19 +357,8 @@ static void test_json_linear_conv_layout(void **state) {
     assert_int_equal(drift_graph_value(g, 2)->op.layout, DRIFT_LINEAR_CONV);
     roundtrip(g, 0);
     drift_graph_free(g);
-    char *plain = replace(doc, ", \"attrs\": {\"layout\": 16}", "");
-    OK(drift_graph_from_json(plain, strlen(plain), "linear.json", &g, &err), &err);
-    assert_int_equal(drift_graph_value(g, 2)->op.layout, 0);
-    char *js = drift_graph_to_json(g, 0, &err);
-    assert_non_null(js);
-    assert_null(strstr(js, "layout"));
-    free(js);
-    drift_graph_free(g);
-    free(plain);
-    char *bad = replace(doc, "\"layout\": 16", "\"layout\": 3");
-    assert_int_equal(drift_graph_from_json(bad, strlen(bad), "linear.json", &g, &err), DRIFT_E_INPUT);
-    assert_non_null(strstr(err.msg, "layout"));
-    free(bad);
+    layout_absent_not_written(doc, ", \"attrs\": {\"layout\": 16}", "", "linear.json", 2);
+    layout_refused(doc, "\"layout\": 16", "\"layout\": 3", "linear.json");
 }
 
 /* ATTENTION with its additive bias (4 inputs) survives the JSON round trip; a bias that does
