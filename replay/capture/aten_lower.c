@@ -2796,6 +2796,7 @@ done:
     drift_free((void *)c.child);
     drift_free(c.child_at);
     drift_free(c.roots);
+    drift_free(c.routed);
     if (rc) {
         drift_graph_free(c.out);
         if (notes) {

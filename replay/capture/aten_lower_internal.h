@@ -52,6 +52,8 @@ typedef struct lctx {
     const int *rb_dims_in;   /* per FX node: bax1 imposed, or NULL */
     const unsigned char *rb_lead; /* per FX node: its shape argument's leading entry is the batch, or NULL */
     const int64_t *rb_nz;    /* per FX node: the count a re-batched nonzero takes (-1: its 'val''s), or NULL */
+    struct al_routed *routed; /* aten_routed_slices.c: the last argsort's partition (its slices are lowered
+                                 in a row), NULL until one is met; freed with the context */
     uint64_t args_read;      /* positional arguments of the current node that al_arg handed out (bit i) */
     uint64_t kwargs_read;    /* its keyword arguments that al_arg handed out (bit: member index) */
 } lctx;

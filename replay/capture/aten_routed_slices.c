@@ -18,6 +18,8 @@
  * the forward naming the count the data gives, which invariance's recount takes. */
 #include <string.h>
 
+#include "formats/alloc.h"
+
 #include "replay/capture/aten_lower_internal.h"
 
 enum { MAX_EXPERTS = 1024 };
@@ -146,6 +148,36 @@ int al_routed_slice_bind(lctx *c, const aten_view *o, int check) {
     return al_set_result(c, w);
 }
 
+/* The partition of one argsort, kept in the lowering context: the slices of a MoE layer are
+ * lowered one after another, and each would otherwise scan the whole graph again. */
+struct al_routed {
+    int a;                   /* the argsort node (-1: none yet) */
+    int ok;                  /* its slices tile it, one interval per expert */
+    int64_t n_rec, experts;  /* its recorded length; the router's expert count */
+    int m;                   /* intervals */
+    int64_t lo[MAX_EXPERTS], hi[MAX_EXPERTS];
+    int first[MAX_EXPERTS];  /* each interval's first slice node */
+};
+
+/* c->routed filled for argsort a (recomputed only for another argsort); DRIFT_E_NOMEM or a 'val'
+ * error, else DRIFT_OK with ->ok saying whether a's slices are a routed partition. */
+static int routed_of(lctx *c, int a) {
+    if (c->routed && c->routed->a == a) return DRIFT_OK;
+    if (!c->routed && !(c->routed = drift_malloc(sizeof *c->routed)))
+        return drift_err_set(c->err, DRIFT_E_NOMEM, "aten", "out of memory");
+    struct al_routed *r = c->routed;
+    r->a = a, r->ok = 0;
+    int nd, rc;
+    int64_t sh[DRIFT_MAX_DIMS];
+    if ((rc = al_val_shape(c, c->g->nodes[a].val, &nd, sh))) return rc;
+    if (nd != 1) return DRIFT_OK;
+    r->n_rec = sh[0];
+    if (!partition(c->g, a, r->n_rec, MAX_EXPERTS, r->lo, r->hi, r->first, &r->m)) return DRIFT_OK;
+    r->experts = experts_of(c, a);
+    r->ok = r->experts >= 1;
+    return DRIFT_OK;
+}
+
 int al_routed_slice(lctx *c, int j, int64_t n_now, int64_t *start, int64_t *end, int *routed, int *check) {
     *routed = 0;
     *check = -1;
@@ -153,20 +185,15 @@ int al_routed_slice(lctx *c, int j, int64_t n_now, int64_t *start, int64_t *end,
     const drift_aten_graph *g = c->g;
     const int a = argsort_source(g, j);
     if (a < 0) return DRIFT_OK;
-    int nd, rc;
-    int64_t sh[DRIFT_MAX_DIMS];
-    if ((rc = al_val_shape(c, g->nodes[a].val, &nd, sh))) return rc;
-    if (nd != 1) return DRIFT_OK;
-    const int64_t n_rec = sh[0];
-    int64_t lo[MAX_EXPERTS], hi[MAX_EXPERTS];
-    int first[MAX_EXPERTS], m;
-    if (!partition(g, a, n_rec, MAX_EXPERTS, lo, hi, first, &m)) return DRIFT_OK;
-    const int64_t experts = experts_of(c, a);
-    if (experts < 1) return DRIFT_OK;
-    if (m != experts)
+    int rc = routed_of(c, a);
+    if (rc || !c->routed->ok) return rc;
+    const struct al_routed *r = c->routed;
+    const int64_t n_rec = r->n_rec, *lo = r->lo, *hi = r->hi;
+    const int *first = r->first, m = r->m;
+    if (m != r->experts)
         return FAIL(c, "a MoE's routed slices of '%s' (the token counts per expert burnt in at the recorded data): %d "
                        "of its %lld experts got tokens at the recorded batch, and the graph holds the code of those "
-                       "only; at another batch the others may get tokens", g->nodes[a].name, m, (long long)experts);
+                       "only; at another batch the others may get tokens", g->nodes[a].name, m, (long long)r->experts);
     int64_t s0 = *start;
     if (s0 < 0) s0 += n_rec;
     int k = 0;
